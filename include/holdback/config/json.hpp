@@ -1,0 +1,107 @@
+// Strict JSON reading for configuration: parsing with paths, and typed parameter access that
+// reports every problem at once.
+//
+// parseJson() is stricter than nlohmann::json::parse: a duplicate key in an object is an error
+// (nlohmann would keep the last one silently), numbers that overflow a double ("1e400") are
+// errors, and syntax errors carry the line, column and JSON path where they occurred. It never
+// throws.
+//
+// ParamReader reads one JSON object (a plugin's "parameters", say) field by field. Each accessor
+// checks the JSON type and range, records a Diagnostic naming the JSON path, the value found and
+// what is allowed, and marks the key as known; finish() then reports every key nobody asked for.
+//
+// Thread safety: thread-compatible.
+#pragma once
+
+#include <cstdint>
+#include <initializer_list>
+#include <optional>
+#include <set>
+#include <string>
+#include <string_view>
+
+#include <nlohmann/json.hpp>
+
+#include "holdback/diagnostics.hpp"
+
+namespace holdback::config {
+
+using Json = nlohmann::json;
+
+// Parses `text` as one JSON document (no comments, no trailing commas). A syntax error (or a
+// number that overflows a double) leaves no value. Duplicate keys are errors too, but the
+// document is still returned (the later value kept) so that a caller can go on and report every
+// other problem as well: check diagnostics().hasErrors(), not only ok().
+Result<Json> parseJson(std::string_view text);
+
+// Reads a whole file and parses it. A file that cannot be read is an error at path "".
+Result<Json> parseJsonFile(const std::string& file);
+
+// "/a/b" + "c/d" -> "/a/b/c~1d" (RFC 6901 escaping of the appended token).
+std::string joinPath(std::string_view base, std::string_view token);
+
+// Shortest decimal that round-trips ("0.1", "1e+400" never appears: infinities print as "inf").
+std::string formatNumber(double value);
+
+// A short description of a JSON value for messages: numbers and booleans as written, strings
+// quoted (long ones cut), and "an object", "an array", "null" otherwise.
+std::string describe(const Json& value);
+
+// The JSON type in words: "a number", "a string", ...
+std::string_view typeName(const Json& value);
+
+// A type-mismatch message: "\"0.5\" is a string; expected a number", or for containers and
+// null "found an array; expected an object".
+std::string mismatch(const Json& value, std::string_view expected);
+
+// Parses a whole decimal integer string (optional leading '-') into [min, max]. Used for
+// integer-string map keys such as "-10". Returns nullopt on anything else.
+std::optional<std::int64_t> parseIntegerKey(std::string_view text, std::int64_t min,
+                                            std::int64_t max);
+
+class ParamReader {
+ public:
+  // `object` may be null: the parameters were absent, and every key reads as absent. A non-null
+  // value that is not an object is reported at `path` and then also reads as empty.
+  ParamReader(const Json* object, std::string path, Diagnostics& diagnostics);
+
+  // False when the value given was not an object (already reported).
+  [[nodiscard]] bool valid() const noexcept { return object_ != nullptr || !given_; }
+  [[nodiscard]] bool has(std::string_view key) const;
+  [[nodiscard]] const std::string& path() const noexcept { return path_; }
+  [[nodiscard]] std::string pathOf(std::string_view key) const { return joinPath(path_, key); }
+  [[nodiscard]] Diagnostics& diagnostics() const noexcept { return diagnostics_; }
+
+  // Each accessor marks `key` as known. It returns nullopt when the key is absent or its value is
+  // invalid (an error has then been recorded).
+  std::optional<double> number(std::string_view key);
+  // Integers must be JSON integers, or floats with an integral value, within [min, max]; nothing
+  // is wrapped, truncated or clamped.
+  std::optional<std::int64_t> integer(std::string_view key, std::int64_t min, std::int64_t max);
+  std::optional<bool> boolean(std::string_view key);
+  std::optional<std::string> string(std::string_view key);
+  // A string that must be one of `allowed`.
+  std::optional<std::string> oneOf(std::string_view key,
+                                   std::initializer_list<std::string_view> allowed);
+  // The raw value (any type), or null when absent.
+  const Json* value(std::string_view key);
+
+  // Marks `key` known without reading it.
+  void accept(std::string_view key);
+  // Records "<path>/<key>: <message>".
+  void error(std::string_view key, const std::string& message) const;
+
+  // Reports each key present but never read or accepted, listing the known keys.
+  void finish();
+
+ private:
+  const Json* find(std::string_view key) const;
+
+  const Json* object_ = nullptr;
+  bool given_ = false;
+  std::string path_;
+  Diagnostics& diagnostics_;
+  std::set<std::string, std::less<>> known_;
+};
+
+}  // namespace holdback::config

@@ -1,0 +1,50 @@
+// JSON configuration of usage limit policies.
+//
+// Parameters (strict: unknown keys, duplicate keys, wrong types, out-of-range values and keys
+// that do not apply to the chosen strategy are all errors, reported together):
+//
+//   static-usage-limit-policy       threshold (default 1.0, in (0, 1])
+//   priority-holdback-policy        either strategy = stepwise-spread | linear-proportional |
+//                                   sigmoid-smoothed | static (+ sigmoidDomain = rank | value),
+//                                   or shape = linear | sigmoid with domain = rank | value |
+//                                   explicit (never both spellings); minCeiling, maxCeiling,
+//                                   sigmoidSteepness, sigmoidMidpoint, ceilings, defaultCeiling
+//   soft-reflective-ceiling-policy  no parameters
+//
+// See docs/configuration.md for the full reference.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "holdback/config/json.hpp"
+#include "holdback/config/plugin.hpp"
+#include "holdback/policies.hpp"
+#include "holdback/usage_limit_policy.hpp"
+
+namespace holdback::config {
+
+using PolicyRegistry = PluginRegistry<UsageLimitPolicy>;
+
+// A registry holding the three built-in policy types.
+PolicyRegistry builtinPolicyRegistry();
+
+// Parameter parsers; `parameters` may be null (absent), `path` is its JSON pointer.
+std::optional<StaticUsageLimitOptions> parseStaticUsageLimitOptions(const Json* parameters,
+                                                                    const std::string& path,
+                                                                    Diagnostics& diagnostics);
+std::optional<PriorityHoldbackOptions> parsePriorityHoldbackOptions(const Json* parameters,
+                                                                    const std::string& path,
+                                                                    Diagnostics& diagnostics);
+
+// Builds the usage limit policy a document describes. The document is either one plugin object
+// ({"type": ..., "name": ..., "parameters": ...}) or an EndpointPickerConfig, in which case every
+// plugin whose type is a registered policy type is validated, and the one named by
+// flowControl.usageLimitPolicyPluginRef is returned (absent ref: the plugin named
+// "static-usage-limit-policy" if there is one, else a static policy with threshold 1.0).
+// Plugins of other types are not checked here and produce one warning each.
+Result<std::shared_ptr<UsageLimitPolicy>> loadUsageLimitPolicy(const Json& document,
+                                                               const PolicyRegistry& registry);
+
+}  // namespace holdback::config

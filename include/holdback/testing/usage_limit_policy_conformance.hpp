@@ -1,0 +1,181 @@
+// A value-parameterized GoogleTest suite that every UsageLimitPolicy must pass: the built-in
+// ones and a host's own. Include this header in one test file and instantiate it:
+//
+//   INSTANTIATE_TEST_SUITE_P(MyPolicies, UsageLimitPolicyConformanceTest,
+//       ::testing::Values(holdback::testing::PolicyFactory{"mine", [] { return makeMine(); }}),
+//       holdback::testing::PolicyFactoryName{});
+//
+// Checked on many random inputs from a fixed seed, including the nasty ones (NaN and infinite
+// saturation, INT_MIN/INT_MAX, unsorted and duplicated priorities, buffers of the wrong length):
+// every ceiling written is finite, within [0, 1] and non-increasing; nothing beyond
+// min(priorities, buffer) is written; computeLimit is safe to call from several threads.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <functional>
+#include <limits>
+#include <memory>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "holdback/usage_limit_policy.hpp"
+
+namespace holdback::testing {
+
+struct PolicyFactory {
+  std::string label;
+  std::function<std::unique_ptr<UsageLimitPolicy>()> make;
+};
+
+struct PolicyFactoryName {
+  std::string operator()(const ::testing::TestParamInfo<PolicyFactory>& info) const {
+    return info.param.label;
+  }
+};
+
+// Random inputs, including the edge cases, from a fixed seed.
+class PolicyInputGenerator {
+ public:
+  explicit PolicyInputGenerator(std::uint32_t seed) : rng_(seed) {}
+
+  double saturation() {
+    static constexpr double kSpecial[] = {std::numeric_limits<double>::quiet_NaN(),
+                                          std::numeric_limits<double>::infinity(),
+                                          -std::numeric_limits<double>::infinity(),
+                                          -1.0,
+                                          0.0,
+                                          0.5,
+                                          1.0,
+                                          1e300,
+                                          -0.0,
+                                          std::numeric_limits<double>::denorm_min()};
+    if (pick(4) == 0) return kSpecial[pick(std::size(kSpecial))];
+    return std::uniform_real_distribution<double>(0.0, 2.0)(rng_);
+  }
+
+  std::vector<Priority> priorities() {
+    const std::size_t n = pick(6) == 0 ? pick(3) : pick(40);
+    std::vector<Priority> out;
+    for (std::size_t i = 0; i < n; ++i) {
+      switch (pick(6)) {
+        case 0:
+          out.push_back(std::numeric_limits<Priority>::min());
+          break;
+        case 1:
+          out.push_back(std::numeric_limits<Priority>::max());
+          break;
+        case 2:
+          out.push_back(out.empty() ? 0 : out.back());  // duplicate
+          break;
+        default:
+          out.push_back(std::uniform_int_distribution<Priority>(-1000, 1000)(rng_));
+      }
+    }
+    if (pick(2) == 0) std::sort(out.begin(), out.end(), std::greater<>());  // sometimes sorted
+    return out;
+  }
+
+  std::size_t pick(std::size_t n) { return std::uniform_int_distribution<std::size_t>(0, n - 1)(rng_); }
+
+ private:
+  std::mt19937 rng_;
+};
+
+class UsageLimitPolicyConformanceTest : public ::testing::TestWithParam<PolicyFactory> {
+ protected:
+  std::unique_ptr<UsageLimitPolicy> make() const {
+    auto policy = GetParam().make();
+    EXPECT_NE(policy, nullptr);
+    return policy;
+  }
+
+  static void expectValid(const std::vector<double>& ceilings, std::size_t n,
+                          const std::string& context) {
+    for (std::size_t i = 0; i < n; ++i) {
+      EXPECT_TRUE(std::isfinite(ceilings[i])) << context << " index " << i;
+      EXPECT_GE(ceilings[i], 0.0) << context << " index " << i;
+      EXPECT_LE(ceilings[i], 1.0) << context << " index " << i;
+      if (i > 0) {
+        EXPECT_GE(ceilings[i - 1], ceilings[i]) << context << " index " << i;
+      }
+    }
+  }
+};
+
+TEST_P(UsageLimitPolicyConformanceTest, CeilingsAreFiniteBoundedAndNonIncreasing) {
+  auto policy = make();
+  PolicyInputGenerator gen(20261130);
+  for (int round = 0; round < 3000; ++round) {
+    const double s = gen.saturation();
+    const std::vector<Priority> priorities = gen.priorities();
+    std::vector<double> ceilings(priorities.size(), 1.0);
+    policy->computeLimit(s, priorities, ceilings);
+    expectValid(ceilings, ceilings.size(), "round " + std::to_string(round) + " s=" + std::to_string(s));
+    if (::testing::Test::HasFailure()) return;
+  }
+}
+
+TEST_P(UsageLimitPolicyConformanceTest, WritesNothingBeyondTheShorterSpan) {
+  auto policy = make();
+  PolicyInputGenerator gen(7);
+  constexpr double kSentinel = -42.0;
+  for (int round = 0; round < 500; ++round) {
+    const std::vector<Priority> priorities = gen.priorities();
+    // Buffer longer than the priority list.
+    std::vector<double> longer(priorities.size() + 3, kSentinel);
+    std::fill(longer.begin(), longer.begin() + static_cast<std::ptrdiff_t>(priorities.size()), 1.0);
+    policy->computeLimit(gen.saturation(), priorities, longer);
+    expectValid(longer, priorities.size(), "longer buffer");
+    for (std::size_t i = priorities.size(); i < longer.size(); ++i) EXPECT_EQ(longer[i], kSentinel);
+    // Buffer shorter than the priority list.
+    if (!priorities.empty()) {
+      std::vector<double> shorter(priorities.size() - 1, 1.0);
+      policy->computeLimit(gen.saturation(), priorities, shorter);
+      expectValid(shorter, shorter.size(), "shorter buffer");
+    }
+  }
+}
+
+TEST_P(UsageLimitPolicyConformanceTest, EmptyListWritesNothing) {
+  auto policy = make();
+  std::vector<double> buffer{0.25, 0.5};
+  policy->computeLimit(0.7, {}, buffer);
+  EXPECT_EQ(buffer, (std::vector<double>{0.25, 0.5}));
+}
+
+TEST_P(UsageLimitPolicyConformanceTest, ReportsTypeAndName) {
+  auto policy = make();
+  EXPECT_FALSE(policy->type().empty());
+  EXPECT_FALSE(policy->name().empty());
+}
+
+TEST_P(UsageLimitPolicyConformanceTest, ConcurrentCallsStayValid) {
+  auto policy = make();
+  constexpr int kThreads = 4;
+  std::vector<std::thread> threads;
+  std::vector<int> failures(kThreads, 0);
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      PolicyInputGenerator gen(static_cast<std::uint32_t>(100 + t));
+      for (int round = 0; round < 500; ++round) {
+        const auto priorities = gen.priorities();
+        std::vector<double> ceilings(priorities.size(), 1.0);
+        policy->computeLimit(gen.saturation(), priorities, ceilings);
+        for (std::size_t i = 0; i < ceilings.size(); ++i) {
+          const bool ok = std::isfinite(ceilings[i]) && ceilings[i] >= 0.0 && ceilings[i] <= 1.0 &&
+                          (i == 0 || ceilings[i - 1] >= ceilings[i]);
+          failures[static_cast<std::size_t>(t)] += ok ? 0 : 1;
+        }
+      }
+    });
+  }
+  for (auto& thread : threads) thread.join();
+  for (int t = 0; t < kThreads; ++t) EXPECT_EQ(failures[static_cast<std::size_t>(t)], 0) << t;
+}
+
+}  // namespace holdback::testing

@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Builds holdback and runs every test:
+#   1. the concurrency tests under ThreadSanitizer (build/tsan),
+#   2. the whole suite (build/default), ending with CTest's summary line.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+. scripts/deps.sh
+holdback_ensure_packages
+
+jobs=$(nproc)
+
+echo "== ThreadSanitizer: concurrency tests" >&2
+cmake -S . -B build/tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DHOLDBACK_SANITIZE=thread \
+  -DHOLDBACK_BUILD_BENCH=OFF -DHOLDBACK_BUILD_EXAMPLES=OFF -DHOLDBACK_BUILD_TOOLS=OFF >/dev/null
+cmake --build build/tsan -j"$jobs" --target holdback_concurrency_tests
+(cd build/tsan && TSAN_OPTIONS="halt_on_error=1" ctest -L concurrency --output-on-failure -j"$jobs")
+
+echo "== All tests" >&2
+cmake -S . -B build/default -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+cmake --build build/default -j"$jobs"
+cd build/default
+ctest --output-on-failure -j"$jobs"

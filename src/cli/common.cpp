@@ -1,0 +1,90 @@
+#include "common.hpp"
+
+#include <charconv>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+
+namespace holdback::cli {
+
+std::optional<std::string> Args::get(std::string_view name) const {
+  const auto it = options.find(name);
+  if (it == options.end()) return std::nullopt;
+  return it->second;
+}
+
+std::optional<std::string> parseArgs(int argc, char** argv, int first,
+                                     const std::vector<std::string>& valueOptions, Args& out) {
+  for (int i = first; i < argc; ++i) {
+    std::string arg = argv[i];
+    if (arg == "--help" || arg == "-h") {
+      out.help = true;
+      continue;
+    }
+    if (arg.rfind("--", 0) != 0 || arg == "--") {
+      out.positional.push_back(arg);
+      continue;
+    }
+    std::string name = arg.substr(2);
+    std::optional<std::string> value;
+    if (const auto eq = name.find('='); eq != std::string::npos) {
+      value = name.substr(eq + 1);
+      name.resize(eq);
+    }
+    bool known = false;
+    for (const std::string& v : valueOptions) known = known || v == name;
+    if (!known) return "unknown option --" + name;
+    if (!value) {
+      if (i + 1 >= argc) return "option --" + name + " needs a value";
+      value = argv[++i];
+    }
+    if (out.options.count(name) != 0) return "option --" + name + " given twice";
+    out.options.emplace(name, *value);
+  }
+  return std::nullopt;
+}
+
+int usageError(std::string_view command, std::string_view message) {
+  std::cerr << "holdback " << command << ": " << message << "\n"
+            << "Run 'holdback " << command << " --help' for usage.\n";
+  return kExitUsage;
+}
+
+void printDiagnostics(std::string_view file, const Diagnostics& diagnostics) {
+  for (const Diagnostic& d : diagnostics.all()) {
+    std::cerr << file << ": " << (d.severity == Severity::kError ? "error: " : "warning: ")
+              << d.toString() << "\n";
+  }
+}
+
+std::optional<config::Json> loadJsonFile(std::string_view command, const std::string& file,
+                                         Diagnostics& diagnostics, int& exitCode) {
+  std::ifstream in(file, std::ios::binary);
+  if (!in) {
+    exitCode = usageError(command, "cannot read file \"" + file + "\"");
+    return std::nullopt;
+  }
+  std::ostringstream buffer;
+  buffer << in.rdbuf();
+  auto parsed = config::parseJson(buffer.str());
+  diagnostics.append(parsed.diagnostics());
+  if (!parsed) {
+    printDiagnostics(file, diagnostics);
+    exitCode = kExitInvalid;
+    return std::nullopt;
+  }
+  return std::move(parsed).value();
+}
+
+std::optional<double> parseDouble(std::string_view text) {
+  if (text == "nan" || text == "NaN") return std::numeric_limits<double>::quiet_NaN();
+  if (text == "inf" || text == "+inf") return std::numeric_limits<double>::infinity();
+  if (text == "-inf") return -std::numeric_limits<double>::infinity();
+  double value = 0.0;
+  const char* last = text.data() + text.size();
+  const auto [ptr, ec] = std::from_chars(text.data(), last, value);
+  if (text.empty() || ec != std::errc() || ptr != last) return std::nullopt;
+  return value;
+}
+
+}  // namespace holdback::cli

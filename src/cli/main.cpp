@@ -1,0 +1,39 @@
+// holdback: the command-line tool. See `holdback --help`.
+#include <iostream>
+#include <string_view>
+
+#include "common.hpp"
+
+namespace {
+
+constexpr std::string_view kHelp = R"(holdback - priority-aware admission control for LLM gateways
+
+Usage: holdback COMMAND [OPTIONS]
+
+Commands:
+  ceilings   compute the admission ceiling of every priority with a usage limit policy
+  validate   check a policy plugin file or an EndpointPickerConfig, reporting every problem
+
+Run 'holdback COMMAND --help' for the options of a command.
+
+Exit codes: 0 success, 1 invalid input file (every problem is printed), 2 usage error.
+)";
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  using namespace holdback::cli;
+  if (argc < 2) {
+    std::cerr << kHelp;
+    return kExitUsage;
+  }
+  const std::string_view command = argv[1];
+  if (command == "--help" || command == "-h" || command == "help") {
+    std::cout << kHelp;
+    return kExitOk;
+  }
+  if (command == "ceilings") return runCeilings(argc, argv);
+  if (command == "validate") return runValidate(argc, argv);
+  std::cerr << "holdback: unknown command \"" << command << "\"\n\n" << kHelp;
+  return kExitUsage;
+}

@@ -1,0 +1,329 @@
+#include "holdback/config/policy_config.hpp"
+
+#include <limits>
+#include <map>
+#include <set>
+
+namespace holdback::config {
+namespace {
+
+constexpr std::int64_t kPriorityMin = std::numeric_limits<Priority>::min();
+constexpr std::int64_t kPriorityMax = std::numeric_limits<Priority>::max();
+
+// Appends `from` to `to`, skipping errors at a path that already has an error in `to` since
+// `first`: a value with the wrong type is reported once, not again as "missing".
+void appendNew(Diagnostics& to, std::size_t first, const Diagnostics& from) {
+  std::set<std::string> reported;
+  for (std::size_t i = first; i < to.all().size(); ++i) reported.insert(to.all()[i].path);
+  for (const Diagnostic& d : from.all()) {
+    if (d.severity == Severity::kError && reported.count(d.path) != 0) continue;
+    to.add(d);
+  }
+}
+
+std::vector<StaticCeiling> parseStaticCeilings(const Json& map, const std::string& path,
+                                               Diagnostics& diagnostics) {
+  std::vector<StaticCeiling> out;
+  if (!map.is_object()) {
+    diagnostics.error(path, mismatch(map, "an object mapping priority to ceiling"));
+    return out;
+  }
+  for (const auto& [key, value] : map.items()) {
+    const std::string entry_path = joinPath(path, key);
+    const auto priority = parseIntegerKey(key, kPriorityMin, kPriorityMax);
+    if (!priority) {
+      diagnostics.error(entry_path, "\"" + key + "\" is not an integer priority in [" +
+                                        std::to_string(kPriorityMin) + ", " +
+                                        std::to_string(kPriorityMax) + "]");
+    }
+    if (!value.is_number()) {
+      diagnostics.error(entry_path, mismatch(value, "a ceiling in [0.0, 1.0]"));
+    }
+    if (priority && value.is_number()) {
+      out.push_back(StaticCeiling{static_cast<Priority>(*priority), value.get<double>()});
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+std::optional<StaticUsageLimitOptions> parseStaticUsageLimitOptions(const Json* parameters,
+                                                                    const std::string& path,
+                                                                    Diagnostics& diagnostics) {
+  const std::size_t first = diagnostics.all().size();
+  const std::size_t errors_before = diagnostics.errorCount();
+  ParamReader reader(parameters, path, diagnostics);
+  if (!reader.valid()) return std::nullopt;
+  StaticUsageLimitOptions options;
+  if (const auto threshold = reader.number("threshold")) options.threshold = *threshold;
+  reader.finish();
+  Diagnostics checks;
+  StaticUsageLimitPolicy::validate(options, path, checks);
+  appendNew(diagnostics, first, checks);
+  if (diagnostics.errorCount() > errors_before) return std::nullopt;
+  return options;
+}
+
+std::optional<PriorityHoldbackOptions> parsePriorityHoldbackOptions(const Json* parameters,
+                                                                    const std::string& path,
+                                                                    Diagnostics& diagnostics) {
+  const std::size_t first = diagnostics.all().size();
+  const std::size_t errors_before = diagnostics.errorCount();
+  ParamReader reader(parameters, path, diagnostics);
+  if (!reader.valid()) return std::nullopt;
+
+  // Read every key first, so that type errors are reported whatever the strategy.
+  const auto strategy = reader.oneOf(
+      "strategy", {"stepwise-spread", "linear-proportional", "sigmoid-smoothed", "static"});
+  const auto shape = reader.oneOf("shape", {"linear", "sigmoid"});
+  const auto domain = reader.oneOf("domain", {"rank", "value", "explicit"});
+  const auto sigmoid_domain = reader.oneOf("sigmoidDomain", {"rank", "value"});
+  const auto min_ceiling = reader.number("minCeiling");
+  const auto max_ceiling = reader.number("maxCeiling");
+  const auto steepness = reader.number("sigmoidSteepness");
+  const auto midpoint = reader.number("sigmoidMidpoint");
+  const auto default_ceiling = reader.number("defaultCeiling");
+  const Json* ceilings = reader.value("ceilings");
+  reader.finish();
+
+  const bool reference_spelling = reader.has("shape") || reader.has("domain");
+  PriorityHoldbackOptions options;
+  bool strategy_known = true;
+
+  if (reader.has("strategy")) {
+    for (const char* key : {"shape", "domain"}) {
+      if (reader.has(key)) {
+        reader.error(key, "cannot be combined with \"strategy\"; use either strategy (with "
+                          "sigmoidDomain) or shape and domain, not both");
+      }
+    }
+    if (!strategy) {
+      strategy_known = false;
+    } else if (*strategy == "stepwise-spread") {
+      options.strategy = HoldbackStrategy::kStepwiseSpread;
+    } else if (*strategy == "linear-proportional") {
+      options.strategy = HoldbackStrategy::kLinearProportional;
+    } else if (*strategy == "sigmoid-smoothed") {
+      options.strategy = HoldbackStrategy::kSigmoidSmoothed;
+    } else {
+      options.strategy = HoldbackStrategy::kStatic;
+    }
+  } else if (reference_spelling) {
+    if (reader.has("sigmoidDomain")) {
+      reader.error("sigmoidDomain",
+                   "cannot be combined with \"shape\"/\"domain\"; with that spelling the sigmoid "
+                   "domain is given by \"domain\"");
+    }
+    if ((reader.has("shape") && !shape) || (reader.has("domain") && !domain)) {
+      strategy_known = false;
+    } else if (domain.value_or("rank") == "explicit") {
+      if (reader.has("shape")) {
+        reader.error("shape", "does not apply to domain \"explicit\" (a static map has no shape)");
+      }
+      options.strategy = HoldbackStrategy::kStatic;
+    } else {
+      const bool value = domain.value_or("rank") == "value";
+      if (shape.value_or("linear") == "sigmoid") {
+        options.strategy = HoldbackStrategy::kSigmoidSmoothed;
+        options.sigmoidDomain = value ? SigmoidDomain::kValue : SigmoidDomain::kRank;
+      } else {
+        options.strategy =
+            value ? HoldbackStrategy::kLinearProportional : HoldbackStrategy::kStepwiseSpread;
+      }
+    }
+  }
+  if (reader.has("strategy") && sigmoid_domain) {
+    options.sigmoidDomain =
+        *sigmoid_domain == "value" ? SigmoidDomain::kValue : SigmoidDomain::kRank;
+  }
+
+  if (strategy_known) {
+    const std::string name = "\"" + std::string(toString(options.strategy)) + "\"";
+    const bool is_sigmoid = options.strategy == HoldbackStrategy::kSigmoidSmoothed;
+    const bool is_static = options.strategy == HoldbackStrategy::kStatic;
+    if (is_static && reader.has("minCeiling")) {
+      reader.error("minCeiling", "does not apply to strategy \"static\"");
+    }
+    for (const char* key : {"sigmoidSteepness", "sigmoidMidpoint", "sigmoidDomain"}) {
+      if (!is_sigmoid && reader.has(key) && !(reference_spelling && std::string(key) == "sigmoidDomain")) {
+        reader.error(key, "applies only to strategy \"sigmoid-smoothed\", not " + name);
+      }
+    }
+    for (const char* key : {"ceilings", "defaultCeiling"}) {
+      if (!is_static && reader.has(key)) {
+        reader.error(key, "applies only to strategy \"static\", not " + name);
+      }
+    }
+  }
+
+  if (min_ceiling) options.minCeiling = *min_ceiling;
+  if (max_ceiling) options.maxCeiling = *max_ceiling;
+  if (steepness) options.sigmoidSteepness = *steepness;
+  if (midpoint) options.sigmoidMidpoint = *midpoint;
+  if (default_ceiling) options.defaultCeiling = *default_ceiling;
+  if (ceilings != nullptr) {
+    options.ceilings = parseStaticCeilings(*ceilings, reader.pathOf("ceilings"), diagnostics);
+  }
+
+  Diagnostics checks;
+  if (strategy_known) {
+    PriorityHoldbackPolicy::validate(options, path, checks);
+  } else {
+    // The strategy is unreadable: still range-check the values that were given.
+    PriorityHoldbackOptions probe = options;
+    probe.strategy = HoldbackStrategy::kSigmoidSmoothed;
+    if (!probe.minCeiling) probe.minCeiling = 0.0;
+    PriorityHoldbackPolicy::validate(probe, path, checks);
+  }
+  appendNew(diagnostics, first, checks);
+  if (diagnostics.errorCount() > errors_before) return std::nullopt;
+  return options;
+}
+
+PolicyRegistry builtinPolicyRegistry() {
+  PolicyRegistry registry;
+  registry.add(std::string(StaticUsageLimitPolicy::kType),
+               [](const PluginSpec& spec, Diagnostics& diagnostics) {
+                 std::unique_ptr<UsageLimitPolicy> out;
+                 const auto options = parseStaticUsageLimitOptions(
+                     spec.parameters, spec.parametersPath(), diagnostics);
+                 if (options) {
+                   auto made = StaticUsageLimitPolicy::create(*options, spec.name);
+                   if (made) out = std::move(made).value();
+                 }
+                 return out;
+               });
+  registry.add(std::string(PriorityHoldbackPolicy::kType),
+               [](const PluginSpec& spec, Diagnostics& diagnostics) {
+                 std::unique_ptr<UsageLimitPolicy> out;
+                 auto options = parsePriorityHoldbackOptions(spec.parameters,
+                                                             spec.parametersPath(), diagnostics);
+                 if (options) {
+                   auto made = PriorityHoldbackPolicy::create(std::move(*options), spec.name);
+                   if (made) out = std::move(made).value();
+                 }
+                 return out;
+               });
+  registry.add(std::string(SoftReflectiveCeilingPolicy::kType),
+               [](const PluginSpec& spec, Diagnostics& diagnostics) {
+                 std::unique_ptr<UsageLimitPolicy> out;
+                 ParamReader reader(spec.parameters, spec.parametersPath(), diagnostics);
+                 const std::size_t errors_before = diagnostics.errorCount();
+                 if (spec.parameters != nullptr && spec.parameters->is_object()) {
+                   for (const auto& [key, value] : spec.parameters->items()) {
+                     reader.error(key, "unknown key \"" + key +
+                                           "\"; soft-reflective-ceiling-policy takes no "
+                                           "parameters");
+                   }
+                 }
+                 if (diagnostics.errorCount() == errors_before) {
+                   out = std::move(SoftReflectiveCeilingPolicy::create(spec.name)).value();
+                 }
+                 return out;
+               });
+  return registry;
+}
+
+std::optional<PluginSpec> readPluginSpec(const Json& plugin, const std::string& path,
+                                         Diagnostics& diagnostics) {
+  const std::size_t errors_before = diagnostics.errorCount();
+  ParamReader reader(&plugin, path, diagnostics);
+  if (diagnostics.errorCount() > errors_before) return std::nullopt;
+  PluginSpec spec;
+  spec.path = path;
+  const auto type = reader.string("type");
+  if (!reader.has("type")) reader.error("type", "missing; every plugin needs a \"type\"");
+  const auto name = reader.string("name");
+  if (name && name->empty()) reader.error("name", "is empty; omit it to default to the type");
+  spec.parameters = reader.value("parameters");
+  reader.finish();
+  if (!type || diagnostics.errorCount() > errors_before) return std::nullopt;
+  spec.type = *type;
+  spec.name = name.value_or(*type);
+  return spec;
+}
+
+Result<std::shared_ptr<UsageLimitPolicy>> loadUsageLimitPolicy(const Json& document,
+                                                               const PolicyRegistry& registry) {
+  using Out = Result<std::shared_ptr<UsageLimitPolicy>>;
+  Diagnostics diagnostics;
+  if (!document.is_object()) {
+    diagnostics.error("", mismatch(document, "a plugin object or an EndpointPickerConfig"));
+    return Out::failure(std::move(diagnostics));
+  }
+
+  // A single plugin object.
+  if (document.contains("type")) {
+    const auto spec = readPluginSpec(document, "", diagnostics);
+    if (!spec) return Out::failure(std::move(diagnostics));
+    auto made = registry.create(*spec);
+    diagnostics.append(made.diagnostics());
+    if (!made) return Out::failure(std::move(diagnostics));
+    return Out(std::shared_ptr<UsageLimitPolicy>(std::move(made).value()), std::move(diagnostics));
+  }
+
+  // An EndpointPickerConfig.
+  std::map<std::string, std::shared_ptr<UsageLimitPolicy>> policies;
+  std::map<std::string, std::pair<std::string, std::string>> plugins;  // name -> (type, path)
+  if (const auto it = document.find("plugins"); it != document.end()) {
+    if (!it->is_array()) {
+      diagnostics.error("/plugins", mismatch(*it, "an array of plugin objects"));
+    } else {
+      for (std::size_t i = 0; i < it->size(); ++i) {
+        const std::string path = "/plugins/" + std::to_string(i);
+        const auto spec = readPluginSpec((*it)[i], path, diagnostics);
+        if (!spec) continue;
+        if (const auto seen = plugins.find(spec->name); seen != plugins.end()) {
+          diagnostics.error(path + "/name", "duplicate plugin name \"" + spec->name +
+                                                "\" (first defined at " + seen->second.second +
+                                                "); plugin names must be unique");
+          continue;
+        }
+        plugins.emplace(spec->name, std::make_pair(spec->type, path));
+        if (!registry.contains(spec->type)) {
+          diagnostics.warning(path + "/type", "\"" + spec->type +
+                                                  "\" is not a usage limit policy type; not "
+                                                  "checked here");
+          continue;
+        }
+        auto made = registry.create(*spec);
+        diagnostics.append(made.diagnostics());
+        if (made) policies.emplace(spec->name, std::move(made).value());
+      }
+    }
+  }
+
+  std::optional<std::string> ref;
+  const std::string ref_path = "/flowControl/usageLimitPolicyPluginRef";
+  if (const auto fc = document.find("flowControl"); fc != document.end()) {
+    ParamReader flow_control(&*fc, "/flowControl", diagnostics);
+    ref = flow_control.string("usageLimitPolicyPluginRef");
+    if (ref && ref->empty()) ref.reset();
+  }
+  if (diagnostics.hasErrors()) return Out::failure(std::move(diagnostics));
+
+  if (!ref) {
+    const std::string fallback(StaticUsageLimitPolicy::kType);
+    if (const auto it = policies.find(fallback); it != policies.end()) {
+      return Out(it->second, std::move(diagnostics));
+    }
+    return Out(std::shared_ptr<UsageLimitPolicy>(std::move(StaticUsageLimitPolicy::create()).value()),
+               std::move(diagnostics));
+  }
+  if (const auto it = policies.find(*ref); it != policies.end()) {
+    return Out(it->second, std::move(diagnostics));
+  }
+  if (const auto it = plugins.find(*ref); it != plugins.end()) {
+    diagnostics.error(ref_path, "\"" + *ref + "\" names a plugin of type \"" + it->second.first +
+                                    "\", which is not a usage limit policy");
+  } else {
+    std::string names;
+    for (const auto& [name, info] : plugins) names += (names.empty() ? "" : ", ") + name;
+    diagnostics.error(ref_path, "\"" + *ref + "\" names no plugin; defined plugins: " +
+                                    (names.empty() ? std::string("none") : names));
+  }
+  return Out::failure(std::move(diagnostics));
+}
+
+}  // namespace holdback::config

@@ -1,0 +1,35 @@
+#include "holdback/saturation_detector.hpp"
+
+namespace holdback {
+
+EndpointRole parseEndpointRole(std::string_view label) noexcept {
+  if (label.empty() || label == "decode") return EndpointRole::kDecode;
+  if (label == "prefill") return EndpointRole::kPrefill;
+  if (label == "encode-prefill") return EndpointRole::kEncodePrefill;
+  if (label == "prefill-decode" || label == "both") return EndpointRole::kPrefillDecode;
+  if (label == "encode-prefill-decode") return EndpointRole::kEncodePrefillDecode;
+  if (label == "encode") return EndpointRole::kEncode;
+  return EndpointRole::kUnknown;
+}
+
+std::string_view toString(EndpointRole role) noexcept {
+  switch (role) {
+    case EndpointRole::kDecode:
+      return "decode";
+    case EndpointRole::kPrefill:
+      return "prefill";
+    case EndpointRole::kEncodePrefill:
+      return "encode-prefill";
+    case EndpointRole::kPrefillDecode:
+      return "prefill-decode";
+    case EndpointRole::kEncodePrefillDecode:
+      return "encode-prefill-decode";
+    case EndpointRole::kEncode:
+      return "encode";
+    case EndpointRole::kUnknown:
+      return "unknown";
+  }
+  return "unknown";
+}
+
+}  // namespace holdback

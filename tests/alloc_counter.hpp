@@ -1,0 +1,23 @@
+// Counts heap allocations made by the current thread inside a scope, to check that hot paths do
+// not allocate. The test binary that links alloc_counter.cpp replaces global operator new.
+#pragma once
+
+#include <cstddef>
+
+namespace holdback::testing {
+
+class AllocationCounter {
+ public:
+  AllocationCounter();
+  ~AllocationCounter();
+  AllocationCounter(const AllocationCounter&) = delete;
+  AllocationCounter& operator=(const AllocationCounter&) = delete;
+
+  // Allocations by this thread since construction.
+  [[nodiscard]] std::size_t count() const;
+
+ private:
+  std::size_t start_;
+};
+
+}  // namespace holdback::testing

@@ -1,0 +1,153 @@
+// Runs the built `holdback` binary and checks its output and exit codes.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <cstdio>
+#include <fstream>
+#include <string>
+
+namespace {
+
+struct CliRun {
+  int exitCode = -1;
+  std::string out;  // stdout
+  std::string err;  // stderr
+};
+
+std::string slurp(const std::string& file) {
+  std::ifstream in(file);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+CliRun holdback(const std::string& args) {
+  const std::string base = ::testing::TempDir() + "holdback_cli_" +
+                           ::testing::UnitTest::GetInstance()->current_test_info()->name();
+  const std::string command = std::string(HOLDBACK_CLI) + " " + args + " >" + base + ".out 2>" +
+                              base + ".err";
+  const int status = std::system(command.c_str());
+  CliRun run;
+  run.exitCode = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  run.out = slurp(base + ".out");
+  run.err = slurp(base + ".err");
+  return run;
+}
+
+std::string writeTemp(const std::string& name, const std::string& text) {
+  const std::string file = ::testing::TempDir() + name;
+  std::ofstream(file) << text;
+  return file;
+}
+
+const std::string kExamples = std::string(HOLDBACK_SOURCE_DIR) + "/examples/configs/";
+
+TEST(CliTest, CeilingsOnTheBuiltInExample) {
+  const CliRun run = holdback("ceilings");
+  EXPECT_EQ(run.exitCode, 0) << run.err;
+  EXPECT_EQ(run.out,
+            "{\"policy\":{\"type\":\"priority-holdback-policy\",\"name\":\"dynamic-holdback\"},"
+            "\"saturation\":0.0,\"ceilings\":[{\"priority\":100,\"ceiling\":1.0,\"gated\":false},"
+            "{\"priority\":50,\"ceiling\":0.8041076402320279,\"gated\":false},{\"priority\":0,"
+            "\"ceiling\":0.6006032068875956,\"gated\":false},{\"priority\":-1,\"ceiling\":0.6,"
+            "\"gated\":false}]}\n");
+}
+
+TEST(CliTest, CeilingsSortsAndDeduplicatesPrioritiesAndGates) {
+  const CliRun run = holdback("ceilings --config " + kExamples +
+                           "stepwise-holdback.json --priorities=-10,100,0,100 --saturation 0.65");
+  EXPECT_EQ(run.exitCode, 0) << run.err;
+  EXPECT_EQ(run.out,
+            "{\"policy\":{\"type\":\"priority-holdback-policy\",\"name\":\"stepwise\"},"
+            "\"saturation\":0.65,\"ceilings\":[{\"priority\":100,\"ceiling\":0.9,\"gated\":false},"
+            "{\"priority\":0,\"ceiling\":0.65,\"gated\":true},{\"priority\":-10,\"ceiling\":0.4,"
+            "\"gated\":true}]}\n");
+}
+
+TEST(CliTest, CeilingsNanAndInfinitySaturation) {
+  CliRun run = holdback("ceilings --config " + kExamples + "static-holdback.json --priorities 100 "
+                     "--saturation nan");
+  EXPECT_EQ(run.exitCode, 0) << run.err;
+  EXPECT_NE(run.out.find("\"saturation\":1.0,"), std::string::npos) << run.out;
+  EXPECT_NE(run.out.find("\"gated\":true"), std::string::npos) << run.out;
+  run = holdback("ceilings --config " + kExamples + "static-holdback.json --saturation inf");
+  EXPECT_EQ(run.exitCode, 0) << run.err;
+  EXPECT_NE(run.out.find("\"saturation\":\"inf\""), std::string::npos) << run.out;
+  run = holdback("ceilings --config " + kExamples + "static-holdback.json --saturation -3");
+  EXPECT_NE(run.out.find("\"saturation\":0.0,"), std::string::npos) << run.out;
+}
+
+TEST(CliTest, CeilingsCyclesShowTheSoftReflectiveDutyCycle) {
+  const std::string config = writeTemp("soft.json", R"({"type":"soft-reflective-ceiling-policy"})");
+  const CliRun run = holdback("ceilings --config " + config +
+                           " --priorities 100,-50 --saturation 0.75 --cycles 6");
+  EXPECT_EQ(run.exitCode, 0) << run.err;
+  std::string pattern;
+  const std::string needle = "\"priority\":-50,\"ceiling\":";
+  for (std::size_t pos = 0; (pos = run.out.find(needle, pos)) != std::string::npos;) {
+    pos += needle.size();
+    pattern += run.out[pos];
+  }
+  EXPECT_EQ(pattern, "001001");
+}
+
+TEST(CliTest, UsageErrorsExitTwo) {
+  EXPECT_EQ(holdback("").exitCode, 2);
+  EXPECT_EQ(holdback("frobnicate").exitCode, 2);
+  EXPECT_EQ(holdback("ceilings --bogus 1").exitCode, 2);
+  EXPECT_EQ(holdback("ceilings --priorities 1,x").exitCode, 2);
+  EXPECT_EQ(holdback("ceilings --priorities 3000000000").exitCode, 2);
+  EXPECT_EQ(holdback("ceilings --saturation high").exitCode, 2);
+  EXPECT_EQ(holdback("ceilings --cycles 0").exitCode, 2);
+  EXPECT_EQ(holdback("ceilings --config /nonexistent/file.json").exitCode, 2);
+  EXPECT_EQ(holdback("validate").exitCode, 2);
+  const CliRun missing = holdback("validate /nonexistent/file.json");
+  EXPECT_EQ(missing.exitCode, 2);
+  EXPECT_NE(missing.err.find("cannot read file"), std::string::npos);
+}
+
+TEST(CliTest, HelpDescribesEveryCommand) {
+  const CliRun top = holdback("--help");
+  EXPECT_EQ(top.exitCode, 0);
+  EXPECT_NE(top.out.find("ceilings"), std::string::npos);
+  EXPECT_NE(top.out.find("validate"), std::string::npos);
+  const CliRun ceilings = holdback("ceilings --help");
+  EXPECT_EQ(ceilings.exitCode, 0);
+  for (const char* flag : {"--config", "--priorities", "--saturation", "--cycles"}) {
+    EXPECT_NE(ceilings.out.find(flag), std::string::npos) << flag;
+  }
+  EXPECT_EQ(holdback("validate --help").exitCode, 0);
+}
+
+TEST(CliTest, ValidateAcceptsTheExamples) {
+  for (const char* file :
+       {"sigmoid-holdback.json", "static-holdback.json", "stepwise-holdback.json"}) {
+    const CliRun run = holdback("validate " + kExamples + file);
+    EXPECT_EQ(run.exitCode, 0) << file << ": " << run.err;
+    EXPECT_NE(run.out.find(": ok: usage limit policy"), std::string::npos) << run.out;
+  }
+}
+
+TEST(CliTest, ValidateReportsEveryProblemOnItsOwnLine) {
+  const std::string config = writeTemp(
+      "bad.json",
+      R"({"type":"priority-holdback-policy","parameters":{"minCeiling":1.5,"maxCeiling":0,"x":1}})");
+  const CliRun run = holdback("validate " + config);
+  EXPECT_EQ(run.exitCode, 1);
+  EXPECT_EQ(run.out, "");
+  EXPECT_EQ(run.err, config + ": error: /parameters/x: unknown key \"x\"; allowed keys: ceilings, "
+                              "defaultCeiling, domain, maxCeiling, minCeiling, shape, "
+                              "sigmoidDomain, sigmoidMidpoint, sigmoidSteepness, strategy\n" +
+                         config + ": error: /parameters/maxCeiling: 0.0 is outside (0.0, 1.0]\n" +
+                         config + ": error: /parameters/minCeiling: 1.5 is outside [0.0, 1.0)\n" +
+                         config + ": error: /parameters/minCeiling: 1.5 is not below maxCeiling "
+                                  "0.0; minCeiling must be strictly less than maxCeiling\n" +
+                         config + ": invalid (4 errors)\n");
+}
+
+TEST(CliTest, ValidateRejectsInvalidJson) {
+  const std::string config = writeTemp("syntax.json", "{\"type\": ");
+  const CliRun run = holdback("validate " + config);
+  EXPECT_EQ(run.exitCode, 1);
+  EXPECT_NE(run.err.find("invalid JSON"), std::string::npos) << run.err;
+}
+
+}  // namespace

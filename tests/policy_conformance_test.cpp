@@ -1,0 +1,83 @@
+// The UsageLimitPolicy conformance suite, instantiated for every built-in policy and strategy.
+#include "holdback/testing/usage_limit_policy_conformance.hpp"
+
+#include "alloc_counter.hpp"
+#include "holdback/policies.hpp"
+
+namespace holdback {
+namespace {
+
+using testing::PolicyFactory;
+using testing::UsageLimitPolicyConformanceTest;
+
+std::unique_ptr<UsageLimitPolicy> holdback(PriorityHoldbackOptions options) {
+  return std::move(PriorityHoldbackPolicy::create(std::move(options))).value();
+}
+
+const PolicyFactory kBuiltins[] = {
+    {"StaticUsageLimitDefault", [] { return std::move(StaticUsageLimitPolicy::create()).value(); }},
+    {"StaticUsageLimitHalf",
+     [] { return std::move(StaticUsageLimitPolicy::create({.threshold = 0.5})).value(); }},
+    {"StepwiseSpread",
+     [] { return holdback({.strategy = HoldbackStrategy::kStepwiseSpread, .minCeiling = 0.4}); }},
+    {"LinearProportional",
+     [] {
+       return holdback({.strategy = HoldbackStrategy::kLinearProportional,
+                        .minCeiling = 0.2,
+                        .maxCeiling = 0.9});
+     }},
+    {"SigmoidRank",
+     [] {
+       return holdback({.strategy = HoldbackStrategy::kSigmoidSmoothed, .minCeiling = 0.6});
+     }},
+    {"SigmoidValueSteep",
+     [] {
+       return holdback({.strategy = HoldbackStrategy::kSigmoidSmoothed,
+                        .minCeiling = 0.0,
+                        .sigmoidSteepness = 100.0,
+                        .sigmoidMidpoint = 1.0,
+                        .sigmoidDomain = SigmoidDomain::kValue});
+     }},
+    {"SigmoidNearlyFlat",
+     [] {
+       return holdback({.strategy = HoldbackStrategy::kSigmoidSmoothed,
+                        .minCeiling = 0.1,
+                        .sigmoidSteepness = 1e-300,
+                        .sigmoidDomain = SigmoidDomain::kValue});
+     }},
+    {"StaticMap",
+     [] {
+       return holdback({.strategy = HoldbackStrategy::kStatic,
+                        .ceilings = {{100, 1.0}, {20, 0.75}, {-1, 0.6}}});
+     }},
+    {"StaticMapWithDefault",
+     [] {
+       return holdback({.strategy = HoldbackStrategy::kStatic,
+                        .ceilings = {{100, 1.0}, {0, 0.3}},
+                        .defaultCeiling = 0.9});
+     }},
+    {"SoftReflective",
+     [] { return std::move(SoftReflectiveCeilingPolicy::create()).value(); }},
+};
+
+INSTANTIATE_TEST_SUITE_P(Builtins, UsageLimitPolicyConformanceTest, ::testing::ValuesIn(kBuiltins),
+                         testing::PolicyFactoryName{});
+
+class PolicyAllocationTest : public ::testing::TestWithParam<PolicyFactory> {};
+
+TEST_P(PolicyAllocationTest, ComputeLimitDoesNotAllocate) {
+  auto policy = GetParam().make();
+  std::vector<Priority> priorities{1000, 100, 50, 20, 0, -1, -5, -100};
+  std::vector<double> ceilings(priorities.size(), 1.0);
+  testing::AllocationCounter counter;
+  for (const double s : {0.0, 0.55, 0.7, 0.95, 1.0, 2.0}) {
+    policy->computeLimit(s, priorities, ceilings);
+  }
+  EXPECT_EQ(counter.count(), 0u);
+}
+
+INSTANTIATE_TEST_SUITE_P(Builtins, PolicyAllocationTest, ::testing::ValuesIn(kBuiltins),
+                         testing::PolicyFactoryName{});
+
+}  // namespace
+}  // namespace holdback
