@@ -10,7 +10,9 @@ namespace {
 using config::formatNumber;
 using config::joinPath;
 
-bool inClosed(double v, double lo, double hi) { return v >= lo && v <= hi; }
+bool inClosed(double v, double lo, double hi) {
+  return v >= lo && v <= hi;
+}
 
 // Builds a policy after validation, or returns the diagnostics.
 template <class Policy, class Make>
@@ -76,9 +78,9 @@ void PriorityHoldbackPolicy::validate(const PriorityHoldbackOptions& options,
 
   if (!is_static) {
     if (!options.minCeiling) {
-      diagnostics.error(joinPath(path, "minCeiling"),
-                        "missing; strategy " + strategy +
-                            " requires minCeiling, a number in [0.0, 1.0)");
+      diagnostics.error(
+          joinPath(path, "minCeiling"),
+          "missing; strategy " + strategy + " requires minCeiling, a number in [0.0, 1.0)");
     } else {
       const double min = *options.minCeiling;
       if (!(min >= 0.0 && min < 1.0)) {
@@ -114,10 +116,9 @@ void PriorityHoldbackPolicy::validate(const PriorityHoldbackOptions& options,
                       "from priority to a ceiling in [0.0, 1.0]");
   }
   std::vector<StaticCeiling> sorted = options.ceilings;
-  std::stable_sort(sorted.begin(), sorted.end(),
-                   [](const StaticCeiling& a, const StaticCeiling& b) {
-                     return a.priority > b.priority;
-                   });
+  std::stable_sort(
+      sorted.begin(), sorted.end(),
+      [](const StaticCeiling& a, const StaticCeiling& b) { return a.priority > b.priority; });
   bool all_valid = true;
   std::vector<StaticCeiling> valid;  // entries that passed their own checks
   for (std::size_t i = 0; i < sorted.size(); ++i) {
@@ -129,8 +130,8 @@ void PriorityHoldbackPolicy::validate(const PriorityHoldbackOptions& options,
       ok = false;
     }
     if (i > 0 && sorted[i - 1].priority == entry.priority) {
-      diagnostics.error(entry_path, "priority " + std::to_string(entry.priority) +
-                                        " is listed more than once");
+      diagnostics.error(entry_path,
+                        "priority " + std::to_string(entry.priority) + " is listed more than once");
       ok = false;
     }
     if (ok) valid.push_back(entry);
@@ -153,7 +154,8 @@ void PriorityHoldbackPolicy::validate(const PriorityHoldbackOptions& options,
   if (options.defaultCeiling) {
     const double d = *options.defaultCeiling;
     if (!inClosed(d, 0.0, 1.0)) {
-      diagnostics.error(joinPath(path, "defaultCeiling"), formatNumber(d) + " is outside [0.0, 1.0]");
+      diagnostics.error(joinPath(path, "defaultCeiling"),
+                        formatNumber(d) + " is outside [0.0, 1.0]");
     } else if (all_valid && !sorted.empty() && d > sorted.back().ceiling) {
       diagnostics.warning(
           joinPath(path, "defaultCeiling"),
@@ -168,10 +170,9 @@ void PriorityHoldbackPolicy::validate(const PriorityHoldbackOptions& options,
 
 PriorityHoldbackPolicy::PriorityHoldbackPolicy(PriorityHoldbackOptions options, std::string name)
     : UsageLimitPolicy(std::move(name)), options_(std::move(options)) {
-  std::stable_sort(options_.ceilings.begin(), options_.ceilings.end(),
-                   [](const StaticCeiling& a, const StaticCeiling& b) {
-                     return a.priority > b.priority;
-                   });
+  std::stable_sort(
+      options_.ceilings.begin(), options_.ceilings.end(),
+      [](const StaticCeiling& a, const StaticCeiling& b) { return a.priority > b.priority; });
   c_max_ = options_.maxCeiling;
   c_min_ = options_.minCeiling.value_or(0.0);
   sigmoid_lo_ = logistic(0.0, options_.sigmoidSteepness, options_.sigmoidMidpoint);
@@ -193,7 +194,8 @@ Result<std::unique_ptr<PriorityHoldbackPolicy>> PriorityHoldbackPolicy::create(
 Result<std::unique_ptr<SoftReflectiveCeilingPolicy>> SoftReflectiveCeilingPolicy::create(
     std::string name) {
   return Result<std::unique_ptr<SoftReflectiveCeilingPolicy>>(
-      std::unique_ptr<SoftReflectiveCeilingPolicy>(new SoftReflectiveCeilingPolicy(std::move(name))));
+      std::unique_ptr<SoftReflectiveCeilingPolicy>(
+          new SoftReflectiveCeilingPolicy(std::move(name))));
 }
 
 }  // namespace holdback

@@ -22,8 +22,8 @@ std::string slurp(const std::string& file) {
 CliRun holdback(const std::string& args) {
   const std::string base = ::testing::TempDir() + "holdback_cli_" +
                            ::testing::UnitTest::GetInstance()->current_test_info()->name();
-  const std::string command = std::string(HOLDBACK_CLI) + " " + args + " >" + base + ".out 2>" +
-                              base + ".err";
+  const std::string command =
+      std::string(HOLDBACK_CLI) + " " + args + " >" + base + ".out 2>" + base + ".err";
   const int status = std::system(command.c_str());
   CliRun run;
   run.exitCode = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
@@ -52,8 +52,9 @@ TEST(CliTest, CeilingsOnTheBuiltInExample) {
 }
 
 TEST(CliTest, CeilingsSortsAndDeduplicatesPrioritiesAndGates) {
-  const CliRun run = holdback("ceilings --config " + kExamples +
-                           "stepwise-holdback.json --priorities=-10,100,0,100 --saturation 0.65");
+  const CliRun run =
+      holdback("ceilings --config " + kExamples +
+               "stepwise-holdback.json --priorities=-10,100,0,100 --saturation 0.65");
   EXPECT_EQ(run.exitCode, 0) << run.err;
   EXPECT_EQ(run.out,
             "{\"policy\":{\"type\":\"priority-holdback-policy\",\"name\":\"stepwise\"},"
@@ -63,8 +64,9 @@ TEST(CliTest, CeilingsSortsAndDeduplicatesPrioritiesAndGates) {
 }
 
 TEST(CliTest, CeilingsNanAndInfinitySaturation) {
-  CliRun run = holdback("ceilings --config " + kExamples + "static-holdback.json --priorities 100 "
-                     "--saturation nan");
+  CliRun run = holdback("ceilings --config " + kExamples +
+                        "static-holdback.json --priorities 100 "
+                        "--saturation nan");
   EXPECT_EQ(run.exitCode, 0) << run.err;
   EXPECT_NE(run.out.find("\"saturation\":1.0,"), std::string::npos) << run.out;
   EXPECT_NE(run.out.find("\"gated\":true"), std::string::npos) << run.out;
@@ -78,7 +80,7 @@ TEST(CliTest, CeilingsNanAndInfinitySaturation) {
 TEST(CliTest, CeilingsCyclesShowTheSoftReflectiveDutyCycle) {
   const std::string config = writeTemp("soft.json", R"({"type":"soft-reflective-ceiling-policy"})");
   const CliRun run = holdback("ceilings --config " + config +
-                           " --priorities 100,-50 --saturation 0.75 --cycles 6");
+                              " --priorities 100,-50 --saturation 0.75 --cycles 6");
   EXPECT_EQ(run.exitCode, 0) << run.err;
   std::string pattern;
   const std::string needle = "\"priority\":-50,\"ceiling\":";
@@ -133,13 +135,15 @@ TEST(CliTest, ValidateReportsEveryProblemOnItsOwnLine) {
   const CliRun run = holdback("validate " + config);
   EXPECT_EQ(run.exitCode, 1);
   EXPECT_EQ(run.out, "");
-  EXPECT_EQ(run.err, config + ": error: /parameters/x: unknown key \"x\"; allowed keys: ceilings, "
-                              "defaultCeiling, domain, maxCeiling, minCeiling, shape, "
-                              "sigmoidDomain, sigmoidMidpoint, sigmoidSteepness, strategy\n" +
+  EXPECT_EQ(run.err, config +
+                         ": error: /parameters/x: unknown key \"x\"; allowed keys: ceilings, "
+                         "defaultCeiling, domain, maxCeiling, minCeiling, shape, "
+                         "sigmoidDomain, sigmoidMidpoint, sigmoidSteepness, strategy\n" +
                          config + ": error: /parameters/maxCeiling: 0.0 is outside (0.0, 1.0]\n" +
                          config + ": error: /parameters/minCeiling: 1.5 is outside [0.0, 1.0)\n" +
-                         config + ": error: /parameters/minCeiling: 1.5 is not below maxCeiling "
-                                  "0.0; minCeiling must be strictly less than maxCeiling\n" +
+                         config +
+                         ": error: /parameters/minCeiling: 1.5 is not below maxCeiling "
+                         "0.0; minCeiling must be strictly less than maxCeiling\n" +
                          config + ": invalid (4 errors)\n");
 }
 

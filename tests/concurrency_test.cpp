@@ -23,7 +23,8 @@ TEST(SoftReflectiveConcurrencyTest, SharedTickCountsEveryAlternatingCall) {
         ceilings.assign(3, 1.0);
         policy->computeLimit(0.75, priorities, ceilings);  // period 3
         // Gated bands open together: never band 2 open with band 1 closed.
-        if (ceilings[2] == 1.0 && ceilings[1] != 1.0) opened[static_cast<std::size_t>(t)] = -1000000;
+        if (ceilings[2] == 1.0 && ceilings[1] != 1.0)
+          opened[static_cast<std::size_t>(t)] = -1000000;
         if (ceilings[2] == 1.0) ++opened[static_cast<std::size_t>(t)];
       }
     });

@@ -73,7 +73,8 @@ TEST(ParseIntegerKeyTest, WholeStringsOnly) {
 
 TEST(ParamReaderTest, IntegersAreNeverWrappedTruncatedOrClamped) {
   const Json params = parseJson(R"({"a": 3000000000, "b": 2.5, "c": 5.0, "d": -1,
-                                     "e": 18446744073709551615, "f": "7"})").value();
+                                     "e": 18446744073709551615, "f": "7"})")
+                          .value();
   Diagnostics diagnostics;
   ParamReader reader(&params, "/p", diagnostics);
   EXPECT_EQ(reader.integer("a", INT32_MIN, INT32_MAX), std::nullopt);

@@ -47,11 +47,11 @@ std::vector<double> ceilingsOf(UsageLimitPolicy& policy, const std::vector<Prior
 // ---- reference §2.2 factory vectors ------------------------------------------------------------
 
 TEST(PriorityHoldbackConfigTest, ReferenceFactoryAccepts) {
-  for (const char* params : {R"({"domain":"rank","minCeiling":0.5})",
-                             R"({"domain":"value","minCeiling":0.3,"maxCeiling":0.9})",
-                             R"({"domain":"rank","minCeiling":0.2,"maxCeiling":0.8})",
-                             R"({"minCeiling":0.5})", R"({"shape":"linear","minCeiling":0.5})",
-                             R"({"minCeiling":0.0})"}) {
+  for (const char* params :
+       {R"({"domain":"rank","minCeiling":0.5})",
+        R"({"domain":"value","minCeiling":0.3,"maxCeiling":0.9})",
+        R"({"domain":"rank","minCeiling":0.2,"maxCeiling":0.8})", R"({"minCeiling":0.5})",
+        R"({"shape":"linear","minCeiling":0.5})", R"({"minCeiling":0.0})"}) {
     EXPECT_EQ(errorsOf(holdbackPlugin(params)), std::vector<std::string>{}) << params;
   }
 }
@@ -102,10 +102,11 @@ INSTANTIATE_TEST_SUITE_P(
         RejectCase{R"({})",
                    {"/parameters/minCeiling: missing; strategy \"stepwise-spread\" requires "
                     "minCeiling, a number in [0.0, 1.0)"}},
-        RejectCase{R"({"minCeiling":1.2})", {"/parameters/minCeiling: 1.2 is outside [0.0, 1.0)",
-                                             "/parameters/minCeiling: 1.2 is not below maxCeiling "
-                                             "1.0; minCeiling must be strictly less than "
-                                             "maxCeiling"}},
+        RejectCase{R"({"minCeiling":1.2})",
+                   {"/parameters/minCeiling: 1.2 is outside [0.0, 1.0)",
+                    "/parameters/minCeiling: 1.2 is not below maxCeiling "
+                    "1.0; minCeiling must be strictly less than "
+                    "maxCeiling"}},
         RejectCase{R"({"minCeiling":0.5,"maxCeiling":0.0})",
                    {"/parameters/maxCeiling: 0.0 is outside (0.0, 1.0]",
                     "/parameters/minCeiling: 0.5 is not below maxCeiling 0.0; minCeiling must be "
@@ -177,8 +178,7 @@ INSTANTIATE_TEST_SUITE_P(
         RejectCase{R"({"minCeiling":1e400})",
                    {"/parameters/minCeiling (line 1, column 67): invalid JSON: number overflow "
                     "parsing '1e400'"}},
-        RejectCase{R"([1])",
-                   {"/parameters: found an array; expected an object"}}));
+        RejectCase{R"([1])", {"/parameters: found an array; expected an object"}}));
 
 // ---- spellings ---------------------------------------------------------------------------------
 
@@ -242,8 +242,9 @@ TEST(StaticUsageLimitConfigTest, Table) {
             std::vector<std::string>{});
   EXPECT_EQ(errorsOf(R"({"type":"static-usage-limit-policy","parameters":{"threshold":0}})"),
             std::vector<std::string>{"/parameters/threshold: 0.0 is outside (0.0, 1.0]"});
-  EXPECT_EQ(errorsOf(R"({"type":"static-usage-limit-policy","parameters":{"threshold":true}})"),
-            std::vector<std::string>{"/parameters/threshold: true is a boolean; expected a number"});
+  EXPECT_EQ(
+      errorsOf(R"({"type":"static-usage-limit-policy","parameters":{"threshold":true}})"),
+      std::vector<std::string>{"/parameters/threshold: true is a boolean; expected a number"});
   EXPECT_EQ(errorsOf(R"({"type":"static-usage-limit-policy","parameters":{"limit":1}})"),
             std::vector<std::string>{
                 "/parameters/limit: unknown key \"limit\"; allowed keys: threshold"});
@@ -259,11 +260,11 @@ TEST(SoftReflectiveConfigTest, TakesNoParameters) {
 }
 
 TEST(PluginSpecTest, UnknownTypeAndMissingType) {
-  EXPECT_EQ(errorsOf(R"({"type":"magic-policy"})"),
-            std::vector<std::string>{
-                "/type: \"magic-policy\" is not a registered type; registered: "
-                "priority-holdback-policy, soft-reflective-ceiling-policy, "
-                "static-usage-limit-policy"});
+  EXPECT_EQ(
+      errorsOf(R"({"type":"magic-policy"})"),
+      std::vector<std::string>{"/type: \"magic-policy\" is not a registered type; registered: "
+                               "priority-holdback-policy, soft-reflective-ceiling-policy, "
+                               "static-usage-limit-policy"});
   EXPECT_EQ(errorsOf(R"({"type":7,"extra":1})"),
             (std::vector<std::string>{"/type: 7 is a number; expected a string",
                                       "/extra: unknown key \"extra\"; allowed keys: name, "

@@ -27,9 +27,7 @@ const PolicyFactory kBuiltins[] = {
                         .maxCeiling = 0.9});
      }},
     {"SigmoidRank",
-     [] {
-       return holdback({.strategy = HoldbackStrategy::kSigmoidSmoothed, .minCeiling = 0.6});
-     }},
+     [] { return holdback({.strategy = HoldbackStrategy::kSigmoidSmoothed, .minCeiling = 0.6}); }},
     {"SigmoidValueSteep",
      [] {
        return holdback({.strategy = HoldbackStrategy::kSigmoidSmoothed,
@@ -56,8 +54,7 @@ const PolicyFactory kBuiltins[] = {
                         .ceilings = {{100, 1.0}, {0, 0.3}},
                         .defaultCeiling = 0.9});
      }},
-    {"SoftReflective",
-     [] { return std::move(SoftReflectiveCeilingPolicy::create()).value(); }},
+    {"SoftReflective", [] { return std::move(SoftReflectiveCeilingPolicy::create()).value(); }},
 };
 
 INSTANTIATE_TEST_SUITE_P(Builtins, UsageLimitPolicyConformanceTest, ::testing::ValuesIn(kBuiltins),

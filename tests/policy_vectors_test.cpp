@@ -204,20 +204,20 @@ TEST(SigmoidSmoothedTest, SteepCurveGroupsPrioritiesNearTheEnds) {
 }
 
 TEST(StaticStrategyTest, WorkedExampleUsesNearestListedPriorityBelow) {
-  auto policy = holdback({.strategy = HoldbackStrategy::kStatic,
-                          .ceilings = {{100, 1.0}, {20, 0.75}, {-1, 0.6}}});
+  auto policy = holdback(
+      {.strategy = HoldbackStrategy::kStatic, .ceilings = {{100, 1.0}, {20, 0.75}, {-1, 0.6}}});
   expectNear(run(*policy, 0, {100, 50, 20, 0, -5}), {1.0, 0.75, 0.75, 0.6, 0.6});
 }
 
 TEST(StaticStrategyTest, ListedOrderDoesNotMatter) {
-  auto policy = holdback({.strategy = HoldbackStrategy::kStatic,
-                          .ceilings = {{-1, 0.6}, {100, 1.0}, {20, 0.75}}});
+  auto policy = holdback(
+      {.strategy = HoldbackStrategy::kStatic, .ceilings = {{-1, 0.6}, {100, 1.0}, {20, 0.75}}});
   expectNear(run(*policy, 0, {100, 50, 20, 0, -5}), {1.0, 0.75, 0.75, 0.6, 0.6});
 }
 
 TEST(StaticStrategyTest, PriorityAboveAllListedTakesNearestBelow) {
-  auto policy = holdback({.strategy = HoldbackStrategy::kStatic,
-                          .ceilings = {{10, 0.9}, {0, 0.5}}});
+  auto policy =
+      holdback({.strategy = HoldbackStrategy::kStatic, .ceilings = {{10, 0.9}, {0, 0.5}}});
   expectNear(run(*policy, 0, {1000, 0}), {0.9, 0.5});
 }
 
@@ -251,9 +251,9 @@ std::unique_ptr<SoftReflectiveCeilingPolicy> softReflective() {
 
 TEST(SoftReflectiveTest, PeriodTable) {
   const std::vector<std::pair<double, std::uint64_t>> table = {
-      {0.50, 1}, {0.55, 1}, {0.60, 1}, {0.6000001, 2}, {0.62, 2}, {2.0 / 3.0, 2},
-      {0.70, 2}, {5.0 / 7.0, 2}, {0.75, 3}, {7.0 / 9.0, 3}, {0.80, 4}, {0.85, 6},
-      {0.875, 7}, {0.90, 9}, {0.95, 19}, {0.99, 99}, {0.999, 999}};
+      {0.50, 1},  {0.55, 1},      {0.60, 1},  {0.6000001, 2}, {0.62, 2},   {2.0 / 3.0, 2},
+      {0.70, 2},  {5.0 / 7.0, 2}, {0.75, 3},  {7.0 / 9.0, 3}, {0.80, 4},   {0.85, 6},
+      {0.875, 7}, {0.90, 9},      {0.95, 19}, {0.99, 99},     {0.999, 999}};
   for (const auto& [s, period] : table) {
     EXPECT_EQ(SoftReflectiveCeilingPolicy::period(s), period) << "s = " << s;
   }

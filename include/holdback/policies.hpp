@@ -71,8 +71,8 @@ class StaticUsageLimitPolicy final : public UsageLimitPolicy {
 enum class HoldbackStrategy {
   kStepwiseSpread,      // rank:  c_i = cMax - i (cMax - cMin) / (N - 1)
   kLinearProportional,  // value: c_i = cMin + r_i (cMax - cMin), r_i = (p_i - pMin) / (pMax - pMin)
-  kSigmoidSmoothed,     // c_i = cMin + S(x_i) (cMax - cMin), x_i = r_i (value) or 1 - i/(N-1) (rank)
-  kStatic,              // c_i = ceilings[p_i], with a documented fallback for unlisted priorities
+  kSigmoidSmoothed,  // c_i = cMin + S(x_i) (cMax - cMin), x_i = r_i (value) or 1 - i/(N-1) (rank)
+  kStatic,           // c_i = ceilings[p_i], with a documented fallback for unlisted priorities
 };
 
 enum class SigmoidDomain { kRank, kValue };
@@ -166,10 +166,9 @@ inline void PriorityHoldbackPolicy::compute(double /*saturation*/,
   // Value-domain strategies need the observed range [pMin, pMax].
   double p_min = 0.0;
   double p_max = 0.0;
-  const bool value_domain =
-      options_.strategy == HoldbackStrategy::kLinearProportional ||
-      (options_.strategy == HoldbackStrategy::kSigmoidSmoothed &&
-       options_.sigmoidDomain == SigmoidDomain::kValue);
+  const bool value_domain = options_.strategy == HoldbackStrategy::kLinearProportional ||
+                            (options_.strategy == HoldbackStrategy::kSigmoidSmoothed &&
+                             options_.sigmoidDomain == SigmoidDomain::kValue);
   if (value_domain) {
     p_min = p_max = static_cast<double>(priorities[0]);
     for (const Priority p : priorities) {
@@ -225,7 +224,7 @@ inline double PriorityHoldbackPolicy::staticCeiling(Priority p) const noexcept {
   if (lo < entries.size() && entries[lo].priority == p) return entries[lo].ceiling;
   if (options_.defaultCeiling) return *options_.defaultCeiling;
   if (lo < entries.size()) return entries[lo].ceiling;  // nearest listed priority below p
-  return entries.back().ceiling;                         // p is below every listed priority
+  return entries.back().ceiling;                        // p is below every listed priority
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -11,7 +11,8 @@
 namespace holdback::cli {
 namespace {
 
-constexpr std::string_view kHelp = R"(Usage: holdback ceilings [--config FILE] [--priorities LIST] [--saturation S] [--cycles N]
+constexpr std::string_view kHelp =
+    R"(Usage: holdback ceilings [--config FILE] [--priorities LIST] [--saturation S] [--cycles N]
 
 Computes the admission ceiling of every priority with the usage limit policy in FILE and prints
 one JSON object per dispatch cycle on its own line:
@@ -76,7 +77,8 @@ std::optional<std::vector<Priority>> parsePriorities(std::string_view list, std:
 
 int runCeilings(int argc, char** argv) {
   Args args;
-  if (auto error = parseArgs(argc, argv, 2, {"config", "priorities", "saturation", "cycles"}, args)) {
+  if (auto error =
+          parseArgs(argc, argv, 2, {"config", "priorities", "saturation", "cycles"}, args)) {
     return usageError("ceilings", *error);
   }
   if (args.help) {

@@ -145,8 +145,9 @@ class StrictBuilder {
 Result<Json> parseJson(std::string_view text) {
   Diagnostics diagnostics;
   StrictBuilder builder(text, diagnostics);
-  const bool complete = Json::sax_parse(text.begin(), text.end(), &builder, nlohmann::detail::input_format_t::json,
-                  /*strict=*/true, /*ignore_comments=*/false);
+  const bool complete =
+      Json::sax_parse(text.begin(), text.end(), &builder, nlohmann::detail::input_format_t::json,
+                      /*strict=*/true, /*ignore_comments=*/false);
   if (!complete) return Result<Json>::failure(std::move(diagnostics));
   return Result<Json>(std::move(builder.root()), std::move(diagnostics));
 }
@@ -249,7 +250,10 @@ std::optional<std::int64_t> parseIntegerKey(std::string_view text, std::int64_t 
 }
 
 ParamReader::ParamReader(const Json* object, std::string path, Diagnostics& diagnostics)
-    : object_(object), given_(object != nullptr), path_(std::move(path)), diagnostics_(diagnostics) {
+    : object_(object),
+      given_(object != nullptr),
+      path_(std::move(path)),
+      diagnostics_(diagnostics) {
   if (object_ != nullptr && !object_->is_object()) {
     diagnostics_.error(path_, mismatch(*object_, "an object"));
     object_ = nullptr;
@@ -262,9 +266,13 @@ const Json* ParamReader::find(std::string_view key) const {
   return it == object_->end() ? nullptr : &*it;
 }
 
-bool ParamReader::has(std::string_view key) const { return find(key) != nullptr; }
+bool ParamReader::has(std::string_view key) const {
+  return find(key) != nullptr;
+}
 
-void ParamReader::accept(std::string_view key) { known_.emplace(key); }
+void ParamReader::accept(std::string_view key) {
+  known_.emplace(key);
+}
 
 void ParamReader::error(std::string_view key, const std::string& message) const {
   diagnostics_.error(pathOf(key), message);

@@ -94,8 +94,9 @@ std::optional<PriorityHoldbackOptions> parsePriorityHoldbackOptions(const Json* 
   if (reader.has("strategy")) {
     for (const char* key : {"shape", "domain"}) {
       if (reader.has(key)) {
-        reader.error(key, "cannot be combined with \"strategy\"; use either strategy (with "
-                          "sigmoidDomain) or shape and domain, not both");
+        reader.error(key,
+                     "cannot be combined with \"strategy\"; use either strategy (with "
+                     "sigmoidDomain) or shape and domain, not both");
       }
     }
     if (!strategy) {
@@ -146,7 +147,8 @@ std::optional<PriorityHoldbackOptions> parsePriorityHoldbackOptions(const Json* 
       reader.error("minCeiling", "does not apply to strategy \"static\"");
     }
     for (const char* key : {"sigmoidSteepness", "sigmoidMidpoint", "sigmoidDomain"}) {
-      if (!is_sigmoid && reader.has(key) && !(reference_spelling && std::string(key) == "sigmoidDomain")) {
+      if (!is_sigmoid && reader.has(key) &&
+          !(reference_spelling && std::string(key) == "sigmoidDomain")) {
         reader.error(key, "applies only to strategy \"sigmoid-smoothed\", not " + name);
       }
     }
@@ -197,8 +199,8 @@ PolicyRegistry builtinPolicyRegistry() {
   registry.add(std::string(PriorityHoldbackPolicy::kType),
                [](const PluginSpec& spec, Diagnostics& diagnostics) {
                  std::unique_ptr<UsageLimitPolicy> out;
-                 auto options = parsePriorityHoldbackOptions(spec.parameters,
-                                                             spec.parametersPath(), diagnostics);
+                 auto options = parsePriorityHoldbackOptions(spec.parameters, spec.parametersPath(),
+                                                             diagnostics);
                  if (options) {
                    auto made = PriorityHoldbackPolicy::create(std::move(*options), spec.name);
                    if (made) out = std::move(made).value();
@@ -308,8 +310,9 @@ Result<std::shared_ptr<UsageLimitPolicy>> loadUsageLimitPolicy(const Json& docum
     if (const auto it = policies.find(fallback); it != policies.end()) {
       return Out(it->second, std::move(diagnostics));
     }
-    return Out(std::shared_ptr<UsageLimitPolicy>(std::move(StaticUsageLimitPolicy::create()).value()),
-               std::move(diagnostics));
+    return Out(
+        std::shared_ptr<UsageLimitPolicy>(std::move(StaticUsageLimitPolicy::create()).value()),
+        std::move(diagnostics));
   }
   if (const auto it = policies.find(*ref); it != policies.end()) {
     return Out(it->second, std::move(diagnostics));

@@ -80,7 +80,9 @@ class PolicyInputGenerator {
     return out;
   }
 
-  std::size_t pick(std::size_t n) { return std::uniform_int_distribution<std::size_t>(0, n - 1)(rng_); }
+  std::size_t pick(std::size_t n) {
+    return std::uniform_int_distribution<std::size_t>(0, n - 1)(rng_);
+  }
 
  private:
   std::mt19937 rng_;
@@ -115,7 +117,8 @@ TEST_P(UsageLimitPolicyConformanceTest, CeilingsAreFiniteBoundedAndNonIncreasing
     const std::vector<Priority> priorities = gen.priorities();
     std::vector<double> ceilings(priorities.size(), 1.0);
     policy->computeLimit(s, priorities, ceilings);
-    expectValid(ceilings, ceilings.size(), "round " + std::to_string(round) + " s=" + std::to_string(s));
+    expectValid(ceilings, ceilings.size(),
+                "round " + std::to_string(round) + " s=" + std::to_string(s));
     if (::testing::Test::HasFailure()) return;
   }
 }
