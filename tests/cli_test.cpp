@@ -155,3 +155,30 @@ TEST(CliTest, ValidateRejectsInvalidJson) {
 }
 
 }  // namespace
+
+namespace {
+
+TEST(CliTest, YamlConfigsWorkAndErrorsCarryLineAndColumn) {
+  const CliRun ok =
+      holdback("ceilings --config " + kExamples + "holdback.yaml --priorities 100,-1");
+  EXPECT_EQ(ok.exitCode, 0) << ok.err;
+  EXPECT_NE(ok.out.find("\"name\":\"dynamic-holdback\""), std::string::npos) << ok.out;
+  EXPECT_EQ(holdback("validate " + kExamples + "holdback.yaml").exitCode, 0);
+
+  const std::string config = writeTemp("bad.yaml",
+                                       "type: priority-holdback-policy\n"
+                                       "parameters:\n"
+                                       "  strategy: static\n"
+                                       "  ceilings:\n"
+                                       "    100: 0.5\n"
+                                       "    -1: 0.9\n");
+  const CliRun bad = holdback("validate " + config);
+  EXPECT_EQ(bad.exitCode, 1);
+  EXPECT_EQ(bad.err, config +
+                         ": error: /parameters/ceilings/-1 (line 6, column 9): 0.9 is above "
+                         "0.5, the ceiling of the higher priority 100; ceilings must not "
+                         "increase as priority decreases (priority inversion)\n" +
+                         config + ": invalid (1 error)\n");
+}
+
+}  // namespace

@@ -22,7 +22,7 @@ one JSON object per dispatch cycle on its own line:
 A band is gated when saturation >= ceiling.
 
 Options:
-  --config FILE      one plugin object ({"type":..., "name":..., "parameters":{...}}) or an
+  --config FILE      JSON or YAML (detected by content): one plugin object ({"type":..., "name":..., "parameters":{...}}) or an
                      EndpointPickerConfig, whose flowControl.usageLimitPolicyPluginRef names the
                      policy (absent: static-usage-limit-policy, threshold 1.0). Without --config
                      the built-in example is used: the proposal's sigmoid-smoothed policy
@@ -108,17 +108,19 @@ int runCeilings(int argc, char** argv) {
 
   int exit_code = kExitOk;
   Diagnostics diagnostics;
+  config::SourceMap positions;
   std::optional<config::Json> document;
   std::string source = "<built-in example>";
   if (const auto file = args.get("config")) {
     source = *file;
-    document = loadJsonFile("ceilings", *file, diagnostics, exit_code);
+    document = loadJsonFile("ceilings", *file, diagnostics, exit_code, &positions);
     if (!document) return exit_code;
   } else {
     document = config::parseJson(kBuiltinConfig).value();
   }
   auto policy = config::loadUsageLimitPolicy(*document, config::builtinPolicyRegistry());
   diagnostics.append(policy.diagnostics());
+  diagnostics = config::withPositions(diagnostics, positions);
   printDiagnostics(source, diagnostics);
   if (diagnostics.hasErrors()) return kExitInvalid;
 

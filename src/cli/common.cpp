@@ -58,7 +58,8 @@ void printDiagnostics(std::string_view file, const Diagnostics& diagnostics) {
 }
 
 std::optional<config::Json> loadJsonFile(std::string_view command, const std::string& file,
-                                         Diagnostics& diagnostics, int& exitCode) {
+                                         Diagnostics& diagnostics, int& exitCode,
+                                         config::SourceMap* positions) {
   std::ifstream in(file, std::ios::binary);
   if (!in) {
     exitCode = usageError(command, "cannot read file \"" + file + "\"");
@@ -66,14 +67,15 @@ std::optional<config::Json> loadJsonFile(std::string_view command, const std::st
   }
   std::ostringstream buffer;
   buffer << in.rdbuf();
-  auto parsed = config::parseJson(buffer.str());
+  auto parsed = config::parseDocument(buffer.str());
   diagnostics.append(parsed.diagnostics());
   if (!parsed) {
     printDiagnostics(file, diagnostics);
     exitCode = kExitInvalid;
     return std::nullopt;
   }
-  return std::move(parsed).value();
+  if (positions != nullptr) *positions = std::move(parsed.value().positions);
+  return std::move(parsed.value().json);
 }
 
 std::optional<double> parseDouble(std::string_view text) {

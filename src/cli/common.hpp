@@ -7,6 +7,7 @@
 #include <string_view>
 #include <vector>
 
+#include "holdback/config/document.hpp"
 #include "holdback/config/json.hpp"
 #include "holdback/diagnostics.hpp"
 
@@ -37,12 +38,14 @@ int usageError(std::string_view command, std::string_view message);
 // Prints each diagnostic on its own line on stderr, prefixed with the file name.
 void printDiagnostics(std::string_view file, const Diagnostics& diagnostics);
 
-// Reads and parses a JSON file. Unreadable file: message printed, returns nullopt and sets
-// `exitCode` to kExitUsage. Syntax error: problems printed, exitCode kExitInvalid. Otherwise the
-// document is returned and parse diagnostics (duplicate keys) are appended to `diagnostics`, to be
-// printed together with what the caller finds.
+// Reads and parses a config file, JSON or YAML (detected by content). Unreadable file: message
+// printed, returns nullopt and sets `exitCode` to kExitUsage. Syntax error: problems printed,
+// exitCode kExitInvalid. Otherwise the document is returned and parse diagnostics (duplicate keys)
+// are appended to `diagnostics`, to be printed together with what the caller finds; `positions`,
+// when given, receives where each value came from (YAML), for config::withPositions.
 std::optional<config::Json> loadJsonFile(std::string_view command, const std::string& file,
-                                         Diagnostics& diagnostics, int& exitCode);
+                                         Diagnostics& diagnostics, int& exitCode,
+                                         config::SourceMap* positions = nullptr);
 
 // Parses a number as the tool accepts it: decimal, "nan", "inf", "-inf".
 std::optional<double> parseDouble(std::string_view text);

@@ -9,9 +9,10 @@ namespace {
 
 constexpr std::string_view kHelp = R"(Usage: holdback validate FILE
 
-Checks FILE, either one usage limit policy plugin object or an EndpointPickerConfig, and reports
-every problem at once, each with its JSON path, on stderr. In an EndpointPickerConfig every plugin
-of a usage limit policy type is checked, and flowControl.usageLimitPolicyPluginRef must name one.
+Checks FILE (JSON or YAML, detected by content), either one usage limit policy plugin object or
+an EndpointPickerConfig, and reports every problem at once on stderr, each with its JSON path (and
+for YAML its line and column). In an EndpointPickerConfig every plugin of a usage limit policy
+type is checked, and flowControl.usageLimitPolicyPluginRef must name one.
 
 Exit codes: 0 valid (warnings may be printed), 1 invalid, 2 usage error (missing file, bad flag).
 )";
@@ -30,10 +31,12 @@ int runValidate(int argc, char** argv) {
 
   int exit_code = kExitOk;
   Diagnostics diagnostics;
-  const auto document = loadJsonFile("validate", file, diagnostics, exit_code);
+  config::SourceMap positions;
+  const auto document = loadJsonFile("validate", file, diagnostics, exit_code, &positions);
   if (!document) return exit_code;
   const auto policy = config::loadUsageLimitPolicy(*document, config::builtinPolicyRegistry());
   diagnostics.append(policy.diagnostics());
+  diagnostics = config::withPositions(diagnostics, positions);
   printDiagnostics(file, diagnostics);
   if (diagnostics.hasErrors()) {
     std::cerr << file << ": invalid (" << diagnostics.errorCount() << " error"

@@ -1,0 +1,61 @@
+// Config documents in JSON or YAML, detected by content, read into one Json value.
+//
+// parseDocument() looks at the first non-blank character: '{' or '[' means JSON (parsed strictly
+// by parseJson), anything else YAML. YAML is read with yaml-cpp and converted to Json with the
+// YAML 1.2 core schema for plain scalars:
+//   null, Null, NULL, ~ and an empty value       -> null
+//   true/True/TRUE, false/False/FALSE            -> boolean
+//   decimal integers (optional sign)             -> integer (beyond 64 bits: a float)
+//   decimal floats (1.5, -2e3, .5)               -> float; .inf and .nan are errors (JSON has
+//                                                   neither), and so is a float that overflows
+//   anything else, and every quoted scalar       -> string ("200ms", "1Gi", "yes")
+// Map keys become strings as written, so `100: 0.95` and `"-10": 0.4` give the keys "100" and
+// "-10". Duplicate keys, non-scalar keys, several documents in one file, nesting deeper than 128
+// and documents that expand (through aliases) to more than 1,000,000 nodes are errors.
+//
+// The YAML reader records where every value came from (a SourceMap from JSON pointer to line and
+// column), so that later diagnostics can be located with withPositions().
+//
+// Thread safety: thread-compatible.
+#pragma once
+
+#include <map>
+#include <string>
+#include <string_view>
+
+#include "holdback/config/json.hpp"
+#include "holdback/diagnostics.hpp"
+
+namespace holdback::config {
+
+struct SourcePosition {
+  int line = 0;    // 1-based
+  int column = 0;  // 1-based
+};
+
+// JSON pointer -> where that value starts in the source text.
+using SourceMap = std::map<std::string, SourcePosition, std::less<>>;
+
+enum class DocumentFormat { kJson, kYaml };
+
+struct Document {
+  Json json;
+  DocumentFormat format = DocumentFormat::kJson;
+  SourceMap positions;  // filled for YAML
+};
+
+// Detects the format by content and parses. Like parseJson, a document with duplicate keys is
+// still returned alongside its errors; check diagnostics().hasErrors().
+Result<Document> parseDocument(std::string_view text);
+
+// YAML only.
+Result<Document> parseYaml(std::string_view text);
+
+// Reads a file and parses it with parseDocument(). An unreadable file is an error at path "".
+Result<Document> parseDocumentFile(const std::string& file);
+
+// A copy of `diagnostics` in which every diagnostic without a position gets the position of its
+// path, or of the nearest enclosing path that has one.
+Diagnostics withPositions(const Diagnostics& diagnostics, const SourceMap& positions);
+
+}  // namespace holdback::config
