@@ -91,6 +91,15 @@ TEST(ParseDocumentTest, YamlSyntaxErrorsAndOtherRejections) {
                 "/ (line 1, column 3): a map key must be a plain value, not a list or map"});
 }
 
+TEST(ParseDocumentTest, ControlCharactersAreRejectedBeforeYamlCpp) {
+  // Regression (config fuzzer): yaml-cpp 0.7 loops forever on "," followed by a NUL byte.
+  EXPECT_EQ(errorsOf(parseDocument(std::string(",\n\0", 3))),
+            std::vector<std::string>{"/ (line 2, column 1): invalid YAML: control character 0x00 "
+                                     "is not allowed in a YAML file"});
+  EXPECT_FALSE(parseDocument("a: \x01").ok());
+  EXPECT_TRUE(parseDocument("a:\tb\r\n").ok());
+}
+
 TEST(ParseDocumentTest, AliasBombIsBounded) {
   std::string bomb = "a: &a [x, x, x, x, x, x, x, x, x, x]\n";
   char prev = 'a';
