@@ -100,6 +100,23 @@ TEST(ParseDocumentTest, ControlCharactersAreRejectedBeforeYamlCpp) {
   EXPECT_TRUE(parseDocument("a:\tb\r\n").ok());
 }
 
+TEST(ParseDocumentTest, LeadingCommaIsRejectedBeforeYamlCpp) {
+  // Regression (config fuzzer): yaml-cpp 0.7 loops forever when a document starts with ','.
+  for (const char* text : {",", " ,", ",a{", "--- ,", "!t ,", "&a ,", "# c\n,", "a: 1\n--- ,",
+                           "...\n,", "%YAML 1.2\n--- ,"}) {
+    const auto errors = errorsOf(parseDocument(text));
+    ASSERT_EQ(errors.size(), 1u) << text;
+    EXPECT_NE(errors[0].find("invalid YAML: a document cannot start with ','"), std::string::npos)
+        << errors[0];
+  }
+  EXPECT_EQ(errorsOf(parseDocument("--- ,")),
+            std::vector<std::string>{
+                "/ (line 1, column 5): invalid YAML: a document cannot start with ','"});
+  // Commas elsewhere are ordinary YAML.
+  EXPECT_TRUE(parseDocument("a: b, c\nd: [1, 2]\n").ok());
+  EXPECT_TRUE(parseDocument("- a\n- b, c\n").ok());
+}
+
 TEST(ParseDocumentTest, AliasBombIsBounded) {
   std::string bomb = "a: &a [x, x, x, x, x, x, x, x, x, x]\n";
   char prev = 'a';

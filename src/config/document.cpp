@@ -2,10 +2,12 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <optional>
 #include <sstream>
 
 namespace holdback::config {
@@ -72,6 +74,53 @@ bool isSpecialFloat(std::string_view s) {
   const std::string_view body = s.substr(skipSign(s));
   if (body == ".inf" || body == ".Inf" || body == ".INF") return true;
   return s == ".nan" || s == ".NaN" || s == ".NAN";
+}
+
+// yaml-cpp 0.7 loops forever, allocating, when the first token of a document is ',' (after
+// optional directives, comments, "---"/"..." markers, tags and anchors), e.g. ",", " ,", "--- ,",
+// "!t ,", "# c\n," (found by fuzz/config_fuzzer.cpp). Returns the offset of such a ',' if any.
+std::optional<std::size_t> leadingFlowEntry(std::string_view text) {
+  std::size_t i = 0;
+  bool at_line_start = true;
+  bool at_document_start = true;
+  auto marker = [&](std::string_view m) {
+    return at_line_start && text.substr(i, 3) == m &&
+           (i + 3 == text.size() || text[i + 3] == ' ' || text[i + 3] == '\t' ||
+            text[i + 3] == '\n' || text[i + 3] == '\r');
+  };
+  while (i < text.size()) {
+    const char c = text[i];
+    if (c == '\n') {
+      at_line_start = true;
+      ++i;
+      continue;
+    }
+    if (marker("---") || marker("...")) {
+      at_document_start = true;
+      at_line_start = false;
+      i += 3;
+      continue;
+    }
+    if (!at_document_start) {
+      at_line_start = false;
+      ++i;
+      continue;
+    }
+    if (c == ' ' || c == '\t' || c == '\r') {
+      ++i;
+    } else if (c == '#' || (c == '%' && at_line_start)) {  // comment or directive: skip the line
+      while (i < text.size() && text[i] != '\n') ++i;
+    } else if (c == '!' || c == '&') {  // node properties: skip the token
+      while (i < text.size() && text[i] != ' ' && text[i] != '\t' && text[i] != '\n') ++i;
+    } else if (c == ',') {
+      return i;
+    } else {
+      at_document_start = false;
+      ++i;
+    }
+    at_line_start = false;
+  }
+  return std::nullopt;
 }
 
 class YamlConverter {
@@ -208,6 +257,16 @@ Result<Document> parseYaml(std::string_view text) {
     } else {
       ++column;
     }
+  }
+  if (const auto comma = leadingFlowEntry(text)) {
+    const std::string_view before = text.substr(0, *comma);
+    const int comma_line = 1 + static_cast<int>(std::count(before.begin(), before.end(), '\n'));
+    const std::size_t line_start = before.rfind('\n');
+    const int comma_column =
+        static_cast<int>(*comma - (line_start == std::string_view::npos ? 0 : line_start + 1)) + 1;
+    diagnostics.error("", "invalid YAML: a document cannot start with ','", comma_line,
+                      comma_column);
+    return Result<Document>::failure(std::move(diagnostics));
   }
   std::vector<YAML::Node> nodes;
   try {
