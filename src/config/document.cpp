@@ -1,6 +1,6 @@
 #include "holdback/config/document.hpp"
 
-#include <yaml-cpp/yaml.h>
+#include <yaml.h>
 
 #include <algorithm>
 #include <charconv>
@@ -15,10 +15,6 @@ namespace {
 
 constexpr int kMaxDepth = 128;
 constexpr std::size_t kMaxNodes = 1'000'000;
-
-SourcePosition positionOf(const YAML::Mark& mark) {
-  return SourcePosition{mark.line + 1, mark.column + 1};
-}
 
 bool isNullScalar(const std::string& s) {
   return s.empty() || s == "~" || s == "null" || s == "Null" || s == "NULL";
@@ -76,124 +72,164 @@ bool isSpecialFloat(std::string_view s) {
   return s == ".nan" || s == ".NaN" || s == ".NAN";
 }
 
-// yaml-cpp 0.7 loops forever, allocating, when the first token of a document is ',' (after
-// optional directives, comments, "---"/"..." markers, tags and anchors), e.g. ",", " ,", "--- ,",
-// "!t ,", "# c\n," (found by fuzz/config_fuzzer.cpp). Returns the offset of such a ',' if any.
-std::optional<std::size_t> leadingFlowEntry(std::string_view text) {
-  std::size_t i = 0;
-  bool at_line_start = true;
-  bool at_document_start = true;
-  auto marker = [&](std::string_view m) {
-    return at_line_start && text.substr(i, 3) == m &&
-           (i + 3 == text.size() || text[i + 3] == ' ' || text[i + 3] == '\t' ||
-            text[i + 3] == '\n' || text[i + 3] == '\r');
-  };
-  while (i < text.size()) {
-    const char c = text[i];
-    if (c == '\n') {
-      at_line_start = true;
-      ++i;
-      continue;
-    }
-    if (marker("---") || marker("...")) {
-      at_document_start = true;
-      at_line_start = false;
-      i += 3;
-      continue;
-    }
-    if (!at_document_start) {
-      at_line_start = false;
-      ++i;
-      continue;
-    }
-    if (c == ' ' || c == '\t' || c == '\r') {
-      ++i;
-    } else if (c == '#' || (c == '%' && at_line_start)) {  // comment or directive: skip the line
-      while (i < text.size() && text[i] != '\n') ++i;
-    } else if (c == '!' || c == '&') {  // node properties: skip the token
-      while (i < text.size() && text[i] != ' ' && text[i] != '\t' && text[i] != '\n') ++i;
-    } else if (c == ',') {
-      return i;
-    } else {
-      at_document_start = false;
-      ++i;
-    }
-    at_line_start = false;
-  }
-  return std::nullopt;
-}
-
-class YamlConverter {
+// Builds Json from libyaml's event stream, keeping a source position for every value.
+class YamlBuilder {
  public:
-  YamlConverter(Diagnostics& diagnostics, SourceMap& positions)
+  YamlBuilder(Diagnostics& diagnostics, SourceMap& positions)
       : diagnostics_(diagnostics), positions_(positions) {}
 
-  Json convert(const YAML::Node& node, const std::string& path, int depth,
-               const YAML::Mark& fallback) {
-    if (++nodes_ > kMaxNodes) {
-      if (!too_big_reported_) {
-        diagnostics_.error(path, "the document expands to more than " + std::to_string(kMaxNodes) +
-                                     " values (aliases?)");
-        too_big_reported_ = true;
-      }
-      return nullptr;
-    }
-    const bool has_mark = !node.Mark().is_null();
-    const SourcePosition position = positionOf(has_mark ? node.Mark() : fallback);
-    positions_.emplace(path, position);
-    if (depth > kMaxDepth) {
-      diagnostics_.error(path, "nesting deeper than " + std::to_string(kMaxDepth) + " levels",
-                         position.line, position.column);
-      return nullptr;
-    }
-    switch (node.Type()) {
-      case YAML::NodeType::Undefined:
-      case YAML::NodeType::Null:
-        return nullptr;
-      case YAML::NodeType::Scalar:
-        return scalar(node, path, position);
-      case YAML::NodeType::Sequence: {
-        Json array = Json::array();
-        std::size_t index = 0;
-        for (const YAML::Node& item : node) {
-          array.push_back(convert(item, path + "/" + std::to_string(index++), depth + 1,
-                                  has_mark ? node.Mark() : fallback));
+  // Returns false when building must stop (an error has been recorded).
+  bool handle(const yaml_event_t& event) {
+    const SourcePosition at{static_cast<int>(event.start_mark.line) + 1,
+                            static_cast<int>(event.start_mark.column) + 1};
+    switch (event.type) {
+      case YAML_DOCUMENT_START_EVENT:
+        if (++documents_ > 1) {
+          diagnostics_.error("", "the file holds more than one YAML document; expected one",
+                             at.line, at.column);
+          return false;
         }
-        return array;
+        return true;
+      case YAML_SCALAR_EVENT: {
+        const auto& scalar = event.data.scalar;
+        const std::string text(reinterpret_cast<const char*>(scalar.value), scalar.length);
+        if (expectingKey()) return takeKey(text, at);
+        const char* tag = reinterpret_cast<const char*>(scalar.tag);
+        const bool as_string = scalar.style != YAML_PLAIN_SCALAR_STYLE ||
+                               (tag != nullptr && std::string_view(tag) == YAML_STR_TAG);
+        Json value = as_string ? Json(text) : resolvePlain(text, currentPath(), at);
+        return place(std::move(value), anchorOf(scalar.anchor), at, 1) != nullptr;
       }
-      case YAML::NodeType::Map: {
-        Json object = Json::object();
-        for (auto it = node.begin(); it != node.end(); ++it) {
-          const YAML::Node key = it->first;  // a handle; it->first is a temporary proxy
-          const YAML::Node value = it->second;
-          const SourcePosition key_position = positionOf(key.Mark());
-          if (!key.IsScalar()) {
-            diagnostics_.error(path, "a map key must be a plain value, not a list or map",
-                               key_position.line, key_position.column);
-            continue;
-          }
-          const std::string& name = key.Scalar();
-          const std::string child = joinPath(path, name);
-          if (object.contains(name)) {
-            diagnostics_.error(child,
-                               "duplicate key \"" + name +
-                                   "\": a key may appear only once in a map (a second value "
-                                   "would silently replace the first)",
-                               key_position.line, key_position.column);
-          }
-          object[name] = convert(value, child, depth + 1, key.Mark());
+      case YAML_ALIAS_EVENT: {
+        const std::string name(reinterpret_cast<const char*>(event.data.alias.anchor));
+        const auto it = anchors_.find(name);
+        if (it == anchors_.end()) {
+          diagnostics_.error(currentPath(), "alias *" + name + " names no anchor", at.line,
+                             at.column);
+          return false;
         }
-        return object;
+        if (expectingKey()) {
+          if (!it->second.value.is_string()) {
+            diagnostics_.error(currentPath(), "a map key must be a plain value, not a list or map",
+                               at.line, at.column);
+            return false;
+          }
+          return takeKey(it->second.value.get<std::string>(), at);
+        }
+        return place(Json(it->second.value), {}, at, it->second.nodes) != nullptr;
       }
+      case YAML_SEQUENCE_START_EVENT:
+      case YAML_MAPPING_START_EVENT: {
+        if (expectingKey()) {
+          diagnostics_.error(currentPath(), "a map key must be a plain value, not a list or map",
+                             at.line, at.column);
+          return false;
+        }
+        if (frames_.size() >= kMaxDepth) {
+          diagnostics_.error(currentPath(),
+                             "nesting deeper than " + std::to_string(kMaxDepth) + " levels",
+                             at.line, at.column);
+          return false;
+        }
+        const bool map = event.type == YAML_MAPPING_START_EVENT;
+        const yaml_char_t* anchor =
+            map ? event.data.mapping_start.anchor : event.data.sequence_start.anchor;
+        const std::string path = currentPath();
+        Json* container = place(map ? Json::object() : Json::array(), {}, at, 1);
+        if (container == nullptr) return false;
+        frames_.push_back(Frame{container, map, path, {}, false, anchorOf(anchor), nodes_});
+        return true;
+      }
+      case YAML_SEQUENCE_END_EVENT:
+      case YAML_MAPPING_END_EVENT: {
+        Frame frame = std::move(frames_.back());
+        frames_.pop_back();
+        if (!frame.anchor.empty()) {
+          anchors_[frame.anchor] = Anchored{*frame.container, nodes_ - frame.nodes_before + 1};
+        }
+        return true;
+      }
+      default:
+        return true;
     }
-    return nullptr;
   }
 
+  Json& root() { return root_; }
+
  private:
-  Json scalar(const YAML::Node& node, const std::string& path, SourcePosition position) {
-    const std::string& text = node.Scalar();
-    // Quoted scalars ("!") and explicit !!str are strings; only plain scalars ("?") are resolved.
-    if (node.Tag() == "!" || node.Tag() == "tag:yaml.org,2002:str") return text;
+  // Open containers. Their addresses are stable while open: only the innermost one grows.
+  struct Frame {
+    Json* container;
+    bool map;
+    std::string path;    // JSON pointer of this container
+    std::string key;     // maps: the key of the value being read
+    bool have_key;       // maps: a key has been read, its value has not
+    std::string anchor;  // anchor on this container, if any
+    std::size_t nodes_before;
+  };
+  struct Anchored {
+    Json value;
+    std::size_t nodes;  // values it expands to
+  };
+
+  static std::string anchorOf(const yaml_char_t* anchor) {
+    return anchor == nullptr ? std::string() : std::string(reinterpret_cast<const char*>(anchor));
+  }
+
+  bool expectingKey() const {
+    return !frames_.empty() && frames_.back().map && !frames_.back().have_key;
+  }
+
+  bool takeKey(const std::string& key, SourcePosition at) {
+    Frame& frame = frames_.back();
+    const std::string child = joinPath(frame.path, key);
+    if (frame.container->contains(key)) {
+      diagnostics_.error(child,
+                         "duplicate key \"" + key +
+                             "\": a key may appear only once in a map (a second value would "
+                             "silently replace the first)",
+                         at.line, at.column);
+    }
+    frame.key = key;
+    frame.have_key = true;
+    return true;
+  }
+
+  std::string currentPath() const {
+    if (frames_.empty()) return "";
+    const Frame& frame = frames_.back();
+    if (frame.map) return joinPath(frame.path, frame.key);
+    return frame.path + "/" + std::to_string(frame.container->size());
+  }
+
+  // Stores `value` at the current position; returns where it lives, or null on error.
+  Json* place(Json value, const std::string& anchor, SourcePosition at, std::size_t nodes) {
+    nodes_ += nodes;
+    if (nodes_ > kMaxNodes) {
+      diagnostics_.error(
+          currentPath(),
+          "the document expands to more than " + std::to_string(kMaxNodes) + " values (aliases?)",
+          at.line, at.column);
+      return nullptr;
+    }
+    positions_.emplace(currentPath(), at);
+    if (!anchor.empty()) anchors_[anchor] = Anchored{value, nodes};
+    if (frames_.empty()) {
+      root_ = std::move(value);
+      return &root_;
+    }
+    Frame& frame = frames_.back();
+    if (frame.map) {
+      Json& slot = (*frame.container)[frame.key];
+      slot = std::move(value);
+      frame.have_key = false;
+      return &slot;
+    }
+    frame.container->push_back(std::move(value));
+    return &frame.container->back();
+  }
+
+  Json resolvePlain(const std::string& text, const std::string& path, SourcePosition at) {
     if (isNullScalar(text)) return nullptr;
     if (text == "true" || text == "True" || text == "TRUE") return true;
     if (text == "false" || text == "False" || text == "FALSE") return false;
@@ -204,20 +240,20 @@ class YamlConverter {
       if (auto [p, ec] = std::from_chars(first, last, i); ec == std::errc() && p == last) return i;
       std::uint64_t u = 0;
       if (auto [p, ec] = std::from_chars(first, last, u); ec == std::errc() && p == last) return u;
-      // Beyond 64 bits: fall through to float, as JSON parsers do.
+      // Beyond 64 bits: read as a float, as JSON parsers do.
     }
     if (isFloat(text)) {
       const double d = std::strtod(text.c_str(), nullptr);
       if (!std::isfinite(d)) {
-        diagnostics_.error(path, "number overflow: " + text + " does not fit a double",
-                           position.line, position.column);
+        diagnostics_.error(path, "number overflow: " + text + " does not fit a double", at.line,
+                           at.column);
         return nullptr;
       }
       return d;
     }
     if (isSpecialFloat(text)) {
       diagnostics_.error(path, text + " is not a finite number; infinities and NaN are not allowed",
-                         position.line, position.column);
+                         at.line, at.column);
       return nullptr;
     }
     return text;
@@ -225,8 +261,11 @@ class YamlConverter {
 
   Diagnostics& diagnostics_;
   SourceMap& positions_;
+  Json root_;
+  std::vector<Frame> frames_;
+  std::map<std::string, Anchored> anchors_;
   std::size_t nodes_ = 0;
-  bool too_big_reported_ = false;
+  int documents_ = 0;
 };
 
 }  // namespace
@@ -235,63 +274,44 @@ Result<Document> parseYaml(std::string_view text) {
   Diagnostics diagnostics;
   Document document;
   document.format = DocumentFormat::kYaml;
-  // YAML allows no C0 control characters but tab, LF and CR (and no DEL). Reject them before
-  // yaml-cpp sees them: yaml-cpp 0.7 loops forever, allocating, on "," followed by a NUL byte
-  // (found by fuzz/config_fuzzer.cpp).
-  int line = 1;
-  int column = 1;
-  for (const char c : text) {
-    const auto byte = static_cast<unsigned char>(c);
-    if ((byte < 0x20 && c != '\t' && c != '\n' && c != '\r') || byte == 0x7F) {
-      char hex[8];
-      std::snprintf(hex, sizeof hex, "0x%02X", byte);
-      diagnostics.error(
-          "",
-          std::string("invalid YAML: control character ") + hex + " is not allowed in a YAML file",
-          line, column);
-      return Result<Document>::failure(std::move(diagnostics));
-    }
-    if (c == '\n') {
-      ++line;
-      column = 1;
-    } else {
-      ++column;
-    }
-  }
-  if (const auto comma = leadingFlowEntry(text)) {
-    const std::string_view before = text.substr(0, *comma);
-    const int comma_line = 1 + static_cast<int>(std::count(before.begin(), before.end(), '\n'));
-    const std::size_t line_start = before.rfind('\n');
-    const int comma_column =
-        static_cast<int>(*comma - (line_start == std::string_view::npos ? 0 : line_start + 1)) + 1;
-    diagnostics.error("", "invalid YAML: a document cannot start with ','", comma_line,
-                      comma_column);
+  yaml_parser_t parser;
+  if (yaml_parser_initialize(&parser) == 0) {
+    diagnostics.error("", "cannot initialize the YAML parser (out of memory)");
     return Result<Document>::failure(std::move(diagnostics));
   }
-  std::vector<YAML::Node> nodes;
+  yaml_parser_set_input_string(&parser, reinterpret_cast<const unsigned char*>(text.data()),
+                               text.size());
+  YamlBuilder builder(diagnostics, document.positions);
+  bool ok = true;
   try {
-    nodes = YAML::LoadAll(std::string(text));
-  } catch (const YAML::Exception& e) {
-    diagnostics.error("", "invalid YAML: " + e.msg, e.mark.line + 1, e.mark.column + 1);
-    return Result<Document>::failure(std::move(diagnostics));
-  } catch (const std::exception& e) {
-    diagnostics.error("", std::string("invalid YAML: ") + e.what());
-    return Result<Document>::failure(std::move(diagnostics));
-  }
-  if (nodes.size() > 1) {
-    diagnostics.error(
-        "", "the file holds " + std::to_string(nodes.size()) + " YAML documents; expected one");
-    return Result<Document>::failure(std::move(diagnostics));
-  }
-  if (!nodes.empty()) {
-    YamlConverter converter(diagnostics, document.positions);
-    try {
-      document.json = converter.convert(nodes.front(), "", 0, nodes.front().Mark());
-    } catch (const std::exception& e) {  // yaml-cpp or allocation failure while converting
-      diagnostics.error("", std::string("invalid YAML: ") + e.what());
-      return Result<Document>::failure(std::move(diagnostics));
+    while (true) {
+      yaml_event_t event;
+      if (yaml_parser_parse(&parser, &event) == 0) {
+        const yaml_mark_t mark = parser.problem_mark;
+        std::string message = "invalid YAML: ";
+        message += parser.problem != nullptr ? parser.problem : "syntax error";
+        if (parser.context != nullptr) message += std::string(" ") + parser.context;
+        diagnostics.error("", message, static_cast<int>(mark.line) + 1,
+                          static_cast<int>(mark.column) + 1);
+        ok = false;
+        break;
+      }
+      const bool done = event.type == YAML_STREAM_END_EVENT;
+      const bool keep_going = builder.handle(event);
+      yaml_event_delete(&event);
+      if (!keep_going) {
+        ok = false;
+        break;
+      }
+      if (done) break;
     }
+  } catch (const std::exception& e) {  // allocation failure while building
+    diagnostics.error("", std::string("invalid YAML: ") + e.what());
+    ok = false;
   }
+  yaml_parser_delete(&parser);
+  if (!ok) return Result<Document>::failure(std::move(diagnostics));
+  document.json = std::move(builder.root());
   return Result<Document>(std::move(document), std::move(diagnostics));
 }
 
