@@ -1,8 +1,9 @@
 // Config documents in JSON or YAML, detected by content, read into one Json value.
 //
 // parseDocument() looks at the first non-blank character: '{' or '[' means JSON (parsed strictly
-// by parseJson), anything else YAML. YAML is read with yaml-cpp and converted to Json with the
-// YAML 1.2 core schema for plain scalars:
+// by parseJson), anything else YAML. YAML is read with libyaml (not yaml-cpp, which loops forever
+// on inputs such as `"a",`; see docs/configuration.md) and converted to Json with the YAML 1.2
+// core schema for plain scalars:
 //   null, Null, NULL, ~ and an empty value       -> null
 //   true/True/TRUE, false/False/FALSE            -> boolean
 //   decimal integers (optional sign)             -> integer (beyond 64 bits: a float)
@@ -13,6 +14,7 @@
 // "-10". Duplicate keys, non-scalar keys, several documents in one file, nesting deeper than 128
 // and documents that expand (through aliases) to more than 1,000,000 nodes are errors.
 //
+// Control characters other than tab, LF and CR are rejected (libyaml).
 // The YAML reader records where every value came from (a SourceMap from JSON pointer to line and
 // column), so that later diagnostics can be located with withPositions().
 //
