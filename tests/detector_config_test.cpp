@@ -301,6 +301,19 @@ TEST(DetectorConfigTest, BadRefsAndPluginsAreReportedTogether) {
          "/flowControl/saturationDetector/pluginRef: 7 is a number; expected a string",
          "/flowControl/saturationDetector/extra: unknown key \"extra\"; allowed keys: "
          "pluginRef"}));
+  // A bad ref is reported together with the plugins' problems.
+  EXPECT_EQ(loadText(epp(R"({"type":"utilization-detector","parameters":{"headroom":-1}})",
+                         R"(,"flowControl":{"saturationDetector":{"pluginRef":"nope"}})"))
+                .errors,
+            (S{"/plugins/0/parameters/headroom: -1.0 is negative; expected a number >= 0.0",
+               "/flowControl/saturationDetector/pluginRef: \"nope\" names no plugin; defined "
+               "plugins: utilization-detector"}));
+  // A ref to the invalid detector itself adds nothing.
+  EXPECT_EQ(loadText(epp(R"({"type":"utilization-detector","parameters":{"headroom":-1}})",
+                         R"(,"flowControl":{"saturationDetector":{"pluginRef":)"
+                         R"("utilization-detector"}})"))
+                .errors,
+            S{"/plugins/0/parameters/headroom: -1.0 is negative; expected a number >= 0.0"});
   EXPECT_EQ(loadText(R"({"plugins":{}})").errors,
             S{"/plugins: found an object; expected an array of plugin objects"});
 }

@@ -230,30 +230,33 @@ Result<std::shared_ptr<SaturationDetector>> loadSaturationDetector(
       ref_path = "/saturationDetector/pluginRef";
     }
   }
+  // Check the ref even when a plugin was invalid, so that every problem is reported at once.
+  if (ref && detectors.find(*ref) == detectors.end()) {
+    if (const auto it = plugins.find(*ref); it == plugins.end()) {
+      std::string names;
+      for (const auto& [name, info] : plugins) names += (names.empty() ? "" : ", ") + name;
+      diagnostics.error(ref_path, "\"" + *ref + "\" names no plugin; defined plugins: " +
+                                      (names.empty() ? std::string("none") : names));
+    } else if (!registry.contains(it->second.first)) {
+      diagnostics.error(ref_path, "\"" + *ref + "\" names a plugin of type \"" + it->second.first +
+                                      "\", which is not a saturation detector");
+    }  // else: a detector plugin that could not be built, already reported
+  }
   if (diagnostics.hasErrors()) return Out::failure(std::move(diagnostics));
 
-  if (!ref) {
-    const std::string fallback(UtilizationDetector::kType);
-    if (const auto it = detectors.find(fallback); it != detectors.end()) {
+  if (ref) {
+    if (const auto it = detectors.find(*ref); it != detectors.end()) {
       return Out(it->second, std::move(diagnostics));
     }
-    return Out(
-        std::shared_ptr<SaturationDetector>(std::move(UtilizationDetector::create()).value()),
-        std::move(diagnostics));
+    diagnostics.error(ref_path, "\"" + *ref + "\" could not be resolved");  // not reached
+    return Out::failure(std::move(diagnostics));
   }
-  if (const auto it = detectors.find(*ref); it != detectors.end()) {
+  const std::string fallback(UtilizationDetector::kType);
+  if (const auto it = detectors.find(fallback); it != detectors.end()) {
     return Out(it->second, std::move(diagnostics));
   }
-  if (const auto it = plugins.find(*ref); it != plugins.end()) {
-    diagnostics.error(ref_path, "\"" + *ref + "\" names a plugin of type \"" + it->second.first +
-                                    "\", which is not a saturation detector");
-  } else {
-    std::string names;
-    for (const auto& [name, info] : plugins) names += (names.empty() ? "" : ", ") + name;
-    diagnostics.error(ref_path, "\"" + *ref + "\" names no plugin; defined plugins: " +
-                                    (names.empty() ? std::string("none") : names));
-  }
-  return Out::failure(std::move(diagnostics));
+  return Out(std::shared_ptr<SaturationDetector>(std::move(UtilizationDetector::create()).value()),
+             std::move(diagnostics));
 }
 
 }  // namespace holdback::config
