@@ -220,7 +220,13 @@ namespace detail {
 
 // a - b in nanoseconds, or false when it does not fit an int64.
 [[nodiscard]] inline bool checkedDifference(TimePoint a, TimePoint b, std::int64_t& out) noexcept {
-  return !__builtin_sub_overflow(a.time_since_epoch().count(), b.time_since_epoch().count(), &out);
+  constexpr std::int64_t kMin = std::numeric_limits<std::int64_t>::min();
+  constexpr std::int64_t kMax = std::numeric_limits<std::int64_t>::max();
+  const std::int64_t x = a.time_since_epoch().count();
+  const std::int64_t y = b.time_since_epoch().count();
+  if ((y > 0 && x < kMin + y) || (y < 0 && x > kMax + y)) return false;
+  out = x - y;
+  return true;
 }
 
 [[nodiscard]] constexpr bool isValidTelemetry(double v) noexcept {
