@@ -91,6 +91,8 @@ struct UtilizationDetectorOptions {
 //   Stale and invalid endpoints are never kept (whatever the staleness policy). When nothing is
 //   kept from a non-empty list, every index is written and failOpen is true (the scheduler's
 //   scorers then pick the least-bad endpoint). An empty list keeps nothing and does not fail open.
+//   At most out.size() indices are written (the first ones); failOpen still says whether any
+//   endpoint passed.
 //
 // Thread safety: thread-safe (immutable after creation). saturation and filter are O(n), do not
 // allocate and do not throw.
@@ -173,7 +175,8 @@ struct ConcurrencyDetectorOptions {
 //   filter(endpoints, now, out): limits truncated toward zero,
 //     reqLimit = trunc(maxConcurrency * (1 + headroom)), tokLimit likewise;
 //     keeps requests < reqLimit (requests), tokens < tokLimit (tokens), or both (hybrid).
-//   There is NO fail-open: the result may be empty, and failOpen is always false.
+//   There is NO fail-open: the result may be empty, and failOpen is always false. At most
+//   out.size() indices are written (the first ones).
 //
 // Thread safety: thread-safe (immutable after creation). saturation and filter are O(n), do not
 // allocate and do not throw.
