@@ -260,4 +260,13 @@ TEST(CliSaturationTest, ValidateFailsOnAnInvalidDetectorAndReportsEachProblemOnc
                 config + ": invalid (4 errors)\n");
 }
 
+TEST(CliSaturationTest, ValidateReportsAProblemBothLoadersSeeOnce) {
+  const std::string config =
+      writeTemp("fc.json", R"({"plugins":[{"type":"utilization-detector"}],"flowControl":[]})");
+  const CliRun run = holdback("validate " + config);
+  EXPECT_EQ(run.exitCode, 1);
+  EXPECT_EQ(run.err, config + ": error: /flowControl: found an array; expected an object\n" +
+                         config + ": invalid (1 error)\n");
+}
+
 }  // namespace

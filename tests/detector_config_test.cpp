@@ -314,6 +314,10 @@ TEST(DetectorConfigTest, BadRefsAndPluginsAreReportedTogether) {
                          R"("utilization-detector"}})"))
                 .errors,
             S{"/plugins/0/parameters/headroom: -1.0 is negative; expected a number >= 0.0"});
+  EXPECT_EQ(loadText(epp("", R"(,"flowControl":5)")).errors,
+            S{"/flowControl: 5 is a number; expected an object"});
+  EXPECT_EQ(loadText(epp("", R"(,"flowControl":{"saturationDetector":"util"})")).errors,
+            S{"/flowControl/saturationDetector: \"util\" is a string; expected an object"});
   EXPECT_EQ(loadText(R"({"plugins":{}})").errors,
             S{"/plugins: found an object; expected an array of plugin objects"});
 }

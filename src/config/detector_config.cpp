@@ -217,8 +217,12 @@ Result<std::shared_ptr<SaturationDetector>> loadSaturationDetector(
   };
   std::optional<std::string> ref;
   std::string ref_path = "/flowControl/saturationDetector/pluginRef";
-  if (const auto fc = document.find("flowControl"); fc != document.end() && fc->is_object()) {
-    ref = readRef(*fc, "/flowControl/saturationDetector");
+  if (const auto fc = document.find("flowControl"); fc != document.end()) {
+    if (fc->is_object()) {
+      ref = readRef(*fc, "/flowControl/saturationDetector");
+    } else {
+      diagnostics.error("/flowControl", mismatch(*fc, "an object"));
+    }
   }
   if (document.contains("saturationDetector")) {
     diagnostics.warning("/saturationDetector",
