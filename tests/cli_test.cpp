@@ -1,44 +1,14 @@
 // Runs the built `holdback` binary and checks its output and exit codes.
-#include <gtest/gtest.h>
-#include <sys/wait.h>
-
-#include <cstdio>
-#include <fstream>
 #include <string>
+
+#include "cli_support.hpp"
 
 namespace {
 
-struct CliRun {
-  int exitCode = -1;
-  std::string out;  // stdout
-  std::string err;  // stderr
-};
-
-std::string slurp(const std::string& file) {
-  std::ifstream in(file);
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
-
-CliRun holdback(const std::string& args) {
-  const std::string base = ::testing::TempDir() + "holdback_cli_" +
-                           ::testing::UnitTest::GetInstance()->current_test_info()->name();
-  const std::string command =
-      std::string(HOLDBACK_CLI) + " " + args + " >" + base + ".out 2>" + base + ".err";
-  const int status = std::system(command.c_str());
-  CliRun run;
-  run.exitCode = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  run.out = slurp(base + ".out");
-  run.err = slurp(base + ".err");
-  return run;
-}
-
-std::string writeTemp(const std::string& name, const std::string& text) {
-  const std::string file = ::testing::TempDir() + name;
-  std::ofstream(file) << text;
-  return file;
-}
-
-const std::string kExamples = std::string(HOLDBACK_SOURCE_DIR) + "/examples/configs/";
+using holdback::testing::CliRun;
+using holdback::testing::holdback;
+using holdback::testing::kExamples;
+using holdback::testing::writeTemp;
 
 TEST(CliTest, CeilingsOnTheBuiltInExample) {
   const CliRun run = holdback("ceilings");

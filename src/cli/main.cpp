@@ -13,6 +13,7 @@ Usage: holdback COMMAND [OPTIONS]
 Commands:
   ceilings   compute the admission ceiling of every priority with a usage limit policy
   validate   check a policy plugin file or an EndpointPickerConfig, reporting every problem
+  saturation  run a saturation detector over an endpoint snapshot (saturation, filter)
 
 Run 'holdback COMMAND --help' for the options of a command.
 
@@ -34,6 +35,7 @@ int main(int argc, char** argv) {
   }
   if (command == "ceilings") return runCeilings(argc, argv);
   if (command == "validate") return runValidate(argc, argv);
+  if (command == "saturation") return runSaturation(argc, argv);
   std::cerr << "holdback: unknown command \"" << command << "\"\n\n" << kHelp;
   return kExitUsage;
 }

@@ -1,0 +1,54 @@
+// JSON configuration of saturation detectors.
+//
+// Parameters (strict: unknown keys, duplicate keys, wrong types and out-of-range values are all
+// errors, reported together with their JSON paths):
+//
+//   utilization-detector   queueDepthThreshold (int, default 5, > 0), kvCacheUtilThreshold
+//                          (default 0.8, in (0, 1]), metricsStalenessThreshold (duration string,
+//                          default "200ms", > 0), headroom (default 0.0, >= 0; > 1 warns),
+//                          aggregation = mean | max | weighted, stalenessPolicy = saturated |
+//                          ignore
+//   concurrency-detector   concurrencyMode = requests | tokens | hybrid, maxConcurrency (int,
+//                          default 100, > 0), maxTokenConcurrency (int, default 1000000, > 0),
+//                          headroom (default 0.0, >= 0; > 1 warns), inFlightLoadProducerName
+//                          (accepted for compatibility with Go configs; a warning says it has no
+//                          effect: the host feeds in-flight counts)
+//
+// Durations are Go-style strings (config/duration.hpp). See docs/detectors.md.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "holdback/config/json.hpp"
+#include "holdback/config/plugin.hpp"
+#include "holdback/detectors.hpp"
+
+namespace holdback::config {
+
+using DetectorRegistry = PluginRegistry<SaturationDetector>;
+
+// A registry holding utilization-detector and concurrency-detector.
+DetectorRegistry builtinDetectorRegistry();
+
+// Parameter parsers; `parameters` may be null (absent), `path` is its JSON pointer.
+std::optional<UtilizationDetectorOptions> parseUtilizationDetectorOptions(const Json* parameters,
+                                                                          const std::string& path,
+                                                                          Diagnostics& diagnostics);
+std::optional<ConcurrencyDetectorOptions> parseConcurrencyDetectorOptions(const Json* parameters,
+                                                                          const std::string& path,
+                                                                          Diagnostics& diagnostics);
+
+// Builds the saturation detector a document describes. The document is either one plugin object
+// ({"type": ..., "name": ..., "parameters": ...}) or an EndpointPickerConfig, in which case every
+// plugin whose type is a registered detector type is validated (plugins of other types are
+// skipped silently: they are another loader's business), and the one named by
+// flowControl.saturationDetector.pluginRef is returned. The deprecated top-level
+// saturationDetector.pluginRef is honoured (with a warning) when the flowControl one is absent.
+// Without a ref: the plugin named "utilization-detector" if there is one, else a
+// utilization-detector with default options.
+Result<std::shared_ptr<SaturationDetector>> loadSaturationDetector(
+    const Json& document, const DetectorRegistry& registry);
+
+}  // namespace holdback::config

@@ -1,0 +1,28 @@
+// Go-style duration strings, as Kubernetes and the Go gateway's configs write them: "200ms",
+// "1.5s", "2m", "1h30m", "-5s", "0".
+//
+// Grammar (Go's time.ParseDuration): an optional sign, then "0" alone, or one or more
+// <decimal><unit> pairs where <decimal> is digits with an optional fraction (".5", "1.", "1.25")
+// and <unit> is one of ns, us, µs, μs, ms, s, m, h. Whitespace, a missing unit, an unknown unit
+// and values beyond what an int64 count of nanoseconds holds (about 292 years) are rejected;
+// fractions below a nanosecond are truncated.
+//
+// Thread safety: thread-safe (pure functions).
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "holdback/saturation_detector.hpp"
+
+namespace holdback::config {
+
+// The duration `text` denotes, or nullopt when it is not a duration string.
+[[nodiscard]] std::optional<Duration> parseDuration(std::string_view text);
+
+// A string parseDuration() reads back exactly: "0s", "200ms", "1.5s", "90s", "-250us", "7ns".
+// The largest of s, ms, us, ns that keeps the number >= 1 is used, with the fraction written out.
+[[nodiscard]] std::string formatDuration(Duration duration);
+
+}  // namespace holdback::config

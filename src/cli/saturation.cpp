@@ -1,0 +1,190 @@
+// holdback saturation: run a saturation detector over an endpoint snapshot and print the pool's
+// saturation and the endpoints its filter keeps.
+#include <algorithm>
+#include <iostream>
+#include <limits>
+#include <set>
+#include <vector>
+
+#include "common.hpp"
+#include "holdback/config/detector_config.hpp"
+#include "holdback/stage_saturation.hpp"
+
+namespace holdback::cli {
+namespace {
+
+constexpr std::string_view kHelp =
+    R"(Usage: holdback saturation --config FILE --endpoints FILE [--now-ms T]
+
+Runs the saturation detector in the config FILE over the endpoints in the endpoints FILE at time
+T and prints one JSON object:
+
+  {"detector":{"type":T,"name":N},"saturation":S,"filtered":[names...],"failOpen":B}
+
+saturation is stage-aware (prefill and decode stages evaluated separately, the maximum taken; a
+pool without prefill endpoints is evaluated as a whole). filtered lists, in order, the endpoints
+the detector's filter keeps; failOpen is true when it kept none and returned the whole list.
+
+Options:
+  --config FILE     one detector plugin object ({"type":"utilization-detector", "name":...,
+                    "parameters":{...}}) or an EndpointPickerConfig, whose
+                    flowControl.saturationDetector.pluginRef names the detector (absent: the
+                    plugin named utilization-detector, else a utilization-detector with defaults)
+  --endpoints FILE  a JSON array of endpoint objects:
+                      {"name": "pod-a",               required, unique
+                       "waitingQueueSize": 3,         vllm:num_requests_waiting
+                       "kvCacheUsagePercent": 0.42,   vllm:kv_cache_usage_perc, a fraction in [0,1]
+                       "updateTimeMs": 1700000000000, when the metrics were scraped; absent = none
+                       "role": "decode",              prefill, decode, prefill-decode, ...
+                       "weight": 1.0,                 relative capacity (aggregation "weighted")
+                       "inFlightRequests": 0,         for concurrency-detector
+                       "inFlightTokens": 0}
+                    every field but name is optional; numbers are passed to the detector as
+                    given (negative telemetry is scored as the detector documents)
+  --now-ms T        the current time in the same milliseconds as updateTimeMs (default: the
+                    largest updateTimeMs in the file, or 0)
+  --help            this text
+
+Exit codes: 0 success, 1 invalid config or endpoints file (every problem is printed), 2 usage
+error.
+)";
+
+// Milliseconds that still fit an int64 count of nanoseconds.
+constexpr std::int64_t kMaxMs = std::numeric_limits<std::int64_t>::max() / 1'000'000;
+
+struct Snapshot {
+  std::vector<Endpoint> endpoints;
+  std::optional<std::int64_t> latestMs;
+};
+
+std::optional<Snapshot> readEndpoints(const config::Json& document, Diagnostics& diagnostics) {
+  const std::size_t errors_before = diagnostics.errorCount();
+  if (!document.is_array()) {
+    diagnostics.error("", config::mismatch(document, "an array of endpoint objects"));
+    return std::nullopt;
+  }
+  Snapshot out;
+  std::set<std::string> names;
+  for (std::size_t i = 0; i < document.size(); ++i) {
+    const std::string path = "/" + std::to_string(i);
+    const std::size_t before = diagnostics.errorCount();
+    config::ParamReader reader(&document[i], path, diagnostics);
+    if (diagnostics.errorCount() > before) continue;
+    Endpoint e;
+    const auto name = reader.string("name");
+    if (!reader.has("name")) reader.error("name", "missing; every endpoint needs a \"name\"");
+    if (name && name->empty()) reader.error("name", "is empty; expected a non-empty string");
+    if (name && !name->empty() && !names.insert(*name).second) {
+      reader.error("name", "duplicate endpoint name \"" + *name + "\"; names must be unique");
+    }
+    if (name) e.name = *name;
+    if (const auto v = reader.number("waitingQueueSize")) e.waitingQueueSize = *v;
+    if (const auto v = reader.number("kvCacheUsagePercent")) e.kvCacheUsage = *v;
+    if (const auto v = reader.integer("updateTimeMs", -kMaxMs, kMaxMs)) {
+      e.updateTime = TimePoint{} + std::chrono::milliseconds(*v);
+      out.latestMs = std::max(out.latestMs.value_or(*v), *v);
+    }
+    if (const auto v = reader.string("role")) {
+      e.role = parseEndpointRole(*v);
+      if (e.role == EndpointRole::kUnknown) {
+        diagnostics.warning(reader.pathOf("role"),
+                            "\"" + *v +
+                                "\" is not a known role (prefill, decode, prefill-decode, both, "
+                                "encode-prefill, encode-prefill-decode, encode); the endpoint is "
+                                "in neither stage");
+      }
+    }
+    if (const auto v = reader.number("weight")) e.weight = *v;
+    constexpr auto kMin = std::numeric_limits<std::int64_t>::min();
+    constexpr auto kMax = std::numeric_limits<std::int64_t>::max();
+    if (const auto v = reader.integer("inFlightRequests", kMin, kMax)) e.inFlightRequests = *v;
+    if (const auto v = reader.integer("inFlightTokens", kMin, kMax)) e.inFlightTokens = *v;
+    reader.finish();
+    out.endpoints.push_back(std::move(e));
+  }
+  if (diagnostics.errorCount() > errors_before) return std::nullopt;
+  return out;
+}
+
+}  // namespace
+
+int runSaturation(int argc, char** argv) {
+  Args args;
+  if (auto error = parseArgs(argc, argv, 2, {"config", "endpoints", "now-ms"}, args)) {
+    return usageError("saturation", *error);
+  }
+  if (args.help) {
+    std::cout << kHelp;
+    return kExitOk;
+  }
+  if (!args.positional.empty()) {
+    return usageError("saturation", "unexpected argument \"" + args.positional.front() + "\"");
+  }
+  const auto config_file = args.get("config");
+  const auto endpoints_file = args.get("endpoints");
+  if (!config_file) return usageError("saturation", "--config FILE is required");
+  if (!endpoints_file) return usageError("saturation", "--endpoints FILE is required");
+  std::optional<std::int64_t> now_ms;
+  if (const auto text = args.get("now-ms")) {
+    now_ms = config::parseIntegerKey(*text, -kMaxMs, kMaxMs);
+    if (!now_ms) {
+      return usageError("saturation", "--now-ms \"" + *text + "\" is not an integer in [" +
+                                          std::to_string(-kMaxMs) + ", " + std::to_string(kMaxMs) +
+                                          "]");
+    }
+  }
+
+  // Load both files and report every problem in both before giving up.
+  int config_exit = kExitOk;
+  Diagnostics config_diagnostics;
+  config::SourceMap config_positions;
+  const auto config_document =
+      loadJsonFile("saturation", *config_file, config_diagnostics, config_exit, &config_positions);
+  if (config_exit == kExitUsage) return config_exit;
+  int endpoints_exit = kExitOk;
+  Diagnostics endpoints_diagnostics;
+  config::SourceMap endpoints_positions;
+  const auto endpoints_document = loadJsonFile("saturation", *endpoints_file, endpoints_diagnostics,
+                                               endpoints_exit, &endpoints_positions);
+  if (endpoints_exit == kExitUsage) return endpoints_exit;
+
+  std::optional<std::shared_ptr<SaturationDetector>> detector;
+  if (config_document) {
+    auto loaded =
+        config::loadSaturationDetector(*config_document, config::builtinDetectorRegistry());
+    config_diagnostics.append(loaded.diagnostics());
+    config_diagnostics = config::withPositions(config_diagnostics, config_positions);
+    if (loaded && !config_diagnostics.hasErrors()) detector = loaded.value();
+    printDiagnostics(*config_file, config_diagnostics);
+  }
+  std::optional<Snapshot> snapshot;
+  if (endpoints_document) {
+    snapshot = readEndpoints(*endpoints_document, endpoints_diagnostics);
+    endpoints_diagnostics = config::withPositions(endpoints_diagnostics, endpoints_positions);
+    if (endpoints_diagnostics.hasErrors()) snapshot.reset();
+    printDiagnostics(*endpoints_file, endpoints_diagnostics);
+  }
+  if (!detector || !snapshot) return kExitInvalid;
+
+  const TimePoint now =
+      TimePoint{} + std::chrono::milliseconds(now_ms.value_or(snapshot->latestMs.value_or(0)));
+  const std::vector<Endpoint>& endpoints = snapshot->endpoints;
+  StageSaturationEvaluator evaluator;
+  const StageSaturation saturation = evaluator.evaluate(**detector, endpoints, now);
+  std::vector<std::size_t> kept(endpoints.size());
+  const FilterResult filtered = (*detector)->filter(endpoints, now, kept);
+
+  // ordered_json keeps the documented key order.
+  nlohmann::ordered_json line = nlohmann::ordered_json::object();
+  line["detector"]["type"] = (*detector)->type();
+  line["detector"]["name"] = (*detector)->name();
+  line["saturation"] = saturation.effective;
+  line["filtered"] = nlohmann::ordered_json::array();
+  for (std::size_t i = 0; i < filtered.kept; ++i)
+    line["filtered"].push_back(endpoints[kept[i]].name);
+  line["failOpen"] = filtered.failOpen;
+  std::cout << line.dump() << "\n";
+  return kExitOk;
+}
+
+}  // namespace holdback::cli

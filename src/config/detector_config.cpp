@@ -1,0 +1,266 @@
+#include "holdback/config/detector_config.hpp"
+
+#include <cmath>
+#include <limits>
+#include <map>
+
+#include "holdback/config/duration.hpp"
+
+namespace holdback::config {
+namespace {
+
+constexpr std::int64_t kInt64Max = std::numeric_limits<std::int64_t>::max();
+
+// Reads an integer that validation will require to be > 0. Returns the value even when it is not
+// positive (validate() then reports it); nullopt when absent or not an integer (reported here).
+std::optional<std::int64_t> readCount(ParamReader& reader, std::string_view key) {
+  const Json* v = reader.value(key);
+  if (v == nullptr) return std::nullopt;
+  constexpr std::string_view kAllowed = "an integer > 0";
+  const std::string range = "; expected an integer in [1, " + std::to_string(kInt64Max) + "]";
+  if (!v->is_number()) {
+    reader.error(key, mismatch(*v, kAllowed));
+    return std::nullopt;
+  }
+  if (v->is_number_unsigned()) {
+    const std::uint64_t u = v->get<std::uint64_t>();
+    if (u > static_cast<std::uint64_t>(kInt64Max)) {
+      reader.error(key, describe(*v) + " is too large" + range);
+      return std::nullopt;
+    }
+    return static_cast<std::int64_t>(u);
+  }
+  if (v->is_number_integer()) return v->get<std::int64_t>();
+  const double d = v->get<double>();
+  if (std::trunc(d) != d) {
+    reader.error(key, describe(*v) + " is not a whole number; expected " + std::string(kAllowed));
+    return std::nullopt;
+  }
+  // 2^63 and beyond do not fit; below -2^63 neither (and are not positive anyway).
+  if (d >= 9223372036854775808.0) {
+    reader.error(key, describe(*v) + " is too large" + range);
+    return std::nullopt;
+  }
+  if (d < -9223372036854775808.0) return std::numeric_limits<std::int64_t>::min();
+  return static_cast<std::int64_t>(d);
+}
+
+std::optional<Duration> readDuration(ParamReader& reader, std::string_view key) {
+  const Json* v = reader.value(key);
+  if (v == nullptr) return std::nullopt;
+  constexpr std::string_view kExample = "\"200ms\", \"1.5s\" or \"2m\"";
+  if (!v->is_string()) {
+    reader.error(key, mismatch(*v, "a duration string such as " + std::string(kExample)));
+    return std::nullopt;
+  }
+  const auto duration = parseDuration(v->get<std::string>());
+  if (!duration) {
+    reader.error(key, describe(*v) + " is not a duration; expected a string such as " +
+                          std::string(kExample) + " (units ns, us, ms, s, m, h)");
+  }
+  return duration;
+}
+
+template <class Detector, class Options, class Read>
+std::optional<Options> parseOptions(const Json* parameters, const std::string& path,
+                                    Diagnostics& diagnostics, Read read) {
+  const std::size_t errors_before = diagnostics.errorCount();
+  ParamReader reader(parameters, path, diagnostics);
+  if (!reader.valid()) return std::nullopt;
+  Options options;
+  read(reader, options);
+  reader.finish();
+  if (diagnostics.errorCount() > errors_before) {
+    // Still range-check what could be read, so that every problem is reported at once.
+    Diagnostics checks;
+    Detector::validate(options, path, checks);
+    for (const Diagnostic& d : checks.errors()) diagnostics.add(d);
+    return std::nullopt;
+  }
+  Detector::validate(options, path, diagnostics);
+  if (diagnostics.errorCount() > errors_before) return std::nullopt;
+  return options;
+}
+
+template <class Detector, class Options>
+std::unique_ptr<SaturationDetector> build(const std::optional<Options>& options,
+                                          const PluginSpec& spec) {
+  if (!options) return nullptr;
+  auto made = Detector::create(*options, spec.name);
+  if (!made) return nullptr;
+  return std::move(made).value();
+}
+
+}  // namespace
+
+std::optional<UtilizationDetectorOptions> parseUtilizationDetectorOptions(
+    const Json* parameters, const std::string& path, Diagnostics& diagnostics) {
+  return parseOptions<UtilizationDetector, UtilizationDetectorOptions>(
+      parameters, path, diagnostics, [](ParamReader& reader, UtilizationDetectorOptions& options) {
+        if (const auto v = readCount(reader, "queueDepthThreshold")) {
+          options.queueDepthThreshold = *v;
+        }
+        if (const auto v = reader.number("kvCacheUtilThreshold")) {
+          options.kvCacheUtilThreshold = *v;
+        }
+        if (const auto v = readDuration(reader, "metricsStalenessThreshold")) {
+          options.metricsStalenessThreshold = *v;
+        }
+        if (const auto v = reader.number("headroom")) options.headroom = *v;
+        if (const auto v = reader.oneOf("aggregation", {"mean", "max", "weighted"})) {
+          options.aggregation = *v == "max"        ? Aggregation::kMax
+                                : *v == "weighted" ? Aggregation::kWeighted
+                                                   : Aggregation::kMean;
+        }
+        if (const auto v = reader.oneOf("stalenessPolicy", {"saturated", "ignore"})) {
+          options.stalenessPolicy =
+              *v == "ignore" ? StalenessPolicy::kIgnore : StalenessPolicy::kSaturated;
+        }
+      });
+}
+
+std::optional<ConcurrencyDetectorOptions> parseConcurrencyDetectorOptions(
+    const Json* parameters, const std::string& path, Diagnostics& diagnostics) {
+  return parseOptions<ConcurrencyDetector, ConcurrencyDetectorOptions>(
+      parameters, path, diagnostics, [](ParamReader& reader, ConcurrencyDetectorOptions& options) {
+        if (const auto v = reader.oneOf("concurrencyMode", {"requests", "tokens", "hybrid"})) {
+          options.mode = *v == "tokens"   ? ConcurrencyMode::kTokens
+                         : *v == "hybrid" ? ConcurrencyMode::kHybrid
+                                          : ConcurrencyMode::kRequests;
+        }
+        if (const auto v = readCount(reader, "maxConcurrency")) options.maxConcurrency = *v;
+        if (const auto v = readCount(reader, "maxTokenConcurrency")) {
+          options.maxTokenConcurrency = *v;
+        }
+        if (const auto v = reader.number("headroom")) options.headroom = *v;
+        if (const auto v = reader.string("inFlightLoadProducerName"); v && !v->empty()) {
+          reader.diagnostics().warning(
+              reader.pathOf("inFlightLoadProducerName"),
+              "\"" + *v +
+                  "\" has no effect: in holdback the host feeds in-flight counts "
+                  "(Endpoint::inFlightRequests/inFlightTokens, e.g. from an InFlightTracker)");
+        }
+      });
+}
+
+DetectorRegistry builtinDetectorRegistry() {
+  DetectorRegistry registry;
+  registry.add(std::string(UtilizationDetector::kType), [](const PluginSpec& spec,
+                                                           Diagnostics& diagnostics) {
+    return build<UtilizationDetector>(
+        parseUtilizationDetectorOptions(spec.parameters, spec.parametersPath(), diagnostics), spec);
+  });
+  registry.add(std::string(ConcurrencyDetector::kType), [](const PluginSpec& spec,
+                                                           Diagnostics& diagnostics) {
+    return build<ConcurrencyDetector>(
+        parseConcurrencyDetectorOptions(spec.parameters, spec.parametersPath(), diagnostics), spec);
+  });
+  return registry;
+}
+
+Result<std::shared_ptr<SaturationDetector>> loadSaturationDetector(
+    const Json& document, const DetectorRegistry& registry) {
+  using Out = Result<std::shared_ptr<SaturationDetector>>;
+  Diagnostics diagnostics;
+  if (!document.is_object()) {
+    diagnostics.error("", mismatch(document, "a plugin object or an EndpointPickerConfig"));
+    return Out::failure(std::move(diagnostics));
+  }
+
+  // A single plugin object.
+  if (document.contains("type")) {
+    const auto spec = readPluginSpec(document, "", diagnostics);
+    if (!spec) return Out::failure(std::move(diagnostics));
+    auto made = registry.create(*spec);
+    diagnostics.append(made.diagnostics());
+    if (!made) return Out::failure(std::move(diagnostics));
+    return Out(std::shared_ptr<SaturationDetector>(std::move(made).value()),
+               std::move(diagnostics));
+  }
+
+  // An EndpointPickerConfig.
+  std::map<std::string, std::shared_ptr<SaturationDetector>> detectors;
+  std::map<std::string, std::pair<std::string, std::string>> plugins;  // name -> (type, path)
+  if (const auto it = document.find("plugins"); it != document.end()) {
+    if (!it->is_array()) {
+      diagnostics.error("/plugins", mismatch(*it, "an array of plugin objects"));
+    } else {
+      for (std::size_t i = 0; i < it->size(); ++i) {
+        const std::string path = "/plugins/" + std::to_string(i);
+        const auto spec = readPluginSpec((*it)[i], path, diagnostics);
+        if (!spec) continue;
+        if (const auto seen = plugins.find(spec->name); seen != plugins.end()) {
+          diagnostics.error(path + "/name", "duplicate plugin name \"" + spec->name +
+                                                "\" (first defined at " + seen->second.second +
+                                                "); plugin names must be unique");
+          continue;
+        }
+        plugins.emplace(spec->name, std::make_pair(spec->type, path));
+        if (!registry.contains(spec->type)) continue;
+        auto made = registry.create(*spec);
+        diagnostics.append(made.diagnostics());
+        if (made) detectors.emplace(spec->name, std::move(made).value());
+      }
+    }
+  }
+
+  // The ref: flowControl.saturationDetector.pluginRef, else the deprecated top-level one.
+  const auto readRef = [&](const Json& holder, const std::string& path) {
+    std::optional<std::string> ref;
+    const auto sd = holder.find("saturationDetector");
+    if (sd == holder.end()) return ref;
+    ParamReader reader(&*sd, path, diagnostics);
+    ref = reader.string("pluginRef");
+    reader.finish();
+    if (ref && ref->empty()) ref.reset();
+    return ref;
+  };
+  std::optional<std::string> ref;
+  std::string ref_path = "/flowControl/saturationDetector/pluginRef";
+  if (const auto fc = document.find("flowControl"); fc != document.end()) {
+    if (fc->is_object()) {
+      ref = readRef(*fc, "/flowControl/saturationDetector");
+    } else {
+      diagnostics.error("/flowControl", mismatch(*fc, "an object"));
+    }
+  }
+  if (document.contains("saturationDetector")) {
+    diagnostics.warning("/saturationDetector",
+                        "deprecated; use /flowControl/saturationDetector (which wins when both "
+                        "are set)");
+    auto deprecated = readRef(document, "/saturationDetector");
+    if (!ref && deprecated) {
+      ref = std::move(deprecated);
+      ref_path = "/saturationDetector/pluginRef";
+    }
+  }
+  // Check the ref even when a plugin was invalid, so that every problem is reported at once.
+  if (ref && detectors.find(*ref) == detectors.end()) {
+    if (const auto it = plugins.find(*ref); it == plugins.end()) {
+      std::string names;
+      for (const auto& [name, info] : plugins) names += (names.empty() ? "" : ", ") + name;
+      diagnostics.error(ref_path, "\"" + *ref + "\" names no plugin; defined plugins: " +
+                                      (names.empty() ? std::string("none") : names));
+    } else if (!registry.contains(it->second.first)) {
+      diagnostics.error(ref_path, "\"" + *ref + "\" names a plugin of type \"" + it->second.first +
+                                      "\", which is not a saturation detector");
+    }  // else: a detector plugin that could not be built, already reported
+  }
+  if (diagnostics.hasErrors()) return Out::failure(std::move(diagnostics));
+
+  if (ref) {
+    if (const auto it = detectors.find(*ref); it != detectors.end()) {
+      return Out(it->second, std::move(diagnostics));
+    }
+    diagnostics.error(ref_path, "\"" + *ref + "\" could not be resolved");  // not reached
+    return Out::failure(std::move(diagnostics));
+  }
+  const std::string fallback(UtilizationDetector::kType);
+  if (const auto it = detectors.find(fallback); it != detectors.end()) {
+    return Out(it->second, std::move(diagnostics));
+  }
+  return Out(std::shared_ptr<SaturationDetector>(std::move(UtilizationDetector::create()).value()),
+             std::move(diagnostics));
+}
+
+}  // namespace holdback::config

@@ -1,0 +1,59 @@
+#include "holdback/in_flight_tracker.hpp"
+
+#include <mutex>
+
+namespace holdback {
+
+InFlightHandle InFlightTracker::dispatch(std::string_view endpoint, std::int64_t tokens) noexcept {
+  if (tokens < 0) tokens = 0;
+  std::shared_ptr<detail::InFlightCounters> counters;
+  {
+    std::shared_lock lock(mutex_);
+    if (const auto it = counters_.find(endpoint); it != counters_.end()) counters = it->second;
+  }
+  if (counters == nullptr) {
+    try {
+      std::unique_lock lock(mutex_);
+      auto& slot = counters_[std::string(endpoint)];  // another thread may have added it
+      if (slot == nullptr) slot = std::make_shared<detail::InFlightCounters>();
+      counters = slot;
+    } catch (...) {
+      return InFlightHandle();
+    }
+  }
+  counters->requests.fetch_add(1, std::memory_order_relaxed);
+  counters->tokens.fetch_add(tokens, std::memory_order_relaxed);
+  return InFlightHandle(std::move(counters), tokens);
+}
+
+InFlightLoad InFlightTracker::load(std::string_view endpoint) const noexcept {
+  std::shared_lock lock(mutex_);
+  const auto it = counters_.find(endpoint);
+  if (it == counters_.end()) return {};
+  return {it->second->requests.load(std::memory_order_relaxed),
+          it->second->tokens.load(std::memory_order_relaxed)};
+}
+
+void InFlightTracker::fill(std::span<Endpoint> endpoints) const noexcept {
+  std::shared_lock lock(mutex_);
+  for (Endpoint& e : endpoints) {
+    const auto it = counters_.find(e.name);
+    if (it == counters_.end()) {
+      e.inFlightRequests = 0;
+      e.inFlightTokens = 0;
+    } else {
+      e.inFlightRequests = it->second->requests.load(std::memory_order_relaxed);
+      e.inFlightTokens = it->second->tokens.load(std::memory_order_relaxed);
+    }
+  }
+}
+
+bool InFlightTracker::removeEndpoint(std::string_view endpoint) {
+  std::unique_lock lock(mutex_);
+  const auto it = counters_.find(endpoint);
+  if (it == counters_.end()) return false;
+  counters_.erase(it);
+  return true;
+}
+
+}  // namespace holdback
