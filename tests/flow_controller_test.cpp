@@ -241,7 +241,10 @@ INSTANTIATE_TEST_SUITE_P(
                       WorkedExample{0.30, false, true, false, Kind::kDispatched, 0},
                       WorkedExample{0.50, false, false, true, Kind::kGated, -10},
                       WorkedExample{0.70, false, true, true, Kind::kGated, 0},
-                      WorkedExample{0.90, true, true, true, Kind::kGated, 100}));
+                      WorkedExample{0.90, true, true, true, Kind::kGated, 100}),
+    [](const ::testing::TestParamInfo<WorkedExample>& info) {
+      return "Row" + std::to_string(info.index);
+    });
 
 TEST_F(FlowControllerTest, StrictPriorityVector) {
   auto o = options();
