@@ -6,6 +6,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cstdio>
 #include <mutex>
 #include <random>
@@ -166,6 +167,53 @@ TEST(FlowControllerStressTest, EveryRequestEndsExactlyOnce) {
   EXPECT_GT(by_kind[static_cast<std::size_t>(QueueOutcome::kEvictedCancelled)], 0u);
   EXPECT_GT(by_kind[static_cast<std::size_t>(QueueOutcome::kEvictedTtl)], 0u);
   EXPECT_GT(stats.cycles, 0u);
+}
+
+// The runner dispatches on arrival (no host call to dispatchCycle) and shutdown joins it.
+TEST(FlowControllerRunnerTest, DispatchesOnArrivalAndShutsDownCleanly) {
+  std::mutex mu;
+  std::condition_variable cv;
+  std::vector<Outcome> outcomes;
+  FlowControllerOptions o;
+  o.policy = std::move(StaticUsageLimitPolicy::create()).value();
+  o.detector = std::make_shared<testing::FakeDetector>(0.0);
+  o.endpoints = std::make_shared<FlippingEndpoints>();
+  o.onOutcome = [&](Completion&& c) {
+    std::lock_guard lock(mu);
+    outcomes.push_back(c.outcome);
+    cv.notify_all();
+  };
+  o.runner = {.enabled = true, .tickInterval = std::chrono::hours(1)};  // arrivals only
+  auto fc = std::move(FlowController::create(std::move(o))).value();
+  for (int i = 0; i < 3; ++i) (void)fc->enqueue(testing::request("f", 0, i));
+  {
+    std::unique_lock lock(mu);
+    ASSERT_TRUE(cv.wait_for(lock, 10s, [&] { return outcomes.size() == 3; }));
+    for (const Outcome& out : outcomes) EXPECT_TRUE(out.dispatched());
+  }
+  fc->shutdown();
+  (void)fc->enqueue(testing::request("f", 0, 9));
+  std::lock_guard lock(mu);
+  ASSERT_EQ(outcomes.size(), 4u);
+  EXPECT_EQ(outcomes[3], (Outcome{QueueOutcome::kRejectedOther, OutcomeCause::kNotRunning}));
+}
+
+// The runner keeps saturated work queued, and shutdown finalizes it EvictedOther.
+TEST(FlowControllerRunnerTest, ShutdownFinalizesQueuedWork) {
+  std::atomic<int> evicted{0};
+  FlowControllerOptions o;
+  o.policy = std::move(StaticUsageLimitPolicy::create()).value();
+  o.detector = std::make_shared<testing::FakeDetector>(1.0);  // saturated: nothing dispatches
+  o.endpoints = std::make_shared<FlippingEndpoints>();
+  o.onOutcome = [&](Completion&& c) {
+    if (c.outcome.kind == QueueOutcome::kEvictedOther) evicted.fetch_add(1);
+  };
+  o.runner = {.enabled = true};
+  {
+    auto fc = std::move(FlowController::create(std::move(o))).value();
+    for (int i = 0; i < 50; ++i) (void)fc->enqueue(testing::request("f", i % 3 - 1, i));
+  }  // destructor shuts down
+  EXPECT_EQ(evicted.load(), 50);
 }
 
 }  // namespace

@@ -365,6 +365,80 @@ TEST_F(FlowControllerTest, ComputeLimitCalledOncePerCycleWithPrefilledBuffer) {
   EXPECT_EQ(spy->priorities, (std::vector<Priority>{7, 0, -5}));
 }
 
+// §3.3 error vectors, as a host fairness policy that fails (returns no flow) or picks nothing
+// eligible: the cycle is work-conserving and moves on to the next band.
+class FailingFairness final : public FairnessPolicy {
+ public:
+  explicit FailingFairness(bool pickEmpty) : pick_empty_(pickEmpty) {}
+  std::string_view type() const noexcept override { return "failing"; }
+  const FlowQueueView* pick(const BandView& band, FairnessState*) const noexcept override {
+    ++calls;
+    if (!pick_empty_) return nullptr;
+    struct Empty final : FlowQueueView {
+      std::string_view flowId() const noexcept override { return "empty"; }
+      std::size_t size() const noexcept override { return 0; }
+      std::uint64_t bytes() const noexcept override { return 0; }
+      const QueuedRequestView* head() const noexcept override { return nullptr; }
+    };
+    static Empty empty;
+    (void)band;
+    return &empty;
+  }
+  mutable int calls = 0;
+
+ private:
+  bool pick_empty_;
+};
+
+TEST_F(FlowControllerTest, FairnessFailureOnTheOnlyBandDispatchesNothing) {
+  auto failing = std::make_shared<FailingFairness>(false);
+  auto o = options();
+  o.bands = {{.priority = 0, .fairness = failing}};
+  auto fc = make(std::move(o));
+  fc->enqueue(request("a", 0), t0);
+  EXPECT_EQ(fc->dispatchCycle(t0).kind, Kind::kNothingQueued);
+  EXPECT_EQ(failing->calls, 1);  // nothing is retried in the same cycle
+  EXPECT_EQ(fc->stats().queuedRequests, 1u);
+}
+
+TEST_F(FlowControllerTest, FairnessFailureOnAHigherBandContinuesToTheNext) {
+  auto o = options();
+  o.bands = {{.priority = 20, .fairness = std::make_shared<FailingFairness>(false)},
+             {.priority = 10}};
+  auto fc = make(std::move(o));
+  fc->enqueue(request("a", 20), t0);
+  fc->enqueue(request("b", 10), t0);
+  const auto r = fc->dispatchCycle(t0);
+  EXPECT_EQ(r.kind, Kind::kDispatched);
+  EXPECT_EQ(r.priority, 10);
+}
+
+TEST_F(FlowControllerTest, FairnessPickingAnEmptyQueueDispatchesNothing) {
+  auto o = options();
+  o.bands = {{.priority = 0, .fairness = std::make_shared<FailingFairness>(true)}};
+  auto fc = make(std::move(o));
+  fc->enqueue(request("a", 0), t0);
+  EXPECT_EQ(fc->dispatchCycle(t0).kind, Kind::kNothingQueued);
+}
+
+TEST_F(FlowControllerTest, ExtremePrioritiesAreOrdinaryBands) {
+  const Priority lo = std::numeric_limits<Priority>::min();
+  const Priority hi = std::numeric_limits<Priority>::max();
+  auto fc = make(options(holdbackPolicy(0.4, 0.9)));
+  fc->enqueue(request("a", lo, 1), t0);
+  fc->enqueue(request("a", hi, 2), t0);
+  EXPECT_EQ(fc->bandPriorities(), (std::vector<Priority>{hi, 0, lo}));
+  detector->set(0.5);  // ceilings [0.9, 0.65, 0.4]
+  EXPECT_EQ(fc->dispatchCycle(t0).priority, hi);
+  const auto gated = fc->dispatchCycle(t0);
+  EXPECT_EQ(gated.kind, Kind::kGated);
+  EXPECT_EQ(gated.priority, lo);
+  detector->set(0.1);
+  const auto last = fc->dispatchCycle(t0);
+  EXPECT_EQ(last.kind, Kind::kDispatched);
+  EXPECT_EQ(last.priority, lo);
+}
+
 // ---------------------------------------------------------------------------------------------
 // priorityDomain
 
@@ -554,6 +628,20 @@ TEST_F(FlowControllerTest, CancelledRequestIsNeverDispatched) {
   EXPECT_FALSE(b.cancel());  // already dispatched
   EXPECT_EQ(fc->dispatchCycle(t0).kind, Kind::kNothingQueued);
   EXPECT_EQ(rec.size(), 2u);
+}
+
+TEST_F(FlowControllerTest, MovedFromTicketIsEmpty) {
+  auto fc = make(options());
+  Ticket a = fc->enqueue(request("a", 0), t0);
+  const RequestId id = a.id();
+  Ticket b = std::move(a);
+  EXPECT_FALSE(a.valid());  // NOLINT(bugprone-use-after-move): checking the moved-from state
+  EXPECT_FALSE(a.cancel());
+  EXPECT_EQ(b.id(), id);
+  Ticket c;
+  c = std::move(b);
+  EXPECT_FALSE(b.valid());
+  EXPECT_TRUE(c.cancel());
 }
 
 TEST_F(FlowControllerTest, TicketOutlivingControllerIsHarmless) {

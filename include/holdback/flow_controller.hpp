@@ -63,6 +63,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "holdback/diagnostics.hpp"
@@ -296,8 +297,15 @@ class FlowController;
 class Ticket {
  public:
   Ticket() = default;
-  Ticket(Ticket&&) noexcept = default;
-  Ticket& operator=(Ticket&&) noexcept = default;
+  // A moved-from ticket is empty (valid() == false).
+  Ticket(Ticket&& other) noexcept
+      : core_(std::move(other.core_)), id_(std::exchange(other.id_, 0)) {}
+  Ticket& operator=(Ticket&& other) noexcept {
+    core_ = std::move(other.core_);
+    id_ = std::exchange(other.id_, 0);
+    return *this;
+  }
+  ~Ticket() = default;
   Ticket(const Ticket&) = delete;
   Ticket& operator=(const Ticket&) = delete;
 
