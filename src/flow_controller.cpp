@@ -123,6 +123,8 @@ struct IdLess {
 struct Counters {
   std::uint64_t gated_cycles = 0;
   std::array<std::uint64_t, kNumQueueOutcomes> outcomes{};
+  std::array<std::uint64_t, kQueueDurationBucketsSeconds.size() + 1> queue_duration_buckets{};
+  double queue_duration_sum = 0.0;
 };
 
 struct Band final : BandView {
@@ -312,6 +314,17 @@ struct Ticket::Core {
     if (b->queued_requests == 0) b->last_activity = std::max(b->last_activity, now);
   }
 
+  static void recordQueueDuration(Band* band, Duration waited) noexcept {
+    const double seconds = std::chrono::duration<double>(waited).count();
+    std::size_t i = 0;
+    while (i < kQueueDurationBucketsSeconds.size() && seconds > kQueueDurationBucketsSeconds[i]) {
+      ++i;
+    }
+    Counters& c = *band->counters;
+    c.queue_duration_buckets[i] += 1;
+    c.queue_duration_sum += seconds > 0.0 ? seconds : 0.0;
+  }
+
   void count(Band* band, QueueOutcome outcome) noexcept {
     const auto k = static_cast<std::size_t>(outcome);
     band->counters->outcomes[k] += 1;
@@ -335,7 +348,9 @@ struct Ticket::Core {
     c.enqueueTime = item->view.enqueueTime;
     c.finalizedAt = now;
     c.payload = std::move(item->payload);
-    items.erase(item->id);  // destroys *item
+    if (outcome.kind == QueueOutcome::kDispatched) recordQueueDuration(band, now - c.enqueueTime);
+    const RequestId id = item->id;  // erase() must not read the key it destroys
+    items.erase(id);                // destroys *item
     return c;
   }
 
@@ -693,6 +708,8 @@ struct Ticket::Core {
       b.priority = p;
       b.gatedCycles = c.gated_cycles;
       b.outcomes = c.outcomes;
+      b.queueDurationBuckets = c.queue_duration_buckets;
+      b.queueDurationSumSeconds = c.queue_duration_sum;
       auto it = bands.find(p);
       b.provisioned = it != bands.end();
       if (b.provisioned) {

@@ -153,6 +153,26 @@ std::string renderPrometheus(const FlowControllerStats& stats, std::string_view 
     }
   }
 
+  w.header("flow_control_request_queue_duration_seconds", "histogram",
+           "Time dispatched requests spent queued, per priority band.");
+  for (const BandStats& b : stats.bands) {
+    const std::string prio = priorityLabel(b.priority);
+    const std::string outcome = "outcome=\"Dispatched\",";
+    std::uint64_t cumulative = 0;
+    for (std::size_t i = 0; i <= kQueueDurationBucketsSeconds.size(); ++i) {
+      cumulative += b.queueDurationBuckets[i];
+      const std::string le = i < kQueueDurationBucketsSeconds.size()
+                                 ? number(kQueueDurationBucketsSeconds[i])
+                                 : std::string("+Inf");
+      w.sample("flow_control_request_queue_duration_seconds_bucket",
+               outcome + prio + ",le=\"" + le + "\"", std::to_string(cumulative));
+    }
+    w.sample("flow_control_request_queue_duration_seconds_sum", outcome + prio,
+             number(b.queueDurationSumSeconds));
+    w.sample("flow_control_request_queue_duration_seconds_count", outcome + prio,
+             std::to_string(cumulative));
+  }
+
   // holdback extensions (no Go counterpart).
   w.header("flow_control_band_ceiling", "gauge",
            "Ceiling of the band in the last dispatch cycle (absent when outside the domain).");

@@ -933,7 +933,33 @@ TEST_F(FlowControllerTest, StatsAndPrometheus) {
                       "\"pool-a\"} 1\n"),
             std::string::npos);
   EXPECT_EQ(text.find("global_capacity_utilization_bytes"), std::string::npos);  // no byte cap
+  EXPECT_NE(text.find("# TYPE holdback_flow_control_request_queue_duration_seconds histogram\n"),
+            std::string::npos);
+  EXPECT_NE(text.find("holdback_flow_control_request_queue_duration_seconds_bucket{outcome="
+                      "\"Dispatched\",priority=\"10\",le=\"0.001\",inference_pool=\"pool-a\"} 1\n"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("holdback_flow_control_request_queue_duration_seconds_count{outcome="
+                      "\"Dispatched\",priority=\"0\",inference_pool=\"pool-a\"} 0\n"),
+            std::string::npos);
   EXPECT_NE(renderPrometheus(stats, "a\"b").find("inference_pool=\"a\\\"b\""), std::string::npos);
+}
+
+TEST_F(FlowControllerTest, QueueDurationHistogramCountsDispatchedWaits) {
+  auto o = options();
+  o.defaultRequestTtl = 0s;  // no TTL: the 2 h wait below is dispatched, not evicted
+  auto fc = make(std::move(o));
+  fc->enqueue(request("a", 0), t0);
+  fc->enqueue(request("a", 0), t0);
+  fc->enqueue(request("a", 0), t0);
+  fc->dispatchCycle(t0);         // 0 s: first bucket (<= 1 ms)
+  fc->dispatchCycle(t0 + 30ms);  // (25 ms, 50 ms]
+  fc->dispatchCycle(t0 + 2h);    // above 60 s: +Inf only
+  const BandStats b = fc->stats().bands[0];
+  EXPECT_EQ(b.queueDurationBuckets[0], 1u);
+  EXPECT_EQ(b.queueDurationBuckets[4], 1u);
+  EXPECT_EQ(b.queueDurationBuckets[kQueueDurationBucketsSeconds.size()], 1u);
+  EXPECT_DOUBLE_EQ(b.queueDurationSumSeconds, 0.03 + 7200.0);
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -250,6 +250,10 @@ struct DispatchResult {
   std::size_t evicted = 0;
 };
 
+// Upper bounds (seconds) of the queue-wait histogram buckets; a final +Inf bucket follows.
+inline constexpr std::array<double, 14> kQueueDurationBucketsSeconds{
+    0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0};
+
 struct BandStats {
   Priority priority = 0;
   // False for a priority whose band was removed (its counters are kept).
@@ -265,6 +269,11 @@ struct BandStats {
   std::uint64_t gatedCycles = 0;
   // Outcomes of requests placed in this band, indexed by QueueOutcome.
   std::array<std::uint64_t, kNumQueueOutcomes> outcomes{};
+  // Queue wait of the requests dispatched from this band: per-bucket (not cumulative) counts,
+  // bucket i counting waits in (bound[i-1], bound[i]], the last one above every bound; and the
+  // sum of the waits. The count is outcomes[kDispatched].
+  std::array<std::uint64_t, kQueueDurationBucketsSeconds.size() + 1> queueDurationBuckets{};
+  double queueDurationSumSeconds = 0.0;
 };
 
 struct FlowControllerStats {
