@@ -118,6 +118,8 @@ struct ExpiryVerdict {
 // Host interfaces
 
 // Where the controller reads the pool from.
+// Thread safety: thread-compatible suffices (a controller calls it from one thread at a time,
+// under its cycle lock); a source shared by several controllers must be thread-safe.
 class EndpointSource {
  public:
   virtual ~EndpointSource() = default;

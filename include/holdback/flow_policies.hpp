@@ -46,6 +46,8 @@ struct QueuedRequestView {
   std::uint64_t sequence = 0;
 };
 
+// Thread safety: implementations must be thread-safe (one instance may serve many bands and
+// controllers; calls come under each controller's lock).
 class OrderingPolicy {
  public:
   virtual ~OrderingPolicy() = default;
@@ -79,6 +81,7 @@ class EdfOrderingPolicy final : public OrderingPolicy {
 };
 
 // One flow's queue as fairness policies see it.
+// Thread safety: thread-hostile outside pick() (only valid under the controller's lock).
 class FlowQueueView {
  public:
   [[nodiscard]] virtual std::string_view flowId() const noexcept = 0;
@@ -93,6 +96,7 @@ class FlowQueueView {
 
 // A priority band as fairness policies see it. Only non-empty flows are indexed, so every call
 // is O(1) or O(log F) and independent of the number of idle flows.
+// Thread safety: thread-hostile outside pick() (only valid under the controller's lock).
 class BandView {
  public:
   [[nodiscard]] virtual Priority priority() const noexcept = 0;
@@ -112,11 +116,14 @@ class BandView {
 };
 
 // Per-band state of a fairness policy (one object per band, created when the band is).
+// Thread safety: thread-compatible (the controller only touches it under its lock).
 class FairnessState {
  public:
   virtual ~FairnessState() = default;
 };
 
+// Thread safety: implementations must be thread-safe (per-band mutable state belongs in the
+// FairnessState).
 class FairnessPolicy {
  public:
   virtual ~FairnessPolicy() = default;
