@@ -731,6 +731,20 @@ struct Ticket::Core {
 
 // ---------------------------------------------------------------------------------------------
 
+std::string_view toString(DispatchResult::Kind kind) noexcept {
+  switch (kind) {
+    case DispatchResult::Kind::kDispatched:
+      return "dispatched";
+    case DispatchResult::Kind::kGated:
+      return "gated";
+    case DispatchResult::Kind::kNothingQueued:
+      return "nothing-queued";
+    case DispatchResult::Kind::kStopped:
+      return "stopped";
+  }
+  return "unknown";
+}
+
 bool Ticket::cancel() noexcept {
   if (id_ == 0) return false;
   auto core = core_.lock();

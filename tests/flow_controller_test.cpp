@@ -672,6 +672,31 @@ TEST_F(FlowControllerTest, CallbackMayReenterTheController) {
   EXPECT_EQ(fc->stats().queuedRequests, 1u);
 }
 
+TEST_F(FlowControllerTest, CallbackMayCancelOthersAndShutDown) {
+  FlowController* self = nullptr;
+  RequestId other = 0;
+  std::vector<Outcome> seen;
+  auto o = options();
+  o.onOutcome = [&](Completion&& c) {
+    seen.push_back(c.outcome);
+    if (c.outcome.dispatched()) {
+      EXPECT_TRUE(self->cancel(other));  // delivered re-entrantly, before we return
+      self->shutdown(c.finalizedAt);     // no lock is held: does not deadlock
+    }
+  };
+  auto fc = make(std::move(o));
+  self = fc.get();
+  fc->enqueue(request("a", 0), t0);
+  other = fc->enqueue(request("b", 0), t0).id();
+  fc->enqueue(request("c", 0), t0);
+  EXPECT_EQ(fc->dispatchCycle(t0).kind, Kind::kDispatched);
+  ASSERT_EQ(seen.size(), 3u);
+  EXPECT_TRUE(seen[0].dispatched());
+  EXPECT_EQ(seen[1].kind, QueueOutcome::kEvictedCancelled);
+  EXPECT_EQ(seen[2].kind, QueueOutcome::kEvictedOther);
+  EXPECT_EQ(toString(fc->dispatchCycle(t0).kind), "stopped");
+}
+
 // ---------------------------------------------------------------------------------------------
 // Shutdown
 

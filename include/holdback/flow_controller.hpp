@@ -252,6 +252,9 @@ struct DispatchResult {
   std::size_t evicted = 0;
 };
 
+// "dispatched", "gated", "nothing-queued", "stopped".
+[[nodiscard]] std::string_view toString(DispatchResult::Kind kind) noexcept;
+
 // Upper bounds (seconds) of the queue-wait histogram buckets; a final +Inf bucket follows.
 inline constexpr std::array<double, 14> kQueueDurationBucketsSeconds{
     0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0};
