@@ -25,6 +25,17 @@ bool exceeds(std::uint64_t used, std::uint64_t add, std::uint64_t max) noexcept 
   return used > max || add > max - used;
 }
 
+// to - from, saturated at Duration::min()/max() instead of overflowing (hosts may use any epoch,
+// and TimePoint::max() is a legal deadline).
+Duration elapsed(TimePoint from, TimePoint to) noexcept {
+  using Rep = Duration::rep;
+  const Rep a = to.time_since_epoch().count();
+  const Rep b = from.time_since_epoch().count();
+  Rep out = 0;
+  if (__builtin_sub_overflow(a, b, &out)) return a > b ? Duration::max() : Duration::min();
+  return Duration(out);
+}
+
 }  // namespace
 
 bool hasCapacity(std::uint64_t itemBytes, const CapacityUsage& global,
@@ -46,7 +57,7 @@ ExpiryVerdict isExpired(TimePoint enqueueTime, Duration effectiveTtl, Duration n
   const TimePoint charge_from = std::max(enqueueTime, regime.since);
   if (now < charge_from) return verdict;
   // now >= charge_from + budget, written so that it cannot overflow.
-  verdict.expired = (now - charge_from) >= budget;
+  verdict.expired = elapsed(charge_from, now) >= budget;
   return verdict;
 }
 
@@ -348,7 +359,8 @@ struct Ticket::Core {
     c.enqueueTime = item->view.enqueueTime;
     c.finalizedAt = now;
     c.payload = std::move(item->payload);
-    if (outcome.kind == QueueOutcome::kDispatched) recordQueueDuration(band, now - c.enqueueTime);
+    if (outcome.kind == QueueOutcome::kDispatched)
+      recordQueueDuration(band, elapsed(c.enqueueTime, now));
     const RequestId id = item->id;  // erase() must not read the key it destroys
     items.erase(id);                // destroys *item
     return c;
@@ -411,7 +423,7 @@ struct Ticket::Core {
         band->last_arrival = now;
         band->last_activity = std::max(band->last_activity, now);
         if (request.deadline) {
-          const Duration remaining = *request.deadline - now;
+          const Duration remaining = elapsed(now, *request.deadline);
           if (remaining <= Duration::zero()) {
             outcome = {QueueOutcome::kRejectedOther, OutcomeCause::kTtlExpired};
           } else if (ttl <= Duration::zero() || remaining < ttl) {
@@ -520,7 +532,7 @@ struct Ticket::Core {
         band->last_ceiling.reset();
         const bool in_domain =
             opts.priorityDomain == PriorityDomain::kProvisioned || band->queued_requests > 0 ||
-            (band->last_arrival && now - *band->last_arrival < opts.activityWindow);
+            (band->last_arrival && elapsed(*band->last_arrival, now) < opts.activityWindow);
         if (!in_domain) continue;
         domain_bands.push_back(band);
         domain_priorities.push_back(band->prio);
@@ -603,14 +615,14 @@ struct Ticket::Core {
     for (auto& [p, band] : bands) {
       for (auto it = band->flows.begin(); it != band->flows.end();) {
         Flow* f = it->second.get();
-        if (f->items.empty() && now - f->last_active >= opts.flowIdleTimeout) {
+        if (f->items.empty() && elapsed(f->last_active, now) >= opts.flowIdleTimeout) {
           it = band->flows.erase(it);
         } else {
           ++it;
         }
       }
       if (!band->initial && !band->desired && band->queued_requests == 0 &&
-          now - band->last_activity >= opts.bandIdleTimeout) {
+          elapsed(band->last_activity, now) >= opts.bandIdleTimeout) {
         idle_bands.push_back(band.get());
       }
     }

@@ -202,6 +202,16 @@ TEST(ExpiryTest, ReferenceTable) {
   }
 }
 
+TEST(ExpiryTest, ExtremeTimesDoNotOverflow) {
+  const TimePoint lo = TimePoint::min() + 1h;
+  const TimePoint hi = TimePoint::max() - 1h;
+  EXPECT_TRUE(isExpired(lo, 1s, 1s, PoolRegime{}, hi).expired);
+  EXPECT_FALSE(isExpired(hi, 1s, 1s, PoolRegime{}, lo).expired);
+  // The true elapsed time exceeds Duration::max(): saturated, it still compares correctly.
+  EXPECT_TRUE(isExpired(lo, Duration::max(), 1s, PoolRegime{}, hi).expired);
+  EXPECT_FALSE(isExpired(lo, Duration::max(), 1s, PoolRegime{}, lo + 1h).expired);
+}
+
 // ---------------------------------------------------------------------------------------------
 // §3.3 worked examples: holdback rank, min 0.4, max 0.9, bands [100, 0, -10] -> [0.9, 0.65, 0.4].
 
@@ -579,6 +589,17 @@ TEST_F(FlowControllerTest, PerRequestTtlAndDeadline) {
   fc->enqueue(std::move(r3), t0 + 1ms);
   EXPECT_EQ(rec.all()[1].outcome,
             (Outcome{QueueOutcome::kRejectedOther, OutcomeCause::kTtlExpired}));
+}
+
+TEST_F(FlowControllerTest, FarDeadlineWithNegativeClockIsKept) {
+  auto fc = make(options());
+  auto r = request("a", 0, 1);
+  r.deadline = TimePoint::max();
+  const TimePoint early = TimePoint{} - 100h;  // any epoch works
+  fc->enqueue(std::move(r), early);
+  EXPECT_EQ(rec.size(), 0u);
+  EXPECT_EQ(fc->expire(early + 59s), 0u);  // the 60 s default TTL still applies
+  EXPECT_EQ(fc->expire(early + 60s), 1u);
 }
 
 TEST_F(FlowControllerTest, DeadHeadIsEvictedAndDoesNotCostTheDispatch) {

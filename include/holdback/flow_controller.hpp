@@ -94,10 +94,11 @@ struct CapacityUsage {
                                const CapacityUsage* band) noexcept;
 
 // The pool regime: whether the endpoint source last returned an empty pool, and since when. The
-// initial regime is {non-empty, since TimePoint{}}.
+// initial regime is {non-empty, since TimePoint::min()} ("always"; the reference uses Go's zero
+// time, which precedes every real time: a host clock with any epoch must behave the same).
 struct PoolRegime {
   bool empty = false;
-  TimePoint since{};
+  TimePoint since = TimePoint::min();
 };
 
 struct ExpiryVerdict {
