@@ -23,7 +23,7 @@
 //        skipped. Otherwise the band's FairnessPolicy picks a flow and its head is taken; a head
 //        whose TTL budget or caller deadline has already run out is evicted (kEvictedTtl /
 //        kEvictedNoEndpoints) and the band is asked again, so a dead request never costs the
-//        cycle its dispatch;
+//        cycle its dispatch (up to 32 dead heads per cycle; past that the cycle ends);
 //     6. at most one request is dispatched per cycle (kDispatched).
 //   Its cost is O(bands + log flows-in-band + log queue-length): bands keep an index of their
 //   non-empty flows, so idle flows and queued requests are never scanned. It does not allocate
@@ -42,12 +42,13 @@
 //
 // Locking
 //   Two mutexes, always taken in this order: cycle_mu serializes dispatchCycle, expire and
-//   shutdown and owns their scratch buffers (endpoints, saturation evaluator, finalized list);
-//   mu guards the bands, flows, queues, counters and the request index. The endpoint source and
-//   the detector are called under cycle_mu only (they are host code; calling enqueue from them
-//   would still not deadlock); the policy, fairness and ordering policies are called under mu.
-//   Outcome callbacks run with no library lock held, so they may call back into the controller.
-//   The optional runner thread only calls the public methods.
+//   shutdown and guards the saturation evaluator's scratch buffers; mu guards the bands, flows,
+//   queues, counters, the request index and the reused priority/ceiling buffers. A cycle holds
+//   its completions (at most 32 evicted dead heads plus the dispatch) in a stack array. The
+//   endpoint source and the detector are called under cycle_mu only (they are host code; calling
+//   enqueue from them would still not deadlock); the policy, fairness and ordering policies are
+//   called under mu. Outcome callbacks run with no library lock held, so they may call back into
+//   the controller. The optional runner thread only calls the public methods.
 //
 // Thread safety: thread-safe (every public method may be called from any thread).
 #pragma once
