@@ -1,0 +1,80 @@
+#include "holdback/flow_policies.hpp"
+
+#include <string>
+
+namespace holdback {
+
+TimePoint EdfOrderingPolicy::deadlineOf(const QueuedRequestView& r) noexcept {
+  if (r.effectiveTtl <= Duration::zero()) return TimePoint::max();
+  if (r.enqueueTime > TimePoint::max() - r.effectiveTtl) return TimePoint::max();
+  return r.enqueueTime + r.effectiveTtl;
+}
+
+bool EdfOrderingPolicy::less(const QueuedRequestView& a,
+                             const QueuedRequestView& b) const noexcept {
+  const TimePoint da = deadlineOf(a);
+  const TimePoint db = deadlineOf(b);
+  if (da != db) return da < db;
+  return a.enqueueTime < b.enqueueTime;
+}
+
+const FlowQueueView* GlobalStrictFairnessPolicy::pick(const BandView& band,
+                                                      FairnessState* /*state*/) const noexcept {
+  return band.bestHeadFlow();
+}
+
+namespace {
+
+struct RoundRobinState final : FairnessState {
+  std::string cursor;  // the last picked flow id; capacity only grows, so steady state is free
+  bool hasCursor = false;
+};
+
+}  // namespace
+
+std::unique_ptr<FairnessState> RoundRobinFairnessPolicy::newState() const {
+  auto state = std::make_unique<RoundRobinState>();
+  state->cursor.reserve(64);
+  return state;
+}
+
+const FlowQueueView* RoundRobinFairnessPolicy::pick(const BandView& band,
+                                                    FairnessState* state) const noexcept {
+  auto* rr = dynamic_cast<RoundRobinState*>(state);
+  const FlowQueueView* next = nullptr;
+  if (rr != nullptr && rr->hasCursor) next = band.nextActiveFlowAfter(rr->cursor);
+  if (next == nullptr) next = band.firstActiveFlow();  // wrap around
+  if (rr != nullptr) {
+    if (next == nullptr) {
+      rr->hasCursor = false;
+    } else {
+      // assign() reuses the capacity; it can only allocate for an id longer than any seen.
+      try {
+        rr->cursor.assign(next->flowId());
+        rr->hasCursor = true;
+      } catch (...) {
+        rr->hasCursor = false;
+      }
+    }
+  }
+  return next;
+}
+
+std::shared_ptr<const OrderingPolicy> fcfsOrdering() {
+  static const auto instance = std::make_shared<const FcfsOrderingPolicy>();
+  return instance;
+}
+std::shared_ptr<const OrderingPolicy> edfOrdering() {
+  static const auto instance = std::make_shared<const EdfOrderingPolicy>();
+  return instance;
+}
+std::shared_ptr<const FairnessPolicy> globalStrictFairness() {
+  static const auto instance = std::make_shared<const GlobalStrictFairnessPolicy>();
+  return instance;
+}
+std::shared_ptr<const FairnessPolicy> roundRobinFairness() {
+  static const auto instance = std::make_shared<const RoundRobinFairnessPolicy>();
+  return instance;
+}
+
+}  // namespace holdback
