@@ -215,18 +215,18 @@ TEST(CliSaturationTest, ValidateFailsOnAnInvalidDetectorAndReportsEachProblemOnc
   EXPECT_EQ(run.out, "");
   EXPECT_EQ(run.err,
             config +
-                ": warning: /plugins/2/type: \"mystery\" is not a usage limit policy type; not "
-                "checked here\n" +
-                config +
                 ": error: /plugins/3/name: duplicate plugin name \"s\" (first defined at "
                 "/plugins/0); plugin names must be unique\n" +
                 config + ": error: /plugins/4/type: missing; every plugin needs a \"type\"\n" +
+                config +
+                ": warning: /plugins/2/type: \"mystery\" is not a usage limit policy type; not "
+                "checked here\n" +
                 config +
                 ": error: /plugins/1/parameters/headroom: -1.0 is negative; expected a number "
                 ">= 0.0\n" +
                 config +
                 ": error: /flowControl/saturationDetector/pluginRef: \"nope\" names no plugin; "
-                "defined plugins: mystery, s, utilization-detector\n" +
+                "defined plugins: s, utilization-detector, mystery\n" +
                 config + ": invalid (4 errors)\n");
 }
 

@@ -293,11 +293,11 @@ TEST(DetectorConfigTest, BadRefsAndPluginsAreReportedTogether) {
                       {"type":"concurrency-detector","name":"c"})",
                    R"(,"flowControl":{"saturationDetector":{"pluginRef":7,"extra":1}})"))
           .errors,
-      (S{"/plugins/0/parameters/headroom: -1.0 is negative; expected a number >= 0.0",
+      (S{"/plugins/2/name: duplicate plugin name \"c\" (first defined at /plugins/1); plugin "
+         "names must be unique",
+         "/plugins/0/parameters/headroom: -1.0 is negative; expected a number >= 0.0",
          "/plugins/1/parameters/maxConcurrency: 0 is not strictly positive; expected an integer "
          "> 0",
-         "/plugins/2/name: duplicate plugin name \"c\" (first defined at /plugins/1); plugin "
-         "names must be unique",
          "/flowControl/saturationDetector/pluginRef: 7 is a number; expected a string",
          "/flowControl/saturationDetector/extra: unknown key \"extra\"; allowed keys: "
          "pluginRef"}));

@@ -308,12 +308,14 @@ TEST(EndpointPickerConfigTest, ReportsEveryPluginProblemAndABadRef) {
     "flowControl": {"usageLimitPolicyPluginRef": "util"}})");
   EXPECT_EQ(errors,
             (std::vector<std::string>{
+                "/plugins/1/name: duplicate plugin name \"a\" (first defined at /plugins/0); "
+                "plugin names must be unique",
                 "/plugins/0/parameters/minCeiling: 2.0 is outside [0.0, 1.0)",
                 "/plugins/0/parameters/minCeiling: 2.0 is not below maxCeiling 1.0; minCeiling "
                 "must be strictly less than maxCeiling",
-                "/plugins/1/name: duplicate plugin name \"a\" (first defined at /plugins/0); "
-                "plugin names must be unique",
-                "/plugins/3/parameters/threshold: -1.0 is outside (0.0, 1.0]"}));
+                "/plugins/3/parameters/threshold: -1.0 is outside (0.0, 1.0]",
+                "/flowControl/usageLimitPolicyPluginRef: \"util\" names a plugin of type "
+                "\"utilization-detector\", which is not a usage limit policy"}));
   EXPECT_EQ(errorsOf(R"({"plugins": [{"type": "utilization-detector", "name": "util"}],
                         "flowControl": {"usageLimitPolicyPluginRef": "util"}})"),
             std::vector<std::string>{

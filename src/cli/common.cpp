@@ -1,9 +1,7 @@
 #include "common.hpp"
 
 #include <charconv>
-#include <fstream>
 #include <iostream>
-#include <sstream>
 
 namespace holdback::cli {
 
@@ -60,14 +58,12 @@ void printDiagnostics(std::string_view file, const Diagnostics& diagnostics) {
 std::optional<config::Json> loadJsonFile(std::string_view command, const std::string& file,
                                          Diagnostics& diagnostics, int& exitCode,
                                          config::SourceMap* positions) {
-  std::ifstream in(file, std::ios::binary);
-  if (!in) {
+  const auto text = config::readTextFile(file);
+  if (!text) {
     exitCode = usageError(command, "cannot read file \"" + file + "\"");
     return std::nullopt;
   }
-  std::ostringstream buffer;
-  buffer << in.rdbuf();
-  auto parsed = config::parseDocument(buffer.str());
+  auto parsed = config::parseDocument(*text);
   diagnostics.append(parsed.diagnostics());
   if (!parsed) {
     printDiagnostics(file, diagnostics);

@@ -179,30 +179,8 @@ Result<std::shared_ptr<SaturationDetector>> loadSaturationDetector(
   }
 
   // An EndpointPickerConfig.
-  std::map<std::string, std::shared_ptr<SaturationDetector>> detectors;
-  std::map<std::string, std::pair<std::string, std::string>> plugins;  // name -> (type, path)
-  if (const auto it = document.find("plugins"); it != document.end()) {
-    if (!it->is_array()) {
-      diagnostics.error("/plugins", mismatch(*it, "an array of plugin objects"));
-    } else {
-      for (std::size_t i = 0; i < it->size(); ++i) {
-        const std::string path = "/plugins/" + std::to_string(i);
-        const auto spec = readPluginSpec((*it)[i], path, diagnostics);
-        if (!spec) continue;
-        if (const auto seen = plugins.find(spec->name); seen != plugins.end()) {
-          diagnostics.error(path + "/name", "duplicate plugin name \"" + spec->name +
-                                                "\" (first defined at " + seen->second.second +
-                                                "); plugin names must be unique");
-          continue;
-        }
-        plugins.emplace(spec->name, std::make_pair(spec->type, path));
-        if (!registry.contains(spec->type)) continue;
-        auto made = registry.create(*spec);
-        diagnostics.append(made.diagnostics());
-        if (made) detectors.emplace(spec->name, std::move(made).value());
-      }
-    }
-  }
+  const std::vector<PluginSpec> specs = readPluginList(document, diagnostics);
+  const auto detectors = buildPlugins(specs, registry, diagnostics);
 
   // The ref: flowControl.saturationDetector.pluginRef, else the deprecated top-level one.
   const auto readRef = [&](const Json& holder, const std::string& path) {
@@ -236,15 +214,7 @@ Result<std::shared_ptr<SaturationDetector>> loadSaturationDetector(
   }
   // Check the ref even when a plugin was invalid, so that every problem is reported at once.
   if (ref && detectors.find(*ref) == detectors.end()) {
-    if (const auto it = plugins.find(*ref); it == plugins.end()) {
-      std::string names;
-      for (const auto& [name, info] : plugins) names += (names.empty() ? "" : ", ") + name;
-      diagnostics.error(ref_path, "\"" + *ref + "\" names no plugin; defined plugins: " +
-                                      (names.empty() ? std::string("none") : names));
-    } else if (!registry.contains(it->second.first)) {
-      diagnostics.error(ref_path, "\"" + *ref + "\" names a plugin of type \"" + it->second.first +
-                                      "\", which is not a saturation detector");
-    }  // else: a detector plugin that could not be built, already reported
+    reportUnresolvedRef(ref_path, *ref, specs, registry, "saturation detector", diagnostics);
   }
   if (diagnostics.hasErrors()) return Out::failure(std::move(diagnostics));
 

@@ -332,16 +332,23 @@ Result<Document> parseDocument(std::string_view text) {
   return parseYaml(text);
 }
 
-Result<Document> parseDocumentFile(const std::string& file) {
+std::optional<std::string> readTextFile(const std::string& file) {
   std::ifstream in(file, std::ios::binary);
-  if (!in) {
+  if (!in) return std::nullopt;
+  std::ostringstream buffer;
+  buffer << in.rdbuf();
+  if (in.bad()) return std::nullopt;
+  return std::move(buffer).str();
+}
+
+Result<Document> parseDocumentFile(const std::string& file) {
+  const auto text = readTextFile(file);
+  if (!text) {
     Diagnostics diagnostics;
     diagnostics.error("", "cannot read file \"" + file + "\"");
     return Result<Document>::failure(std::move(diagnostics));
   }
-  std::ostringstream buffer;
-  buffer << in.rdbuf();
-  return parseDocument(buffer.str());
+  return parseDocument(*text);
 }
 
 Diagnostics withPositions(const Diagnostics& diagnostics, const SourceMap& positions) {

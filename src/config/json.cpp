@@ -2,9 +2,7 @@
 
 #include <charconv>
 #include <cmath>
-#include <fstream>
 #include <limits>
-#include <sstream>
 #include <vector>
 
 namespace holdback::config {
@@ -150,18 +148,6 @@ Result<Json> parseJson(std::string_view text) {
                       /*strict=*/true, /*ignore_comments=*/false);
   if (!complete) return Result<Json>::failure(std::move(diagnostics));
   return Result<Json>(std::move(builder.root()), std::move(diagnostics));
-}
-
-Result<Json> parseJsonFile(const std::string& file) {
-  std::ifstream in(file, std::ios::binary);
-  if (!in) {
-    Diagnostics diagnostics;
-    diagnostics.error("", "cannot read file \"" + file + "\"");
-    return Result<Json>::failure(std::move(diagnostics));
-  }
-  std::ostringstream buffer;
-  buffer << in.rdbuf();
-  return parseJson(buffer.str());
 }
 
 std::string joinPath(std::string_view base, std::string_view token) {

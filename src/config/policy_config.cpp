@@ -266,35 +266,8 @@ Result<std::shared_ptr<UsageLimitPolicy>> loadUsageLimitPolicy(const Json& docum
   }
 
   // An EndpointPickerConfig.
-  std::map<std::string, std::shared_ptr<UsageLimitPolicy>> policies;
-  std::map<std::string, std::pair<std::string, std::string>> plugins;  // name -> (type, path)
-  if (const auto it = document.find("plugins"); it != document.end()) {
-    if (!it->is_array()) {
-      diagnostics.error("/plugins", mismatch(*it, "an array of plugin objects"));
-    } else {
-      for (std::size_t i = 0; i < it->size(); ++i) {
-        const std::string path = "/plugins/" + std::to_string(i);
-        const auto spec = readPluginSpec((*it)[i], path, diagnostics);
-        if (!spec) continue;
-        if (const auto seen = plugins.find(spec->name); seen != plugins.end()) {
-          diagnostics.error(path + "/name", "duplicate plugin name \"" + spec->name +
-                                                "\" (first defined at " + seen->second.second +
-                                                "); plugin names must be unique");
-          continue;
-        }
-        plugins.emplace(spec->name, std::make_pair(spec->type, path));
-        if (!registry.contains(spec->type)) {
-          diagnostics.warning(path + "/type", "\"" + spec->type +
-                                                  "\" is not a usage limit policy type; not "
-                                                  "checked here");
-          continue;
-        }
-        auto made = registry.create(*spec);
-        diagnostics.append(made.diagnostics());
-        if (made) policies.emplace(spec->name, std::move(made).value());
-      }
-    }
-  }
+  const std::vector<PluginSpec> specs = readPluginList(document, diagnostics);
+  const auto policies = buildPlugins(specs, registry, diagnostics, "usage limit policy");
 
   std::optional<std::string> ref;
   const std::string ref_path = "/flowControl/usageLimitPolicyPluginRef";
@@ -303,30 +276,47 @@ Result<std::shared_ptr<UsageLimitPolicy>> loadUsageLimitPolicy(const Json& docum
     ref = flow_control.string("usageLimitPolicyPluginRef");
     if (ref && ref->empty()) ref.reset();
   }
+  // Check the ref even when a plugin was invalid, so that every problem is reported at once.
+  if (ref && policies.find(*ref) == policies.end()) {
+    reportUnresolvedRef(ref_path, *ref, specs, registry, "usage limit policy", diagnostics);
+  }
   if (diagnostics.hasErrors()) return Out::failure(std::move(diagnostics));
 
-  if (!ref) {
-    const std::string fallback(StaticUsageLimitPolicy::kType);
-    if (const auto it = policies.find(fallback); it != policies.end()) {
-      return Out(it->second, std::move(diagnostics));
+  const auto chosen = policies.find(ref.value_or(std::string(StaticUsageLimitPolicy::kType)));
+  if (chosen != policies.end()) return Out(chosen->second, std::move(diagnostics));
+  // No ref and no plugin named static-usage-limit-policy: the default, threshold 1.0.
+  return Out(std::shared_ptr<UsageLimitPolicy>(std::move(StaticUsageLimitPolicy::create()).value()),
+             std::move(diagnostics));
+}
+
+std::vector<PluginSpec> readPluginList(const Json& document, Diagnostics& diagnostics) {
+  std::vector<PluginSpec> specs;
+  const auto it = document.find("plugins");
+  if (it == document.end()) return specs;
+  if (!it->is_array()) {
+    diagnostics.error("/plugins", mismatch(*it, "an array of plugin objects"));
+    return specs;
+  }
+  for (std::size_t i = 0; i < it->size(); ++i) {
+    const std::string path = "/plugins/" + std::to_string(i);
+    auto spec = readPluginSpec((*it)[i], path, diagnostics);
+    if (!spec) continue;
+    if (const PluginSpec* seen = findPlugin(specs, spec->name)) {
+      diagnostics.error(path + "/name", "duplicate plugin name \"" + spec->name +
+                                            "\" (first defined at " + seen->path +
+                                            "); plugin names must be unique");
+      continue;
     }
-    return Out(
-        std::shared_ptr<UsageLimitPolicy>(std::move(StaticUsageLimitPolicy::create()).value()),
-        std::move(diagnostics));
+    specs.push_back(std::move(*spec));
   }
-  if (const auto it = policies.find(*ref); it != policies.end()) {
-    return Out(it->second, std::move(diagnostics));
+  return specs;
+}
+
+const PluginSpec* findPlugin(const std::vector<PluginSpec>& specs, std::string_view name) {
+  for (const PluginSpec& spec : specs) {
+    if (spec.name == name) return &spec;
   }
-  if (const auto it = plugins.find(*ref); it != plugins.end()) {
-    diagnostics.error(ref_path, "\"" + *ref + "\" names a plugin of type \"" + it->second.first +
-                                    "\", which is not a usage limit policy");
-  } else {
-    std::string names;
-    for (const auto& [name, info] : plugins) names += (names.empty() ? "" : ", ") + name;
-    diagnostics.error(ref_path, "\"" + *ref + "\" names no plugin; defined plugins: " +
-                                    (names.empty() ? std::string("none") : names));
-  }
-  return Out::failure(std::move(diagnostics));
+  return nullptr;
 }
 
 }  // namespace holdback::config

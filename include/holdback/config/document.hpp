@@ -22,6 +22,7 @@
 #pragma once
 
 #include <map>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -52,6 +53,9 @@ Result<Document> parseDocument(std::string_view text);
 
 // YAML only.
 Result<Document> parseYaml(std::string_view text);
+
+// The whole file as bytes, or nullopt when it cannot be read.
+std::optional<std::string> readTextFile(const std::string& file);
 
 // Reads a file and parses it with parseDocument(). An unreadable file is an error at path "".
 Result<Document> parseDocumentFile(const std::string& file);

@@ -34,9 +34,6 @@ using Json = nlohmann::json;
 // other problem as well: check diagnostics().hasErrors(), not only ok().
 Result<Json> parseJson(std::string_view text);
 
-// Reads a whole file and parses it. A file that cannot be read is an error at path "".
-Result<Json> parseJsonFile(const std::string& file);
-
 // "/a/b" + "c/d" -> "/a/b/c~1d" (RFC 6901 escaping of the appended token).
 std::string joinPath(std::string_view base, std::string_view token);
 

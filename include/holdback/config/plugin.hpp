@@ -79,4 +79,54 @@ class PluginRegistry {
   std::map<std::string, Factory, std::less<>> factories_;
 };
 
+// Every well-formed plugin of an EndpointPickerConfig's "plugins" array, in order. Reports
+// malformed entries and duplicate names (a duplicate is left out). An absent array is empty.
+std::vector<PluginSpec> readPluginList(const Json& document, Diagnostics& diagnostics);
+
+// The spec named `name`, or null.
+const PluginSpec* findPlugin(const std::vector<PluginSpec>& specs, std::string_view name);
+
+// Builds every plugin in `specs` whose type `registry` knows, appending their diagnostics.
+// Plugins of other types are skipped; when `kind` is not empty each gets a warning saying it is
+// not a `kind` type. Returns name -> plugin for those that were built.
+template <class Interface>
+std::map<std::string, std::shared_ptr<Interface>, std::less<>> buildPlugins(
+    const std::vector<PluginSpec>& specs, const PluginRegistry<Interface>& registry,
+    Diagnostics& diagnostics, std::string_view kind = {}) {
+  std::map<std::string, std::shared_ptr<Interface>, std::less<>> built;
+  for (const PluginSpec& spec : specs) {
+    if (!registry.contains(spec.type)) {
+      if (!kind.empty()) {
+        diagnostics.warning(spec.path + "/type", "\"" + spec.type + "\" is not a " +
+                                                     std::string(kind) + " type; not checked here");
+      }
+      continue;
+    }
+    auto made = registry.create(spec);
+    diagnostics.append(made.diagnostics());
+    if (made) built.emplace(spec.name, std::move(made).value());
+  }
+  return built;
+}
+
+// Reports why `ref` (at `refPath`) does not resolve to a `kind`: it names no plugin, or a plugin
+// of a type `registry` does not know. A plugin of a known type that failed to build has already
+// been reported and adds nothing here.
+template <class Interface>
+void reportUnresolvedRef(const std::string& refPath, const std::string& ref,
+                         const std::vector<PluginSpec>& specs,
+                         const PluginRegistry<Interface>& registry, std::string_view kind,
+                         Diagnostics& diagnostics) {
+  const PluginSpec* spec = findPlugin(specs, ref);
+  if (spec == nullptr) {
+    std::string names;
+    for (const PluginSpec& s : specs) names += (names.empty() ? "" : ", ") + s.name;
+    diagnostics.error(refPath, "\"" + ref + "\" names no plugin; defined plugins: " +
+                                   (names.empty() ? std::string("none") : names));
+  } else if (!registry.contains(spec->type)) {
+    diagnostics.error(refPath, "\"" + ref + "\" names a plugin of type \"" + spec->type +
+                                   "\", which is not a " + std::string(kind));
+  }
+}
+
 }  // namespace holdback::config
