@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds holdback and runs every test:
 #   1. the concurrency tests under ThreadSanitizer (build/tsan),
-#   2. the whole suite (build/default), ending with CTest's summary line.
+#   2. the whole suite under AddressSanitizer + UndefinedBehaviorSanitizer (build/asan),
+#   3. the whole suite (build/default), ending with CTest's summary line.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/deps.sh
@@ -14,6 +15,13 @@ cmake -S . -B build/tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DHOLDBACK_SANITIZE=t
   -DHOLDBACK_BUILD_BENCH=OFF -DHOLDBACK_BUILD_EXAMPLES=OFF -DHOLDBACK_BUILD_TOOLS=OFF >/dev/null
 cmake --build build/tsan -j"$jobs" --target holdback_concurrency_tests
 (cd build/tsan && TSAN_OPTIONS="halt_on_error=1" ctest -L concurrency --output-on-failure -j"$jobs")
+
+echo "== AddressSanitizer + UndefinedBehaviorSanitizer: all tests" >&2
+cmake -S . -B build/asan -DCMAKE_BUILD_TYPE=Debug -DHOLDBACK_SANITIZE=address,undefined \
+  -DHOLDBACK_BUILD_BENCH=OFF >/dev/null
+cmake --build build/asan -j"$jobs"
+(cd build/asan && ASAN_OPTIONS="detect_leaks=1" \
+  UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1" ctest --output-on-failure -j"$jobs")
 
 echo "== All tests" >&2
 cmake -S . -B build/default -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
