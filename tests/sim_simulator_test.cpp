@@ -129,8 +129,12 @@ TEST(SimulatorTest, SeriesAndCsv) {
   const std::string script = gnuplotScript(s, arms);
   EXPECT_NE(script.find("set output 'bands-stepwise.png'"), std::string::npos);
   EXPECT_EQ(script.find("bands-none.png"), std::string::npos);  // no bands without flow control
-  EXPECT_NE(script.find("set output 'ttft-cdf-interactive.png'"), std::string::npos);
-  EXPECT_NE(script.find("smooth cnormal"), std::string::npos);
+  EXPECT_NE(script.find("set output 'ttft-cdf-utilization-interactive.png'"), std::string::npos);
+  EXPECT_NE(script.find("set output 'saturation-utilization.png'"), std::string::npos);
+  EXPECT_NE(script.find("arms = \"none stepwise\""), std::string::npos);
+  const std::string cdf = ttftCdfCsv(s, arms);
+  EXPECT_EQ(cdf.rfind("arm,class,ttft_ms,fraction\n", 0), 0u);
+  EXPECT_NE(cdf.find(",1.000000\n"), std::string::npos);  // each CDF ends at 1
 }
 
 TEST(SimulatorTest, ParseScenarioReadsJsonAndYamlAndReportsEveryProblem) {

@@ -34,8 +34,9 @@ Options:
   --detector D      the saturation detector of the gateway: utilization (scraped queue and KV
                     telemetry), concurrency (the gateway's own in-flight counts) or both, one
                     table each (default: both for the built-in scenario, else the scenario's)
-  --csv DIR         write summary.csv, requests.csv (one row per request) and intervals.csv
-                    (saturation, ceilings and queue depths every 100 ms) into DIR
+  --csv DIR         write summary.csv, requests.csv (one row per request), intervals.csv
+                    (saturation, ceilings and queue depths every 100 ms) and ttft-cdf.csv into
+                    DIR
   --plot DIR        as --csv, plus simulation.gp, rendered with gnuplot when it is installed
                     (Debian package gnuplot-nox; scripts/run.sh installs it for --plot)
   --help            this text
@@ -160,11 +161,12 @@ int runSimulate(int argc, char** argv) {
     std::filesystem::create_directories(dir, ec);
     if (ec || !writeFile(dir / "summary.csv", sim::summaryCsv(results)) ||
         !writeFile(dir / "requests.csv", sim::requestsCsv(scenario, results)) ||
-        !writeFile(dir / "intervals.csv", sim::intervalsCsv(scenario, results))) {
+        !writeFile(dir / "intervals.csv", sim::intervalsCsv(scenario, results)) ||
+        !writeFile(dir / "ttft-cdf.csv", sim::ttftCdfCsv(scenario, results))) {
       return usageError(kCommand, "cannot write CSV files into " + *csvDir);
     }
-    std::cerr << "simulate: wrote summary.csv, requests.csv and intervals.csv into " << *csvDir
-              << "\n";
+    std::cerr << "simulate: wrote summary.csv, requests.csv, intervals.csv and ttft-cdf.csv into "
+              << *csvDir << "\n";
   }
   if (plotDir) {
     const std::filesystem::path dir(*plotDir);

@@ -733,6 +733,7 @@ class Simulation {
   ArmResult collect() {
     ArmResult out;
     out.arm = arm_;
+    out.detector = s_.detector;
     out.cycles = cycles_;
     out.cyclesWithWork = cyclesWithWork_;
     out.gatedCycles = gatedCycles_;
@@ -996,6 +997,28 @@ std::string intervalsCsv(const Scenario& scenario, const std::vector<ArmResult>&
   return out.str();
 }
 
+std::string ttftCdfCsv(const Scenario& scenario, const std::vector<ArmResult>& arms) {
+  std::ostringstream out;
+  out << "arm,class,ttft_ms,fraction\n";
+  for (std::size_t c = 0; c < scenario.classes.size(); ++c) {
+    for (const ArmResult& a : arms) {
+      std::vector<double> ttft;
+      for (const RequestRecord& r : a.requests) {
+        if (r.classIndex == c && r.arrival < scenario.durationSeconds &&
+            !std::isnan(r.firstToken)) {
+          ttft.push_back((r.firstToken - r.arrival) * 1e3);
+        }
+      }
+      std::sort(ttft.begin(), ttft.end());
+      for (std::size_t i = 0; i < ttft.size(); ++i) {
+        out << a.arm.name << ',' << scenario.classes[c].name << ',' << csvNumber(ttft[i]) << ','
+            << csvNumber(static_cast<double>(i + 1) / static_cast<double>(ttft.size())) << '\n';
+      }
+    }
+  }
+  return out.str();
+}
+
 std::string summaryCsv(const std::vector<ArmResult>& arms) {
   std::ostringstream out;
   out << "arm,class,priority,window,arrived,queue_p50_ms,queue_p95_ms,queue_p99_ms,ttft_p50_ms,"
@@ -1032,44 +1055,55 @@ std::string gnuplotScript(const Scenario& scenario, const std::vector<ArmResult>
        "set terminal pngcairo size 1000,600 noenhanced\n"
        "set key outside right\n"
        "set grid\n";
-  g << "arms = \"";
-  for (std::size_t i = 0; i < arms.size(); ++i) g << (i ? " " : "") << arms[i].arm.name;
-  g << "\"\n";
-  // Columns of intervals.csv: arm, time, saturation, then (ceiling, queued) per class.
-  g << "set output 'saturation.png'\n"
-       "set title 'Pool saturation seen by the gateway (detector over scraped telemetry)'\n"
-       "set xlabel 'time (s)'\nset ylabel 'saturation'\n"
-       "plot for [a in arms] 'intervals.csv' using (strcol(1) eq a ? $2 : NaN):3 "
-       "with lines title a\n";
+  for (const DetectorKind d : {DetectorKind::kUtilization, DetectorKind::kConcurrency}) {
+    std::string list;
+    for (const ArmResult& a : arms) {
+      if (a.detector == d) list += (list.empty() ? "" : " ") + a.arm.name;
+    }
+    if (list.empty()) continue;
+    const std::string_view name = toString(d);
+    g << "arms = \"" << list << "\"\n";
+    // intervals.csv: arm, time, saturation, then (ceiling, queued) per class.
+    g << "set output 'saturation-" << name << ".png'\n"
+      << "set title 'Pool saturation, " << name << " detector'\n"
+      << "set xlabel 'time (s)'\nset ylabel 'saturation'\n"
+      << "plot for [a in arms] 'intervals.csv' using (strcol(1) eq a ? $2 : NaN):3 "
+         "with lines title a\n";
+    // ttft-cdf.csv: arm, class, ttft_ms, fraction (sorted per arm and class).
+    g << "set logscale x\nset xlabel 'TTFT (ms)'\nset ylabel 'fraction of requests'\n";
+    for (const TrafficClass& c : scenario.classes) {
+      g << "set output 'ttft-cdf-" << name << "-" << c.name << ".png'\n"
+        << "set title 'TTFT CDF, class " << c.name << ", " << name
+        << " detector (requests served)'\n"
+        << "plot for [a in arms] 'ttft-cdf.csv' using (strcol(1) eq a && strcol(2) eq '" << c.name
+        << "' ? $3 : NaN):4 with lines lw 2 title a\n";
+    }
+    g << "unset logscale x\n";
+  }
+  g << "set xlabel 'time (s)'\n";
   for (const ArmResult& a : arms) {
     if (a.arm.kind == ArmKind::kNone) continue;
     g << "set output 'bands-" << a.arm.name << ".png'\n"
       << "set multiplot layout 2,1 title 'arm " << a.arm.name << "'\n"
-      << "set title 'ceiling per band, and saturation'\nset ylabel 'ceiling'\nset yrange [0:*]\n"
+      << "set title 'ceiling per band, and saturation'\nset ylabel 'ceiling'\n"
+      << "set yrange [0:1.05]\n"
       << "plot 'intervals.csv' using (strcol(1) eq '" << a.arm.name
       << "' ? $2 : NaN):3 with lines lc 'black' title 'saturation'";
     for (std::size_t c = 0; c < scenario.classes.size(); ++c) {
       g << ", '' using (strcol(1) eq '" << a.arm.name << "' ? $2 : NaN):" << 4 + 2 * c
-        << " with lines title '" << scenario.classes[c].name << " (p"
+        << " with lines lw 2 title '" << scenario.classes[c].name << " (p"
         << scenario.classes[c].priority << ")'";
     }
-    g << "\nset title 'gateway queue depth per band'\nset ylabel 'requests'\nplot ";
+    g << "\nset title 'gateway queue depth per band'\nset ylabel 'requests'\n"
+      << "set yrange [0:*]\nplot ";
     for (std::size_t c = 0; c < scenario.classes.size(); ++c) {
       g << (c ? ", " : "") << "'intervals.csv' using (strcol(1) eq '" << a.arm.name
-        << "' ? $2 : NaN):" << 5 + 2 * c << " with lines title '" << scenario.classes[c].name
+        << "' ? $2 : NaN):" << 5 + 2 * c << " with lines lw 2 title '" << scenario.classes[c].name
         << "'";
     }
     g << "\nunset multiplot\nset yrange [*:*]\n";
   }
-  // Columns of requests.csv: arm, class, ..., ttft_ms is column 13.
-  g << "set logscale x\nset xlabel 'TTFT (ms)'\nset ylabel 'fraction of requests'\n";
-  for (const TrafficClass& c : scenario.classes) {
-    g << "set output 'ttft-cdf-" << c.name << ".png'\n"
-      << "set title 'TTFT CDF, class " << c.name << " (requests that got a first token)'\n"
-      << "plot for [a in arms] 'requests.csv' using (strcol(1) eq a && strcol(2) eq '" << c.name
-      << "' && strcol(13) ne '' ? $13 : NaN):(1) smooth cnormal with lines title a\n";
-  }
-  g << "unset logscale x\nset output\n";
+  g << "set output\n";
   return g.str();
 }
 

@@ -193,6 +193,7 @@ struct IntervalSample {
 
 struct ArmResult {
   Arm arm;
+  DetectorKind detector = DetectorKind::kUtilization;
   std::vector<ClassResult> classes;
   std::uint64_t cycles = 0;
   std::uint64_t cyclesWithWork = 0;     // cycles that found queued work
@@ -218,12 +219,15 @@ struct RunOptions {
 [[nodiscard]] std::string requestsCsv(const Scenario& scenario, const std::vector<ArmResult>& arms);
 [[nodiscard]] std::string intervalsCsv(const Scenario& scenario,
                                        const std::vector<ArmResult>& arms);
+// The empirical TTFT distribution of each class and arm (requests measured and served), sorted:
+// arm,class,ttft_ms,fraction.
+[[nodiscard]] std::string ttftCdfCsv(const Scenario& scenario, const std::vector<ArmResult>& arms);
 // A summary row per arm, class and window (the table as CSV).
 [[nodiscard]] std::string summaryCsv(const std::vector<ArmResult>& arms);
 
-// A gnuplot script that, run in the directory holding intervals.csv and requests.csv, renders
-// saturation.png (saturation over time per arm), bands-<arm>.png (each band's ceiling and gateway
-// queue depth over time) and ttft-cdf-<class>.png (TTFT CDF per arm).
+// A gnuplot script that, run in the directory holding intervals.csv and ttft-cdf.csv, renders
+// saturation-<detector>.png (saturation over time per arm), bands-<arm>.png (each band's ceiling
+// and gateway queue depth over time) and ttft-cdf-<detector>-<class>.png (TTFT CDF per arm).
 [[nodiscard]] std::string gnuplotScript(const Scenario& scenario,
                                         const std::vector<ArmResult>& arms);
 
