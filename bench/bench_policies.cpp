@@ -94,28 +94,26 @@ void BM_FloorFill(benchmark::State& state) {
   }
 }
 
-void BM_FloorMulAdd(benchmark::State& state) {
-  const auto n = static_cast<std::size_t>(state.range(0));
-  std::vector<double> out(n);
-  double step = 0.5 / static_cast<double>(n);
-  benchmark::DoNotOptimize(step);
-  for (auto _ : state) {
-    for (std::size_t i = 0; i < n; ++i) out[i] = 1.0 - static_cast<double>(i) * step;
-    benchmark::DoNotOptimize(out.data());
-    benchmark::ClobberMemory();
-  }
-}
-
-void BM_FloorExp(benchmark::State& state) {
+// Writes op(i, step) for i = 0..N-1 into a buffer, step = 1 / N (opaque to the optimizer).
+template <class Op>
+void floorLoop(benchmark::State& state, Op op) {
   const auto n = static_cast<std::size_t>(state.range(0));
   std::vector<double> out(n);
   double step = 1.0 / static_cast<double>(n);
   benchmark::DoNotOptimize(step);
   for (auto _ : state) {
-    for (std::size_t i = 0; i < n; ++i) out[i] = std::exp(-10.0 * static_cast<double>(i) * step);
+    for (std::size_t i = 0; i < n; ++i) out[i] = op(static_cast<double>(i), step);
     benchmark::DoNotOptimize(out.data());
     benchmark::ClobberMemory();
   }
+}
+
+void BM_FloorMulAdd(benchmark::State& state) {
+  floorLoop(state, [](double i, double step) { return 1.0 - i * step; });
+}
+
+void BM_FloorExp(benchmark::State& state) {
+  floorLoop(state, [](double i, double step) { return std::exp(-10.0 * i * step); });
 }
 
 constexpr const char* kSigmoidConfig = R"({
