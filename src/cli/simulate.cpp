@@ -30,7 +30,8 @@ Options:
   --seed N          random seed (default: the scenario's, 1); same seed, same table
   --duration S      measured seconds (default: the scenario's, 60)
   --arms LIST       comma-separated arms (default: all): none, static-1.0, stepwise, linear,
-                    sigmoid, static-map, soft-reflective
+                    sigmoid, static-map, soft-reflective, stepwise-active (stepwise over the
+                    priorities active within the last second only)
   --detector D      the saturation detector of the gateway: utilization (scraped queue and KV
                     telemetry), concurrency (the gateway's own in-flight counts) or both, one
                     table each (default: both for the built-in scenario, else the scenario's)
@@ -120,7 +121,7 @@ int runSimulate(int argc, char** argv) {
       if (!sim::findArm(name, arm)) {
         return usageError(kCommand, "unknown arm \"" + name +
                                         "\"; known: none, static-1.0, stepwise, linear, "
-                                        "sigmoid, static-map, soft-reflective");
+                                        "sigmoid, static-map, soft-reflective, stepwise-active");
       }
       arms.push_back(arm);
     }

@@ -190,7 +190,8 @@ std::vector<Arm> allArms() {
           {"linear", ArmKind::kLinear},
           {"sigmoid", ArmKind::kSigmoid},
           {"static-map", ArmKind::kStaticMap},
-          {"soft-reflective", ArmKind::kSoftReflective}};
+          {"soft-reflective", ArmKind::kSoftReflective},
+          {"stepwise-active", ArmKind::kStepwiseActive}};
 }
 
 bool findArm(std::string_view name, Arm& out) {
@@ -332,6 +333,7 @@ std::shared_ptr<UsageLimitPolicy> makePolicy(const Scenario& s, ArmKind kind) {
     case ArmKind::kStatic:
       return std::move(StaticUsageLimitPolicy::create({.threshold = 1.0})).value();
     case ArmKind::kStepwise:
+    case ArmKind::kStepwiseActive:
       return std::move(
                  PriorityHoldbackPolicy::create(
                      {.strategy = HoldbackStrategy::kStepwiseSpread, .minCeiling = s.minCeiling}))
@@ -405,6 +407,10 @@ class Simulation {
       o.defaultBand.maxRequests = 1'000'000;
       o.defaultNegativeBand = o.defaultBand;
       o.clock = [this] { return at(now_); };
+      if (arm.kind == ArmKind::kStepwiseActive) {
+        o.priorityDomain = PriorityDomain::kActive;
+        o.activityWindow = std::chrono::seconds(1);
+      }
       fc_ = std::move(FlowController::create(std::move(o))).value();
     }
   }

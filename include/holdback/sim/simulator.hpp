@@ -124,14 +124,23 @@ struct Scenario {
 // "classes", when given, replaces the default classes.
 [[nodiscard]] Result<Scenario> parseScenario(const config::Json& document);
 
-enum class ArmKind { kNone, kStatic, kStepwise, kLinear, kSigmoid, kStaticMap, kSoftReflective };
+enum class ArmKind {
+  kNone,
+  kStatic,
+  kStepwise,
+  kLinear,
+  kSigmoid,
+  kStaticMap,
+  kSoftReflective,
+  kStepwiseActive,  // stepwise over the active priorities only (PriorityDomain::kActive, 1 s)
+};
 
 struct Arm {
   std::string name;
   ArmKind kind = ArmKind::kNone;
 };
 
-// none, static-1.0, stepwise, linear, sigmoid, static-map, soft-reflective.
+// none, static-1.0, stepwise, linear, sigmoid, static-map, soft-reflective, stepwise-active.
 [[nodiscard]] std::vector<Arm> allArms();
 // Looks an arm up by name; false when unknown.
 [[nodiscard]] bool findArm(std::string_view name, Arm& out);
