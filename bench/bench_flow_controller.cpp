@@ -1,23 +1,37 @@
-// Cost of one FlowController::dispatchCycle, swept over bands x flows per band. The cycle keeps an
-// index of non-empty flows per band, so the cost should grow with the number of bands only (and
-// at most logarithmically with flows), unlike a scan of every flow queue.
+// FlowController costs (issue 6's work definitions), with a floor and heap-allocation counts in
+// the same binary (tests/alloc_counter.cpp replaces global operator new and counts per thread).
 //
-//   BM_DispatchCycle/B/F             every flow of every band is non-empty; the top band
-//                                    dispatches (global-strict fairness).
-//   BM_DispatchCycleLowestBand/B/F   every band has F registered flows, but only the lowest band
-//                                    has queued work: the cycle walks all B bands first.
-//   BM_DispatchCycleRoundRobin/B/F   as BM_DispatchCycle with round-robin fairness.
+//   BM_DispatchCycle/<P>/<F>/<top|lowest>   P bands x F flows per band (every flow registered),
+//        D = 1024 queued requests spread over the F flows of the top band or of the lowest band;
+//        one op = one dispatchCycle plus the re-enqueue of the popped request, so the depth
+//        stays constant. Counters: allocs_per_dispatch (inside dispatchCycle only),
+//        allocs_per_enqueue, bytes_per_queued_request (heap bytes requested while enqueueing the
+//        D requests, divided by D).
+//   BM_DispatchCycleRoundRobin/<P>/<F>/top  the same with round-robin fairness.
+//   BM_DispatchGated/<P>                    the top band is gated (saturation 1.0, its
+//   ceiling 1.0),
+//        1024 requests wait in the lowest band: the cycle evaluates the pool and the policy and
+//        stops. One op = one cycle.
+//   BM_EnqueueDispatchRoundTrip             one band, one flow, empty queue: enqueue one request,
+//        dispatch it. items_per_second = round trips per second.
+//   BM_EnqueueContended/threads:N           N threads each enqueue one request and run one
+//        dispatchCycle on a shared controller (real time).
+//   BM_Cancel                               enqueue one request and cancel it through its ticket.
+//   BM_FloorDequePushPop                    one std::deque push_back + pop_front (the floor).
 //
-// Dispatched requests are re-enqueued in batches of 1024 with the timer paused, so the figure is
-// the cycle alone (detector + computeLimit + walk + dequeue + outcome callback).
+// A constant detector (saturation 0.1 unless gated) and the stepwise policy (minCeiling 0.5); TTL
+// disabled; all calls with a fixed `now`.
 #include <benchmark/benchmark.h>
 
+#include <any>
+#include <deque>
 #include <memory>
 #include <span>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "../tests/alloc_counter.hpp"
 #include "holdback/flow_controller.hpp"
 #include "holdback/policies.hpp"
 
@@ -26,13 +40,16 @@ namespace {
 
 class ConstantDetector final : public SaturationDetector {
  public:
-  ConstantDetector() : SaturationDetector("constant") {}
-  double saturation(std::span<const Endpoint>, TimePoint) const noexcept override { return 0.1; }
+  explicit ConstantDetector(double s) : SaturationDetector("constant"), s_(s) {}
+  double saturation(std::span<const Endpoint>, TimePoint) const noexcept override { return s_; }
   FilterResult filter(std::span<const Endpoint>, TimePoint,
                       std::span<std::size_t>) const noexcept override {
     return {};
   }
   std::string_view type() const noexcept override { return "constant"; }
+
+ private:
+  double s_;
 };
 
 class OneEndpoint final : public EndpointSource {
@@ -44,94 +61,170 @@ class OneEndpoint final : public EndpointSource {
   std::vector<Endpoint> pool_;
 };
 
-constexpr int kBatch = 1024;
+constexpr int kDepth = 1024;
+const TimePoint kNow{};
 
-void run(benchmark::State& state, bool onlyLowest, bool roundRobin) {
-  const int bands = static_cast<int>(state.range(0));
-  const int flows = static_cast<int>(state.range(1));
-  std::vector<std::pair<Priority, int>> dispatched;
-  dispatched.reserve(kBatch);
+struct Fixture {
+  std::unique_ptr<FlowController> fc;
+  std::vector<std::string> flowIds;
+  // The last dispatched request: (band priority, flow index).
+  Priority lastBand = 0;
+  int lastFlow = -1;
 
-  FlowControllerOptions o;
-  o.policy = std::move(PriorityHoldbackPolicy::create(
-                           {.strategy = HoldbackStrategy::kStepwiseSpread, .minCeiling = 0.4}))
-                 .value();
-  o.detector = std::make_shared<ConstantDetector>();
-  o.endpoints = std::make_shared<OneEndpoint>();
-  o.onOutcome = [&](Completion&& c) {
-    dispatched.emplace_back(c.bandPriority, *std::any_cast<int>(&c.payload));
-  };
-  o.defaultRequestTtl = Duration::zero();
-  o.defaultBand.maxRequests = 1'000'000;
-  for (int b = 0; b < bands; ++b) {
-    o.bands.push_back({.priority = b,
-                       .maxRequests = 1'000'000,
-                       .fairness = roundRobin ? roundRobinFairness() : nullptr});
+  Fixture(int bands, int flows, double saturation, bool roundRobin) {
+    FlowControllerOptions o;
+    o.policy = std::move(PriorityHoldbackPolicy::create(
+                             {.strategy = HoldbackStrategy::kStepwiseSpread, .minCeiling = 0.5}))
+                   .value();
+    o.detector = std::make_shared<ConstantDetector>(saturation);
+    o.endpoints = std::make_shared<OneEndpoint>();
+    o.onOutcome = [this](Completion&& c) {
+      if (c.outcome.dispatched()) {
+        lastBand = c.bandPriority;
+        lastFlow = *std::any_cast<int>(&c.payload);
+      }
+    };
+    o.defaultRequestTtl = Duration::zero();
+    o.defaultBand.maxRequests = 1'000'000;
+    for (int b = 0; b < bands; ++b) {
+      o.bands.push_back({.priority = b,
+                         .maxRequests = 1'000'000,
+                         .fairness = roundRobin ? roundRobinFairness() : nullptr});
+    }
+    fc = std::move(FlowController::create(std::move(o))).value();
+    for (int f = 0; f < flows; ++f) flowIds.push_back("flow-" + std::to_string(f));
   }
-  auto fc = std::move(FlowController::create(std::move(o))).value();
 
-  std::vector<std::string> ids(static_cast<std::size_t>(flows));
-  for (int f = 0; f < flows; ++f) ids[static_cast<std::size_t>(f)] = "flow-" + std::to_string(f);
-  const TimePoint now{};
-  auto enqueue = [&](Priority p, int f) {
+  Ticket enqueue(Priority p, int f) {
     FlowRequest r;
-    r.flowId = ids[static_cast<std::size_t>(f)];
+    r.flowId = flowIds[static_cast<std::size_t>(f)];
     r.priority = p;
     r.sizeBytes = 100;
     r.payload = f;
-    (void)fc->enqueue(std::move(r), now);
-  };
-  const Priority target = onlyLowest ? 0 : bands - 1;
-  const int depth = std::max(1, 2 * kBatch / flows);
-  for (int b = 0; b < bands; ++b) {
-    for (int f = 0; f < flows; ++f) {
-      if (b == target) {
-        for (int d = 0; d < depth; ++d) enqueue(b, f);
-      } else {
-        enqueue(b, f);  // registers the flow
-      }
-    }
+    return fc->enqueue(std::move(r), kNow);
   }
-  if (onlyLowest) {  // empty every band but the lowest (flows stay registered)
-    while (fc->dispatchCycle(now).priority != 0) {
-    }
-    for (const auto& [p, f] : dispatched)
-      if (p == 0) enqueue(p, f);
-  }
-  dispatched.clear();
 
-  int n = 0;
+  // Registers every flow in every band (enqueue + cancel keeps the flow), then queues D requests
+  // over the flows of `target`. Returns the heap bytes requested by those D enqueues.
+  std::size_t fill(int bands, int flows, Priority target) {
+    for (int b = 0; b < bands; ++b) {
+      for (int f = 0; f < flows; ++f) enqueue(b, f).cancel();
+    }
+    testing::AllocationCounter counter;
+    for (int d = 0; d < kDepth; ++d) (void)enqueue(target, d % flows);
+    return counter.bytes();
+  }
+};
+
+void dispatchCycle(benchmark::State& state, int bands, int flows, bool lowest, bool roundRobin) {
+  Fixture fx(bands, flows, 0.1, roundRobin);
+  const std::size_t bytes = fx.fill(bands, flows, lowest ? 0 : bands - 1);
+  std::size_t dispatchAllocs = 0;
+  std::size_t enqueueAllocs = 0;
   for (auto _ : state) {
-    benchmark::DoNotOptimize(fc->dispatchCycle(now));
-    if (++n == kBatch) {
-      state.PauseTiming();
-      for (const auto& [p, f] : dispatched) enqueue(p, f);
-      dispatched.clear();
-      n = 0;
-      state.ResumeTiming();
+    {
+      testing::AllocationCounter counter;
+      benchmark::DoNotOptimize(fx.fc->dispatchCycle(kNow));
+      dispatchAllocs += counter.count();
+    }
+    testing::AllocationCounter counter;
+    (void)fx.enqueue(fx.lastBand, fx.lastFlow);
+    enqueueAllocs += counter.count();
+  }
+  const auto n = static_cast<double>(state.iterations());
+  state.counters["allocs_per_dispatch"] = static_cast<double>(dispatchAllocs) / n;
+  state.counters["allocs_per_enqueue"] = static_cast<double>(enqueueAllocs) / n;
+  state.counters["bytes_per_queued_request"] = static_cast<double>(bytes) / kDepth;
+  if (fx.fc->stats().queuedRequests != static_cast<std::size_t>(kDepth)) {
+    state.SkipWithError("queue depth drifted");
+  }
+}
+
+void BM_DispatchGated(benchmark::State& state) {
+  const int bands = static_cast<int>(state.range(0));
+  Fixture fx(bands, 1, 1.0, false);
+  (void)fx.fill(bands, 1, 0);
+  std::size_t allocs = 0;
+  for (auto _ : state) {
+    testing::AllocationCounter counter;
+    benchmark::DoNotOptimize(fx.fc->dispatchCycle(kNow));
+    allocs += counter.count();
+  }
+  state.counters["allocs_per_cycle"] =
+      static_cast<double>(allocs) / static_cast<double>(state.iterations());
+}
+
+void BM_EnqueueDispatchRoundTrip(benchmark::State& state) {
+  Fixture fx(1, 1, 0.1, false);
+  std::size_t allocs = 0;
+  for (auto _ : state) {
+    testing::AllocationCounter counter;
+    (void)fx.enqueue(0, 0);
+    benchmark::DoNotOptimize(fx.fc->dispatchCycle(kNow));
+    allocs += counter.count();
+  }
+  state.SetItemsProcessed(state.iterations());
+  state.counters["allocs_per_round_trip"] =
+      static_cast<double>(allocs) / static_cast<double>(state.iterations());
+}
+
+std::unique_ptr<Fixture> g_shared;
+
+void BM_EnqueueContended(benchmark::State& state) {
+  if (state.thread_index() == 0) g_shared = std::make_unique<Fixture>(1, 8, 0.1, false);
+  const int flow = state.thread_index() % 8;
+  for (auto _ : state) {
+    (void)g_shared->enqueue(0, flow);
+    benchmark::DoNotOptimize(g_shared->fc->dispatchCycle(kNow));
+  }
+  state.SetItemsProcessed(state.iterations());
+  if (state.thread_index() == 0) g_shared.reset();
+}
+
+void BM_Cancel(benchmark::State& state) {
+  Fixture fx(1, 1, 0.1, false);
+  (void)fx.fill(1, 1, 0);
+  for (auto _ : state) {
+    Ticket t = fx.enqueue(0, 0);
+    benchmark::DoNotOptimize(t.cancel());
+  }
+  state.SetItemsProcessed(state.iterations());
+}
+
+void BM_FloorDequePushPop(benchmark::State& state) {
+  std::deque<int> q(kDepth, 1);
+  int i = 0;
+  for (auto _ : state) {
+    q.push_back(++i);
+    benchmark::DoNotOptimize(q.front());
+    q.pop_front();
+  }
+}
+
+int registerAll() {
+  for (const int p : {1, 8, 64}) {
+    for (const int f : {1, 16, 1024}) {
+      for (const bool lowest : {false, true}) {
+        const std::string name = "BM_DispatchCycle/" + std::to_string(p) + "/" + std::to_string(f) +
+                                 (lowest ? "/lowest" : "/top");
+        benchmark::RegisterBenchmark(
+            name.c_str(), [=](benchmark::State& s) { dispatchCycle(s, p, f, lowest, false); });
+      }
+      const std::string rr =
+          "BM_DispatchCycleRoundRobin/" + std::to_string(p) + "/" + std::to_string(f) + "/top";
+      benchmark::RegisterBenchmark(
+          rr.c_str(), [=](benchmark::State& s) { dispatchCycle(s, p, f, false, true); });
     }
   }
-  state.counters["flows_total"] = static_cast<double>(bands) * flows;
+  return 0;
 }
+const int kRegistered = registerAll();
 
-void BM_DispatchCycle(benchmark::State& state) {
-  run(state, false, false);
-}
-void BM_DispatchCycleLowestBand(benchmark::State& state) {
-  run(state, true, false);
-}
-void BM_DispatchCycleRoundRobin(benchmark::State& state) {
-  run(state, false, true);
-}
-
-void sweep(benchmark::internal::Benchmark* b) {
-  for (const int bands : {1, 8, 64})
-    for (const int flows : {1, 64, 1024}) b->Args({bands, flows});
-}
-
-BENCHMARK(BM_DispatchCycle)->Apply(sweep);
-BENCHMARK(BM_DispatchCycleLowestBand)->Apply(sweep);
-BENCHMARK(BM_DispatchCycleRoundRobin)->Apply(sweep);
+BENCHMARK(BM_DispatchGated)->Arg(1)->Arg(8)->Arg(64);
+BENCHMARK(BM_EnqueueDispatchRoundTrip);
+BENCHMARK(BM_EnqueueContended)->Threads(1)->Threads(2)->Threads(4)->UseRealTime();
+BENCHMARK(BM_Cancel);
+BENCHMARK(BM_FloorDequePushPop);
 
 }  // namespace
 }  // namespace holdback

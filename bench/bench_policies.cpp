@@ -1,72 +1,161 @@
-// Cost of one computeLimit call per policy and strategy, swept over the number of priorities.
+// Cost of one computeLimit call per strategy (issue 6's work definition, so that figures compare
+// with the Go reference measured on the same machine), against floors measured in the same run:
+//
+//   priorities p_i = 1000 - 7 i^2, i = 0..N-1; cMin 0.5, cMax 1.0, sigmoid k = 10; saturation 0.7.
+//   BM_ComputeLimit/<strategy>/<N>  strategies static (static-usage-limit 1.0), stepwise, linear,
+//                                   sigmoid (rank domain), static-map (one entry per priority),
+//                                   soft-reflective; N in {2, 8, 64, 1024}
+//   BM_Monotonize/<N>               monotonize() of an adversarial increasing input (every
+//                                   element is raised), refilled from a copy each iteration
+//   BM_FloorFill/<N>                fill N doubles                     (floor of static,
+//   monotonize) BM_FloorMulAdd/<N>              N multiply-adds into the buffer    (floor of
+//   stepwise, linear,
+//                                                                       static-map, soft)
+//   BM_FloorExp/<N>                 N exp() calls into the buffer      (floor of sigmoid)
+//   BM_ConfigParseValidate          parse + validate + build the sigmoid EndpointPickerConfig of
+//                                   examples/configs (cold path)
 #include <benchmark/benchmark.h>
 
+#include <algorithm>
+#include <cmath>
 #include <memory>
-#include <numeric>
+#include <string>
 #include <vector>
 
+#include "holdback/config/json.hpp"
+#include "holdback/config/policy_config.hpp"
 #include "holdback/policies.hpp"
 
 namespace holdback {
 namespace {
 
-std::vector<Priority> descending(std::size_t n) {
+constexpr int kSizes[] = {2, 8, 64, 1024};
+
+std::vector<Priority> workPriorities(std::size_t n) {
   std::vector<Priority> p(n);
-  for (std::size_t i = 0; i < n; ++i) p[i] = static_cast<Priority>(1000 - 10 * static_cast<int>(i));
+  for (std::size_t i = 0; i < n; ++i) {
+    p[i] = static_cast<Priority>(1000 - 7 * static_cast<std::int64_t>(i * i));
+  }
   return p;
 }
 
-void runPolicy(benchmark::State& state, UsageLimitPolicy& policy, double saturation) {
-  const auto priorities = descending(static_cast<std::size_t>(state.range(0)));
+std::unique_ptr<UsageLimitPolicy> makePolicy(const std::string& strategy,
+                                             const std::vector<Priority>& priorities) {
+  if (strategy == "static") return std::move(StaticUsageLimitPolicy::create()).value();
+  if (strategy == "soft-reflective") {
+    return std::move(SoftReflectiveCeilingPolicy::create()).value();
+  }
+  PriorityHoldbackOptions o{.minCeiling = 0.5, .maxCeiling = 1.0, .sigmoidSteepness = 10.0};
+  if (strategy == "stepwise") o.strategy = HoldbackStrategy::kStepwiseSpread;
+  if (strategy == "linear") o.strategy = HoldbackStrategy::kLinearProportional;
+  if (strategy == "sigmoid") o.strategy = HoldbackStrategy::kSigmoidSmoothed;
+  if (strategy == "static-map") {
+    o.strategy = HoldbackStrategy::kStatic;
+    for (std::size_t i = 0; i < priorities.size(); ++i) {
+      o.ceilings.push_back({priorities[i], 1.0 - 0.5 * static_cast<double>(i) /
+                                                     static_cast<double>(priorities.size())});
+    }
+  }
+  return std::move(PriorityHoldbackPolicy::create(std::move(o))).value();
+}
+
+void computeLimit(benchmark::State& state, const std::string& strategy) {
+  const auto priorities = workPriorities(static_cast<std::size_t>(state.range(0)));
+  auto policy = makePolicy(strategy, priorities);
   std::vector<double> ceilings(priorities.size(), 1.0);
   for (auto _ : state) {
-    std::fill(ceilings.begin(), ceilings.end(), 1.0);
-    policy.computeLimit(saturation, priorities, ceilings);
+    policy->computeLimit(0.7, priorities, ceilings);
     benchmark::DoNotOptimize(ceilings.data());
     benchmark::ClobberMemory();
   }
   state.SetItemsProcessed(state.iterations() * state.range(0));
 }
 
-std::unique_ptr<UsageLimitPolicy> holdback(PriorityHoldbackOptions options) {
-  return std::move(PriorityHoldbackPolicy::create(std::move(options))).value();
+void BM_Monotonize(benchmark::State& state) {
+  const auto n = static_cast<std::size_t>(state.range(0));
+  std::vector<double> increasing(n);
+  for (std::size_t i = 0; i < n; ++i)
+    increasing[i] = static_cast<double>(i) / static_cast<double>(n);
+  std::vector<double> ceilings(n);
+  for (auto _ : state) {
+    std::copy(increasing.begin(), increasing.end(), ceilings.begin());
+    monotonize(ceilings);
+    benchmark::DoNotOptimize(ceilings.data());
+    benchmark::ClobberMemory();
+  }
 }
 
-void BM_StaticUsageLimit(benchmark::State& state) {
-  auto policy = std::move(StaticUsageLimitPolicy::create()).value();
-  runPolicy(state, *policy, 0.7);
-}
-void BM_StepwiseSpread(benchmark::State& state) {
-  auto policy = holdback({.strategy = HoldbackStrategy::kStepwiseSpread, .minCeiling = 0.4});
-  runPolicy(state, *policy, 0.7);
-}
-void BM_LinearProportional(benchmark::State& state) {
-  auto policy = holdback({.strategy = HoldbackStrategy::kLinearProportional, .minCeiling = 0.4});
-  runPolicy(state, *policy, 0.7);
-}
-void BM_SigmoidValue(benchmark::State& state) {
-  auto policy = holdback({.strategy = HoldbackStrategy::kSigmoidSmoothed,
-                          .minCeiling = 0.6,
-                          .sigmoidDomain = SigmoidDomain::kValue});
-  runPolicy(state, *policy, 0.7);
-}
-void BM_StaticMap(benchmark::State& state) {
-  std::vector<StaticCeiling> map;
-  for (Priority p = 1000; p > -1000; p -= 40) map.push_back({p, 0.3 + 0.7 * (p + 1000) / 2000.0});
-  auto policy = holdback({.strategy = HoldbackStrategy::kStatic, .ceilings = map});
-  runPolicy(state, *policy, 0.7);
-}
-void BM_SoftReflective(benchmark::State& state) {
-  auto policy = std::move(SoftReflectiveCeilingPolicy::create()).value();
-  runPolicy(state, *policy, 0.7);
+void BM_FloorFill(benchmark::State& state) {
+  std::vector<double> out(static_cast<std::size_t>(state.range(0)));
+  for (auto _ : state) {
+    std::fill(out.begin(), out.end(), 0.7);
+    benchmark::DoNotOptimize(out.data());
+    benchmark::ClobberMemory();
+  }
 }
 
-BENCHMARK(BM_StaticUsageLimit)->RangeMultiplier(8)->Range(1, 512);
-BENCHMARK(BM_StepwiseSpread)->RangeMultiplier(8)->Range(1, 512);
-BENCHMARK(BM_LinearProportional)->RangeMultiplier(8)->Range(1, 512);
-BENCHMARK(BM_SigmoidValue)->RangeMultiplier(8)->Range(1, 512);
-BENCHMARK(BM_StaticMap)->RangeMultiplier(8)->Range(1, 512);
-BENCHMARK(BM_SoftReflective)->RangeMultiplier(8)->Range(1, 512);
+// Writes op(i, step) for i = 0..N-1 into a buffer, step = 1 / N (opaque to the optimizer).
+template <class Op>
+void floorLoop(benchmark::State& state, Op op) {
+  const auto n = static_cast<std::size_t>(state.range(0));
+  std::vector<double> out(n);
+  double step = 1.0 / static_cast<double>(n);
+  benchmark::DoNotOptimize(step);
+  for (auto _ : state) {
+    for (std::size_t i = 0; i < n; ++i) out[i] = op(static_cast<double>(i), step);
+    benchmark::DoNotOptimize(out.data());
+    benchmark::ClobberMemory();
+  }
+}
+
+void BM_FloorMulAdd(benchmark::State& state) {
+  floorLoop(state, [](double i, double step) { return 1.0 - i * step; });
+}
+
+void BM_FloorExp(benchmark::State& state) {
+  floorLoop(state, [](double i, double step) { return std::exp(-10.0 * i * step); });
+}
+
+constexpr const char* kSigmoidConfig = R"({
+  "apiVersion": "inference.networking.x-k8s.io/v1alpha1",
+  "kind": "EndpointPickerConfig",
+  "metadata": {"name": "default-config"},
+  "featureGates": ["flowControl"],
+  "plugins": [{"type": "priority-holdback-policy", "name": "dynamic-holdback",
+               "parameters": {"strategy": "sigmoid-smoothed", "minCeiling": 0.6,
+                              "maxCeiling": 1.0, "sigmoidSteepness": 8.0,
+                              "sigmoidMidpoint": 0.5, "sigmoidDomain": "value"}}],
+  "flowControl": {"usageLimitPolicyPluginRef": "dynamic-holdback"}
+})";
+
+void BM_ConfigParseValidate(benchmark::State& state) {
+  const auto registry = config::builtinPolicyRegistry();
+  for (auto _ : state) {
+    auto json = config::parseJson(kSigmoidConfig);
+    auto policy = config::loadUsageLimitPolicy(json.value(), registry);
+    if (!policy.ok()) state.SkipWithError("config did not load");
+    benchmark::DoNotOptimize(policy);
+  }
+}
+
+int registerAll() {
+  for (const char* strategy :
+       {"static", "stepwise", "linear", "sigmoid", "static-map", "soft-reflective"}) {
+    auto* b = benchmark::RegisterBenchmark(
+        (std::string("BM_ComputeLimit/") + strategy).c_str(),
+        [s = std::string(strategy)](benchmark::State& st) { computeLimit(st, s); });
+    for (const int n : kSizes) b->Arg(n);
+  }
+  for (auto* b : {benchmark::RegisterBenchmark("BM_Monotonize", BM_Monotonize),
+                  benchmark::RegisterBenchmark("BM_FloorFill", BM_FloorFill),
+                  benchmark::RegisterBenchmark("BM_FloorMulAdd", BM_FloorMulAdd),
+                  benchmark::RegisterBenchmark("BM_FloorExp", BM_FloorExp)}) {
+    for (const int n : kSizes) b->Arg(n);
+  }
+  benchmark::RegisterBenchmark("BM_ConfigParseValidate", BM_ConfigParseValidate);
+  return 0;
+}
+const int kRegistered = registerAll();
 
 }  // namespace
 }  // namespace holdback

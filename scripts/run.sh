@@ -1,13 +1,20 @@
 #!/usr/bin/env bash
-# Builds holdback and runs its main job on a built-in default:
-#   holdback ceilings   (the proposal's sigmoid-smoothed policy over priorities 100,50,0,-1)
-# Extra arguments are passed to `holdback ceilings`, e.g. scripts/run.sh --saturation 0.7
+# Builds holdback and runs its main job on the built-in default scenario:
+#   holdback simulate   (a gateway in front of 4 x 16-slot LLM servers; interactive bursts, a
+#                        standard class and a saturating batch backlog; one table per detector
+#                        with one row block per policy arm, same seed; see docs/simulation.md)
+# Extra arguments are passed to `holdback simulate`, e.g. scripts/run.sh --seed 2 --csv out/.
+# With --plot DIR the Debian package gnuplot-nox is installed as well (to render the pictures).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/deps.sh
-holdback_ensure_packages
+plot_packages=""
+for arg in "$@"; do
+  case "$arg" in --plot | --plot=*) plot_packages="gnuplot-nox" ;; esac
+done
+holdback_ensure_packages $plot_packages
 
 build=build/default
 cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 cmake --build "$build" -j"$(nproc)" --target holdback_cli >/dev/null
-exec "$build/holdback" ceilings "${@:---saturation=0.7}"
+exec "$build/holdback" simulate "$@"

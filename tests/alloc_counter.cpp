@@ -5,10 +5,12 @@
 
 namespace {
 thread_local std::size_t g_allocations = 0;
-}
+thread_local std::size_t g_bytes = 0;
+}  // namespace
 
 void* operator new(std::size_t size) {
   ++g_allocations;
+  g_bytes += size;
   if (void* p = std::malloc(size == 0 ? 1 : size)) return p;
   throw std::bad_alloc();
 }
@@ -17,6 +19,7 @@ void* operator new[](std::size_t size) {
 }
 void* operator new(std::size_t size, const std::nothrow_t&) noexcept {
   ++g_allocations;
+  g_bytes += size;
   return std::malloc(size == 0 ? 1 : size);
 }
 void* operator new[](std::size_t size, const std::nothrow_t& tag) noexcept {
@@ -43,10 +46,13 @@ void operator delete[](void* p, std::size_t) noexcept {
 
 namespace holdback::testing {
 
-AllocationCounter::AllocationCounter() : start_(g_allocations) {}
+AllocationCounter::AllocationCounter() : start_(g_allocations), start_bytes_(g_bytes) {}
 AllocationCounter::~AllocationCounter() = default;
 std::size_t AllocationCounter::count() const {
   return g_allocations - start_;
+}
+std::size_t AllocationCounter::bytes() const {
+  return g_bytes - start_bytes_;
 }
 
 }  // namespace holdback::testing

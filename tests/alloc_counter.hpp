@@ -15,9 +15,12 @@ class AllocationCounter {
 
   // Allocations by this thread since construction.
   [[nodiscard]] std::size_t count() const;
+  // Bytes requested by those allocations.
+  [[nodiscard]] std::size_t bytes() const;
 
  private:
   std::size_t start_;
+  std::size_t start_bytes_;
 };
 
 }  // namespace holdback::testing

@@ -71,6 +71,18 @@ TEST(ParseIntegerKeyTest, WholeStringsOnly) {
   }
 }
 
+// A non-negative JSON literal is stored unsigned; the lower bound applies to it too.
+TEST(ParamReaderTest, UnsignedLiteralBelowTheMinimumIsOutOfRange) {
+  const Json params = parseJson(R"({"a": 0, "b": 1})").value();
+  Diagnostics diagnostics;
+  ParamReader reader(&params, "/p", diagnostics);
+  EXPECT_EQ(reader.integer("a", 1, 10), std::nullopt);
+  EXPECT_EQ(reader.integer("b", 1, 10), 1);
+  ASSERT_EQ(diagnostics.errors().size(), 1u);
+  EXPECT_EQ(diagnostics.errors()[0].toString(),
+            "/p/a: 0 is out of range; expected an integer in [1, 10]");
+}
+
 TEST(ParamReaderTest, IntegersAreNeverWrappedTruncatedOrClamped) {
   const Json params = parseJson(R"({"a": 3000000000, "b": 2.5, "c": 5.0, "d": -1,
                                      "e": 18446744073709551615, "f": "7"})")

@@ -53,5 +53,6 @@ std::optional<double> parseDouble(std::string_view text);
 int runCeilings(int argc, char** argv);
 int runValidate(int argc, char** argv);
 int runSaturation(int argc, char** argv);
+int runSimulate(int argc, char** argv);
 
 }  // namespace holdback::cli

@@ -14,6 +14,8 @@ Commands:
   ceilings   compute the admission ceiling of every priority with a usage limit policy
   validate   check a policy plugin file or an EndpointPickerConfig, reporting every problem
   saturation  run a saturation detector over an endpoint snapshot (saturation, filter)
+  simulate   simulate a gateway and a pool of LLM servers under prioritized traffic, once per
+             policy arm, driving the real flow controller (the main job; see docs/simulation.md)
 
 Run 'holdback COMMAND --help' for the options of a command.
 
@@ -36,6 +38,7 @@ int main(int argc, char** argv) {
   if (command == "ceilings") return runCeilings(argc, argv);
   if (command == "validate") return runValidate(argc, argv);
   if (command == "saturation") return runSaturation(argc, argv);
+  if (command == "simulate") return runSimulate(argc, argv);
   std::cerr << "holdback: unknown command \"" << command << "\"\n\n" << kHelp;
   return kExitUsage;
 }

@@ -287,7 +287,8 @@ std::optional<std::int64_t> ParamReader::integer(std::string_view key, std::int6
       "expected an integer in [" + std::to_string(min) + ", " + std::to_string(max) + "]";
   if (v->is_number_unsigned()) {
     const std::uint64_t u = v->get<std::uint64_t>();
-    if (max < 0 || u > static_cast<std::uint64_t>(max)) {
+    if (max < 0 || u > static_cast<std::uint64_t>(max) ||
+        (min > 0 && u < static_cast<std::uint64_t>(min))) {
       error(key, describe(*v) + " is out of range; " + allowed);
       return std::nullopt;
     }
