@@ -149,7 +149,7 @@ class Loader {
     top.accept("plugins");
     buildAllPlugins();
     top.accept("flowControl");
-    top.accept("saturationDetector");
+    top.accept("saturationDetector");  // deprecated; read with the detector ref
     for (std::string_view key : kIgnoredTopLevel) {
       top.accept(key);
       if (top.has(key)) d_.warning(top.pathOf(key), "has no meaning in holdback; ignored");
@@ -316,47 +316,23 @@ class Loader {
     }
     ParamReader fc(fc_json, "/flowControl", d_);
 
-    // The detector: flowControl.saturationDetector.pluginRef, else the deprecated top-level one.
-    std::optional<std::string> detector_ref;
-    std::string detector_ref_path = "/flowControl/saturationDetector/pluginRef";
-    if (const Json* sd = fc.value("saturationDetector"); sd != nullptr && !sd->is_null()) {
-      ParamReader reader(sd, fc.pathOf("saturationDetector"), d_);
-      detector_ref = readRef(reader, "pluginRef");
-      reader.finish();
-    }
-    if (const auto it = json_.find("saturationDetector"); it != json_.end()) {
-      d_.warning("/saturationDetector",
-                 "deprecated; use /flowControl/saturationDetector (which wins when both are set)");
-      ParamReader reader(&*it, "/saturationDetector", d_);
-      auto deprecated = readRef(reader, "pluginRef");
-      reader.finish();
-      if (!detector_ref && deprecated) {
-        detector_ref = std::move(deprecated);
-        detector_ref_path = "/saturationDetector/pluginRef";
-      }
-    }
-    const std::string detector_name =
-        detector_ref.value_or(std::string(UtilizationDetector::kType));
-    if (const auto it = bundle_.detectors.find(detector_name); it != bundle_.detectors.end()) {
-      bundle_.detector = it->second;
-    } else if (detector_ref) {
-      reportUnresolvedRef(detector_ref_path, *detector_ref, specs_, registries_.detectors,
-                          "saturation detector", d_);
-    } else if (findPlugin(specs_, detector_name) == nullptr) {
-      bundle_.detector = std::move(UtilizationDetector::create()).value();
-    }  // else: a plugin named utilization-detector of another type or that failed (reported)
-
-    // The policy.
-    const auto policy_ref = readRef(fc, "usageLimitPolicyPluginRef");
-    const std::string policy_name = policy_ref.value_or(std::string(StaticUsageLimitPolicy::kType));
-    if (const auto it = bundle_.policies.find(policy_name); it != bundle_.policies.end()) {
-      bundle_.policy = it->second;
-    } else if (policy_ref) {
-      reportUnresolvedRef("/flowControl/usageLimitPolicyPluginRef", *policy_ref, specs_,
-                          registries_.policies, "usage limit policy", d_);
-    } else if (findPlugin(specs_, policy_name) == nullptr) {
-      bundle_.policy = std::move(StaticUsageLimitPolicy::create()).value();
-    }
+    // The detector and the policy (each ref checked even when a plugin was invalid).
+    fc.accept("saturationDetector");
+    std::string detector_ref_path;
+    const auto detector_ref = readSaturationDetectorRef(json_, detector_ref_path, d_);
+    bundle_.detector = resolvePluginRef(detector_ref, detector_ref_path, UtilizationDetector::kType,
+                                        bundle_.detectors, specs_, registries_.detectors,
+                                        "saturation detector", d_, [] {
+                                          return std::shared_ptr<SaturationDetector>(
+                                              std::move(UtilizationDetector::create()).value());
+                                        });
+    bundle_.policy = resolvePluginRef(readRef(fc, "usageLimitPolicyPluginRef"),
+                                      "/flowControl/usageLimitPolicyPluginRef",
+                                      StaticUsageLimitPolicy::kType, bundle_.policies, specs_,
+                                      registries_.policies, "usage limit policy", d_, [] {
+                                        return std::shared_ptr<UsageLimitPolicy>(
+                                            std::move(StaticUsageLimitPolicy::create()).value());
+                                      });
 
     // Limits, TTLs, bands.
     o.maxBytes = readQuantity(fc, "maxBytes", "global MaxBytes").value_or(0);
