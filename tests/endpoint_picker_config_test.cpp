@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "holdback/config/document.hpp"
+#include "holdback/config/duration.hpp"
 
 namespace holdback::config {
 namespace {
@@ -43,8 +44,7 @@ TEST(EndpointPickerConfigGoldenTest, EveryConfigMatchesItsExpectedResult) {
   for (const auto& entry : fs::directory_iterator(kGoldenDir)) {
     const fs::path path = entry.path();
     if (path.extension() != ".yaml" && path.extension() != ".json") continue;
-    fs::path expected_path = path;
-    expected_path.replace_extension(".expected");
+    const fs::path expected_path = path.string() + ".expected";
     const std::string actual = render(loadEndpointPickerConfigFile(path.string()));
     if (update) {
       std::ofstream(expected_path, std::ios::binary) << actual;
@@ -115,6 +115,59 @@ TEST(EndpointPickerConfigRoundTripTest, YamlAndJsonOfTheSameConfigBuildTheSameSt
     ++checked;
   }
   EXPECT_GE(checked, 4u);
+}
+
+// Hand-written twins: X.yaml and X.json in tests/golden describe the same config.
+TEST(EndpointPickerConfigRoundTripTest, HandWrittenYamlAndJsonTwinsBuildTheSameStack) {
+  std::size_t checked = 0;
+  for (const auto& entry : fs::directory_iterator(kGoldenDir)) {
+    if (entry.path().extension() != ".yaml") continue;
+    fs::path twin = entry.path();
+    twin.replace_extension(".json");
+    if (!fs::exists(twin)) continue;
+    const auto yaml = loadEndpointPickerConfigFile(entry.path().string());
+    const auto json = loadEndpointPickerConfigFile(twin.string());
+    ASSERT_TRUE(yaml && json) << yaml.diagnostics().toString() << json.diagnostics().toString();
+    SCOPED_TRACE(twin.filename().string());
+    expectSameStack(*yaml.value(), *json.value());
+    ++checked;
+  }
+  EXPECT_GE(checked, 1u);
+}
+
+// The defaults the doc table states are the ones an empty flowControl block gets.
+TEST(EndpointPickerConfigDocsTest, DocumentedDefaultsAreTheLoadersDefaults) {
+  const auto loaded = loadEndpointPickerConfigFile((kGoldenDir / "defaults-only.json").string());
+  ASSERT_TRUE(loaded) << loaded.diagnostics().toString();
+  const ConfigBundle& b = *loaded.value();
+  std::map<std::string, std::string, std::less<>> defaults;
+  for (const FieldInfo& f : kEndpointPickerConfigFields) {
+    defaults.emplace(std::string(f.path), std::string(f.defaultValue));
+  }
+  const auto leadingNumber = [&](const std::string& path) {
+    return std::stoull(defaults.at(path));
+  };
+  EXPECT_EQ(b.controller.maxBytes, leadingNumber("flowControl.maxBytes"));
+  EXPECT_EQ(b.controller.maxRequests, leadingNumber("flowControl.maxRequests"));
+  EXPECT_EQ(b.controller.defaultBand.maxBytes, leadingNumber("band.maxBytes"));
+  EXPECT_EQ(b.controller.defaultBand.maxRequests, leadingNumber("band.maxRequests"));
+  EXPECT_EQ(b.controller.defaultRequestTtl,
+            parseDuration(defaults.at("flowControl.defaultRequestTTL")));
+  EXPECT_EQ(defaults.at("flowControl.noEndpointRequestTTL"), "defaultRequestTTL");
+  EXPECT_EQ(b.controller.noEndpointRequestTtl, b.controller.defaultRequestTtl);
+  EXPECT_EQ(b.policy->name(), defaults.at("flowControl.usageLimitPolicyPluginRef"));
+  EXPECT_EQ(b.detector->name(), defaults.at("flowControl.saturationDetector.pluginRef"));
+  EXPECT_EQ(b.controller.bands.size(), 0u);
+  EXPECT_FALSE(b.controller.defaultNegativeBand);
+  const auto band = loadEndpointPickerConfigText(
+      R"({"apiVersion": "llm-d.ai/v1alpha1", "kind": "EndpointPickerConfig",
+          "featureGates": ["flowControl"], "flowControl": {"priorityBands": [{"priority": 3}]}})");
+  ASSERT_TRUE(band);
+  const BandOptions& declared = band.value()->controller.bands.at(0);
+  EXPECT_EQ(declared.maxBytes, leadingNumber("band.maxBytes"));
+  EXPECT_EQ(declared.maxRequests, leadingNumber("band.maxRequests"));
+  EXPECT_EQ(declared.fairness->type(), defaults.at("band.fairnessPolicyRef"));
+  EXPECT_EQ(declared.ordering->type(), defaults.at("band.orderingPolicyRef"));
 }
 
 TEST(EndpointPickerConfigTest, ReferenceExampleBuildsItsBands) {

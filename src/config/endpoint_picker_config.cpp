@@ -295,6 +295,9 @@ class Loader {
                                           registries_.ordering, fcfsOrdering(), "ordering policy");
     reader.finish();
     if (d_.errorCount() > before) return std::nullopt;
+    // Explicit defaults, so that a bundle never holds a null policy.
+    if (!band.fairness) band.fairness = globalStrictFairness();
+    if (!band.ordering) band.ordering = fcfsOrdering();
     return band;
   }
 
@@ -348,6 +351,8 @@ class Loader {
                    "in-flight eviction is not implemented by holdback; ignored");
       }
     }
+    o.defaultBand.fairness = globalStrictFairness();
+    o.defaultBand.ordering = fcfsOrdering();
     if (const Json* t = fc.value("defaultPriorityBand"); t != nullptr && !t->is_null()) {
       if (auto band =
               readBand(*t, fc.pathOf("defaultPriorityBand"), false, "default priority band")) {
@@ -400,6 +405,8 @@ class Loader {
       FlowControllerOptions off;
       off.policy = std::move(StaticUsageLimitPolicy::create()).value();
       off.detector = bundle_.detector;
+      off.defaultBand.fairness = globalStrictFairness();
+      off.defaultBand.ordering = fcfsOrdering();
       bundle_.policy = off.policy;
       o = std::move(off);
       return;

@@ -71,7 +71,8 @@ struct ConfigBundle {
   std::shared_ptr<SaturationDetector> detector;
   // Policy, detector, bands, templates, global limits and TTLs filled in; the host adds
   // endpoints, onOutcome (and optionally clock and runner) before FlowController::create.
-  // With the gate off these are the defaults (static policy, threshold 1.0).
+  // Every band and template holds explicit fairness and ordering policies (never null). With the
+  // gate off these are the defaults (static policy, threshold 1.0).
   FlowControllerOptions controller;
   // flowControl.enableEviction as written (accepted; in-flight eviction is not implemented,
   // a warning says so when true).
