@@ -12,7 +12,7 @@ Usage: holdback COMMAND [OPTIONS]
 
 Commands:
   ceilings   compute the admission ceiling of every priority with a usage limit policy
-  validate   check a policy plugin file or an EndpointPickerConfig, reporting every problem
+  validate   check a whole EndpointPickerConfig (or one plugin object), reporting every problem
   saturation  run a saturation detector over an endpoint snapshot (saturation, filter)
 
 Run 'holdback COMMAND --help' for the options of a command.
