@@ -277,6 +277,108 @@ struct Ticket::Core {
     return std::find(desired.begin(), desired.end(), p) != desired.end();
   }
 
+  static bool samePolicy(std::string_view a_type, std::string_view b_type, const void* a,
+                         const void* b) noexcept {
+    if (a == b) return true;
+    // The built-in policies are stateless: two instances of one built-in type are the same.
+    const bool builtin =
+        a_type == FcfsOrderingPolicy::kType || a_type == EdfOrderingPolicy::kType ||
+        a_type == GlobalStrictFairnessPolicy::kType || a_type == RoundRobinFairnessPolicy::kType;
+    return builtin && a_type == b_type;
+  }
+
+  // Gives the band in `slot` new limits and policies. A policy change rebuilds the band and
+  // moves every queued request over (so the queues are ordered by the new ordering policy).
+  Band* reshapeBand(std::unique_ptr<Band>& slot, std::uint64_t max_requests,
+                    std::uint64_t max_bytes, std::shared_ptr<const FairnessPolicy> fairness,
+                    std::shared_ptr<const OrderingPolicy> ordering) {
+    Band* old = slot.get();
+    if (!fairness) fairness = globalStrictFairness();
+    if (!ordering) ordering = fcfsOrdering();
+    if (samePolicy(fairness->type(), old->fairness->type(), fairness.get(), old->fairness.get()) &&
+        samePolicy(ordering->type(), old->ordering->type(), ordering.get(), old->ordering.get())) {
+      old->maxRequests = max_requests == 0 ? kDefaultBandMaxRequests : max_requests;
+      old->maxBytes = max_bytes == 0 ? kDefaultBandMaxBytes : max_bytes;
+      return old;
+    }
+    auto band = std::make_unique<Band>(old->prio, max_requests, max_bytes, std::move(fairness),
+                                       std::move(ordering));
+    band->counters = old->counters;
+    band->initial = old->initial;
+    band->desired = old->desired;
+    band->last_arrival = old->last_arrival;
+    band->last_activity = old->last_activity;
+    band->last_ceiling = old->last_ceiling;
+    for (auto& [id, flow] : old->flows) {
+      auto moved = std::make_unique<Flow>(flow->id, band.get(), band->ordering.get());
+      moved->last_active = flow->last_active;
+      Flow* raw = moved.get();
+      band->flows.emplace(raw->id, std::move(moved));
+      for (Item* item : flow->items) {
+        item->flow = raw;
+        addToQueue(item);
+      }
+    }
+    slot = std::move(band);
+    return slot.get();
+  }
+
+  // See FlowController::reconfigure.
+  Diagnostics reconfigure(FlowControllerOptions o) {
+    Diagnostics d;
+    // The host collaborators are kept (deliver() calls onOutcome with no lock held, so it must
+    // never change); validate() only needs them present.
+    o.endpoints = nullptr;
+    o.onOutcome = nullptr;
+    {
+      std::lock_guard lock(mu);
+      o.endpoints = opts.endpoints;  // opts.endpoints and opts.onOutcome are never written
+      o.onOutcome = opts.onOutcome;
+    }
+    FlowController::validate(o, d);
+    if (d.hasErrors()) return d;
+    std::lock_guard cycle_lock(cycle_mu);
+    std::lock_guard lock(mu);
+    opts.policy = std::move(o.policy);
+    opts.detector = std::move(o.detector);
+    opts.bands = std::move(o.bands);
+    opts.defaultBand = std::move(o.defaultBand);
+    opts.defaultNegativeBand = std::move(o.defaultNegativeBand);
+    opts.provisionOnFirstUse = o.provisionOnFirstUse;
+    opts.maxBands = o.maxBands;
+    opts.maxRequests = o.maxRequests;
+    opts.maxBytes = o.maxBytes;
+    opts.defaultRequestTtl = o.defaultRequestTtl;
+    opts.noEndpointRequestTtl = o.noEndpointRequestTtl;
+    opts.priorityDomain = o.priorityDomain;
+    opts.activityWindow = o.activityWindow;
+    default_ttl = opts.defaultRequestTtl.value_or(kDefaultRequestTtl);
+    no_endpoint_ttl = opts.noEndpointRequestTtl.value_or(default_ttl);
+
+    std::set<Priority> declared;
+    for (const BandOptions& b : opts.bands) {
+      declared.insert(b.priority);
+      auto it = bands.find(b.priority);
+      if (it == bands.end()) {
+        addBand(b.priority, b.maxRequests, b.maxBytes, b.fairness, b.ordering)->initial = true;
+      } else {
+        reshapeBand(it->second, b.maxRequests, b.maxBytes, b.fairness, b.ordering)->initial = true;
+      }
+    }
+    for (auto& [p, band] : bands) {
+      if (declared.count(p) > 0) continue;
+      if (p == 0) {
+        const BandTemplate& t = opts.defaultBand;
+        reshapeBand(band, t.maxRequests, t.maxBytes, t.fairness, t.ordering)->initial = true;
+      } else {
+        band->initial = false;
+      }
+    }
+    if (bands.find(0) == bands.end()) addBandFromTemplate(0)->initial = true;
+    rebuildOrder();
+    return d;
+  }
+
   void removeBand(Band* band) {
     bands.erase(band->prio);
     rebuildOrder();
@@ -853,6 +955,10 @@ std::size_t FlowController::expire(TimePoint now) noexcept {
 
 void FlowController::setDesiredPriorities(std::span<const Priority> priorities) noexcept {
   core_->setDesiredPriorities(priorities);
+}
+
+Diagnostics FlowController::reconfigure(FlowControllerOptions options) noexcept {
+  return core_->reconfigure(std::move(options));
 }
 
 void FlowController::shutdown(TimePoint now) noexcept {

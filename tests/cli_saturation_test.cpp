@@ -179,11 +179,16 @@ TEST(CliSaturationTest, UsageErrorsExitTwo) {
 TEST(CliSaturationTest, ValidateChecksDetectorPlugins) {
   CliRun run = holdback("validate " + kExamples + "utilization-detector.json");
   EXPECT_EQ(run.exitCode, 0) << run.err;
-  EXPECT_EQ(run.err, "");  // no "not checked here" warning for the detector plugins
+  // The whole-file loader checks every plugin; only the header draws warnings.
+  const std::string example = kExamples + "utilization-detector.json";
+  EXPECT_EQ(run.err, example +
+                         ": warning: /apiVersion: \"inference.networking.x-k8s.io/v1alpha1\" is "
+                         "deprecated; use \"llm-d.ai/v1alpha1\"\n" +
+                         example + ": warning: /metadata: has no meaning in holdback; ignored\n");
   EXPECT_EQ(run.out, kExamples +
                          "utilization-detector.json: ok: usage limit policy "
                          "\"binary-backpressure\" (type static-usage-limit-policy), saturation "
-                         "detector \"vllm-roofline\" (type utilization-detector)\n");
+                         "detector \"vllm-roofline\" (type utilization-detector), 2 warnings\n");
   // A single detector plugin object.
   const std::string single = writeTemp("single.json", R"({"type":"concurrency-detector"})");
   run = holdback("validate " + single);
@@ -203,7 +208,8 @@ TEST(CliSaturationTest, ValidateChecksDetectorPlugins) {
 }
 
 TEST(CliSaturationTest, ValidateFailsOnAnInvalidDetectorAndReportsEachProblemOnce) {
-  const std::string config = writeTemp("epp.json", R"({"plugins":[
+  const std::string config = writeTemp("epp.json", R"({"apiVersion":"llm-d.ai/v1alpha1",
+      "kind":"EndpointPickerConfig","featureGates":["flowControl"],"plugins":[
       {"type":"static-usage-limit-policy","name":"s"},
       {"type":"utilization-detector","parameters":{"headroom":-1}},
       {"type":"mystery"},
@@ -219,8 +225,8 @@ TEST(CliSaturationTest, ValidateFailsOnAnInvalidDetectorAndReportsEachProblemOnc
                 "/plugins/0); plugin names must be unique\n" +
                 config + ": error: /plugins/4/type: missing; every plugin needs a \"type\"\n" +
                 config +
-                ": warning: /plugins/2/type: \"mystery\" is not a usage limit policy type; not "
-                "checked here\n" +
+                ": warning: /plugins/2/type: \"mystery\" is not a holdback plugin type (a Go "
+                "gateway plugin?); accepted and ignored\n" +
                 config +
                 ": error: /plugins/1/parameters/headroom: -1.0 is negative; expected a number "
                 ">= 0.0\n" +
@@ -232,7 +238,8 @@ TEST(CliSaturationTest, ValidateFailsOnAnInvalidDetectorAndReportsEachProblemOnc
 
 TEST(CliSaturationTest, ValidateReportsAProblemBothLoadersSeeOnce) {
   const std::string config =
-      writeTemp("fc.json", R"({"plugins":[{"type":"utilization-detector"}],"flowControl":[]})");
+      writeTemp("fc.json", R"({"apiVersion":"llm-d.ai/v1alpha1","kind":"EndpointPickerConfig",
+                               "plugins":[{"type":"utilization-detector"}],"flowControl":[]})");
   const CliRun run = holdback("validate " + config);
   EXPECT_EQ(run.exitCode, 1);
   EXPECT_EQ(run.err, config + ": error: /flowControl: found an array; expected an object\n" +

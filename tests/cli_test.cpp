@@ -152,3 +152,69 @@ TEST(CliTest, YamlConfigsWorkAndErrorsCarryLineAndColumn) {
 }
 
 }  // namespace
+
+namespace {
+
+const std::string kGolden = std::string(HOLDBACK_SOURCE_DIR) + "/tests/golden/";
+
+TEST(CliValidateWholeFileTest, JsonOutputListsErrorsAndWarningsWithPositions) {
+  const CliRun bad = holdback("validate --json " + kGolden + "error-header.yaml");
+  EXPECT_EQ(bad.exitCode, 1);
+  EXPECT_EQ(bad.err, "");
+  EXPECT_NE(bad.out.find("\"ok\": false"), std::string::npos) << bad.out;
+  EXPECT_NE(bad.out.find(R"({
+      "path": "/featureGates/1",
+      "line": 5,
+      "column": 5,
+      "message": "feature gate 'prepareData' is unknown or unregistered"
+    })"),
+            std::string::npos)
+      << bad.out;
+  EXPECT_NE(bad.out.find(R"("warnings": [
+    {
+      "path": "/schedulingProfiles",)"),
+            std::string::npos)
+      << bad.out;
+
+  const CliRun ok = holdback("validate --json " + kGolden + "reference-minimal.json");
+  EXPECT_EQ(ok.exitCode, 0) << ok.out;
+  EXPECT_EQ(ok.out, R"({
+  "ok": true,
+  "errors": [],
+  "warnings": [
+    {
+      "path": "/flowControl/enableEviction",
+      "line": 0,
+      "column": 0,
+      "message": "in-flight eviction is not implemented by holdback; ignored"
+    }
+  ]
+}
+)");
+  EXPECT_EQ(holdback("validate --json=1 " + kGolden + "reference-minimal.json").exitCode, 2);
+}
+
+TEST(CliValidateWholeFileTest, CeilingsAndSaturationUseTheWholeFileLoader) {
+  // The policy named by the file's ref, through the whole-file loader.
+  const CliRun ceilings =
+      holdback("ceilings --config " + kGolden +
+               "explicit-ceilings.yaml --priorities 100,0,-10 --saturation 0.5");
+  EXPECT_EQ(ceilings.exitCode, 0) << ceilings.err;
+  EXPECT_NE(ceilings.out.find("\"name\":\"explicit\""), std::string::npos) << ceilings.out;
+  EXPECT_NE(ceilings.out.find("{\"priority\":-10,\"ceiling\":0.3,\"gated\":true}"),
+            std::string::npos)
+      << ceilings.out;
+  // A whole-file error (an unknown flowControl key) now fails `ceilings` too.
+  const CliRun bad = holdback("ceilings --config " + kGolden + "error-flowcontrol.yaml");
+  EXPECT_EQ(bad.exitCode, 1);
+  EXPECT_NE(bad.err.find("/flowControl/queueDepth (line 18, column 15): unknown key"),
+            std::string::npos)
+      << bad.err;
+  const CliRun saturation =
+      holdback("saturation --config " + kGolden + "explicit-ceilings.yaml --endpoints " +
+               kExamples + "endpoints.json");
+  EXPECT_EQ(saturation.exitCode, 0) << saturation.err;
+  EXPECT_NE(saturation.out.find("conc"), std::string::npos) << saturation.out;
+}
+
+}  // namespace

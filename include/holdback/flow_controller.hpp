@@ -371,6 +371,25 @@ class FlowController {
   // nor desired are removed now. Replaces the previous set.
   void setDesiredPriorities(std::span<const Priority> priorities) noexcept;
 
+  // Hot reload. Validates `options` like create() and, only when valid, swaps in atomically with
+  // respect to every other call:
+  // policy, detector, bands, defaultBand, defaultNegativeBand, provisionOnFirstUse, maxBands,
+  // maxRequests, maxBytes, defaultRequestTtl, noEndpointRequestTtl, priorityDomain and
+  // activityWindow. Always kept from create() (whatever `options` holds): endpoints, onOutcome,
+  // clock, runner,
+  // expiryInterval, flowIdleTimeout, bandIdleTimeout. No queued request is lost or finalized:
+  //   - a declared band that exists gets the new limits (queued requests above a lowered limit
+  //     stay; only new arrivals see it) and, when its fairness or ordering policy changes, is
+  //     rebuilt with every queued request moved over in the new order (fairness state restarts);
+  //   - a declared band that does not exist is created;
+  //   - a band no longer declared (other than 0) stops being initial: it keeps its queue and
+  //     settings and is removed by expire()'s band GC (or setDesiredPriorities) once it is empty,
+  //     idle and not desired, like a dynamically provisioned band;
+  //   - band 0, when not declared, takes the new defaultBand template.
+  // Requests already queued keep the TTL budget computed at enqueue; the new noEndpointRequestTtl
+  // applies to them at once. On failure nothing changes and the errors are returned. Allocates.
+  Diagnostics reconfigure(FlowControllerOptions options) noexcept;
+
   // Stops the runner (joins it), finalizes every queued request kEvictedOther (kNotRunning) and
   // makes later enqueues kRejectedOther. Idempotent; `now` stamps the completions.
   void shutdown(TimePoint now) noexcept;

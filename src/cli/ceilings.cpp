@@ -39,9 +39,8 @@ Exit codes: 0 success, 1 invalid config file, 2 usage error.
 )";
 
 constexpr std::string_view kBuiltinConfig = R"({
-  "apiVersion": "inference.networking.x-k8s.io/v1alpha1",
+  "apiVersion": "llm-d.ai/v1alpha1",
   "kind": "EndpointPickerConfig",
-  "metadata": {"name": "default-config"},
   "featureGates": ["flowControl"],
   "plugins": [
     {"type": "priority-holdback-policy", "name": "dynamic-holdback",
@@ -118,21 +117,27 @@ int runCeilings(int argc, char** argv) {
   } else {
     document = config::parseJson(kBuiltinConfig).value();
   }
-  auto policy = config::loadUsageLimitPolicy(*document, config::builtinPolicyRegistry());
-  diagnostics.append(policy.diagnostics());
+  std::shared_ptr<UsageLimitPolicy> policy;
+  if (auto whole = loadWholeFile(*document, positions, diagnostics)) {
+    if (*whole) policy = whole->value()->policy;
+  } else {
+    auto loaded = config::loadUsageLimitPolicy(*document, config::builtinPolicyRegistry());
+    diagnostics.append(loaded.diagnostics());
+    if (loaded) policy = loaded.value();
+  }
   diagnostics = config::withPositions(diagnostics, positions);
   printDiagnostics(source, diagnostics);
-  if (diagnostics.hasErrors()) return kExitInvalid;
+  if (diagnostics.hasErrors() || !policy) return kExitInvalid;
 
   const double used = normalizeSaturation(*saturation);
   std::vector<double> ceilings(priorities->size());
   for (std::int64_t cycle = 0; cycle < *cycles; ++cycle) {
     std::fill(ceilings.begin(), ceilings.end(), 1.0);
-    policy.value()->computeLimit(*saturation, *priorities, ceilings);
+    policy->computeLimit(*saturation, *priorities, ceilings);
     // ordered_json keeps the documented key order.
     nlohmann::ordered_json line = nlohmann::ordered_json::object();
-    line["policy"]["type"] = policy.value()->type();
-    line["policy"]["name"] = policy.value()->name();
+    line["policy"]["type"] = policy->type();
+    line["policy"]["name"] = policy->name();
     line["saturation"] =
         std::isinf(used) ? nlohmann::ordered_json("inf") : nlohmann::ordered_json(used);
     nlohmann::ordered_json rows = nlohmann::ordered_json::array();

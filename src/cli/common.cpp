@@ -11,8 +11,16 @@ std::optional<std::string> Args::get(std::string_view name) const {
   return it->second;
 }
 
+bool Args::has(std::string_view flag) const {
+  for (const std::string& f : flags) {
+    if (f == flag) return true;
+  }
+  return false;
+}
+
 std::optional<std::string> parseArgs(int argc, char** argv, int first,
-                                     const std::vector<std::string>& valueOptions, Args& out) {
+                                     const std::vector<std::string>& valueOptions, Args& out,
+                                     const std::vector<std::string>& flagOptions) {
   for (int i = first; i < argc; ++i) {
     std::string arg = argv[i];
     if (arg == "--help" || arg == "-h") {
@@ -28,6 +36,13 @@ std::optional<std::string> parseArgs(int argc, char** argv, int first,
     if (const auto eq = name.find('='); eq != std::string::npos) {
       value = name.substr(eq + 1);
       name.resize(eq);
+    }
+    bool is_flag = false;
+    for (const std::string& f : flagOptions) is_flag = is_flag || f == name;
+    if (is_flag) {
+      if (value) return "option --" + name + " takes no value";
+      out.flags.push_back(name);
+      continue;
     }
     bool known = false;
     for (const std::string& v : valueOptions) known = known || v == name;
@@ -72,6 +87,18 @@ std::optional<config::Json> loadJsonFile(std::string_view command, const std::st
   }
   if (positions != nullptr) *positions = std::move(parsed.value().positions);
   return std::move(parsed.value().json);
+}
+
+std::optional<config::BundleResult> loadWholeFile(const config::Json& json,
+                                                  const config::SourceMap& positions,
+                                                  Diagnostics& diagnostics) {
+  if (!config::isEndpointPickerConfig(json)) return std::nullopt;
+  config::Document document;
+  document.json = json;
+  document.positions = positions;
+  auto loaded = config::loadEndpointPickerConfig(document);
+  diagnostics.append(loaded.diagnostics());
+  return loaded;
 }
 
 std::optional<double> parseDouble(std::string_view text) {

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "holdback/config/document.hpp"
+#include "holdback/config/endpoint_picker_config.hpp"
 #include "holdback/config/json.hpp"
 #include "holdback/diagnostics.hpp"
 
@@ -22,15 +23,19 @@ inline constexpr int kExitUsage = 2;
 struct Args {
   std::map<std::string, std::string, std::less<>> options;
   std::vector<std::string> positional;
+  std::vector<std::string> flags;  // switches given (from parseArgs' `flagOptions`)
   bool help = false;
+
+  [[nodiscard]] bool has(std::string_view flag) const;
 
   [[nodiscard]] std::optional<std::string> get(std::string_view name) const;
 };
 
-// Parses argv[first..argc). `valueOptions` take a value; "--help"/"-h" set `help`. Anything else
-// starting with "--" is an error (returned as a message).
+// Parses argv[first..argc). `valueOptions` take a value, `flagOptions` are switches without one;
+// "--help"/"-h" set `help`. Anything else starting with "--" is an error (returned as a message).
 std::optional<std::string> parseArgs(int argc, char** argv, int first,
-                                     const std::vector<std::string>& valueOptions, Args& out);
+                                     const std::vector<std::string>& valueOptions, Args& out,
+                                     const std::vector<std::string>& flagOptions = {});
 
 // Prints "holdback <command>: <message>" and a pointer to --help on stderr; returns kExitUsage.
 int usageError(std::string_view command, std::string_view message);
@@ -46,6 +51,13 @@ void printDiagnostics(std::string_view file, const Diagnostics& diagnostics);
 std::optional<config::Json> loadJsonFile(std::string_view command, const std::string& file,
                                          Diagnostics& diagnostics, int& exitCode,
                                          config::SourceMap* positions = nullptr);
+
+// Loads a parsed document with the whole-file loader when it is an EndpointPickerConfig (an
+// object without "type"); returns nullopt for a single plugin object. Diagnostics (with YAML
+// positions) are appended to `diagnostics`.
+std::optional<config::BundleResult> loadWholeFile(const config::Json& json,
+                                                  const config::SourceMap& positions,
+                                                  Diagnostics& diagnostics);
 
 // Parses a number as the tool accepts it: decimal, "nan", "inf", "-inf".
 std::optional<double> parseDouble(std::string_view text);

@@ -12,7 +12,7 @@ Usage: holdback COMMAND [OPTIONS]
 
 Commands:
   ceilings   compute the admission ceiling of every priority with a usage limit policy
-  validate   check a policy plugin file or an EndpointPickerConfig, reporting every problem
+  validate   check a whole EndpointPickerConfig (or one plugin object), reporting every problem
   saturation  run a saturation detector over an endpoint snapshot (saturation, filter)
   simulate   simulate a gateway and a pool of LLM servers under prioritized traffic, once per
              policy arm, driving the real flow controller (the main job; see docs/simulation.md)

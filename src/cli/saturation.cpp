@@ -150,11 +150,15 @@ int runSaturation(int argc, char** argv) {
 
   std::optional<std::shared_ptr<SaturationDetector>> detector;
   if (config_document) {
-    auto loaded =
-        config::loadSaturationDetector(*config_document, config::builtinDetectorRegistry());
-    config_diagnostics.append(loaded.diagnostics());
+    if (auto whole = loadWholeFile(*config_document, config_positions, config_diagnostics)) {
+      if (*whole && !config_diagnostics.hasErrors()) detector = whole->value()->detector;
+    } else {
+      auto loaded =
+          config::loadSaturationDetector(*config_document, config::builtinDetectorRegistry());
+      config_diagnostics.append(loaded.diagnostics());
+      if (loaded && !config_diagnostics.hasErrors()) detector = loaded.value();
+    }
     config_diagnostics = config::withPositions(config_diagnostics, config_positions);
-    if (loaded && !config_diagnostics.hasErrors()) detector = loaded.value();
     printDiagnostics(*config_file, config_diagnostics);
   }
   std::optional<Snapshot> snapshot;

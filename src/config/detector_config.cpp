@@ -182,7 +182,22 @@ Result<std::shared_ptr<SaturationDetector>> loadSaturationDetector(
   const std::vector<PluginSpec> specs = readPluginList(document, diagnostics);
   const auto detectors = buildPlugins(specs, registry, diagnostics);
 
-  // The ref: flowControl.saturationDetector.pluginRef, else the deprecated top-level one.
+  std::string ref_path;
+  if (const auto fc = document.find("flowControl"); fc != document.end() && !fc->is_object()) {
+    diagnostics.error("/flowControl", mismatch(*fc, "an object"));
+  }
+  const auto ref = readSaturationDetectorRef(document, ref_path, diagnostics);
+  auto detector = resolvePluginRef(ref, ref_path, UtilizationDetector::kType, detectors, specs,
+                                   registry, "saturation detector", diagnostics, [] {
+                                     return std::shared_ptr<SaturationDetector>(
+                                         std::move(UtilizationDetector::create()).value());
+                                   });
+  if (diagnostics.hasErrors() || detector == nullptr) return Out::failure(std::move(diagnostics));
+  return Out(std::move(detector), std::move(diagnostics));
+}
+
+std::optional<std::string> readSaturationDetectorRef(const Json& document, std::string& refPath,
+                                                     Diagnostics& diagnostics) {
   const auto readRef = [&](const Json& holder, const std::string& path) {
     std::optional<std::string> ref;
     const auto sd = holder.find("saturationDetector");
@@ -194,13 +209,9 @@ Result<std::shared_ptr<SaturationDetector>> loadSaturationDetector(
     return ref;
   };
   std::optional<std::string> ref;
-  std::string ref_path = "/flowControl/saturationDetector/pluginRef";
-  if (const auto fc = document.find("flowControl"); fc != document.end()) {
-    if (fc->is_object()) {
-      ref = readRef(*fc, "/flowControl/saturationDetector");
-    } else {
-      diagnostics.error("/flowControl", mismatch(*fc, "an object"));
-    }
+  refPath = "/flowControl/saturationDetector/pluginRef";
+  if (const auto fc = document.find("flowControl"); fc != document.end() && fc->is_object()) {
+    ref = readRef(*fc, "/flowControl/saturationDetector");
   }
   if (document.contains("saturationDetector")) {
     diagnostics.warning("/saturationDetector",
@@ -209,28 +220,10 @@ Result<std::shared_ptr<SaturationDetector>> loadSaturationDetector(
     auto deprecated = readRef(document, "/saturationDetector");
     if (!ref && deprecated) {
       ref = std::move(deprecated);
-      ref_path = "/saturationDetector/pluginRef";
+      refPath = "/saturationDetector/pluginRef";
     }
   }
-  // Check the ref even when a plugin was invalid, so that every problem is reported at once.
-  if (ref && detectors.find(*ref) == detectors.end()) {
-    reportUnresolvedRef(ref_path, *ref, specs, registry, "saturation detector", diagnostics);
-  }
-  if (diagnostics.hasErrors()) return Out::failure(std::move(diagnostics));
-
-  if (ref) {
-    if (const auto it = detectors.find(*ref); it != detectors.end()) {
-      return Out(it->second, std::move(diagnostics));
-    }
-    diagnostics.error(ref_path, "\"" + *ref + "\" could not be resolved");  // not reached
-    return Out::failure(std::move(diagnostics));
-  }
-  const std::string fallback(UtilizationDetector::kType);
-  if (const auto it = detectors.find(fallback); it != detectors.end()) {
-    return Out(it->second, std::move(diagnostics));
-  }
-  return Out(std::shared_ptr<SaturationDetector>(std::move(UtilizationDetector::create()).value()),
-             std::move(diagnostics));
+  return ref;
 }
 
 }  // namespace holdback::config

@@ -369,7 +369,9 @@ void ParamReader::finish() {
   }
   for (const auto& [key, v] : object_->items()) {
     if (known_.find(key) == known_.end()) {
-      error(key, "unknown key \"" + key + "\"; allowed keys: " + list);
+      error(key,
+            "unknown key \"" + key + "\"; " +
+                (list.empty() ? std::string("no keys are allowed here") : "allowed keys: " + list));
     }
   }
 }

@@ -276,17 +276,14 @@ Result<std::shared_ptr<UsageLimitPolicy>> loadUsageLimitPolicy(const Json& docum
     ref = flow_control.string("usageLimitPolicyPluginRef");
     if (ref && ref->empty()) ref.reset();
   }
-  // Check the ref even when a plugin was invalid, so that every problem is reported at once.
-  if (ref && policies.find(*ref) == policies.end()) {
-    reportUnresolvedRef(ref_path, *ref, specs, registry, "usage limit policy", diagnostics);
-  }
-  if (diagnostics.hasErrors()) return Out::failure(std::move(diagnostics));
-
-  const auto chosen = policies.find(ref.value_or(std::string(StaticUsageLimitPolicy::kType)));
-  if (chosen != policies.end()) return Out(chosen->second, std::move(diagnostics));
-  // No ref and no plugin named static-usage-limit-policy: the default, threshold 1.0.
-  return Out(std::shared_ptr<UsageLimitPolicy>(std::move(StaticUsageLimitPolicy::create()).value()),
-             std::move(diagnostics));
+  // The ref is checked even when a plugin was invalid, so that every problem is reported at once.
+  auto policy = resolvePluginRef(ref, ref_path, StaticUsageLimitPolicy::kType, policies, specs,
+                                 registry, "usage limit policy", diagnostics, [] {
+                                   return std::shared_ptr<UsageLimitPolicy>(
+                                       std::move(StaticUsageLimitPolicy::create()).value());
+                                 });
+  if (diagnostics.hasErrors() || policy == nullptr) return Out::failure(std::move(diagnostics));
+  return Out(std::move(policy), std::move(diagnostics));
 }
 
 std::vector<PluginSpec> readPluginList(const Json& document, Diagnostics& diagnostics) {

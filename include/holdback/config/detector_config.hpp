@@ -40,6 +40,14 @@ std::optional<ConcurrencyDetectorOptions> parseConcurrencyDetectorOptions(const 
                                                                           const std::string& path,
                                                                           Diagnostics& diagnostics);
 
+// The detector ref of an EndpointPickerConfig (an object):
+// flowControl.saturationDetector.pluginRef, else the deprecated top-level
+// saturationDetector.pluginRef (warned about whenever present). An empty ref is absent. `refPath`
+// receives the JSON pointer of the ref used. Unknown keys in either saturationDetector object are
+// reported; a flowControl that is not an object is skipped (its reader reports it).
+std::optional<std::string> readSaturationDetectorRef(const Json& document, std::string& refPath,
+                                                     Diagnostics& diagnostics);
+
 // Builds the saturation detector a document describes. The document is either one plugin object
 // ({"type": ..., "name": ..., "parameters": ...}) or an EndpointPickerConfig, in which case every
 // plugin whose type is a registered detector type is validated (plugins of other types are

@@ -129,4 +129,22 @@ void reportUnresolvedRef(const std::string& refPath, const std::string& ref,
   }
 }
 
+// The plugin a ref selects among `built` (from buildPlugins). With a ref: the plugin it names,
+// or null after reportUnresolvedRef at `refPath` (a plugin that failed to build has already been
+// reported). Without a ref: the plugin named `defaultName` if one was built, else makeDefault().
+template <class Interface, class MakeDefault>
+std::shared_ptr<Interface> resolvePluginRef(
+    const std::optional<std::string>& ref, const std::string& refPath, std::string_view defaultName,
+    const std::map<std::string, std::shared_ptr<Interface>, std::less<>>& built,
+    const std::vector<PluginSpec>& specs, const PluginRegistry<Interface>& registry,
+    std::string_view kind, Diagnostics& diagnostics, MakeDefault makeDefault) {
+  if (ref) {
+    if (const auto it = built.find(*ref); it != built.end()) return it->second;
+    reportUnresolvedRef(refPath, *ref, specs, registry, kind, diagnostics);
+    return nullptr;
+  }
+  if (const auto it = built.find(defaultName); it != built.end()) return it->second;
+  return makeDefault();
+}
+
 }  // namespace holdback::config

@@ -1,0 +1,344 @@
+#include "holdback/config/endpoint_picker_config.hpp"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "holdback/config/document.hpp"
+#include "holdback/config/duration.hpp"
+
+namespace holdback::config {
+namespace {
+
+namespace fs = std::filesystem;
+
+const fs::path kGoldenDir = fs::path(HOLDBACK_SOURCE_DIR) / "tests" / "golden";
+
+std::string readFile(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+// What a golden .expected file holds: every diagnostic, then "ok" and the stack, or "invalid".
+std::string render(const BundleResult& result) {
+  std::string out = result.diagnostics().toString();
+  if (!out.empty() && out.back() != '\n') out += '\n';
+  if (!result) return out + "invalid\n";
+  return out + "ok\n" + describeBundle(*result.value());
+}
+
+TEST(EndpointPickerConfigGoldenTest, EveryConfigMatchesItsExpectedResult) {
+  // HOLDBACK_UPDATE_GOLDEN=1 rewrites the .expected files (review the diff before committing).
+  const bool update = std::getenv("HOLDBACK_UPDATE_GOLDEN") != nullptr;
+  std::size_t checked = 0;
+  for (const auto& entry : fs::directory_iterator(kGoldenDir)) {
+    const fs::path path = entry.path();
+    if (path.extension() != ".yaml" && path.extension() != ".json") continue;
+    const fs::path expected_path = path.string() + ".expected";
+    const std::string actual = render(loadEndpointPickerConfigFile(path.string()));
+    if (update) {
+      std::ofstream(expected_path, std::ios::binary) << actual;
+    }
+    ASSERT_TRUE(fs::exists(expected_path)) << expected_path;
+    EXPECT_EQ(actual, readFile(expected_path)) << "golden file " << path.filename();
+    ++checked;
+  }
+  EXPECT_GE(checked, 10u);
+}
+
+// The same config as YAML and as JSON (the YAML document re-serialized) builds the same stack.
+void expectSameStack(const ConfigBundle& a, const ConfigBundle& b) {
+  EXPECT_EQ(describeBundle(a), describeBundle(b));
+  const std::vector<std::vector<Priority>> domains = {{0}, {100, 0, -10}, {100, 50, 0, -1, -10}};
+  for (const auto& priorities : domains) {
+    for (double s : {0.0, 0.3, 0.55, 0.8, 0.99, 1.0, 1.5}) {
+      std::vector<double> ca(priorities.size(), 1.0), cb(priorities.size(), 1.0);
+      a.policy->computeLimit(s, priorities, ca);
+      b.policy->computeLimit(s, priorities, cb);
+      EXPECT_EQ(ca, cb) << "saturation " << s;
+    }
+  }
+  const TimePoint now{std::chrono::seconds(100)};
+  std::vector<Endpoint> pool(3);
+  pool[0] = Endpoint{.name = "a", .updateTime = now, .waitingQueueSize = 2, .kvCacheUsage = 0.5};
+  pool[1] = Endpoint{.name = "b",
+                     .updateTime = now,
+                     .waitingQueueSize = 9,
+                     .kvCacheUsage = 0.9,
+                     .inFlightRequests = 40};
+  pool[2] = Endpoint{.name = "c", .updateTime = now - std::chrono::seconds(5)};
+  EXPECT_EQ(a.detector->saturation(pool, now), b.detector->saturation(pool, now));
+  EXPECT_EQ(a.detector->name(), b.detector->name());
+  const FlowControllerOptions& oa = a.controller;
+  const FlowControllerOptions& ob = b.controller;
+  EXPECT_EQ(oa.maxBytes, ob.maxBytes);
+  EXPECT_EQ(oa.maxRequests, ob.maxRequests);
+  EXPECT_EQ(oa.defaultRequestTtl, ob.defaultRequestTtl);
+  EXPECT_EQ(oa.noEndpointRequestTtl, ob.noEndpointRequestTtl);
+  ASSERT_EQ(oa.bands.size(), ob.bands.size());
+  for (std::size_t i = 0; i < oa.bands.size(); ++i) {
+    EXPECT_EQ(oa.bands[i].priority, ob.bands[i].priority);
+    EXPECT_EQ(oa.bands[i].maxBytes, ob.bands[i].maxBytes);
+    EXPECT_EQ(oa.bands[i].maxRequests, ob.bands[i].maxRequests);
+  }
+}
+
+TEST(EndpointPickerConfigRoundTripTest, YamlAndJsonOfTheSameConfigBuildTheSameStack) {
+  std::size_t checked = 0;
+  for (const auto& entry : fs::directory_iterator(kGoldenDir)) {
+    if (entry.path().extension() != ".yaml") continue;
+    const auto yaml = loadEndpointPickerConfigFile(entry.path().string());
+    if (!yaml) continue;
+    const auto parsed = parseDocument(readFile(entry.path()));
+    ASSERT_TRUE(parsed);
+    ASSERT_EQ(parsed->format, DocumentFormat::kYaml);
+    const std::string json_text = parsed->json.dump(2);
+    const auto json = loadEndpointPickerConfigText(json_text);
+    ASSERT_TRUE(json) << entry.path() << "\n" << json.diagnostics().toString();
+    SCOPED_TRACE(entry.path().filename().string());
+    expectSameStack(*yaml.value(), *json.value());
+    // Same warnings, at the same paths (JSON has no line numbers).
+    std::vector<std::string> wy, wj;
+    for (const auto& w : yaml.diagnostics().warnings()) wy.push_back(w.path + w.message);
+    for (const auto& w : json.diagnostics().warnings()) wj.push_back(w.path + w.message);
+    EXPECT_EQ(wy, wj);
+    ++checked;
+  }
+  EXPECT_GE(checked, 4u);
+}
+
+// Hand-written twins: X.yaml and X.json in tests/golden describe the same config.
+TEST(EndpointPickerConfigRoundTripTest, HandWrittenYamlAndJsonTwinsBuildTheSameStack) {
+  std::size_t checked = 0;
+  for (const auto& entry : fs::directory_iterator(kGoldenDir)) {
+    if (entry.path().extension() != ".yaml") continue;
+    fs::path twin = entry.path();
+    twin.replace_extension(".json");
+    if (!fs::exists(twin)) continue;
+    const auto yaml = loadEndpointPickerConfigFile(entry.path().string());
+    const auto json = loadEndpointPickerConfigFile(twin.string());
+    ASSERT_TRUE(yaml && json) << yaml.diagnostics().toString() << json.diagnostics().toString();
+    SCOPED_TRACE(twin.filename().string());
+    expectSameStack(*yaml.value(), *json.value());
+    ++checked;
+  }
+  EXPECT_GE(checked, 1u);
+}
+
+// The defaults the doc table states are the ones an empty flowControl block gets.
+TEST(EndpointPickerConfigDocsTest, DocumentedDefaultsAreTheLoadersDefaults) {
+  const auto loaded = loadEndpointPickerConfigFile((kGoldenDir / "defaults-only.json").string());
+  ASSERT_TRUE(loaded) << loaded.diagnostics().toString();
+  const ConfigBundle& b = *loaded.value();
+  std::map<std::string, std::string, std::less<>> defaults;
+  for (const FieldInfo& f : kEndpointPickerConfigFields) {
+    defaults.emplace(std::string(f.path), std::string(f.defaultValue));
+  }
+  const auto leadingNumber = [&](const std::string& path) {
+    return std::stoull(defaults.at(path));
+  };
+  EXPECT_EQ(b.controller.maxBytes, leadingNumber("flowControl.maxBytes"));
+  EXPECT_EQ(b.controller.maxRequests, leadingNumber("flowControl.maxRequests"));
+  EXPECT_EQ(b.controller.defaultBand.maxBytes, leadingNumber("band.maxBytes"));
+  EXPECT_EQ(b.controller.defaultBand.maxRequests, leadingNumber("band.maxRequests"));
+  EXPECT_EQ(b.controller.defaultRequestTtl,
+            parseDuration(defaults.at("flowControl.defaultRequestTTL")));
+  EXPECT_EQ(defaults.at("flowControl.noEndpointRequestTTL"), "defaultRequestTTL");
+  EXPECT_EQ(b.controller.noEndpointRequestTtl, b.controller.defaultRequestTtl);
+  EXPECT_EQ(b.policy->name(), defaults.at("flowControl.usageLimitPolicyPluginRef"));
+  EXPECT_EQ(b.detector->name(), defaults.at("flowControl.saturationDetector.pluginRef"));
+  EXPECT_EQ(b.controller.bands.size(), 0u);
+  EXPECT_FALSE(b.controller.defaultNegativeBand);
+  const auto band = loadEndpointPickerConfigText(
+      R"({"apiVersion": "llm-d.ai/v1alpha1", "kind": "EndpointPickerConfig",
+          "featureGates": ["flowControl"], "flowControl": {"priorityBands": [{"priority": 3}]}})");
+  ASSERT_TRUE(band);
+  const BandOptions& declared = band.value()->controller.bands.at(0);
+  EXPECT_EQ(declared.maxBytes, leadingNumber("band.maxBytes"));
+  EXPECT_EQ(declared.maxRequests, leadingNumber("band.maxRequests"));
+  EXPECT_EQ(declared.fairness->type(), defaults.at("band.fairnessPolicyRef"));
+  EXPECT_EQ(declared.ordering->type(), defaults.at("band.orderingPolicyRef"));
+}
+
+TEST(EndpointPickerConfigTest, ReferenceExampleBuildsItsBands) {
+  const auto loaded = loadEndpointPickerConfigFile((kGoldenDir / "reference-full.yaml").string());
+  ASSERT_TRUE(loaded) << loaded.diagnostics().toString();
+  const ConfigBundle& b = *loaded.value();
+  EXPECT_TRUE(b.flowControlEnabled);
+  EXPECT_EQ(b.policy->name(), "holdback");
+  EXPECT_EQ(b.detector->name(), "util");
+  ASSERT_EQ(b.controller.bands.size(), 2u);
+  EXPECT_EQ(b.controller.bands[0].priority, 100);
+  EXPECT_EQ(b.controller.bands[0].maxBytes, 500'000'000u);
+  EXPECT_EQ(b.controller.bands[0].maxRequests, 1000u);
+  EXPECT_EQ(b.controller.bands[0].fairness->type(), RoundRobinFairnessPolicy::kType);
+  EXPECT_EQ(b.controller.bands[0].ordering->type(), EdfOrderingPolicy::kType);
+  EXPECT_EQ(b.controller.bands[1].maxRequests, 5u);
+  ASSERT_TRUE(b.controller.defaultNegativeBand);
+  EXPECT_EQ(b.controller.defaultNegativeBand->maxRequests, 50u);
+  EXPECT_EQ(b.controller.defaultBand.maxBytes, 1'000'000'000u);
+  // The controller accepts the options once the host adds its collaborators.
+  FlowControllerOptions o = b.controller;
+  struct NoEndpoints final : EndpointSource {
+    std::span<const Endpoint> endpoints(TimePoint) noexcept override { return {}; }
+  };
+  o.endpoints = std::make_shared<NoEndpoints>();
+  o.onOutcome = [](Completion&&) {};
+  auto controller = FlowController::create(o);
+  ASSERT_TRUE(controller) << controller.diagnostics().toString();
+  EXPECT_EQ(controller.value()->bandPriorities(), (std::vector<Priority>{100, 0, -10}));
+}
+
+TEST(EndpointPickerConfigTest, TtlResolutionFollowsTheReferenceTable) {
+  const auto ttls = [](const std::string& fc) {
+    const auto loaded = loadEndpointPickerConfigText(
+        R"({"apiVersion": "llm-d.ai/v1alpha1", "kind": "EndpointPickerConfig",
+            "featureGates": ["flowControl"], "flowControl": {)" +
+        fc + "}}");
+    EXPECT_TRUE(loaded) << loaded.diagnostics().toString();
+    if (!loaded) return std::pair<Duration, Duration>{};
+    return std::pair<Duration, Duration>{*loaded.value()->controller.defaultRequestTtl,
+                                         *loaded.value()->controller.noEndpointRequestTtl};
+  };
+  using std::chrono::seconds;
+  EXPECT_EQ(ttls(""), std::make_pair(Duration(seconds(60)), Duration(seconds(60))));
+  EXPECT_EQ(ttls(R"("defaultRequestTTL": "5s")"),
+            std::make_pair(Duration(seconds(5)), Duration(seconds(5))));
+  EXPECT_EQ(ttls(R"("defaultRequestTTL": "5s", "noEndpointRequestTTL": "2m")"),
+            std::make_pair(Duration(seconds(5)), Duration(seconds(120))));
+  EXPECT_EQ(ttls(R"("defaultRequestTTL": "0s")"), std::make_pair(Duration(0), Duration(0)));
+  EXPECT_EQ(ttls(R"("defaultRequestTTL": "5s", "noEndpointRequestTTL": "0s")"),
+            std::make_pair(Duration(seconds(5)), Duration(0)));
+}
+
+TEST(EndpointPickerConfigTest, HostRegisteredTypesAreBuiltAndReferenced) {
+  Registries registries;
+  int made = 0;
+  registries.ordering.add("lifo-ordering-policy", [&made](const PluginSpec& spec,
+                                                          Diagnostics& diagnostics) {
+    ParamReader params(spec.parameters, spec.parametersPath(), diagnostics);
+    params.finish();
+    ++made;
+    struct Lifo final : OrderingPolicy {
+      std::string_view type() const noexcept override { return "lifo-ordering-policy"; }
+      bool less(const QueuedRequestView& a, const QueuedRequestView& b) const noexcept override {
+        return a.enqueueTime > b.enqueueTime;
+      }
+    };
+    return std::unique_ptr<OrderingPolicy>(std::make_unique<Lifo>());
+  });
+  const auto loaded = loadEndpointPickerConfigText(
+      R"({"apiVersion": "llm-d.ai/v1alpha1", "kind": "EndpointPickerConfig",
+          "featureGates": ["flowControl"], "plugins": [{"name": "lifo", "type": "lifo-ordering-policy"}],
+          "flowControl": {"priorityBands": [{"priority": 7, "orderingPolicyRef": "lifo"}]}})",
+      registries);
+  ASSERT_TRUE(loaded) << loaded.diagnostics().toString();
+  EXPECT_EQ(made, 1);
+  EXPECT_EQ(loaded.value()->controller.bands.at(0).ordering->type(), "lifo-ordering-policy");
+  // Without the registration the same file names an unknown plugin type.
+  const auto plain = loadEndpointPickerConfigText(
+      R"({"apiVersion": "llm-d.ai/v1alpha1", "kind": "EndpointPickerConfig",
+          "featureGates": ["flowControl"], "plugins": [{"name": "lifo", "type": "lifo-ordering-policy"}],
+          "flowControl": {"priorityBands": [{"priority": 7, "orderingPolicyRef": "lifo"}]}})");
+  ASSERT_FALSE(plain);
+  EXPECT_NE(plain.diagnostics().toString().find(
+                "/flowControl/priorityBands/0/orderingPolicyRef: \"lifo\" names a plugin of type "
+                "\"lifo-ordering-policy\", which is not a ordering policy"),
+            std::string::npos)
+      << plain.diagnostics().toString();
+}
+
+// docs/configuration.md's field table lists exactly kEndpointPickerConfigFields, with the same
+// type, default and allowed values; and the loader's known keys are exactly those fields.
+TEST(EndpointPickerConfigDocsTest, FieldTableMatchesTheCode) {
+  const std::string doc = readFile(fs::path(HOLDBACK_SOURCE_DIR) / "docs" / "configuration.md");
+  const auto begin = doc.find("<!-- fields:begin -->");
+  const auto end = doc.find("<!-- fields:end -->");
+  ASSERT_NE(begin, std::string::npos);
+  ASSERT_NE(end, std::string::npos);
+  std::istringstream table(doc.substr(begin, end - begin));
+  std::vector<std::vector<std::string>> rows;
+  for (std::string line; std::getline(table, line);) {
+    if (!line.starts_with("| `")) continue;
+    std::vector<std::string> cells;
+    std::size_t pos = 1;
+    while (pos < line.size()) {
+      const auto next = line.find(" |", pos);
+      if (next == std::string::npos) break;
+      std::string cell = line.substr(pos, next - pos);
+      cell.erase(0, cell.find_first_not_of(' '));
+      if (cell.size() >= 2 && cell.front() == '`' && cell.back() == '`') {
+        cell = cell.substr(1, cell.size() - 2);
+      }
+      cells.push_back(cell);
+      pos = next + 2;
+    }
+    rows.push_back(cells);
+  }
+  ASSERT_EQ(rows.size(), kEndpointPickerConfigFields.size());
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    const FieldInfo& f = kEndpointPickerConfigFields[i];
+    ASSERT_EQ(rows[i].size(), 4u) << rows[i][0];
+    EXPECT_EQ(rows[i][0], f.path);
+    EXPECT_EQ(rows[i][1], f.type) << f.path;
+    EXPECT_EQ(rows[i][2], f.defaultValue) << f.path;
+    EXPECT_EQ(rows[i][3], f.allowed) << f.path;
+  }
+
+  // The loader's known keys, from its "unknown key" messages, are the documented ones.
+  const auto knownKeys = [](const std::string& text, const std::string& path) {
+    const auto loaded = loadEndpointPickerConfigText(text);
+    for (const Diagnostic& d : loaded.diagnostics().errors()) {
+      if (d.path != path) continue;
+      const auto at = d.message.find("allowed keys: ");
+      if (at == std::string::npos) continue;
+      std::set<std::string> keys;
+      std::istringstream list(d.message.substr(at + 14));
+      for (std::string key; std::getline(list, key, ',');) {
+        key.erase(0, key.find_first_not_of(' '));
+        keys.insert(key);
+      }
+      return keys;
+    }
+    return std::set<std::string>{};
+  };
+  const auto documented = [](const std::string& prefix, bool nested) {
+    std::set<std::string> keys;
+    for (const FieldInfo& f : kEndpointPickerConfigFields) {
+      const std::string path(f.path);
+      if (!path.starts_with(prefix)) continue;
+      std::string key = path.substr(prefix.size());
+      if (!nested) key = key.substr(0, key.find('.'));
+      keys.insert(key);
+    }
+    return keys;
+  };
+  const std::string head =
+      R"({"apiVersion": "llm-d.ai/v1alpha1", "kind": "EndpointPickerConfig", "featureGates": ["flowControl"], )";
+  EXPECT_EQ(knownKeys(head + R"("flowControl": {"zz": 1}})", "/flowControl/zz"),
+            documented("flowControl.", false));
+  EXPECT_EQ(knownKeys(head + R"("flowControl": {"priorityBands": [{"priority": 1, "zz": 1}]}})",
+                      "/flowControl/priorityBands/0/zz"),
+            documented("band.", true));
+  std::set<std::string> top = knownKeys(head + R"("zz": 1})", "/zz");
+  // Accepted-and-ignored Go fields and the deprecated saturationDetector are documented apart.
+  for (const char* ignored : {"metadata", "schedulingProfiles", "data", "saturationDetector"}) {
+    EXPECT_EQ(top.erase(ignored), 1u) << ignored;
+  }
+  std::set<std::string> documented_top = documented("", false);
+  documented_top.erase("band");
+  EXPECT_EQ(top, documented_top);
+}
+
+}  // namespace
+}  // namespace holdback::config
