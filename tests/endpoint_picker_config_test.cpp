@@ -253,7 +253,7 @@ TEST(EndpointPickerConfigTest, HostRegisteredTypesAreBuiltAndReferenced) {
   ASSERT_FALSE(plain);
   EXPECT_NE(plain.diagnostics().toString().find(
                 "/flowControl/priorityBands/0/orderingPolicyRef: \"lifo\" names a plugin of type "
-                "\"lifo-ordering-policy\", which is not a ordering policy"),
+                "\"lifo-ordering-policy\", which is not an ordering policy"),
             std::string::npos)
       << plain.diagnostics().toString();
 }

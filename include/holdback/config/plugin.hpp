@@ -109,9 +109,10 @@ std::map<std::string, std::shared_ptr<Interface>, std::less<>> buildPlugins(
   return built;
 }
 
-// Reports why `ref` (at `refPath`) does not resolve to a `kind`: it names no plugin, or a plugin
-// of a type `registry` does not know. A plugin of a known type that failed to build has already
-// been reported and adds nothing here.
+// Reports why `ref` (at `refPath`) does not resolve to a `kind` ("an" before a, e, i, o; "a"
+// otherwise, which suits the kinds used: usage limit policy, ordering policy, ...): it names no
+// plugin, or a plugin of a type `registry` does not know. A plugin of a known type that failed to
+// build has already been reported and adds nothing here.
 template <class Interface>
 void reportUnresolvedRef(const std::string& refPath, const std::string& ref,
                          const std::vector<PluginSpec>& specs,
@@ -124,8 +125,9 @@ void reportUnresolvedRef(const std::string& refPath, const std::string& ref,
     diagnostics.error(refPath, "\"" + ref + "\" names no plugin; defined plugins: " +
                                    (names.empty() ? std::string("none") : names));
   } else if (!registry.contains(spec->type)) {
-    diagnostics.error(refPath, "\"" + ref + "\" names a plugin of type \"" + spec->type +
-                                   "\", which is not a " + std::string(kind));
+    diagnostics.error(
+        refPath, "\"" + ref + "\" names a plugin of type \"" + spec->type + "\", which is not " +
+                     (kind.find_first_of("aeio") == 0 ? "an " : "a ") + std::string(kind));
   }
 }
 
