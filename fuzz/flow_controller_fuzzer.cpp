@@ -18,25 +18,7 @@ namespace {
 
 using namespace holdback;
 
-class Input {
- public:
-  Input(const std::uint8_t* data, std::size_t size) : data_(data), size_(size) {}
-  template <class T>
-  T take() {
-    T value{};
-    const std::size_t n = sizeof(T) < size_ ? sizeof(T) : size_;
-    std::memcpy(&value, data_, n);
-    data_ += n;
-    size_ -= n;
-    return value;
-  }
-  std::uint8_t byte() { return take<std::uint8_t>(); }
-  [[nodiscard]] bool empty() const { return size_ == 0; }
-
- private:
-  const std::uint8_t* data_;
-  std::size_t size_;
-};
+using holdback::fuzz::Input;
 
 class FakeDetector final : public SaturationDetector {
  public:

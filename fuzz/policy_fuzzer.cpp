@@ -10,25 +10,7 @@
 
 namespace {
 
-// Reads fixed-size values from the input; zeros once it runs out.
-class Input {
- public:
-  Input(const std::uint8_t* data, std::size_t size) : data_(data), size_(size) {}
-  template <class T>
-  T take() {
-    T value{};
-    const std::size_t n = sizeof(T) < size_ ? sizeof(T) : size_;
-    std::memcpy(&value, data_, n);
-    data_ += n;
-    size_ -= n;
-    return value;
-  }
-  [[nodiscard]] bool empty() const { return size_ == 0; }
-
- private:
-  const std::uint8_t* data_;
-  std::size_t size_;
-};
+using holdback::fuzz::Input;
 
 std::unique_ptr<holdback::UsageLimitPolicy> makePolicy(Input& in) {
   using namespace holdback;

@@ -249,21 +249,8 @@ std::optional<PluginSpec> readPluginSpec(const Json& plugin, const std::string& 
 Result<std::shared_ptr<UsageLimitPolicy>> loadUsageLimitPolicy(const Json& document,
                                                                const PolicyRegistry& registry) {
   using Out = Result<std::shared_ptr<UsageLimitPolicy>>;
+  if (auto single = loadSinglePlugin(document, registry)) return std::move(*single);
   Diagnostics diagnostics;
-  if (!document.is_object()) {
-    diagnostics.error("", mismatch(document, "a plugin object or an EndpointPickerConfig"));
-    return Out::failure(std::move(diagnostics));
-  }
-
-  // A single plugin object.
-  if (document.contains("type")) {
-    const auto spec = readPluginSpec(document, "", diagnostics);
-    if (!spec) return Out::failure(std::move(diagnostics));
-    auto made = registry.create(*spec);
-    diagnostics.append(made.diagnostics());
-    if (!made) return Out::failure(std::move(diagnostics));
-    return Out(std::shared_ptr<UsageLimitPolicy>(std::move(made).value()), std::move(diagnostics));
-  }
 
   // An EndpointPickerConfig.
   const std::vector<PluginSpec> specs = readPluginList(document, diagnostics);

@@ -79,6 +79,27 @@ class PluginRegistry {
   std::map<std::string, Factory, std::less<>> factories_;
 };
 
+// A document that is a single plugin object ({"type": ...}) built with `registry`, or a failure
+// when the document is not an object at all. nullopt when the document is an
+// EndpointPickerConfig, which the caller resolves itself.
+template <class Interface>
+std::optional<Result<std::shared_ptr<Interface>>> loadSinglePlugin(
+    const Json& document, const PluginRegistry<Interface>& registry) {
+  using Out = Result<std::shared_ptr<Interface>>;
+  Diagnostics diagnostics;
+  if (!document.is_object()) {
+    diagnostics.error("", mismatch(document, "a plugin object or an EndpointPickerConfig"));
+    return Out::failure(std::move(diagnostics));
+  }
+  if (!document.contains("type")) return std::nullopt;
+  const auto spec = readPluginSpec(document, "", diagnostics);
+  if (!spec) return Out::failure(std::move(diagnostics));
+  auto made = registry.create(*spec);
+  diagnostics.append(made.diagnostics());
+  if (!made) return Out::failure(std::move(diagnostics));
+  return Out(std::shared_ptr<Interface>(std::move(made).value()), std::move(diagnostics));
+}
+
 // Every well-formed plugin of an EndpointPickerConfig's "plugins" array, in order. Reports
 // malformed entries and duplicate names (a duplicate is left out). An absent array is empty.
 std::vector<PluginSpec> readPluginList(const Json& document, Diagnostics& diagnostics);
