@@ -112,7 +112,7 @@ int runCeilings(int argc, char** argv) {
   std::string source = "<built-in example>";
   if (const auto file = args.get("config")) {
     source = *file;
-    document = loadJsonFile("ceilings", *file, diagnostics, exit_code, &positions);
+    document = loadConfigFile("ceilings", *file, diagnostics, exit_code, &positions);
     if (!document) return exit_code;
   } else {
     document = config::parseJson(kBuiltinConfig).value();

@@ -70,9 +70,9 @@ void printDiagnostics(std::string_view file, const Diagnostics& diagnostics) {
   }
 }
 
-std::optional<config::Json> loadJsonFile(std::string_view command, const std::string& file,
-                                         Diagnostics& diagnostics, int& exitCode,
-                                         config::SourceMap* positions) {
+std::optional<config::Json> loadConfigFile(std::string_view command, const std::string& file,
+                                           Diagnostics& diagnostics, int& exitCode,
+                                           config::SourceMap* positions) {
   const auto text = config::readTextFile(file);
   if (!text) {
     exitCode = usageError(command, "cannot read file \"" + file + "\"");

@@ -48,9 +48,9 @@ void printDiagnostics(std::string_view file, const Diagnostics& diagnostics);
 // exitCode kExitInvalid. Otherwise the document is returned and parse diagnostics (duplicate keys)
 // are appended to `diagnostics`, to be printed together with what the caller finds; `positions`,
 // when given, receives where each value came from (YAML), for config::withPositions.
-std::optional<config::Json> loadJsonFile(std::string_view command, const std::string& file,
-                                         Diagnostics& diagnostics, int& exitCode,
-                                         config::SourceMap* positions = nullptr);
+std::optional<config::Json> loadConfigFile(std::string_view command, const std::string& file,
+                                           Diagnostics& diagnostics, int& exitCode,
+                                           config::SourceMap* positions = nullptr);
 
 // Loads a parsed document with the whole-file loader when it is an EndpointPickerConfig (an
 // object without "type"); returns nullopt for a single plugin object. Diagnostics (with YAML

@@ -138,14 +138,14 @@ int runSaturation(int argc, char** argv) {
   int config_exit = kExitOk;
   Diagnostics config_diagnostics;
   config::SourceMap config_positions;
-  const auto config_document =
-      loadJsonFile("saturation", *config_file, config_diagnostics, config_exit, &config_positions);
+  const auto config_document = loadConfigFile("saturation", *config_file, config_diagnostics,
+                                              config_exit, &config_positions);
   if (config_exit == kExitUsage) return config_exit;
   int endpoints_exit = kExitOk;
   Diagnostics endpoints_diagnostics;
   config::SourceMap endpoints_positions;
-  const auto endpoints_document = loadJsonFile("saturation", *endpoints_file, endpoints_diagnostics,
-                                               endpoints_exit, &endpoints_positions);
+  const auto endpoints_document = loadConfigFile(
+      "saturation", *endpoints_file, endpoints_diagnostics, endpoints_exit, &endpoints_positions);
   if (endpoints_exit == kExitUsage) return endpoints_exit;
 
   std::optional<std::shared_ptr<SaturationDetector>> detector;

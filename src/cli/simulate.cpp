@@ -76,7 +76,7 @@ int runSimulate(int argc, char** argv) {
   if (auto file = args.get("scenario")) {
     Diagnostics diagnostics;
     int exitCode = kExitOk;
-    auto json = loadJsonFile(kCommand, *file, diagnostics, exitCode);
+    auto json = loadConfigFile(kCommand, *file, diagnostics, exitCode);
     if (!json) return exitCode;
     auto parsed = sim::parseScenario(*json);
     diagnostics.append(parsed.diagnostics());
