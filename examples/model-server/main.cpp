@@ -35,6 +35,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <ctime>
+#include <iomanip>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -120,6 +121,7 @@ std::optional<int> parseArgs(int argc, char** argv, ServerOptions& o) {
     } else if (arg == "--kv-capacity-tokens") {
       ok = positive(o.kvCapacityTokens, 1);
     } else if (arg == "--model") {
+      o.model = value;
       ok = !value.empty();
       if (!ok) std::fprintf(stderr, "holdback-model-server: --model must not be empty\n");
     } else if (arg == "--threads") {
@@ -329,6 +331,7 @@ class ModelServer {
     const BatchScheduler::Snapshot s = scheduler_.snapshot();
     const std::string label = "{model_name=\"" + escapeLabel(options_.model) + "\"}";
     std::ostringstream out;
+    out << std::setprecision(12);
     auto gauge = [&](const char* name, const char* help, auto value) {
       out << "# HELP " << name << ' ' << help << "\n# TYPE " << name << " gauge\n"
           << name << label << ' ' << value << '\n';
