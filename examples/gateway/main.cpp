@@ -480,7 +480,7 @@ class Gateway {
                                   req.get_header_value(std::string(kFairnessIdHeaderAlias)));
 
     if (!bundle_->flowControlEnabled) {
-      handleLegacy(req, res, priority);
+      handleLegacy(req, res, priority, body);
       return;
     }
 
@@ -512,12 +512,13 @@ class Gateway {
     }
     const auto queued_ms =
         std::chrono::duration_cast<std::chrono::milliseconds>(pending->queued).count();
-    proxy(req, res, *pending->endpoint, queued_ms);
+    proxy(req, res, *pending->endpoint, queued_ms, wantsStream(body));
   }
 
   // Flow control gate off: the reference admits everything at once, except that priority < 0 is
   // rejected 429 while the pool is saturated.
-  void handleLegacy(const httplib::Request& req, httplib::Response& res, Priority priority) {
+  void handleLegacy(const httplib::Request& req, httplib::Response& res, Priority priority,
+                    const nlohmann::json& body) {
     std::vector<Endpoint> snapshot;
     pool_->snapshot(snapshot);
     const TimePoint now = Clock::now();
@@ -533,13 +534,20 @@ class Gateway {
                                  true));
       return;
     }
-    proxy(req, res, *endpoint, 0);
+    proxy(req, res, *endpoint, 0, wantsStream(body));
   }
 
-  // Sends the request to endpoint `index` on a bridge thread and streams the answer back. The
-  // endpoint's in-flight count (taken by pick) is released when the upstream exchange ends.
+  static bool wantsStream(const nlohmann::json& body) {
+    const auto it = body.find("stream");
+    return it != body.end() && it->is_boolean() && it->get<bool>();
+  }
+
+  // Sends the request to endpoint `index` on a bridge thread. `stream`: the answer is streamed
+  // back chunk by chunk as it arrives (chunked transfer encoding); otherwise it is collected and
+  // sent with a Content-Length (and an upstream failure mid-body is still a 502). The endpoint's
+  // in-flight count (taken by pick) is released when the upstream exchange ends.
   void proxy(const httplib::Request& req, httplib::Response& res, std::size_t index,
-             long long queued_ms) {
+             long long queued_ms, bool stream) {
     auto bridge = std::make_shared<Bridge>();
     httplib::Headers headers;
     for (const auto& [name, value] : req.headers) {
@@ -590,12 +598,13 @@ class Gateway {
 
     {
       std::unique_lock lock(bridge->mu);
-      bridge->cv.wait(lock, [&] { return bridge->head || bridge->finished; });
-      if (!bridge->head) {
+      bridge->cv.wait(lock, [&] { return (stream && bridge->head) || bridge->finished; });
+      if (!bridge->head || (!stream && bridge->failed)) {
         const std::string error = bridge->failed ? bridge->error : "no response";
         lock.unlock();
         bridge->thread.join();
         upstream_failures_.fetch_add(1, std::memory_order_relaxed);
+        res.set_header(std::string(kEndpointHeader), pool_->url(index));
         reply(res, replyForUpstreamFailure(pool_->url(index), error));
         return;
       }
@@ -606,6 +615,13 @@ class Gateway {
     count(res.status);
     const std::string content_type =
         bridge->contentType.empty() ? "application/json" : bridge->contentType;
+    if (!stream) {
+      bridge->thread.join();
+      std::string whole;
+      for (const std::string& chunk : bridge->chunks) whole += chunk;
+      res.set_content(std::move(whole), content_type);
+      return;
+    }
     res.set_chunked_content_provider(
         content_type,
         [bridge, this](std::size_t, httplib::DataSink& sink) {
