@@ -1,0 +1,116 @@
+#include "gateway_http.hpp"
+
+#include <charconv>
+#include <cstdint>
+
+#include <nlohmann/json.hpp>
+
+namespace holdback::gateway {
+namespace {
+
+std::optional<int> parseInt(std::string_view s, long long lo, long long hi) {
+  long long v = 0;
+  if (s.empty()) return std::nullopt;
+  auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+  if (ec != std::errc() || end != s.data() + s.size() || v < lo || v > hi) return std::nullopt;
+  return static_cast<int>(v);
+}
+
+}  // namespace
+
+ObjectiveTable ObjectiveTable::builtin() {
+  ObjectiveTable t;
+  t.entries_.emplace("interactive", 10);
+  t.entries_.emplace("batch", -1);
+  return t;
+}
+
+bool ObjectiveTable::set(std::string_view spec, std::string* error) {
+  const std::size_t eq = spec.find('=');
+  if (eq == std::string_view::npos || eq == 0) {
+    if (error) *error = "expected NAME=PRIORITY, got \"" + std::string(spec) + "\"";
+    return false;
+  }
+  const auto priority = parseInt(spec.substr(eq + 1), INT32_MIN, INT32_MAX);
+  if (!priority) {
+    if (error) {
+      *error = "priority \"" + std::string(spec.substr(eq + 1)) +
+               "\" is not a 32-bit integer (in \"" + std::string(spec) + "\")";
+    }
+    return false;
+  }
+  entries_.insert_or_assign(std::string(spec.substr(0, eq)), *priority);
+  return true;
+}
+
+Priority ObjectiveTable::priorityOf(std::string_view objective) const {
+  const auto it = entries_.find(objective);
+  return it == entries_.end() ? 0 : it->second;
+}
+
+std::string flowIdFrom(std::string_view primary, std::string_view alias) {
+  if (!primary.empty()) return std::string(primary);
+  if (!alias.empty()) return std::string(alias);
+  return std::string(kDefaultFlowId);
+}
+
+std::string errorBody(int status, std::string_view type, std::string_view message) {
+  nlohmann::json body = {
+      {"error",
+       {{"message", std::string(message)}, {"type", std::string(type)}, {"code", status}}}};
+  // Replace invalid UTF-8 rather than throw (messages may quote client input).
+  return body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+Reply replyForOutcome(Outcome outcome, bool poolEmptyNow) {
+  const HttpDisposition http = toHttp(outcome, poolEmptyNow);
+  Reply reply;
+  reply.status = http.status;
+  reply.dropReason = std::string(http.dropReason);
+  std::string message = "request not admitted by flow control: ";
+  message += toString(outcome.kind);
+  message += " (";
+  message += toString(outcome.cause);
+  message += ")";
+  const std::string_view type = http.status == 429   ? "rate_limit_exceeded"
+                                : http.status == 503 ? "service_unavailable"
+                                                     : "internal_error";
+  reply.body = errorBody(http.status, type, message);
+  return reply;
+}
+
+Reply replyForUpstreamFailure(std::string_view endpoint, std::string_view detail) {
+  Reply reply;
+  reply.status = 502;
+  reply.body = errorBody(502, "bad_gateway",
+                         "upstream " + std::string(endpoint) + " failed: " + std::string(detail));
+  return reply;
+}
+
+Reply replyForBadRequest(std::string_view detail) {
+  Reply reply;
+  reply.status = 400;
+  reply.body = errorBody(400, "invalid_request_error", detail);
+  return reply;
+}
+
+std::optional<HostPort> parseHostPort(std::string_view text) {
+  const std::size_t colon = text.rfind(':');
+  if (colon == std::string_view::npos || colon == 0) return std::nullopt;
+  const auto port = parseInt(text.substr(colon + 1), 0, 65535);
+  if (!port) return std::nullopt;
+  return HostPort{std::string(text.substr(0, colon)), *port};
+}
+
+std::optional<HostPort> parseEndpointUrl(std::string_view url) {
+  constexpr std::string_view kScheme = "http://";
+  if (url.substr(0, kScheme.size()) != kScheme) return std::nullopt;
+  url.remove_prefix(kScheme.size());
+  if (!url.empty() && url.back() == '/') url.remove_suffix(1);
+  if (url.find('/') != std::string_view::npos) return std::nullopt;
+  auto hp = parseHostPort(url);
+  if (!hp || hp->port == 0) return std::nullopt;
+  return hp;
+}
+
+}  // namespace holdback::gateway

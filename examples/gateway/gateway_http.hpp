@@ -1,0 +1,90 @@
+// The gateway's HTTP conventions, kept apart from the server so that they can be unit-tested:
+// request headers -> priority and flow id, flow-control outcome -> HTTP reply, upstream failure ->
+// HTTP reply, and command-line values.
+//
+// Request headers (the Go gateway's conventions):
+//   x-gateway-inference-objective: NAME     the InferenceObjective; its priority comes from the
+//                                           objective table (--objective NAME=PRIORITY; built-in
+//                                           interactive=10, batch=-1). Missing or unknown -> 0.
+//   x-gateway-inference-fairness-id: ID     the flow (fairness key); alias
+//                                           x-llm-d-inference-fairness-id; default "default-flow".
+// Replies that are not proxied carry an OpenAI-style JSON error body
+//   {"error": {"message": ..., "type": ..., "code": STATUS}}
+// and, for flow-control drops, the header x-llm-d-request-dropped-reason (holdback::toHttp).
+//
+// Thread safety: thread-safe (pure functions; ObjectiveTable is immutable once built).
+#pragma once
+
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "holdback/flow_outcome.hpp"
+#include "holdback/saturation_detector.hpp"
+#include "holdback/usage_limit_policy.hpp"
+
+namespace holdback::gateway {
+
+inline constexpr std::string_view kObjectiveHeader = "x-gateway-inference-objective";
+inline constexpr std::string_view kFairnessIdHeader = "x-gateway-inference-fairness-id";
+inline constexpr std::string_view kFairnessIdHeaderAlias = "x-llm-d-inference-fairness-id";
+inline constexpr std::string_view kDropReasonHeader = "x-llm-d-request-dropped-reason";
+inline constexpr std::string_view kEndpointHeader = "x-holdback-endpoint";
+inline constexpr std::string_view kQueuedMsHeader = "x-holdback-queued-ms";
+inline constexpr std::string_view kDefaultFlowId = "default-flow";
+
+// Objective name -> priority.
+class ObjectiveTable {
+ public:
+  // interactive=10, batch=-1.
+  static ObjectiveTable builtin();
+  // Parses "NAME=PRIORITY" (NAME non-empty, PRIORITY a 32-bit integer) and sets it, replacing a
+  // previous value; false (table unchanged, `error` says why) on a malformed spec.
+  bool set(std::string_view spec, std::string* error = nullptr);
+  // The objective's priority; 0 for a missing (empty) or unknown objective.
+  [[nodiscard]] Priority priorityOf(std::string_view objective) const;
+  [[nodiscard]] const std::map<std::string, Priority, std::less<>>& entries() const {
+    return entries_;
+  }
+
+ private:
+  std::map<std::string, Priority, std::less<>> entries_;
+};
+
+// The flow id from the two header values (empty = absent): primary, else alias, else
+// "default-flow".
+[[nodiscard]] std::string flowIdFrom(std::string_view primary, std::string_view alias);
+
+// A reply the gateway writes itself.
+struct Reply {
+  int status = 500;
+  std::string dropReason;  // empty: no drop-reason header
+  std::string body;        // JSON
+};
+
+// A flow-control outcome that did not dispatch -> the reference's status and drop reason
+// (holdback::toHttp) with a JSON error body naming the outcome. For kDispatched this returns
+// status 200 and is not used by the gateway.
+[[nodiscard]] Reply replyForOutcome(Outcome outcome, bool poolEmptyNow);
+
+// The upstream could not be reached or failed before its response head arrived: 502, no drop
+// reason, `detail` (e.g. "Connection") in the message.
+[[nodiscard]] Reply replyForUpstreamFailure(std::string_view endpoint, std::string_view detail);
+
+// A request the gateway cannot parse: 400.
+[[nodiscard]] Reply replyForBadRequest(std::string_view detail);
+
+// The OpenAI-style error body.
+[[nodiscard]] std::string errorBody(int status, std::string_view type, std::string_view message);
+
+// "HOST:PORT" -> host and port (0..65535); nullopt when malformed.
+struct HostPort {
+  std::string host;
+  int port = 0;
+};
+[[nodiscard]] std::optional<HostPort> parseHostPort(std::string_view text);
+// "http://HOST:PORT" (an optional trailing "/") -> host and port; nullopt otherwise.
+[[nodiscard]] std::optional<HostPort> parseEndpointUrl(std::string_view url);
+
+}  // namespace holdback::gateway

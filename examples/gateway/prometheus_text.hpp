@@ -1,0 +1,71 @@
+// A small parser for the Prometheus text exposition format (version 0.0.4), enough to read a
+// model server's /metrics: what the gateway's telemetry scraper uses.
+//
+// What it accepts, line by line (LF or CRLF line ends):
+//   blank lines                      ignored
+//   "# HELP ..." / "# TYPE ..." / "# anything"   comments, counted and otherwise ignored
+//   name[{label="value",...}] value [timestamp]
+//     name       [a-zA-Z_:][a-zA-Z0-9_:]*
+//     labels     label names [a-zA-Z_][a-zA-Z0-9_]*; values in double quotes with the escapes
+//                \\ \" and \n (any other backslash sequence is kept as written, as Prometheus
+//                does); a trailing comma and spaces around tokens are allowed
+//     value      a float as Go's strconv.ParseFloat reads it: decimal or exponent forms, NaN,
+//                +Inf, -Inf, Inf (case-insensitive)
+//     timestamp  an optional integer (milliseconds since the epoch; may be negative)
+// Anything else (a bad name, an unterminated label value, a missing or malformed value, a
+// non-integer timestamp, trailing garbage) makes the whole line skipped and counted; parsing never
+// stops at a bad line and never throws.
+//
+// Thread safety: thread-safe (pure functions).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace holdback::gateway {
+
+struct Sample {
+  std::string name;
+  std::vector<std::pair<std::string, std::string>> labels;  // in the order written
+  double value = 0.0;
+  std::optional<std::int64_t> timestampMs;
+
+  // The value of label `key`, or nullopt.
+  [[nodiscard]] std::optional<std::string_view> label(std::string_view key) const noexcept;
+};
+
+struct ParsedMetrics {
+  std::vector<Sample> samples;
+  std::size_t commentLines = 0;
+  // Lines that were neither blank, comments nor valid samples.
+  std::size_t skippedLines = 0;
+};
+
+[[nodiscard]] ParsedMetrics parsePrometheusText(std::string_view text);
+
+// Parses one sample line (no line end). nullopt when it is not a valid sample.
+[[nodiscard]] std::optional<Sample> parseSampleLine(std::string_view line);
+
+// Parses a sample value as described above; nullopt when `token` is not one.
+[[nodiscard]] std::optional<double> parseSampleValue(std::string_view token) noexcept;
+
+// What the gateway reads from a vLLM-compatible server.
+struct VllmTelemetry {
+  double waiting = 0.0;       // vllm:num_requests_waiting, summed over samples (one per model)
+  double running = 0.0;       // vllm:num_requests_running, summed; 0 when absent
+  double kvCacheUsage = 0.0;  // vllm:kv_cache_usage_perc (max over samples), else
+                              // vllm:gpu_cache_usage_perc (older vLLM)
+};
+
+// The telemetry in `metrics`, or nullopt with `missing` naming what was absent when the waiting
+// queue or the KV-cache usage is missing (a host must not read an absent gauge as 0: an idle
+// server and a broken exporter would look the same).
+[[nodiscard]] std::optional<VllmTelemetry> extractVllmTelemetry(const ParsedMetrics& metrics,
+                                                                std::string* missing = nullptr);
+
+}  // namespace holdback::gateway

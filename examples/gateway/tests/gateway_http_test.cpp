@@ -1,0 +1,110 @@
+#include "gateway_http.hpp"
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+namespace holdback::gateway {
+namespace {
+
+struct MappingCase {
+  Outcome outcome;
+  bool poolEmpty;
+  int status;
+  const char* dropReason;
+};
+
+class OutcomeMapping : public ::testing::TestWithParam<MappingCase> {};
+
+TEST_P(OutcomeMapping, StatusDropReasonAndJsonBody) {
+  const MappingCase& c = GetParam();
+  const Reply reply = replyForOutcome(c.outcome, c.poolEmpty);
+  EXPECT_EQ(reply.status, c.status);
+  EXPECT_EQ(reply.dropReason, c.dropReason);
+  const auto body = nlohmann::json::parse(reply.body, nullptr, false);
+  ASSERT_FALSE(body.is_discarded()) << reply.body;
+  EXPECT_EQ(body["error"]["code"], c.status);
+  const std::string message = body["error"]["message"];
+  EXPECT_NE(message.find(std::string(toString(c.outcome.kind))), std::string::npos) << message;
+}
+
+using QO = QueueOutcome;
+using OC = OutcomeCause;
+// The reference's EPP admission table (upstream-reference.md §3.8).
+INSTANTIATE_TEST_SUITE_P(
+    ReferenceTable, OutcomeMapping,
+    ::testing::Values(
+        MappingCase{
+            {QO::kRejectedCapacity, OC::kQueueAtCapacity}, false, 429, "rejected-saturated"},
+        MappingCase{
+            {QO::kRejectedNoEndpoints, OC::kNoEndpoints}, false, 503, "rejected-no-endpoints"},
+        MappingCase{
+            {QO::kEvictedNoEndpoints, OC::kNoEndpoints}, false, 503, "rejected-no-endpoints"},
+        MappingCase{{QO::kEvictedTtl, OC::kTtlExpired}, true, 503, "rejected-no-endpoints"},
+        MappingCase{{QO::kEvictedTtl, OC::kTtlExpired}, false, 429, "rejected-ttl-expired"},
+        MappingCase{
+            {QO::kEvictedCancelled, OC::kCancelled}, false, 503, "rejected-context-cancelled"},
+        MappingCase{{QO::kRejectedOther, OC::kNotRunning}, false, 503, "rejected-shutting-down"},
+        MappingCase{{QO::kEvictedOther, OC::kNotRunning}, false, 503, "rejected-shutting-down"},
+        MappingCase{{QO::kEvictedOther, OC::kTtlExpired}, false, 429, "rejected-ttl-expired"},
+        MappingCase{{QO::kRejectedOther, OC::kCancelled}, false, 503, "rejected-context-cancelled"},
+        MappingCase{{QO::kRejectedOther, OC::kInvalidRequest}, false, 500, ""}));
+
+TEST(UpstreamFailure, Is502WithoutDropReason) {
+  const Reply reply = replyForUpstreamFailure("http://127.0.0.1:9", "Connection");
+  EXPECT_EQ(reply.status, 502);
+  EXPECT_TRUE(reply.dropReason.empty());
+  const auto body = nlohmann::json::parse(reply.body, nullptr, false);
+  ASSERT_FALSE(body.is_discarded());
+  EXPECT_EQ(body["error"]["code"], 502);
+  EXPECT_EQ(body["error"]["message"], "upstream http://127.0.0.1:9 failed: Connection");
+}
+
+TEST(ErrorBody, InvalidUtf8IsReplacedNotThrown) {
+  const std::string body = errorBody(400, "invalid_request_error", "bad \xff byte");
+  EXPECT_FALSE(nlohmann::json::parse(body, nullptr, false).is_discarded());
+}
+
+TEST(Objectives, BuiltinsUnknownAndOverrides) {
+  ObjectiveTable t = ObjectiveTable::builtin();
+  EXPECT_EQ(t.priorityOf("interactive"), 10);
+  EXPECT_EQ(t.priorityOf("batch"), -1);
+  EXPECT_EQ(t.priorityOf(""), 0);
+  EXPECT_EQ(t.priorityOf("unknown"), 0);
+  EXPECT_TRUE(t.set("batch=-20"));
+  EXPECT_TRUE(t.set("premium=2147483647"));
+  EXPECT_EQ(t.priorityOf("batch"), -20);
+  EXPECT_EQ(t.priorityOf("premium"), 2147483647);
+  std::string error;
+  for (const char* bad : {"noequals", "=5", "x=", "x=1.5", "x=2147483648", "x=abc"}) {
+    EXPECT_FALSE(t.set(bad, &error)) << bad;
+    EXPECT_FALSE(error.empty());
+  }
+  EXPECT_EQ(t.entries().size(), 3u);
+}
+
+TEST(FlowId, PrimaryThenAliasThenDefault) {
+  EXPECT_EQ(flowIdFrom("tenant-a", "tenant-b"), "tenant-a");
+  EXPECT_EQ(flowIdFrom("", "tenant-b"), "tenant-b");
+  EXPECT_EQ(flowIdFrom("", ""), "default-flow");
+}
+
+TEST(Addresses, HostPortAndEndpointUrls) {
+  auto hp = parseHostPort("127.0.0.1:0");
+  ASSERT_TRUE(hp);
+  EXPECT_EQ(hp->host, "127.0.0.1");
+  EXPECT_EQ(hp->port, 0);
+  EXPECT_FALSE(parseHostPort("127.0.0.1"));
+  EXPECT_FALSE(parseHostPort(":80"));
+  EXPECT_FALSE(parseHostPort("h:65536"));
+  auto url = parseEndpointUrl("http://127.0.0.1:8001/");
+  ASSERT_TRUE(url);
+  EXPECT_EQ(url->host, "127.0.0.1");
+  EXPECT_EQ(url->port, 8001);
+  EXPECT_FALSE(parseEndpointUrl("https://127.0.0.1:8001"));
+  EXPECT_FALSE(parseEndpointUrl("http://127.0.0.1:0"));
+  EXPECT_FALSE(parseEndpointUrl("http://127.0.0.1:8001/v1"));
+  EXPECT_FALSE(parseEndpointUrl("127.0.0.1:8001"));
+}
+
+}  // namespace
+}  // namespace holdback::gateway
