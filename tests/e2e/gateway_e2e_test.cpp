@@ -395,7 +395,7 @@ TEST_F(GatewayE2ETest, HoldsBackBatchProtectsInteractiveAndRoutesAroundADeadServ
   control_ = startGateway("gateway-control", false);
   ASSERT_TRUE(control_->startedOk()) << control_->error();
   std::this_thread::sleep_for(200ms);
-  const FloodResult control = flood(*control_, traffic, 3000ms, 1000ms);
+  const FloodResult control = flood(*control_, traffic, 3500ms, 1000ms);
   const double control_median = median(control.interactiveMs);
   int control_batch_ok = 0;
   for (const Reply& r : control.batch) control_batch_ok += r.status == 200 ? 1 : 0;
@@ -415,14 +415,29 @@ TEST_F(GatewayE2ETest, HoldsBackBatchProtectsInteractiveAndRoutesAroundADeadServ
   server_b_->signal(SIGKILL);
   const auto killed_at = Clock::now();
   const double killed_ms = msSince(t0_, killed_at);
+  const auto saturation = [](const std::string& m) {
+    return metricValue(m, "holdback_flow_control_pool_saturation", "stage=\"effective\"")
+        .value_or(-1.0);
+  };
+  // When the gateway's saturation first shows the dead server (its score going to 1.0).
+  std::atomic<double> detected_ms{-1.0};
+  std::atomic<bool> watching{true};
+  std::thread detector_watch([&] {
+    while (watching && detected_ms < 0) {
+      if (saturation(getMetrics(*gateway_)) >= 0.5) detected_ms = msSince(killed_at);
+      std::this_thread::sleep_for(10ms);
+    }
+  });
   std::vector<Reply> after;
   {
     auto c = clientFor(*gateway_, 10s);
-    while (Clock::now() < killed_at + kStaleness + kStalenessSlack + 1000ms) {
+    while (Clock::now() < killed_at + kStaleness + kStalenessSlack + 1500ms) {
       after.push_back(traffic.send(c, "interactive", false, 2, "chat-0"));
       std::this_thread::sleep_for(10ms);
     }
   }
+  watching = false;
+  detector_watch.join();
   const std::string after_kill = getMetrics(*gateway_);
   const double moved_by =
       killed_ms + std::chrono::duration<double, std::milli>(kStaleness + kStalenessSlack).count();
@@ -437,21 +452,21 @@ TEST_F(GatewayE2ETest, HoldsBackBatchProtectsInteractiveAndRoutesAroundADeadServ
                         << r.status << " endpoint '" << r.endpoint << "' " << r.error;
     }
   }
-  const auto saturation = [](const std::string& m) {
-    return metricValue(m, "holdback_flow_control_pool_saturation", "stage=\"effective\"")
-        .value_or(-1.0);
-  };
   std::printf(
       "[e2e] kill: %zu requests after SIGKILL, last one not served by the survivor sent "
-      "%.0f ms after the kill (threshold %lld ms + slack %lld ms); gateway saturation "
-      "%.2f before, %.2f after\n",
+      "%.0f ms after the kill (-1: none) (threshold %lld ms + slack %lld ms); gateway saturation "
+      "%.2f before, %.2f after; the saturation showed the stale server %.0f ms after the kill\n",
       after.size(), last_bad, static_cast<long long>(kStaleness.count()),
       static_cast<long long>(kStalenessSlack.count()), saturation(before_kill),
-      saturation(after_kill));
-  EXPECT_GE(checked, 10);
+      saturation(after_kill), detected_ms.load());
+  EXPECT_GE(checked, 5);
   // The dead server's metrics are stale; "saturated" scores it 1.0, so the mean is >= 0.5.
   EXPECT_LT(saturation(before_kill), 0.5) << before_kill;
   EXPECT_GE(saturation(after_kill), 0.5) << after_kill;
+  // ... and only once its last good scrape (at most one interval before the kill) is older than
+  // the threshold: the staleness path, not some other signal.
+  EXPECT_GE(detected_ms.load(), static_cast<double>(kStaleness.count()) - 50.0);
+  EXPECT_LE(detected_ms.load(), static_cast<double>((kStaleness + kStalenessSlack).count()));
 
   // d. every request got exactly one response, none timed out or was lost.
   std::printf("[e2e] %s\n", traffic.summary().c_str());
