@@ -62,35 +62,6 @@ namespace {
 
 using namespace std::chrono_literals;
 
-// The configuration used without --config (documented in docs/gateway.md): a vLLM roofline
-// detector with a staleness threshold of 1 s (20 scrape intervals at the default 50 ms) and a
-// stepwise holdback over the three bands of the built-in objectives: interactive (10) keeps
-// ceiling 1.0, unlabelled traffic (0) stops at saturation 0.75, batch (-1) at 0.5.
-constexpr std::string_view kDefaultConfig = R"(# holdback-gateway's built-in configuration
-apiVersion: llm-d.ai/v1alpha1
-kind: EndpointPickerConfig
-featureGates: [flowControl]
-plugins:
-  - name: vllm-utilization
-    type: utilization-detector
-    parameters:
-      queueDepthThreshold: 4
-      kvCacheUtilThreshold: 0.8
-      metricsStalenessThreshold: 1s
-      stalenessPolicy: saturated
-  - name: holdback
-    type: priority-holdback-policy
-    parameters: {strategy: stepwise-spread, minCeiling: 0.5, maxCeiling: 1.0}
-flowControl:
-  usageLimitPolicyPluginRef: holdback
-  saturationDetector: {pluginRef: vllm-utilization}
-  defaultRequestTTL: 30s
-  priorityBands:
-    - {priority: 10}
-    - {priority: 0}
-    - {priority: -1}
-)";
-
 struct Options {
   std::vector<std::string> endpointUrls;
   std::vector<HostPort> endpoints;
@@ -153,7 +124,7 @@ int parseArgs(int argc, char** argv, Options& o) {
       std::fputs(kUsage, stdout);
       return 2;
     } else if (arg == "--print-default-config") {
-      std::fwrite(kDefaultConfig.data(), 1, kDefaultConfig.size(), stdout);
+      std::fwrite(kDefaultConfigText.data(), 1, kDefaultConfigText.size(), stdout);
       return 2;
     } else if (arg == "--endpoint") {
       const auto v = next();
@@ -792,7 +763,7 @@ int run(int argc, char** argv) {
   if (const int rc = parseArgs(argc, argv, options); rc != 0) return rc == 2 ? 0 : 2;
 
   const config::BundleResult loaded =
-      options.configFile.empty() ? config::loadEndpointPickerConfigText(kDefaultConfig)
+      options.configFile.empty() ? config::loadEndpointPickerConfigText(kDefaultConfigText)
                                  : config::loadEndpointPickerConfigFile(options.configFile);
   if (!loaded) {
     std::fprintf(stderr, "holdback-gateway: %s: %s\n",
