@@ -57,22 +57,13 @@ SERVER=("$BUILD/examples/model-server/holdback-model-server" --slots 4 --token-m
 start M1 model-1 "${SERVER[@]}"
 start M2 model-2 "${SERVER[@]}"
 
-cat >"$WORK/no-holdback.yaml" <<'EOF'
-# Binary backpressure: the built-in detector, every priority gated only at saturation 1.0.
-apiVersion: llm-d.ai/v1alpha1
-kind: EndpointPickerConfig
-featureGates: [flowControl]
-plugins:
-  - name: vllm-utilization
-    type: utilization-detector
-    parameters: {queueDepthThreshold: 4, kvCacheUtilThreshold: 0.8, metricsStalenessThreshold: 1s}
-  - {name: binary, type: static-usage-limit-policy, parameters: {threshold: 1.0}}
-flowControl:
-  usageLimitPolicyPluginRef: binary
-  saturationDetector: {pluginRef: vllm-utilization}
-  defaultRequestTTL: 30s
-EOF
 GATEWAY="$BUILD/examples/gateway/holdback-gateway"
+# The control: the built-in config with its policy swapped for binary backpressure (every band
+# gated only at saturation 1.0); same detector, same bands.
+"$GATEWAY" --print-default-config |
+  sed -e 's/type: priority-holdback-policy/type: static-usage-limit-policy/' \
+      -e 's/parameters: {strategy: .*}/parameters: {threshold: 1.0}/' >"$WORK/no-holdback.yaml"
+grep -q 'threshold: 1.0' "$WORK/no-holdback.yaml"
 start G_HOLDBACK gw-holdback "$GATEWAY" --endpoint "$M1" --endpoint "$M2"
 start G_CONTROL gw-control "$GATEWAY" --endpoint "$M1" --endpoint "$M2" \
   --config "$WORK/no-holdback.yaml"

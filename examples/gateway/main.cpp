@@ -637,22 +637,12 @@ class Gateway {
     const auto* utilization = dynamic_cast<const UtilizationDetector*>(detector_.get());
 
     auto family = [&out](const char* name, const char* type, const char* help) {
-      out += "# HELP ";
-      out += name;
-      out += ' ';
-      out += help;
-      out += "\n# TYPE ";
-      out += name;
-      out += ' ';
-      out += type;
-      out += '\n';
+      out.append("# HELP ").append(name).append(" ").append(help);
+      out.append("\n# TYPE ").append(name).append(" ").append(type).append("\n");
     };
     auto sample = [&out](const char* name, const std::string& labels, double value) {
-      out += name;
-      if (!labels.empty()) out += "{" + labels + "}";
-      out += ' ';
-      out += formatNumber(value);
-      out += '\n';
+      out.append(name).append(labels.empty() ? "" : "{" + labels + "}");
+      out.append(" ").append(formatNumber(value)).append("\n");
     };
     auto endpointLabel = [&](std::size_t i) {
       std::string v;
