@@ -233,7 +233,8 @@ bool peerHungUp(int fd) {
 
 // --- the gateway ----------------------------------------------------------------------------
 
-// One request's rendezvous with the flow controller.
+// One request's rendezvous with the flow controller: the outcome callback fills it, the handler
+// thread waits on it. Thread safety: thread-safe (every field is guarded by mu).
 struct Pending {
   std::mutex mu;
   std::condition_variable cv;
@@ -243,7 +244,8 @@ struct Pending {
   Duration queued{};
 };
 
-// Hands the upstream response from the bridge thread to the handler thread.
+// Hands the upstream response from the bridge thread to the handler thread. Thread safety:
+// thread-safe (every field but `thread` is guarded by mu; `thread` is joined by the handler side).
 struct Bridge {
   std::mutex mu;
   std::condition_variable cv;
@@ -279,6 +281,9 @@ std::string formatNumber(double v) {
   return ec == std::errc() ? std::string(buf, end) : "NaN";
 }
 
+// The server's state: config bundle, pool, controller, scrapers, counters; routes() installs the
+// handlers. Thread safety: thread-safe (handlers run concurrently on the server's threads; start()
+// and the shutdown calls are made by the main thread).
 class Gateway {
  public:
   Gateway(Options options, std::shared_ptr<const config::ConfigBundle> bundle)
