@@ -486,6 +486,13 @@ class Gateway {
                      : replyForOutcome(pending->outcome, pool_empty));
       return;
     }
+    if (client_fd >= 0 && peerHungUp(client_fd)) {
+      // Dispatched just as the client went away: do not spend a model-server slot on it.
+      pool_->release(*pending->endpoint);
+      reply(res,
+            replyForOutcome({QueueOutcome::kEvictedCancelled, OutcomeCause::kCancelled}, false));
+      return;
+    }
     const auto queued_ms =
         std::chrono::duration_cast<std::chrono::milliseconds>(pending->queued).count();
     proxy(req, res, *pending->endpoint, queued_ms, wantsStream(body));
