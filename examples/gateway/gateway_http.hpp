@@ -78,6 +78,36 @@ struct Reply {
 // The OpenAI-style error body.
 [[nodiscard]] std::string errorBody(int status, std::string_view type, std::string_view message);
 
+// The configuration used without --config (documented in docs/gateway.md): a vLLM roofline
+// detector with a staleness threshold of 1 s (20 scrape intervals at the default 50 ms) and a
+// stepwise holdback over the three bands of the built-in objectives: interactive (10) keeps
+// ceiling 1.0, unlabelled traffic (0) stops at saturation 0.75, batch (-1) at 0.5.
+inline constexpr std::string_view kDefaultConfigText =
+    R"(# holdback-gateway's built-in configuration
+apiVersion: llm-d.ai/v1alpha1
+kind: EndpointPickerConfig
+featureGates: [flowControl]
+plugins:
+  - name: vllm-utilization
+    type: utilization-detector
+    parameters:
+      queueDepthThreshold: 4
+      kvCacheUtilThreshold: 0.8
+      metricsStalenessThreshold: 1s
+      stalenessPolicy: saturated
+  - name: holdback
+    type: priority-holdback-policy
+    parameters: {strategy: stepwise-spread, minCeiling: 0.5, maxCeiling: 1.0}
+flowControl:
+  usageLimitPolicyPluginRef: holdback
+  saturationDetector: {pluginRef: vllm-utilization}
+  defaultRequestTTL: 30s
+  priorityBands:
+    - {priority: 10}
+    - {priority: 0}
+    - {priority: -1}
+)";
+
 // "HOST:PORT" -> host and port (0..65535); nullopt when malformed.
 struct HostPort {
   std::string host;

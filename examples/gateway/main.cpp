@@ -62,35 +62,6 @@ namespace {
 
 using namespace std::chrono_literals;
 
-// The configuration used without --config (documented in docs/gateway.md): a vLLM roofline
-// detector with a staleness threshold of 1 s (20 scrape intervals at the default 50 ms) and a
-// stepwise holdback over the three bands of the built-in objectives: interactive (10) keeps
-// ceiling 1.0, unlabelled traffic (0) stops at saturation 0.75, batch (-1) at 0.5.
-constexpr std::string_view kDefaultConfig = R"(# holdback-gateway's built-in configuration
-apiVersion: llm-d.ai/v1alpha1
-kind: EndpointPickerConfig
-featureGates: [flowControl]
-plugins:
-  - name: vllm-utilization
-    type: utilization-detector
-    parameters:
-      queueDepthThreshold: 4
-      kvCacheUtilThreshold: 0.8
-      metricsStalenessThreshold: 1s
-      stalenessPolicy: saturated
-  - name: holdback
-    type: priority-holdback-policy
-    parameters: {strategy: stepwise-spread, minCeiling: 0.5, maxCeiling: 1.0}
-flowControl:
-  usageLimitPolicyPluginRef: holdback
-  saturationDetector: {pluginRef: vllm-utilization}
-  defaultRequestTTL: 30s
-  priorityBands:
-    - {priority: 10}
-    - {priority: 0}
-    - {priority: -1}
-)";
-
 struct Options {
   std::vector<std::string> endpointUrls;
   std::vector<HostPort> endpoints;
@@ -153,7 +124,7 @@ int parseArgs(int argc, char** argv, Options& o) {
       std::fputs(kUsage, stdout);
       return 2;
     } else if (arg == "--print-default-config") {
-      std::fwrite(kDefaultConfig.data(), 1, kDefaultConfig.size(), stdout);
+      std::fwrite(kDefaultConfigText.data(), 1, kDefaultConfigText.size(), stdout);
       return 2;
     } else if (arg == "--endpoint") {
       const auto v = next();
@@ -262,7 +233,8 @@ bool peerHungUp(int fd) {
 
 // --- the gateway ----------------------------------------------------------------------------
 
-// One request's rendezvous with the flow controller.
+// One request's rendezvous with the flow controller: the outcome callback fills it, the handler
+// thread waits on it. Thread safety: thread-safe (every field is guarded by mu).
 struct Pending {
   std::mutex mu;
   std::condition_variable cv;
@@ -272,7 +244,8 @@ struct Pending {
   Duration queued{};
 };
 
-// Hands the upstream response from the bridge thread to the handler thread.
+// Hands the upstream response from the bridge thread to the handler thread. Thread safety:
+// thread-safe (every field but `thread` is guarded by mu; `thread` is joined by the handler side).
 struct Bridge {
   std::mutex mu;
   std::condition_variable cv;
@@ -308,6 +281,9 @@ std::string formatNumber(double v) {
   return ec == std::errc() ? std::string(buf, end) : "NaN";
 }
 
+// The server's state: config bundle, pool, controller, scrapers, counters; routes() installs the
+// handlers. Thread safety: thread-safe (handlers run concurrently on the server's threads; start()
+// and the shutdown calls are made by the main thread).
 class Gateway {
  public:
   Gateway(Options options, std::shared_ptr<const config::ConfigBundle> bundle)
@@ -510,6 +486,13 @@ class Gateway {
                      : replyForOutcome(pending->outcome, pool_empty));
       return;
     }
+    if (client_fd >= 0 && peerHungUp(client_fd)) {
+      // Dispatched just as the client went away: do not spend a model-server slot on it.
+      pool_->release(*pending->endpoint);
+      reply(res,
+            replyForOutcome({QueueOutcome::kEvictedCancelled, OutcomeCause::kCancelled}, false));
+      return;
+    }
     const auto queued_ms =
         std::chrono::duration_cast<std::chrono::milliseconds>(pending->queued).count();
     proxy(req, res, *pending->endpoint, queued_ms, wantsStream(body));
@@ -666,22 +649,12 @@ class Gateway {
     const auto* utilization = dynamic_cast<const UtilizationDetector*>(detector_.get());
 
     auto family = [&out](const char* name, const char* type, const char* help) {
-      out += "# HELP ";
-      out += name;
-      out += ' ';
-      out += help;
-      out += "\n# TYPE ";
-      out += name;
-      out += ' ';
-      out += type;
-      out += '\n';
+      out.append("# HELP ").append(name).append(" ").append(help);
+      out.append("\n# TYPE ").append(name).append(" ").append(type).append("\n");
     };
     auto sample = [&out](const char* name, const std::string& labels, double value) {
-      out += name;
-      if (!labels.empty()) out += "{" + labels + "}";
-      out += ' ';
-      out += formatNumber(value);
-      out += '\n';
+      out.append(name).append(labels.empty() ? "" : "{" + labels + "}");
+      out.append(" ").append(formatNumber(value)).append("\n");
     };
     auto endpointLabel = [&](std::size_t i) {
       std::string v;
@@ -792,7 +765,7 @@ int run(int argc, char** argv) {
   if (const int rc = parseArgs(argc, argv, options); rc != 0) return rc == 2 ? 0 : 2;
 
   const config::BundleResult loaded =
-      options.configFile.empty() ? config::loadEndpointPickerConfigText(kDefaultConfig)
+      options.configFile.empty() ? config::loadEndpointPickerConfigText(kDefaultConfigText)
                                  : config::loadEndpointPickerConfigFile(options.configFile);
   if (!loaded) {
     std::fprintf(stderr, "holdback-gateway: %s: %s\n",

@@ -2,10 +2,10 @@
 // counts, the EndpointSource the FlowController reads, and the least-loaded pick.
 //
 // The algorithm
-//   Each endpoint has one scraper thread (see Scraper in main.cpp) that GETs /metrics every
-//   interval and calls recordScrape / recordScrapeFailure. A successful scrape sets the waiting
-//   queue, running count and KV-cache usage and stamps updateTime with the steady-clock time the
-//   scrape completed; a failed one changes nothing but the error counters and `up`, so the
+//   Each endpoint has one scraper thread (Gateway::startScrapers in main.cpp) that GETs /metrics
+//   every interval and calls recordScrape / recordScrapeFailure. A successful scrape sets the
+//   waiting queue, running count and KV-cache usage and stamps updateTime with the steady-clock
+//   time the scrape completed; a failed one changes nothing but the error counters and `up`, so the
 //   endpoint ages into staleness as the detector expects.
 //
 //   Scrape-lag credit (on by default): a request dispatched after a scrape was sent is not in that

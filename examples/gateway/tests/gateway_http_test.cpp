@@ -1,7 +1,14 @@
 #include "gateway_http.hpp"
 
+#include <algorithm>
+#include <chrono>
+#include <vector>
+
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
+
+#include "holdback/config/endpoint_picker_config.hpp"
+#include "holdback/detectors.hpp"
 
 namespace holdback::gateway {
 namespace {
@@ -104,6 +111,40 @@ TEST(Addresses, HostPortAndEndpointUrls) {
   EXPECT_FALSE(parseEndpointUrl("http://127.0.0.1:0"));
   EXPECT_FALSE(parseEndpointUrl("http://127.0.0.1:8001/v1"));
   EXPECT_FALSE(parseEndpointUrl("127.0.0.1:8001"));
+}
+
+}  // namespace
+}  // namespace holdback::gateway
+
+namespace holdback::gateway {
+namespace {
+
+TEST(DefaultConfig, LoadsWithoutWarningsAndKeepsStalenessAboveTheScrapeInterval) {
+  const auto loaded = config::loadEndpointPickerConfigText(kDefaultConfigText);
+  ASSERT_TRUE(loaded.ok()) << loaded.diagnostics().toString();
+  EXPECT_TRUE(loaded.diagnostics().empty()) << loaded.diagnostics().toString();
+  const config::ConfigBundle& bundle = *loaded.value();
+  EXPECT_TRUE(bundle.flowControlEnabled);
+  const auto* detector = dynamic_cast<const UtilizationDetector*>(bundle.detector.get());
+  ASSERT_NE(detector, nullptr);
+  // The default scrape interval is 50 ms; #2514: a threshold at or below it is stale by design.
+  EXPECT_GE(detector->options().metricsStalenessThreshold, std::chrono::milliseconds(500));
+  // The built-in objectives' priorities are declared bands, so the policy sees all three.
+  const ObjectiveTable objectives = ObjectiveTable::builtin();
+  std::vector<Priority> declared;
+  for (const BandOptions& band : bundle.controller.bands) declared.push_back(band.priority);
+  for (const auto& [name, priority] : objectives.entries()) {
+    EXPECT_NE(std::find(declared.begin(), declared.end(), priority), declared.end()) << name;
+  }
+  EXPECT_NE(std::find(declared.begin(), declared.end(), 0), declared.end());
+  // Progressive: batch is gated strictly before interactive.
+  std::vector<Priority> priorities{10, 0, -1};
+  std::vector<double> ceilings(3, 1.0);
+  bundle.policy->computeLimit(0.6, priorities, ceilings);
+  EXPECT_EQ(ceilings[0], 1.0);
+  EXPECT_LT(ceilings[2], ceilings[0]);
+  EXPECT_TRUE(isGated(0.6, ceilings[2]));
+  EXPECT_FALSE(isGated(0.6, ceilings[0]));
 }
 
 }  // namespace

@@ -1,0 +1,126 @@
+#!/usr/bin/env bash
+# The HTTP gateway demo (docs/gateway.md): builds holdback-gateway and holdback-model-server,
+# starts two fake model servers (4 slots each) and two gateways in front of them -- one with the
+# built-in holdback config, one with plain binary backpressure (static-usage-limit-policy,
+# threshold 1.0) -- then, through each gateway in turn, floods the pool with batch requests while
+# sending interactive requests one after another, and prints the interactive latencies, the batch
+# outcome and a few gateway metrics. Takes about 20 s after the build. Loopback only.
+#
+#   scripts/gateway-demo.sh [BUILD_DIR]      (default: build)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+source scripts/deps.sh
+holdback_ensure_packages curl
+
+BUILD="${1:-build}"
+BATCH_REQUESTS=64   # batch flood: 64 requests, 32 at a time (4x the pool's 8 slots)
+BATCH_PARALLEL=32
+INTERACTIVE=12      # interactive requests per phase, one every 150 ms (open loop)
+
+if [ ! -f "$BUILD/CMakeCache.txt" ]; then
+  cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+fi
+cmake --build "$BUILD" -j2 --target holdback_gateway holdback_model_server >/dev/null
+
+WORK="$(mktemp -d)"
+PIDS=()
+cleanup() {
+  for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done
+  wait 2>/dev/null || true
+  rm -rf "$WORK"
+}
+trap cleanup EXIT
+
+# start VAR NAME CMD...: runs CMD in the background (in this shell, so that cleanup can stop it),
+# waits for its "listening on URL" line and sets VAR to the URL.
+start() {
+  local var="$1" name="$2"
+  shift 2
+  "$@" >"$WORK/$name.out" 2>"$WORK/$name.err" &
+  PIDS+=($!)
+  for _ in $(seq 1 100); do
+    if grep -q '^listening on ' "$WORK/$name.out" 2>/dev/null; then
+      printf -v "$var" '%s' "$(sed -n 's/^listening on //p' "$WORK/$name.out")"
+      return 0
+    fi
+    sleep 0.05
+  done
+  echo "$name did not start:" >&2
+  cat "$WORK/$name.err" >&2
+  exit 1
+}
+
+# A small GPU: 4 slots, 200 KV tokens, 10 ms per token. A batch request (48 tokens) takes about
+# 0.5 s and a quarter of the KV cache; an interactive one (8 tokens) about 0.1 s.
+SERVER=("$BUILD/examples/model-server/holdback-model-server" --slots 4 --token-ms 10
+        --prefill-ms 20 --kv-capacity-tokens 200)
+start M1 model-1 "${SERVER[@]}"
+start M2 model-2 "${SERVER[@]}"
+
+GATEWAY="$BUILD/examples/gateway/holdback-gateway"
+# The control: the built-in config with its policy swapped for binary backpressure (every band
+# gated only at saturation 1.0); same detector, same bands.
+"$GATEWAY" --print-default-config |
+  sed -e 's/type: priority-holdback-policy/type: static-usage-limit-policy/' \
+      -e 's/parameters: {strategy: .*}/parameters: {threshold: 1.0}/' >"$WORK/no-holdback.yaml"
+grep -q 'threshold: 1.0' "$WORK/no-holdback.yaml"
+start G_HOLDBACK gw-holdback "$GATEWAY" --endpoint "$M1" --endpoint "$M2"
+start G_CONTROL gw-control "$GATEWAY" --endpoint "$M1" --endpoint "$M2" \
+  --config "$WORK/no-holdback.yaml"
+echo "model servers: $M1 $M2"
+echo "gateways:      $G_HOLDBACK (built-in holdback config), $G_CONTROL (no holdback)"
+
+# interactive GATEWAY FILE: INTERACTIVE requests, one every 150 ms whether or not the previous
+# ones are done; "status seconds" lines into FILE.
+interactive() {
+  : >"$2"
+  local pids=()
+  for _ in $(seq 1 "$INTERACTIVE"); do
+    curl -s -o /dev/null -w '%{http_code} %{time_total}\n' -X POST "$1/v1/completions" \
+      -H 'x-gateway-inference-objective: interactive' -H 'x-gateway-inference-fairness-id: chat' \
+      -d '{"prompt": "i", "max_tokens": 8}' >>"$2" &
+    pids+=($!)
+    sleep 0.15
+  done
+  wait "${pids[@]}"
+}
+
+# summary LABEL FILE: median and max of the latencies in FILE, and the status codes.
+summary() {
+  sort -k2 -n "$2" | awk -v label="$1" '
+    { t[NR] = $2 * 1000; code[$1]++ }
+    END {
+      codes = ""; for (c in code) codes = codes " " c "x" code[c]
+      printf "  %-34s median %6.0f ms   max %6.0f ms   statuses:%s\n", label, t[int((NR + 1) / 2)], t[NR], codes
+    }'
+}
+
+phase() {
+  local label="$1" gw="$2"
+  interactive "$gw" "$WORK/$label-unloaded.txt"
+  # The flood: one curl process, BATCH_PARALLEL transfers at a time.
+  curl -s --no-progress-meter -Z --parallel-max "$BATCH_PARALLEL" -o /dev/null \
+    -w '%{http_code} %{time_total} %header{x-holdback-queued-ms}\n' \
+    -X POST "$gw/v1/completions?n=[1-$BATCH_REQUESTS]" \
+    -H 'x-gateway-inference-objective: batch' -H 'x-gateway-inference-fairness-id: nightly-batch' \
+    -d '{"prompt": "b", "max_tokens": 48}' >"$WORK/$label-batch.txt" &
+  local flood=$!
+  sleep 0.5
+  local queue
+  queue="$(curl -s "$gw/metrics" | awk '/^holdback_flow_control_queue_size\{priority="-1"/ {print $2}')"
+  interactive "$gw" "$WORK/$label-flood.txt"
+  wait "$flood"
+  echo "$label gateway:"
+  summary "interactive, idle pool" "$WORK/$label-unloaded.txt"
+  summary "interactive, during batch flood" "$WORK/$label-flood.txt"
+  summary "batch ($BATCH_REQUESTS, $BATCH_PARALLEL at a time)" "$WORK/$label-batch.txt"
+  awk '{ print $3 + 0 }' "$WORK/$label-batch.txt" | sort -n | awk '{ q[NR] = $1 }
+    END { printf "  batch time queued in holdback       median %6d ms   max %6d ms\n", q[int((NR + 1) / 2)], q[NR] }'
+  echo "  batch requests queued in the gateway mid-flood: ${queue:-?}"
+}
+
+phase holdback "$G_HOLDBACK"
+phase no-holdback "$G_CONTROL"
+
+echo "holdback gateway metrics (excerpt):"
+curl -s "$G_HOLDBACK/metrics" | grep -E '^holdback_gateway_(responses_total|endpoint_dispatches_total|scrape_errors_total)|^holdback_flow_control_requests_total\{outcome="Dispatched"' | sed 's/^/  /'
