@@ -7,7 +7,7 @@
 #include "holdback/config/duration.hpp"
 #include "holdback/config/json.hpp"
 
-namespace holdback {
+namespace holdback::inline HOLDBACK_ABI_NAMESPACE {
 namespace {
 
 using config::formatNumber;
@@ -139,4 +139,4 @@ ConcurrencyDetector::ConcurrencyDetector(ConcurrencyDetectorOptions options, std
       request_limit_(truncatedLimit(options.maxConcurrency, options.headroom)),
       token_limit_(truncatedLimit(options.maxTokenConcurrency, options.headroom)) {}
 
-}  // namespace holdback
+}  // namespace holdback::inline HOLDBACK_ABI_NAMESPACE

@@ -1,6 +1,6 @@
 #include "holdback/diagnostics.hpp"
 
-namespace holdback {
+namespace holdback::inline HOLDBACK_ABI_NAMESPACE {
 
 std::string Diagnostic::toString() const {
   std::string out = path.empty() ? std::string("/") : path;
@@ -55,4 +55,4 @@ std::string Diagnostics::toString() const {
   return out;
 }
 
-}  // namespace holdback
+}  // namespace holdback::inline HOLDBACK_ABI_NAMESPACE

@@ -12,7 +12,7 @@
 
 #include "holdback/stage_saturation.hpp"
 
-namespace holdback {
+namespace holdback::inline HOLDBACK_ABI_NAMESPACE {
 
 // ---------------------------------------------------------------------------------------------
 // Pure rules
@@ -986,4 +986,4 @@ PoolRegime FlowController::poolRegime() const noexcept {
   return core_->regime;
 }
 
-}  // namespace holdback
+}  // namespace holdback::inline HOLDBACK_ABI_NAMESPACE

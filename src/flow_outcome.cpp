@@ -1,6 +1,6 @@
 #include "holdback/flow_outcome.hpp"
 
-namespace holdback {
+namespace holdback::inline HOLDBACK_ABI_NAMESPACE {
 
 std::string_view toString(QueueOutcome outcome) noexcept {
   switch (outcome) {
@@ -86,4 +86,4 @@ HttpDisposition toHttp(Outcome outcome, bool poolEmptyNow) noexcept {
   return {500, ""};
 }
 
-}  // namespace holdback
+}  // namespace holdback::inline HOLDBACK_ABI_NAMESPACE

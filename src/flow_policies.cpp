@@ -2,7 +2,7 @@
 
 #include <string>
 
-namespace holdback {
+namespace holdback::inline HOLDBACK_ABI_NAMESPACE {
 
 TimePoint EdfOrderingPolicy::deadlineOf(const QueuedRequestView& r) noexcept {
   if (r.effectiveTtl <= Duration::zero()) return TimePoint::max();
@@ -77,4 +77,4 @@ std::shared_ptr<const FairnessPolicy> roundRobinFairness() {
   return instance;
 }
 
-}  // namespace holdback
+}  // namespace holdback::inline HOLDBACK_ABI_NAMESPACE

@@ -5,7 +5,7 @@
 
 #include "holdback/flow_controller.hpp"
 
-namespace holdback {
+namespace holdback::inline HOLDBACK_ABI_NAMESPACE {
 namespace {
 
 std::string number(double v) {
@@ -192,4 +192,4 @@ std::string renderPrometheus(const FlowControllerStats& stats, std::string_view 
   return w.take();
 }
 
-}  // namespace holdback
+}  // namespace holdback::inline HOLDBACK_ABI_NAMESPACE

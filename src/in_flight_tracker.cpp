@@ -2,7 +2,7 @@
 
 #include <mutex>
 
-namespace holdback {
+namespace holdback::inline HOLDBACK_ABI_NAMESPACE {
 
 InFlightHandle InFlightTracker::dispatch(std::string_view endpoint, std::int64_t tokens) noexcept {
   if (tokens < 0) tokens = 0;
@@ -56,4 +56,4 @@ bool InFlightTracker::removeEndpoint(std::string_view endpoint) {
   return true;
 }
 
-}  // namespace holdback
+}  // namespace holdback::inline HOLDBACK_ABI_NAMESPACE

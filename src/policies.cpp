@@ -4,7 +4,7 @@
 
 #include "holdback/config/json.hpp"
 
-namespace holdback {
+namespace holdback::inline HOLDBACK_ABI_NAMESPACE {
 namespace {
 
 using config::formatNumber;
@@ -198,4 +198,4 @@ Result<std::unique_ptr<SoftReflectiveCeilingPolicy>> SoftReflectiveCeilingPolicy
           new SoftReflectiveCeilingPolicy(std::move(name))));
 }
 
-}  // namespace holdback
+}  // namespace holdback::inline HOLDBACK_ABI_NAMESPACE

@@ -1,6 +1,6 @@
 #include "holdback/saturation_detector.hpp"
 
-namespace holdback {
+namespace holdback::inline HOLDBACK_ABI_NAMESPACE {
 
 EndpointRole parseEndpointRole(std::string_view label) noexcept {
   if (label.empty() || label == "decode") return EndpointRole::kDecode;
@@ -32,4 +32,4 @@ std::string_view toString(EndpointRole role) noexcept {
   return "unknown";
 }
 
-}  // namespace holdback
+}  // namespace holdback::inline HOLDBACK_ABI_NAMESPACE

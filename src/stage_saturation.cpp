@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-namespace holdback {
+namespace holdback::inline HOLDBACK_ABI_NAMESPACE {
 namespace {
 
 // Copies the endpoints selected by `keep` into `out`, reusing its elements' storage.
@@ -61,4 +61,4 @@ StageSaturation StageSaturationEvaluator::evaluate(const SaturationDetector& det
   return out;
 }
 
-}  // namespace holdback
+}  // namespace holdback::inline HOLDBACK_ABI_NAMESPACE

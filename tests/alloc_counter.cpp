@@ -44,7 +44,7 @@ void operator delete[](void* p, std::size_t) noexcept {
   std::free(p);
 }
 
-namespace holdback::testing {
+namespace holdback::inline HOLDBACK_ABI_NAMESPACE::testing {
 
 AllocationCounter::AllocationCounter() : start_(g_allocations), start_bytes_(g_bytes) {}
 AllocationCounter::~AllocationCounter() = default;
@@ -55,4 +55,4 @@ std::size_t AllocationCounter::bytes() const {
   return g_bytes - start_bytes_;
 }
 
-}  // namespace holdback::testing
+}  // namespace holdback::inline HOLDBACK_ABI_NAMESPACE::testing

@@ -2,6 +2,8 @@
 // running test, so tests can run in parallel.
 #pragma once
 
+#include "holdback/abi.hpp"
+
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 
@@ -10,7 +12,8 @@
 #include <iterator>
 #include <string>
 
-namespace holdback::testing {
+// Test helpers share the library's holdback::testing (in the ABI namespace, holdback/abi.hpp).
+namespace holdback::inline HOLDBACK_ABI_NAMESPACE::testing {
 
 struct CliRun {
   int exitCode = -1;
@@ -50,4 +53,4 @@ inline std::string writeTemp(const std::string& name, const std::string& text) {
 
 inline const std::string kExamples = std::string(HOLDBACK_SOURCE_DIR) + "/examples/configs/";
 
-}  // namespace holdback::testing
+}  // namespace holdback::inline HOLDBACK_ABI_NAMESPACE::testing

@@ -16,6 +16,8 @@
 // See docs/detectors.md for formulas, trade-offs and how to feed them from vLLM.
 #pragma once
 
+#include "holdback/abi.hpp"
+
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -28,7 +30,7 @@
 #include "holdback/diagnostics.hpp"
 #include "holdback/saturation_detector.hpp"
 
-namespace holdback {
+namespace holdback::inline HOLDBACK_ABI_NAMESPACE {
 
 // ---------------------------------------------------------------------------------------------
 // utilization-detector
@@ -382,4 +384,4 @@ inline FilterResult ConcurrencyDetector::filter(std::span<const Endpoint> endpoi
   return result;
 }
 
-}  // namespace holdback
+}  // namespace holdback::inline HOLDBACK_ABI_NAMESPACE

@@ -9,13 +9,15 @@
 // it yourself).
 #pragma once
 
+#include "holdback/abi.hpp"
+
 #include <cstddef>
 #include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
-namespace holdback {
+namespace holdback::inline HOLDBACK_ABI_NAMESPACE {
 
 enum class Severity { kError, kWarning };
 
@@ -83,4 +85,4 @@ class [[nodiscard]] Result {
   Diagnostics diagnostics_;
 };
 
-}  // namespace holdback
+}  // namespace holdback::inline HOLDBACK_ABI_NAMESPACE

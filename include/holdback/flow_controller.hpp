@@ -53,6 +53,8 @@
 // Thread safety: thread-safe (every public method may be called from any thread).
 #pragma once
 
+#include "holdback/abi.hpp"
+
 #include <any>
 #include <array>
 #include <chrono>
@@ -73,7 +75,7 @@
 #include "holdback/saturation_detector.hpp"
 #include "holdback/usage_limit_policy.hpp"
 
-namespace holdback {
+namespace holdback::inline HOLDBACK_ABI_NAMESPACE {
 
 using RequestId = std::uint64_t;
 
@@ -405,4 +407,4 @@ class FlowController {
   std::shared_ptr<Ticket::Core> core_;
 };
 
-}  // namespace holdback
+}  // namespace holdback::inline HOLDBACK_ABI_NAMESPACE

@@ -22,12 +22,14 @@
 // Thread safety: thread-safe (pure functions on values).
 #pragma once
 
+#include "holdback/abi.hpp"
+
 #include <array>
 #include <cstddef>
 #include <cstdint>
 #include <string_view>
 
-namespace holdback {
+namespace holdback::inline HOLDBACK_ABI_NAMESPACE {
 
 enum class QueueOutcome : std::uint8_t {
   kDispatched = 0,           // success: the host may send the request to the model servers
@@ -91,4 +93,4 @@ struct HttpDisposition {
 // (only consulted for TTL evictions).
 [[nodiscard]] HttpDisposition toHttp(Outcome outcome, bool poolEmptyNow = false) noexcept;
 
-}  // namespace holdback
+}  // namespace holdback::inline HOLDBACK_ABI_NAMESPACE

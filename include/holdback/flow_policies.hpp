@@ -20,6 +20,8 @@
 // in a FairnessState that the controller only touches under its lock).
 #pragma once
 
+#include "holdback/abi.hpp"
+
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -30,7 +32,7 @@
 #include "holdback/saturation_detector.hpp"
 #include "holdback/usage_limit_policy.hpp"
 
-namespace holdback {
+namespace holdback::inline HOLDBACK_ABI_NAMESPACE {
 
 // What an ordering policy may look at.
 struct QueuedRequestView {
@@ -163,4 +165,4 @@ class RoundRobinFairnessPolicy final : public FairnessPolicy {
 [[nodiscard]] std::shared_ptr<const FairnessPolicy> globalStrictFairness();
 [[nodiscard]] std::shared_ptr<const FairnessPolicy> roundRobinFairness();
 
-}  // namespace holdback
+}  // namespace holdback::inline HOLDBACK_ABI_NAMESPACE

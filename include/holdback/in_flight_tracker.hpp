@@ -31,6 +31,8 @@
 // fail, dispatch() returns an inactive handle and counts nothing (check active() to count it).
 #pragma once
 
+#include "holdback/abi.hpp"
+
 #include <atomic>
 #include <cstdint>
 #include <map>
@@ -42,7 +44,7 @@
 
 #include "holdback/saturation_detector.hpp"
 
-namespace holdback {
+namespace holdback::inline HOLDBACK_ABI_NAMESPACE {
 
 struct InFlightLoad {
   std::int64_t requests = 0;
@@ -127,4 +129,4 @@ class InFlightTracker {
   std::map<std::string, std::shared_ptr<detail::InFlightCounters>, std::less<>> counters_;
 };
 
-}  // namespace holdback
+}  // namespace holdback::inline HOLDBACK_ABI_NAMESPACE

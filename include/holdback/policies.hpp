@@ -15,6 +15,8 @@
 // INT_MIN/INT_MAX cannot overflow. See docs/policies.md for tables and guidance.
 #pragma once
 
+#include "holdback/abi.hpp"
+
 #include <atomic>
 #include <cmath>
 #include <cstdint>
@@ -28,7 +30,7 @@
 #include "holdback/diagnostics.hpp"
 #include "holdback/usage_limit_policy.hpp"
 
-namespace holdback {
+namespace holdback::inline HOLDBACK_ABI_NAMESPACE {
 
 // ---------------------------------------------------------------------------------------------
 // static-usage-limit-policy
@@ -286,4 +288,4 @@ class SoftReflectiveCeilingPolicy final : public UsageLimitPolicy {
   std::atomic<std::uint64_t> tick_{0};
 };
 
-}  // namespace holdback
+}  // namespace holdback::inline HOLDBACK_ABI_NAMESPACE

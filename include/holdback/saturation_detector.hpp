@@ -15,6 +15,8 @@
 // concurrently).
 #pragma once
 
+#include "holdback/abi.hpp"
+
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -24,7 +26,7 @@
 #include <string_view>
 #include <utility>
 
-namespace holdback {
+namespace holdback::inline HOLDBACK_ABI_NAMESPACE {
 
 // The library's clock types. Time is always passed in by the host (or a simulator), so any
 // epoch works; steady_clock's time_point is only the carrier type.
@@ -98,4 +100,4 @@ class SaturationDetector {
   std::string name_;
 };
 
-}  // namespace holdback
+}  // namespace holdback::inline HOLDBACK_ABI_NAMESPACE

@@ -16,13 +16,15 @@
 // the pool's size, and does not throw.
 #pragma once
 
+#include "holdback/abi.hpp"
+
 #include <optional>
 #include <span>
 #include <vector>
 
 #include "holdback/saturation_detector.hpp"
 
-namespace holdback {
+namespace holdback::inline HOLDBACK_ABI_NAMESPACE {
 
 struct StageSaturation {
   double effective = 1.0;
@@ -50,4 +52,4 @@ class StageSaturationEvaluator {
   std::vector<Endpoint> decode_;
 };
 
-}  // namespace holdback
+}  // namespace holdback::inline HOLDBACK_ABI_NAMESPACE

@@ -6,7 +6,7 @@
 
 #include "holdback/config/duration.hpp"
 
-namespace holdback::config {
+namespace holdback::inline HOLDBACK_ABI_NAMESPACE::config {
 namespace {
 
 constexpr std::int64_t kInt64Max = std::numeric_limits<std::int64_t>::max();
@@ -212,4 +212,4 @@ std::optional<std::string> readSaturationDetectorRef(const Json& document, std::
   return ref;
 }
 
-}  // namespace holdback::config
+}  // namespace holdback::inline HOLDBACK_ABI_NAMESPACE::config

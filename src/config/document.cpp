@@ -10,7 +10,7 @@
 #include <optional>
 #include <sstream>
 
-namespace holdback::config {
+namespace holdback::inline HOLDBACK_ABI_NAMESPACE::config {
 namespace {
 
 constexpr int kMaxDepth = 128;
@@ -371,4 +371,4 @@ Diagnostics withPositions(const Diagnostics& diagnostics, const SourceMap& posit
   return out;
 }
 
-}  // namespace holdback::config
+}  // namespace holdback::inline HOLDBACK_ABI_NAMESPACE::config

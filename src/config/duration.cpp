@@ -3,7 +3,7 @@
 #include <cstdint>
 #include <limits>
 
-namespace holdback::config {
+namespace holdback::inline HOLDBACK_ABI_NAMESPACE::config {
 namespace {
 
 constexpr std::uint64_t kMaxMagnitude = static_cast<std::uint64_t>(
@@ -113,4 +113,4 @@ std::string formatDuration(Duration duration) {
   return out;
 }
 
-}  // namespace holdback::config
+}  // namespace holdback::inline HOLDBACK_ABI_NAMESPACE::config

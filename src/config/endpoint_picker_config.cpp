@@ -11,7 +11,7 @@
 #include "holdback/config/duration.hpp"
 #include "holdback/config/quantity.hpp"
 
-namespace holdback::config {
+namespace holdback::inline HOLDBACK_ABI_NAMESPACE::config {
 
 const std::vector<FieldInfo> kEndpointPickerConfigFields = {
     {"apiVersion", "string", "required",
@@ -550,4 +550,4 @@ Diagnostics applyBundle(FlowController& controller, const ConfigBundle& bundle) 
   return controller.reconfigure(bundle.controller);
 }
 
-}  // namespace holdback::config
+}  // namespace holdback::inline HOLDBACK_ABI_NAMESPACE::config

@@ -5,7 +5,7 @@
 #include <limits>
 #include <vector>
 
-namespace holdback::config {
+namespace holdback::inline HOLDBACK_ABI_NAMESPACE::config {
 namespace {
 
 // Builds a Json value from nlohmann's SAX events while tracking the JSON path, so that duplicate
@@ -376,4 +376,4 @@ void ParamReader::finish() {
   }
 }
 
-}  // namespace holdback::config
+}  // namespace holdback::inline HOLDBACK_ABI_NAMESPACE::config

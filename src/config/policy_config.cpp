@@ -4,7 +4,7 @@
 #include <map>
 #include <set>
 
-namespace holdback::config {
+namespace holdback::inline HOLDBACK_ABI_NAMESPACE::config {
 namespace {
 
 constexpr std::int64_t kPriorityMin = std::numeric_limits<Priority>::min();
@@ -303,4 +303,4 @@ const PluginSpec* findPlugin(const std::vector<PluginSpec>& specs, std::string_v
   return nullptr;
 }
 
-}  // namespace holdback::config
+}  // namespace holdback::inline HOLDBACK_ABI_NAMESPACE::config

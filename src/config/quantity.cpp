@@ -3,7 +3,7 @@
 #include <array>
 #include <limits>
 
-namespace holdback::config {
+namespace holdback::inline HOLDBACK_ABI_NAMESPACE::config {
 namespace {
 
 __extension__ typedef __int128 Int;  // NOLINT(modernize-use-using): __extension__ needs typedef
@@ -124,4 +124,4 @@ std::optional<std::int64_t> parseQuantity(std::string_view text) noexcept {
   return static_cast<std::int64_t>(negative ? -value : value);
 }
 
-}  // namespace holdback::config
+}  // namespace holdback::inline HOLDBACK_ABI_NAMESPACE::config

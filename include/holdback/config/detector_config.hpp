@@ -17,6 +17,8 @@
 // Durations are Go-style strings (config/duration.hpp). See docs/detectors.md.
 #pragma once
 
+#include "holdback/abi.hpp"
+
 #include <memory>
 #include <optional>
 #include <string>
@@ -25,7 +27,7 @@
 #include "holdback/config/plugin.hpp"
 #include "holdback/detectors.hpp"
 
-namespace holdback::config {
+namespace holdback::inline HOLDBACK_ABI_NAMESPACE::config {
 
 using DetectorRegistry = PluginRegistry<SaturationDetector>;
 
@@ -59,4 +61,4 @@ std::optional<std::string> readSaturationDetectorRef(const Json& document, std::
 Result<std::shared_ptr<SaturationDetector>> loadSaturationDetector(
     const Json& document, const DetectorRegistry& registry);
 
-}  // namespace holdback::config
+}  // namespace holdback::inline HOLDBACK_ABI_NAMESPACE::config

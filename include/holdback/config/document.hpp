@@ -21,6 +21,8 @@
 // Thread safety: thread-compatible.
 #pragma once
 
+#include "holdback/abi.hpp"
+
 #include <map>
 #include <optional>
 #include <string>
@@ -29,7 +31,7 @@
 #include "holdback/config/json.hpp"
 #include "holdback/diagnostics.hpp"
 
-namespace holdback::config {
+namespace holdback::inline HOLDBACK_ABI_NAMESPACE::config {
 
 struct SourcePosition {
   int line = 0;    // 1-based
@@ -64,4 +66,4 @@ Result<Document> parseDocumentFile(const std::string& file);
 // path, or of the nearest enclosing path that has one.
 Diagnostics withPositions(const Diagnostics& diagnostics, const SourceMap& positions);
 
-}  // namespace holdback::config
+}  // namespace holdback::inline HOLDBACK_ABI_NAMESPACE::config

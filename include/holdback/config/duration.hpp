@@ -10,13 +10,15 @@
 // Thread safety: thread-safe (pure functions).
 #pragma once
 
+#include "holdback/abi.hpp"
+
 #include <optional>
 #include <string>
 #include <string_view>
 
 #include "holdback/saturation_detector.hpp"
 
-namespace holdback::config {
+namespace holdback::inline HOLDBACK_ABI_NAMESPACE::config {
 
 // The duration `text` denotes, or nullopt when it is not a duration string.
 [[nodiscard]] std::optional<Duration> parseDuration(std::string_view text);
@@ -25,4 +27,4 @@ namespace holdback::config {
 // The largest of s, ms, us, ns that keeps the number >= 1 is used, with the fraction written out.
 [[nodiscard]] std::string formatDuration(Duration duration);
 
-}  // namespace holdback::config
+}  // namespace holdback::inline HOLDBACK_ABI_NAMESPACE::config

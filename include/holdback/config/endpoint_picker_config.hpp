@@ -25,6 +25,8 @@
 // Thread safety: thread-safe (pure functions over immutable inputs; the bundle is immutable).
 #pragma once
 
+#include "holdback/abi.hpp"
+
 #include <map>
 #include <memory>
 #include <string>
@@ -38,7 +40,7 @@
 #include "holdback/flow_controller.hpp"
 #include "holdback/flow_policies.hpp"
 
-namespace holdback::config {
+namespace holdback::inline HOLDBACK_ABI_NAMESPACE::config {
 
 using FairnessRegistry = PluginRegistry<FairnessPolicy>;
 using OrderingRegistry = PluginRegistry<OrderingPolicy>;
@@ -121,4 +123,4 @@ struct FieldInfo {
 };
 extern const std::vector<FieldInfo> kEndpointPickerConfigFields;
 
-}  // namespace holdback::config
+}  // namespace holdback::inline HOLDBACK_ABI_NAMESPACE::config

@@ -13,6 +13,8 @@
 // Thread safety: thread-compatible.
 #pragma once
 
+#include "holdback/abi.hpp"
+
 #include <cstdint>
 #include <initializer_list>
 #include <optional>
@@ -24,7 +26,7 @@
 
 #include "holdback/diagnostics.hpp"
 
-namespace holdback::config {
+namespace holdback::inline HOLDBACK_ABI_NAMESPACE::config {
 
 using Json = nlohmann::json;
 
@@ -101,4 +103,4 @@ class ParamReader {
   std::set<std::string, std::less<>> known_;
 };
 
-}  // namespace holdback::config
+}  // namespace holdback::inline HOLDBACK_ABI_NAMESPACE::config

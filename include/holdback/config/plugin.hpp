@@ -5,6 +5,8 @@
 // concurrent create() calls on an unchanging registry are safe).
 #pragma once
 
+#include "holdback/abi.hpp"
+
 #include <functional>
 #include <map>
 #include <memory>
@@ -17,7 +19,7 @@
 #include "holdback/config/json.hpp"
 #include "holdback/diagnostics.hpp"
 
-namespace holdback::config {
+namespace holdback::inline HOLDBACK_ABI_NAMESPACE::config {
 
 struct PluginSpec {
   std::string type;
@@ -170,4 +172,4 @@ std::shared_ptr<Interface> resolvePluginRef(
   return makeDefault();
 }
 
-}  // namespace holdback::config
+}  // namespace holdback::inline HOLDBACK_ABI_NAMESPACE::config

@@ -14,6 +14,8 @@
 // See docs/configuration.md for the full reference.
 #pragma once
 
+#include "holdback/abi.hpp"
+
 #include <memory>
 #include <optional>
 #include <string>
@@ -23,7 +25,7 @@
 #include "holdback/policies.hpp"
 #include "holdback/usage_limit_policy.hpp"
 
-namespace holdback::config {
+namespace holdback::inline HOLDBACK_ABI_NAMESPACE::config {
 
 using PolicyRegistry = PluginRegistry<UsageLimitPolicy>;
 
@@ -47,4 +49,4 @@ std::optional<PriorityHoldbackOptions> parsePriorityHoldbackOptions(const Json* 
 Result<std::shared_ptr<UsageLimitPolicy>> loadUsageLimitPolicy(const Json& document,
                                                                const PolicyRegistry& registry);
 
-}  // namespace holdback::config
+}  // namespace holdback::inline HOLDBACK_ABI_NAMESPACE::config
