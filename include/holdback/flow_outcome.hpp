@@ -76,10 +76,10 @@ struct Outcome {
 };
 
 // "Dispatched", "RejectedCapacity", ..., "EvictedOther"; "UnknownOutcome" for out-of-range values.
-[[nodiscard]] std::string_view toString(QueueOutcome outcome) noexcept;
+[[nodiscard]] HOLDBACK_API std::string_view toString(QueueOutcome outcome) noexcept;
 // "none", "queue-at-capacity", "no-endpoints", "ttl-expired", "cancelled", "not-running",
 // "invalid-request".
-[[nodiscard]] std::string_view toString(OutcomeCause cause) noexcept;
+[[nodiscard]] HOLDBACK_API std::string_view toString(OutcomeCause cause) noexcept;
 
 struct HttpDisposition {
   // 200 for kDispatched (proceed), otherwise the status to answer the client with.
@@ -91,6 +91,7 @@ struct HttpDisposition {
 
 // The table in the file comment. `poolEmptyNow` is the host's probe of the pool at reply time
 // (only consulted for TTL evictions).
-[[nodiscard]] HttpDisposition toHttp(Outcome outcome, bool poolEmptyNow = false) noexcept;
+[[nodiscard]] HOLDBACK_API HttpDisposition toHttp(Outcome outcome,
+                                                  bool poolEmptyNow = false) noexcept;
 
 }  // namespace holdback::inline HOLDBACK_ABI_NAMESPACE

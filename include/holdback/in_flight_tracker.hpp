@@ -61,7 +61,7 @@ struct InFlightCounters {
 // One dispatched request's claim on an endpoint. Move-only.
 // Thread safety: thread-compatible (one handle belongs to one request; different handles may be
 // released concurrently).
-class [[nodiscard]] InFlightHandle {
+class [[nodiscard]] HOLDBACK_API InFlightHandle {
  public:
   InFlightHandle() = default;
   InFlightHandle(InFlightHandle&& other) noexcept
@@ -110,7 +110,7 @@ class [[nodiscard]] InFlightHandle {
   std::int64_t tokens_ = 0;
 };
 
-class InFlightTracker {
+class HOLDBACK_API InFlightTracker {
  public:
   // Counts one request with `tokens` tokens (negative -> 0) on `endpoint`.
   InFlightHandle dispatch(std::string_view endpoint, std::int64_t tokens = 0) noexcept;

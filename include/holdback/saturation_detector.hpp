@@ -47,8 +47,8 @@ enum class EndpointRole : std::uint8_t {
 
 // Parses a role label as the Go gateway does ("" -> kDecode, "both" -> kPrefillDecode, anything
 // unrecognised -> kUnknown).
-[[nodiscard]] EndpointRole parseEndpointRole(std::string_view label) noexcept;
-[[nodiscard]] std::string_view toString(EndpointRole role) noexcept;
+[[nodiscard]] HOLDBACK_API EndpointRole parseEndpointRole(std::string_view label) noexcept;
+[[nodiscard]] HOLDBACK_API std::string_view toString(EndpointRole role) noexcept;
 
 // One endpoint's telemetry, as the host last observed it.
 struct Endpoint {
@@ -76,7 +76,7 @@ struct FilterResult {
   bool failOpen = false;
 };
 
-class SaturationDetector {
+class HOLDBACK_API SaturationDetector {
  public:
   virtual ~SaturationDetector() = default;
   SaturationDetector(const SaturationDetector&) = delete;

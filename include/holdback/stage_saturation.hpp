@@ -42,7 +42,7 @@ struct StageSaturation {
          role == EndpointRole::kEncodePrefillDecode;
 }
 
-class StageSaturationEvaluator {
+class HOLDBACK_API StageSaturationEvaluator {
  public:
   StageSaturation evaluate(const SaturationDetector& detector, std::span<const Endpoint> endpoints,
                            TimePoint now) noexcept;

@@ -68,7 +68,7 @@ inline void monotonize(std::span<double> ceilings) noexcept {
   }
 }
 
-class UsageLimitPolicy {
+class HOLDBACK_API UsageLimitPolicy {
  public:
   virtual ~UsageLimitPolicy() = default;
   UsageLimitPolicy(const UsageLimitPolicy&) = delete;

@@ -51,19 +51,19 @@ struct Document {
 
 // Detects the format by content and parses. Like parseJson, a document with duplicate keys is
 // still returned alongside its errors; check diagnostics().hasErrors().
-Result<Document> parseDocument(std::string_view text);
+HOLDBACK_API Result<Document> parseDocument(std::string_view text);
 
 // YAML only.
-Result<Document> parseYaml(std::string_view text);
+HOLDBACK_API Result<Document> parseYaml(std::string_view text);
 
 // The whole file as bytes, or nullopt when it cannot be read.
-std::optional<std::string> readTextFile(const std::string& file);
+HOLDBACK_API std::optional<std::string> readTextFile(const std::string& file);
 
 // Reads a file and parses it with parseDocument(). An unreadable file is an error at path "".
-Result<Document> parseDocumentFile(const std::string& file);
+HOLDBACK_API Result<Document> parseDocumentFile(const std::string& file);
 
 // A copy of `diagnostics` in which every diagnostic without a position gets the position of its
 // path, or of the nearest enclosing path that has one.
-Diagnostics withPositions(const Diagnostics& diagnostics, const SourceMap& positions);
+HOLDBACK_API Diagnostics withPositions(const Diagnostics& diagnostics, const SourceMap& positions);
 
 }  // namespace holdback::inline HOLDBACK_ABI_NAMESPACE::config

@@ -21,10 +21,10 @@
 namespace holdback::inline HOLDBACK_ABI_NAMESPACE::config {
 
 // The duration `text` denotes, or nullopt when it is not a duration string.
-[[nodiscard]] std::optional<Duration> parseDuration(std::string_view text);
+[[nodiscard]] HOLDBACK_API std::optional<Duration> parseDuration(std::string_view text);
 
 // A string parseDuration() reads back exactly: "0s", "200ms", "1.5s", "90s", "-250us", "7ns".
 // The largest of s, ms, us, ns that keeps the number >= 1 is used, with the fraction written out.
-[[nodiscard]] std::string formatDuration(Duration duration);
+[[nodiscard]] HOLDBACK_API std::string formatDuration(Duration duration);
 
 }  // namespace holdback::inline HOLDBACK_ABI_NAMESPACE::config

@@ -18,6 +18,6 @@
 namespace holdback::inline HOLDBACK_ABI_NAMESPACE::config {
 
 // The value, or nullopt when `text` is not a quantity or does not fit an int64.
-std::optional<std::int64_t> parseQuantity(std::string_view text) noexcept;
+HOLDBACK_API std::optional<std::int64_t> parseQuantity(std::string_view text) noexcept;
 
 }  // namespace holdback::inline HOLDBACK_ABI_NAMESPACE::config
