@@ -487,9 +487,10 @@ struct Ticket::Core {
   }
 
   void deliver(Completion&& c) noexcept {
-    try {
+    HOLDBACK_TRY {
       opts.onOutcome(std::move(c));
-    } catch (...) {
+    }
+    HOLDBACK_CATCH_ALL {
       // The host's callback threw; the outcome was delivered as far as the library can tell.
     }
   }

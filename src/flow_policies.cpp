@@ -49,10 +49,11 @@ const FlowQueueView* RoundRobinFairnessPolicy::pick(const BandView& band,
       rr->hasCursor = false;
     } else {
       // assign() reuses the capacity; it can only allocate for an id longer than any seen.
-      try {
+      HOLDBACK_TRY {
         rr->cursor.assign(next->flowId());
         rr->hasCursor = true;
-      } catch (...) {
+      }
+      HOLDBACK_CATCH_ALL {
         rr->hasCursor = false;
       }
     }

@@ -12,12 +12,13 @@ InFlightHandle InFlightTracker::dispatch(std::string_view endpoint, std::int64_t
     if (const auto it = counters_.find(endpoint); it != counters_.end()) counters = it->second;
   }
   if (counters == nullptr) {
-    try {
+    HOLDBACK_TRY {
       std::unique_lock lock(mutex_);
       auto& slot = counters_[std::string(endpoint)];  // another thread may have added it
       if (slot == nullptr) slot = std::make_shared<detail::InFlightCounters>();
       counters = slot;
-    } catch (...) {
+    }
+    HOLDBACK_CATCH_ALL {
       return InFlightHandle();
     }
   }

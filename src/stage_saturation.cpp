@@ -39,10 +39,11 @@ StageSaturation StageSaturationEvaluator::evaluate(const SaturationDetector& det
   // allocation fail, fail closed: report the pool as saturated.
   std::size_t prefill_count = 0;
   std::size_t decode_count = 0;
-  try {
+  HOLDBACK_TRY {
     prefill_count = collect(endpoints, prefill_, inPrefillStage);
     decode_count = collect(endpoints, decode_, inDecodeStage);
-  } catch (...) {
+  }
+  HOLDBACK_CATCH_ALL {
     out.effective = 1.0;
     return out;
   }

@@ -12,7 +12,11 @@ void* operator new(std::size_t size) {
   ++g_allocations;
   g_bytes += size;
   if (void* p = std::malloc(size == 0 ? 1 : size)) return p;
+#if defined(__cpp_exceptions)
   throw std::bad_alloc();
+#else
+  std::abort();  // built with -fno-exceptions (HOLDBACK_NO_EXCEPTIONS)
+#endif
 }
 void* operator new[](std::size_t size) {
   return ::operator new(size);

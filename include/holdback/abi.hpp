@@ -27,3 +27,21 @@
 #else
 #define HOLDBACK_API [[gnu::visibility("default")]]
 #endif
+
+// Exceptions. The library never throws into the host. Built as usual it catches, at a handful of
+// places, what it cannot rule out: an allocation failure while growing a scratch buffer (it then
+// fails closed) and a host callback that throws (swallowed: the outcome counts as delivered).
+// Built with -fno-exceptions (CMake option HOLDBACK_NO_EXCEPTIONS, or a header-only host compiled
+// that way) those blocks compile to plain code: there is nothing to catch, and an allocation
+// failure or a throwing host callback ends the process through std::terminate/std::abort, as
+// anywhere in a -fno-exceptions program. HOLDBACK_TRY { ... } HOLDBACK_CATCH_ALL { ... } is the
+// only form used; the catch block must not name the exception.
+#if defined(__cpp_exceptions) || defined(__EXCEPTIONS) || defined(_CPPUNWIND)
+#define HOLDBACK_HAS_EXCEPTIONS 1
+#define HOLDBACK_TRY try
+#define HOLDBACK_CATCH_ALL catch (...)
+#else
+#define HOLDBACK_HAS_EXCEPTIONS 0
+#define HOLDBACK_TRY if (true)
+#define HOLDBACK_CATCH_ALL if (false)
+#endif

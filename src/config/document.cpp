@@ -283,7 +283,7 @@ Result<Document> parseYaml(std::string_view text) {
                                text.size());
   YamlBuilder builder(diagnostics, document.positions);
   bool ok = true;
-  try {
+  HOLDBACK_TRY {
     while (true) {
       yaml_event_t event;
       if (yaml_parser_parse(&parser, &event) == 0) {
@@ -305,8 +305,9 @@ Result<Document> parseYaml(std::string_view text) {
       }
       if (done) break;
     }
-  } catch (const std::exception& e) {  // allocation failure while building
-    diagnostics.error("", std::string("invalid YAML: ") + e.what());
+  }
+  HOLDBACK_CATCH_ALL {  // allocation failure while building
+    diagnostics.error("", "invalid YAML: out of memory while building the document");
     ok = false;
   }
   yaml_parser_delete(&parser);
