@@ -2,8 +2,6 @@
 // running test, so tests can run in parallel.
 #pragma once
 
-#include "holdback/abi.hpp"
-
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 
@@ -12,8 +10,7 @@
 #include <iterator>
 #include <string>
 
-// Test helpers share the library's holdback::testing (in the ABI namespace, holdback/abi.hpp).
-namespace holdback::inline HOLDBACK_ABI_NAMESPACE::testing {
+namespace holdback::testing {
 
 struct CliRun {
   int exitCode = -1;
@@ -53,4 +50,4 @@ inline std::string writeTemp(const std::string& name, const std::string& text) {
 
 inline const std::string kExamples = std::string(HOLDBACK_SOURCE_DIR) + "/examples/configs/";
 
-}  // namespace holdback::inline HOLDBACK_ABI_NAMESPACE::testing
+}  // namespace holdback::testing

@@ -45,3 +45,12 @@
 #define HOLDBACK_TRY if (true)
 #define HOLDBACK_CATCH_ALL if (false)
 #endif
+
+// Header-only mode (the holdback::header_only CMake target defines HOLDBACK_HEADER_ONLY): every
+// header includes its implementation (<name>-inl.hpp) and HOLDBACK_INLINE makes those definitions
+// inline. In the compiled library (holdback::holdback) src/<name>.cpp includes the same file once.
+#ifdef HOLDBACK_HEADER_ONLY
+#define HOLDBACK_INLINE inline
+#else
+#define HOLDBACK_INLINE
+#endif

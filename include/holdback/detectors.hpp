@@ -385,3 +385,7 @@ inline FilterResult ConcurrencyDetector::filter(std::span<const Endpoint> endpoi
 }
 
 }  // namespace holdback::inline HOLDBACK_ABI_NAMESPACE
+
+#ifdef HOLDBACK_HEADER_ONLY
+#include "holdback/detectors-inl.hpp"
+#endif

@@ -86,3 +86,7 @@ class [[nodiscard]] Result {
 };
 
 }  // namespace holdback::inline HOLDBACK_ABI_NAMESPACE
+
+#ifdef HOLDBACK_HEADER_ONLY
+#include "holdback/diagnostics-inl.hpp"
+#endif

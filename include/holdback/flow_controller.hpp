@@ -408,3 +408,11 @@ class HOLDBACK_API FlowController {
 };
 
 }  // namespace holdback::inline HOLDBACK_ABI_NAMESPACE
+
+#ifdef HOLDBACK_HEADER_ONLY
+#include "holdback/flow_controller-inl.hpp"
+#endif
+
+#ifdef HOLDBACK_HEADER_ONLY
+#include "holdback/flow_prometheus-inl.hpp"
+#endif

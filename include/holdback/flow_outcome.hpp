@@ -95,3 +95,7 @@ struct HttpDisposition {
                                                   bool poolEmptyNow = false) noexcept;
 
 }  // namespace holdback::inline HOLDBACK_ABI_NAMESPACE
+
+#ifdef HOLDBACK_HEADER_ONLY
+#include "holdback/flow_outcome-inl.hpp"
+#endif

@@ -166,3 +166,7 @@ class HOLDBACK_API RoundRobinFairnessPolicy final : public FairnessPolicy {
 [[nodiscard]] HOLDBACK_API std::shared_ptr<const FairnessPolicy> roundRobinFairness();
 
 }  // namespace holdback::inline HOLDBACK_ABI_NAMESPACE
+
+#ifdef HOLDBACK_HEADER_ONLY
+#include "holdback/flow_policies-inl.hpp"
+#endif

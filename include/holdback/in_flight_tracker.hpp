@@ -130,3 +130,7 @@ class HOLDBACK_API InFlightTracker {
 };
 
 }  // namespace holdback::inline HOLDBACK_ABI_NAMESPACE
+
+#ifdef HOLDBACK_HEADER_ONLY
+#include "holdback/in_flight_tracker-inl.hpp"
+#endif

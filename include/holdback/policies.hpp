@@ -289,3 +289,7 @@ class HOLDBACK_API SoftReflectiveCeilingPolicy final : public UsageLimitPolicy {
 };
 
 }  // namespace holdback::inline HOLDBACK_ABI_NAMESPACE
+
+#ifdef HOLDBACK_HEADER_ONLY
+#include "holdback/policies-inl.hpp"
+#endif

@@ -101,3 +101,7 @@ class HOLDBACK_API SaturationDetector {
 };
 
 }  // namespace holdback::inline HOLDBACK_ABI_NAMESPACE
+
+#ifdef HOLDBACK_HEADER_ONLY
+#include "holdback/saturation_detector-inl.hpp"
+#endif

@@ -53,3 +53,7 @@ class HOLDBACK_API StageSaturationEvaluator {
 };
 
 }  // namespace holdback::inline HOLDBACK_ABI_NAMESPACE
+
+#ifdef HOLDBACK_HEADER_ONLY
+#include "holdback/stage_saturation-inl.hpp"
+#endif

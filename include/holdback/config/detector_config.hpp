@@ -61,3 +61,7 @@ HOLDBACK_API Result<std::shared_ptr<SaturationDetector>> loadSaturationDetector(
     const Json& document, const DetectorRegistry& registry);
 
 }  // namespace holdback::inline HOLDBACK_ABI_NAMESPACE::config
+
+#ifdef HOLDBACK_HEADER_ONLY
+#include "holdback/config/detector_config-inl.hpp"
+#endif

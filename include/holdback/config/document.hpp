@@ -67,3 +67,7 @@ HOLDBACK_API Result<Document> parseDocumentFile(const std::string& file);
 HOLDBACK_API Diagnostics withPositions(const Diagnostics& diagnostics, const SourceMap& positions);
 
 }  // namespace holdback::inline HOLDBACK_ABI_NAMESPACE::config
+
+#ifdef HOLDBACK_HEADER_ONLY
+#include "holdback/config/document-inl.hpp"
+#endif

@@ -28,3 +28,7 @@ namespace holdback::inline HOLDBACK_ABI_NAMESPACE::config {
 [[nodiscard]] HOLDBACK_API std::string formatDuration(Duration duration);
 
 }  // namespace holdback::inline HOLDBACK_ABI_NAMESPACE::config
+
+#ifdef HOLDBACK_HEADER_ONLY
+#include "holdback/config/duration-inl.hpp"
+#endif

@@ -124,3 +124,7 @@ struct FieldInfo {
 HOLDBACK_API extern const std::vector<FieldInfo> kEndpointPickerConfigFields;
 
 }  // namespace holdback::inline HOLDBACK_ABI_NAMESPACE::config
+
+#ifdef HOLDBACK_HEADER_ONLY
+#include "holdback/config/endpoint_picker_config-inl.hpp"
+#endif

@@ -104,3 +104,7 @@ class HOLDBACK_API ParamReader {
 };
 
 }  // namespace holdback::inline HOLDBACK_ABI_NAMESPACE::config
+
+#ifdef HOLDBACK_HEADER_ONLY
+#include "holdback/config/json-inl.hpp"
+#endif

@@ -48,3 +48,7 @@ HOLDBACK_API Result<std::shared_ptr<UsageLimitPolicy>> loadUsageLimitPolicy(
     const Json& document, const PolicyRegistry& registry);
 
 }  // namespace holdback::inline HOLDBACK_ABI_NAMESPACE::config
+
+#ifdef HOLDBACK_HEADER_ONLY
+#include "holdback/config/policy_config-inl.hpp"
+#endif

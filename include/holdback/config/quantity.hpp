@@ -21,3 +21,7 @@ namespace holdback::inline HOLDBACK_ABI_NAMESPACE::config {
 HOLDBACK_API std::optional<std::int64_t> parseQuantity(std::string_view text) noexcept;
 
 }  // namespace holdback::inline HOLDBACK_ABI_NAMESPACE::config
+
+#ifdef HOLDBACK_HEADER_ONLY
+#include "holdback/config/quantity-inl.hpp"
+#endif
