@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
 # Builds holdback and runs every test:
 #   1. the concurrency tests under ThreadSanitizer (build/tsan),
-#   2. the whole suite under AddressSanitizer + UndefinedBehaviorSanitizer (build/asan),
-#   3. the whole suite (build/default), ending with CTest's summary line.
+#   2. the whole suite under AddressSanitizer + UndefinedBehaviorSanitizer (build/asan), the unit
+#      and concurrency tests linked to holdback::header_only (so the suite runs in both modes),
+#   3. the core library and its tests with -fno-exceptions as a shared library with hidden
+#      symbols, checking its exports (build/noexcept, preset `noexcept`),
+#   4. the whole suite (build/default), ending with CTest's summary line.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/deps.sh
@@ -18,10 +21,15 @@ cmake --build build/tsan -j"$jobs" --target holdback_concurrency_tests
 
 echo "== AddressSanitizer + UndefinedBehaviorSanitizer: all tests" >&2
 cmake -S . -B build/asan -DCMAKE_BUILD_TYPE=Debug -DHOLDBACK_SANITIZE=address,undefined \
-  -DHOLDBACK_BUILD_BENCH=OFF >/dev/null
+  -DHOLDBACK_BUILD_BENCH=OFF -DHOLDBACK_TEST_HEADER_ONLY=ON >/dev/null
 cmake --build build/asan -j"$jobs"
 (cd build/asan && ASAN_OPTIONS="detect_leaks=1" \
   UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1" ctest --output-on-failure -j"$jobs")
+
+echo "== -fno-exceptions, shared library with hidden symbols: core tests" >&2
+cmake --preset noexcept >/dev/null
+cmake --build --preset noexcept -j"$jobs"
+ctest --preset noexcept -j"$jobs"
 
 echo "== All tests" >&2
 cmake -S . -B build/default -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null

@@ -12,7 +12,11 @@ void* operator new(std::size_t size) {
   ++g_allocations;
   g_bytes += size;
   if (void* p = std::malloc(size == 0 ? 1 : size)) return p;
+#if defined(__cpp_exceptions)
   throw std::bad_alloc();
+#else
+  std::abort();  // built with -fno-exceptions (HOLDBACK_NO_EXCEPTIONS)
+#endif
 }
 void* operator new[](std::size_t size) {
   return ::operator new(size);
@@ -44,7 +48,7 @@ void operator delete[](void* p, std::size_t) noexcept {
   std::free(p);
 }
 
-namespace holdback::testing {
+namespace holdback::inline HOLDBACK_ABI_NAMESPACE::testing {
 
 AllocationCounter::AllocationCounter() : start_(g_allocations), start_bytes_(g_bytes) {}
 AllocationCounter::~AllocationCounter() = default;
@@ -55,4 +59,4 @@ std::size_t AllocationCounter::bytes() const {
   return g_bytes - start_bytes_;
 }
 
-}  // namespace holdback::testing
+}  // namespace holdback::inline HOLDBACK_ABI_NAMESPACE::testing

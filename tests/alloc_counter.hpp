@@ -2,9 +2,12 @@
 // not allocate. The test binary that links alloc_counter.cpp replaces global operator new.
 #pragma once
 
+#include "holdback/abi.hpp"
+
 #include <cstddef>
 
-namespace holdback::testing {
+// Test helpers share the library's holdback::testing (in the ABI namespace, holdback/abi.hpp).
+namespace holdback::inline HOLDBACK_ABI_NAMESPACE::testing {
 
 class AllocationCounter {
  public:
@@ -23,4 +26,4 @@ class AllocationCounter {
   std::size_t start_bytes_;
 };
 
-}  // namespace holdback::testing
+}  // namespace holdback::inline HOLDBACK_ABI_NAMESPACE::testing

@@ -16,6 +16,8 @@
 // See docs/detectors.md for formulas, trade-offs and how to feed them from vLLM.
 #pragma once
 
+#include "holdback/abi.hpp"
+
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -28,7 +30,7 @@
 #include "holdback/diagnostics.hpp"
 #include "holdback/saturation_detector.hpp"
 
-namespace holdback {
+namespace holdback::inline HOLDBACK_ABI_NAMESPACE {
 
 // ---------------------------------------------------------------------------------------------
 // utilization-detector
@@ -46,8 +48,8 @@ enum class StalenessPolicy : std::uint8_t {
   kIgnore,     // leaves the aggregate; an all-stale pool reads 0.0 (fails open)
 };
 
-[[nodiscard]] std::string_view toString(Aggregation aggregation) noexcept;
-[[nodiscard]] std::string_view toString(StalenessPolicy policy) noexcept;
+[[nodiscard]] HOLDBACK_API std::string_view toString(Aggregation aggregation) noexcept;
+[[nodiscard]] HOLDBACK_API std::string_view toString(StalenessPolicy policy) noexcept;
 
 struct UtilizationDetectorOptions {
   // The "ideal" waiting queue depth of one endpoint; > 0.
@@ -96,7 +98,7 @@ struct UtilizationDetectorOptions {
 //
 // Thread safety: thread-safe (immutable after creation). saturation and filter are O(n), do not
 // allocate and do not throw.
-class UtilizationDetector final : public SaturationDetector {
+class HOLDBACK_API UtilizationDetector final : public SaturationDetector {
  public:
   static constexpr std::string_view kType = "utilization-detector";
   static constexpr double kMaxScore = 1e12;
@@ -144,7 +146,7 @@ enum class ConcurrencyMode : std::uint8_t {
   kHybrid,    // per-endpoint roofline of both, averaged with equal weight
 };
 
-[[nodiscard]] std::string_view toString(ConcurrencyMode mode) noexcept;
+[[nodiscard]] HOLDBACK_API std::string_view toString(ConcurrencyMode mode) noexcept;
 
 struct ConcurrencyDetectorOptions {
   ConcurrencyMode mode = ConcurrencyMode::kRequests;
@@ -180,7 +182,7 @@ struct ConcurrencyDetectorOptions {
 //
 // Thread safety: thread-safe (immutable after creation). saturation and filter are O(n), do not
 // allocate and do not throw.
-class ConcurrencyDetector final : public SaturationDetector {
+class HOLDBACK_API ConcurrencyDetector final : public SaturationDetector {
  public:
   static constexpr std::string_view kType = "concurrency-detector";
 
@@ -382,4 +384,8 @@ inline FilterResult ConcurrencyDetector::filter(std::span<const Endpoint> endpoi
   return result;
 }
 
-}  // namespace holdback
+}  // namespace holdback::inline HOLDBACK_ABI_NAMESPACE
+
+#ifdef HOLDBACK_HEADER_ONLY
+#include "holdback/detectors-inl.hpp"
+#endif

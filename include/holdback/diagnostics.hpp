@@ -9,17 +9,19 @@
 // it yourself).
 #pragma once
 
+#include "holdback/abi.hpp"
+
 #include <cstddef>
 #include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
-namespace holdback {
+namespace holdback::inline HOLDBACK_ABI_NAMESPACE {
 
 enum class Severity { kError, kWarning };
 
-struct Diagnostic {
+struct HOLDBACK_API Diagnostic {
   Severity severity = Severity::kError;
   // JSON pointer of the offending value ("" = the whole document).
   std::string path;
@@ -35,7 +37,7 @@ struct Diagnostic {
 };
 
 // An ordered list of diagnostics. Errors and warnings are kept in the order they were found.
-class Diagnostics {
+class HOLDBACK_API Diagnostics {
  public:
   void error(std::string path, std::string message, int line = 0, int column = 0);
   void warning(std::string path, std::string message, int line = 0, int column = 0);
@@ -83,4 +85,8 @@ class [[nodiscard]] Result {
   Diagnostics diagnostics_;
 };
 
-}  // namespace holdback
+}  // namespace holdback::inline HOLDBACK_ABI_NAMESPACE
+
+#ifdef HOLDBACK_HEADER_ONLY
+#include "holdback/diagnostics-inl.hpp"
+#endif

@@ -53,6 +53,8 @@
 // Thread safety: thread-safe (every public method may be called from any thread).
 #pragma once
 
+#include "holdback/abi.hpp"
+
 #include <any>
 #include <array>
 #include <chrono>
@@ -73,7 +75,7 @@
 #include "holdback/saturation_detector.hpp"
 #include "holdback/usage_limit_policy.hpp"
 
-namespace holdback {
+namespace holdback::inline HOLDBACK_ABI_NAMESPACE {
 
 using RequestId = std::uint64_t;
 
@@ -91,8 +93,8 @@ struct CapacityUsage {
 // §3.6: admit iff neither limit of the global scope nor of the band would be exceeded by one more
 // request of `itemBytes` (reaching a limit exactly is allowed; 0 = unlimited). `band == nullptr`
 // (band absent) denies. Overflow-safe for any values.
-[[nodiscard]] bool hasCapacity(std::uint64_t itemBytes, const CapacityUsage& global,
-                               const CapacityUsage* band) noexcept;
+[[nodiscard]] HOLDBACK_API bool hasCapacity(std::uint64_t itemBytes, const CapacityUsage& global,
+                                            const CapacityUsage* band) noexcept;
 
 // The pool regime: whether the endpoint source last returned an empty pool, and since when. The
 // initial regime is {non-empty, since TimePoint::min()} ("always"; the reference uses Go's zero
@@ -112,9 +114,9 @@ struct ExpiryVerdict {
 // never expires; chargeFrom = max(enqueueTime, regime.since); expired iff now >= chargeFrom +
 // budget (inclusive). Each regime change starts a fresh budget; a change before the request
 // arrived does not extend it.
-[[nodiscard]] ExpiryVerdict isExpired(TimePoint enqueueTime, Duration effectiveTtl,
-                                      Duration noEndpointTtl, PoolRegime regime,
-                                      TimePoint now) noexcept;
+[[nodiscard]] HOLDBACK_API ExpiryVerdict isExpired(TimePoint enqueueTime, Duration effectiveTtl,
+                                                   Duration noEndpointTtl, PoolRegime regime,
+                                                   TimePoint now) noexcept;
 
 // ---------------------------------------------------------------------------------------------
 // Host interfaces
@@ -122,7 +124,7 @@ struct ExpiryVerdict {
 // Where the controller reads the pool from.
 // Thread safety: thread-compatible suffices (a controller calls it from one thread at a time,
 // under its cycle lock); a source shared by several controllers must be thread-safe.
-class EndpointSource {
+class HOLDBACK_API EndpointSource {
  public:
   virtual ~EndpointSource() = default;
   // The current pool. The span must stay valid until the next call on this source; the
@@ -255,7 +257,7 @@ struct DispatchResult {
 };
 
 // "dispatched", "gated", "nothing-queued", "stopped".
-[[nodiscard]] std::string_view toString(DispatchResult::Kind kind) noexcept;
+[[nodiscard]] HOLDBACK_API std::string_view toString(DispatchResult::Kind kind) noexcept;
 
 // Upper bounds (seconds) of the queue-wait histogram buckets; a final +Inf bucket follows.
 inline constexpr std::array<double, 14> kQueueDurationBucketsSeconds{
@@ -300,8 +302,8 @@ struct FlowControllerStats {
 
 // Prometheus text exposition (version 0.0.4) of a snapshot, metric names of the reference §3.12
 // with the prefix holdback_ instead of llm_d_epp_. `pool` is the inference_pool label value.
-[[nodiscard]] std::string renderPrometheus(const FlowControllerStats& stats,
-                                           std::string_view pool = "default");
+[[nodiscard]] HOLDBACK_API std::string renderPrometheus(const FlowControllerStats& stats,
+                                                        std::string_view pool = "default");
 
 // ---------------------------------------------------------------------------------------------
 
@@ -310,7 +312,7 @@ class FlowController;
 // A move-only handle to one enqueued request. Destroying it does not cancel the request.
 // Thread safety: thread-compatible (one owner; cancel() itself is safe against the controller's
 // other threads, and a no-op once the controller is gone).
-class Ticket {
+class HOLDBACK_API Ticket {
  public:
   Ticket() = default;
   // A moved-from ticket is empty (valid() == false).
@@ -340,7 +342,7 @@ class Ticket {
 };
 
 // Thread safety: thread-safe.
-class FlowController {
+class HOLDBACK_API FlowController {
  public:
   // Validates the options (every problem, with its path) and builds the controller; starts the
   // runner thread when options.runner.enabled.
@@ -405,4 +407,12 @@ class FlowController {
   std::shared_ptr<Ticket::Core> core_;
 };
 
-}  // namespace holdback
+}  // namespace holdback::inline HOLDBACK_ABI_NAMESPACE
+
+#ifdef HOLDBACK_HEADER_ONLY
+#include "holdback/flow_controller-inl.hpp"
+#endif
+
+#ifdef HOLDBACK_HEADER_ONLY
+#include "holdback/flow_prometheus-inl.hpp"
+#endif

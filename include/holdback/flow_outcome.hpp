@@ -22,12 +22,14 @@
 // Thread safety: thread-safe (pure functions on values).
 #pragma once
 
+#include "holdback/abi.hpp"
+
 #include <array>
 #include <cstddef>
 #include <cstdint>
 #include <string_view>
 
-namespace holdback {
+namespace holdback::inline HOLDBACK_ABI_NAMESPACE {
 
 enum class QueueOutcome : std::uint8_t {
   kDispatched = 0,           // success: the host may send the request to the model servers
@@ -74,10 +76,10 @@ struct Outcome {
 };
 
 // "Dispatched", "RejectedCapacity", ..., "EvictedOther"; "UnknownOutcome" for out-of-range values.
-[[nodiscard]] std::string_view toString(QueueOutcome outcome) noexcept;
+[[nodiscard]] HOLDBACK_API std::string_view toString(QueueOutcome outcome) noexcept;
 // "none", "queue-at-capacity", "no-endpoints", "ttl-expired", "cancelled", "not-running",
 // "invalid-request".
-[[nodiscard]] std::string_view toString(OutcomeCause cause) noexcept;
+[[nodiscard]] HOLDBACK_API std::string_view toString(OutcomeCause cause) noexcept;
 
 struct HttpDisposition {
   // 200 for kDispatched (proceed), otherwise the status to answer the client with.
@@ -89,6 +91,11 @@ struct HttpDisposition {
 
 // The table in the file comment. `poolEmptyNow` is the host's probe of the pool at reply time
 // (only consulted for TTL evictions).
-[[nodiscard]] HttpDisposition toHttp(Outcome outcome, bool poolEmptyNow = false) noexcept;
+[[nodiscard]] HOLDBACK_API HttpDisposition toHttp(Outcome outcome,
+                                                  bool poolEmptyNow = false) noexcept;
 
-}  // namespace holdback
+}  // namespace holdback::inline HOLDBACK_ABI_NAMESPACE
+
+#ifdef HOLDBACK_HEADER_ONLY
+#include "holdback/flow_outcome-inl.hpp"
+#endif

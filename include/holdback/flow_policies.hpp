@@ -20,6 +20,8 @@
 // in a FairnessState that the controller only touches under its lock).
 #pragma once
 
+#include "holdback/abi.hpp"
+
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -30,7 +32,7 @@
 #include "holdback/saturation_detector.hpp"
 #include "holdback/usage_limit_policy.hpp"
 
-namespace holdback {
+namespace holdback::inline HOLDBACK_ABI_NAMESPACE {
 
 // What an ordering policy may look at.
 struct QueuedRequestView {
@@ -48,7 +50,7 @@ struct QueuedRequestView {
 
 // Thread safety: implementations must be thread-safe (one instance may serve many bands and
 // controllers; calls come under each controller's lock).
-class OrderingPolicy {
+class HOLDBACK_API OrderingPolicy {
  public:
   virtual ~OrderingPolicy() = default;
   [[nodiscard]] virtual std::string_view type() const noexcept = 0;
@@ -59,7 +61,7 @@ class OrderingPolicy {
 };
 
 // Thread safety: thread-safe (stateless).
-class FcfsOrderingPolicy final : public OrderingPolicy {
+class HOLDBACK_API FcfsOrderingPolicy final : public OrderingPolicy {
  public:
   static constexpr std::string_view kType = "fcfs-ordering-policy";
   [[nodiscard]] std::string_view type() const noexcept override { return kType; }
@@ -70,7 +72,7 @@ class FcfsOrderingPolicy final : public OrderingPolicy {
 };
 
 // Thread safety: thread-safe (stateless).
-class EdfOrderingPolicy final : public OrderingPolicy {
+class HOLDBACK_API EdfOrderingPolicy final : public OrderingPolicy {
  public:
   static constexpr std::string_view kType = "edf-ordering-policy";
   [[nodiscard]] std::string_view type() const noexcept override { return kType; }
@@ -82,7 +84,7 @@ class EdfOrderingPolicy final : public OrderingPolicy {
 
 // One flow's queue as fairness policies see it.
 // Thread safety: thread-hostile outside pick() (only valid under the controller's lock).
-class FlowQueueView {
+class HOLDBACK_API FlowQueueView {
  public:
   [[nodiscard]] virtual std::string_view flowId() const noexcept = 0;
   [[nodiscard]] virtual std::size_t size() const noexcept = 0;
@@ -97,7 +99,7 @@ class FlowQueueView {
 // A priority band as fairness policies see it. Only non-empty flows are indexed, so every call
 // is O(1) or O(log F) and independent of the number of idle flows.
 // Thread safety: thread-hostile outside pick() (only valid under the controller's lock).
-class BandView {
+class HOLDBACK_API BandView {
  public:
   [[nodiscard]] virtual Priority priority() const noexcept = 0;
   [[nodiscard]] virtual std::size_t activeFlowCount() const noexcept = 0;
@@ -117,14 +119,14 @@ class BandView {
 
 // Per-band state of a fairness policy (one object per band, created when the band is).
 // Thread safety: thread-compatible (the controller only touches it under its lock).
-class FairnessState {
+class HOLDBACK_API FairnessState {
  public:
   virtual ~FairnessState() = default;
 };
 
 // Thread safety: implementations must be thread-safe (per-band mutable state belongs in the
 // FairnessState).
-class FairnessPolicy {
+class HOLDBACK_API FairnessPolicy {
  public:
   virtual ~FairnessPolicy() = default;
   [[nodiscard]] virtual std::string_view type() const noexcept = 0;
@@ -137,7 +139,7 @@ class FairnessPolicy {
 };
 
 // Thread safety: thread-safe (stateless).
-class GlobalStrictFairnessPolicy final : public FairnessPolicy {
+class HOLDBACK_API GlobalStrictFairnessPolicy final : public FairnessPolicy {
  public:
   static constexpr std::string_view kType = "global-strict-fairness-policy";
   [[nodiscard]] std::string_view type() const noexcept override { return kType; }
@@ -148,7 +150,7 @@ class GlobalStrictFairnessPolicy final : public FairnessPolicy {
 // The cursor (last picked flow id) advances on every pick, even if the dispatch later fails: the
 // unit of fairness is the dispatch opportunity, not bytes or tokens (as the reference).
 // Thread safety: thread-safe (the cursor lives in the per-band state).
-class RoundRobinFairnessPolicy final : public FairnessPolicy {
+class HOLDBACK_API RoundRobinFairnessPolicy final : public FairnessPolicy {
  public:
   static constexpr std::string_view kType = "round-robin-fairness-policy";
   [[nodiscard]] std::string_view type() const noexcept override { return kType; }
@@ -158,9 +160,13 @@ class RoundRobinFairnessPolicy final : public FairnessPolicy {
 };
 
 // Shared immutable instances of the built-in policies.
-[[nodiscard]] std::shared_ptr<const OrderingPolicy> fcfsOrdering();
-[[nodiscard]] std::shared_ptr<const OrderingPolicy> edfOrdering();
-[[nodiscard]] std::shared_ptr<const FairnessPolicy> globalStrictFairness();
-[[nodiscard]] std::shared_ptr<const FairnessPolicy> roundRobinFairness();
+[[nodiscard]] HOLDBACK_API std::shared_ptr<const OrderingPolicy> fcfsOrdering();
+[[nodiscard]] HOLDBACK_API std::shared_ptr<const OrderingPolicy> edfOrdering();
+[[nodiscard]] HOLDBACK_API std::shared_ptr<const FairnessPolicy> globalStrictFairness();
+[[nodiscard]] HOLDBACK_API std::shared_ptr<const FairnessPolicy> roundRobinFairness();
 
-}  // namespace holdback
+}  // namespace holdback::inline HOLDBACK_ABI_NAMESPACE
+
+#ifdef HOLDBACK_HEADER_ONLY
+#include "holdback/flow_policies-inl.hpp"
+#endif

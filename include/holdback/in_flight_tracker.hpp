@@ -31,6 +31,8 @@
 // fail, dispatch() returns an inactive handle and counts nothing (check active() to count it).
 #pragma once
 
+#include "holdback/abi.hpp"
+
 #include <atomic>
 #include <cstdint>
 #include <map>
@@ -42,7 +44,7 @@
 
 #include "holdback/saturation_detector.hpp"
 
-namespace holdback {
+namespace holdback::inline HOLDBACK_ABI_NAMESPACE {
 
 struct InFlightLoad {
   std::int64_t requests = 0;
@@ -59,7 +61,7 @@ struct InFlightCounters {
 // One dispatched request's claim on an endpoint. Move-only.
 // Thread safety: thread-compatible (one handle belongs to one request; different handles may be
 // released concurrently).
-class [[nodiscard]] InFlightHandle {
+class [[nodiscard]] HOLDBACK_API InFlightHandle {
  public:
   InFlightHandle() = default;
   InFlightHandle(InFlightHandle&& other) noexcept
@@ -108,7 +110,7 @@ class [[nodiscard]] InFlightHandle {
   std::int64_t tokens_ = 0;
 };
 
-class InFlightTracker {
+class HOLDBACK_API InFlightTracker {
  public:
   // Counts one request with `tokens` tokens (negative -> 0) on `endpoint`.
   InFlightHandle dispatch(std::string_view endpoint, std::int64_t tokens = 0) noexcept;
@@ -127,4 +129,8 @@ class InFlightTracker {
   std::map<std::string, std::shared_ptr<detail::InFlightCounters>, std::less<>> counters_;
 };
 
-}  // namespace holdback
+}  // namespace holdback::inline HOLDBACK_ABI_NAMESPACE
+
+#ifdef HOLDBACK_HEADER_ONLY
+#include "holdback/in_flight_tracker-inl.hpp"
+#endif

@@ -15,6 +15,8 @@
 // INT_MIN/INT_MAX cannot overflow. See docs/policies.md for tables and guidance.
 #pragma once
 
+#include "holdback/abi.hpp"
+
 #include <atomic>
 #include <cmath>
 #include <cstdint>
@@ -28,7 +30,7 @@
 #include "holdback/diagnostics.hpp"
 #include "holdback/usage_limit_policy.hpp"
 
-namespace holdback {
+namespace holdback::inline HOLDBACK_ABI_NAMESPACE {
 
 // ---------------------------------------------------------------------------------------------
 // static-usage-limit-policy
@@ -40,7 +42,7 @@ struct StaticUsageLimitOptions {
 
 // Writes `threshold` into every element, regardless of saturation and priorities.
 // Thread safety: thread-safe (immutable after creation).
-class StaticUsageLimitPolicy final : public UsageLimitPolicy {
+class HOLDBACK_API StaticUsageLimitPolicy final : public UsageLimitPolicy {
  public:
   static constexpr std::string_view kType = "static-usage-limit-policy";
 
@@ -77,8 +79,8 @@ enum class HoldbackStrategy {
 
 enum class SigmoidDomain { kRank, kValue };
 
-[[nodiscard]] std::string_view toString(HoldbackStrategy strategy) noexcept;
-[[nodiscard]] std::string_view toString(SigmoidDomain domain) noexcept;
+[[nodiscard]] HOLDBACK_API std::string_view toString(HoldbackStrategy strategy) noexcept;
+[[nodiscard]] HOLDBACK_API std::string_view toString(SigmoidDomain domain) noexcept;
 
 struct StaticCeiling {
   Priority priority = 0;
@@ -111,7 +113,7 @@ struct PriorityHoldbackOptions {
 // finite, bounded, non-increasing ceilings (value-domain strategies use the true minimum and
 // maximum of the list; rank strategies use list positions).
 // Thread safety: thread-safe (immutable after creation).
-class PriorityHoldbackPolicy final : public UsageLimitPolicy {
+class HOLDBACK_API PriorityHoldbackPolicy final : public UsageLimitPolicy {
  public:
   static constexpr std::string_view kType = "priority-holdback-policy";
 
@@ -238,7 +240,7 @@ inline double PriorityHoldbackPolicy::staticCeiling(Priority p) const noexcept {
 // single band reads 1.0. Outputs are exactly 0.0 or 1.0. NaN saturation reads as 1.0 (all bands
 // but the first closed) and +inf as overload.
 // Thread safety: thread-safe (the tick is a relaxed atomic counter; concurrent callers share it).
-class SoftReflectiveCeilingPolicy final : public UsageLimitPolicy {
+class HOLDBACK_API SoftReflectiveCeilingPolicy final : public UsageLimitPolicy {
  public:
   static constexpr std::string_view kType = "soft-reflective-ceiling-policy";
 
@@ -286,4 +288,8 @@ class SoftReflectiveCeilingPolicy final : public UsageLimitPolicy {
   std::atomic<std::uint64_t> tick_{0};
 };
 
-}  // namespace holdback
+}  // namespace holdback::inline HOLDBACK_ABI_NAMESPACE
+
+#ifdef HOLDBACK_HEADER_ONLY
+#include "holdback/policies-inl.hpp"
+#endif

@@ -15,6 +15,8 @@
 // concurrently).
 #pragma once
 
+#include "holdback/abi.hpp"
+
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -24,7 +26,7 @@
 #include <string_view>
 #include <utility>
 
-namespace holdback {
+namespace holdback::inline HOLDBACK_ABI_NAMESPACE {
 
 // The library's clock types. Time is always passed in by the host (or a simulator), so any
 // epoch works; steady_clock's time_point is only the carrier type.
@@ -45,8 +47,8 @@ enum class EndpointRole : std::uint8_t {
 
 // Parses a role label as the Go gateway does ("" -> kDecode, "both" -> kPrefillDecode, anything
 // unrecognised -> kUnknown).
-[[nodiscard]] EndpointRole parseEndpointRole(std::string_view label) noexcept;
-[[nodiscard]] std::string_view toString(EndpointRole role) noexcept;
+[[nodiscard]] HOLDBACK_API EndpointRole parseEndpointRole(std::string_view label) noexcept;
+[[nodiscard]] HOLDBACK_API std::string_view toString(EndpointRole role) noexcept;
 
 // One endpoint's telemetry, as the host last observed it.
 struct Endpoint {
@@ -74,7 +76,7 @@ struct FilterResult {
   bool failOpen = false;
 };
 
-class SaturationDetector {
+class HOLDBACK_API SaturationDetector {
  public:
   virtual ~SaturationDetector() = default;
   SaturationDetector(const SaturationDetector&) = delete;
@@ -98,4 +100,8 @@ class SaturationDetector {
   std::string name_;
 };
 
-}  // namespace holdback
+}  // namespace holdback::inline HOLDBACK_ABI_NAMESPACE
+
+#ifdef HOLDBACK_HEADER_ONLY
+#include "holdback/saturation_detector-inl.hpp"
+#endif

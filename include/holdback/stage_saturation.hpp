@@ -16,13 +16,15 @@
 // the pool's size, and does not throw.
 #pragma once
 
+#include "holdback/abi.hpp"
+
 #include <optional>
 #include <span>
 #include <vector>
 
 #include "holdback/saturation_detector.hpp"
 
-namespace holdback {
+namespace holdback::inline HOLDBACK_ABI_NAMESPACE {
 
 struct StageSaturation {
   double effective = 1.0;
@@ -40,7 +42,7 @@ struct StageSaturation {
          role == EndpointRole::kEncodePrefillDecode;
 }
 
-class StageSaturationEvaluator {
+class HOLDBACK_API StageSaturationEvaluator {
  public:
   StageSaturation evaluate(const SaturationDetector& detector, std::span<const Endpoint> endpoints,
                            TimePoint now) noexcept;
@@ -50,4 +52,8 @@ class StageSaturationEvaluator {
   std::vector<Endpoint> decode_;
 };
 
-}  // namespace holdback
+}  // namespace holdback::inline HOLDBACK_ABI_NAMESPACE
+
+#ifdef HOLDBACK_HEADER_ONLY
+#include "holdback/stage_saturation-inl.hpp"
+#endif

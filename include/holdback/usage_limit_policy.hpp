@@ -23,6 +23,8 @@
 // atomics). computeLimit does not allocate and does not throw.
 #pragma once
 
+#include "holdback/abi.hpp"
+
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -31,7 +33,7 @@
 #include <string_view>
 #include <utility>
 
-namespace holdback {
+namespace holdback::inline HOLDBACK_ABI_NAMESPACE {
 
 // A priority level. Larger is more important; negative priorities are "sheddable".
 using Priority = std::int32_t;
@@ -66,7 +68,7 @@ inline void monotonize(std::span<double> ceilings) noexcept {
   }
 }
 
-class UsageLimitPolicy {
+class HOLDBACK_API UsageLimitPolicy {
  public:
   virtual ~UsageLimitPolicy() = default;
   UsageLimitPolicy(const UsageLimitPolicy&) = delete;
@@ -98,4 +100,4 @@ class UsageLimitPolicy {
   std::string name_;
 };
 
-}  // namespace holdback
+}  // namespace holdback::inline HOLDBACK_ABI_NAMESPACE

@@ -16,7 +16,7 @@
 #include "holdback/flow_controller.hpp"
 #include "holdback/policies.hpp"
 
-namespace holdback::sim {
+namespace holdback::inline HOLDBACK_ABI_NAMESPACE::sim {
 
 // ---------------------------------------------------------------------------------------------
 // Scenario
@@ -1049,9 +1049,9 @@ std::string summaryCsv(const std::vector<ArmResult>& arms) {
   return out.str();
 }
 
-}  // namespace holdback::sim
+}  // namespace holdback::inline HOLDBACK_ABI_NAMESPACE::sim
 
-namespace holdback::sim {
+namespace holdback::inline HOLDBACK_ABI_NAMESPACE::sim {
 
 std::string gnuplotScript(const Scenario& scenario, const std::vector<ArmResult>& arms) {
   std::ostringstream g;
@@ -1113,4 +1113,4 @@ std::string gnuplotScript(const Scenario& scenario, const std::vector<ArmResult>
   return g.str();
 }
 
-}  // namespace holdback::sim
+}  // namespace holdback::inline HOLDBACK_ABI_NAMESPACE::sim

@@ -17,6 +17,8 @@
 // Durations are Go-style strings (config/duration.hpp). See docs/detectors.md.
 #pragma once
 
+#include "holdback/abi.hpp"
+
 #include <memory>
 #include <optional>
 #include <string>
@@ -25,28 +27,27 @@
 #include "holdback/config/plugin.hpp"
 #include "holdback/detectors.hpp"
 
-namespace holdback::config {
+namespace holdback::inline HOLDBACK_ABI_NAMESPACE::config {
 
 using DetectorRegistry = PluginRegistry<SaturationDetector>;
 
 // A registry holding utilization-detector and concurrency-detector.
-DetectorRegistry builtinDetectorRegistry();
+HOLDBACK_API DetectorRegistry builtinDetectorRegistry();
 
 // Parameter parsers; `parameters` may be null (absent), `path` is its JSON pointer.
-std::optional<UtilizationDetectorOptions> parseUtilizationDetectorOptions(const Json* parameters,
-                                                                          const std::string& path,
-                                                                          Diagnostics& diagnostics);
-std::optional<ConcurrencyDetectorOptions> parseConcurrencyDetectorOptions(const Json* parameters,
-                                                                          const std::string& path,
-                                                                          Diagnostics& diagnostics);
+HOLDBACK_API std::optional<UtilizationDetectorOptions> parseUtilizationDetectorOptions(
+    const Json* parameters, const std::string& path, Diagnostics& diagnostics);
+HOLDBACK_API std::optional<ConcurrencyDetectorOptions> parseConcurrencyDetectorOptions(
+    const Json* parameters, const std::string& path, Diagnostics& diagnostics);
 
 // The detector ref of an EndpointPickerConfig (an object):
 // flowControl.saturationDetector.pluginRef, else the deprecated top-level
 // saturationDetector.pluginRef (warned about whenever present). An empty ref is absent. `refPath`
 // receives the JSON pointer of the ref used. Unknown keys in either saturationDetector object are
 // reported; a flowControl that is not an object is skipped (its reader reports it).
-std::optional<std::string> readSaturationDetectorRef(const Json& document, std::string& refPath,
-                                                     Diagnostics& diagnostics);
+HOLDBACK_API std::optional<std::string> readSaturationDetectorRef(const Json& document,
+                                                                  std::string& refPath,
+                                                                  Diagnostics& diagnostics);
 
 // Builds the saturation detector a document describes. The document is either one plugin object
 // ({"type": ..., "name": ..., "parameters": ...}) or an EndpointPickerConfig, in which case every
@@ -56,7 +57,11 @@ std::optional<std::string> readSaturationDetectorRef(const Json& document, std::
 // saturationDetector.pluginRef is honoured (with a warning) when the flowControl one is absent.
 // Without a ref: the plugin named "utilization-detector" if there is one, else a
 // utilization-detector with default options.
-Result<std::shared_ptr<SaturationDetector>> loadSaturationDetector(
+HOLDBACK_API Result<std::shared_ptr<SaturationDetector>> loadSaturationDetector(
     const Json& document, const DetectorRegistry& registry);
 
-}  // namespace holdback::config
+}  // namespace holdback::inline HOLDBACK_ABI_NAMESPACE::config
+
+#ifdef HOLDBACK_HEADER_ONLY
+#include "holdback/config/detector_config-inl.hpp"
+#endif

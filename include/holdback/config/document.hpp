@@ -21,6 +21,8 @@
 // Thread safety: thread-compatible.
 #pragma once
 
+#include "holdback/abi.hpp"
+
 #include <map>
 #include <optional>
 #include <string>
@@ -29,7 +31,7 @@
 #include "holdback/config/json.hpp"
 #include "holdback/diagnostics.hpp"
 
-namespace holdback::config {
+namespace holdback::inline HOLDBACK_ABI_NAMESPACE::config {
 
 struct SourcePosition {
   int line = 0;    // 1-based
@@ -49,19 +51,23 @@ struct Document {
 
 // Detects the format by content and parses. Like parseJson, a document with duplicate keys is
 // still returned alongside its errors; check diagnostics().hasErrors().
-Result<Document> parseDocument(std::string_view text);
+HOLDBACK_API Result<Document> parseDocument(std::string_view text);
 
 // YAML only.
-Result<Document> parseYaml(std::string_view text);
+HOLDBACK_API Result<Document> parseYaml(std::string_view text);
 
 // The whole file as bytes, or nullopt when it cannot be read.
-std::optional<std::string> readTextFile(const std::string& file);
+HOLDBACK_API std::optional<std::string> readTextFile(const std::string& file);
 
 // Reads a file and parses it with parseDocument(). An unreadable file is an error at path "".
-Result<Document> parseDocumentFile(const std::string& file);
+HOLDBACK_API Result<Document> parseDocumentFile(const std::string& file);
 
 // A copy of `diagnostics` in which every diagnostic without a position gets the position of its
 // path, or of the nearest enclosing path that has one.
-Diagnostics withPositions(const Diagnostics& diagnostics, const SourceMap& positions);
+HOLDBACK_API Diagnostics withPositions(const Diagnostics& diagnostics, const SourceMap& positions);
 
-}  // namespace holdback::config
+}  // namespace holdback::inline HOLDBACK_ABI_NAMESPACE::config
+
+#ifdef HOLDBACK_HEADER_ONLY
+#include "holdback/config/document-inl.hpp"
+#endif

@@ -10,19 +10,25 @@
 // Thread safety: thread-safe (pure functions).
 #pragma once
 
+#include "holdback/abi.hpp"
+
 #include <optional>
 #include <string>
 #include <string_view>
 
 #include "holdback/saturation_detector.hpp"
 
-namespace holdback::config {
+namespace holdback::inline HOLDBACK_ABI_NAMESPACE::config {
 
 // The duration `text` denotes, or nullopt when it is not a duration string.
-[[nodiscard]] std::optional<Duration> parseDuration(std::string_view text);
+[[nodiscard]] HOLDBACK_API std::optional<Duration> parseDuration(std::string_view text);
 
 // A string parseDuration() reads back exactly: "0s", "200ms", "1.5s", "90s", "-250us", "7ns".
 // The largest of s, ms, us, ns that keeps the number >= 1 is used, with the fraction written out.
-[[nodiscard]] std::string formatDuration(Duration duration);
+[[nodiscard]] HOLDBACK_API std::string formatDuration(Duration duration);
 
-}  // namespace holdback::config
+}  // namespace holdback::inline HOLDBACK_ABI_NAMESPACE::config
+
+#ifdef HOLDBACK_HEADER_ONLY
+#include "holdback/config/duration-inl.hpp"
+#endif

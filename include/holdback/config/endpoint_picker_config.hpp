@@ -25,6 +25,8 @@
 // Thread safety: thread-safe (pure functions over immutable inputs; the bundle is immutable).
 #pragma once
 
+#include "holdback/abi.hpp"
+
 #include <map>
 #include <memory>
 #include <string>
@@ -38,15 +40,15 @@
 #include "holdback/flow_controller.hpp"
 #include "holdback/flow_policies.hpp"
 
-namespace holdback::config {
+namespace holdback::inline HOLDBACK_ABI_NAMESPACE::config {
 
 using FairnessRegistry = PluginRegistry<FairnessPolicy>;
 using OrderingRegistry = PluginRegistry<OrderingPolicy>;
 
 // global-strict-fairness-policy and round-robin-fairness-policy (no parameters).
-FairnessRegistry builtinFairnessRegistry();
+HOLDBACK_API FairnessRegistry builtinFairnessRegistry();
 // fcfs-ordering-policy and edf-ordering-policy (no parameters).
-OrderingRegistry builtinOrderingRegistry();
+HOLDBACK_API OrderingRegistry builtinOrderingRegistry();
 
 // The type registries a load uses. Default-constructed: the built-in types; a host adds its own
 // with e.g. registries.policies.add("my-policy", factory). A plugin type must be registered in
@@ -89,27 +91,27 @@ struct ConfigBundle {
 using BundleResult = Result<std::shared_ptr<const ConfigBundle>>;
 
 // Builds the bundle. Diagnostics carry line/column when `document` came from YAML.
-BundleResult loadEndpointPickerConfig(const Document& document,
-                                      const Registries& registries = Registries{});
+HOLDBACK_API BundleResult loadEndpointPickerConfig(const Document& document,
+                                                   const Registries& registries = Registries{});
 // Parses `text` (JSON or YAML by content) and loads it; syntax errors are returned the same way.
-BundleResult loadEndpointPickerConfigText(std::string_view text,
-                                          const Registries& registries = Registries{});
+HOLDBACK_API BundleResult loadEndpointPickerConfigText(std::string_view text,
+                                                       const Registries& registries = Registries{});
 // Reads `file`; an unreadable file is an error at path "".
-BundleResult loadEndpointPickerConfigFile(const std::string& file,
-                                          const Registries& registries = Registries{});
+HOLDBACK_API BundleResult loadEndpointPickerConfigFile(const std::string& file,
+                                                       const Registries& registries = Registries{});
 
 // True when `json` looks like a whole EndpointPickerConfig rather than one plugin object (an
 // object without a "type" key).
-[[nodiscard]] bool isEndpointPickerConfig(const Json& json);
+[[nodiscard]] HOLDBACK_API bool isEndpointPickerConfig(const Json& json);
 
 // A multi-line, deterministic description of the stack a bundle builds (gate, policy, detector,
 // global limits, TTLs, templates, bands), for `holdback validate` and golden tests.
-[[nodiscard]] std::string describeBundle(const ConfigBundle& bundle);
+[[nodiscard]] HOLDBACK_API std::string describeBundle(const ConfigBundle& bundle);
 
 // Hot reload: applies a bundle's policy, detector, bands, templates, global limits and TTLs to a
 // running controller (FlowController::reconfigure). On failure the controller is untouched and
 // the errors are returned.
-Diagnostics applyBundle(FlowController& controller, const ConfigBundle& bundle);
+HOLDBACK_API Diagnostics applyBundle(FlowController& controller, const ConfigBundle& bundle);
 
 // One documented field of the file: the doc table in docs/configuration.md lists exactly these
 // (a test compares them), and the loader's known keys are these.
@@ -119,6 +121,10 @@ struct FieldInfo {
   std::string_view defaultValue;  // as written in the doc table
   std::string_view allowed;       // as written in the doc table
 };
-extern const std::vector<FieldInfo> kEndpointPickerConfigFields;
+HOLDBACK_API extern const std::vector<FieldInfo> kEndpointPickerConfigFields;
 
-}  // namespace holdback::config
+}  // namespace holdback::inline HOLDBACK_ABI_NAMESPACE::config
+
+#ifdef HOLDBACK_HEADER_ONLY
+#include "holdback/config/endpoint_picker_config-inl.hpp"
+#endif

@@ -13,6 +13,8 @@
 // Thread safety: thread-compatible.
 #pragma once
 
+#include "holdback/abi.hpp"
+
 #include <cstdint>
 #include <initializer_list>
 #include <optional>
@@ -24,7 +26,7 @@
 
 #include "holdback/diagnostics.hpp"
 
-namespace holdback::config {
+namespace holdback::inline HOLDBACK_ABI_NAMESPACE::config {
 
 using Json = nlohmann::json;
 
@@ -32,31 +34,31 @@ using Json = nlohmann::json;
 // number that overflows a double) leaves no value. Duplicate keys are errors too, but the
 // document is still returned (the later value kept) so that a caller can go on and report every
 // other problem as well: check diagnostics().hasErrors(), not only ok().
-Result<Json> parseJson(std::string_view text);
+HOLDBACK_API Result<Json> parseJson(std::string_view text);
 
 // "/a/b" + "c/d" -> "/a/b/c~1d" (RFC 6901 escaping of the appended token).
-std::string joinPath(std::string_view base, std::string_view token);
+HOLDBACK_API std::string joinPath(std::string_view base, std::string_view token);
 
 // Shortest decimal that round-trips ("0.1", "1e+400" never appears: infinities print as "inf").
-std::string formatNumber(double value);
+HOLDBACK_API std::string formatNumber(double value);
 
 // A short description of a JSON value for messages: numbers and booleans as written, strings
 // quoted (long ones cut), and "an object", "an array", "null" otherwise.
-std::string describe(const Json& value);
+HOLDBACK_API std::string describe(const Json& value);
 
 // The JSON type in words: "a number", "a string", ...
-std::string_view typeName(const Json& value);
+HOLDBACK_API std::string_view typeName(const Json& value);
 
 // A type-mismatch message: "\"0.5\" is a string; expected a number", or for containers and
 // null "found an array; expected an object".
-std::string mismatch(const Json& value, std::string_view expected);
+HOLDBACK_API std::string mismatch(const Json& value, std::string_view expected);
 
 // Parses a whole decimal integer string (optional leading '-') into [min, max]. Used for
 // integer-string map keys such as "-10". Returns nullopt on anything else.
-std::optional<std::int64_t> parseIntegerKey(std::string_view text, std::int64_t min,
-                                            std::int64_t max);
+HOLDBACK_API std::optional<std::int64_t> parseIntegerKey(std::string_view text, std::int64_t min,
+                                                         std::int64_t max);
 
-class ParamReader {
+class HOLDBACK_API ParamReader {
  public:
   // `object` may be null: the parameters were absent, and every key reads as absent. A non-null
   // value that is not an object is reported at `path` and then also reads as empty.
@@ -101,4 +103,8 @@ class ParamReader {
   std::set<std::string, std::less<>> known_;
 };
 
-}  // namespace holdback::config
+}  // namespace holdback::inline HOLDBACK_ABI_NAMESPACE::config
+
+#ifdef HOLDBACK_HEADER_ONLY
+#include "holdback/config/json-inl.hpp"
+#endif

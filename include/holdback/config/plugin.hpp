@@ -5,6 +5,8 @@
 // concurrent create() calls on an unchanging registry are safe).
 #pragma once
 
+#include "holdback/abi.hpp"
+
 #include <functional>
 #include <map>
 #include <memory>
@@ -17,7 +19,7 @@
 #include "holdback/config/json.hpp"
 #include "holdback/diagnostics.hpp"
 
-namespace holdback::config {
+namespace holdback::inline HOLDBACK_ABI_NAMESPACE::config {
 
 struct PluginSpec {
   std::string type;
@@ -30,8 +32,8 @@ struct PluginSpec {
 
 // Reads a plugin object at `path`. Reports a missing or non-string "type", a non-string "name",
 // and unknown keys. Returns nullopt when the object cannot describe a plugin.
-std::optional<PluginSpec> readPluginSpec(const Json& plugin, const std::string& path,
-                                         Diagnostics& diagnostics);
+HOLDBACK_API std::optional<PluginSpec> readPluginSpec(const Json& plugin, const std::string& path,
+                                                      Diagnostics& diagnostics);
 
 template <class Interface>
 class PluginRegistry {
@@ -102,10 +104,11 @@ std::optional<Result<std::shared_ptr<Interface>>> loadSinglePlugin(
 
 // Every well-formed plugin of an EndpointPickerConfig's "plugins" array, in order. Reports
 // malformed entries and duplicate names (a duplicate is left out). An absent array is empty.
-std::vector<PluginSpec> readPluginList(const Json& document, Diagnostics& diagnostics);
+HOLDBACK_API std::vector<PluginSpec> readPluginList(const Json& document, Diagnostics& diagnostics);
 
 // The spec named `name`, or null.
-const PluginSpec* findPlugin(const std::vector<PluginSpec>& specs, std::string_view name);
+HOLDBACK_API const PluginSpec* findPlugin(const std::vector<PluginSpec>& specs,
+                                          std::string_view name);
 
 // Builds every plugin in `specs` whose type `registry` knows, appending their diagnostics.
 // Plugins of other types are skipped; when `kind` is not empty each gets a warning saying it is
@@ -170,4 +173,4 @@ std::shared_ptr<Interface> resolvePluginRef(
   return makeDefault();
 }
 
-}  // namespace holdback::config
+}  // namespace holdback::inline HOLDBACK_ABI_NAMESPACE::config

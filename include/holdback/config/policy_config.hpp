@@ -14,6 +14,8 @@
 // See docs/configuration.md for the full reference.
 #pragma once
 
+#include "holdback/abi.hpp"
+
 #include <memory>
 #include <optional>
 #include <string>
@@ -23,20 +25,18 @@
 #include "holdback/policies.hpp"
 #include "holdback/usage_limit_policy.hpp"
 
-namespace holdback::config {
+namespace holdback::inline HOLDBACK_ABI_NAMESPACE::config {
 
 using PolicyRegistry = PluginRegistry<UsageLimitPolicy>;
 
 // A registry holding the three built-in policy types.
-PolicyRegistry builtinPolicyRegistry();
+HOLDBACK_API PolicyRegistry builtinPolicyRegistry();
 
 // Parameter parsers; `parameters` may be null (absent), `path` is its JSON pointer.
-std::optional<StaticUsageLimitOptions> parseStaticUsageLimitOptions(const Json* parameters,
-                                                                    const std::string& path,
-                                                                    Diagnostics& diagnostics);
-std::optional<PriorityHoldbackOptions> parsePriorityHoldbackOptions(const Json* parameters,
-                                                                    const std::string& path,
-                                                                    Diagnostics& diagnostics);
+HOLDBACK_API std::optional<StaticUsageLimitOptions> parseStaticUsageLimitOptions(
+    const Json* parameters, const std::string& path, Diagnostics& diagnostics);
+HOLDBACK_API std::optional<PriorityHoldbackOptions> parsePriorityHoldbackOptions(
+    const Json* parameters, const std::string& path, Diagnostics& diagnostics);
 
 // Builds the usage limit policy a document describes. The document is either one plugin object
 // ({"type": ..., "name": ..., "parameters": ...}) or an EndpointPickerConfig, in which case every
@@ -44,7 +44,11 @@ std::optional<PriorityHoldbackOptions> parsePriorityHoldbackOptions(const Json* 
 // flowControl.usageLimitPolicyPluginRef is returned (absent ref: the plugin named
 // "static-usage-limit-policy" if there is one, else a static policy with threshold 1.0).
 // Plugins of other types are not checked here and produce one warning each.
-Result<std::shared_ptr<UsageLimitPolicy>> loadUsageLimitPolicy(const Json& document,
-                                                               const PolicyRegistry& registry);
+HOLDBACK_API Result<std::shared_ptr<UsageLimitPolicy>> loadUsageLimitPolicy(
+    const Json& document, const PolicyRegistry& registry);
 
-}  // namespace holdback::config
+}  // namespace holdback::inline HOLDBACK_ABI_NAMESPACE::config
+
+#ifdef HOLDBACK_HEADER_ONLY
+#include "holdback/config/policy_config-inl.hpp"
+#endif

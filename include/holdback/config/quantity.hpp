@@ -9,13 +9,19 @@
 // Thread safety: thread-safe (pure functions).
 #pragma once
 
+#include "holdback/abi.hpp"
+
 #include <cstdint>
 #include <optional>
 #include <string_view>
 
-namespace holdback::config {
+namespace holdback::inline HOLDBACK_ABI_NAMESPACE::config {
 
 // The value, or nullopt when `text` is not a quantity or does not fit an int64.
-std::optional<std::int64_t> parseQuantity(std::string_view text) noexcept;
+HOLDBACK_API std::optional<std::int64_t> parseQuantity(std::string_view text) noexcept;
 
-}  // namespace holdback::config
+}  // namespace holdback::inline HOLDBACK_ABI_NAMESPACE::config
+
+#ifdef HOLDBACK_HEADER_ONLY
+#include "holdback/config/quantity-inl.hpp"
+#endif

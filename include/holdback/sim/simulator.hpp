@@ -40,6 +40,8 @@
 // Thread safety: thread-compatible (a run uses only its own state).
 #pragma once
 
+#include "holdback/abi.hpp"
+
 #include <cstdint>
 #include <limits>
 #include <string>
@@ -50,7 +52,7 @@
 #include "holdback/diagnostics.hpp"
 #include "holdback/usage_limit_policy.hpp"
 
-namespace holdback::sim {
+namespace holdback::inline HOLDBACK_ABI_NAMESPACE::sim {
 
 enum class ArrivalProcess { kPoisson, kOnOff, kBacklog };
 
@@ -244,4 +246,4 @@ struct RunOptions {
 // `mu` per server and `c` servers; infinity when lambda >= c * mu.
 [[nodiscard]] double erlangCMeanWait(double lambda, double mu, int c);
 
-}  // namespace holdback::sim
+}  // namespace holdback::inline HOLDBACK_ABI_NAMESPACE::sim

@@ -16,6 +16,8 @@
 //   - both are safe to call from several threads at once.
 #pragma once
 
+#include "holdback/abi.hpp"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -31,7 +33,7 @@
 
 #include "holdback/saturation_detector.hpp"
 
-namespace holdback::testing {
+namespace holdback::inline HOLDBACK_ABI_NAMESPACE::testing {
 
 struct DetectorFactory {
   std::string label;
@@ -232,4 +234,4 @@ TEST_P(SaturationDetectorConformanceTest, ConcurrentCallsStayValid) {
   for (int t = 0; t < kThreads; ++t) EXPECT_EQ(failures[static_cast<std::size_t>(t)], 0) << t;
 }
 
-}  // namespace holdback::testing
+}  // namespace holdback::inline HOLDBACK_ABI_NAMESPACE::testing

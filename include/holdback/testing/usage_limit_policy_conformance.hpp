@@ -11,6 +11,8 @@
 // min(priorities, buffer) is written; computeLimit is safe to call from several threads.
 #pragma once
 
+#include "holdback/abi.hpp"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -25,7 +27,7 @@
 
 #include "holdback/usage_limit_policy.hpp"
 
-namespace holdback::testing {
+namespace holdback::inline HOLDBACK_ABI_NAMESPACE::testing {
 
 struct PolicyFactory {
   std::string label;
@@ -181,4 +183,4 @@ TEST_P(UsageLimitPolicyConformanceTest, ConcurrentCallsStayValid) {
   for (int t = 0; t < kThreads; ++t) EXPECT_EQ(failures[static_cast<std::size_t>(t)], 0) << t;
 }
 
-}  // namespace holdback::testing
+}  // namespace holdback::inline HOLDBACK_ABI_NAMESPACE::testing

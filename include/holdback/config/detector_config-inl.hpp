@@ -1,0 +1,223 @@
+// Implementation of holdback/config/detector_config.hpp: compiled into libholdback by
+// src/config/detector_config.cpp, or included by the header itself in header-only mode
+// (HOLDBACK_HEADER_ONLY, holdback::header_only).
+#pragma once
+
+#include "holdback/config/detector_config.hpp"
+
+#include <cmath>
+#include <limits>
+#include <map>
+
+#include "holdback/config/duration.hpp"
+
+namespace holdback::inline HOLDBACK_ABI_NAMESPACE::config {
+namespace detail::detector_config {
+
+inline constexpr std::int64_t kInt64Max = std::numeric_limits<std::int64_t>::max();
+
+// Reads an integer that validation will require to be > 0. Returns the value even when it is not
+// positive (validate() then reports it); nullopt when absent or not an integer (reported here).
+HOLDBACK_INLINE std::optional<std::int64_t> readCount(ParamReader& reader, std::string_view key) {
+  const Json* v = reader.value(key);
+  if (v == nullptr) return std::nullopt;
+  constexpr std::string_view kAllowed = "an integer > 0";
+  const std::string range = "; expected an integer in [1, " + std::to_string(kInt64Max) + "]";
+  if (!v->is_number()) {
+    reader.error(key, mismatch(*v, kAllowed));
+    return std::nullopt;
+  }
+  if (v->is_number_unsigned()) {
+    const std::uint64_t u = v->get<std::uint64_t>();
+    if (u > static_cast<std::uint64_t>(kInt64Max)) {
+      reader.error(key, describe(*v) + " is too large" + range);
+      return std::nullopt;
+    }
+    return static_cast<std::int64_t>(u);
+  }
+  if (v->is_number_integer()) return v->get<std::int64_t>();
+  const double d = v->get<double>();
+  if (std::trunc(d) != d) {
+    reader.error(key, describe(*v) + " is not a whole number; expected " + std::string(kAllowed));
+    return std::nullopt;
+  }
+  // 2^63 and beyond do not fit; below -2^63 neither (and are not positive anyway).
+  if (d >= 9223372036854775808.0) {
+    reader.error(key, describe(*v) + " is too large" + range);
+    return std::nullopt;
+  }
+  if (d < -9223372036854775808.0) return std::numeric_limits<std::int64_t>::min();
+  return static_cast<std::int64_t>(d);
+}
+
+HOLDBACK_INLINE std::optional<Duration> readDuration(ParamReader& reader, std::string_view key) {
+  const Json* v = reader.value(key);
+  if (v == nullptr) return std::nullopt;
+  constexpr std::string_view kExample = "\"200ms\", \"1.5s\" or \"2m\"";
+  if (!v->is_string()) {
+    reader.error(key, mismatch(*v, "a duration string such as " + std::string(kExample)));
+    return std::nullopt;
+  }
+  const auto duration = parseDuration(v->get<std::string>());
+  if (!duration) {
+    reader.error(key, describe(*v) + " is not a duration; expected a string such as " +
+                          std::string(kExample) + " (units ns, us, ms, s, m, h)");
+  }
+  return duration;
+}
+
+template <class Detector, class Options, class Read>
+std::optional<Options> parseOptions(const Json* parameters, const std::string& path,
+                                    Diagnostics& diagnostics, Read read) {
+  const std::size_t errors_before = diagnostics.errorCount();
+  ParamReader reader(parameters, path, diagnostics);
+  if (!reader.valid()) return std::nullopt;
+  Options options;
+  read(reader, options);
+  reader.finish();
+  if (diagnostics.errorCount() > errors_before) {
+    // Still range-check what could be read, so that every problem is reported at once.
+    Diagnostics checks;
+    Detector::validate(options, path, checks);
+    for (const Diagnostic& d : checks.errors()) diagnostics.add(d);
+    return std::nullopt;
+  }
+  Detector::validate(options, path, diagnostics);
+  if (diagnostics.errorCount() > errors_before) return std::nullopt;
+  return options;
+}
+
+template <class Detector, class Options>
+std::unique_ptr<SaturationDetector> build(const std::optional<Options>& options,
+                                          const PluginSpec& spec) {
+  if (!options) return nullptr;
+  auto made = Detector::create(*options, spec.name);
+  if (!made) return nullptr;
+  return std::move(made).value();
+}
+
+}  // namespace detail::detector_config
+
+HOLDBACK_INLINE std::optional<UtilizationDetectorOptions> parseUtilizationDetectorOptions(
+    const Json* parameters, const std::string& path, Diagnostics& diagnostics) {
+  return detail::detector_config::parseOptions<UtilizationDetector, UtilizationDetectorOptions>(
+      parameters, path, diagnostics, [](ParamReader& reader, UtilizationDetectorOptions& options) {
+        if (const auto v = detail::detector_config::readCount(reader, "queueDepthThreshold")) {
+          options.queueDepthThreshold = *v;
+        }
+        if (const auto v = reader.number("kvCacheUtilThreshold")) {
+          options.kvCacheUtilThreshold = *v;
+        }
+        if (const auto v =
+                detail::detector_config::readDuration(reader, "metricsStalenessThreshold")) {
+          options.metricsStalenessThreshold = *v;
+        }
+        if (const auto v = reader.number("headroom")) options.headroom = *v;
+        if (const auto v = reader.oneOf("aggregation", {"mean", "max", "weighted"})) {
+          options.aggregation = *v == "max"        ? Aggregation::kMax
+                                : *v == "weighted" ? Aggregation::kWeighted
+                                                   : Aggregation::kMean;
+        }
+        if (const auto v = reader.oneOf("stalenessPolicy", {"saturated", "ignore"})) {
+          options.stalenessPolicy =
+              *v == "ignore" ? StalenessPolicy::kIgnore : StalenessPolicy::kSaturated;
+        }
+      });
+}
+
+HOLDBACK_INLINE std::optional<ConcurrencyDetectorOptions> parseConcurrencyDetectorOptions(
+    const Json* parameters, const std::string& path, Diagnostics& diagnostics) {
+  return detail::detector_config::parseOptions<ConcurrencyDetector, ConcurrencyDetectorOptions>(
+      parameters, path, diagnostics, [](ParamReader& reader, ConcurrencyDetectorOptions& options) {
+        if (const auto v = reader.oneOf("concurrencyMode", {"requests", "tokens", "hybrid"})) {
+          options.mode = *v == "tokens"   ? ConcurrencyMode::kTokens
+                         : *v == "hybrid" ? ConcurrencyMode::kHybrid
+                                          : ConcurrencyMode::kRequests;
+        }
+        if (const auto v = detail::detector_config::readCount(reader, "maxConcurrency"))
+          options.maxConcurrency = *v;
+        if (const auto v = detail::detector_config::readCount(reader, "maxTokenConcurrency")) {
+          options.maxTokenConcurrency = *v;
+        }
+        if (const auto v = reader.number("headroom")) options.headroom = *v;
+        if (const auto v = reader.string("inFlightLoadProducerName"); v && !v->empty()) {
+          reader.diagnostics().warning(
+              reader.pathOf("inFlightLoadProducerName"),
+              "\"" + *v +
+                  "\" has no effect: in holdback the host feeds in-flight counts "
+                  "(Endpoint::inFlightRequests/inFlightTokens, e.g. from an InFlightTracker)");
+        }
+      });
+}
+
+HOLDBACK_INLINE DetectorRegistry builtinDetectorRegistry() {
+  DetectorRegistry registry;
+  registry.add(std::string(UtilizationDetector::kType), [](const PluginSpec& spec,
+                                                           Diagnostics& diagnostics) {
+    return detail::detector_config::build<UtilizationDetector>(
+        parseUtilizationDetectorOptions(spec.parameters, spec.parametersPath(), diagnostics), spec);
+  });
+  registry.add(std::string(ConcurrencyDetector::kType), [](const PluginSpec& spec,
+                                                           Diagnostics& diagnostics) {
+    return detail::detector_config::build<ConcurrencyDetector>(
+        parseConcurrencyDetectorOptions(spec.parameters, spec.parametersPath(), diagnostics), spec);
+  });
+  return registry;
+}
+
+HOLDBACK_INLINE Result<std::shared_ptr<SaturationDetector>> loadSaturationDetector(
+    const Json& document, const DetectorRegistry& registry) {
+  using Out = Result<std::shared_ptr<SaturationDetector>>;
+  if (auto single = loadSinglePlugin(document, registry)) return std::move(*single);
+  Diagnostics diagnostics;
+
+  // An EndpointPickerConfig.
+  const std::vector<PluginSpec> specs = readPluginList(document, diagnostics);
+  const auto detectors = buildPlugins(specs, registry, diagnostics);
+
+  std::string ref_path;
+  if (const auto fc = document.find("flowControl"); fc != document.end() && !fc->is_object()) {
+    diagnostics.error("/flowControl", mismatch(*fc, "an object"));
+  }
+  const auto ref = readSaturationDetectorRef(document, ref_path, diagnostics);
+  auto detector = resolvePluginRef(ref, ref_path, UtilizationDetector::kType, detectors, specs,
+                                   registry, "saturation detector", diagnostics, [] {
+                                     return std::shared_ptr<SaturationDetector>(
+                                         std::move(UtilizationDetector::create()).value());
+                                   });
+  if (diagnostics.hasErrors() || detector == nullptr) return Out::failure(std::move(diagnostics));
+  return Out(std::move(detector), std::move(diagnostics));
+}
+
+HOLDBACK_INLINE std::optional<std::string> readSaturationDetectorRef(const Json& document,
+                                                                     std::string& refPath,
+                                                                     Diagnostics& diagnostics) {
+  const auto readRef = [&](const Json& holder, const std::string& path) {
+    std::optional<std::string> ref;
+    const auto sd = holder.find("saturationDetector");
+    if (sd == holder.end()) return ref;
+    ParamReader reader(&*sd, path, diagnostics);
+    ref = reader.string("pluginRef");
+    reader.finish();
+    if (ref && ref->empty()) ref.reset();
+    return ref;
+  };
+  std::optional<std::string> ref;
+  refPath = "/flowControl/saturationDetector/pluginRef";
+  if (const auto fc = document.find("flowControl"); fc != document.end() && fc->is_object()) {
+    ref = readRef(*fc, "/flowControl/saturationDetector");
+  }
+  if (document.contains("saturationDetector")) {
+    diagnostics.warning("/saturationDetector",
+                        "deprecated; use /flowControl/saturationDetector (which wins when both "
+                        "are set)");
+    auto deprecated = readRef(document, "/saturationDetector");
+    if (!ref && deprecated) {
+      ref = std::move(deprecated);
+      refPath = "/saturationDetector/pluginRef";
+    }
+  }
+  return ref;
+}
+
+}  // namespace holdback::inline HOLDBACK_ABI_NAMESPACE::config

@@ -1,0 +1,122 @@
+// Implementation of holdback/config/duration.hpp: compiled into libholdback by
+// src/config/duration.cpp, or included by the header itself in header-only mode
+// (HOLDBACK_HEADER_ONLY, holdback::header_only).
+#pragma once
+
+#include "holdback/config/duration.hpp"
+
+#include <cstdint>
+#include <limits>
+
+namespace holdback::inline HOLDBACK_ABI_NAMESPACE::config {
+namespace detail::duration {
+
+inline constexpr std::uint64_t kMaxMagnitude = static_cast<std::uint64_t>(
+    std::numeric_limits<std::int64_t>::max());  // |INT64_MIN| excluded: keeps negation simple
+
+HOLDBACK_INLINE bool isDigit(char c) {
+  return c >= '0' && c <= '9';
+}
+
+// Nanoseconds per unit, 0 when the unit is unknown.
+HOLDBACK_INLINE std::uint64_t unitNanoseconds(std::string_view unit) {
+  if (unit == "ns") return 1;
+  if (unit == "us" || unit == "\xC2\xB5s" || unit == "\xCE\xBCs")
+    return 1'000;  // µs (U+00B5, U+03BC)
+  if (unit == "ms") return 1'000'000;
+  if (unit == "s") return 1'000'000'000;
+  if (unit == "m") return 60'000'000'000;
+  if (unit == "h") return 3'600'000'000'000;
+  return 0;
+}
+
+}  // namespace detail::duration
+
+HOLDBACK_INLINE std::optional<Duration> parseDuration(std::string_view text) {
+  std::size_t i = 0;
+  bool negative = false;
+  if (i < text.size() && (text[i] == '-' || text[i] == '+')) {
+    negative = text[i] == '-';
+    ++i;
+  }
+  if (text.substr(i) == "0") return Duration::zero();
+  if (i == text.size()) return std::nullopt;
+
+  std::uint64_t total = 0;
+  while (i < text.size()) {
+    // The whole part.
+    std::uint64_t whole = 0;
+    bool digits = false;
+    bool overflow = false;
+    for (; i < text.size() && detail::duration::isDigit(text[i]); ++i) {
+      digits = true;
+      const std::uint64_t d = static_cast<std::uint64_t>(text[i] - '0');
+      if (whole > (detail::duration::kMaxMagnitude - d) / 10) overflow = true;
+      if (!overflow) whole = whole * 10 + d;
+    }
+    // The fraction: keep up to 18 digits (more cannot matter at nanosecond resolution).
+    std::uint64_t fraction = 0;
+    std::uint64_t scale = 1;
+    if (i < text.size() && text[i] == '.') {
+      ++i;
+      for (; i < text.size() && detail::duration::isDigit(text[i]); ++i) {
+        digits = true;
+        if (scale < 1'000'000'000'000'000'000ULL) {
+          fraction = fraction * 10 + static_cast<std::uint64_t>(text[i] - '0');
+          scale *= 10;
+        }
+      }
+    }
+    if (!digits || overflow) return std::nullopt;
+    // The unit: everything up to the next digit or '.'.
+    const std::size_t unit_start = i;
+    while (i < text.size() && !detail::duration::isDigit(text[i]) && text[i] != '.') ++i;
+    const std::uint64_t unit =
+        detail::duration::unitNanoseconds(text.substr(unit_start, i - unit_start));
+    if (unit == 0) return std::nullopt;
+    if (whole > detail::duration::kMaxMagnitude / unit) return std::nullopt;
+    std::uint64_t value = whole * unit;
+    // fraction / scale < 1, so this part is < unit <= 3.6e12: long double keeps it exact enough.
+    const auto part = static_cast<std::uint64_t>(static_cast<long double>(fraction) *
+                                                 static_cast<long double>(unit) /
+                                                 static_cast<long double>(scale));
+    if (value > detail::duration::kMaxMagnitude - part) return std::nullopt;
+    value += part;
+    if (total > detail::duration::kMaxMagnitude - value) return std::nullopt;
+    total += value;
+  }
+  const auto signed_total = static_cast<std::int64_t>(total);
+  return Duration(negative ? -signed_total : signed_total);
+}
+
+HOLDBACK_INLINE std::string formatDuration(Duration duration) {
+  const std::int64_t ns = duration.count();
+  if (ns == 0) return "0s";
+  std::string out = ns < 0 ? "-" : "";
+  // Magnitude as unsigned, so INT64_MIN is fine.
+  const std::uint64_t magnitude =
+      ns < 0 ? 0 - static_cast<std::uint64_t>(ns) : static_cast<std::uint64_t>(ns);
+  struct Unit {
+    std::uint64_t size;
+    int digits;  // fraction digits of one unit
+    const char* name;
+  };
+  static constexpr Unit kUnits[] = {
+      {1'000'000'000, 9, "s"}, {1'000'000, 6, "ms"}, {1'000, 3, "us"}, {1, 0, "ns"}};
+  for (const Unit& unit : kUnits) {
+    if (magnitude < unit.size && unit.size != 1) continue;
+    out += std::to_string(magnitude / unit.size);
+    std::uint64_t rest = magnitude % unit.size;
+    if (rest != 0) {
+      std::string fraction = std::to_string(rest);
+      fraction.insert(0, static_cast<std::size_t>(unit.digits) - fraction.size(), '0');
+      while (fraction.back() == '0') fraction.pop_back();
+      out += "." + fraction;
+    }
+    out += unit.name;
+    break;
+  }
+  return out;
+}
+
+}  // namespace holdback::inline HOLDBACK_ABI_NAMESPACE::config

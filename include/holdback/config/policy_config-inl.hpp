@@ -1,0 +1,314 @@
+// Implementation of holdback/config/policy_config.hpp: compiled into libholdback by
+// src/config/policy_config.cpp, or included by the header itself in header-only mode
+// (HOLDBACK_HEADER_ONLY, holdback::header_only).
+#pragma once
+
+#include "holdback/config/policy_config.hpp"
+
+#include <limits>
+#include <map>
+#include <set>
+
+namespace holdback::inline HOLDBACK_ABI_NAMESPACE::config {
+namespace detail::policy_config {
+
+inline constexpr std::int64_t kPriorityMin = std::numeric_limits<Priority>::min();
+inline constexpr std::int64_t kPriorityMax = std::numeric_limits<Priority>::max();
+
+// Appends `from` to `to`, skipping errors at a path that already has an error in `to` since
+// `first`: a value with the wrong type is reported once, not again as "missing".
+HOLDBACK_INLINE void appendNew(Diagnostics& to, std::size_t first, const Diagnostics& from) {
+  std::set<std::string> reported;
+  for (std::size_t i = first; i < to.all().size(); ++i) reported.insert(to.all()[i].path);
+  for (const Diagnostic& d : from.all()) {
+    if (d.severity == Severity::kError && reported.count(d.path) != 0) continue;
+    to.add(d);
+  }
+}
+
+HOLDBACK_INLINE std::vector<StaticCeiling> parseStaticCeilings(const Json& map,
+                                                               const std::string& path,
+                                                               Diagnostics& diagnostics) {
+  std::vector<StaticCeiling> out;
+  if (!map.is_object()) {
+    diagnostics.error(path, mismatch(map, "an object mapping priority to ceiling"));
+    return out;
+  }
+  for (const auto& [key, value] : map.items()) {
+    const std::string entry_path = joinPath(path, key);
+    const auto priority = parseIntegerKey(key, kPriorityMin, kPriorityMax);
+    if (!priority) {
+      diagnostics.error(entry_path, "\"" + key + "\" is not an integer priority in [" +
+                                        std::to_string(kPriorityMin) + ", " +
+                                        std::to_string(kPriorityMax) + "]");
+    }
+    if (!value.is_number()) {
+      diagnostics.error(entry_path, mismatch(value, "a ceiling in [0.0, 1.0]"));
+    }
+    if (priority && value.is_number()) {
+      out.push_back(StaticCeiling{static_cast<Priority>(*priority), value.get<double>()});
+    }
+  }
+  return out;
+}
+
+}  // namespace detail::policy_config
+
+HOLDBACK_INLINE std::optional<StaticUsageLimitOptions> parseStaticUsageLimitOptions(
+    const Json* parameters, const std::string& path, Diagnostics& diagnostics) {
+  const std::size_t first = diagnostics.all().size();
+  const std::size_t errors_before = diagnostics.errorCount();
+  ParamReader reader(parameters, path, diagnostics);
+  if (!reader.valid()) return std::nullopt;
+  StaticUsageLimitOptions options;
+  if (const auto threshold = reader.number("threshold")) options.threshold = *threshold;
+  reader.finish();
+  Diagnostics checks;
+  StaticUsageLimitPolicy::validate(options, path, checks);
+  detail::policy_config::appendNew(diagnostics, first, checks);
+  if (diagnostics.errorCount() > errors_before) return std::nullopt;
+  return options;
+}
+
+HOLDBACK_INLINE std::optional<PriorityHoldbackOptions> parsePriorityHoldbackOptions(
+    const Json* parameters, const std::string& path, Diagnostics& diagnostics) {
+  const std::size_t first = diagnostics.all().size();
+  const std::size_t errors_before = diagnostics.errorCount();
+  ParamReader reader(parameters, path, diagnostics);
+  if (!reader.valid()) return std::nullopt;
+
+  // Read every key first, so that type errors are reported whatever the strategy.
+  const auto strategy = reader.oneOf(
+      "strategy", {"stepwise-spread", "linear-proportional", "sigmoid-smoothed", "static"});
+  const auto shape = reader.oneOf("shape", {"linear", "sigmoid"});
+  const auto domain = reader.oneOf("domain", {"rank", "value", "explicit"});
+  const auto sigmoid_domain = reader.oneOf("sigmoidDomain", {"rank", "value"});
+  const auto min_ceiling = reader.number("minCeiling");
+  const auto max_ceiling = reader.number("maxCeiling");
+  const auto steepness = reader.number("sigmoidSteepness");
+  const auto midpoint = reader.number("sigmoidMidpoint");
+  const auto default_ceiling = reader.number("defaultCeiling");
+  const Json* ceilings = reader.value("ceilings");
+  reader.finish();
+
+  const bool reference_spelling = reader.has("shape") || reader.has("domain");
+  PriorityHoldbackOptions options;
+  bool strategy_known = true;
+
+  if (reader.has("strategy")) {
+    for (const char* key : {"shape", "domain"}) {
+      if (reader.has(key)) {
+        reader.error(key,
+                     "cannot be combined with \"strategy\"; use either strategy (with "
+                     "sigmoidDomain) or shape and domain, not both");
+      }
+    }
+    if (!strategy) {
+      strategy_known = false;
+    } else if (*strategy == "stepwise-spread") {
+      options.strategy = HoldbackStrategy::kStepwiseSpread;
+    } else if (*strategy == "linear-proportional") {
+      options.strategy = HoldbackStrategy::kLinearProportional;
+    } else if (*strategy == "sigmoid-smoothed") {
+      options.strategy = HoldbackStrategy::kSigmoidSmoothed;
+    } else {
+      options.strategy = HoldbackStrategy::kStatic;
+    }
+  } else if (reference_spelling) {
+    if (reader.has("sigmoidDomain")) {
+      reader.error("sigmoidDomain",
+                   "cannot be combined with \"shape\"/\"domain\"; with that spelling the sigmoid "
+                   "domain is given by \"domain\"");
+    }
+    if ((reader.has("shape") && !shape) || (reader.has("domain") && !domain)) {
+      strategy_known = false;
+    } else if (domain.value_or("rank") == "explicit") {
+      if (reader.has("shape")) {
+        reader.error("shape", "does not apply to domain \"explicit\" (a static map has no shape)");
+      }
+      options.strategy = HoldbackStrategy::kStatic;
+    } else {
+      const bool value = domain.value_or("rank") == "value";
+      if (shape.value_or("linear") == "sigmoid") {
+        options.strategy = HoldbackStrategy::kSigmoidSmoothed;
+        options.sigmoidDomain = value ? SigmoidDomain::kValue : SigmoidDomain::kRank;
+      } else {
+        options.strategy =
+            value ? HoldbackStrategy::kLinearProportional : HoldbackStrategy::kStepwiseSpread;
+      }
+    }
+  }
+  if (reader.has("strategy") && sigmoid_domain) {
+    options.sigmoidDomain =
+        *sigmoid_domain == "value" ? SigmoidDomain::kValue : SigmoidDomain::kRank;
+  }
+
+  if (strategy_known) {
+    const std::string name = "\"" + std::string(toString(options.strategy)) + "\"";
+    const bool is_sigmoid = options.strategy == HoldbackStrategy::kSigmoidSmoothed;
+    const bool is_static = options.strategy == HoldbackStrategy::kStatic;
+    if (is_static && reader.has("minCeiling")) {
+      reader.error("minCeiling", "does not apply to strategy \"static\"");
+    }
+    for (const char* key : {"sigmoidSteepness", "sigmoidMidpoint", "sigmoidDomain"}) {
+      if (!is_sigmoid && reader.has(key) &&
+          !(reference_spelling && std::string(key) == "sigmoidDomain")) {
+        reader.error(key, "applies only to strategy \"sigmoid-smoothed\", not " + name);
+      }
+    }
+    for (const char* key : {"ceilings", "defaultCeiling"}) {
+      if (!is_static && reader.has(key)) {
+        reader.error(key, "applies only to strategy \"static\", not " + name);
+      }
+    }
+  }
+
+  if (min_ceiling) options.minCeiling = *min_ceiling;
+  if (max_ceiling) options.maxCeiling = *max_ceiling;
+  if (steepness) options.sigmoidSteepness = *steepness;
+  if (midpoint) options.sigmoidMidpoint = *midpoint;
+  if (default_ceiling) options.defaultCeiling = *default_ceiling;
+  if (ceilings != nullptr) {
+    options.ceilings = detail::policy_config::parseStaticCeilings(
+        *ceilings, reader.pathOf("ceilings"), diagnostics);
+  }
+
+  Diagnostics checks;
+  if (strategy_known) {
+    PriorityHoldbackPolicy::validate(options, path, checks);
+  } else {
+    // The strategy is unreadable: still range-check the values that were given.
+    PriorityHoldbackOptions probe = options;
+    probe.strategy = HoldbackStrategy::kSigmoidSmoothed;
+    if (!probe.minCeiling) probe.minCeiling = 0.0;
+    PriorityHoldbackPolicy::validate(probe, path, checks);
+  }
+  detail::policy_config::appendNew(diagnostics, first, checks);
+  if (diagnostics.errorCount() > errors_before) return std::nullopt;
+  return options;
+}
+
+HOLDBACK_INLINE PolicyRegistry builtinPolicyRegistry() {
+  PolicyRegistry registry;
+  registry.add(std::string(StaticUsageLimitPolicy::kType),
+               [](const PluginSpec& spec, Diagnostics& diagnostics) {
+                 std::unique_ptr<UsageLimitPolicy> out;
+                 const auto options = parseStaticUsageLimitOptions(
+                     spec.parameters, spec.parametersPath(), diagnostics);
+                 if (options) {
+                   auto made = StaticUsageLimitPolicy::create(*options, spec.name);
+                   if (made) out = std::move(made).value();
+                 }
+                 return out;
+               });
+  registry.add(std::string(PriorityHoldbackPolicy::kType),
+               [](const PluginSpec& spec, Diagnostics& diagnostics) {
+                 std::unique_ptr<UsageLimitPolicy> out;
+                 auto options = parsePriorityHoldbackOptions(spec.parameters, spec.parametersPath(),
+                                                             diagnostics);
+                 if (options) {
+                   auto made = PriorityHoldbackPolicy::create(std::move(*options), spec.name);
+                   if (made) out = std::move(made).value();
+                 }
+                 return out;
+               });
+  registry.add(std::string(SoftReflectiveCeilingPolicy::kType),
+               [](const PluginSpec& spec, Diagnostics& diagnostics) {
+                 std::unique_ptr<UsageLimitPolicy> out;
+                 ParamReader reader(spec.parameters, spec.parametersPath(), diagnostics);
+                 const std::size_t errors_before = diagnostics.errorCount();
+                 if (spec.parameters != nullptr && spec.parameters->is_object()) {
+                   for (const auto& [key, value] : spec.parameters->items()) {
+                     reader.error(key, "unknown key \"" + key +
+                                           "\"; soft-reflective-ceiling-policy takes no "
+                                           "parameters");
+                   }
+                 }
+                 if (diagnostics.errorCount() == errors_before) {
+                   out = std::move(SoftReflectiveCeilingPolicy::create(spec.name)).value();
+                 }
+                 return out;
+               });
+  return registry;
+}
+
+HOLDBACK_INLINE std::optional<PluginSpec> readPluginSpec(const Json& plugin,
+                                                         const std::string& path,
+                                                         Diagnostics& diagnostics) {
+  const std::size_t errors_before = diagnostics.errorCount();
+  ParamReader reader(&plugin, path, diagnostics);
+  if (diagnostics.errorCount() > errors_before) return std::nullopt;
+  PluginSpec spec;
+  spec.path = path;
+  const auto type = reader.string("type");
+  if (!reader.has("type")) reader.error("type", "missing; every plugin needs a \"type\"");
+  const auto name = reader.string("name");
+  if (name && name->empty()) reader.error("name", "is empty; omit it to default to the type");
+  spec.parameters = reader.value("parameters");
+  reader.finish();
+  if (!type || diagnostics.errorCount() > errors_before) return std::nullopt;
+  spec.type = *type;
+  spec.name = name.value_or(*type);
+  return spec;
+}
+
+HOLDBACK_INLINE Result<std::shared_ptr<UsageLimitPolicy>> loadUsageLimitPolicy(
+    const Json& document, const PolicyRegistry& registry) {
+  using Out = Result<std::shared_ptr<UsageLimitPolicy>>;
+  if (auto single = loadSinglePlugin(document, registry)) return std::move(*single);
+  Diagnostics diagnostics;
+
+  // An EndpointPickerConfig.
+  const std::vector<PluginSpec> specs = readPluginList(document, diagnostics);
+  const auto policies = buildPlugins(specs, registry, diagnostics, "usage limit policy");
+
+  std::optional<std::string> ref;
+  const std::string ref_path = "/flowControl/usageLimitPolicyPluginRef";
+  if (const auto fc = document.find("flowControl"); fc != document.end()) {
+    ParamReader flow_control(&*fc, "/flowControl", diagnostics);
+    ref = flow_control.string("usageLimitPolicyPluginRef");
+    if (ref && ref->empty()) ref.reset();
+  }
+  // The ref is checked even when a plugin was invalid, so that every problem is reported at once.
+  auto policy = resolvePluginRef(ref, ref_path, StaticUsageLimitPolicy::kType, policies, specs,
+                                 registry, "usage limit policy", diagnostics, [] {
+                                   return std::shared_ptr<UsageLimitPolicy>(
+                                       std::move(StaticUsageLimitPolicy::create()).value());
+                                 });
+  if (diagnostics.hasErrors() || policy == nullptr) return Out::failure(std::move(diagnostics));
+  return Out(std::move(policy), std::move(diagnostics));
+}
+
+HOLDBACK_INLINE std::vector<PluginSpec> readPluginList(const Json& document,
+                                                       Diagnostics& diagnostics) {
+  std::vector<PluginSpec> specs;
+  const auto it = document.find("plugins");
+  if (it == document.end()) return specs;
+  if (!it->is_array()) {
+    diagnostics.error("/plugins", mismatch(*it, "an array of plugin objects"));
+    return specs;
+  }
+  for (std::size_t i = 0; i < it->size(); ++i) {
+    const std::string path = "/plugins/" + std::to_string(i);
+    auto spec = readPluginSpec((*it)[i], path, diagnostics);
+    if (!spec) continue;
+    if (const PluginSpec* seen = findPlugin(specs, spec->name)) {
+      diagnostics.error(path + "/name", "duplicate plugin name \"" + spec->name +
+                                            "\" (first defined at " + seen->path +
+                                            "); plugin names must be unique");
+      continue;
+    }
+    specs.push_back(std::move(*spec));
+  }
+  return specs;
+}
+
+HOLDBACK_INLINE const PluginSpec* findPlugin(const std::vector<PluginSpec>& specs,
+                                             std::string_view name) {
+  for (const PluginSpec& spec : specs) {
+    if (spec.name == name) return &spec;
+  }
+  return nullptr;
+}
+
+}  // namespace holdback::inline HOLDBACK_ABI_NAMESPACE::config

@@ -1,0 +1,64 @@
+// Implementation of holdback/diagnostics.hpp: compiled into libholdback by src/diagnostics.cpp, or
+// included by the header itself in header-only mode (HOLDBACK_HEADER_ONLY, holdback::header_only).
+#pragma once
+
+#include "holdback/diagnostics.hpp"
+
+namespace holdback::inline HOLDBACK_ABI_NAMESPACE {
+
+HOLDBACK_INLINE std::string Diagnostic::toString() const {
+  std::string out = path.empty() ? std::string("/") : path;
+  if (line > 0) {
+    out += " (line " + std::to_string(line) + ", column " + std::to_string(column) + ")";
+  }
+  out += ": ";
+  out += message;
+  return out;
+}
+
+HOLDBACK_INLINE void Diagnostics::error(std::string path, std::string message, int line,
+                                        int column) {
+  add(Diagnostic{Severity::kError, std::move(path), std::move(message), line, column});
+}
+
+HOLDBACK_INLINE void Diagnostics::warning(std::string path, std::string message, int line,
+                                          int column) {
+  add(Diagnostic{Severity::kWarning, std::move(path), std::move(message), line, column});
+}
+
+HOLDBACK_INLINE void Diagnostics::add(Diagnostic diagnostic) {
+  if (diagnostic.severity == Severity::kError) ++error_count_;
+  items_.push_back(std::move(diagnostic));
+}
+
+HOLDBACK_INLINE void Diagnostics::append(const Diagnostics& other) {
+  for (const Diagnostic& d : other.items_) add(d);
+}
+
+HOLDBACK_INLINE std::vector<Diagnostic> Diagnostics::errors() const {
+  std::vector<Diagnostic> out;
+  for (const Diagnostic& d : items_) {
+    if (d.severity == Severity::kError) out.push_back(d);
+  }
+  return out;
+}
+
+HOLDBACK_INLINE std::vector<Diagnostic> Diagnostics::warnings() const {
+  std::vector<Diagnostic> out;
+  for (const Diagnostic& d : items_) {
+    if (d.severity == Severity::kWarning) out.push_back(d);
+  }
+  return out;
+}
+
+HOLDBACK_INLINE std::string Diagnostics::toString() const {
+  std::string out;
+  for (const Diagnostic& d : items_) {
+    out += d.severity == Severity::kError ? "error: " : "warning: ";
+    out += d.toString();
+    out += '\n';
+  }
+  return out;
+}
+
+}  // namespace holdback::inline HOLDBACK_ABI_NAMESPACE

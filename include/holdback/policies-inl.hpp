@@ -1,0 +1,214 @@
+// Implementation of holdback/policies.hpp: compiled into libholdback by src/policies.cpp, or
+// included by the header itself in header-only mode (HOLDBACK_HEADER_ONLY, holdback::header_only).
+#pragma once
+
+#include "holdback/policies.hpp"
+
+#include <algorithm>
+
+#include "holdback/config/json.hpp"
+
+namespace holdback::inline HOLDBACK_ABI_NAMESPACE {
+namespace detail::policies {
+
+using config::formatNumber;
+using config::joinPath;
+
+HOLDBACK_INLINE bool inClosed(double v, double lo, double hi) {
+  return v >= lo && v <= hi;
+}
+
+// Builds a policy after validation, or returns the diagnostics.
+template <class Policy, class Make>
+Result<std::unique_ptr<Policy>> finish(Diagnostics diagnostics, Make make) {
+  if (diagnostics.hasErrors()) {
+    return Result<std::unique_ptr<Policy>>::failure(std::move(diagnostics));
+  }
+  return Result<std::unique_ptr<Policy>>(make(), std::move(diagnostics));
+}
+
+}  // namespace detail::policies
+
+HOLDBACK_INLINE std::string_view toString(HoldbackStrategy strategy) noexcept {
+  switch (strategy) {
+    case HoldbackStrategy::kStepwiseSpread:
+      return "stepwise-spread";
+    case HoldbackStrategy::kLinearProportional:
+      return "linear-proportional";
+    case HoldbackStrategy::kSigmoidSmoothed:
+      return "sigmoid-smoothed";
+    case HoldbackStrategy::kStatic:
+      return "static";
+  }
+  return "unknown";
+}
+
+HOLDBACK_INLINE std::string_view toString(SigmoidDomain domain) noexcept {
+  return domain == SigmoidDomain::kRank ? "rank" : "value";
+}
+
+// ---------------------------------------------------------------------------------------------
+
+HOLDBACK_INLINE void StaticUsageLimitPolicy::validate(const StaticUsageLimitOptions& options,
+                                                      const std::string& path,
+                                                      Diagnostics& diagnostics) {
+  if (!(options.threshold > 0.0 && options.threshold <= 1.0)) {
+    diagnostics.error(detail::policies::joinPath(path, "threshold"),
+                      detail::policies::formatNumber(options.threshold) + " is outside (0.0, 1.0]");
+  }
+}
+
+HOLDBACK_INLINE Result<std::unique_ptr<StaticUsageLimitPolicy>> StaticUsageLimitPolicy::create(
+    StaticUsageLimitOptions options, std::string name) {
+  Diagnostics diagnostics;
+  validate(options, "", diagnostics);
+  return detail::policies::finish<StaticUsageLimitPolicy>(std::move(diagnostics), [&] {
+    return std::unique_ptr<StaticUsageLimitPolicy>(
+        new StaticUsageLimitPolicy(options, std::move(name)));
+  });
+}
+
+// ---------------------------------------------------------------------------------------------
+
+HOLDBACK_INLINE void PriorityHoldbackPolicy::validate(const PriorityHoldbackOptions& options,
+                                                      const std::string& path,
+                                                      Diagnostics& diagnostics) {
+  const bool is_static = options.strategy == HoldbackStrategy::kStatic;
+  const std::string strategy = "\"" + std::string(toString(options.strategy)) + "\"";
+
+  const bool max_ok = options.maxCeiling > 0.0 && options.maxCeiling <= 1.0;
+  if (!max_ok) {
+    diagnostics.error(
+        detail::policies::joinPath(path, "maxCeiling"),
+        detail::policies::formatNumber(options.maxCeiling) + " is outside (0.0, 1.0]");
+  }
+
+  if (!is_static) {
+    if (!options.minCeiling) {
+      diagnostics.error(
+          detail::policies::joinPath(path, "minCeiling"),
+          "missing; strategy " + strategy + " requires minCeiling, a number in [0.0, 1.0)");
+    } else {
+      const double min = *options.minCeiling;
+      if (!(min >= 0.0 && min < 1.0)) {
+        diagnostics.error(detail::policies::joinPath(path, "minCeiling"),
+                          detail::policies::formatNumber(min) + " is outside [0.0, 1.0)");
+      }
+      if (!(min < options.maxCeiling) && !std::isnan(options.maxCeiling)) {
+        diagnostics.error(detail::policies::joinPath(path, "minCeiling"),
+                          detail::policies::formatNumber(min) + " is not below maxCeiling " +
+                              detail::policies::formatNumber(options.maxCeiling) +
+                              "; minCeiling must be strictly less than maxCeiling");
+      }
+    }
+  }
+
+  if (options.strategy == HoldbackStrategy::kSigmoidSmoothed) {
+    if (!(options.sigmoidSteepness > 0.0 && options.sigmoidSteepness <= 100.0)) {
+      diagnostics.error(
+          detail::policies::joinPath(path, "sigmoidSteepness"),
+          detail::policies::formatNumber(options.sigmoidSteepness) + " is outside (0.0, 100.0]");
+    }
+    if (!detail::policies::inClosed(options.sigmoidMidpoint, 0.0, 1.0)) {
+      diagnostics.error(
+          detail::policies::joinPath(path, "sigmoidMidpoint"),
+          detail::policies::formatNumber(options.sigmoidMidpoint) + " is outside [0.0, 1.0]");
+    }
+  }
+
+  if (!is_static) return;
+
+  const std::string ceilings_path = detail::policies::joinPath(path, "ceilings");
+  if (options.ceilings.empty()) {
+    diagnostics.error(ceilings_path,
+                      "missing or empty; strategy \"static\" requires ceilings, a non-empty map "
+                      "from priority to a ceiling in [0.0, 1.0]");
+  }
+  std::vector<StaticCeiling> sorted = options.ceilings;
+  std::stable_sort(
+      sorted.begin(), sorted.end(),
+      [](const StaticCeiling& a, const StaticCeiling& b) { return a.priority > b.priority; });
+  bool all_valid = true;
+  std::vector<StaticCeiling> valid;  // entries that passed their own checks
+  for (std::size_t i = 0; i < sorted.size(); ++i) {
+    const StaticCeiling& entry = sorted[i];
+    const std::string entry_path =
+        detail::policies::joinPath(ceilings_path, std::to_string(entry.priority));
+    bool ok = true;
+    if (!detail::policies::inClosed(entry.ceiling, 0.0, 1.0)) {
+      diagnostics.error(entry_path,
+                        detail::policies::formatNumber(entry.ceiling) + " is outside [0.0, 1.0]");
+      ok = false;
+    }
+    if (i > 0 && sorted[i - 1].priority == entry.priority) {
+      diagnostics.error(entry_path,
+                        "priority " + std::to_string(entry.priority) + " is listed more than once");
+      ok = false;
+    }
+    if (ok) valid.push_back(entry);
+    all_valid = all_valid && ok;
+  }
+  // The boot-time priority-inversion check, over the entries that are valid on their own: every
+  // offending adjacent pair is reported.
+  for (std::size_t i = 1; i < valid.size(); ++i) {
+    const StaticCeiling& higher = valid[i - 1];
+    const StaticCeiling& lower = valid[i];
+    if (lower.ceiling > higher.ceiling) {
+      diagnostics.error(detail::policies::joinPath(ceilings_path, std::to_string(lower.priority)),
+                        detail::policies::formatNumber(lower.ceiling) + " is above " +
+                            detail::policies::formatNumber(higher.ceiling) +
+                            ", the ceiling of the higher priority " +
+                            std::to_string(higher.priority) +
+                            "; ceilings must not increase as priority decreases (priority "
+                            "inversion)");
+    }
+  }
+  if (options.defaultCeiling) {
+    const double d = *options.defaultCeiling;
+    if (!detail::policies::inClosed(d, 0.0, 1.0)) {
+      diagnostics.error(detail::policies::joinPath(path, "defaultCeiling"),
+                        detail::policies::formatNumber(d) + " is outside [0.0, 1.0]");
+    } else if (all_valid && !sorted.empty() && d > sorted.back().ceiling) {
+      diagnostics.warning(
+          detail::policies::joinPath(path, "defaultCeiling"),
+          detail::policies::formatNumber(d) + " is above the lowest listed ceiling " +
+              detail::policies::formatNumber(sorted.back().ceiling) + " (priority " +
+              std::to_string(sorted.back().priority) +
+              "); an unlisted priority below a listed one will lift that listed ceiling through "
+              "the monotonizing sweep");
+    }
+  }
+}
+
+HOLDBACK_INLINE PriorityHoldbackPolicy::PriorityHoldbackPolicy(PriorityHoldbackOptions options,
+                                                               std::string name)
+    : UsageLimitPolicy(std::move(name)), options_(std::move(options)) {
+  std::stable_sort(
+      options_.ceilings.begin(), options_.ceilings.end(),
+      [](const StaticCeiling& a, const StaticCeiling& b) { return a.priority > b.priority; });
+  c_max_ = options_.maxCeiling;
+  c_min_ = options_.minCeiling.value_or(0.0);
+  sigmoid_lo_ = logistic(0.0, options_.sigmoidSteepness, options_.sigmoidMidpoint);
+  sigmoid_span_ = logistic(1.0, options_.sigmoidSteepness, options_.sigmoidMidpoint) - sigmoid_lo_;
+}
+
+HOLDBACK_INLINE Result<std::unique_ptr<PriorityHoldbackPolicy>> PriorityHoldbackPolicy::create(
+    PriorityHoldbackOptions options, std::string name) {
+  Diagnostics diagnostics;
+  validate(options, "", diagnostics);
+  return detail::policies::finish<PriorityHoldbackPolicy>(std::move(diagnostics), [&] {
+    return std::unique_ptr<PriorityHoldbackPolicy>(
+        new PriorityHoldbackPolicy(std::move(options), std::move(name)));
+  });
+}
+
+// ---------------------------------------------------------------------------------------------
+
+HOLDBACK_INLINE Result<std::unique_ptr<SoftReflectiveCeilingPolicy>>
+SoftReflectiveCeilingPolicy::create(std::string name) {
+  return Result<std::unique_ptr<SoftReflectiveCeilingPolicy>>(
+      std::unique_ptr<SoftReflectiveCeilingPolicy>(
+          new SoftReflectiveCeilingPolicy(std::move(name))));
+}
+
+}  // namespace holdback::inline HOLDBACK_ABI_NAMESPACE
