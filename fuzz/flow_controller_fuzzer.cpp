@@ -4,9 +4,9 @@
 // after every operation: every request handed to enqueue() ends with exactly one outcome,
 // delivered once; cancel() succeeds exactly when the request had no outcome yet; a dispatch
 // cycle delivers its dispatch plus its evictions and expire() what it says it evicted;
-// reconfigure() finalizes nothing and loses no queued request; nothing is queued after shutdown;
-// and the counters add up (queued = enqueued - delivered; the stats' outcome counters, global
-// and summed over bands, equal the outcomes delivered, kind by kind).
+// reconfigure() finalizes nothing and a failed one changes no band; nothing is queued after
+// shutdown; and the counters add up (queued = enqueued - delivered; the stats' outcome
+// counters, global and summed over bands, equal the outcomes delivered, kind by kind).
 #include <array>
 #include <cstdint>
 #include <cstring>
@@ -159,7 +159,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   bool stopped = false;
   for (int step = 0; step < 2000 && !in.empty(); ++step) {
     const std::uint64_t delivered_before = delivered;
-    switch (in.byte() % 11) {
+    const int op = in.byte() % 11;
+    switch (op) {
       case 0:
       case 1: {
         FlowRequest request;
@@ -254,7 +255,9 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         break;
       }
     }
-    // The counters add up after every operation.
+    // The counters add up: checked after every shutdown, pool change and reload, and every 8th
+    // operation (stats() copies every band; after each step it made the target 6x slower).
+    if (op < 9 && step % 8 != 7) continue;
     const FlowControllerStats stats = controller->stats();
     require(stats.queuedRequests == enqueued - delivered, "queued = enqueued - delivered");
     require(!stopped || stats.queuedRequests == 0, "nothing is queued after shutdown");

@@ -2,7 +2,9 @@
 # Builds holdback and runs every test:
 #   1. the concurrency tests under ThreadSanitizer (build/tsan),
 #   2. the whole suite under AddressSanitizer + UndefinedBehaviorSanitizer (build/asan),
-#   3. the whole suite (build/default), ending with CTest's summary line.
+#   3. every libFuzzer target for HOLDBACK_FUZZ_SECONDS (default 60) each (scripts/fuzz.sh,
+#      build/fuzz),
+#   4. the whole suite (build/default), ending with CTest's summary line.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/deps.sh
@@ -22,6 +24,8 @@ cmake -S . -B build/asan -DCMAKE_BUILD_TYPE=Debug -DHOLDBACK_SANITIZE=address,un
 cmake --build build/asan -j"$jobs"
 (cd build/asan && ASAN_OPTIONS="detect_leaks=1" \
   UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1" ctest --output-on-failure -j"$jobs")
+
+scripts/fuzz.sh
 
 echo "== All tests" >&2
 cmake -S . -B build/default -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
