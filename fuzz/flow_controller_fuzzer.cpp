@@ -1,13 +1,19 @@
 // The flow controller under arbitrary sequences of enqueue, cancel, dispatchCycle, expire,
-// desired-priority updates, pool changes, clock jumps (forward and backward), saturation values
-// (NaN and infinities included) and shutdown. Checks: every request handed to enqueue() ends
-// with exactly one outcome, delivered once; nothing is queued after shutdown; the stats'
-// outcome counters add up to the outcomes delivered.
+// desired-priority updates, hot reloads (reconfigure, valid or not), pool changes, clock jumps
+// (forward and backward), saturation values (NaN and infinities included) and shutdown. Checks
+// after every operation: every request handed to enqueue() ends with exactly one outcome,
+// delivered once; cancel() succeeds exactly when the request had no outcome yet; a dispatch
+// cycle delivers its dispatch plus its evictions and expire() what it says it evicted;
+// reconfigure() finalizes nothing and a failed one changes no band; nothing is queued after
+// shutdown; and the counters add up (queued = enqueued - delivered; the stats' outcome
+// counters, global and summed over bands, equal the outcomes delivered, kind by kind).
+#include <array>
 #include <cstdint>
 #include <cstring>
 #include <limits>
 #include <map>
 #include <memory>
+#include <set>
 #include <vector>
 
 #include "check.hpp"
@@ -74,24 +80,23 @@ std::shared_ptr<UsageLimitPolicy> makePolicy(std::uint8_t kind) {
   }
 }
 
-}  // namespace
+std::shared_ptr<const FairnessPolicy> makeFairness(std::uint8_t kind) {
+  return kind % 2 ? roundRobinFairness() : globalStrictFairness();
+}
 
-extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
-  Input in(data, size);
-  auto detector = std::make_shared<FakeDetector>();
-  auto pool = std::make_shared<FakePool>();
-  pool->pool.resize(in.byte() % 3);
-  std::map<RequestId, int> outcomes;  // id -> times delivered
-  std::uint64_t delivered = 0;
+std::shared_ptr<const OrderingPolicy> makeOrdering(std::uint8_t kind) {
+  return kind % 2 ? edfOrdering() : fcfsOrdering();
+}
 
+// The options create() and reconfigure() take, from the fuzzer's bytes. Some are invalid
+// (duplicate declared bands, bandIdleTimeout < flowIdleTimeout, a negative TTL): create() must
+// reject them, and reconfigure() must reject them and change nothing.
+FlowControllerOptions readOptions(Input& in, std::shared_ptr<const SaturationDetector> detector,
+                                  std::shared_ptr<EndpointSource> pool) {
   FlowControllerOptions options;
   options.policy = makePolicy(in.byte());
-  options.detector = detector;
-  options.endpoints = pool;
-  options.onOutcome = [&](Completion&& c) {
-    ++outcomes[c.id];
-    ++delivered;
-  };
+  options.detector = std::move(detector);
+  options.endpoints = std::move(pool);
   const std::uint8_t flags = in.byte();
   options.priorityDomain = (flags & 1) ? PriorityDomain::kActive : PriorityDomain::kProvisioned;
   options.provisionOnFirstUse = (flags & 2) != 0;
@@ -99,21 +104,63 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   options.maxRequests = in.byte() % 12;
   options.maxBytes = (flags & 4) ? in.byte() * 16u : 0;
   options.defaultBand.maxRequests = in.byte() % 8;
+  options.defaultBand.fairness = makeFairness(flags >> 5);
+  options.defaultBand.ordering = makeOrdering(flags >> 6);
   options.defaultRequestTtl = std::chrono::milliseconds(in.byte() % 50);
-  if (flags & 8) options.noEndpointRequestTtl = std::chrono::milliseconds(in.byte() % 50);
+  if (flags & 8) options.noEndpointRequestTtl = std::chrono::milliseconds(in.byte() % 50 - 2);
   options.flowIdleTimeout = std::chrono::milliseconds(1 + in.byte() % 20);
-  options.bandIdleTimeout = options.flowIdleTimeout + std::chrono::milliseconds(in.byte() % 20);
-  if (flags & 16) options.bands.push_back({.priority = 100, .maxRequests = 3});
+  options.bandIdleTimeout = options.flowIdleTimeout + std::chrono::milliseconds(in.byte() % 20 - 1);
+  if (flags & 16) {
+    for (int n = 1 + in.byte() % 3; n > 0; --n) {
+      const std::uint8_t b = in.byte();
+      options.bands.push_back({.priority = kPriorities[b % std::size(kPriorities)],
+                               .maxRequests = static_cast<std::uint64_t>(b >> 4) % 5,
+                               .fairness = makeFairness(b >> 3),
+                               .ordering = makeOrdering(b >> 7)});
+    }
+  }
+  return options;
+}
+
+// Per-request bookkeeping on the fuzzer's side.
+struct Delivered {
+  int count = 0;
+  QueueOutcome kind = QueueOutcome::kDispatched;
+};
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+  using holdback::fuzz::require;
+  Input in(data, size);
+  auto detector = std::make_shared<FakeDetector>();
+  auto pool = std::make_shared<FakePool>();
+  pool->pool.resize(in.byte() % 3);
+  std::map<RequestId, Delivered> outcomes;
+  std::uint64_t delivered = 0;
+  std::array<std::uint64_t, kNumQueueOutcomes> delivered_by_kind{};
+
+  FlowControllerOptions options = readOptions(in, detector, pool);
+  options.onOutcome = [&](Completion&& c) {
+    Delivered& d = outcomes[c.id];
+    ++d.count;
+    d.kind = c.outcome.kind;
+    ++delivered;
+    ++delivered_by_kind[static_cast<std::size_t>(c.outcome.kind)];
+  };
   auto made = FlowController::create(std::move(options));
   if (!made) return 0;  // rejected options are fine
   std::unique_ptr<FlowController> controller = std::move(made).value();
 
   TimePoint now{};
   std::vector<Ticket> tickets;
+  std::set<RequestId> ids;
   std::uint64_t enqueued = 0;
   bool stopped = false;
   for (int step = 0; step < 2000 && !in.empty(); ++step) {
-    switch (in.byte() % 10) {
+    const std::uint64_t delivered_before = delivered;
+    const int op = in.byte() % 11;
+    switch (op) {
       case 0:
       case 1: {
         FlowRequest request;
@@ -125,19 +172,54 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         const std::uint8_t t = in.byte();
         if (t & 1) request.ttl = std::chrono::milliseconds(static_cast<int>(t) - 64);
         if (t & 2) request.deadline = now + std::chrono::milliseconds(static_cast<int>(t) - 100);
-        tickets.push_back(controller->enqueue(std::move(request), now));
+        Ticket ticket = controller->enqueue(std::move(request), now);
+        require(ticket.valid() && ids.insert(ticket.id()).second, "every ticket has a fresh id");
+        require(delivered == delivered_before ||
+                    (delivered == delivered_before + 1 && outcomes[ticket.id()].count == 1 &&
+                     outcomes[ticket.id()].kind != QueueOutcome::kDispatched &&
+                     outcomes[ticket.id()].kind <= QueueOutcome::kRejectedOther),
+                "enqueue delivers nothing, or this request's rejection");
+        if (stopped) {
+          require(delivered == delivered_before + 1 &&
+                      outcomes[ticket.id()].kind == QueueOutcome::kRejectedOther,
+                  "enqueue after shutdown is rejected at once");
+        }
+        tickets.push_back(std::move(ticket));
         ++enqueued;
         break;
       }
       case 2:
-        if (!tickets.empty()) tickets[in.byte() % tickets.size()].cancel();
+        if (!tickets.empty()) {
+          Ticket& ticket = tickets[in.byte() % tickets.size()];
+          const auto it = outcomes.find(ticket.id());
+          const bool had_outcome = it != outcomes.end() && it->second.count > 0;
+          const bool cancelled = ticket.cancel();
+          require(cancelled != had_outcome, "cancel succeeds iff the request had no outcome");
+          require(delivered == delivered_before + (cancelled ? 1 : 0),
+                  "a successful cancel delivers one outcome, a failed one none");
+          if (cancelled) {
+            require(outcomes[ticket.id()].kind == QueueOutcome::kEvictedCancelled,
+                    "a cancelled request ends kEvictedCancelled");
+          }
+        }
         break;
       case 3:
-      case 4:
-        controller->dispatchCycle(now);
+      case 4: {
+        const DispatchResult result = controller->dispatchCycle(now);
+        const bool dispatched = result.kind == DispatchResult::Kind::kDispatched;
+        require(delivered == delivered_before + result.evicted + (dispatched ? 1 : 0),
+                "a cycle delivers its dispatch and its evictions");
+        if (dispatched) {
+          require(outcomes[result.id].kind == QueueOutcome::kDispatched,
+                  "the dispatched request ends kDispatched");
+        }
+        require(!stopped || result.kind == DispatchResult::Kind::kStopped,
+                "a stopped controller dispatches nothing");
         break;
+      }
       case 5:
-        controller->expire(now);
+        require(controller->expire(now) == delivered - delivered_before,
+                "expire returns the number of requests it evicted");
         break;
       case 6: {
         const std::uint8_t j = in.byte();
@@ -163,22 +245,47 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
           pool->pool.resize(in.byte() % 3);
         }
         break;
+      case 10: {
+        const std::vector<Priority> bands_before = controller->bandPriorities();
+        const Diagnostics result = controller->reconfigure(readOptions(in, detector, pool));
+        require(delivered == delivered_before, "reconfigure finalizes no request");
+        if (result.hasErrors()) {
+          require(controller->bandPriorities() == bands_before, "a failed reload changes no band");
+        }
+        break;
+      }
     }
-    if (stopped) {
-      holdback::fuzz::require(controller->stats().queuedRequests == 0,
-                              "nothing is queued after shutdown");
+    // The counters add up: checked after every shutdown, pool change and reload, and every 8th
+    // operation (stats() copies every band; after each step it made the target 6x slower).
+    if (op < 9 && step % 8 != 7) continue;
+    const FlowControllerStats stats = controller->stats();
+    require(stats.queuedRequests == enqueued - delivered, "queued = enqueued - delivered");
+    require(!stopped || stats.queuedRequests == 0, "nothing is queued after shutdown");
+    std::array<std::uint64_t, kNumQueueOutcomes> by_band{};
+    std::size_t queued_in_bands = 0;
+    std::uint64_t bytes_in_bands = 0;
+    for (const BandStats& band : stats.bands) {
+      for (std::size_t k = 0; k < kNumQueueOutcomes; ++k) by_band[k] += band.outcomes[k];
+      queued_in_bands += band.queuedRequests;
+      bytes_in_bands += band.queuedBytes;
+      std::uint64_t waits = 0;
+      for (const std::uint64_t n : band.queueDurationBuckets) waits += n;
+      require(waits == band.outcomes[static_cast<std::size_t>(QueueOutcome::kDispatched)],
+              "one queue-wait observation per dispatched request");
     }
+    require(stats.outcomes == delivered_by_kind, "stats count every outcome, kind by kind");
+    require(by_band == delivered_by_kind, "the bands' outcome counters add up to the global ones");
+    require(queued_in_bands == stats.queuedRequests && bytes_in_bands == stats.queuedBytes,
+            "the bands' queues add up to the global queue");
   }
   controller->shutdown(now);
   const FlowControllerStats stats = controller->stats();
-  holdback::fuzz::require(stats.queuedRequests == 0, "shutdown empties every queue");
-  holdback::fuzz::require(delivered == enqueued, "every request gets an outcome");
-  for (const auto& [id, count] : outcomes) {
-    holdback::fuzz::require(count == 1, "each outcome is delivered exactly once");
-  }
-  holdback::fuzz::require(outcomes.size() == enqueued, "outcomes belong to distinct requests");
+  require(stats.queuedRequests == 0, "shutdown empties every queue");
+  require(delivered == enqueued, "every request gets an outcome");
+  for (const auto& [id, d] : outcomes) require(d.count == 1, "each outcome is delivered once");
+  require(outcomes.size() == enqueued, "outcomes belong to distinct requests");
   std::uint64_t counted = 0;
   for (const std::uint64_t n : stats.outcomes) counted += n;
-  holdback::fuzz::require(counted == delivered, "stats count every outcome");
+  require(counted == delivered, "stats count every outcome");
   return 0;
 }

@@ -5,7 +5,9 @@
 #      and concurrency tests linked to holdback::header_only (so the suite runs in both modes),
 #   3. the core library and its tests with -fno-exceptions as a shared library with hidden
 #      symbols, checking its exports (build/noexcept, preset `noexcept`),
-#   4. the whole suite (build/default), ending with CTest's summary line.
+#   4. every libFuzzer target for HOLDBACK_FUZZ_SECONDS (default 60) each (scripts/fuzz.sh,
+#      build/fuzz),
+#   5. the whole suite (build/default), ending with CTest's summary line.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/deps.sh
@@ -30,6 +32,8 @@ echo "== -fno-exceptions, shared library with hidden symbols: core tests" >&2
 cmake --preset noexcept >/dev/null
 cmake --build --preset noexcept -j"$jobs"
 ctest --preset noexcept -j"$jobs"
+
+scripts/fuzz.sh
 
 echo "== All tests" >&2
 cmake -S . -B build/default -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null

@@ -1,0 +1,266 @@
+// The built-in saturation detectors (utilization and concurrency) and the stage-aware evaluator
+// under arbitrary options and telemetry: NaN, infinities, negative, huge and subnormal values,
+// missing, stale, future and extreme timestamps, empty pools, any roles and weights, output
+// buffers shorter or longer than the pool. Checks:
+//   - saturation() is finite and >= 0, reads 1.0 for an empty pool, stays within the documented
+//     bounds (utilization: <= kMaxScore; every endpoint unobservable -> exactly 1.0) and is a
+//     pure function (the same call twice gives the same value);
+//   - filter() writes at most out.size() indices, strictly increasing, each < the pool's size,
+//     and exactly the documented ones: the endpoints that pass (a subset of the input), or, for
+//     the utilization detector when none passes in a non-empty pool, the original list with
+//     failOpen set; the concurrency detector never fails open;
+//   - StageSaturationEvaluator: each stage's value is the detector's saturation of that stage's
+//     endpoints, the effective value their maximum (or the whole pool's when both are empty).
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <memory>
+#include <optional>
+#include <span>
+#include <vector>
+
+#include "check.hpp"
+#include "holdback/detectors.hpp"
+#include "holdback/stage_saturation.hpp"
+
+namespace {
+
+using namespace holdback;
+using holdback::fuzz::Input;
+using holdback::fuzz::require;
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+constexpr double kDoubles[] = {0.0,
+                               -0.0,
+                               0.5,
+                               0.8,
+                               1.0,
+                               0.999999,
+                               2.0,
+                               5.0,
+                               100.0,
+                               -1.0,
+                               1e-300,
+                               std::numeric_limits<double>::denorm_min(),
+                               1e308,
+                               std::numeric_limits<double>::max(),
+                               kInf,
+                               -kInf,
+                               std::numeric_limits<double>::quiet_NaN()};
+constexpr std::int64_t kInts[] = {0,
+                                  1,
+                                  -1,
+                                  5,
+                                  99,
+                                  100,
+                                  1'000'000,
+                                  std::numeric_limits<std::int64_t>::max(),
+                                  std::numeric_limits<std::int64_t>::min()};
+
+// A special value most of the time (so that thresholds and telemetry meet), raw bytes otherwise.
+double pickDouble(Input& in) {
+  const std::uint8_t b = in.byte();
+  if (b % 4 == 0) return in.take<double>();
+  return kDoubles[(b / 4) % std::size(kDoubles)];
+}
+
+std::int64_t pickInt(Input& in) {
+  const std::uint8_t b = in.byte();
+  if (b % 4 == 0) return in.take<std::int64_t>();
+  return kInts[(b / 4) % std::size(kInts)];
+}
+
+// An offset from `now` in nanoseconds: around the staleness threshold, far away, or raw.
+std::int64_t pickOffset(Input& in, std::int64_t threshold) {
+  const std::uint8_t b = in.byte();
+  switch (b % 8) {
+    case 0:
+      return 0;
+    case 1:
+      return threshold;
+    case 2:  // threshold is > 0 (create() rejects anything else)
+      return threshold < std::numeric_limits<std::int64_t>::max() ? threshold + 1 : threshold;
+    case 3:
+      return -threshold;
+    case 4:
+      return -threshold - 1;
+    case 5:
+      return static_cast<std::int64_t>(b) * 1'000'000;
+    default:
+      return in.take<std::int64_t>();
+  }
+}
+
+// now - offset, saturating instead of overflowing.
+TimePoint before(TimePoint now, std::int64_t offset) {
+  const std::int64_t x = now.time_since_epoch().count();
+  std::int64_t y = 0;
+  if (__builtin_sub_overflow(x, offset, &y)) {
+    y = offset > 0 ? std::numeric_limits<std::int64_t>::min()
+                   : std::numeric_limits<std::int64_t>::max();
+  }
+  return TimePoint(Duration(y));
+}
+
+// The indices filter() must write: `passing` in order, or every index when the detector fails
+// open and nothing passes; at most `capacity` of them.
+void requireFilterResult(const FilterResult& result, std::span<const std::size_t> out,
+                         const std::vector<std::size_t>& passing, std::size_t n, bool failsOpen) {
+  require(result.kept <= out.size(), "filter writes at most out.size() indices");
+  for (std::size_t i = 0; i < result.kept; ++i) {
+    require(out[i] < n, "filter returns indices into its input");
+    require(i == 0 || out[i - 1] < out[i], "filter keeps the input's order, no duplicates");
+  }
+  const bool open = failsOpen && passing.empty() && n > 0;
+  require(result.failOpen == open, "failOpen exactly when nothing passed (fail-open detectors)");
+  const std::size_t expected = open ? n : passing.size();
+  require(result.kept == (expected < out.size() ? expected : out.size()),
+          "filter keeps every passing endpoint that fits");
+  for (std::size_t i = 0; i < result.kept; ++i) {
+    require(out[i] == (open ? i : passing[i]),
+            open ? "fail-open returns the original list" : "filter keeps exactly what passes");
+  }
+}
+
+void requireSaturation(double s) {
+  require(std::isfinite(s), "saturation is finite");
+  require(s >= 0.0, "saturation is >= 0");
+}
+
+std::unique_ptr<SaturationDetector> makeDetector(Input& in, bool& utilization) {
+  utilization = in.byte() % 2 == 0;
+  if (utilization) {
+    UtilizationDetectorOptions o;
+    o.queueDepthThreshold = pickInt(in);
+    o.kvCacheUtilThreshold = pickDouble(in);
+    o.metricsStalenessThreshold = Duration(pickInt(in));
+    o.headroom = pickDouble(in);
+    const std::uint8_t b = in.byte();
+    o.aggregation = static_cast<Aggregation>(b % 3);
+    o.stalenessPolicy = (b & 4) ? StalenessPolicy::kIgnore : StalenessPolicy::kSaturated;
+    auto made = UtilizationDetector::create(o);
+    if (!made) return nullptr;
+    return std::move(made).value();
+  }
+  ConcurrencyDetectorOptions o;
+  o.mode = static_cast<ConcurrencyMode>(in.byte() % 3);
+  o.maxConcurrency = pickInt(in);
+  o.maxTokenConcurrency = pickInt(in);
+  o.headroom = pickDouble(in);
+  auto made = ConcurrencyDetector::create(o);
+  if (!made) return nullptr;
+  return std::move(made).value();
+}
+
+void checkUtilization(const UtilizationDetector& d, std::span<const Endpoint> pool, TimePoint now,
+                      double s, const FilterResult& result, std::span<const std::size_t> out) {
+  std::vector<std::size_t> passing;
+  bool all_unobservable = !pool.empty();
+  for (std::size_t i = 0; i < pool.size(); ++i) {
+    const UtilizationDetector::Observation o = d.observe(pool[i], now);
+    if (o == UtilizationDetector::Observation::kFresh) all_unobservable = false;
+    if (o == UtilizationDetector::Observation::kStale &&
+        d.options().stalenessPolicy == StalenessPolicy::kIgnore) {
+      all_unobservable = false;  // leaves the aggregate instead of scoring 1.0
+    }
+    if (o == UtilizationDetector::Observation::kFresh &&
+        pool[i].waitingQueueSize < d.queueLimit() && pool[i].kvCacheUsage < d.kvCacheLimit()) {
+      passing.push_back(i);
+    }
+  }
+  require(s <= UtilizationDetector::kMaxScore * (1 + 1e-12), "scores are capped at kMaxScore");
+  if (all_unobservable) require(s == 1.0, "an unobservable pool reads exactly 1.0");
+  requireFilterResult(result, out, passing, pool.size(), /*failsOpen=*/true);
+}
+
+void checkConcurrency(const ConcurrencyDetector& d, std::span<const Endpoint> pool,
+                      const FilterResult& result, std::span<const std::size_t> out) {
+  std::vector<std::size_t> passing;
+  for (std::size_t i = 0; i < pool.size(); ++i) {
+    const Endpoint& e = pool[i];
+    if (e.inFlightRequests < 0 || e.inFlightTokens < 0) continue;
+    const bool requests = d.requestLimit().admits(e.inFlightRequests);
+    const bool tokens = d.tokenLimit().admits(e.inFlightTokens);
+    const ConcurrencyMode mode = d.options().mode;
+    if ((mode == ConcurrencyMode::kRequests && requests) ||
+        (mode == ConcurrencyMode::kTokens && tokens) ||
+        (mode == ConcurrencyMode::kHybrid && requests && tokens)) {
+      passing.push_back(i);
+    }
+  }
+  requireFilterResult(result, out, passing, pool.size(), /*failsOpen=*/false);
+}
+
+// Each stage's value is the detector's saturation of that stage's endpoints.
+void checkStages(const SaturationDetector& d, std::span<const Endpoint> pool, TimePoint now) {
+  static StageSaturationEvaluator evaluator;  // reused across inputs, as a controller reuses it
+  const StageSaturation stages = evaluator.evaluate(d, pool, now);
+  requireSaturation(stages.effective);
+  std::vector<Endpoint> prefill;
+  std::vector<Endpoint> decode;
+  for (const Endpoint& e : pool) {
+    if (inPrefillStage(e.role)) prefill.push_back(e);
+    if (inDecodeStage(e.role)) decode.push_back(e);
+  }
+  require(stages.prefill.has_value() == !prefill.empty(), "prefill evaluated iff non-empty");
+  require(stages.decode.has_value() == !decode.empty(), "decode evaluated iff non-empty");
+  if (stages.prefill) require(*stages.prefill == d.saturation(prefill, now), "prefill stage");
+  if (stages.decode) require(*stages.decode == d.saturation(decode, now), "decode stage");
+  if (!stages.prefill && !stages.decode) {
+    require(stages.effective == d.saturation(pool, now), "no stage: the whole pool");
+  } else {
+    require(stages.effective == std::max(stages.prefill.value_or(0.0), stages.decode.value_or(0.0)),
+            "effective = max of the stages");
+  }
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+  Input in(data, size);
+  bool utilization = false;
+  const std::unique_ptr<SaturationDetector> detector = makeDetector(in, utilization);
+  if (detector == nullptr) return 0;  // invalid options are rejected by create(): fine
+  const std::int64_t threshold = utilization ? static_cast<const UtilizationDetector&>(*detector)
+                                                   .options()
+                                                   .metricsStalenessThreshold.count()
+                                             : 0;
+
+  for (int round = 0; round < 4 && !in.empty(); ++round) {
+    const TimePoint now(Duration(pickInt(in)));
+    std::vector<Endpoint> pool(in.byte() % 17);
+    for (Endpoint& e : pool) {
+      const std::uint8_t f = in.byte();
+      if (f % 4 != 0) e.updateTime = before(now, pickOffset(in, threshold));
+      if (f & 4) e.waitingQueueSize = pickDouble(in);
+      if (f & 8) e.kvCacheUsage = pickDouble(in);
+      if (f & 16) e.runningRequests = pickDouble(in);
+      if (f & 32) e.inFlightRequests = pickInt(in);
+      if (f & 64) e.inFlightTokens = pickInt(in);
+      if (f & 128) e.weight = pickDouble(in);
+      const std::uint8_t r = in.byte();
+      e.role = (r % 2) ? EndpointRole::kDecode : static_cast<EndpointRole>(r / 2 % 7);
+    }
+    const double s = detector->saturation(pool, now);
+    requireSaturation(s);
+    if (pool.empty()) require(s == 1.0, "an empty pool reads 1.0");
+    require(detector->saturation(pool, now) == s, "saturation is a pure function");
+
+    // An output buffer of the pool's size, shorter, or longer.
+    const std::uint8_t b = in.byte();
+    const std::size_t capacity = (b % 3 == 0)   ? pool.size()
+                                 : (b % 3 == 1) ? (b / 3) % (pool.size() + 1)
+                                                : pool.size() + 3;
+    std::vector<std::size_t> out(capacity, static_cast<std::size_t>(-1));
+    const FilterResult result = detector->filter(pool, now, out);
+    const std::span<const std::size_t> written(out);
+    if (utilization) {
+      checkUtilization(static_cast<const UtilizationDetector&>(*detector), pool, now, s, result,
+                       written);
+    } else {
+      checkConcurrency(static_cast<const ConcurrencyDetector&>(*detector), pool, result, written);
+    }
+    checkStages(*detector, pool, now);
+  }
+  return 0;
+}
