@@ -228,8 +228,8 @@ std::optional<std::string> parseGeneration(const std::string& body, Api api, Gen
     auto it = doc.find(key);
     if (it == doc.end() || it->is_null()) continue;
     if (!it->is_number_integer() || it->get<std::int64_t>() < 1 ||
-        it->get<std::int64_t>() > (std::int64_t{1} << 40)) {
-      return std::string("'") + key + "' must be an integer >= 1";
+        it->get<std::int64_t>() > 1000000) {
+      return std::string("'") + key + "' must be an integer in [1, 1000000]";
     }
     g.maxTokens = it->get<std::int64_t>();
     break;
