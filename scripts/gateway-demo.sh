@@ -106,9 +106,9 @@ phase() {
     -d '{"prompt": "b", "max_tokens": 48}' >"$WORK/$label-batch.txt" &
   local flood=$!
   sleep 0.5
+  interactive "$gw" "$WORK/$label-flood.txt"
   local queue
   queue="$(curl -s "$gw/metrics" | awk '/^holdback_flow_control_queue_size\{priority="-1"/ {print $2}')"
-  interactive "$gw" "$WORK/$label-flood.txt"
   wait "$flood"
   echo "$label gateway:"
   summary "interactive, idle pool" "$WORK/$label-unloaded.txt"
@@ -116,7 +116,7 @@ phase() {
   summary "batch ($BATCH_REQUESTS, $BATCH_PARALLEL at a time)" "$WORK/$label-batch.txt"
   awk '{ print $3 + 0 }' "$WORK/$label-batch.txt" | sort -n | awk '{ q[NR] = $1 }
     END { printf "  batch time queued in holdback       median %6d ms   max %6d ms\n", q[int((NR + 1) / 2)], q[NR] }'
-  echo "  batch requests queued in the gateway mid-flood: ${queue:-?}"
+  echo "  batch requests queued in the gateway ~2.5 s into the flood: ${queue:-?}"
 }
 
 phase holdback "$G_HOLDBACK"

@@ -319,11 +319,9 @@ class Gateway {
     svr.Post("/v1/chat/completions", completions);
     svr.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
       res.set_content(renderMetrics(), "text/plain; version=0.0.4; charset=utf-8");
-      count(200);
     });
     svr.Get("/healthz", [this](const httplib::Request&, httplib::Response& res) {
       res.set_content("ok", "text/plain");
-      count(200);
     });
   }
 
@@ -666,7 +664,7 @@ class Gateway {
     };
 
     family("holdback_gateway_responses_total", "counter",
-           "Responses the gateway sent, by HTTP status code.");
+           "Responses to completion requests, by HTTP status code.");
     for (std::size_t code = 0; code < responses_.size(); ++code) {
       const std::uint64_t n = responses_[code].load(std::memory_order_relaxed);
       if (n > 0)
