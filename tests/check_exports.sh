@@ -6,11 +6,12 @@
 set -eu
 lib=$1
 abi=$2
-# Weak instantiations of standard-library templates (std::map<std::string, ...> members) are
-# emitted with default visibility by every user of the template; they are not holdback's API and
-# are left out.
-symbols=$(nm -D --defined-only --demangle "$lib" | sed -E 's/^[0-9a-f]* +//' |
-  grep -Ev '^[WVu] ([A-Za-z_]+ |(typeinfo|typeinfo name|vtable) for )?std::' | sed -E 's/^[A-Za-z] //')
+# Weak instantiations of standard-library templates (members of std::map<std::string, ...>,
+# std::__detail helpers of <charconv>) are emitted with default visibility by every user of the
+# template; they are not holdback's API and are left out, recognized by their mangled names
+# (_ZNSt..., _ZSt..., _ZTISt..., _ZZNSt...: entities of namespace std and their statics).
+symbols=$(nm -D --defined-only "$lib" | sed -E 's/^[0-9a-f]* +//' |
+  grep -Ev '^[WVu] _Z(Z|T[ISV])?N?K?St' | sed -E 's/^[A-Za-z] //' | c++filt)
 total=$(printf '%s\n' "$symbols" | grep -c . || true)
 pattern="^((typeinfo|typeinfo name|vtable|VTT|guard variable) for |(non-)?virtual thunk to )?holdback::$abi::"
 outside=$(printf '%s\n' "$symbols" | grep -Ev "$pattern" || true)
