@@ -48,7 +48,9 @@ void operator delete[](void* p, std::size_t) noexcept {
   std::free(p);
 }
 
-namespace holdback::inline HOLDBACK_ABI_NAMESPACE::testing {
+namespace holdback {
+inline namespace HOLDBACK_ABI_NAMESPACE {
+namespace testing {
 
 AllocationCounter::AllocationCounter() : start_(g_allocations), start_bytes_(g_bytes) {}
 AllocationCounter::~AllocationCounter() = default;
@@ -59,4 +61,6 @@ std::size_t AllocationCounter::bytes() const {
   return g_bytes - start_bytes_;
 }
 
-}  // namespace holdback::inline HOLDBACK_ABI_NAMESPACE::testing
+}  // namespace testing
+}  // namespace HOLDBACK_ABI_NAMESPACE
+}  // namespace holdback

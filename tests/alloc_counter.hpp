@@ -7,7 +7,9 @@
 #include <cstddef>
 
 // Test helpers share the library's holdback::testing (in the ABI namespace, holdback/abi.hpp).
-namespace holdback::inline HOLDBACK_ABI_NAMESPACE::testing {
+namespace holdback {
+inline namespace HOLDBACK_ABI_NAMESPACE {
+namespace testing {
 
 class AllocationCounter {
  public:
@@ -26,4 +28,6 @@ class AllocationCounter {
   std::size_t start_bytes_;
 };
 
-}  // namespace holdback::inline HOLDBACK_ABI_NAMESPACE::testing
+}  // namespace testing
+}  // namespace HOLDBACK_ABI_NAMESPACE
+}  // namespace holdback

@@ -11,7 +11,8 @@
 #include "holdback/config/duration.hpp"
 #include "holdback/config/json.hpp"
 
-namespace holdback::inline HOLDBACK_ABI_NAMESPACE {
+namespace holdback {
+inline namespace HOLDBACK_ABI_NAMESPACE {
 namespace detail::detectors {
 
 using config::formatNumber;
@@ -152,4 +153,5 @@ HOLDBACK_INLINE ConcurrencyDetector::ConcurrencyDetector(ConcurrencyDetectorOpti
       token_limit_(
           detail::detectors::truncatedLimit(options.maxTokenConcurrency, options.headroom)) {}
 
-}  // namespace holdback::inline HOLDBACK_ABI_NAMESPACE
+}  // namespace HOLDBACK_ABI_NAMESPACE
+}  // namespace holdback

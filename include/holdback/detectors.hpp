@@ -30,7 +30,8 @@
 #include "holdback/diagnostics.hpp"
 #include "holdback/saturation_detector.hpp"
 
-namespace holdback::inline HOLDBACK_ABI_NAMESPACE {
+namespace holdback {
+inline namespace HOLDBACK_ABI_NAMESPACE {
 
 // ---------------------------------------------------------------------------------------------
 // utilization-detector
@@ -384,7 +385,8 @@ inline FilterResult ConcurrencyDetector::filter(std::span<const Endpoint> endpoi
   return result;
 }
 
-}  // namespace holdback::inline HOLDBACK_ABI_NAMESPACE
+}  // namespace HOLDBACK_ABI_NAMESPACE
+}  // namespace holdback
 
 #ifdef HOLDBACK_HEADER_ONLY
 #include "holdback/detectors-inl.hpp"

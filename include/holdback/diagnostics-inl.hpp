@@ -4,7 +4,8 @@
 
 #include "holdback/diagnostics.hpp"
 
-namespace holdback::inline HOLDBACK_ABI_NAMESPACE {
+namespace holdback {
+inline namespace HOLDBACK_ABI_NAMESPACE {
 
 HOLDBACK_INLINE std::string Diagnostic::toString() const {
   std::string out = path.empty() ? std::string("/") : path;
@@ -61,4 +62,5 @@ HOLDBACK_INLINE std::string Diagnostics::toString() const {
   return out;
 }
 
-}  // namespace holdback::inline HOLDBACK_ABI_NAMESPACE
+}  // namespace HOLDBACK_ABI_NAMESPACE
+}  // namespace holdback

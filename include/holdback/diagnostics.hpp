@@ -17,7 +17,8 @@
 #include <utility>
 #include <vector>
 
-namespace holdback::inline HOLDBACK_ABI_NAMESPACE {
+namespace holdback {
+inline namespace HOLDBACK_ABI_NAMESPACE {
 
 enum class Severity { kError, kWarning };
 
@@ -85,7 +86,8 @@ class [[nodiscard]] Result {
   Diagnostics diagnostics_;
 };
 
-}  // namespace holdback::inline HOLDBACK_ABI_NAMESPACE
+}  // namespace HOLDBACK_ABI_NAMESPACE
+}  // namespace holdback
 
 #ifdef HOLDBACK_HEADER_ONLY
 #include "holdback/diagnostics-inl.hpp"

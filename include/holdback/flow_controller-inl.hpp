@@ -17,7 +17,8 @@
 
 #include "holdback/stage_saturation.hpp"
 
-namespace holdback::inline HOLDBACK_ABI_NAMESPACE {
+namespace holdback {
+inline namespace HOLDBACK_ABI_NAMESPACE {
 
 // ---------------------------------------------------------------------------------------------
 // Pure rules
@@ -1010,4 +1011,5 @@ HOLDBACK_INLINE PoolRegime FlowController::poolRegime() const noexcept {
   return core_->regime;
 }
 
-}  // namespace holdback::inline HOLDBACK_ABI_NAMESPACE
+}  // namespace HOLDBACK_ABI_NAMESPACE
+}  // namespace holdback

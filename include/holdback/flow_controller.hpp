@@ -75,7 +75,8 @@
 #include "holdback/saturation_detector.hpp"
 #include "holdback/usage_limit_policy.hpp"
 
-namespace holdback::inline HOLDBACK_ABI_NAMESPACE {
+namespace holdback {
+inline namespace HOLDBACK_ABI_NAMESPACE {
 
 using RequestId = std::uint64_t;
 
@@ -407,7 +408,8 @@ class HOLDBACK_API FlowController {
   std::shared_ptr<Ticket::Core> core_;
 };
 
-}  // namespace holdback::inline HOLDBACK_ABI_NAMESPACE
+}  // namespace HOLDBACK_ABI_NAMESPACE
+}  // namespace holdback
 
 #ifdef HOLDBACK_HEADER_ONLY
 #include "holdback/flow_controller-inl.hpp"

@@ -5,7 +5,8 @@
 
 #include "holdback/flow_outcome.hpp"
 
-namespace holdback::inline HOLDBACK_ABI_NAMESPACE {
+namespace holdback {
+inline namespace HOLDBACK_ABI_NAMESPACE {
 
 HOLDBACK_INLINE std::string_view toString(QueueOutcome outcome) noexcept {
   switch (outcome) {
@@ -91,4 +92,5 @@ HOLDBACK_INLINE HttpDisposition toHttp(Outcome outcome, bool poolEmptyNow) noexc
   return {500, ""};
 }
 
-}  // namespace holdback::inline HOLDBACK_ABI_NAMESPACE
+}  // namespace HOLDBACK_ABI_NAMESPACE
+}  // namespace holdback

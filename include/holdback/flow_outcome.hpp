@@ -29,7 +29,8 @@
 #include <cstdint>
 #include <string_view>
 
-namespace holdback::inline HOLDBACK_ABI_NAMESPACE {
+namespace holdback {
+inline namespace HOLDBACK_ABI_NAMESPACE {
 
 enum class QueueOutcome : std::uint8_t {
   kDispatched = 0,           // success: the host may send the request to the model servers
@@ -94,7 +95,8 @@ struct HttpDisposition {
 [[nodiscard]] HOLDBACK_API HttpDisposition toHttp(Outcome outcome,
                                                   bool poolEmptyNow = false) noexcept;
 
-}  // namespace holdback::inline HOLDBACK_ABI_NAMESPACE
+}  // namespace HOLDBACK_ABI_NAMESPACE
+}  // namespace holdback
 
 #ifdef HOLDBACK_HEADER_ONLY
 #include "holdback/flow_outcome-inl.hpp"

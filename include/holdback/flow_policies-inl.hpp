@@ -7,7 +7,8 @@
 
 #include <string>
 
-namespace holdback::inline HOLDBACK_ABI_NAMESPACE {
+namespace holdback {
+inline namespace HOLDBACK_ABI_NAMESPACE {
 
 HOLDBACK_INLINE TimePoint EdfOrderingPolicy::deadlineOf(const QueuedRequestView& r) noexcept {
   if (r.effectiveTtl <= Duration::zero()) return TimePoint::max();
@@ -83,4 +84,5 @@ HOLDBACK_INLINE std::shared_ptr<const FairnessPolicy> roundRobinFairness() {
   return instance;
 }
 
-}  // namespace holdback::inline HOLDBACK_ABI_NAMESPACE
+}  // namespace HOLDBACK_ABI_NAMESPACE
+}  // namespace holdback

@@ -32,7 +32,8 @@
 #include "holdback/saturation_detector.hpp"
 #include "holdback/usage_limit_policy.hpp"
 
-namespace holdback::inline HOLDBACK_ABI_NAMESPACE {
+namespace holdback {
+inline namespace HOLDBACK_ABI_NAMESPACE {
 
 // What an ordering policy may look at.
 struct QueuedRequestView {
@@ -165,7 +166,8 @@ class HOLDBACK_API RoundRobinFairnessPolicy final : public FairnessPolicy {
 [[nodiscard]] HOLDBACK_API std::shared_ptr<const FairnessPolicy> globalStrictFairness();
 [[nodiscard]] HOLDBACK_API std::shared_ptr<const FairnessPolicy> roundRobinFairness();
 
-}  // namespace holdback::inline HOLDBACK_ABI_NAMESPACE
+}  // namespace HOLDBACK_ABI_NAMESPACE
+}  // namespace holdback
 
 #ifdef HOLDBACK_HEADER_ONLY
 #include "holdback/flow_policies-inl.hpp"

@@ -10,7 +10,8 @@
 
 #include "holdback/flow_controller.hpp"
 
-namespace holdback::inline HOLDBACK_ABI_NAMESPACE {
+namespace holdback {
+inline namespace HOLDBACK_ABI_NAMESPACE {
 namespace detail::flow_prometheus {
 
 HOLDBACK_INLINE std::string number(double v) {
@@ -206,4 +207,5 @@ HOLDBACK_INLINE std::string renderPrometheus(const FlowControllerStats& stats,
   return w.take();
 }
 
-}  // namespace holdback::inline HOLDBACK_ABI_NAMESPACE
+}  // namespace HOLDBACK_ABI_NAMESPACE
+}  // namespace holdback

@@ -7,7 +7,8 @@
 
 #include <mutex>
 
-namespace holdback::inline HOLDBACK_ABI_NAMESPACE {
+namespace holdback {
+inline namespace HOLDBACK_ABI_NAMESPACE {
 
 HOLDBACK_INLINE InFlightHandle InFlightTracker::dispatch(std::string_view endpoint,
                                                          std::int64_t tokens) noexcept {
@@ -63,4 +64,5 @@ HOLDBACK_INLINE bool InFlightTracker::removeEndpoint(std::string_view endpoint) 
   return true;
 }
 
-}  // namespace holdback::inline HOLDBACK_ABI_NAMESPACE
+}  // namespace HOLDBACK_ABI_NAMESPACE
+}  // namespace holdback

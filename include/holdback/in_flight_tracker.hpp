@@ -44,7 +44,8 @@
 
 #include "holdback/saturation_detector.hpp"
 
-namespace holdback::inline HOLDBACK_ABI_NAMESPACE {
+namespace holdback {
+inline namespace HOLDBACK_ABI_NAMESPACE {
 
 struct InFlightLoad {
   std::int64_t requests = 0;
@@ -129,7 +130,8 @@ class HOLDBACK_API InFlightTracker {
   std::map<std::string, std::shared_ptr<detail::InFlightCounters>, std::less<>> counters_;
 };
 
-}  // namespace holdback::inline HOLDBACK_ABI_NAMESPACE
+}  // namespace HOLDBACK_ABI_NAMESPACE
+}  // namespace holdback
 
 #ifdef HOLDBACK_HEADER_ONLY
 #include "holdback/in_flight_tracker-inl.hpp"

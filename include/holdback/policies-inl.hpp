@@ -8,7 +8,8 @@
 
 #include "holdback/config/json.hpp"
 
-namespace holdback::inline HOLDBACK_ABI_NAMESPACE {
+namespace holdback {
+inline namespace HOLDBACK_ABI_NAMESPACE {
 namespace detail::policies {
 
 using config::formatNumber;
@@ -211,4 +212,5 @@ SoftReflectiveCeilingPolicy::create(std::string name) {
           new SoftReflectiveCeilingPolicy(std::move(name))));
 }
 
-}  // namespace holdback::inline HOLDBACK_ABI_NAMESPACE
+}  // namespace HOLDBACK_ABI_NAMESPACE
+}  // namespace holdback

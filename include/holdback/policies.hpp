@@ -30,7 +30,8 @@
 #include "holdback/diagnostics.hpp"
 #include "holdback/usage_limit_policy.hpp"
 
-namespace holdback::inline HOLDBACK_ABI_NAMESPACE {
+namespace holdback {
+inline namespace HOLDBACK_ABI_NAMESPACE {
 
 // ---------------------------------------------------------------------------------------------
 // static-usage-limit-policy
@@ -288,7 +289,8 @@ class HOLDBACK_API SoftReflectiveCeilingPolicy final : public UsageLimitPolicy {
   std::atomic<std::uint64_t> tick_{0};
 };
 
-}  // namespace holdback::inline HOLDBACK_ABI_NAMESPACE
+}  // namespace HOLDBACK_ABI_NAMESPACE
+}  // namespace holdback
 
 #ifdef HOLDBACK_HEADER_ONLY
 #include "holdback/policies-inl.hpp"

@@ -5,7 +5,8 @@
 
 #include "holdback/saturation_detector.hpp"
 
-namespace holdback::inline HOLDBACK_ABI_NAMESPACE {
+namespace holdback {
+inline namespace HOLDBACK_ABI_NAMESPACE {
 
 HOLDBACK_INLINE EndpointRole parseEndpointRole(std::string_view label) noexcept {
   if (label.empty() || label == "decode") return EndpointRole::kDecode;
@@ -37,4 +38,5 @@ HOLDBACK_INLINE std::string_view toString(EndpointRole role) noexcept {
   return "unknown";
 }
 
-}  // namespace holdback::inline HOLDBACK_ABI_NAMESPACE
+}  // namespace HOLDBACK_ABI_NAMESPACE
+}  // namespace holdback

@@ -26,7 +26,8 @@
 #include <string_view>
 #include <utility>
 
-namespace holdback::inline HOLDBACK_ABI_NAMESPACE {
+namespace holdback {
+inline namespace HOLDBACK_ABI_NAMESPACE {
 
 // The library's clock types. Time is always passed in by the host (or a simulator), so any
 // epoch works; steady_clock's time_point is only the carrier type.
@@ -100,7 +101,8 @@ class HOLDBACK_API SaturationDetector {
   std::string name_;
 };
 
-}  // namespace holdback::inline HOLDBACK_ABI_NAMESPACE
+}  // namespace HOLDBACK_ABI_NAMESPACE
+}  // namespace holdback
 
 #ifdef HOLDBACK_HEADER_ONLY
 #include "holdback/saturation_detector-inl.hpp"

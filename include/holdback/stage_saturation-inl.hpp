@@ -7,7 +7,8 @@
 
 #include <algorithm>
 
-namespace holdback::inline HOLDBACK_ABI_NAMESPACE {
+namespace holdback {
+inline namespace HOLDBACK_ABI_NAMESPACE {
 namespace detail::stage_saturation {
 
 // Copies the endpoints selected by `keep` into `out`, reusing its elements' storage.
@@ -67,4 +68,5 @@ StageSaturationEvaluator::evaluate(const SaturationDetector& detector,
   return out;
 }
 
-}  // namespace holdback::inline HOLDBACK_ABI_NAMESPACE
+}  // namespace HOLDBACK_ABI_NAMESPACE
+}  // namespace holdback

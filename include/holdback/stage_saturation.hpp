@@ -24,7 +24,8 @@
 
 #include "holdback/saturation_detector.hpp"
 
-namespace holdback::inline HOLDBACK_ABI_NAMESPACE {
+namespace holdback {
+inline namespace HOLDBACK_ABI_NAMESPACE {
 
 struct StageSaturation {
   double effective = 1.0;
@@ -52,7 +53,8 @@ class HOLDBACK_API StageSaturationEvaluator {
   std::vector<Endpoint> decode_;
 };
 
-}  // namespace holdback::inline HOLDBACK_ABI_NAMESPACE
+}  // namespace HOLDBACK_ABI_NAMESPACE
+}  // namespace holdback
 
 #ifdef HOLDBACK_HEADER_ONLY
 #include "holdback/stage_saturation-inl.hpp"

@@ -33,7 +33,8 @@
 #include <string_view>
 #include <utility>
 
-namespace holdback::inline HOLDBACK_ABI_NAMESPACE {
+namespace holdback {
+inline namespace HOLDBACK_ABI_NAMESPACE {
 
 // A priority level. Larger is more important; negative priorities are "sheddable".
 using Priority = std::int32_t;
@@ -100,4 +101,5 @@ class HOLDBACK_API UsageLimitPolicy {
   std::string name_;
 };
 
-}  // namespace holdback::inline HOLDBACK_ABI_NAMESPACE
+}  // namespace HOLDBACK_ABI_NAMESPACE
+}  // namespace holdback

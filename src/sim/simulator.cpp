@@ -16,7 +16,9 @@
 #include "holdback/flow_controller.hpp"
 #include "holdback/policies.hpp"
 
-namespace holdback::inline HOLDBACK_ABI_NAMESPACE::sim {
+namespace holdback {
+inline namespace HOLDBACK_ABI_NAMESPACE {
+namespace sim {
 
 // ---------------------------------------------------------------------------------------------
 // Scenario
@@ -1049,9 +1051,13 @@ std::string summaryCsv(const std::vector<ArmResult>& arms) {
   return out.str();
 }
 
-}  // namespace holdback::inline HOLDBACK_ABI_NAMESPACE::sim
+}  // namespace sim
+}  // namespace HOLDBACK_ABI_NAMESPACE
+}  // namespace holdback
 
-namespace holdback::inline HOLDBACK_ABI_NAMESPACE::sim {
+namespace holdback {
+inline namespace HOLDBACK_ABI_NAMESPACE {
+namespace sim {
 
 std::string gnuplotScript(const Scenario& scenario, const std::vector<ArmResult>& arms) {
   std::ostringstream g;
@@ -1113,4 +1119,6 @@ std::string gnuplotScript(const Scenario& scenario, const std::vector<ArmResult>
   return g.str();
 }
 
-}  // namespace holdback::inline HOLDBACK_ABI_NAMESPACE::sim
+}  // namespace sim
+}  // namespace HOLDBACK_ABI_NAMESPACE
+}  // namespace holdback

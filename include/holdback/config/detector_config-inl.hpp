@@ -11,7 +11,9 @@
 
 #include "holdback/config/duration.hpp"
 
-namespace holdback::inline HOLDBACK_ABI_NAMESPACE::config {
+namespace holdback {
+inline namespace HOLDBACK_ABI_NAMESPACE {
+namespace config {
 namespace detail::detector_config {
 
 inline constexpr std::int64_t kInt64Max = std::numeric_limits<std::int64_t>::max();
@@ -220,4 +222,6 @@ HOLDBACK_INLINE std::optional<std::string> readSaturationDetectorRef(const Json&
   return ref;
 }
 
-}  // namespace holdback::inline HOLDBACK_ABI_NAMESPACE::config
+}  // namespace config
+}  // namespace HOLDBACK_ABI_NAMESPACE
+}  // namespace holdback

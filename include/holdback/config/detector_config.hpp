@@ -27,7 +27,9 @@
 #include "holdback/config/plugin.hpp"
 #include "holdback/detectors.hpp"
 
-namespace holdback::inline HOLDBACK_ABI_NAMESPACE::config {
+namespace holdback {
+inline namespace HOLDBACK_ABI_NAMESPACE {
+namespace config {
 
 using DetectorRegistry = PluginRegistry<SaturationDetector>;
 
@@ -60,7 +62,9 @@ HOLDBACK_API std::optional<std::string> readSaturationDetectorRef(const Json& do
 HOLDBACK_API Result<std::shared_ptr<SaturationDetector>> loadSaturationDetector(
     const Json& document, const DetectorRegistry& registry);
 
-}  // namespace holdback::inline HOLDBACK_ABI_NAMESPACE::config
+}  // namespace config
+}  // namespace HOLDBACK_ABI_NAMESPACE
+}  // namespace holdback
 
 #ifdef HOLDBACK_HEADER_ONLY
 #include "holdback/config/detector_config-inl.hpp"

@@ -15,7 +15,9 @@
 #include <optional>
 #include <sstream>
 
-namespace holdback::inline HOLDBACK_ABI_NAMESPACE::config {
+namespace holdback {
+inline namespace HOLDBACK_ABI_NAMESPACE {
+namespace config {
 namespace detail::document {
 
 inline constexpr int kMaxDepth = 128;
@@ -378,4 +380,6 @@ HOLDBACK_INLINE Diagnostics withPositions(const Diagnostics& diagnostics,
   return out;
 }
 
-}  // namespace holdback::inline HOLDBACK_ABI_NAMESPACE::config
+}  // namespace config
+}  // namespace HOLDBACK_ABI_NAMESPACE
+}  // namespace holdback

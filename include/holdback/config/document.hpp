@@ -31,7 +31,9 @@
 #include "holdback/config/json.hpp"
 #include "holdback/diagnostics.hpp"
 
-namespace holdback::inline HOLDBACK_ABI_NAMESPACE::config {
+namespace holdback {
+inline namespace HOLDBACK_ABI_NAMESPACE {
+namespace config {
 
 struct SourcePosition {
   int line = 0;    // 1-based
@@ -66,7 +68,9 @@ HOLDBACK_API Result<Document> parseDocumentFile(const std::string& file);
 // path, or of the nearest enclosing path that has one.
 HOLDBACK_API Diagnostics withPositions(const Diagnostics& diagnostics, const SourceMap& positions);
 
-}  // namespace holdback::inline HOLDBACK_ABI_NAMESPACE::config
+}  // namespace config
+}  // namespace HOLDBACK_ABI_NAMESPACE
+}  // namespace holdback
 
 #ifdef HOLDBACK_HEADER_ONLY
 #include "holdback/config/document-inl.hpp"

@@ -8,7 +8,9 @@
 #include <cstdint>
 #include <limits>
 
-namespace holdback::inline HOLDBACK_ABI_NAMESPACE::config {
+namespace holdback {
+inline namespace HOLDBACK_ABI_NAMESPACE {
+namespace config {
 namespace detail::duration {
 
 inline constexpr std::uint64_t kMaxMagnitude = static_cast<std::uint64_t>(
@@ -119,4 +121,6 @@ HOLDBACK_INLINE std::string formatDuration(Duration duration) {
   return out;
 }
 
-}  // namespace holdback::inline HOLDBACK_ABI_NAMESPACE::config
+}  // namespace config
+}  // namespace HOLDBACK_ABI_NAMESPACE
+}  // namespace holdback

@@ -18,7 +18,9 @@
 
 #include "holdback/saturation_detector.hpp"
 
-namespace holdback::inline HOLDBACK_ABI_NAMESPACE::config {
+namespace holdback {
+inline namespace HOLDBACK_ABI_NAMESPACE {
+namespace config {
 
 // The duration `text` denotes, or nullopt when it is not a duration string.
 [[nodiscard]] HOLDBACK_API std::optional<Duration> parseDuration(std::string_view text);
@@ -27,7 +29,9 @@ namespace holdback::inline HOLDBACK_ABI_NAMESPACE::config {
 // The largest of s, ms, us, ns that keeps the number >= 1 is used, with the fraction written out.
 [[nodiscard]] HOLDBACK_API std::string formatDuration(Duration duration);
 
-}  // namespace holdback::inline HOLDBACK_ABI_NAMESPACE::config
+}  // namespace config
+}  // namespace HOLDBACK_ABI_NAMESPACE
+}  // namespace holdback
 
 #ifdef HOLDBACK_HEADER_ONLY
 #include "holdback/config/duration-inl.hpp"

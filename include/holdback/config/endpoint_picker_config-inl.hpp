@@ -16,7 +16,9 @@
 #include "holdback/config/duration.hpp"
 #include "holdback/config/quantity.hpp"
 
-namespace holdback::inline HOLDBACK_ABI_NAMESPACE::config {
+namespace holdback {
+inline namespace HOLDBACK_ABI_NAMESPACE {
+namespace config {
 
 HOLDBACK_INLINE const std::vector<FieldInfo> kEndpointPickerConfigFields = {
     {"apiVersion", "string", "required",
@@ -566,4 +568,6 @@ HOLDBACK_INLINE Diagnostics applyBundle(FlowController& controller, const Config
   return controller.reconfigure(bundle.controller);
 }
 
-}  // namespace holdback::inline HOLDBACK_ABI_NAMESPACE::config
+}  // namespace config
+}  // namespace HOLDBACK_ABI_NAMESPACE
+}  // namespace holdback

@@ -40,7 +40,9 @@
 #include "holdback/flow_controller.hpp"
 #include "holdback/flow_policies.hpp"
 
-namespace holdback::inline HOLDBACK_ABI_NAMESPACE::config {
+namespace holdback {
+inline namespace HOLDBACK_ABI_NAMESPACE {
+namespace config {
 
 using FairnessRegistry = PluginRegistry<FairnessPolicy>;
 using OrderingRegistry = PluginRegistry<OrderingPolicy>;
@@ -123,7 +125,9 @@ struct FieldInfo {
 };
 HOLDBACK_API extern const std::vector<FieldInfo> kEndpointPickerConfigFields;
 
-}  // namespace holdback::inline HOLDBACK_ABI_NAMESPACE::config
+}  // namespace config
+}  // namespace HOLDBACK_ABI_NAMESPACE
+}  // namespace holdback
 
 #ifdef HOLDBACK_HEADER_ONLY
 #include "holdback/config/endpoint_picker_config-inl.hpp"

@@ -9,7 +9,9 @@
 #include <limits>
 #include <vector>
 
-namespace holdback::inline HOLDBACK_ABI_NAMESPACE::config {
+namespace holdback {
+inline namespace HOLDBACK_ABI_NAMESPACE {
+namespace config {
 namespace detail::json {
 
 // Builds a Json value from nlohmann's SAX events while tracking the JSON path, so that duplicate
@@ -382,4 +384,6 @@ HOLDBACK_INLINE void ParamReader::finish() {
   }
 }
 
-}  // namespace holdback::inline HOLDBACK_ABI_NAMESPACE::config
+}  // namespace config
+}  // namespace HOLDBACK_ABI_NAMESPACE
+}  // namespace holdback

@@ -26,7 +26,9 @@
 
 #include "holdback/diagnostics.hpp"
 
-namespace holdback::inline HOLDBACK_ABI_NAMESPACE::config {
+namespace holdback {
+inline namespace HOLDBACK_ABI_NAMESPACE {
+namespace config {
 
 using Json = nlohmann::json;
 
@@ -103,7 +105,9 @@ class HOLDBACK_API ParamReader {
   std::set<std::string, std::less<>> known_;
 };
 
-}  // namespace holdback::inline HOLDBACK_ABI_NAMESPACE::config
+}  // namespace config
+}  // namespace HOLDBACK_ABI_NAMESPACE
+}  // namespace holdback
 
 #ifdef HOLDBACK_HEADER_ONLY
 #include "holdback/config/json-inl.hpp"

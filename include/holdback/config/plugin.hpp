@@ -19,7 +19,9 @@
 #include "holdback/config/json.hpp"
 #include "holdback/diagnostics.hpp"
 
-namespace holdback::inline HOLDBACK_ABI_NAMESPACE::config {
+namespace holdback {
+inline namespace HOLDBACK_ABI_NAMESPACE {
+namespace config {
 
 struct PluginSpec {
   std::string type;
@@ -173,4 +175,6 @@ std::shared_ptr<Interface> resolvePluginRef(
   return makeDefault();
 }
 
-}  // namespace holdback::inline HOLDBACK_ABI_NAMESPACE::config
+}  // namespace config
+}  // namespace HOLDBACK_ABI_NAMESPACE
+}  // namespace holdback

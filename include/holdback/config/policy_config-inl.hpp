@@ -9,7 +9,9 @@
 #include <map>
 #include <set>
 
-namespace holdback::inline HOLDBACK_ABI_NAMESPACE::config {
+namespace holdback {
+inline namespace HOLDBACK_ABI_NAMESPACE {
+namespace config {
 namespace detail::policy_config {
 
 inline constexpr std::int64_t kPriorityMin = std::numeric_limits<Priority>::min();
@@ -311,4 +313,6 @@ HOLDBACK_INLINE const PluginSpec* findPlugin(const std::vector<PluginSpec>& spec
   return nullptr;
 }
 
-}  // namespace holdback::inline HOLDBACK_ABI_NAMESPACE::config
+}  // namespace config
+}  // namespace HOLDBACK_ABI_NAMESPACE
+}  // namespace holdback

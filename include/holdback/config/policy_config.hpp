@@ -25,7 +25,9 @@
 #include "holdback/policies.hpp"
 #include "holdback/usage_limit_policy.hpp"
 
-namespace holdback::inline HOLDBACK_ABI_NAMESPACE::config {
+namespace holdback {
+inline namespace HOLDBACK_ABI_NAMESPACE {
+namespace config {
 
 using PolicyRegistry = PluginRegistry<UsageLimitPolicy>;
 
@@ -47,7 +49,9 @@ HOLDBACK_API std::optional<PriorityHoldbackOptions> parsePriorityHoldbackOptions
 HOLDBACK_API Result<std::shared_ptr<UsageLimitPolicy>> loadUsageLimitPolicy(
     const Json& document, const PolicyRegistry& registry);
 
-}  // namespace holdback::inline HOLDBACK_ABI_NAMESPACE::config
+}  // namespace config
+}  // namespace HOLDBACK_ABI_NAMESPACE
+}  // namespace holdback
 
 #ifdef HOLDBACK_HEADER_ONLY
 #include "holdback/config/policy_config-inl.hpp"

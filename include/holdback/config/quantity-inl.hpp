@@ -8,7 +8,9 @@
 #include <array>
 #include <limits>
 
-namespace holdback::inline HOLDBACK_ABI_NAMESPACE::config {
+namespace holdback {
+inline namespace HOLDBACK_ABI_NAMESPACE {
+namespace config {
 namespace detail::quantity {
 
 __extension__ typedef __int128 Int;  // NOLINT(modernize-use-using): __extension__ needs typedef
@@ -130,4 +132,6 @@ HOLDBACK_INLINE std::optional<std::int64_t> parseQuantity(std::string_view text)
   return static_cast<std::int64_t>(negative ? -value : value);
 }
 
-}  // namespace holdback::inline HOLDBACK_ABI_NAMESPACE::config
+}  // namespace config
+}  // namespace HOLDBACK_ABI_NAMESPACE
+}  // namespace holdback

@@ -15,12 +15,16 @@
 #include <optional>
 #include <string_view>
 
-namespace holdback::inline HOLDBACK_ABI_NAMESPACE::config {
+namespace holdback {
+inline namespace HOLDBACK_ABI_NAMESPACE {
+namespace config {
 
 // The value, or nullopt when `text` is not a quantity or does not fit an int64.
 HOLDBACK_API std::optional<std::int64_t> parseQuantity(std::string_view text) noexcept;
 
-}  // namespace holdback::inline HOLDBACK_ABI_NAMESPACE::config
+}  // namespace config
+}  // namespace HOLDBACK_ABI_NAMESPACE
+}  // namespace holdback
 
 #ifdef HOLDBACK_HEADER_ONLY
 #include "holdback/config/quantity-inl.hpp"

@@ -52,7 +52,9 @@
 #include "holdback/diagnostics.hpp"
 #include "holdback/usage_limit_policy.hpp"
 
-namespace holdback::inline HOLDBACK_ABI_NAMESPACE::sim {
+namespace holdback {
+inline namespace HOLDBACK_ABI_NAMESPACE {
+namespace sim {
 
 enum class ArrivalProcess { kPoisson, kOnOff, kBacklog };
 
@@ -246,4 +248,6 @@ struct RunOptions {
 // `mu` per server and `c` servers; infinity when lambda >= c * mu.
 [[nodiscard]] double erlangCMeanWait(double lambda, double mu, int c);
 
-}  // namespace holdback::inline HOLDBACK_ABI_NAMESPACE::sim
+}  // namespace sim
+}  // namespace HOLDBACK_ABI_NAMESPACE
+}  // namespace holdback

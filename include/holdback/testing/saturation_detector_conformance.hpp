@@ -33,7 +33,9 @@
 
 #include "holdback/saturation_detector.hpp"
 
-namespace holdback::inline HOLDBACK_ABI_NAMESPACE::testing {
+namespace holdback {
+inline namespace HOLDBACK_ABI_NAMESPACE {
+namespace testing {
 
 struct DetectorFactory {
   std::string label;
@@ -234,4 +236,6 @@ TEST_P(SaturationDetectorConformanceTest, ConcurrentCallsStayValid) {
   for (int t = 0; t < kThreads; ++t) EXPECT_EQ(failures[static_cast<std::size_t>(t)], 0) << t;
 }
 
-}  // namespace holdback::inline HOLDBACK_ABI_NAMESPACE::testing
+}  // namespace testing
+}  // namespace HOLDBACK_ABI_NAMESPACE
+}  // namespace holdback

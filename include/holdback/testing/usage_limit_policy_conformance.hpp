@@ -27,7 +27,9 @@
 
 #include "holdback/usage_limit_policy.hpp"
 
-namespace holdback::inline HOLDBACK_ABI_NAMESPACE::testing {
+namespace holdback {
+inline namespace HOLDBACK_ABI_NAMESPACE {
+namespace testing {
 
 struct PolicyFactory {
   std::string label;
@@ -183,4 +185,6 @@ TEST_P(UsageLimitPolicyConformanceTest, ConcurrentCallsStayValid) {
   for (int t = 0; t < kThreads; ++t) EXPECT_EQ(failures[static_cast<std::size_t>(t)], 0) << t;
 }
 
-}  // namespace holdback::inline HOLDBACK_ABI_NAMESPACE::testing
+}  // namespace testing
+}  // namespace HOLDBACK_ABI_NAMESPACE
+}  // namespace holdback
