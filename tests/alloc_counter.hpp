@@ -9,7 +9,7 @@ namespace holdback::testing {
 class AllocationCounter {
  public:
   AllocationCounter();
-  ~AllocationCounter();
+  ~AllocationCounter() = default;
   AllocationCounter(const AllocationCounter&) = delete;
   AllocationCounter& operator=(const AllocationCounter&) = delete;
 
