@@ -56,6 +56,7 @@ struct Running {
 
 }  // namespace
 
+// NOLINTNEXTLINE(bugprone-exception-escape): an example; only std::bad_alloc could escape
 int main() {
   auto pool = std::make_shared<Pool>();
   std::vector<Running> running;

@@ -8,6 +8,8 @@ thread_local std::size_t g_allocations = 0;
 thread_local std::size_t g_bytes = 0;
 }  // namespace
 
+// Replacing the global allocation functions means calling malloc and free.
+// NOLINTBEGIN(cppcoreguidelines-no-malloc)
 void* operator new(std::size_t size) {
   ++g_allocations;
   g_bytes += size;
@@ -47,13 +49,13 @@ void operator delete(void* p, std::size_t) noexcept {
 void operator delete[](void* p, std::size_t) noexcept {
   std::free(p);
 }
+// NOLINTEND(cppcoreguidelines-no-malloc)
 
 namespace holdback {
 inline namespace HOLDBACK_ABI_NAMESPACE {
 namespace testing {
 
 AllocationCounter::AllocationCounter() : start_(g_allocations), start_bytes_(g_bytes) {}
-AllocationCounter::~AllocationCounter() = default;
 std::size_t AllocationCounter::count() const {
   return g_allocations - start_;
 }

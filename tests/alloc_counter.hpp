@@ -14,7 +14,7 @@ namespace testing {
 class AllocationCounter {
  public:
   AllocationCounter();
-  ~AllocationCounter();
+  ~AllocationCounter() = default;
   AllocationCounter(const AllocationCounter&) = delete;
   AllocationCounter& operator=(const AllocationCounter&) = delete;
 

@@ -43,7 +43,7 @@ inline CliRun holdback(const std::string& args) {
 
 // Writes `text` to a temporary file and returns its path.
 inline std::string writeTemp(const std::string& name, const std::string& text) {
-  const std::string file = testFilePrefix() + name;
+  std::string file = testFilePrefix() + name;
   std::ofstream(file) << text;
   return file;
 }

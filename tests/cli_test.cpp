@@ -53,7 +53,7 @@ TEST(CliTest, CeilingsCyclesShowTheSoftReflectiveDutyCycle) {
                               " --priorities 100,-50 --saturation 0.75 --cycles 6");
   EXPECT_EQ(run.exitCode, 0) << run.err;
   std::string pattern;
-  const std::string needle = "\"priority\":-50,\"ceiling\":";
+  const std::string needle = R"("priority":-50,"ceiling":)";
   for (std::size_t pos = 0; (pos = run.out.find(needle, pos)) != std::string::npos;) {
     pos += needle.size();
     pattern += run.out[pos];

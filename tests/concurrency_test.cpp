@@ -15,6 +15,7 @@ TEST(SoftReflectiveConcurrencyTest, SharedTickCountsEveryAlternatingCall) {
   constexpr int kCalls = 5000;
   std::vector<std::thread> threads;
   std::vector<int> opened(kThreads, 0);
+  threads.reserve(kThreads);
   for (int t = 0; t < kThreads; ++t) {
     threads.emplace_back([&, t] {
       const std::vector<Priority> priorities{100, 0, -50};
@@ -49,6 +50,7 @@ TEST(PriorityHoldbackConcurrencyTest, ConcurrentCallersSeeIdenticalCeilings) {
   policy->computeLimit(0.5, priorities, expected);
   std::vector<std::thread> threads;
   std::vector<int> mismatches(4, 0);
+  threads.reserve(4);
   for (int t = 0; t < 4; ++t) {
     threads.emplace_back([&, t] {
       std::vector<double> c(4);

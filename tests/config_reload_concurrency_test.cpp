@@ -93,6 +93,7 @@ TEST(ConfigReloadConcurrencyTest, ReloadUnderLoadLosesNothing) {
   std::atomic<int> producers_left{kProducers};
   std::vector<std::vector<RequestId>> ids(kProducers);
   std::vector<std::thread> threads;
+  threads.reserve(kProducers);
   for (int p = 0; p < kProducers; ++p) {
     threads.emplace_back([&, p] {
       const Priority priorities[] = {100, 50, 0, -10, -3, 7};

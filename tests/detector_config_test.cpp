@@ -293,6 +293,7 @@ TEST(DetectorConfigTest, BadRefsAndPluginsAreReportedTogether) {
                       {"type":"concurrency-detector","name":"c"})",
                    R"(,"flowControl":{"saturationDetector":{"pluginRef":7,"extra":1}})"))
           .errors,
+      // NOLINTNEXTLINE(bugprone-suspicious-missing-comma): a message split over two literals
       (S{"/plugins/2/name: duplicate plugin name \"c\" (first defined at /plugins/1); plugin "
          "names must be unique",
          "/plugins/0/parameters/headroom: -1.0 is negative; expected a number >= 0.0",

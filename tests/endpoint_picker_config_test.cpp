@@ -42,7 +42,7 @@ TEST(EndpointPickerConfigGoldenTest, EveryConfigMatchesItsExpectedResult) {
   const bool update = std::getenv("HOLDBACK_UPDATE_GOLDEN") != nullptr;
   std::size_t checked = 0;
   for (const auto& entry : fs::directory_iterator(kGoldenDir)) {
-    const fs::path path = entry.path();
+    const fs::path& path = entry.path();
     if (path.extension() != ".yaml" && path.extension() != ".json") continue;
     const fs::path expected_path = path.string() + ".expected";
     const std::string actual = render(loadEndpointPickerConfigFile(path.string()));

@@ -66,6 +66,7 @@ class Model {
       const ModelItem* best = nullptr;
       if (p == 0) {  // round-robin over flow ids, then fcfs within the flow
         std::vector<std::string> flows;
+        flows.reserve(in_band.size());
         for (const auto* it : in_band) flows.push_back(it->flow);
         std::sort(flows.begin(), flows.end());
         std::string pick = flows.front();

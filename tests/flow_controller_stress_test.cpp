@@ -101,6 +101,7 @@ TEST(FlowControllerStressTest, EveryRequestEndsExactlyOnce) {
   });
 
   std::vector<std::thread> producers;
+  producers.reserve(kProducers);
   for (int p = 0; p < kProducers; ++p) {
     producers.emplace_back([&, p] {
       std::mt19937 rng(static_cast<unsigned>(100 + p));

@@ -106,10 +106,10 @@ TEST(FlowOutcomeTest, HttpMappingMatchesTheReference) {
 
 TEST(CapacityTest, ReferenceTable) {
   struct Row {
-    std::uint64_t item;
+    std::uint64_t item = 0;
     CapacityUsage global;
     std::optional<CapacityUsage> band;
-    bool allow;
+    bool allow = false;
   };
   auto g = [](std::uint64_t maxB, std::uint64_t usedB, std::uint64_t maxR, std::uint64_t usedR) {
     return CapacityUsage{maxB, usedB, maxR, usedR};
@@ -656,11 +656,13 @@ TEST_F(FlowControllerTest, MovedFromTicketIsEmpty) {
   Ticket a = fc->enqueue(request("a", 0), t0);
   const RequestId id = a.id();
   Ticket b = std::move(a);
-  EXPECT_FALSE(a.valid());  // NOLINT(bugprone-use-after-move): checking the moved-from state
+  // NOLINTNEXTLINE(bugprone-use-after-move,clang-analyzer-cplusplus.Move): the moved-from state
+  EXPECT_FALSE(a.valid());
   EXPECT_FALSE(a.cancel());
   EXPECT_EQ(b.id(), id);
   Ticket c;
   c = std::move(b);
+  // NOLINTNEXTLINE(bugprone-use-after-move,clang-analyzer-cplusplus.Move): the moved-from state
   EXPECT_FALSE(b.valid());
   EXPECT_TRUE(c.cancel());
 }

@@ -30,8 +30,8 @@ TEST(InFlightTrackerConcurrencyTest, CountsBalanceUnderContention) {
       tracker.fill(endpoints);
       for (const Endpoint& e : endpoints) {
         // Each worker holds at most 2 requests of 3 tokens per endpoint at any time.
-        if (e.inFlightRequests < 0 || e.inFlightRequests > 2 * kWorkers || e.inFlightTokens < 0 ||
-            e.inFlightTokens > 6 * kWorkers) {
+        if (e.inFlightRequests < 0 || e.inFlightRequests > std::int64_t{2} * kWorkers ||
+            e.inFlightTokens < 0 || e.inFlightTokens > std::int64_t{6} * kWorkers) {
           bad_reads.fetch_add(1);
         }
       }
@@ -42,6 +42,7 @@ TEST(InFlightTrackerConcurrencyTest, CountsBalanceUnderContention) {
   });
 
   std::vector<std::thread> workers;
+  workers.reserve(kWorkers);
   for (int w = 0; w < kWorkers; ++w) {
     workers.emplace_back([&, w] {
       for (int i = 0; i < kRequests; ++i) {
@@ -69,6 +70,7 @@ TEST(InFlightTrackerConcurrencyTest, RemovalRacesWithDispatchAndRelease) {
   InFlightTracker tracker;
   constexpr int kWorkers = 3;
   std::vector<std::thread> threads;
+  threads.reserve(kWorkers);
   for (int w = 0; w < kWorkers; ++w) {
     threads.emplace_back([&] {
       for (int i = 0; i < 3000; ++i) {

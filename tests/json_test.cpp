@@ -98,14 +98,17 @@ TEST(ParamReaderTest, IntegersAreNeverWrappedTruncatedOrClamped) {
   reader.finish();
   std::vector<std::string> errors;
   for (const auto& d : diagnostics.errors()) errors.push_back(d.toString());
-  EXPECT_EQ(errors, (std::vector<std::string>{
-                        "/p/a: 3000000000 is out of range; expected an integer in [-2147483648, "
-                        "2147483647]",
-                        "/p/b: 2.5 is not a whole number; expected an integer in [0, 10]",
-                        "/p/d: -1 is out of range; expected an integer in [0, 10]",
-                        "/p/e: 18446744073709551615 is out of range; expected an integer in [0, "
-                        "9223372036854775807]",
-                        "/p/f: \"7\" is a string; expected an integer in [0, 10]"}));
+  EXPECT_EQ(
+      errors,
+      (std::vector<std::string>{
+          // NOLINTNEXTLINE(bugprone-suspicious-missing-comma): a message split over two literals
+          "/p/a: 3000000000 is out of range; expected an integer in [-2147483648, "
+          "2147483647]",
+          "/p/b: 2.5 is not a whole number; expected an integer in [0, 10]",
+          "/p/d: -1 is out of range; expected an integer in [0, 10]",
+          "/p/e: 18446744073709551615 is out of range; expected an integer in [0, "
+          "9223372036854775807]",
+          "/p/f: \"7\" is a string; expected an integer in [0, 10]"}));
 }
 
 TEST(ParamReaderTest, AbsentParametersReadAsEmpty) {

@@ -96,6 +96,8 @@ TEST_P(PriorityHoldbackRejectTest, ReportsEveryProblemWithPath) {
   EXPECT_EQ(errorsOf(holdbackPlugin(GetParam().parameters)), GetParam().errors);
 }
 
+// Expected messages are split over several string literals on purpose.
+// NOLINTBEGIN(bugprone-suspicious-missing-comma)
 INSTANTIATE_TEST_SUITE_P(
     Table, PriorityHoldbackRejectTest,
     ::testing::Values(
@@ -179,6 +181,7 @@ INSTANTIATE_TEST_SUITE_P(
                    {"/parameters/minCeiling (line 1, column 67): invalid JSON: number overflow "
                     "parsing '1e400'"}},
         RejectCase{R"([1])", {"/parameters: found an array; expected an object"}}));
+// NOLINTEND(bugprone-suspicious-missing-comma)
 
 // ---- spellings ---------------------------------------------------------------------------------
 
@@ -299,6 +302,8 @@ TEST(EndpointPickerConfigTest, AbsentRefPicksConfiguredStaticPlugin) {
   EXPECT_EQ(ceilingsOf(*policy, {0}), (std::vector<double>{0.8}));
 }
 
+// Expected messages are split over several string literals on purpose.
+// NOLINTBEGIN(bugprone-suspicious-missing-comma)
 TEST(EndpointPickerConfigTest, ReportsEveryPluginProblemAndABadRef) {
   const auto errors = errorsOf(R"({"plugins": [
       {"type": "priority-holdback-policy", "name": "a", "parameters": {"minCeiling": 2}},
@@ -326,6 +331,7 @@ TEST(EndpointPickerConfigTest, ReportsEveryPluginProblemAndABadRef) {
                 "/flowControl/usageLimitPolicyPluginRef: \"x\" names no plugin; defined "
                 "plugins: none"});
 }
+// NOLINTEND(bugprone-suspicious-missing-comma)
 
 }  // namespace
 }  // namespace holdback::config

@@ -293,6 +293,7 @@ TEST(SoftReflectiveTest, FourBandsAtPointSeven) {
 std::vector<double> lowestBandSeries(double s, int calls) {
   auto policy = softReflective();
   std::vector<double> out;
+  out.reserve(calls);
   for (int i = 0; i < calls; ++i) out.push_back(run(*policy, s, {100, -50})[1]);
   return out;
 }

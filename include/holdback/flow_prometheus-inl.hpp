@@ -178,8 +178,13 @@ HOLDBACK_INLINE std::string renderPrometheus(const FlowControllerStats& stats,
       const std::string le = i < kQueueDurationBucketsSeconds.size()
                                  ? detail::flow_prometheus::number(kQueueDurationBucketsSeconds[i])
                                  : std::string("+Inf");
-      w.sample("flow_control_request_queue_duration_seconds_bucket",
-               outcome + prio + ",le=\"" + le + "\"", std::to_string(cumulative));
+      std::string labels = outcome;
+      labels += prio;
+      labels += ",le=\"";
+      labels += le;
+      labels += '"';
+      w.sample("flow_control_request_queue_duration_seconds_bucket", labels,
+               std::to_string(cumulative));
     }
     w.sample("flow_control_request_queue_duration_seconds_sum", outcome + prio,
              detail::flow_prometheus::number(b.queueDurationSumSeconds));

@@ -55,7 +55,7 @@ HOLDBACK_INLINE std::optional<std::int64_t> readCount(ParamReader& reader, std::
 HOLDBACK_INLINE std::optional<Duration> readDuration(ParamReader& reader, std::string_view key) {
   const Json* v = reader.value(key);
   if (v == nullptr) return std::nullopt;
-  constexpr std::string_view kExample = "\"200ms\", \"1.5s\" or \"2m\"";
+  constexpr std::string_view kExample = R"("200ms", "1.5s" or "2m")";
   if (!v->is_string()) {
     reader.error(key, mismatch(*v, "a duration string such as " + std::string(kExample)));
     return std::nullopt;

@@ -174,9 +174,10 @@ class YamlBuilder {
     std::string anchor;  // anchor on this container, if any
     std::size_t nodes_before;
   };
+  // NOLINTNEXTLINE(bugprone-exception-escape): the implicit moves cannot throw (clang-tidy 14)
   struct Anchored {
     Json value;
-    std::size_t nodes;  // values it expands to
+    std::size_t nodes = 0;  // values it expands to
   };
 
   static std::string anchorOf(const yaml_char_t* anchor) {

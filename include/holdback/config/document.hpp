@@ -45,6 +45,7 @@ using SourceMap = std::map<std::string, SourcePosition, std::less<>>;
 
 enum class DocumentFormat { kJson, kYaml };
 
+// NOLINTNEXTLINE(bugprone-exception-escape): the implicit moves cannot throw (clang-tidy 14)
 struct Document {
   Json json;
   DocumentFormat format = DocumentFormat::kJson;

@@ -166,6 +166,7 @@ TEST_P(UsageLimitPolicyConformanceTest, ConcurrentCallsStayValid) {
   constexpr int kThreads = 4;
   std::vector<std::thread> threads;
   std::vector<int> failures(kThreads, 0);
+  threads.reserve(kThreads);
   for (int t = 0; t < kThreads; ++t) {
     threads.emplace_back([&, t] {
       PolicyInputGenerator gen(static_cast<std::uint32_t>(100 + t));
