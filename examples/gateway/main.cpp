@@ -27,8 +27,8 @@
 #include <dirent.h>
 #include <netinet/in.h>
 #include <poll.h>
-#include <signal.h>
 #include <sys/socket.h>
+#include <csignal>
 
 #include <httplib.h>
 
@@ -600,7 +600,7 @@ class Gateway {
       bridge->thread.join();
       std::string whole;
       for (const std::string& chunk : bridge->chunks) whole += chunk;
-      res.set_content(std::move(whole), content_type);
+      res.set_content(whole, content_type);  // httplib 0.11 copies either way
       return;
     }
     res.set_chunked_content_provider(
@@ -829,5 +829,10 @@ int run(int argc, char** argv) {
 }  // namespace holdback::gateway
 
 int main(int argc, char** argv) {
-  return holdback::gateway::run(argc, argv);
+  try {
+    return holdback::gateway::run(argc, argv);
+  } catch (const std::exception& e) {  // e.g. a thread that cannot be started
+    std::fprintf(stderr, "holdback-gateway: %s\n", e.what());
+    return 1;
+  }
 }

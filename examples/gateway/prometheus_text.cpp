@@ -105,8 +105,7 @@ bool parseLabels(Cursor& cur, std::vector<std::pair<std::string, std::string>>& 
     labels.emplace_back(std::string(key), std::move(value));
     cur.skipSpaces();
     if (cur.consume(',')) continue;
-    if (cur.consume('}')) return true;
-    return false;
+    return cur.consume('}');
   }
 }
 

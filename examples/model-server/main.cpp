@@ -349,7 +349,7 @@ class ModelServer {
           s.kvCacheUsage);
     counter("vllm:request_success_total", "Count of successfully processed requests.",
             counters_.success.load(),
-            "{finished_reason=\"length\",model_name=\"" + escapeLabel(options_.model) + "\"}");
+            R"({finished_reason="length",model_name=")" + escapeLabel(options_.model) + "\"}");
     counter("vllm:prompt_tokens_total", "Number of prefill tokens processed.",
             counters_.promptTokens.load(), label);
     counter("vllm:generation_tokens_total", "Number of generation tokens processed.",
@@ -534,7 +534,9 @@ int main(int argc, char** argv) {
   const bool ok = svr.listen_after_bind();
   listen_done = true;
 
-  if (!signalled) pthread_kill(signal_thread.native_handle(), SIGTERM);  // wake sigwait
+  // Wakes the sigwait thread (SIGTERM is blocked everywhere and only consumed by sigwait).
+  // NOLINTNEXTLINE(bugprone-bad-signal-to-kill-thread): it does not terminate the thread
+  if (!signalled) pthread_kill(signal_thread.native_handle(), SIGTERM);
   signal_thread.join();
   model.scheduler().stop();
   return signalled || ok ? 0 : 1;

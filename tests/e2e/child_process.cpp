@@ -32,6 +32,7 @@ ChildProcess::ChildProcess(std::string name, std::vector<std::string> argv,
   }
   const int log_fd = ::open(log_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   std::vector<char*> args;
+  args.reserve(argv.size() + 1);
   for (std::string& a : argv) args.push_back(a.data());
   args.push_back(nullptr);
   const pid_t parent = getpid();

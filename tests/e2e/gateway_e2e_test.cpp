@@ -232,6 +232,7 @@ class GatewayE2ETest : public ::testing::Test {
     std::vector<Reply> replies;
     const auto end = Clock::now() + duration;
     std::vector<std::thread> threads;
+    threads.reserve(kInteractiveClients);
     for (int i = 0; i < kInteractiveClients; ++i) {
       threads.emplace_back([&, i] {
         auto c = clientFor(gw);
@@ -260,6 +261,7 @@ class GatewayE2ETest : public ::testing::Test {
     std::atomic<bool> on{true};
     const auto start = Clock::now();
     std::vector<std::thread> batch;
+    batch.reserve(kBatchClients);
     for (int i = 0; i < kBatchClients; ++i) {
       batch.emplace_back([&, i] {
         // Spread the connects over 120 ms: httplib's listen backlog is small.
@@ -284,6 +286,7 @@ class GatewayE2ETest : public ::testing::Test {
       }
     });
     std::vector<std::thread> interactive;
+    interactive.reserve(kInteractiveClients);
     for (int i = 0; i < kInteractiveClients; ++i) {
       interactive.emplace_back([&, i] {
         auto c = clientFor(gw);

@@ -161,7 +161,7 @@ struct GaugeWatch {
 };
 
 GaugeWatch watchGauges(ModelServerTest* test, const std::atomic<bool>& done,
-                       std::function<std::string()> fetch, double kvPerRunning) {
+                       const std::function<std::string()>& fetch, double kvPerRunning) {
   GaugeWatch w;
   while (!done) {
     const std::string m = fetch();
@@ -252,6 +252,7 @@ TEST_F(ModelServerTest, KvCapacityLimitsTheBatchBeforeTheSlotsDo) {
   ASSERT_TRUE(s.startedOk());
   std::atomic<bool> done{false};
   std::vector<std::thread> threads;
+  threads.reserve(4);
   std::atomic<int> ok{0};
   for (int i = 0; i < 4; ++i) {
     threads.emplace_back([&] {

@@ -67,6 +67,7 @@ TEST(Pool, PicksTheLeastLoadedKeptEndpointAndCountsItInFlight) {
   pool.recordScrape(2, {.waiting = 9, .kvCacheUsage = 0.1}, t0, 0, 0);  // filtered out (>= 4)
   // In-flight first, then waiting: 1 (0 waiting), then 0, then 1 and 0 alternate; never 2.
   std::vector<std::size_t> picks;
+  picks.reserve(4);
   for (int i = 0; i < 4; ++i) picks.push_back(*pool.pick(*d, t0));
   EXPECT_EQ(picks, (std::vector<std::size_t>{1, 0, 1, 0}));
   EXPECT_EQ(pool.endpoints(t0)[1].inFlightRequests, 2);
