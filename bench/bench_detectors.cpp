@@ -19,8 +19,8 @@
 #include <string>
 #include <vector>
 
-#include "holdback/detectors.hpp"
-#include "holdback/in_flight_tracker.hpp"
+#include "holdback/detector/detectors.hpp"
+#include "holdback/detector/in_flight_tracker.hpp"
 
 namespace holdback {
 namespace {

@@ -32,8 +32,8 @@
 #include <vector>
 
 #include "../tests/alloc_counter.hpp"
-#include "holdback/flow_controller.hpp"
-#include "holdback/policies.hpp"
+#include "holdback/flow/flow_controller.hpp"
+#include "holdback/policy/policies.hpp"
 
 namespace holdback {
 namespace {

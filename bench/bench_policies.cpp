@@ -24,7 +24,7 @@
 
 #include "holdback/config/json.hpp"
 #include "holdback/config/policy_config.hpp"
-#include "holdback/policies.hpp"
+#include "holdback/policy/policies.hpp"
 
 namespace holdback {
 namespace {

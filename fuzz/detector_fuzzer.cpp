@@ -20,8 +20,8 @@
 #include <vector>
 
 #include "check.hpp"
-#include "holdback/detectors.hpp"
-#include "holdback/stage_saturation.hpp"
+#include "holdback/detector/detectors.hpp"
+#include "holdback/detector/stage_saturation.hpp"
 
 namespace {
 

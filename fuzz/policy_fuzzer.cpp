@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "check.hpp"
-#include "holdback/policies.hpp"
+#include "holdback/policy/policies.hpp"
 
 namespace {
 

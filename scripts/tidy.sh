@@ -5,7 +5,7 @@
 #
 #   scripts/tidy.sh                 the checks of .clang-tidy, two files at a time
 #   scripts/tidy.sh --analyzer      also the clang static analyzer (much slower)
-#   scripts/tidy.sh REGEX           only the files whose path matches REGEX (e.g. 'src/config/')
+#   scripts/tidy.sh REGEX           only the files whose path matches REGEX (e.g. 'include/holdback/config/')
 #   HOLDBACK_TIDY_JOBS=N            files at a time (default 2)
 #
 # Only configures build/tidy (compile_commands.json and the generated version header); nothing

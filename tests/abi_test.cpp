@@ -6,8 +6,8 @@
 #include <typeinfo>
 
 #include "holdback/config/endpoint_picker_config.hpp"
-#include "holdback/flow_controller.hpp"
-#include "holdback/policies.hpp"
+#include "holdback/flow/flow_controller.hpp"
+#include "holdback/policy/policies.hpp"
 #include "holdback/version.hpp"
 
 #define HOLDBACK_TEST_STR2(x) #x

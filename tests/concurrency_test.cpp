@@ -4,7 +4,7 @@
 #include <thread>
 #include <vector>
 
-#include "holdback/policies.hpp"
+#include "holdback/policy/policies.hpp"
 
 namespace holdback {
 namespace {

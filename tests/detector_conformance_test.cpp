@@ -2,7 +2,7 @@
 // mode, aggregation and staleness policy.
 #include "holdback/testing/saturation_detector_conformance.hpp"
 
-#include "holdback/detectors.hpp"
+#include "holdback/detector/detectors.hpp"
 
 namespace holdback {
 namespace {

@@ -1,6 +1,6 @@
 // The built-in detectors: every vector of the reference §4.2 (utilization) and §4.3
 // (concurrency), the hardening rules of issue 3, and no allocation on the hot paths.
-#include "holdback/detectors.hpp"
+#include "holdback/detector/detectors.hpp"
 
 #include <gtest/gtest.h>
 

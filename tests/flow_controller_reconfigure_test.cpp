@@ -6,8 +6,8 @@
 #include <vector>
 
 #include "holdback/config/endpoint_picker_config.hpp"
-#include "holdback/flow_controller.hpp"
-#include "holdback/policies.hpp"
+#include "holdback/flow/flow_controller.hpp"
+#include "holdback/policy/policies.hpp"
 
 namespace holdback {
 namespace {

@@ -16,8 +16,8 @@
 #include <vector>
 
 #include "flow_test_support.hpp"
-#include "holdback/flow_controller.hpp"
-#include "holdback/policies.hpp"
+#include "holdback/flow/flow_controller.hpp"
+#include "holdback/policy/policies.hpp"
 
 namespace holdback {
 namespace {

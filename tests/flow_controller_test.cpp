@@ -1,7 +1,7 @@
 // FlowController: reference §3.3 worked examples and vectors, §3.6 capacity, §3.7 expiry,
 // cancellation, shutdown, provisioning, fairness/ordering and the no-allocation property of
 // dispatchCycle. Every test drives time explicitly (no sleeps).
-#include "holdback/flow_controller.hpp"
+#include "holdback/flow/flow_controller.hpp"
 
 #include <gtest/gtest.h>
 
@@ -11,7 +11,7 @@
 
 #include "alloc_counter.hpp"
 #include "flow_test_support.hpp"
-#include "holdback/policies.hpp"
+#include "holdback/policy/policies.hpp"
 
 namespace holdback {
 namespace {

@@ -9,8 +9,8 @@
 #include <string>
 #include <vector>
 
-#include "holdback/flow_controller.hpp"
-#include "holdback/policies.hpp"
+#include "holdback/flow/flow_controller.hpp"
+#include "holdback/policy/policies.hpp"
 
 namespace holdback::testing {
 

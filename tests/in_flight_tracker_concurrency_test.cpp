@@ -6,8 +6,8 @@
 #include <thread>
 #include <vector>
 
-#include "holdback/detectors.hpp"
-#include "holdback/in_flight_tracker.hpp"
+#include "holdback/detector/detectors.hpp"
+#include "holdback/detector/in_flight_tracker.hpp"
 
 namespace holdback {
 namespace {

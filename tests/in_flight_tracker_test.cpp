@@ -1,6 +1,6 @@
 // InFlightTracker: RAII handles, fill(), endpoint removal, and the reference §4.3 lifecycle
 // vectors driven through the tracker and the concurrency detector.
-#include "holdback/in_flight_tracker.hpp"
+#include "holdback/detector/in_flight_tracker.hpp"
 
 #include <gtest/gtest.h>
 
@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "alloc_counter.hpp"
-#include "holdback/detectors.hpp"
+#include "holdback/detector/detectors.hpp"
 
 namespace holdback {
 namespace {

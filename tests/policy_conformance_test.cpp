@@ -2,7 +2,7 @@
 #include "holdback/testing/usage_limit_policy_conformance.hpp"
 
 #include "alloc_counter.hpp"
-#include "holdback/policies.hpp"
+#include "holdback/policy/policies.hpp"
 
 namespace holdback {
 namespace {

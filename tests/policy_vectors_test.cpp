@@ -7,7 +7,7 @@
 #include <memory>
 #include <vector>
 
-#include "holdback/policies.hpp"
+#include "holdback/policy/policies.hpp"
 
 namespace holdback {
 namespace {

@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "alloc_counter.hpp"
-#include "holdback/stage_saturation.hpp"
+#include "holdback/detector/stage_saturation.hpp"
 
 namespace holdback {
 namespace {

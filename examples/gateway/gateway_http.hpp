@@ -20,9 +20,9 @@
 #include <string>
 #include <string_view>
 
-#include "holdback/flow_outcome.hpp"
-#include "holdback/saturation_detector.hpp"
-#include "holdback/usage_limit_policy.hpp"
+#include "holdback/flow/outcome.hpp"
+#include "holdback/detector/saturation_detector.hpp"
+#include "holdback/policy/usage_limit_policy.hpp"
 
 namespace holdback::gateway {
 

@@ -52,8 +52,8 @@
 
 #include "gateway_http.hpp"
 #include "holdback/config/endpoint_picker_config.hpp"
-#include "holdback/detectors.hpp"
-#include "holdback/flow_controller.hpp"
+#include "holdback/detector/detectors.hpp"
+#include "holdback/flow/flow_controller.hpp"
 #include "pool.hpp"
 #include "prometheus_text.hpp"
 

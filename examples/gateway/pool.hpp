@@ -39,7 +39,7 @@
 #include <vector>
 
 #include "gateway_http.hpp"
-#include "holdback/flow_controller.hpp"
+#include "holdback/flow/flow_controller.hpp"
 #include "prometheus_text.hpp"
 
 namespace holdback::gateway {

@@ -10,7 +10,7 @@
 #include "holdback/config/document.hpp"
 #include "holdback/config/endpoint_picker_config.hpp"
 #include "holdback/config/json.hpp"
-#include "holdback/diagnostics.hpp"
+#include "holdback/core/diagnostics.hpp"
 
 namespace holdback::cli {
 

@@ -8,7 +8,7 @@
 
 #include "common.hpp"
 #include "holdback/config/detector_config.hpp"
-#include "holdback/stage_saturation.hpp"
+#include "holdback/detector/stage_saturation.hpp"
 
 namespace holdback::cli {
 namespace {

@@ -12,9 +12,9 @@
 #include <sstream>
 #include <utility>
 
-#include "holdback/detectors.hpp"
-#include "holdback/flow_controller.hpp"
-#include "holdback/policies.hpp"
+#include "holdback/detector/detectors.hpp"
+#include "holdback/flow/flow_controller.hpp"
+#include "holdback/policy/policies.hpp"
 
 namespace holdback {
 inline namespace HOLDBACK_ABI_NAMESPACE {

@@ -2,7 +2,7 @@
 #include <cstdio>
 #include <vector>
 
-#include "holdback/policies.hpp"
+#include "holdback/policy/policies.hpp"
 #include "holdback/version.hpp"
 
 int main() {

@@ -8,7 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "holdback/config/endpoint_picker_config.hpp"
-#include "holdback/detectors.hpp"
+#include "holdback/detector/detectors.hpp"
 
 namespace holdback::gateway {
 namespace {

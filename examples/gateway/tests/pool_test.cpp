@@ -5,7 +5,7 @@
 
 #include <gtest/gtest.h>
 
-#include "holdback/detectors.hpp"
+#include "holdback/detector/detectors.hpp"
 
 namespace holdback::gateway {
 namespace {

@@ -25,7 +25,7 @@
 
 #include "holdback/config/json.hpp"
 #include "holdback/config/plugin.hpp"
-#include "holdback/detectors.hpp"
+#include "holdback/detector/detectors.hpp"
 
 namespace holdback {
 inline namespace HOLDBACK_ABI_NAMESPACE {

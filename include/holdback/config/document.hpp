@@ -29,7 +29,7 @@
 #include <string_view>
 
 #include "holdback/config/json.hpp"
-#include "holdback/diagnostics.hpp"
+#include "holdback/core/diagnostics.hpp"
 
 namespace holdback {
 inline namespace HOLDBACK_ABI_NAMESPACE {

@@ -16,7 +16,7 @@
 #include <string>
 #include <string_view>
 
-#include "holdback/saturation_detector.hpp"
+#include "holdback/detector/saturation_detector.hpp"
 
 namespace holdback {
 inline namespace HOLDBACK_ABI_NAMESPACE {

@@ -24,7 +24,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "holdback/diagnostics.hpp"
+#include "holdback/core/diagnostics.hpp"
 
 namespace holdback {
 inline namespace HOLDBACK_ABI_NAMESPACE {

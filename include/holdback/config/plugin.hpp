@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "holdback/config/json.hpp"
-#include "holdback/diagnostics.hpp"
+#include "holdback/core/diagnostics.hpp"
 
 namespace holdback {
 inline namespace HOLDBACK_ABI_NAMESPACE {

@@ -22,8 +22,8 @@
 
 #include "holdback/config/json.hpp"
 #include "holdback/config/plugin.hpp"
-#include "holdback/policies.hpp"
-#include "holdback/usage_limit_policy.hpp"
+#include "holdback/policy/policies.hpp"
+#include "holdback/policy/usage_limit_policy.hpp"
 
 namespace holdback {
 inline namespace HOLDBACK_ABI_NAMESPACE {

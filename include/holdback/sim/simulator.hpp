@@ -49,8 +49,8 @@
 #include <vector>
 
 #include "holdback/config/json.hpp"
-#include "holdback/diagnostics.hpp"
-#include "holdback/usage_limit_policy.hpp"
+#include "holdback/core/diagnostics.hpp"
+#include "holdback/policy/usage_limit_policy.hpp"
 
 namespace holdback {
 inline namespace HOLDBACK_ABI_NAMESPACE {

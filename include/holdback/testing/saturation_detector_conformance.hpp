@@ -31,7 +31,7 @@
 #include <thread>
 #include <vector>
 
-#include "holdback/saturation_detector.hpp"
+#include "holdback/detector/saturation_detector.hpp"
 
 namespace holdback {
 inline namespace HOLDBACK_ABI_NAMESPACE {

@@ -25,7 +25,7 @@
 #include <thread>
 #include <vector>
 
-#include "holdback/usage_limit_policy.hpp"
+#include "holdback/policy/usage_limit_policy.hpp"
 
 namespace holdback {
 inline namespace HOLDBACK_ABI_NAMESPACE {

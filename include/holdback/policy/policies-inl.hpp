@@ -1,8 +1,8 @@
-// Implementation of holdback/policies.hpp: compiled into libholdback by src/policies.cpp, or
+// Implementation of holdback/policy/policies.hpp: compiled into libholdback by src/policies.cpp, or
 // included by the header itself in header-only mode (HOLDBACK_HEADER_ONLY, holdback::header_only).
 #pragma once
 
-#include "holdback/policies.hpp"
+#include "holdback/policy/policies.hpp"
 
 #include <algorithm>
 

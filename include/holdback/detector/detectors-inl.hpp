@@ -1,8 +1,8 @@
-// Implementation of holdback/detectors.hpp: compiled into libholdback by src/detectors.cpp, or
+// Implementation of holdback/detector/detectors.hpp: compiled into libholdback by src/detectors.cpp, or
 // included by the header itself in header-only mode (HOLDBACK_HEADER_ONLY, holdback::header_only).
 #pragma once
 
-#include "holdback/detectors.hpp"
+#include "holdback/detector/detectors.hpp"
 
 #include <algorithm>
 #include <cmath>

@@ -1,9 +1,9 @@
-// Implementation of holdback/saturation_detector.hpp: compiled into libholdback by
+// Implementation of holdback/detector/saturation_detector.hpp: compiled into libholdback by
 // src/saturation_detector.cpp, or included by the header itself in header-only mode
 // (HOLDBACK_HEADER_ONLY, holdback::header_only).
 #pragma once
 
-#include "holdback/saturation_detector.hpp"
+#include "holdback/detector/saturation_detector.hpp"
 
 namespace holdback {
 inline namespace HOLDBACK_ABI_NAMESPACE {

@@ -1,9 +1,9 @@
-// Implementation of holdback/flow_policies.hpp: compiled into libholdback by src/flow_policies.cpp,
+// Implementation of holdback/flow/fairness.hpp: compiled into libholdback by src/flow_policies.cpp,
 // or included by the header itself in header-only mode (HOLDBACK_HEADER_ONLY,
 // holdback::header_only).
 #pragma once
 
-#include "holdback/flow_policies.hpp"
+#include "holdback/flow/fairness.hpp"
 
 #include <string>
 

@@ -1,4 +1,4 @@
-// Implementation of holdback/flow_controller.hpp: compiled into libholdback by
+// Implementation of holdback/flow/flow_controller.hpp: compiled into libholdback by
 // src/flow_prometheus.cpp, or included by the header itself in header-only mode
 // (HOLDBACK_HEADER_ONLY, holdback::header_only).
 #pragma once
@@ -8,7 +8,7 @@
 #include <cmath>
 #include <string>
 
-#include "holdback/flow_controller.hpp"
+#include "holdback/flow/flow_controller.hpp"
 
 namespace holdback {
 inline namespace HOLDBACK_ABI_NAMESPACE {

@@ -1,9 +1,9 @@
-// Implementation of holdback/stage_saturation.hpp: compiled into libholdback by
+// Implementation of holdback/detector/stage_saturation.hpp: compiled into libholdback by
 // src/stage_saturation.cpp, or included by the header itself in header-only mode
 // (HOLDBACK_HEADER_ONLY, holdback::header_only).
 #pragma once
 
-#include "holdback/stage_saturation.hpp"
+#include "holdback/detector/stage_saturation.hpp"
 
 #include <algorithm>
 

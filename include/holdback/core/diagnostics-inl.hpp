@@ -1,8 +1,8 @@
-// Implementation of holdback/diagnostics.hpp: compiled into libholdback by src/diagnostics.cpp, or
+// Implementation of holdback/core/diagnostics.hpp: compiled into libholdback by src/diagnostics.cpp, or
 // included by the header itself in header-only mode (HOLDBACK_HEADER_ONLY, holdback::header_only).
 #pragma once
 
-#include "holdback/diagnostics.hpp"
+#include "holdback/core/diagnostics.hpp"
 
 namespace holdback {
 inline namespace HOLDBACK_ABI_NAMESPACE {

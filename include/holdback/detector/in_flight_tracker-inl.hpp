@@ -1,9 +1,9 @@
-// Implementation of holdback/in_flight_tracker.hpp: compiled into libholdback by
+// Implementation of holdback/detector/in_flight_tracker.hpp: compiled into libholdback by
 // src/in_flight_tracker.cpp, or included by the header itself in header-only mode
 // (HOLDBACK_HEADER_ONLY, holdback::header_only).
 #pragma once
 
-#include "holdback/in_flight_tracker.hpp"
+#include "holdback/detector/in_flight_tracker.hpp"
 
 #include <mutex>
 

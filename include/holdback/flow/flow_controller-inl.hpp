@@ -1,9 +1,9 @@
-// Implementation of holdback/flow_controller.hpp: compiled into libholdback by
+// Implementation of holdback/flow/flow_controller.hpp: compiled into libholdback by
 // src/flow_controller.cpp, or included by the header itself in header-only mode
 // (HOLDBACK_HEADER_ONLY, holdback::header_only).
 #pragma once
 
-#include "holdback/flow_controller.hpp"
+#include "holdback/flow/flow_controller.hpp"
 
 #include <algorithm>
 #include <condition_variable>
@@ -15,7 +15,7 @@
 #include <unordered_map>
 #include <utility>
 
-#include "holdback/stage_saturation.hpp"
+#include "holdback/detector/stage_saturation.hpp"
 
 namespace holdback {
 inline namespace HOLDBACK_ABI_NAMESPACE {

@@ -1,9 +1,9 @@
-// Implementation of holdback/flow_outcome.hpp: compiled into libholdback by src/flow_outcome.cpp,
+// Implementation of holdback/flow/outcome.hpp: compiled into libholdback by src/flow_outcome.cpp,
 // or included by the header itself in header-only mode (HOLDBACK_HEADER_ONLY,
 // holdback::header_only).
 #pragma once
 
-#include "holdback/flow_outcome.hpp"
+#include "holdback/flow/outcome.hpp"
 
 namespace holdback {
 inline namespace HOLDBACK_ABI_NAMESPACE {

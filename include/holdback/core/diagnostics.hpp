@@ -1,0 +1,94 @@
+// Diagnostics and Result: how holdback reports problems without throwing.
+//
+// Cold paths (configuration, creation) never stop at the first problem and never throw into the
+// host. They collect every problem as a Diagnostic that names where it was found (a JSON pointer
+// such as "/plugins/2/parameters/minCeiling") and what was wrong, and hand back a Result that holds
+// either a value or the errors, plus any warnings in both cases.
+//
+// Thread safety: thread-compatible (a Diagnostics or Result is a value; share it read-only or guard
+// it yourself).
+#pragma once
+
+#include "holdback/abi.hpp"
+
+#include <cstddef>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace holdback {
+inline namespace HOLDBACK_ABI_NAMESPACE {
+
+enum class Severity { kError, kWarning };
+
+struct HOLDBACK_API Diagnostic {
+  Severity severity = Severity::kError;
+  // JSON pointer of the offending value ("" = the whole document).
+  std::string path;
+  // What was found and what is allowed, e.g. "1.2 is outside [0.0, 1.0)".
+  std::string message;
+  // 1-based position in the source text when known (0 = unknown).
+  int line = 0;
+  int column = 0;
+
+  // "path: message", or "path (line L, column C): message" when the position is known. An empty
+  // path prints as "/".
+  [[nodiscard]] std::string toString() const;
+};
+
+// An ordered list of diagnostics. Errors and warnings are kept in the order they were found.
+class HOLDBACK_API Diagnostics {
+ public:
+  void error(std::string path, std::string message, int line = 0, int column = 0);
+  void warning(std::string path, std::string message, int line = 0, int column = 0);
+  void add(Diagnostic diagnostic);
+  void append(const Diagnostics& other);
+
+  [[nodiscard]] bool hasErrors() const noexcept { return error_count_ > 0; }
+  [[nodiscard]] std::size_t errorCount() const noexcept { return error_count_; }
+  [[nodiscard]] bool empty() const noexcept { return items_.empty(); }
+  [[nodiscard]] const std::vector<Diagnostic>& all() const noexcept { return items_; }
+  [[nodiscard]] std::vector<Diagnostic> errors() const;
+  [[nodiscard]] std::vector<Diagnostic> warnings() const;
+  // Every diagnostic on its own line, prefixed "error: " or "warning: ".
+  [[nodiscard]] std::string toString() const;
+
+ private:
+  std::vector<Diagnostic> items_;
+  std::size_t error_count_ = 0;
+};
+
+// A value or the reasons there is none (an abseil StatusOr in miniature). Warnings may accompany a
+// value. Accessing value() of a failed Result is a programming error (checked by assert).
+template <class T>
+class [[nodiscard]] Result {
+ public:
+  Result(T value, Diagnostics diagnostics = {})  // NOLINT(google-explicit-constructor)
+      : value_(std::move(value)), diagnostics_(std::move(diagnostics)) {}
+  static Result failure(Diagnostics diagnostics) { return Result(std::move(diagnostics)); }
+
+  [[nodiscard]] bool ok() const noexcept { return value_.has_value(); }
+  explicit operator bool() const noexcept { return ok(); }
+
+  T& value() & { return *value_; }
+  const T& value() const& { return *value_; }
+  T&& value() && { return std::move(*value_); }
+  T* operator->() { return &*value_; }
+  const T* operator->() const { return &*value_; }
+
+  [[nodiscard]] const Diagnostics& diagnostics() const noexcept { return diagnostics_; }
+
+ private:
+  explicit Result(Diagnostics diagnostics) : diagnostics_(std::move(diagnostics)) {}
+
+  std::optional<T> value_;
+  Diagnostics diagnostics_;
+};
+
+}  // namespace HOLDBACK_ABI_NAMESPACE
+}  // namespace holdback
+
+#ifdef HOLDBACK_HEADER_ONLY
+#include "holdback/core/diagnostics-inl.hpp"
+#endif

@@ -1,0 +1,393 @@
+// The built-in saturation detectors.
+//
+//   utilization-detector   closed loop: a roofline over scraped telemetry (waiting queue depth and
+//                          KV-cache usage) per endpoint, aggregated over the pool (the default)
+//   concurrency-detector   open loop: the requests and tokens the gateway itself has in flight
+//                          per endpoint, against a configured per-endpoint capacity
+//
+// Each detector is created from a plain options struct (designated initializers) through
+// create(), which validates the options and returns every problem at once; or from JSON through
+// the detector registry (config/detector_config.hpp). Constructors are private: a detector with
+// an invalid threshold (zero, negative, NaN, ...) cannot exist.
+//
+// saturation() and filter() are pure functions of the endpoint span and `now`: they read no
+// clock, allocate nothing, take no lock and never throw. Their results are always finite and
+// >= 0, whatever the telemetry (NaN, infinities, negative or huge values, timestamps anywhere).
+// See docs/detectors.md for formulas, trade-offs and how to feed them from vLLM.
+#pragma once
+
+#include "holdback/abi.hpp"
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+
+#include "holdback/core/diagnostics.hpp"
+#include "holdback/detector/saturation_detector.hpp"
+
+namespace holdback {
+inline namespace HOLDBACK_ABI_NAMESPACE {
+
+// ---------------------------------------------------------------------------------------------
+// utilization-detector
+
+// How per-endpoint scores become the pool's saturation.
+enum class Aggregation : std::uint8_t {
+  kMean,      // unweighted mean (the reference): every endpoint counts the same
+  kMax,       // the most loaded endpoint
+  kWeighted,  // mean weighted by Endpoint::weight (mixed pools, e.g. H100 = 4, L4 = 1)
+};
+
+// What a stale endpoint (metrics missing or older than the staleness threshold) contributes.
+enum class StalenessPolicy : std::uint8_t {
+  kSaturated,  // scores exactly 1.0 (fail closed; the reference's behaviour)
+  kIgnore,     // leaves the aggregate; an all-stale pool reads 0.0 (fails open)
+};
+
+[[nodiscard]] HOLDBACK_API std::string_view toString(Aggregation aggregation) noexcept;
+[[nodiscard]] HOLDBACK_API std::string_view toString(StalenessPolicy policy) noexcept;
+
+struct UtilizationDetectorOptions {
+  // The "ideal" waiting queue depth of one endpoint; > 0.
+  std::int64_t queueDepthThreshold = 5;
+  // The target KV-cache usage, as a fraction; in (0, 1].
+  double kvCacheUtilThreshold = 0.8;
+  // Metrics older than this are stale; > 0.
+  Duration metricsStalenessThreshold = std::chrono::milliseconds(200);
+  // Burst allowance of the filter above the thresholds, as a fraction; finite and >= 0 (> 1 is
+  // accepted with a warning).
+  double headroom = 0.0;
+  Aggregation aggregation = Aggregation::kMean;
+  StalenessPolicy stalenessPolicy = StalenessPolicy::kSaturated;
+};
+
+// The algorithm
+//   Each endpoint is first classified:
+//     fresh    updateTime is set, -T <= now - updateTime <= T (T = metricsStalenessThreshold;
+//              a scrape that landed slightly after `now` was read is fresh), and waitingQueueSize
+//              and kvCacheUsage are finite and >= 0;
+//     stale    updateTime is unset (no metrics yet) or now - updateTime > T (strictly);
+//     invalid  updateTime more than T in the future (or so far from `now` that the difference
+//              overflows), or NaN / infinite / negative queue or KV telemetry.
+//   score(e) = max(waitingQueueSize / queueDepthThreshold, kvCacheUsage / kvCacheUtilThreshold)
+//   for a fresh endpoint (capped at kMaxScore so that sums stay finite), exactly 1.0 for an
+//   invalid one (unobservable means saturated, whatever the staleness policy), and for a stale
+//   one 1.0 (stalenessPolicy saturated) or nothing (ignore: it leaves the aggregate).
+//
+//   saturation(endpoints, now):
+//     empty list                                  -> 1.0
+//     every endpoint left the aggregate (ignore)  -> 0.0
+//     mean      sum(score) / count
+//     max       max(score)
+//     weighted  sum(w * score) / sum(w), w = Endpoint::weight when finite and >= 0 (capped at
+//               kMaxWeight), else 1.0; sum(w) == 0 (all zero weights) -> 1.0 (no capacity)
+//   Values above 1.0 are kept: they measure overload.
+//
+//   filter(endpoints, now, out): keeps, in order, each fresh endpoint with
+//     waitingQueueSize < queueDepthThreshold * (1 + headroom)
+//     kvCacheUsage     < min(1.0, kvCacheUtilThreshold * (1 + headroom))   (strict <)
+//   Stale and invalid endpoints are never kept (whatever the staleness policy). When nothing is
+//   kept from a non-empty list, every index is written and failOpen is true (the scheduler's
+//   scorers then pick the least-bad endpoint). An empty list keeps nothing and does not fail open.
+//   At most out.size() indices are written (the first ones); failOpen still says whether any
+//   endpoint passed.
+//
+// Thread safety: thread-safe (immutable after creation). saturation and filter are O(n), do not
+// allocate and do not throw.
+class HOLDBACK_API UtilizationDetector final : public SaturationDetector {
+ public:
+  static constexpr std::string_view kType = "utilization-detector";
+  static constexpr double kMaxScore = 1e12;
+  static constexpr double kMaxWeight = 1e12;
+
+  static Result<std::unique_ptr<UtilizationDetector>> create(
+      UtilizationDetectorOptions options = {}, std::string name = std::string(kType));
+  // Appends one diagnostic per invalid field (and a warning for headroom > 1); `path` is the
+  // JSON pointer of the parameters object.
+  static void validate(const UtilizationDetectorOptions& options, const std::string& path,
+                       Diagnostics& diagnostics);
+
+  [[nodiscard]] double saturation(std::span<const Endpoint> endpoints,
+                                  TimePoint now) const noexcept override;
+  FilterResult filter(std::span<const Endpoint> endpoints, TimePoint now,
+                      std::span<std::size_t> out) const noexcept override;
+
+  [[nodiscard]] std::string_view type() const noexcept override { return kType; }
+  [[nodiscard]] const UtilizationDetectorOptions& options() const noexcept { return options_; }
+  // The filter's limits: queueDepthThreshold * (1 + headroom) and
+  // min(1.0, kvCacheUtilThreshold * (1 + headroom)).
+  [[nodiscard]] double queueLimit() const noexcept { return queue_limit_; }
+  [[nodiscard]] double kvCacheLimit() const noexcept { return kv_limit_; }
+
+  enum class Observation : std::uint8_t { kFresh, kStale, kInvalid };
+  // How saturation() and filter() classify one endpoint (see "The algorithm").
+  [[nodiscard]] Observation observe(const Endpoint& endpoint, TimePoint now) const noexcept;
+
+ private:
+  UtilizationDetector(UtilizationDetectorOptions options, std::string name);
+
+  UtilizationDetectorOptions options_;
+  double queue_threshold_ = 5.0;  // as a double, converted once
+  std::int64_t staleness_ns_ = 0;
+  double queue_limit_ = 5.0;
+  double kv_limit_ = 0.8;
+};
+
+// ---------------------------------------------------------------------------------------------
+// concurrency-detector
+
+enum class ConcurrencyMode : std::uint8_t {
+  kRequests,  // in-flight requests against maxConcurrency per endpoint
+  kTokens,    // in-flight tokens against maxTokenConcurrency per endpoint
+  kHybrid,    // per-endpoint roofline of both, averaged with equal weight
+};
+
+[[nodiscard]] HOLDBACK_API std::string_view toString(ConcurrencyMode mode) noexcept;
+
+struct ConcurrencyDetectorOptions {
+  ConcurrencyMode mode = ConcurrencyMode::kRequests;
+  // Per-endpoint capacity in requests; > 0. Upstream advice: ~110% of the engine's max batch.
+  std::int64_t maxConcurrency = 100;
+  // Per-endpoint capacity in tokens; > 0.
+  std::int64_t maxTokenConcurrency = 1'000'000;
+  // Burst allowance of the filter, as a fraction; finite and >= 0 (> 1 warns).
+  double headroom = 0.0;
+};
+
+// The algorithm
+//   Reads Endpoint::inFlightRequests and Endpoint::inFlightTokens, which the host fills (for
+//   example from an InFlightTracker, see in_flight_tracker.hpp). Metric timestamps are ignored:
+//   the counts are the gateway's own and never stale. A negative count is invalid telemetry: the
+//   endpoint counts as exactly full (its capacity in the aggregate, score 1.0 in hybrid) and the
+//   filter never keeps it. Sums are taken in double, so no count wraps.
+//
+//   saturation(endpoints, now), n = endpoints.size():
+//     empty list -> 1.0
+//     requests   sum(inFlightRequests) / (n * maxConcurrency)
+//     tokens     sum(inFlightTokens)   / (n * maxTokenConcurrency)
+//     hybrid     mean over endpoints of max(requests / maxConcurrency,
+//                                           tokens / maxTokenConcurrency)
+//   requests/tokens are one aggregate fraction (an idle endpoint's spare capacity offsets an
+//   overloaded one); hybrid is a per-endpoint roofline.
+//
+//   filter(endpoints, now, out): limits truncated toward zero,
+//     reqLimit = trunc(maxConcurrency * (1 + headroom)), tokLimit likewise;
+//     keeps requests < reqLimit (requests), tokens < tokLimit (tokens), or both (hybrid).
+//   There is NO fail-open: the result may be empty, and failOpen is always false. At most
+//   out.size() indices are written (the first ones).
+//
+// Thread safety: thread-safe (immutable after creation). saturation and filter are O(n), do not
+// allocate and do not throw.
+class HOLDBACK_API ConcurrencyDetector final : public SaturationDetector {
+ public:
+  static constexpr std::string_view kType = "concurrency-detector";
+
+  static Result<std::unique_ptr<ConcurrencyDetector>> create(
+      ConcurrencyDetectorOptions options = {}, std::string name = std::string(kType));
+  static void validate(const ConcurrencyDetectorOptions& options, const std::string& path,
+                       Diagnostics& diagnostics);
+
+  [[nodiscard]] double saturation(std::span<const Endpoint> endpoints,
+                                  TimePoint now) const noexcept override;
+  FilterResult filter(std::span<const Endpoint> endpoints, TimePoint now,
+                      std::span<std::size_t> out) const noexcept override;
+
+  [[nodiscard]] std::string_view type() const noexcept override { return kType; }
+  [[nodiscard]] const ConcurrencyDetectorOptions& options() const noexcept { return options_; }
+
+  // A truncated filter limit; `unbounded` when it exceeds what an int64 count can reach.
+  struct Limit {
+    std::int64_t value = 0;
+    bool unbounded = false;
+    [[nodiscard]] constexpr bool admits(std::int64_t load) const noexcept {
+      return unbounded || load < value;
+    }
+  };
+  [[nodiscard]] Limit requestLimit() const noexcept { return request_limit_; }
+  [[nodiscard]] Limit tokenLimit() const noexcept { return token_limit_; }
+
+ private:
+  ConcurrencyDetector(ConcurrencyDetectorOptions options, std::string name);
+
+  ConcurrencyDetectorOptions options_;
+  Limit request_limit_;
+  Limit token_limit_;
+};
+
+// ---------------------------------------------------------------------------------------------
+// Hot paths (inline, as the policies' compute()).
+
+namespace detail {
+
+// a - b in nanoseconds, or false when it does not fit an int64.
+[[nodiscard]] inline bool checkedDifference(TimePoint a, TimePoint b, std::int64_t& out) noexcept {
+  constexpr std::int64_t kMin = std::numeric_limits<std::int64_t>::min();
+  constexpr std::int64_t kMax = std::numeric_limits<std::int64_t>::max();
+  const std::int64_t x = a.time_since_epoch().count();
+  const std::int64_t y = b.time_since_epoch().count();
+  if ((y > 0 && x < kMin + y) || (y < 0 && x > kMax + y)) return false;
+  out = x - y;
+  return true;
+}
+
+[[nodiscard]] constexpr bool isValidTelemetry(double v) noexcept {
+  return v >= 0.0 && v <= std::numeric_limits<double>::max();  // false for NaN, inf, negative
+}
+
+// Writes 0, 1, ... into `out` (fail-open) and returns how many were written.
+inline std::size_t writeAll(std::size_t n, std::span<std::size_t> out) noexcept {
+  const std::size_t count = n < out.size() ? n : out.size();
+  for (std::size_t i = 0; i < count; ++i) out[i] = i;
+  return count;
+}
+
+}  // namespace detail
+
+inline UtilizationDetector::Observation UtilizationDetector::observe(const Endpoint& endpoint,
+                                                                     TimePoint now) const noexcept {
+  if (!endpoint.updateTime) return Observation::kStale;
+  std::int64_t age = 0;
+  if (!detail::checkedDifference(now, *endpoint.updateTime, age)) return Observation::kInvalid;
+  if (age > staleness_ns_) return Observation::kStale;
+  if (age < -staleness_ns_) return Observation::kInvalid;
+  if (!detail::isValidTelemetry(endpoint.waitingQueueSize) ||
+      !detail::isValidTelemetry(endpoint.kvCacheUsage)) {
+    return Observation::kInvalid;
+  }
+  return Observation::kFresh;
+}
+
+inline double UtilizationDetector::saturation(std::span<const Endpoint> endpoints,
+                                              TimePoint now) const noexcept {
+  if (endpoints.empty()) return 1.0;
+  const bool ignore_stale = options_.stalenessPolicy == StalenessPolicy::kIgnore;
+  double sum = 0.0;
+  double weight_sum = 0.0;
+  double max = 0.0;
+  std::size_t counted = 0;
+  for (const Endpoint& e : endpoints) {
+    const Observation observation = observe(e, now);
+    if (observation == Observation::kStale && ignore_stale) continue;
+    double score = 1.0;
+    if (observation == Observation::kFresh) {
+      const double queue = e.waitingQueueSize / queue_threshold_;
+      const double kv = e.kvCacheUsage / options_.kvCacheUtilThreshold;
+      score = queue > kv ? queue : kv;
+      if (score > kMaxScore) score = kMaxScore;
+      score += 0.0;  // -0.0 -> +0.0
+    }
+    ++counted;
+    switch (options_.aggregation) {
+      case Aggregation::kMean:
+        sum += score;
+        break;
+      case Aggregation::kMax:
+        if (score > max) max = score;
+        break;
+      case Aggregation::kWeighted: {
+        double w = e.weight;
+        if (!detail::isValidTelemetry(w)) w = 1.0;
+        if (w > kMaxWeight) w = kMaxWeight;
+        sum += w * score;
+        weight_sum += w;
+        break;
+      }
+    }
+  }
+  if (counted == 0) return 0.0;  // every endpoint was stale and ignored
+  switch (options_.aggregation) {
+    case Aggregation::kMean:
+      return sum / static_cast<double>(counted);
+    case Aggregation::kMax:
+      return max;
+    case Aggregation::kWeighted:
+      return weight_sum > 0.0 ? sum / weight_sum : 1.0;
+  }
+  return 1.0;
+}
+
+inline FilterResult UtilizationDetector::filter(std::span<const Endpoint> endpoints, TimePoint now,
+                                                std::span<std::size_t> out) const noexcept {
+  FilterResult result;
+  bool any = false;
+  for (std::size_t i = 0; i < endpoints.size(); ++i) {
+    const Endpoint& e = endpoints[i];
+    if (observe(e, now) != Observation::kFresh) continue;
+    if (!(e.waitingQueueSize < queue_limit_ && e.kvCacheUsage < kv_limit_)) continue;
+    any = true;
+    if (result.kept == out.size()) break;
+    out[result.kept++] = i;
+  }
+  if (!any && !endpoints.empty()) {
+    result.kept = detail::writeAll(endpoints.size(), out);
+    result.failOpen = true;
+  }
+  return result;
+}
+
+inline double ConcurrencyDetector::saturation(std::span<const Endpoint> endpoints,
+                                              TimePoint /*now*/) const noexcept {
+  if (endpoints.empty()) return 1.0;
+  const double max_requests = static_cast<double>(options_.maxConcurrency);
+  const double max_tokens = static_cast<double>(options_.maxTokenConcurrency);
+  double requests = 0.0;
+  double tokens = 0.0;
+  double hybrid = 0.0;
+  for (const Endpoint& e : endpoints) {
+    // Negative counts are invalid: the endpoint counts as exactly full.
+    const double r =
+        e.inFlightRequests < 0 ? max_requests : static_cast<double>(e.inFlightRequests);
+    const double t = e.inFlightTokens < 0 ? max_tokens : static_cast<double>(e.inFlightTokens);
+    requests += r;
+    tokens += t;
+    const double rr = r / max_requests;
+    const double tr = t / max_tokens;
+    hybrid += rr > tr ? rr : tr;
+  }
+  const double n = static_cast<double>(endpoints.size());
+  switch (options_.mode) {
+    case ConcurrencyMode::kRequests:
+      return requests / (n * max_requests);
+    case ConcurrencyMode::kTokens:
+      return tokens / (n * max_tokens);
+    case ConcurrencyMode::kHybrid:
+      return hybrid / n;
+  }
+  return 1.0;
+}
+
+inline FilterResult ConcurrencyDetector::filter(std::span<const Endpoint> endpoints,
+                                                TimePoint /*now*/,
+                                                std::span<std::size_t> out) const noexcept {
+  FilterResult result;
+  for (std::size_t i = 0; i < endpoints.size() && result.kept < out.size(); ++i) {
+    const Endpoint& e = endpoints[i];
+    if (e.inFlightRequests < 0 || e.inFlightTokens < 0) continue;
+    bool keep = false;
+    switch (options_.mode) {
+      case ConcurrencyMode::kRequests:
+        keep = request_limit_.admits(e.inFlightRequests);
+        break;
+      case ConcurrencyMode::kTokens:
+        keep = token_limit_.admits(e.inFlightTokens);
+        break;
+      case ConcurrencyMode::kHybrid:
+        keep = request_limit_.admits(e.inFlightRequests) && token_limit_.admits(e.inFlightTokens);
+        break;
+    }
+    if (keep) out[result.kept++] = i;
+  }
+  return result;
+}
+
+}  // namespace HOLDBACK_ABI_NAMESPACE
+}  // namespace holdback
+
+#ifdef HOLDBACK_HEADER_ONLY
+#include "holdback/detector/detectors-inl.hpp"
+#endif

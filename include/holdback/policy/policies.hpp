@@ -1,0 +1,297 @@
+// The built-in usage limit policies.
+//
+//   static-usage-limit-policy       one threshold for every band (the default policy; binary
+//                                   backpressure when threshold = 1.0)
+//   priority-holdback-policy        progressive holdback: stepwise-spread, linear-proportional,
+//                                   sigmoid-smoothed (rank or value domain) and static map
+//   soft-reflective-ceiling-policy  saturation-dependent duty cycle for gated bands
+//
+// Each policy is created from a plain options struct (designated initializers) through create(),
+// which validates the options and returns every problem at once; or from JSON through the policy
+// registry (config/policy_config.hpp). Constructors are private: an invalid policy cannot exist.
+//
+// All strategies are O(N) in the number of priorities (static: O(N log M) for M listed
+// priorities), allocate nothing and never throw. Arithmetic on priorities is done in double, so
+// INT_MIN/INT_MAX cannot overflow. See docs/policies.md for tables and guidance.
+#pragma once
+
+#include "holdback/abi.hpp"
+
+#include <atomic>
+#include <cmath>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "holdback/core/diagnostics.hpp"
+#include "holdback/policy/usage_limit_policy.hpp"
+
+namespace holdback {
+inline namespace HOLDBACK_ABI_NAMESPACE {
+
+// ---------------------------------------------------------------------------------------------
+// static-usage-limit-policy
+
+struct StaticUsageLimitOptions {
+  // The ceiling written for every band; in (0, 1]. 1.0 = binary backpressure at full saturation.
+  double threshold = 1.0;
+};
+
+// Writes `threshold` into every element, regardless of saturation and priorities.
+// Thread safety: thread-safe (immutable after creation).
+class HOLDBACK_API StaticUsageLimitPolicy final : public UsageLimitPolicy {
+ public:
+  static constexpr std::string_view kType = "static-usage-limit-policy";
+
+  static Result<std::unique_ptr<StaticUsageLimitPolicy>> create(
+      StaticUsageLimitOptions options = {}, std::string name = std::string(kType));
+  // Appends one error per invalid field; `path` is the JSON pointer of the parameters object.
+  static void validate(const StaticUsageLimitOptions& options, const std::string& path,
+                       Diagnostics& diagnostics);
+
+  [[nodiscard]] std::string_view type() const noexcept override { return kType; }
+  [[nodiscard]] const StaticUsageLimitOptions& options() const noexcept { return options_; }
+
+ protected:
+  void compute(double /*saturation*/, std::span<const Priority> /*priorities*/,
+               std::span<double> ceilings) noexcept override {
+    for (double& c : ceilings) c = options_.threshold;
+  }
+
+ private:
+  StaticUsageLimitPolicy(StaticUsageLimitOptions options, std::string name)
+      : UsageLimitPolicy(std::move(name)), options_(options) {}
+  StaticUsageLimitOptions options_;
+};
+
+// ---------------------------------------------------------------------------------------------
+// priority-holdback-policy
+
+enum class HoldbackStrategy {
+  kStepwiseSpread,      // rank:  c_i = cMax - i (cMax - cMin) / (N - 1)
+  kLinearProportional,  // value: c_i = cMin + r_i (cMax - cMin), r_i = (p_i - pMin) / (pMax - pMin)
+  kSigmoidSmoothed,  // c_i = cMin + S(x_i) (cMax - cMin), x_i = r_i (value) or 1 - i/(N-1) (rank)
+  kStatic,           // c_i = ceilings[p_i], with a documented fallback for unlisted priorities
+};
+
+enum class SigmoidDomain { kRank, kValue };
+
+[[nodiscard]] HOLDBACK_API std::string_view toString(HoldbackStrategy strategy) noexcept;
+[[nodiscard]] HOLDBACK_API std::string_view toString(SigmoidDomain domain) noexcept;
+
+struct StaticCeiling {
+  Priority priority = 0;
+  double ceiling = 1.0;
+};
+
+struct PriorityHoldbackOptions {
+  HoldbackStrategy strategy = HoldbackStrategy::kStepwiseSpread;
+  // Required for stepwise/linear/sigmoid, in [0, 1); must be < maxCeiling. Unused by static.
+  std::optional<double> minCeiling;
+  // In (0, 1]. The ceiling of the top band, and the ceiling when only one priority is present.
+  double maxCeiling = 1.0;
+  // Sigmoid only: steepness k in (0, 100] and midpoint x0 in [0, 1].
+  double sigmoidSteepness = 8.0;
+  double sigmoidMidpoint = 0.5;
+  SigmoidDomain sigmoidDomain = SigmoidDomain::kRank;
+  // Static only: required, non-empty, each ceiling in [0, 1], unique priorities (any order), and
+  // non-increasing from the highest priority to the lowest (the boot-time inversion check).
+  std::vector<StaticCeiling> ceilings;
+  // Static only: the ceiling of an unlisted priority, in [0, 1]. Without it an unlisted priority
+  // takes the ceiling of the nearest listed priority below it (or, below all of them, the lowest
+  // listed ceiling).
+  std::optional<double> defaultCeiling;
+};
+
+// Progressive holdback: lower priorities get lower ceilings, so they stop dispatching first and
+// capacity stays in reserve for higher ones. Saturation is ignored: ceilings depend only on the
+// priority list. N = 0 writes nothing; N = 1 writes maxCeiling for every strategy (work
+// conservation). Priorities are expected highest first and unique; other input still yields
+// finite, bounded, non-increasing ceilings (value-domain strategies use the true minimum and
+// maximum of the list; rank strategies use list positions).
+// Thread safety: thread-safe (immutable after creation).
+class HOLDBACK_API PriorityHoldbackPolicy final : public UsageLimitPolicy {
+ public:
+  static constexpr std::string_view kType = "priority-holdback-policy";
+
+  static Result<std::unique_ptr<PriorityHoldbackPolicy>> create(
+      PriorityHoldbackOptions options, std::string name = std::string(kType));
+  // Appends one diagnostic per problem (errors; a warning for a static defaultCeiling above the
+  // lowest listed ceiling, which the sweep would propagate upward). `path` is the JSON pointer of
+  // the parameters object; static entries are reported at `path`/ceilings/<priority>.
+  static void validate(const PriorityHoldbackOptions& options, const std::string& path,
+                       Diagnostics& diagnostics);
+
+  [[nodiscard]] std::string_view type() const noexcept override { return kType; }
+  [[nodiscard]] const PriorityHoldbackOptions& options() const noexcept { return options_; }
+
+ protected:
+  void compute(double saturation, std::span<const Priority> priorities,
+               std::span<double> ceilings) noexcept override;
+
+ private:
+  PriorityHoldbackPolicy(PriorityHoldbackOptions options, std::string name);
+
+  static double logistic(double x, double k, double x0) noexcept {
+    return 1.0 / (1.0 + std::exp(-k * (x - x0)));
+  }
+  // S(x) = (sigma(x) - sigma(0)) / (sigma(1) - sigma(0)), with S(0) = 0 and S(1) = 1. When
+  // sigma(1) - sigma(0) underflows (k tiny), S(x) = x, the k -> 0 limit.
+  [[nodiscard]] double normalizedSigmoid(double x) const noexcept {
+    if (!(sigmoid_span_ > 0.0)) return x;
+    return (logistic(x, options_.sigmoidSteepness, options_.sigmoidMidpoint) - sigmoid_lo_) /
+           sigmoid_span_;
+  }
+  [[nodiscard]] double staticCeiling(Priority p) const noexcept;
+
+  PriorityHoldbackOptions options_;  // static entries sorted highest priority first
+  double c_min_ = 0.0;
+  double c_max_ = 1.0;
+  double sigmoid_lo_ = 0.0;    // sigma(0)
+  double sigmoid_span_ = 1.0;  // sigma(1) - sigma(0)
+};
+
+inline void PriorityHoldbackPolicy::compute(double /*saturation*/,
+                                            std::span<const Priority> priorities,
+                                            std::span<double> ceilings) noexcept {
+  const std::size_t n = priorities.size();
+  if (n == 1) {
+    ceilings[0] = c_max_;
+    return;
+  }
+  const double spread = c_max_ - c_min_;
+  const double last = static_cast<double>(n - 1);
+
+  // Value-domain strategies need the observed range [pMin, pMax].
+  double p_min = 0.0;
+  double p_max = 0.0;
+  const bool value_domain = options_.strategy == HoldbackStrategy::kLinearProportional ||
+                            (options_.strategy == HoldbackStrategy::kSigmoidSmoothed &&
+                             options_.sigmoidDomain == SigmoidDomain::kValue);
+  if (value_domain) {
+    p_min = p_max = static_cast<double>(priorities[0]);
+    for (const Priority p : priorities) {
+      const double v = static_cast<double>(p);
+      if (v < p_min) p_min = v;
+      if (v > p_max) p_max = v;
+    }
+    if (p_max == p_min) {  // all equal: no differentiation, work-conserving
+      for (double& c : ceilings) c = c_max_;
+      return;
+    }
+  }
+  const double range = p_max - p_min;
+
+  switch (options_.strategy) {
+    case HoldbackStrategy::kStepwiseSpread:
+      for (std::size_t i = 0; i < n; ++i) {
+        ceilings[i] = c_max_ - static_cast<double>(i) * spread / last;
+      }
+      break;
+    case HoldbackStrategy::kLinearProportional:
+      for (std::size_t i = 0; i < n; ++i) {
+        const double r = (static_cast<double>(priorities[i]) - p_min) / range;
+        ceilings[i] = c_min_ + r * spread;
+      }
+      break;
+    case HoldbackStrategy::kSigmoidSmoothed:
+      for (std::size_t i = 0; i < n; ++i) {
+        const double x = value_domain ? (static_cast<double>(priorities[i]) - p_min) / range
+                                      : 1.0 - static_cast<double>(i) / last;
+        ceilings[i] = c_min_ + normalizedSigmoid(x) * spread;
+      }
+      break;
+    case HoldbackStrategy::kStatic:
+      for (std::size_t i = 0; i < n; ++i) ceilings[i] = staticCeiling(priorities[i]);
+      break;
+  }
+}
+
+inline double PriorityHoldbackPolicy::staticCeiling(Priority p) const noexcept {
+  // options_.ceilings is sorted by priority, highest first. Find the first entry <= p.
+  const auto& entries = options_.ceilings;
+  std::size_t lo = 0;
+  std::size_t hi = entries.size();
+  while (lo < hi) {
+    const std::size_t mid = lo + (hi - lo) / 2;
+    if (entries[mid].priority > p) {
+      lo = mid + 1;
+    } else {
+      hi = mid;
+    }
+  }
+  if (lo < entries.size() && entries[lo].priority == p) return entries[lo].ceiling;
+  if (options_.defaultCeiling) return *options_.defaultCeiling;
+  if (lo < entries.size()) return entries[lo].ceiling;  // nearest listed priority below p
+  return entries.back().ceiling;                        // p is below every listed priority
+}
+
+// ---------------------------------------------------------------------------------------------
+// soft-reflective-ceiling-policy
+
+// Gated bands get a duty cycle instead of a hard stop. Band i's reflective ceiling is
+// r_i = 1 - i s / (N - 1); a band with s < r_i is open (1.0); otherwise it is closed (0.0) when
+// s >= 1, and in the alternating regime 0.5 <= s < 1 every gated band opens together on one call
+// in `period = max(1, round(s / (1 - s + 1e-9)))` (half away from zero), counted by one shared
+// tick, so the dispatch share of gated bands is about (1 - s) / s. Band 0 always reads 1.0; a
+// single band reads 1.0. Outputs are exactly 0.0 or 1.0. NaN saturation reads as 1.0 (all bands
+// but the first closed) and +inf as overload.
+// Thread safety: thread-safe (the tick is a relaxed atomic counter; concurrent callers share it).
+class HOLDBACK_API SoftReflectiveCeilingPolicy final : public UsageLimitPolicy {
+ public:
+  static constexpr std::string_view kType = "soft-reflective-ceiling-policy";
+
+  static Result<std::unique_ptr<SoftReflectiveCeilingPolicy>> create(
+      std::string name = std::string(kType));
+
+  [[nodiscard]] std::string_view type() const noexcept override { return kType; }
+
+  // The alternation period at saturation s in [0.5, 1): max(1, round(s / (1 - s + 1e-9))).
+  [[nodiscard]] static std::uint64_t period(double s) noexcept {
+    const double ratio = std::round(s / (1.0 - s + 1e-9));
+    return ratio < 1.0 ? 1 : static_cast<std::uint64_t>(ratio);
+  }
+  // Calls so far that were in the alternating regime.
+  [[nodiscard]] std::uint64_t ticks() const noexcept {
+    return tick_.load(std::memory_order_relaxed);
+  }
+
+ protected:
+  void compute(double s, std::span<const Priority> priorities,
+               std::span<double> ceilings) noexcept override {
+    const std::size_t n = priorities.size();
+    ceilings[0] = 1.0;
+    if (n == 1) return;
+    bool open = false;
+    if (s >= 1.0 - s && s < 1.0) {
+      const std::uint64_t tick = tick_.fetch_add(1, std::memory_order_relaxed) + 1;
+      open = tick % period(s) == 0;
+    }
+    const double last = static_cast<double>(n - 1);
+    for (std::size_t i = 1; i < n; ++i) {
+      const double reflective = 1.0 - static_cast<double>(i) * s / last;
+      if (s < reflective) {
+        ceilings[i] = 1.0;
+      } else if (s >= 1.0) {
+        ceilings[i] = 0.0;
+      } else {
+        ceilings[i] = open ? 1.0 : 0.0;
+      }
+    }
+  }
+
+ private:
+  explicit SoftReflectiveCeilingPolicy(std::string name) : UsageLimitPolicy(std::move(name)) {}
+  std::atomic<std::uint64_t> tick_{0};
+};
+
+}  // namespace HOLDBACK_ABI_NAMESPACE
+}  // namespace holdback
+
+#ifdef HOLDBACK_HEADER_ONLY
+#include "holdback/policy/policies-inl.hpp"
+#endif

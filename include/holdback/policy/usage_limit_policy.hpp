@@ -1,0 +1,105 @@
+// UsageLimitPolicy: what the admission ceiling of every priority band is, right now.
+//
+// The algorithm
+//   Once per dispatch cycle the flow controller calls computeLimit(saturation, priorities,
+//   ceilings). `priorities` lists every band the policy should consider, highest first; the
+//   policy writes one ceiling c_i in [0, 1] per band into the caller-owned `ceilings` buffer (the
+//   caller pre-fills it with 1.0, so an element a policy leaves alone means "no holdback"). A band
+//   is gated when `saturation >= c_i` (see isGated()), so 0.0 means fully gated and 1.0 means
+//   "dispatch until the pool is fully saturated".
+//
+//   computeLimit is a non-virtual wrapper (template method) around the strategy's compute():
+//     1. n = min(priorities.size(), ceilings.size()); n == 0 writes nothing;
+//     2. saturation is normalized: NaN -> 1.0 (unobservable means saturated), negative -> 0.0,
+//        +inf stays +inf;
+//     3. the strategy writes ceilings[0..n);
+//     4. monotonize() clamps every ceiling into [0, 1] (NaN -> 0.0) and runs the right-to-left
+//        sweep c[i] = max(c[i], c[i+1]), so a higher priority is never gated before a lower one.
+//   Therefore every ceiling written by any policy, a host's own included, is finite, within
+//   [0, 1] and non-increasing down the list, whatever the input (unsorted or duplicate
+//   priorities, INT_MIN/INT_MAX, NaN or infinite saturation).
+//
+// Thread safety: thread-safe (computeLimit may be called concurrently; stateful policies use
+// atomics). computeLimit does not allocate and does not throw.
+#pragma once
+
+#include "holdback/abi.hpp"
+
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+#include <utility>
+
+namespace holdback {
+inline namespace HOLDBACK_ABI_NAMESPACE {
+
+// A priority level. Larger is more important; negative priorities are "sheddable".
+using Priority = std::int32_t;
+
+// The gate: true when a band with `ceiling` must not dispatch at `saturation`. Written as
+// !(saturation < ceiling) so that nothing non-finite can ever open a gate: a NaN on either side
+// gates.
+[[nodiscard]] constexpr bool isGated(double saturation, double ceiling) noexcept {
+  return !(saturation < ceiling);
+}
+
+// NaN -> 1.0, negative (including -inf) -> 0.0, anything else unchanged (values above 1.0 measure
+// overload and are kept; +inf stays +inf).
+[[nodiscard]] inline double normalizeSaturation(double saturation) noexcept {
+  if (std::isnan(saturation)) return 1.0;
+  if (saturation < 0.0) return 0.0;
+  return saturation;
+}
+
+// The monotonizing sweep. Clamps each ceiling into [0, 1] (NaN -> 0.0), then, right to left,
+// raises c[i] to c[i+1] where it is lower. Afterwards c[0] >= c[1] >= ... >= c[n-1], all in [0, 1].
+// Raising (not lowering) is deliberate: it never gates a band that the strategy left open.
+inline void monotonize(std::span<double> ceilings) noexcept {
+  double floor = 0.0;
+  for (std::size_t i = ceilings.size(); i-- > 0;) {
+    double c = ceilings[i];
+    if (!(c >= 0.0)) c = 0.0;  // NaN and negatives
+    if (c > 1.0) c = 1.0;
+    if (c < floor) c = floor;
+    ceilings[i] = c;
+    floor = c;
+  }
+}
+
+class HOLDBACK_API UsageLimitPolicy {
+ public:
+  virtual ~UsageLimitPolicy() = default;
+  UsageLimitPolicy(const UsageLimitPolicy&) = delete;
+  UsageLimitPolicy& operator=(const UsageLimitPolicy&) = delete;
+
+  // Writes ceilings[0..n), n = min(priorities.size(), ceilings.size()); see the file comment.
+  void computeLimit(double saturation, std::span<const Priority> priorities,
+                    std::span<double> ceilings) noexcept {
+    const std::size_t n = priorities.size() < ceilings.size() ? priorities.size() : ceilings.size();
+    if (n == 0) return;
+    compute(normalizeSaturation(saturation), priorities.first(n), ceilings.first(n));
+    monotonize(ceilings.first(n));
+  }
+
+  // The registered plugin type, e.g. "priority-holdback-policy".
+  [[nodiscard]] virtual std::string_view type() const noexcept = 0;
+  // The configured plugin name (defaults to the type).
+  [[nodiscard]] std::string_view name() const noexcept { return name_; }
+
+ protected:
+  explicit UsageLimitPolicy(std::string name) : name_(std::move(name)) {}
+
+  // The strategy. Called with n >= 1 equal-length spans and a normalized saturation (never NaN,
+  // never negative). Must not allocate or throw. The result is monotonized afterwards.
+  virtual void compute(double saturation, std::span<const Priority> priorities,
+                       std::span<double> ceilings) noexcept = 0;
+
+ private:
+  std::string name_;
+};
+
+}  // namespace HOLDBACK_ABI_NAMESPACE
+}  // namespace holdback

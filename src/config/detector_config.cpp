@@ -1,2 +1,0 @@
-// Compiled mode: the implementation is in include/holdback/config/detector_config-inl.hpp.
-#include "holdback/config/detector_config-inl.hpp"

@@ -1,2 +1,0 @@
-// Compiled mode: the implementation is in include/holdback/config/duration-inl.hpp.
-#include "holdback/config/duration-inl.hpp"

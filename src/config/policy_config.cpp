@@ -1,2 +1,0 @@
-// Compiled mode: the implementation is in include/holdback/config/policy_config-inl.hpp.
-#include "holdback/config/policy_config-inl.hpp"

@@ -1,0 +1,3 @@
+// Compiled mode: the vocabulary layer's implementation (include/holdback/core/*-inl.hpp), one
+// translation unit per layer. In header-only mode the public headers include the same files.
+#include "holdback/core/diagnostics-inl.hpp"

@@ -1,2 +1,0 @@
-// Compiled mode: the implementation is in include/holdback/diagnostics-inl.hpp.
-#include "holdback/diagnostics-inl.hpp"

@@ -1,2 +1,0 @@
-// Compiled mode: the implementation is in include/holdback/flow_controller-inl.hpp.
-#include "holdback/flow_controller-inl.hpp"

@@ -1,2 +1,0 @@
-// Compiled mode: the implementation is in include/holdback/policies-inl.hpp.
-#include "holdback/policies-inl.hpp"

@@ -1,2 +1,0 @@
-// Compiled mode: the implementation is in include/holdback/stage_saturation-inl.hpp.
-#include "holdback/stage_saturation-inl.hpp"
