@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "holdback/config/document.hpp"
+#include "holdback/sim/report.hpp"
 #include "holdback/sim/simulator.hpp"
 
 namespace holdback::sim {

@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "common.hpp"
+#include "holdback/sim/report.hpp"
 #include "holdback/sim/simulator.hpp"
 
 namespace holdback::cli {

@@ -48,106 +48,12 @@
 #include <string_view>
 #include <vector>
 
-#include "holdback/config/json.hpp"
-#include "holdback/core/diagnostics.hpp"
-#include "holdback/policy/usage_limit_policy.hpp"
+#include "holdback/sim/arms.hpp"
+#include "holdback/sim/scenario.hpp"
 
 namespace holdback {
 inline namespace HOLDBACK_ABI_NAMESPACE {
 namespace sim {
-
-enum class ArrivalProcess { kPoisson, kOnOff, kBacklog };
-
-struct ArrivalSpec {
-  ArrivalProcess process = ArrivalProcess::kPoisson;
-  double rate = 1.0;  // requests/s (Poisson), or during the on phase (on/off)
-  double offRate = 0.0;
-  double onSeconds = 30.0;
-  double offSeconds = 30.0;
-  std::int64_t backlog = 0;  // outstanding requests (closed loop)
-  double rampSeconds = 0.0;  // the initial backlog arrives evenly spread over [0, ramp)
-};
-
-enum class LengthDistribution { kFixed, kUniform, kExponential };
-
-// Token counts, always >= 1. Uniform draws integers in [min, max]; exponential has mean `mean`.
-struct LengthSpec {
-  LengthDistribution distribution = LengthDistribution::kFixed;
-  double mean = 128.0;
-  std::int64_t min = 1;
-  std::int64_t max = 1;
-};
-
-struct TrafficClass {
-  std::string name;
-  Priority priority = 0;
-  ArrivalSpec arrival;
-  LengthSpec inputTokens{.mean = 512.0};
-  LengthSpec outputTokens{.mean = 128.0};
-  double ttlSeconds = 0.0;  // 0 = the controller's default (60 s)
-};
-
-enum class ServiceModel { kTokens, kExponential };
-enum class DetectorKind { kUtilization, kConcurrency };
-// "utilization", "concurrency".
-[[nodiscard]] std::string_view toString(DetectorKind kind) noexcept;
-
-struct PoolSpec {
-  int endpoints = 4;
-  int slots = 16;
-  double prefillBaseMs = 5.0;
-  double prefillPerTokenMs = 0.05;
-  double tpotBaseMs = 5.0;
-  double tpotPerRunningMs = 0.25;
-  std::int64_t kvCapacityTokens = 32768;
-  double scrapeIntervalMs = 50.0;
-  ServiceModel service = ServiceModel::kTokens;
-  double meanServiceMs = 1000.0;  // exponential service only
-};
-
-struct Scenario {
-  PoolSpec pool;
-  std::vector<TrafficClass> classes;
-  double durationSeconds = 60.0;
-  double drainSeconds = 30.0;
-  std::uint64_t seed = 1;
-  DetectorKind detector = DetectorKind::kUtilization;
-  // Holdback arms: minCeiling of stepwise/linear/sigmoid; sigmoid steepness (rank domain).
-  double minCeiling = 0.5;
-  double sigmoidSteepness = 10.0;
-};
-
-// The built-in scenario (the batch-gateway story): interactive p100 on/off 24 req/s for 30 s then
-// 1 req/s for 30 s, 512 in / 128 out, TTL 30 s; standard p50 Poisson 3 req/s, 1024 in / 256 out;
-// batch p-1 closed-loop backlog of 400 (ramped in over 10 s), input uniform [256, 2048], output
-// uniform [64, 512].
-[[nodiscard]] Scenario defaultScenario();
-
-// Reads a scenario document (JSON or YAML, see docs/simulation.md for the keys). Every problem is
-// reported with its JSON path; absent keys keep defaultScenario()'s pool and settings, and
-// "classes", when given, replaces the default classes.
-[[nodiscard]] Result<Scenario> parseScenario(const config::Json& document);
-
-enum class ArmKind {
-  kNone,
-  kStatic,
-  kStepwise,
-  kLinear,
-  kSigmoid,
-  kStaticMap,
-  kSoftReflective,
-  kStepwiseActive,  // stepwise over the active priorities only (PriorityDomain::kActive, 1 s)
-};
-
-struct Arm {
-  std::string name;
-  ArmKind kind = ArmKind::kNone;
-};
-
-// none, static-1.0, stepwise, linear, sigmoid, static-map, soft-reflective, stepwise-active.
-[[nodiscard]] std::vector<Arm> allArms();
-// Looks an arm up by name; false when unknown.
-[[nodiscard]] bool findArm(std::string_view name, Arm& out);
 
 inline constexpr double kNoValue = std::numeric_limits<double>::quiet_NaN();
 
@@ -224,25 +130,6 @@ struct RunOptions {
 // Runs one arm. Arms run with the same seed see the same open-loop traffic.
 [[nodiscard]] ArmResult runArm(const Scenario& scenario, const Arm& arm,
                                const RunOptions& options = {});
-
-// The table `holdback simulate` prints (fixed formatting: same results, same text).
-[[nodiscard]] std::string formatTable(const Scenario& scenario, const std::vector<ArmResult>& arms);
-
-// CSV text: one row per request (arm,class,...) and one row per interval sample.
-[[nodiscard]] std::string requestsCsv(const Scenario& scenario, const std::vector<ArmResult>& arms);
-[[nodiscard]] std::string intervalsCsv(const Scenario& scenario,
-                                       const std::vector<ArmResult>& arms);
-// The empirical TTFT distribution of each class and arm (requests measured and served), sorted:
-// arm,class,ttft_ms,fraction.
-[[nodiscard]] std::string ttftCdfCsv(const Scenario& scenario, const std::vector<ArmResult>& arms);
-// A summary row per arm, class and window (the table as CSV).
-[[nodiscard]] std::string summaryCsv(const std::vector<ArmResult>& arms);
-
-// A gnuplot script that, run in the directory holding intervals.csv and ttft-cdf.csv, renders
-// saturation-<detector>.png (saturation over time per arm), bands-<arm>.png (each band's ceiling
-// and gateway queue depth over time) and ttft-cdf-<detector>-<class>.png (TTFT CDF per arm).
-[[nodiscard]] std::string gnuplotScript(const Scenario& scenario,
-                                        const std::vector<ArmResult>& arms);
 
 // Erlang C: the mean wait in queue of an M/M/c queue with arrival rate `lambda`, service rate
 // `mu` per server and `c` servers; infinity when lambda >= c * mu.

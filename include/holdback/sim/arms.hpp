@@ -1,0 +1,58 @@
+// The arms of `holdback simulate`: one row per gateway configuration compared on the same
+// traffic. An arm is data: its policy is a plugin document built by the library's policy
+// registry (config::loadUsageLimitPolicy), so a new arm is one row in allArms() (src/sim/arms.cpp)
+// and a new policy type only needs its registry entry.
+//
+// Thread safety: plain values; the functions are pure.
+#pragma once
+
+#include "holdback/abi.hpp"
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "holdback/config/json.hpp"
+#include "holdback/core/diagnostics.hpp"
+#include "holdback/detector/saturation_detector.hpp"
+#include "holdback/flow/flow_controller.hpp"
+#include "holdback/policy/usage_limit_policy.hpp"
+#include "holdback/sim/scenario.hpp"
+
+namespace holdback {
+inline namespace HOLDBACK_ABI_NAMESPACE {
+namespace sim {
+
+struct Arm {
+  std::string name;
+  std::string description;
+  // false: no FlowController, every arrival is routed at once (the arm "none").
+  bool flowControl = true;
+  // The usage limit policy as a plugin document ({"type": ..., "parameters": ...}) for the
+  // scenario (static-map derives its ceilings from the scenario's priorities).
+  std::function<config::Json(const Scenario&)> policy;
+  PriorityDomain priorityDomain = PriorityDomain::kProvisioned;
+  Duration activityWindow = std::chrono::seconds(1);
+};
+
+// none, static-1.0, stepwise, linear, sigmoid, static-map, soft-reflective, stepwise-active.
+[[nodiscard]] std::vector<Arm> allArms();
+// Looks an arm up by name; false when unknown.
+[[nodiscard]] bool findArm(std::string_view name, Arm& out);
+// "none, static-1.0, ..." (for usage messages).
+[[nodiscard]] std::string armNames();
+
+// The arm's policy, built through the library's policy registry; null for an arm without flow
+// control. Fails (with the registry's diagnostics) when the arm's document is invalid.
+[[nodiscard]] Result<std::shared_ptr<UsageLimitPolicy>> makePolicy(const Scenario& scenario,
+                                                                   const Arm& arm);
+// The scenario's saturation detector, built through the library's detector registry: the
+// concurrency detector with maxConcurrency = slots, or the utilization detector with a staleness
+// threshold of two scrape intervals.
+[[nodiscard]] Result<std::shared_ptr<SaturationDetector>> makeDetector(const Scenario& scenario);
+
+}  // namespace sim
+}  // namespace HOLDBACK_ABI_NAMESPACE
+}  // namespace holdback

@@ -1,0 +1,115 @@
+// Scenarios of the simulator behind `holdback simulate`: the pool, the traffic classes and the run
+// settings, the built-in catalog and the scenario-file reader (keys in docs/simulation.md).
+//
+// Thread safety: plain values; the functions are pure.
+#pragma once
+
+#include "holdback/abi.hpp"
+
+#include <cstdint>
+#include <limits>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "holdback/config/json.hpp"
+#include "holdback/core/diagnostics.hpp"
+#include "holdback/policy/usage_limit_policy.hpp"
+
+namespace holdback {
+inline namespace HOLDBACK_ABI_NAMESPACE {
+namespace sim {
+
+enum class ArrivalProcess { kPoisson, kOnOff, kBacklog };
+
+struct ArrivalSpec {
+  ArrivalProcess process = ArrivalProcess::kPoisson;
+  double rate = 1.0;  // requests/s (Poisson), or during the on phase (on/off)
+  double offRate = 0.0;
+  double onSeconds = 30.0;
+  double offSeconds = 30.0;
+  std::int64_t backlog = 0;  // outstanding requests (closed loop)
+  double rampSeconds = 0.0;  // the initial backlog arrives evenly spread over [0, ramp)
+  bool startOff = false;     // on/off: the first phase is the off phase (default: on)
+};
+
+enum class LengthDistribution { kFixed, kUniform, kExponential };
+
+// Token counts, always >= 1. Uniform draws integers in [min, max]; exponential has mean `mean`.
+struct LengthSpec {
+  LengthDistribution distribution = LengthDistribution::kFixed;
+  double mean = 128.0;
+  std::int64_t min = 1;
+  std::int64_t max = 1;
+};
+
+struct TrafficClass {
+  std::string name;
+  Priority priority = 0;
+  ArrivalSpec arrival;
+  LengthSpec inputTokens{.mean = 512.0};
+  LengthSpec outputTokens{.mean = 128.0};
+  double ttlSeconds = 0.0;  // 0 = the controller's default (60 s)
+};
+
+enum class ServiceModel { kTokens, kExponential };
+enum class DetectorKind { kUtilization, kConcurrency };
+// "utilization", "concurrency".
+[[nodiscard]] std::string_view toString(DetectorKind kind) noexcept;
+
+struct PoolSpec {
+  int endpoints = 4;
+  int slots = 16;
+  double prefillBaseMs = 5.0;
+  double prefillPerTokenMs = 0.05;
+  double tpotBaseMs = 5.0;
+  double tpotPerRunningMs = 0.25;
+  std::int64_t kvCapacityTokens = 32768;
+  double scrapeIntervalMs = 50.0;
+  ServiceModel service = ServiceModel::kTokens;
+  double meanServiceMs = 1000.0;  // exponential service only
+  // Gateway replicas: each has its own FlowController and its own in-flight counts, arrivals are
+  // spread over them round-robin, all read the same scraped telemetry.
+  int gatewayReplicas = 1;
+};
+
+struct Scenario {
+  std::string name = "default";  // catalog name, or the scenario file's path
+  PoolSpec pool;
+  std::vector<TrafficClass> classes;
+  double durationSeconds = 60.0;
+  double drainSeconds = 30.0;
+  std::uint64_t seed = 1;
+  DetectorKind detector = DetectorKind::kUtilization;
+  // Holdback arms: minCeiling of stepwise/linear/sigmoid; sigmoid steepness (rank domain).
+  double minCeiling = 0.5;
+  double sigmoidSteepness = 10.0;
+};
+
+// The built-in scenario (the batch-gateway story): interactive p100 on/off 24 req/s for 30 s then
+// 1 req/s for 30 s, 512 in / 128 out, TTL 30 s; standard p50 Poisson 3 req/s, 1024 in / 256 out;
+// batch p-1 closed-loop backlog of 400 (ramped in over 10 s), input uniform [256, 2048], output
+// uniform [64, 512].
+[[nodiscard]] Scenario defaultScenario();
+
+// The built-in catalog (docs/simulation.md says what each is for):
+//   default           defaultScenario()
+//   burst-after-idle  the batch backlog fills the pool first; interactive idles at 1 req/s for
+//                     30 s, then bursts at 24 req/s for 30 s into the full pool; 3 cycles (180 s)
+//   short-bursts      interactive 5 s on (24 req/s) / 25 s off (1 req/s), off first, for 300 s
+struct CatalogEntry {
+  std::string_view name;
+  std::string_view purpose;
+};
+[[nodiscard]] std::vector<CatalogEntry> scenarioCatalog();
+// The catalog scenario `name`; false when there is none.
+[[nodiscard]] bool findScenario(std::string_view name, Scenario& out);
+
+// Reads a scenario document (JSON or YAML, see docs/simulation.md for the keys). Every problem is
+// reported with its JSON path; absent keys keep defaultScenario()'s pool and settings, and
+// "classes", when given, replaces the default classes.
+[[nodiscard]] Result<Scenario> parseScenario(const config::Json& document);
+
+}  // namespace sim
+}  // namespace HOLDBACK_ABI_NAMESPACE
+}  // namespace holdback

@@ -1,0 +1,125 @@
+// The arms (include/holdback/sim/arms.hpp): a table of plugin documents, built through the
+// library's policy and detector registries (no second factory beside the registries).
+#include "holdback/sim/arms.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <functional>
+#include <string>
+#include <utility>
+
+#include "holdback/config/detector_config.hpp"
+#include "holdback/config/policy_config.hpp"
+
+namespace holdback {
+inline namespace HOLDBACK_ABI_NAMESPACE {
+namespace sim {
+namespace {
+
+config::Json plugin(std::string_view type, config::Json parameters = nullptr) {
+  config::Json doc = {{"type", type}};
+  if (!parameters.is_null()) doc["parameters"] = std::move(parameters);
+  return doc;
+}
+
+config::Json holdback(std::string_view strategy, const Scenario& s) {
+  config::Json p = {{"strategy", strategy}, {"minCeiling", s.minCeiling}};
+  if (strategy == "sigmoid-smoothed") {
+    p["sigmoidSteepness"] = s.sigmoidSteepness;
+    p["sigmoidDomain"] = "rank";
+  }
+  return plugin("priority-holdback-policy", std::move(p));
+}
+
+// Highest priority 1.0, lowest minCeiling, the ones between 0.9.
+config::Json staticMap(const Scenario& s) {
+  std::vector<Priority> ps;
+  for (const TrafficClass& c : s.classes) ps.push_back(c.priority);
+  std::sort(ps.begin(), ps.end(), std::greater<>());
+  ps.erase(std::unique(ps.begin(), ps.end()), ps.end());
+  config::Json ceilings = config::Json::object();
+  for (std::size_t i = 0; i < ps.size(); ++i) {
+    ceilings[std::to_string(ps[i])] = i == 0 ? 1.0 : i + 1 == ps.size() ? s.minCeiling : 0.9;
+  }
+  return plugin("priority-holdback-policy", {{"strategy", "static"}, {"ceilings", ceilings}});
+}
+
+config::Json staticOne(const Scenario&) {
+  return plugin("static-usage-limit-policy", {{"threshold", 1.0}});
+}
+
+}  // namespace
+
+std::vector<Arm> allArms() {
+  using S = const Scenario&;
+  std::vector<Arm> arms = {
+      {.name = "none",
+       .description = "no flow control: every arrival is routed at once",
+       .flowControl = false},
+      {.name = "static-1.0",
+       .description = "the uniform static policy (the reference's default)",
+       .policy = staticOne},
+      {.name = "stepwise",
+       .description = "stepwise-spread holdback down to minCeiling",
+       .policy = [](S s) { return holdback("stepwise-spread", s); }},
+      {.name = "linear",
+       .description = "linear-proportional holdback down to minCeiling",
+       .policy = [](S s) { return holdback("linear-proportional", s); }},
+      {.name = "sigmoid",
+       .description = "sigmoid-smoothed holdback (rank domain) down to minCeiling",
+       .policy = [](S s) { return holdback("sigmoid-smoothed", s); }},
+      {.name = "static-map",
+       .description = "static ceilings: highest class 1.0, lowest minCeiling, others 0.9",
+       .policy = staticMap},
+      {.name = "soft-reflective",
+       .description = "soft reflective ceilings",
+       .policy = [](S) { return plugin("soft-reflective-ceiling-policy"); }},
+      {.name = "stepwise-active",
+       .description = "stepwise over the priorities active within the last second",
+       .policy = [](S s) { return holdback("stepwise-spread", s); },
+       .priorityDomain = PriorityDomain::kActive},
+  };
+  return arms;
+}
+
+bool findArm(std::string_view name, Arm& out) {
+  for (Arm& a : allArms()) {
+    if (a.name == name) {
+      out = std::move(a);
+      return true;
+    }
+  }
+  return false;
+}
+
+std::string armNames() {
+  std::string out;
+  for (const Arm& a : allArms()) out += (out.empty() ? "" : ", ") + a.name;
+  return out;
+}
+
+Result<std::shared_ptr<UsageLimitPolicy>> makePolicy(const Scenario& scenario, const Arm& arm) {
+  if (!arm.flowControl || !arm.policy) {
+    return Result<std::shared_ptr<UsageLimitPolicy>>(nullptr, Diagnostics{});
+  }
+  static const config::PolicyRegistry registry = config::builtinPolicyRegistry();
+  return config::loadUsageLimitPolicy(arm.policy(scenario), registry);
+}
+
+Result<std::shared_ptr<SaturationDetector>> makeDetector(const Scenario& s) {
+  static const config::DetectorRegistry registry = config::builtinDetectorRegistry();
+  if (s.detector == DetectorKind::kConcurrency) {
+    return config::loadSaturationDetector(
+        plugin("concurrency-detector", {{"maxConcurrency", s.pool.slots}}), registry);
+  }
+  // Telemetry older than two scrapes is stale.
+  const auto staleNs = 2 * std::llround(s.pool.scrapeIntervalMs * 1e6);
+  return config::loadSaturationDetector(
+      plugin("utilization-detector",
+             {{"metricsStalenessThreshold", std::to_string(staleNs) + "ns"}}),
+      registry);
+}
+
+}  // namespace sim
+}  // namespace HOLDBACK_ABI_NAMESPACE
+}  // namespace holdback

@@ -1,0 +1,189 @@
+// Private to src/sim: the engine's state and the pieces the engine, the pool model and the
+// measurement share. Not installed.
+//
+// Files: engine.cpp (event loop, arrivals, gateway and routing), pool_model.cpp (the servers),
+// measure.cpp (samples, windows, percentiles), arms.cpp, scenario.cpp, report.cpp.
+#pragma once
+
+#include <algorithm>
+#include <any>
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <queue>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "holdback/detector/saturation_detector.hpp"
+#include "holdback/flow/flow_controller.hpp"
+#include "holdback/sim/simulator.hpp"
+
+namespace holdback {
+inline namespace HOLDBACK_ABI_NAMESPACE {
+namespace sim::detail {
+
+using Nanos = std::int64_t;
+constexpr Nanos kSecond = 1'000'000'000;
+
+inline Nanos fromSeconds(double s) {
+  return static_cast<Nanos>(std::llround(s * 1e9));
+}
+inline Nanos fromMs(double ms) {
+  return static_cast<Nanos>(std::llround(ms * 1e6));
+}
+inline double toSeconds(Nanos t) {
+  return static_cast<double>(t) / 1e9;
+}
+inline TimePoint at(Nanos t) {
+  return TimePoint{} + std::chrono::nanoseconds(t);
+}
+
+// splitmix64-seeded xorshift-free generator: std::mt19937_64 is specified bit-exactly, and the
+// variates are computed here (std:: distributions are implementation-defined).
+class Random {
+ public:
+  explicit Random(std::uint64_t seed) : state_(seed) {}
+  std::uint64_t next() {
+    std::uint64_t z = (state_ += 0x9e3779b97f4a7c15ULL);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+  }
+  double uniform() { return static_cast<double>(next() >> 11) * 0x1.0p-53; }  // [0, 1)
+  double exponential(double mean) { return -mean * std::log1p(-uniform()); }
+
+ private:
+  std::uint64_t state_;
+};
+
+inline std::int64_t sampleLength(const LengthSpec& spec, Random& rng) {
+  double v = spec.mean;
+  switch (spec.distribution) {
+    case LengthDistribution::kFixed:
+      break;
+    case LengthDistribution::kUniform:
+      v = static_cast<double>(spec.min) +
+          std::floor(rng.uniform() * static_cast<double>(spec.max - spec.min + 1));
+      break;
+    case LengthDistribution::kExponential:
+      v = std::ceil(rng.exponential(spec.mean));
+      break;
+  }
+  return std::max<std::int64_t>(1, static_cast<std::int64_t>(v));
+}
+
+enum class EventType : std::uint8_t {
+  kArrival,
+  kTick,
+  kScrape,
+  kStep,
+  kComplete,
+  kExpire,
+  kSample
+};
+
+struct Event {
+  Nanos time = 0;
+  std::uint64_t seq = 0;
+  EventType type = EventType::kTick;
+  std::size_t index = 0;  // class (arrival), endpoint (step), request (complete)
+  bool operator>(const Event& o) const { return time != o.time ? time > o.time : seq > o.seq; }
+};
+
+enum class State : std::uint8_t { kQueued, kServerQueue, kRunning, kDone, kRejected, kEvicted };
+
+struct Request {
+  std::uint32_t cls = 0;
+  int endpoint = -1;
+  std::int64_t input = 0;
+  std::int64_t output = 0;
+  std::int64_t generated = 0;
+  Nanos arrival = 0;
+  Nanos dispatched = -1;
+  Nanos admitted = -1;
+  Nanos firstToken = -1;
+  Nanos finished = -1;
+  State state = State::kQueued;
+};
+
+struct Server {
+  std::deque<std::size_t> queue;
+  std::vector<std::size_t> running;
+  std::int64_t kvTokens = 0;
+  bool stepScheduled = false;
+};
+
+class SimEndpoints final : public EndpointSource {
+ public:
+  explicit SimEndpoints(std::size_t n) : pool_(n) {
+    for (std::size_t i = 0; i < n; ++i) pool_[i].name = "endpoint-" + std::to_string(i);
+  }
+  std::span<const Endpoint> endpoints(TimePoint) noexcept override { return pool_; }
+  std::vector<Endpoint>& pool() { return pool_; }
+
+ private:
+  std::vector<Endpoint> pool_;
+};
+
+class Simulation {
+ public:
+  Simulation(const Scenario& s, const Arm& arm, const RunOptions& options);
+  ArmResult run();
+
+ private:
+  // engine.cpp
+  void schedule(Nanos t, EventType type, std::size_t index);
+  [[nodiscard]] bool burstAt(Nanos t) const;
+  [[nodiscard]] bool hasWindows() const;
+  void scheduleNextArrival(std::size_t c, Nanos from);
+  void handle(const Event& e);
+  void arrive(std::size_t c);
+  void cycle();
+  void onOutcome(Completion&& c);
+  void replace(std::size_t id);
+  void route(std::size_t id);
+
+  // pool_model.cpp
+  [[nodiscard]] Nanos tpot(std::size_t running) const;
+  void admit(std::size_t e);
+  void step(std::size_t e);
+  void finish(std::size_t id);
+  void complete(std::size_t id);
+  void scrape();
+
+  // measure.cpp
+  void sample();
+  ArmResult collect();
+
+  const Scenario& s_;
+  Arm arm_;
+  RunOptions options_;
+  std::vector<Server> servers_;
+  std::shared_ptr<SimEndpoints> source_;
+  std::shared_ptr<const SaturationDetector> detector_;
+  std::vector<std::size_t> filtered_;
+  std::unique_ptr<FlowController> fc_;
+  std::vector<Random> rngs_;
+  std::vector<Request> requests_;
+  std::priority_queue<Event, std::vector<Event>, std::greater<>> events_;
+  std::uint64_t seq_ = 0;
+  Nanos now_ = 0;
+  Nanos end_;
+  Nanos stop_;
+  std::uint64_t cycles_ = 0;
+  std::uint64_t cyclesWithWork_ = 0;
+  std::uint64_t gatedCycles_ = 0;
+  double saturationSum_ = 0.0;
+  std::uint64_t saturationSamples_ = 0;
+  std::vector<IntervalSample> samples_;
+};
+
+// Nearest-rank percentiles and the mean; sorts `v`.
+Percentiles percentiles(std::vector<double>& v);
+
+}  // namespace sim::detail
+}  // namespace HOLDBACK_ABI_NAMESPACE
+}  // namespace holdback

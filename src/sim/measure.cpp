@@ -1,0 +1,163 @@
+// Measurement (src/sim/engine.hpp): the gateway sampled every sampleInterval, and the per class and
+// window figures (percentiles, completions and output tokens per second) of a finished run.
+#include "engine.hpp"
+
+#include <string>
+#include <utility>
+
+namespace holdback {
+inline namespace HOLDBACK_ABI_NAMESPACE {
+namespace sim {
+namespace detail {
+
+void Simulation::sample() {
+  const double saturation = detector_->saturation(source_->pool(), at(now_));
+  if (now_ < end_) {
+    saturationSum_ += saturation;
+    ++saturationSamples_;
+  }
+  if (!options_.collectSeries) return;
+  IntervalSample s;
+  s.time = toSeconds(now_);
+  s.saturation = saturation;
+  s.ceilings.assign(s_.classes.size(), kNoValue);
+  s.queued.assign(s_.classes.size(), 0);
+  if (fc_) {
+    const FlowControllerStats stats = fc_->stats();
+    for (std::size_t c = 0; c < s_.classes.size(); ++c) {
+      for (const BandStats& b : stats.bands) {
+        if (b.priority != s_.classes[c].priority) continue;
+        if (b.lastCeiling) s.ceilings[c] = *b.lastCeiling;
+        s.queued[c] = b.queuedRequests;  // classes sharing a priority share a band
+      }
+    }
+  }
+  for (const Server& sv : servers_) {
+    s.serverQueue.push_back(sv.queue.size());
+    s.running.push_back(sv.running.size());
+  }
+  samples_.push_back(std::move(s));
+}
+
+Percentiles percentiles(std::vector<double>& v) {
+  Percentiles p;
+  p.count = v.size();
+  if (v.empty()) return p;
+  std::sort(v.begin(), v.end());
+  auto rank = [&](double q) {
+    const auto k = static_cast<std::size_t>(std::ceil(q * static_cast<double>(v.size())));
+    return v[std::min(v.size() - 1, k == 0 ? 0 : k - 1)];
+  };
+  p.p50 = rank(0.50);
+  p.p95 = rank(0.95);
+  p.p99 = rank(0.99);
+  double sum = 0.0;
+  for (const double x : v) sum += x;
+  p.mean = sum / static_cast<double>(v.size());
+  return p;
+}
+
+ArmResult Simulation::collect() {
+  ArmResult out;
+  out.arm = arm_;
+  out.detector = s_.detector;
+  out.cycles = cycles_;
+  out.cyclesWithWork = cyclesWithWork_;
+  out.gatedCycles = gatedCycles_;
+  out.meanSaturation =
+      saturationSamples_ == 0 ? 0.0 : saturationSum_ / static_cast<double>(saturationSamples_);
+
+  // Seconds of [0, end) in each window.
+  std::vector<std::string> names =
+      hasWindows() ? std::vector<std::string>{"burst", "idle"} : std::vector<std::string>{"all"};
+  std::vector<double> windowSeconds(names.size(), 0.0);
+  if (names.size() == 1) {
+    windowSeconds[0] = toSeconds(end_);
+  } else {
+    const Nanos ms = fromMs(1.0);
+    Nanos burst = 0;
+    for (Nanos t = 0; t < end_; t += ms) burst += burstAt(t) ? ms : 0;
+    windowSeconds[0] = toSeconds(burst);
+    windowSeconds[1] = toSeconds(end_ - burst);
+  }
+  auto windowOf = [&](Nanos t) -> std::size_t { return names.size() == 1 || burstAt(t) ? 0 : 1; };
+
+  for (std::size_t c = 0; c < s_.classes.size(); ++c) {
+    ClassResult cr;
+    cr.name = s_.classes[c].name;
+    cr.priority = s_.classes[c].priority;
+    std::vector<std::vector<double>> queue(names.size()), wait(names.size()), ttft(names.size());
+    std::vector<std::size_t> arrived(names.size(), 0), done(names.size(), 0);
+    std::vector<double> tokens(names.size(), 0.0);
+    for (const Request& r : requests_) {
+      if (r.cls != c) continue;
+      if (r.state == State::kDone && r.finished < end_) {
+        ++done[windowOf(r.finished)];
+        tokens[windowOf(r.finished)] += static_cast<double>(r.output);
+      }
+      if (r.arrival >= end_) continue;
+      const std::size_t w = windowOf(r.arrival);
+      ++arrived[w];
+      ++cr.arrived;
+      switch (r.state) {
+        case State::kDone:
+          ++cr.completed;
+          break;
+        case State::kRejected:
+          ++cr.rejected;
+          break;
+        case State::kEvicted:
+          ++cr.evicted;
+          break;
+        default:
+          ++cr.unfinished;
+          break;
+      }
+      if (r.dispatched >= 0)
+        queue[w].push_back(static_cast<double>(r.dispatched - r.arrival) / 1e6);
+      if (r.admitted >= 0) wait[w].push_back(static_cast<double>(r.admitted - r.dispatched) / 1e6);
+      if (r.firstToken >= 0 && r.firstToken <= now_) {
+        ttft[w].push_back(static_cast<double>(r.firstToken - r.arrival) / 1e6);
+      }
+    }
+    for (std::size_t w = 0; w < names.size(); ++w) {
+      WindowStats ws;
+      ws.window = names[w];
+      ws.arrived = arrived[w];
+      ws.queueMs = percentiles(queue[w]);
+      ws.serverWaitMs = percentiles(wait[w]);
+      ws.ttftMs = percentiles(ttft[w]);
+      ws.completedPerSecond = static_cast<double>(done[w]) / windowSeconds[w];
+      ws.outputTokensPerSecond = tokens[w] / windowSeconds[w];
+      cr.windows.push_back(std::move(ws));
+    }
+    out.classes.push_back(std::move(cr));
+  }
+  if (options_.collectSeries) {
+    auto sec = [](Nanos t) { return t < 0 ? kNoValue : toSeconds(t); };
+    for (const Request& r : requests_) {
+      RequestRecord rec;
+      rec.classIndex = r.cls;
+      rec.endpoint = r.endpoint;
+      rec.inputTokens = r.input;
+      rec.outputTokens = r.output;
+      rec.arrival = sec(r.arrival);
+      rec.dispatched = sec(r.dispatched);
+      rec.admitted = sec(r.admitted);
+      rec.firstToken = r.firstToken <= now_ ? sec(r.firstToken) : kNoValue;
+      rec.finished = r.state == State::kDone ? sec(r.finished) : kNoValue;
+      rec.outcome = r.state == State::kDone       ? "completed"
+                    : r.state == State::kRejected ? "rejected"
+                    : r.state == State::kEvicted  ? "evicted"
+                                                  : "unfinished";
+      out.requests.push_back(std::move(rec));
+    }
+    out.samples = std::move(samples_);
+  }
+  return out;
+}
+
+}  // namespace detail
+}  // namespace sim
+}  // namespace HOLDBACK_ABI_NAMESPACE
+}  // namespace holdback

@@ -1,0 +1,210 @@
+// Scenarios: the built-in catalog and the scenario-file reader (include/holdback/sim/scenario.hpp).
+#include "holdback/sim/scenario.hpp"
+
+#include <limits>
+#include <utility>
+
+namespace holdback {
+inline namespace HOLDBACK_ABI_NAMESPACE {
+namespace sim {
+
+Scenario defaultScenario() {
+  Scenario s;
+  s.classes.push_back({.name = "interactive",
+                       .priority = 100,
+                       .arrival = {.process = ArrivalProcess::kOnOff,
+                                   .rate = 24.0,
+                                   .offRate = 1.0,
+                                   .onSeconds = 30.0,
+                                   .offSeconds = 30.0},
+                       .inputTokens = {.mean = 512.0},
+                       .outputTokens = {.mean = 128.0},
+                       .ttlSeconds = 30.0});
+  s.classes.push_back({.name = "standard",
+                       .priority = 50,
+                       .arrival = {.process = ArrivalProcess::kPoisson, .rate = 3.0},
+                       .inputTokens = {.mean = 1024.0},
+                       .outputTokens = {.mean = 256.0},
+                       .ttlSeconds = 60.0});
+  s.classes.push_back(
+      {.name = "batch",
+       .priority = -1,
+       .arrival = {.process = ArrivalProcess::kBacklog, .backlog = 400, .rampSeconds = 10.0},
+       .inputTokens = {.distribution = LengthDistribution::kUniform, .min = 256, .max = 2048},
+       .outputTokens = {.distribution = LengthDistribution::kUniform, .min = 64, .max = 512},
+       .ttlSeconds = 0.0});
+  return s;
+}
+
+std::vector<CatalogEntry> scenarioCatalog() {
+  return {{"default",
+           "interactive bursts of 24 req/s for 30 s then 1 req/s for 30 s, standard 3 req/s, a "
+           "batch backlog of 400 ramped in over the first 10 s (the burst starts before the pool "
+           "is full)"},
+          {"burst-after-idle",
+           "the batch backlog fills the pool first; interactive idles at 1 req/s for 30 s, then "
+           "bursts at 24 req/s for 30 s into the full pool; 3 cycles (180 s)"},
+          {"short-bursts",
+           "interactive 5 s on at 24 req/s / 25 s off at 1 req/s (off first) for 300 s: short "
+           "bursts into the full pool, long idle stretches between them"}};
+}
+
+bool findScenario(std::string_view name, Scenario& out) {
+  if (name == "default") {
+    out = defaultScenario();
+    return true;
+  }
+  Scenario s = defaultScenario();
+  TrafficClass& interactive = s.classes.front();
+  interactive.arrival.startOff = true;
+  if (name == "burst-after-idle") {
+    s.durationSeconds = 180.0;
+  } else if (name == "short-bursts") {
+    interactive.arrival.onSeconds = 5.0;
+    interactive.arrival.offSeconds = 25.0;
+    s.durationSeconds = 300.0;
+  } else {
+    return false;
+  }
+  s.name = std::string(name);
+  out = std::move(s);
+  return true;
+}
+
+namespace {
+
+void readLength(config::ParamReader& parent, std::string_view key, LengthSpec& out) {
+  const config::Json* value = parent.value(key);
+  if (value == nullptr) return;
+  config::ParamReader r(value, parent.pathOf(key), parent.diagnostics());
+  if (auto d = r.oneOf("distribution", {"fixed", "uniform", "exponential"})) {
+    out.distribution = *d == "fixed"     ? LengthDistribution::kFixed
+                       : *d == "uniform" ? LengthDistribution::kUniform
+                                         : LengthDistribution::kExponential;
+  }
+  if (auto v = r.number("mean")) {
+    if (!(*v >= 1.0 && *v <= 1e7)) r.error("mean", "must be in [1, 1e7]");
+    out.mean = *v;
+  }
+  if (auto v = r.integer("min", 1, 10'000'000)) out.min = *v;
+  if (auto v = r.integer("max", 1, 10'000'000)) out.max = *v;
+  if (out.distribution == LengthDistribution::kUniform && out.min > out.max) {
+    r.error("max", "must be >= min");
+  }
+  r.finish();
+}
+
+void readPositive(config::ParamReader& r, std::string_view key, double& out, double max = 1e9,
+                  bool allowZero = false) {
+  if (auto v = r.number(key)) {
+    if (!((allowZero ? *v >= 0.0 : *v > 0.0) && *v <= max)) {
+      r.error(key, config::formatNumber(*v) + " must be " + (allowZero ? ">= 0" : "> 0") +
+                       " and <= " + config::formatNumber(max));
+    } else {
+      out = *v;
+    }
+  }
+}
+
+void readClass(const config::Json& json, const std::string& path, Diagnostics& diagnostics,
+               TrafficClass& c) {
+  config::ParamReader r(&json, path, diagnostics);
+  if (auto v = r.string("name")) c.name = *v;
+  if (c.name.empty()) r.error("name", "a non-empty class name is required");
+  if (auto v = r.integer("priority", -1'000'000'000, 1'000'000'000)) {
+    c.priority = static_cast<Priority>(*v);
+  }
+  if (const config::Json* a = r.value("arrival")) {
+    config::ParamReader ar(a, r.pathOf("arrival"), diagnostics);
+    if (auto p = ar.oneOf("process", {"poisson", "on-off", "backlog"})) {
+      c.arrival.process = *p == "poisson"  ? ArrivalProcess::kPoisson
+                          : *p == "on-off" ? ArrivalProcess::kOnOff
+                                           : ArrivalProcess::kBacklog;
+    }
+    readPositive(ar, "rate", c.arrival.rate, 1e6, true);
+    readPositive(ar, "offRate", c.arrival.offRate, 1e6, true);
+    readPositive(ar, "onSeconds", c.arrival.onSeconds);
+    readPositive(ar, "offSeconds", c.arrival.offSeconds);
+    if (auto v = ar.integer("backlog", 0, 1'000'000)) c.arrival.backlog = *v;
+    readPositive(ar, "rampSeconds", c.arrival.rampSeconds, 1e6, true);
+    if (auto v = ar.oneOf("startWith", {"on", "off"})) c.arrival.startOff = *v == "off";
+    ar.finish();
+  }
+  readLength(r, "inputTokens", c.inputTokens);
+  readLength(r, "outputTokens", c.outputTokens);
+  readPositive(r, "ttlSeconds", c.ttlSeconds, 1e6, true);
+  r.finish();
+}
+
+}  // namespace
+
+Result<Scenario> parseScenario(const config::Json& document) {
+  Diagnostics diagnostics;
+  Scenario s = defaultScenario();
+  config::ParamReader r(&document, "", diagnostics);
+  readPositive(r, "durationSeconds", s.durationSeconds, 1e6);
+  readPositive(r, "drainSeconds", s.drainSeconds, 1e6, true);
+  if (auto v = r.integer("seed", 0, std::numeric_limits<std::int64_t>::max())) {
+    s.seed = static_cast<std::uint64_t>(*v);
+  }
+  if (auto v = r.oneOf("detector", {"utilization", "concurrency"})) {
+    s.detector = *v == "utilization" ? DetectorKind::kUtilization : DetectorKind::kConcurrency;
+  }
+  if (auto v = r.number("minCeiling")) {
+    if (!(*v >= 0.0 && *v <= 1.0)) {
+      r.error("minCeiling", "must be in [0, 1]");
+    } else {
+      s.minCeiling = *v;
+    }
+  }
+  readPositive(r, "sigmoidSteepness", s.sigmoidSteepness, 1e3);
+  if (const config::Json* p = r.value("pool")) {
+    config::ParamReader pr(p, "/pool", diagnostics);
+    if (auto v = pr.integer("endpoints", 1, 100'000)) s.pool.endpoints = static_cast<int>(*v);
+    if (auto v = pr.integer("slots", 1, 100'000)) s.pool.slots = static_cast<int>(*v);
+    readPositive(pr, "prefillBaseMs", s.pool.prefillBaseMs, 1e6, true);
+    readPositive(pr, "prefillPerTokenMs", s.pool.prefillPerTokenMs, 1e6, true);
+    readPositive(pr, "tpotBaseMs", s.pool.tpotBaseMs, 1e6);
+    readPositive(pr, "tpotPerRunningMs", s.pool.tpotPerRunningMs, 1e6, true);
+    if (auto v = pr.integer("kvCapacityTokens", 1, 1'000'000'000'000)) s.pool.kvCapacityTokens = *v;
+    readPositive(pr, "scrapeIntervalMs", s.pool.scrapeIntervalMs, 1e6);
+    if (auto v = pr.oneOf("service", {"tokens", "exponential"})) {
+      s.pool.service = *v == "tokens" ? ServiceModel::kTokens : ServiceModel::kExponential;
+    }
+    readPositive(pr, "meanServiceMs", s.pool.meanServiceMs, 1e9);
+    if (auto v = pr.integer("gatewayReplicas", 1, 64))
+      s.pool.gatewayReplicas = static_cast<int>(*v);
+    pr.finish();
+  }
+  if (const config::Json* classes = r.value("classes")) {
+    if (!classes->is_array() || classes->empty()) {
+      r.error("classes", "must be a non-empty array of traffic classes");
+    } else {
+      s.classes.clear();
+      for (std::size_t i = 0; i < classes->size(); ++i) {
+        TrafficClass c;
+        readClass((*classes)[i], "/classes/" + std::to_string(i), diagnostics, c);
+        s.classes.push_back(std::move(c));
+      }
+      for (std::size_t i = 0; i < s.classes.size(); ++i) {
+        for (std::size_t j = 0; j < i; ++j) {
+          if (s.classes[i].name == s.classes[j].name && !s.classes[i].name.empty()) {
+            diagnostics.error("/classes/" + std::to_string(i) + "/name",
+                              "duplicate class name \"" + s.classes[i].name + "\"");
+          }
+        }
+      }
+    }
+  }
+  r.finish();
+  if (diagnostics.hasErrors()) return Result<Scenario>::failure(std::move(diagnostics));
+  return Result<Scenario>(std::move(s), std::move(diagnostics));
+}
+
+std::string_view toString(DetectorKind kind) noexcept {
+  return kind == DetectorKind::kUtilization ? "utilization" : "concurrency";
+}
+
+}  // namespace sim
+}  // namespace HOLDBACK_ABI_NAMESPACE
+}  // namespace holdback
