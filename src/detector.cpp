@@ -4,3 +4,4 @@
 #include "holdback/detector/detectors-inl.hpp"
 #include "holdback/detector/stage_saturation-inl.hpp"
 #include "holdback/detector/in_flight_tracker-inl.hpp"
+#include "holdback/detector/endpoint_picker-inl.hpp"

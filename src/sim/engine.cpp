@@ -17,7 +17,7 @@ Simulation::Simulation(const Scenario& s, const Arm& arm, const RunOptions& opti
       servers_(static_cast<std::size_t>(s.pool.endpoints)),
       source_(std::make_shared<SimEndpoints>(static_cast<std::size_t>(s.pool.endpoints))),
       detector_(makeDetector(s).value()),
-      filtered_(static_cast<std::size_t>(s.pool.endpoints)),
+      picker_(static_cast<std::size_t>(s.pool.endpoints)),
       end_(fromSeconds(s.durationSeconds)),
       stop_(end_ + fromSeconds(s.drainSeconds)) {
   for (std::size_t c = 0; c < s.classes.size(); ++c) {
@@ -197,26 +197,7 @@ void Simulation::route(std::size_t id) {
   Request& r = requests_[id];
   r.dispatched = now_;
   std::vector<Endpoint>& pool = source_->pool();
-  const FilterResult f = detector_->filter(pool, at(now_), filtered_);
-  std::size_t best = 0;
-  bool found = false;
-  double bestLoad = 0.0;
-  for (std::size_t k = 0; k < f.kept; ++k) {
-    const std::size_t i = filtered_[k];
-    const Endpoint& e = pool[i];
-    const double load = e.waitingQueueSize + e.runningRequests;
-    if (!found || load < bestLoad ||
-        (load == bestLoad && e.inFlightRequests < pool[best].inFlightRequests)) {
-      best = i;
-      bestLoad = load;
-      found = true;
-    }
-  }
-  if (!found) {  // the concurrency filter does not fail open: fewest in flight
-    for (std::size_t i = 1; i < pool.size(); ++i) {
-      if (pool[i].inFlightRequests < pool[best].inFlightRequests) best = i;
-    }
-  }
+  const std::size_t best = picker_.pick(pool, *detector_, at(now_)).value_or(0);
   r.endpoint = static_cast<int>(best);
   r.state = State::kServerQueue;
   pool[best].inFlightRequests += 1;

@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "holdback/detector/endpoint_picker.hpp"
 #include "holdback/detector/saturation_detector.hpp"
 #include "holdback/flow/flow_controller.hpp"
 #include "holdback/sim/simulator.hpp"
@@ -164,7 +165,7 @@ class Simulation {
   std::vector<Server> servers_;
   std::shared_ptr<SimEndpoints> source_;
   std::shared_ptr<const SaturationDetector> detector_;
-  std::vector<std::size_t> filtered_;
+  EndpointPicker picker_;
   std::unique_ptr<FlowController> fc_;
   std::vector<Random> rngs_;
   std::vector<Request> requests_;

@@ -1,0 +1,60 @@
+// EndpointPicker: which endpoint a gateway sends the next dispatched request to. One rule shared
+// by the gateway example and the simulator, so the simulator predicts the gateway it documents.
+//
+// The rule, in order:
+//   1. Candidates: the endpoints the detector's filter keeps; when it keeps none (a detector that
+//      does not fail open, e.g. the concurrency detector with every endpoint full), every endpoint.
+//   2. Prefer candidates whose last scrape succeeded (`up[i] != 0`; an empty `up` means all up).
+//   3. Then the fewest requests in flight (Endpoint::inFlightRequests: the gateway's own count,
+//      always current).
+//   4. Then the smallest scraped waiting queue (Endpoint::waitingQueueSize).
+//   5. Ties: round-robin. The picker keeps a cursor; among the tied endpoints it takes the first at
+//      or after the cursor (wrapping), and moves the cursor past the endpoint it picked. Equal
+//      endpoints therefore share the load instead of the first one taking every tie.
+// The result is a pure function of the inputs and the picker's history (deterministic).
+//
+// Cost: one detector filter plus one pass over the candidates; no allocation in steady state (a
+// scratch buffer grows only when the pool does). pick() never throws.
+//
+// Thread safety: thread-compatible. The cursor is state: give each dispatching thread its own
+// picker, or call pick() under the host's lock.
+#pragma once
+
+#include "holdback/abi.hpp"
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <vector>
+
+#include "holdback/detector/saturation_detector.hpp"
+
+namespace holdback {
+inline namespace HOLDBACK_ABI_NAMESPACE {
+
+class HOLDBACK_API EndpointPicker {
+ public:
+  // `capacity`: the expected pool size (the scratch buffer is sized once).
+  explicit EndpointPicker(std::size_t capacity = 0);
+
+  // The index (into `endpoints`) of the endpoint to dispatch to; nullopt only for an empty pool.
+  // `up`, when not empty, holds one flag per endpoint (non-zero: its last scrape succeeded).
+  [[nodiscard]] std::optional<std::size_t> pick(std::span<const Endpoint> endpoints,
+                                                const SaturationDetector& detector, TimePoint now,
+                                                std::span<const std::uint8_t> up = {}) noexcept;
+
+  // Where the next tie-break starts (for tests and diagnostics).
+  [[nodiscard]] std::size_t cursor() const noexcept { return cursor_; }
+
+ private:
+  std::vector<std::size_t> scratch_;
+  std::size_t cursor_ = 0;
+};
+
+}  // namespace HOLDBACK_ABI_NAMESPACE
+}  // namespace holdback
+
+#ifdef HOLDBACK_HEADER_ONLY
+#include "holdback/detector/endpoint_picker-inl.hpp"
+#endif
