@@ -15,32 +15,38 @@ Simulation::Simulation(const Scenario& s, const Arm& arm, const RunOptions& opti
       arm_(arm),
       options_(options),
       servers_(static_cast<std::size_t>(s.pool.endpoints)),
-      source_(std::make_shared<SimEndpoints>(static_cast<std::size_t>(s.pool.endpoints))),
       detector_(makeDetector(s).value()),
-      picker_(static_cast<std::size_t>(s.pool.endpoints)),
       end_(fromSeconds(s.durationSeconds)),
       stop_(end_ + fromSeconds(s.drainSeconds)) {
   for (std::size_t c = 0; c < s.classes.size(); ++c) {
     rngs_.emplace_back(s.seed * 0x100000001b3ULL + 0x51ed27 * (c + 1));
   }
-  for (auto& e : source_->pool()) e.updateTime = at(0);
-  if (arm.flowControl) {
+  const auto endpoints = static_cast<std::size_t>(s.pool.endpoints);
+  const auto replicas = static_cast<std::size_t>(std::max(1, s.pool.gatewayReplicas));
+  gateways_.resize(replicas);
+  for (std::size_t g = 0; g < replicas; ++g) {
+    Gateway& gw = gateways_[g];
+    gw.source = std::make_shared<SimEndpoints>(endpoints);
+    gw.picker = EndpointPicker(endpoints);
+    for (auto& e : gw.source->pool()) e.updateTime = at(0);
+    if (!arm.flowControl) continue;
     FlowControllerOptions o;
     o.policy = makePolicy(s, arm).value();
     o.detector = detector_;
-    o.endpoints = source_;
-    o.onOutcome = [this](Completion&& c) { onOutcome(std::move(c)); };
+    o.endpoints = gw.source;
+    o.onOutcome = [this, g](Completion&& c) { onOutcome(g, std::move(c)); };
     o.defaultBand.maxRequests = 1'000'000;
     o.defaultNegativeBand = o.defaultBand;
     o.clock = [this] { return at(now_); };
     o.priorityDomain = arm.priorityDomain;
     o.activityWindow = arm.activityWindow;
-    fc_ = std::move(FlowController::create(std::move(o))).value();
+    gw.fc = std::move(FlowController::create(std::move(o))).value();
   }
 }
 
 ArmResult Simulation::run() {
   for (std::size_t c = 0; c < s_.classes.size(); ++c) {
+    if (options_.onlyClass >= 0 && c != static_cast<std::size_t>(options_.onlyClass)) continue;
     const ArrivalSpec& a = s_.classes[c].arrival;
     if (a.process == ArrivalProcess::kBacklog) {
       const Nanos spacing = a.backlog == 0 ? 0 : fromSeconds(a.rampSeconds) / a.backlog;
@@ -50,7 +56,7 @@ ArmResult Simulation::run() {
     }
   }
   schedule(fromMs(s_.pool.scrapeIntervalMs), EventType::kScrape, 0);
-  if (fc_) {
+  if (arm_.flowControl) {
     schedule(fromMs(1.0), EventType::kTick, 0);
     schedule(kSecond, EventType::kExpire, 0);
   }
@@ -62,7 +68,9 @@ ArmResult Simulation::run() {
     now_ = e.time;
     handle(e);
   }
-  if (fc_) fc_->shutdown(at(now_));
+  for (Gateway& gw : gateways_) {
+    if (gw.fc) gw.fc->shutdown(at(now_));
+  }
   return collect();
 }
 
@@ -70,18 +78,32 @@ void Simulation::schedule(Nanos t, EventType type, std::size_t index) {
   events_.push(Event{t, seq_++, type, index});
 }
 
-bool Simulation::burstAt(Nanos t) const {
-  for (const TrafficClass& c : s_.classes) {
-    if (c.arrival.process != ArrivalProcess::kOnOff) continue;
-    const Nanos period = fromSeconds(c.arrival.onSeconds + c.arrival.offSeconds);
-    return t % period < fromSeconds(c.arrival.onSeconds);
-  }
-  return false;
+Nanos phasePosition(const ArrivalSpec& a, Nanos t) {
+  const Nanos on = fromSeconds(a.onSeconds);
+  const Nanos period = on + fromSeconds(a.offSeconds);
+  return (t + (a.startOff ? on : 0)) % period;
 }
+
+const ArrivalSpec* Simulation::windowClass() const {
+  for (const TrafficClass& c : s_.classes) {
+    if (c.arrival.process == ArrivalProcess::kOnOff) return &c.arrival;
+  }
+  return nullptr;
+}
+
+bool Simulation::burstAt(Nanos t) const {
+  const ArrivalSpec* a = windowClass();
+  return a != nullptr && phasePosition(*a, t) < fromSeconds(a->onSeconds);
+}
+
+bool Simulation::onsetAt(Nanos t) const {
+  const ArrivalSpec* a = windowClass();
+  return a != nullptr &&
+         phasePosition(*a, t) < std::min(fromSeconds(a->onSeconds), fromSeconds(kOnsetSeconds));
+}
+
 bool Simulation::hasWindows() const {
-  return std::any_of(s_.classes.begin(), s_.classes.end(), [](const TrafficClass& c) {
-    return c.arrival.process == ArrivalProcess::kOnOff;
-  });
+  return windowClass() != nullptr;
 }
 
 // Piecewise-constant rate Poisson process: memorylessness lets a draw that crosses a phase
@@ -96,8 +118,9 @@ void Simulation::scheduleNextArrival(std::size_t c, Nanos from) {
     if (a.process == ArrivalProcess::kOnOff) {
       const Nanos on = fromSeconds(a.onSeconds);
       const Nanos period = on + fromSeconds(a.offSeconds);
-      const Nanos phaseStart = t - t % period;
-      const bool isOn = t % period < on;
+      const Nanos position = phasePosition(a, t);
+      const Nanos phaseStart = t - position;
+      const bool isOn = position < on;
       rate = isOn ? a.rate : a.offRate;
       phaseEnd = std::min(end_, phaseStart + (isOn ? on : period));
     }
@@ -118,7 +141,7 @@ void Simulation::handle(const Event& e) {
       arrive(e.index);
       break;
     case EventType::kTick:
-      cycle();
+      for (std::size_t g = 0; g < gateways_.size(); ++g) cycle(g);
       schedule(now_ + fromMs(1.0), EventType::kTick, 0);
       break;
     case EventType::kScrape:
@@ -132,7 +155,7 @@ void Simulation::handle(const Event& e) {
       finish(e.index);
       break;
     case EventType::kExpire:
-      (void)fc_->expire(at(now_));
+      for (Gateway& gw : gateways_) (void)gw.fc->expire(at(now_));
       schedule(now_ + kSecond, EventType::kExpire, 0);
       break;
     case EventType::kSample:
@@ -150,9 +173,11 @@ void Simulation::arrive(std::size_t c) {
   r.input = sampleLength(tc.inputTokens, rngs_[c]);
   r.output = sampleLength(tc.outputTokens, rngs_[c]);
   r.arrival = now_;
+  r.gateway = static_cast<std::uint32_t>(arrivals_++ % gateways_.size());  // round-robin
   const std::size_t id = requests_.size();
   requests_.push_back(r);
-  if (!fc_) {
+  Gateway& gw = gateways_[r.gateway];
+  if (!gw.fc) {
     route(id);
     return;
   }
@@ -162,19 +187,21 @@ void Simulation::arrive(std::size_t c) {
   fr.sizeBytes = static_cast<std::uint64_t>(r.input) * 4;
   if (tc.ttlSeconds > 0.0) fr.ttl = std::chrono::nanoseconds(fromSeconds(tc.ttlSeconds));
   fr.payload = id;
-  (void)fc_->enqueue(std::move(fr), at(now_));
-  cycle();
+  (void)gw.fc->enqueue(std::move(fr), at(now_));
+  cycle(r.gateway);
 }
 
-void Simulation::cycle() {
-  const DispatchResult r = fc_->dispatchCycle(at(now_));
+// One dispatch cycle of gateway g. (When the controller offers dispatch(now, PoolPressure), the
+// pressure computed here from the gateway's view can be passed in instead.)
+void Simulation::cycle(std::size_t g) {
+  const DispatchResult r = gateways_[g].fc->dispatchCycle(at(now_));
   ++cycles_;
   if (r.kind == DispatchResult::Kind::kNothingQueued) return;
   ++cyclesWithWork_;
   if (r.kind == DispatchResult::Kind::kGated) ++gatedCycles_;
 }
 
-void Simulation::onOutcome(Completion&& c) {
+void Simulation::onOutcome(std::size_t /*gateway*/, Completion&& c) {
   const std::size_t id = *std::any_cast<std::size_t>(&c.payload);
   if (c.outcome.dispatched()) {
     route(id);
@@ -196,13 +223,18 @@ void Simulation::replace(std::size_t id) {
 void Simulation::route(std::size_t id) {
   Request& r = requests_[id];
   r.dispatched = now_;
-  std::vector<Endpoint>& pool = source_->pool();
-  const std::size_t best = picker_.pick(pool, *detector_, at(now_)).value_or(0);
+  Gateway& gw = gateways_[r.gateway];
+  std::vector<Endpoint>& pool = gw.source->pool();
+  const std::size_t best = gw.picker.pick(pool, *detector_, at(now_)).value_or(0);
   r.endpoint = static_cast<int>(best);
   r.state = State::kServerQueue;
   pool[best].inFlightRequests += 1;
   pool[best].inFlightTokens += r.input + r.output;
   servers_[best].queue.push_back(id);
+  if (now_ < end_) {
+    ++dispatchesSinceScrape_;
+    maxServerQueue_ = std::max(maxServerQueue_, servers_[best].queue.size());
+  }
   admit(best);
 }
 }  // namespace detail

@@ -108,6 +108,7 @@ struct Request {
   Nanos firstToken = -1;
   Nanos finished = -1;
   State state = State::kQueued;
+  std::uint32_t gateway = 0;  // the replica the request arrived at
 };
 
 struct Server {
@@ -129,6 +130,20 @@ class SimEndpoints final : public EndpointSource {
   std::vector<Endpoint> pool_;
 };
 
+// One gateway replica: its own FlowController, its own in-flight counts (in its Endpoint view,
+// whose scraped fields every scrape overwrites with the same telemetry) and its own picker.
+struct Gateway {
+  std::shared_ptr<SimEndpoints> source;
+  std::unique_ptr<FlowController> fc;  // null for an arm without flow control
+  EndpointPicker picker;
+};
+
+inline constexpr double kOnsetSeconds = 2.0;  // the onset window: the first 2 s of each burst
+
+// Position of t within an on/off class's period, counted from the start of an on phase (a class
+// that starts off is shifted by one on phase).
+Nanos phasePosition(const ArrivalSpec& a, Nanos t);
+
 class Simulation {
  public:
   Simulation(const Scenario& s, const Arm& arm, const RunOptions& options);
@@ -137,13 +152,15 @@ class Simulation {
  private:
   // engine.cpp
   void schedule(Nanos t, EventType type, std::size_t index);
+  [[nodiscard]] const ArrivalSpec* windowClass() const;  // the first on/off class
   [[nodiscard]] bool burstAt(Nanos t) const;
+  [[nodiscard]] bool onsetAt(Nanos t) const;
   [[nodiscard]] bool hasWindows() const;
   void scheduleNextArrival(std::size_t c, Nanos from);
   void handle(const Event& e);
   void arrive(std::size_t c);
-  void cycle();
-  void onOutcome(Completion&& c);
+  void cycle(std::size_t gateway);
+  void onOutcome(std::size_t gateway, Completion&& c);
   void replace(std::size_t id);
   void route(std::size_t id);
 
@@ -163,10 +180,9 @@ class Simulation {
   Arm arm_;
   RunOptions options_;
   std::vector<Server> servers_;
-  std::shared_ptr<SimEndpoints> source_;
   std::shared_ptr<const SaturationDetector> detector_;
-  EndpointPicker picker_;
-  std::unique_ptr<FlowController> fc_;
+  std::vector<Gateway> gateways_;  // pool.gatewayReplicas of them
+  std::uint64_t arrivals_ = 0;
   std::vector<Random> rngs_;
   std::vector<Request> requests_;
   std::priority_queue<Event, std::vector<Event>, std::greater<>> events_;
@@ -177,8 +193,10 @@ class Simulation {
   std::uint64_t cycles_ = 0;
   std::uint64_t cyclesWithWork_ = 0;
   std::uint64_t gatedCycles_ = 0;
-  double saturationSum_ = 0.0;
-  std::uint64_t saturationSamples_ = 0;
+  std::vector<double> saturations_;  // sampled in [0, end)
+  std::size_t maxServerQueue_ = 0;
+  std::uint64_t dispatchesSinceScrape_ = 0;
+  std::vector<double> dispatchesPerScrape_;
   std::vector<IntervalSample> samples_;
 };
 

@@ -11,24 +11,27 @@ namespace sim {
 namespace detail {
 
 void Simulation::sample() {
-  const double saturation = detector_->saturation(source_->pool(), at(now_));
-  if (now_ < end_) {
-    saturationSum_ += saturation;
-    ++saturationSamples_;
+  // The saturation the gateways see (the mean over the replicas' views).
+  double saturation = 0.0;
+  for (const Gateway& gw : gateways_) {
+    saturation += detector_->saturation(gw.source->pool(), at(now_));
   }
+  saturation /= static_cast<double>(gateways_.size());
+  if (now_ < end_) saturations_.push_back(saturation);
   if (!options_.collectSeries) return;
   IntervalSample s;
   s.time = toSeconds(now_);
   s.saturation = saturation;
   s.ceilings.assign(s_.classes.size(), kNoValue);
   s.queued.assign(s_.classes.size(), 0);
-  if (fc_) {
-    const FlowControllerStats stats = fc_->stats();
+  for (std::size_t g = 0; g < gateways_.size(); ++g) {
+    if (!gateways_[g].fc) continue;
+    const FlowControllerStats stats = gateways_[g].fc->stats();
     for (std::size_t c = 0; c < s_.classes.size(); ++c) {
       for (const BandStats& b : stats.bands) {
         if (b.priority != s_.classes[c].priority) continue;
-        if (b.lastCeiling) s.ceilings[c] = *b.lastCeiling;
-        s.queued[c] = b.queuedRequests;  // classes sharing a priority share a band
+        if (b.lastCeiling && g == 0) s.ceilings[c] = *b.lastCeiling;  // replica 0's
+        s.queued[c] += b.queuedRequests;  // classes sharing a priority share a band
       }
     }
   }
@@ -64,40 +67,64 @@ ArmResult Simulation::collect() {
   out.cycles = cycles_;
   out.cyclesWithWork = cyclesWithWork_;
   out.gatedCycles = gatedCycles_;
-  out.meanSaturation =
-      saturationSamples_ == 0 ? 0.0 : saturationSum_ / static_cast<double>(saturationSamples_);
+  double sum = 0.0;
+  for (const double x : saturations_) sum += x;
+  out.meanSaturation = saturations_.empty() ? 0.0 : sum / static_cast<double>(saturations_.size());
+  out.saturationP99 = percentiles(saturations_).p99;
+  out.maxServerQueue = maxServerQueue_;
+  out.dispatchesPerScrape = percentiles(dispatchesPerScrape_);
+  out.dispatchesPerScrapeMax = dispatchesPerScrape_.empty() ? 0.0 : dispatchesPerScrape_.back();
 
-  // Seconds of [0, end) in each window.
-  std::vector<std::string> names =
-      hasWindows() ? std::vector<std::string>{"burst", "idle"} : std::vector<std::string>{"all"};
-  std::vector<double> windowSeconds(names.size(), 0.0);
-  if (names.size() == 1) {
-    windowSeconds[0] = toSeconds(end_);
-  } else {
+  // The windows (a time may be in several: onset is inside burst, everything is in all) and the
+  // seconds of [0, end) in each.
+  enum Window : std::uint8_t { kBurst, kIdle, kOnset, kAll };
+  const std::vector<Window> windows =
+      hasWindows() ? std::vector<Window>{kBurst, kIdle, kOnset, kAll} : std::vector<Window>{kAll};
+  auto in = [&](Window w, Nanos t) {
+    switch (w) {
+      case kBurst:
+        return burstAt(t);
+      case kIdle:
+        return !burstAt(t);
+      case kOnset:
+        return onsetAt(t);
+      case kAll:
+        break;
+    }
+    return true;
+  };
+  const std::size_t nw = windows.size();
+  std::vector<double> windowSeconds(nw, 0.0);
+  {
     const Nanos ms = fromMs(1.0);
-    Nanos burst = 0;
-    for (Nanos t = 0; t < end_; t += ms) burst += burstAt(t) ? ms : 0;
-    windowSeconds[0] = toSeconds(burst);
-    windowSeconds[1] = toSeconds(end_ - burst);
+    std::vector<Nanos> covered(nw, 0);
+    for (Nanos t = 0; t < end_; t += ms) {
+      for (std::size_t w = 0; w < nw; ++w) covered[w] += in(windows[w], t) ? ms : 0;
+    }
+    for (std::size_t w = 0; w < nw; ++w) {
+      windowSeconds[w] = windows[w] == kAll ? toSeconds(end_) : toSeconds(covered[w]);
+    }
+    if (nw > 1) windowSeconds[kIdle] = toSeconds(end_ - covered[kBurst]);
   }
-  auto windowOf = [&](Nanos t) -> std::size_t { return names.size() == 1 || burstAt(t) ? 0 : 1; };
+  static constexpr const char* kNames[] = {"burst", "idle", "onset", "all"};
 
   for (std::size_t c = 0; c < s_.classes.size(); ++c) {
     ClassResult cr;
     cr.name = s_.classes[c].name;
     cr.priority = s_.classes[c].priority;
-    std::vector<std::vector<double>> queue(names.size()), wait(names.size()), ttft(names.size());
-    std::vector<std::size_t> arrived(names.size(), 0), done(names.size(), 0);
-    std::vector<double> tokens(names.size(), 0.0);
+    std::vector<std::vector<double>> queue(nw), wait(nw), ttft(nw);
+    std::vector<std::size_t> arrived(nw, 0), done(nw, 0);
+    std::vector<double> tokens(nw, 0.0);
     for (const Request& r : requests_) {
       if (r.cls != c) continue;
       if (r.state == State::kDone && r.finished < end_) {
-        ++done[windowOf(r.finished)];
-        tokens[windowOf(r.finished)] += static_cast<double>(r.output);
+        for (std::size_t w = 0; w < nw; ++w) {
+          if (!in(windows[w], r.finished)) continue;
+          ++done[w];
+          tokens[w] += static_cast<double>(r.output);
+        }
       }
       if (r.arrival >= end_) continue;
-      const std::size_t w = windowOf(r.arrival);
-      ++arrived[w];
       ++cr.arrived;
       switch (r.state) {
         case State::kDone:
@@ -113,16 +140,23 @@ ArmResult Simulation::collect() {
           ++cr.unfinished;
           break;
       }
-      if (r.dispatched >= 0)
-        queue[w].push_back(static_cast<double>(r.dispatched - r.arrival) / 1e6);
-      if (r.admitted >= 0) wait[w].push_back(static_cast<double>(r.admitted - r.dispatched) / 1e6);
-      if (r.firstToken >= 0 && r.firstToken <= now_) {
-        ttft[w].push_back(static_cast<double>(r.firstToken - r.arrival) / 1e6);
+      for (std::size_t w = 0; w < nw; ++w) {
+        if (!in(windows[w], r.arrival)) continue;
+        ++arrived[w];
+        if (r.dispatched >= 0) {
+          queue[w].push_back(static_cast<double>(r.dispatched - r.arrival) / 1e6);
+        }
+        if (r.admitted >= 0) {
+          wait[w].push_back(static_cast<double>(r.admitted - r.dispatched) / 1e6);
+        }
+        if (r.firstToken >= 0 && r.firstToken <= now_) {
+          ttft[w].push_back(static_cast<double>(r.firstToken - r.arrival) / 1e6);
+        }
       }
     }
-    for (std::size_t w = 0; w < names.size(); ++w) {
+    for (std::size_t w = 0; w < nw; ++w) {
       WindowStats ws;
-      ws.window = names[w];
+      ws.window = kNames[windows[w]];
       ws.arrived = arrived[w];
       ws.queueMs = percentiles(queue[w]);
       ws.serverWaitMs = percentiles(wait[w]);

@@ -77,21 +77,26 @@ void Simulation::complete(std::size_t id) {
   r.state = State::kDone;
   r.finished = now_;
   if (s_.pool.service == ServiceModel::kTokens) servers_[e].kvTokens -= r.input + r.generated - 1;
-  Endpoint& ep = source_->pool()[e];
+  Endpoint& ep = gateways_[r.gateway].source->pool()[e];
   ep.inFlightRequests -= 1;
   ep.inFlightTokens -= r.input + r.output;
   replace(id);
 }
 
+// Every replica reads the same scraped telemetry (its in-flight counts stay its own).
 void Simulation::scrape() {
-  std::vector<Endpoint>& pool = source_->pool();
-  for (std::size_t i = 0; i < pool.size(); ++i) {
-    const Server& sv = servers_[i];
-    pool[i].updateTime = at(now_);
-    pool[i].waitingQueueSize = static_cast<double>(sv.queue.size());
-    pool[i].runningRequests = static_cast<double>(sv.running.size());
-    pool[i].kvCacheUsage = std::min(
-        1.0, static_cast<double>(sv.kvTokens) / static_cast<double>(s_.pool.kvCapacityTokens));
+  if (now_ <= end_) dispatchesPerScrape_.push_back(static_cast<double>(dispatchesSinceScrape_));
+  dispatchesSinceScrape_ = 0;
+  for (Gateway& gw : gateways_) {
+    std::vector<Endpoint>& pool = gw.source->pool();
+    for (std::size_t i = 0; i < pool.size(); ++i) {
+      const Server& sv = servers_[i];
+      pool[i].updateTime = at(now_);
+      pool[i].waitingQueueSize = static_cast<double>(sv.queue.size());
+      pool[i].runningRequests = static_cast<double>(sv.running.size());
+      pool[i].kvCacheUsage = std::min(
+          1.0, static_cast<double>(sv.kvTokens) / static_cast<double>(s_.pool.kvCapacityTokens));
+    }
   }
 }
 }  // namespace detail

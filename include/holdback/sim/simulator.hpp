@@ -18,9 +18,9 @@
 //   Gateway: telemetry (waiting queue, running, KV fraction) is copied into the Endpoint snapshot
 //   only every scrapeInterval; between scrapes the detector sees stale figures (the thundering
 //   herd). The gateway's own in-flight counts (inFlightRequests / inFlightTokens) are always
-//   current (the concurrency detector reads them). A dispatched request is routed to the least
-//   loaded endpoint (scraped waiting + running, then the gateway's in-flight count, then index)
-//   among those the detector's filter keeps.
+//   current (the concurrency detector reads them). A dispatched request is routed by the
+//   library's EndpointPicker (the gateway's rule: among the endpoints the detector's filter keeps,
+//   fewest in flight, then smallest scraped waiting queue, ties round-robin).
 //
 //   Flow control, as the reference's processor (upstream-reference.md §3): every arrival is
 //   enqueued and followed by one dispatchCycle; a 1 ms ticker runs one dispatchCycle; expire()
@@ -34,8 +34,12 @@
 //
 //   Measurement: requests arriving in [0, duration) are measured; arrivals stop at `duration`
 //   and the run continues up to `drain` more seconds so that queued requests can finish. Windows:
-//   "burst" and "idle" are the on and off phases of the first on/off class ("all" otherwise).
-//   Throughput counts completions inside [0, duration) per window.
+//   "burst" and "idle" are the on and off phases of the first on/off class, "onset" the first 2 s
+//   of each burst, "all" the whole of [0, duration). Throughput counts completions inside
+//   [0, duration) per window.
+//
+//   Gateway replicas (pool.gatewayReplicas = R): R gateways, each with its own FlowController,
+//   in-flight counts and picker; arrivals go round-robin over them; all read the same scrape.
 //
 // Thread safety: thread-compatible (a run uses only its own state).
 #pragma once
@@ -66,7 +70,9 @@ struct Percentiles {
 };
 
 struct WindowStats {
-  std::string window;  // "burst", "idle" or "all"
+  // "burst", "idle", "onset" (the first 2 s of each burst) and "all" with an on/off class (the
+  // first one defines the windows), else "all" only.
+  std::string window;
   std::size_t arrived = 0;
   Percentiles queueMs;       // gateway queueing delay (arrival -> dispatch)
   Percentiles serverWaitMs;  // server-side queue (dispatch -> slot)
@@ -115,9 +121,20 @@ struct ArmResult {
   DetectorKind detector = DetectorKind::kUtilization;
   std::vector<ClassResult> classes;
   std::uint64_t cycles = 0;
-  std::uint64_t cyclesWithWork = 0;     // cycles that found queued work
-  std::uint64_t gatedCycles = 0;        // ... and stopped at a gated band (head-of-line blocked)
-  double meanSaturation = 0.0;          // over the sampled intervals
+  std::uint64_t cyclesWithWork = 0;  // cycles that found queued work
+  std::uint64_t gatedCycles = 0;     // ... and stopped at a gated band (head-of-line blocked)
+  double meanSaturation = 0.0;       // over the sampled intervals in [0, duration)
+  // Signal health: the p99 of the sampled saturation, the largest server-side queue any endpoint
+  // reached, and the requests dispatched between two scrapes (the thundering herd as a number).
+  double saturationP99 = kNoValue;
+  std::size_t maxServerQueue = 0;
+  Percentiles dispatchesPerScrape;
+  double dispatchesPerScrapeMax = 0.0;
+  // In-flight eviction (not implemented yet: always 0): requests evicted from a server, the
+  // output tokens they had generated (wasted) and the prefill tokens paid again on retry.
+  std::uint64_t inFlightEvictions = 0;
+  std::uint64_t wastedTokens = 0;
+  std::uint64_t repaidPrefillTokens = 0;
   std::vector<RequestRecord> requests;  // when RunOptions::collectSeries
   std::vector<IntervalSample> samples;  // when RunOptions::collectSeries
 };
@@ -125,6 +142,10 @@ struct ArmResult {
 struct RunOptions {
   bool collectSeries = false;
   double sampleIntervalMs = 100.0;
+  // >= 0: only this class sends traffic (the others send nothing; every class keeps its own
+  // random stream, so the class's arrivals are the same as in the full run): the unloaded
+  // baseline.
+  int onlyClass = -1;
 };
 
 // Runs one arm. Arms run with the same seed see the same open-loop traffic.
