@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "common.hpp"
+#include "holdback/sim/evaluate.hpp"
 #include "holdback/sim/report.hpp"
 #include "holdback/sim/simulator.hpp"
 
@@ -15,32 +16,42 @@ namespace holdback::cli {
 namespace {
 
 constexpr std::string_view kHelp =
-    R"(Usage: holdback simulate [--scenario FILE] [--seed N] [--duration SECONDS] [--arms A,B,...]
-                         [--detector utilization|concurrency|both] [--csv DIR] [--plot DIR]
+    R"(Usage: holdback simulate [--scenario NAME|FILE] [--seed N | --seeds LIST] [--duration SECONDS]
+                         [--arms A,B,...] [--detector utilization|concurrency|both]
+                         [--replicas R] [--jobs N] [--format table|json] [--csv DIR]
+                         [--plot DIR]
 
 Simulates a gateway in front of a pool of LLM servers (continuous batching, server-side FCFS
-queues, telemetry scraped every 50 ms) under prioritized traffic, once per arm on the same seed,
-and prints per class and arm the gateway queueing delay and time to first token (p50/p95/p99, in
-burst and idle windows), throughput, rejected/evicted counts and the share of head-of-line
-blocked dispatch cycles. Without --scenario it runs the built-in scenario: interactive (p100)
-bursts of 24 req/s for 30 s then 1 req/s for 30 s, standard (p50) at 3 req/s, and a batch (p-1)
-backlog that saturates the pool alone. See docs/simulation.md.
+queues, telemetry scraped every 50 ms) under prioritized traffic, once per arm, seed and
+detector on the same traffic, and prints per class and arm the gateway queueing delay and time to
+first token (p50/p95/p99, in burst, onset, idle and all windows) with its ratio to the same
+arrivals alone on the empty pool (the unloaded baseline), goodput (completions/s and output
+tokens/s, and as a % of static-1.0 on the same seed), rejected/evicted counts and the signal
+health (saturation, server queues, dispatches per scrape interval). See docs/simulation.md.
 
 Options:
-  --scenario FILE   a scenario document, JSON or YAML (keys in docs/simulation.md)
-  --seed N          random seed (default: the scenario's, 1); same seed, same table
-  --duration S      measured seconds (default: the scenario's, 60)
+  --scenario S      a built-in scenario (default, burst-after-idle, short-bursts) or a scenario
+                    document, JSON or YAML (keys in docs/simulation.md); default: default
+  --seed N          one random seed (default: the scenario's, 1); same seed, same table
+  --seeds LIST      several seeds, "1,2,7" or "1-5" (at most 1000): every arm runs on every seed;
+                    the report gives the mean over seeds and its min-max
+  --duration S      measured seconds (default: the scenario's)
   --arms LIST       comma-separated arms (default: all): none, static-1.0, stepwise, linear,
                     sigmoid, static-map, soft-reflective, stepwise-active (stepwise over the
                     priorities active within the last second only)
   --detector D      the saturation detector of the gateway: utilization (scraped queue and KV
                     telemetry), concurrency (the gateway's own in-flight counts) or both, one
-                    table each (default: both for the built-in scenario, else the scenario's)
+                    table each (default: both for a built-in scenario, else the scenario's)
+  --replicas R      gateway replicas (pool.gatewayReplicas, 1-64): each has its own controller
+                    and in-flight counts, all read the same scraped telemetry
+  --jobs N          threads (default: the machine's cores); the results do not depend on it
+  --format F        table (default) or json (one JSON document on stdout; schema in
+                    docs/simulation.md)
   --csv DIR         write summary.csv, requests.csv (one row per request), intervals.csv
-                    (saturation, ceilings and queue depths every 100 ms) and ttft-cdf.csv into
-                    DIR
-  --plot DIR        as --csv, plus simulation.gp, rendered with gnuplot when it is installed
-                    (Debian package gnuplot-nox; scripts/run.sh installs it for --plot)
+                    (saturation, ceilings and queue depths every 100 ms), ttft-cdf.csv (all of
+                    the first seed) and pareto.csv (over all seeds) into DIR
+  --plot DIR        as --csv, plus simulation.gp and pareto.gp, rendered with gnuplot when it is
+                    installed (Debian package gnuplot-nox; scripts/run.sh installs it for --plot)
   --help            this text
 
 Progress goes to stderr. Exit codes: 0 success, 1 invalid scenario file, 2 usage error (or
@@ -58,9 +69,10 @@ bool writeFile(const std::filesystem::path& path, const std::string& text) {
 int runSimulate(int argc, char** argv) {
   constexpr std::string_view kCommand = "simulate";
   Args args;
-  if (auto error =
-          parseArgs(argc, argv, 2,
-                    {"scenario", "seed", "duration", "arms", "detector", "csv", "plot"}, args)) {
+  if (auto error = parseArgs(argc, argv, 2,
+                             {"scenario", "seed", "seeds", "duration", "arms", "detector",
+                              "replicas", "jobs", "format", "csv", "plot"},
+                             args)) {
     return usageError(kCommand, *error);
   }
   if (args.help) {
@@ -74,16 +86,26 @@ int runSimulate(int argc, char** argv) {
   sim::Scenario scenario = sim::defaultScenario();
   std::vector<sim::DetectorKind> detectors{sim::DetectorKind::kUtilization,
                                            sim::DetectorKind::kConcurrency};
-  if (auto file = args.get("scenario")) {
+  if (auto name = args.get("scenario"); name && !sim::findScenario(*name, scenario)) {
+    const std::string& file = *name;
+    if (!std::filesystem::exists(file)) {
+      std::string known;
+      for (const sim::CatalogEntry& e : sim::scenarioCatalog()) {
+        known += (known.empty() ? "" : ", ") + std::string(e.name);
+      }
+      return usageError(kCommand, "--scenario \"" + file + "\" is neither a built-in scenario (" +
+                                      known + ") nor a file");
+    }
     Diagnostics diagnostics;
     int exitCode = kExitOk;
-    auto json = loadConfigFile(kCommand, *file, diagnostics, exitCode);
+    auto json = loadConfigFile(kCommand, file, diagnostics, exitCode);
     if (!json) return exitCode;
     auto parsed = sim::parseScenario(*json);
     diagnostics.append(parsed.diagnostics());
-    printDiagnostics(*file, diagnostics);
+    printDiagnostics(file, diagnostics);
     if (!parsed.ok() || diagnostics.hasErrors()) return kExitInvalid;
     scenario = std::move(parsed).value();
+    scenario.name = file;
     detectors = {scenario.detector};
   }
   if (auto detector = args.get("detector")) {
@@ -97,6 +119,10 @@ int runSimulate(int argc, char** argv) {
       return usageError(kCommand, "--detector must be utilization, concurrency or both");
     }
   }
+  std::vector<std::uint64_t> seeds;
+  if (args.get("seed") && args.get("seeds")) {
+    return usageError(kCommand, "give --seed or --seeds, not both");
+  }
   if (auto seed = args.get("seed")) {
     const auto v = parseDouble(*seed);
     if (!v || !(*v >= 0.0 && *v < 9e18) ||
@@ -105,12 +131,40 @@ int runSimulate(int argc, char** argv) {
     }
     scenario.seed = static_cast<std::uint64_t>(*v);
   }
+  if (auto list = args.get("seeds")) {
+    std::string error;
+    auto parsed = sim::parseSeeds(*list, error);
+    if (!parsed) return usageError(kCommand, error);
+    seeds = std::move(*parsed);
+    scenario.seed = seeds.front();
+  } else {
+    seeds = {scenario.seed};
+  }
   if (auto duration = args.get("duration")) {
     const auto v = parseDouble(*duration);
     if (!v || !(*v > 0.0 && *v <= 1e6)) {
       return usageError(kCommand, "--duration needs a number of seconds in (0, 1e6]");
     }
     scenario.durationSeconds = *v;
+  }
+  if (auto replicas = args.get("replicas")) {
+    const auto v = parseDouble(*replicas);
+    if (!v || !(*v >= 1.0 && *v <= 64.0) || *v != static_cast<double>(static_cast<int>(*v))) {
+      return usageError(kCommand, "--replicas needs an integer in [1, 64]");
+    }
+    scenario.pool.gatewayReplicas = static_cast<int>(*v);
+  }
+  unsigned jobs = 0;
+  if (auto j = args.get("jobs")) {
+    const auto v = parseDouble(*j);
+    if (!v || !(*v >= 1.0 && *v <= 256.0) || *v != static_cast<double>(static_cast<int>(*v))) {
+      return usageError(kCommand, "--jobs needs an integer in [1, 256]");
+    }
+    jobs = static_cast<unsigned>(*v);
+  }
+  const std::string format = args.get("format").value_or("table");
+  if (format != "table" && format != "json") {
+    return usageError(kCommand, "--format must be table or json");
   }
   std::vector<sim::Arm> arms = sim::allArms();
   if (auto list = args.get("arms")) {
@@ -120,9 +174,7 @@ int runSimulate(int argc, char** argv) {
     while (std::getline(in, name, ',')) {
       sim::Arm arm;
       if (!sim::findArm(name, arm)) {
-        return usageError(kCommand, "unknown arm \"" + name +
-                                        "\"; known: none, static-1.0, stepwise, linear, "
-                                        "sigmoid, static-map, soft-reflective, stepwise-active");
+        return usageError(kCommand, "unknown arm \"" + name + "\"; known: " + sim::armNames());
       }
       arms.push_back(arm);
     }
@@ -132,31 +184,42 @@ int runSimulate(int argc, char** argv) {
   auto csvDir = args.get("csv");
   if (plotDir && !csvDir) csvDir = plotDir;
 
-  const sim::RunOptions options{.collectSeries = csvDir.has_value()};
-  // One table per detector; in the CSV files and pictures the arms are named <detector>-<arm>
-  // when more than one detector runs.
-  std::vector<sim::ArmResult> results;
   const auto start = std::chrono::steady_clock::now();
-  const std::size_t runs = detectors.size() * arms.size();
-  for (std::size_t d = 0; d < detectors.size(); ++d) {
-    scenario.detector = detectors[d];
-    std::vector<sim::ArmResult> table;
-    for (std::size_t i = 0; i < arms.size(); ++i) {
-      table.push_back(sim::runArm(scenario, arms[i], options));
-      const double elapsed =
-          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-      std::cerr << "simulate: run " << d * arms.size() + i + 1 << "/" << runs << " ("
-                << sim::toString(detectors[d]) << ", " << arms[i].name << ") done, "
-                << static_cast<int>(elapsed * 10) / 10.0 << " s elapsed\n";
+  const sim::Evaluation evaluation = sim::evaluate(scenario, {.seeds = seeds,
+                                                              .detectors = detectors,
+                                                              .arms = arms,
+                                                              .threads = jobs,
+                                                              .collectSeries = csvDir.has_value()});
+  const double elapsed =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  std::cerr << "simulate: " << evaluation.runs << " runs (" << arms.size() << " arms x "
+            << detectors.size() << " detectors x " << seeds.size()
+            << " seeds, plus unloaded baselines and the static-1.0 reference) in "
+            << static_cast<int>(elapsed * 10) / 10.0 << " s\n";
+
+  if (format == "json") {
+    std::cout << sim::formatJson(evaluation);
+  } else {
+    for (std::size_t d = 0; d < evaluation.reports.size(); ++d) {
+      if (seeds.size() == 1) {
+        scenario.detector = detectors[d];
+        std::cout << (d == 0 ? "" : "\n\n")
+                  << sim::formatTable(scenario, evaluation.reports[d].firstSeed);
+      }
     }
-    std::cout << (d == 0 ? "" : "\n\n") << sim::formatTable(scenario, table);
-    for (sim::ArmResult& r : table) {
+    std::cout << sim::formatSummary(evaluation);
+  }
+
+  // In the CSV files and pictures the arms are named <detector>-<arm> when more than one
+  // detector runs.
+  std::vector<sim::ArmResult> results;
+  for (const sim::DetectorReport& report : evaluation.reports) {
+    for (sim::ArmResult r : report.firstSeed) {
       if (detectors.size() > 1)
-        r.arm.name = std::string(sim::toString(detectors[d])) + "-" + r.arm.name;
+        r.arm.name = std::string(sim::toString(report.detector)) + "-" + r.arm.name;
       results.push_back(std::move(r));
     }
   }
-
   if (csvDir) {
     const std::filesystem::path dir(*csvDir);
     std::error_code ec;
@@ -164,24 +227,27 @@ int runSimulate(int argc, char** argv) {
     if (ec || !writeFile(dir / "summary.csv", sim::summaryCsv(results)) ||
         !writeFile(dir / "requests.csv", sim::requestsCsv(scenario, results)) ||
         !writeFile(dir / "intervals.csv", sim::intervalsCsv(scenario, results)) ||
-        !writeFile(dir / "ttft-cdf.csv", sim::ttftCdfCsv(scenario, results))) {
+        !writeFile(dir / "ttft-cdf.csv", sim::ttftCdfCsv(scenario, results)) ||
+        !writeFile(dir / "pareto.csv", sim::paretoCsv(evaluation))) {
       return usageError(kCommand, "cannot write CSV files into " + *csvDir);
     }
-    std::cerr << "simulate: wrote summary.csv, requests.csv, intervals.csv and ttft-cdf.csv into "
+    std::cerr << "simulate: wrote summary.csv, requests.csv, intervals.csv, ttft-cdf.csv and "
+                 "pareto.csv into "
               << *csvDir << "\n";
   }
   if (plotDir) {
     const std::filesystem::path dir(*plotDir);
-    if (!writeFile(dir / "simulation.gp", sim::gnuplotScript(scenario, results))) {
-      return usageError(kCommand, "cannot write " + (dir / "simulation.gp").string());
+    if (!writeFile(dir / "simulation.gp", sim::gnuplotScript(scenario, results)) ||
+        !writeFile(dir / "pareto.gp", sim::paretoGnuplot(evaluation))) {
+      return usageError(kCommand, "cannot write the gnuplot scripts into " + dir.string());
     }
     if (std::system("command -v gnuplot >/dev/null 2>&1") != 0) {
       std::cerr << "simulate: gnuplot is not installed (apt-get install gnuplot-nox); run "
-                   "'gnuplot simulation.gp' in "
+                   "'gnuplot simulation.gp pareto.gp' in "
                 << *plotDir << " to render the pictures\n";
       return kExitOk;
     }
-    const std::string command = "cd '" + dir.string() + "' && gnuplot simulation.gp";
+    const std::string command = "cd '" + dir.string() + "' && gnuplot simulation.gp pareto.gp";
     if (std::system(command.c_str()) != 0) {
       std::cerr << "simulate: gnuplot failed (" << command << ")\n";
       return kExitUsage;

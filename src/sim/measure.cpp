@@ -113,7 +113,8 @@ ArmResult Simulation::collect() {
     cr.name = s_.classes[c].name;
     cr.priority = s_.classes[c].priority;
     std::vector<std::vector<double>> queue(nw), wait(nw), ttft(nw);
-    std::vector<std::size_t> arrived(nw, 0), done(nw, 0);
+    std::vector<std::size_t> arrived(nw, 0), done(nw, 0), rejected(nw, 0), evicted(nw, 0),
+        unfinished(nw, 0);
     std::vector<double> tokens(nw, 0.0);
     for (const Request& r : requests_) {
       if (r.cls != c) continue;
@@ -143,6 +144,12 @@ ArmResult Simulation::collect() {
       for (std::size_t w = 0; w < nw; ++w) {
         if (!in(windows[w], r.arrival)) continue;
         ++arrived[w];
+        rejected[w] += r.state == State::kRejected ? 1 : 0;
+        evicted[w] += r.state == State::kEvicted ? 1 : 0;
+        unfinished[w] +=
+            r.state != State::kDone && r.state != State::kRejected && r.state != State::kEvicted
+                ? 1
+                : 0;
         if (r.dispatched >= 0) {
           queue[w].push_back(static_cast<double>(r.dispatched - r.arrival) / 1e6);
         }
@@ -158,6 +165,9 @@ ArmResult Simulation::collect() {
       WindowStats ws;
       ws.window = kNames[windows[w]];
       ws.arrived = arrived[w];
+      ws.rejected = rejected[w];
+      ws.evicted = evicted[w];
+      ws.unfinished = unfinished[w];
       ws.queueMs = percentiles(queue[w]);
       ws.serverWaitMs = percentiles(wait[w]);
       ws.ttftMs = percentiles(ttft[w]);

@@ -74,11 +74,15 @@ struct WindowStats {
   // first one defines the windows), else "all" only.
   std::string window;
   std::size_t arrived = 0;
-  Percentiles queueMs;       // gateway queueing delay (arrival -> dispatch)
-  Percentiles serverWaitMs;  // server-side queue (dispatch -> slot)
-  Percentiles ttftMs;        // arrival -> first token
-  double completedPerSecond = 0.0;
-  double outputTokensPerSecond = 0.0;
+  Percentiles queueMs;                 // gateway queueing delay (arrival -> dispatch)
+  Percentiles serverWaitMs;            // server-side queue (dispatch -> slot)
+  Percentiles ttftMs;                  // arrival -> first token
+  double completedPerSecond = 0.0;     // completions inside the window, per second of it
+  double outputTokensPerSecond = 0.0;  // their output tokens, per second of the window
+  // Outcomes of the requests that arrived in the window.
+  std::size_t rejected = 0;
+  std::size_t evicted = 0;
+  std::size_t unfinished = 0;
 };
 
 struct ClassResult {
