@@ -194,6 +194,7 @@ class Simulation {
   std::uint64_t cyclesWithWork_ = 0;
   std::uint64_t gatedCycles_ = 0;
   std::vector<double> saturations_;  // sampled in [0, end)
+  std::vector<double> poolLoads_;    // sampled in [0, end)
   std::size_t maxServerQueue_ = 0;
   std::uint64_t dispatchesSinceScrape_ = 0;
   std::vector<double> dispatchesPerScrape_;

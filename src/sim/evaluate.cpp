@@ -232,6 +232,8 @@ Evaluation evaluate(const Scenario& scenario, const EvaluationOptions& options) 
       });
       sum.saturationMean = over(ns, [&](std::size_t s) { return r(s).meanSaturation; });
       sum.saturationP99 = over(ns, [&](std::size_t s) { return r(s).saturationP99; });
+      sum.poolLoadMean = over(ns, [&](std::size_t s) { return r(s).poolLoadMean; });
+      sum.poolLoadP99 = over(ns, [&](std::size_t s) { return r(s).poolLoadP99; });
       sum.maxServerQueue = over(ns, [&](std::size_t s) { return double(r(s).maxServerQueue); });
       sum.dispatchesPerScrapeP50 =
           over(ns, [&](std::size_t s) { return r(s).dispatchesPerScrape.p50; });
@@ -341,6 +343,8 @@ std::string formatJson(const Evaluation& e) {
       Sink sink{sj, spread};
       sink.put("saturationMean", a.saturationMean);
       sink.put("saturationP99", a.saturationP99);
+      sink.put("poolLoadMean", a.poolLoadMean);
+      sink.put("poolLoadP99", a.poolLoadP99);
       sink.put("maxServerQueue", a.maxServerQueue);
       sink.put("dispatchesPerScrape", "p50", a.dispatchesPerScrapeP50);
       sink.put("dispatchesPerScrape", "p99", a.dispatchesPerScrapeP99);
@@ -448,13 +452,17 @@ std::string formatSummary(const Evaluation& e) {
       out << padLeft(cell(find(b, "all")->outputTokensPerSec, 0, spread), wide)
           << padLeft(cell(find(b, "all")->outputTokensPctOfStatic, 0, spread), wide) << "\n";
     }
-    out << "signal health (dispatches: requests dispatched per scrape interval)\n"
+    out << "signal health (sat.: the saturation the gateways see; load: the pool's true "
+           "(running + server-queued) / slots; disp.: requests dispatched per scrape interval)\n"
         << padRight("arm", 16) << padLeft("sat. mean", wide) << padLeft("sat. p99", wide)
-        << padLeft("max srv queue", wide) << padLeft("disp. p50", wide)
-        << padLeft("disp. p99", wide) << padLeft("disp. max", wide) << "\n";
+        << padLeft("load mean", wide) << padLeft("load p99", wide) << padLeft("max srv queue", wide)
+        << padLeft("disp. p50", wide) << padLeft("disp. p99", wide) << padLeft("disp. max", wide)
+        << "\n";
     for (const ArmSummary& a : report.arms) {
       out << padRight(a.name, 16) << padLeft(cell(a.saturationMean, 2, spread), wide)
           << padLeft(cell(a.saturationP99, 2, spread), wide)
+          << padLeft(cell(a.poolLoadMean, 2, spread), wide)
+          << padLeft(cell(a.poolLoadP99, 2, spread), wide)
           << padLeft(cell(a.maxServerQueue, 0, spread), wide)
           << padLeft(cell(a.dispatchesPerScrapeP50, 0, spread), wide)
           << padLeft(cell(a.dispatchesPerScrapeP99, 0, spread), wide)

@@ -17,7 +17,14 @@ void Simulation::sample() {
     saturation += detector_->saturation(gw.source->pool(), at(now_));
   }
   saturation /= static_cast<double>(gateways_.size());
-  if (now_ < end_) saturations_.push_back(saturation);
+  if (now_ < end_) {
+    saturations_.push_back(saturation);
+    std::size_t busy = 0;
+    for (const Server& sv : servers_) busy += sv.queue.size() + sv.running.size();
+    poolLoads_.push_back(
+        static_cast<double>(busy) /
+        static_cast<double>(servers_.size() * static_cast<std::size_t>(s_.pool.slots)));
+  }
   if (!options_.collectSeries) return;
   IntervalSample s;
   s.time = toSeconds(now_);
@@ -71,6 +78,10 @@ ArmResult Simulation::collect() {
   for (const double x : saturations_) sum += x;
   out.meanSaturation = saturations_.empty() ? 0.0 : sum / static_cast<double>(saturations_.size());
   out.saturationP99 = percentiles(saturations_).p99;
+  double load = 0.0;
+  for (const double x : poolLoads_) load += x;
+  out.poolLoadMean = poolLoads_.empty() ? 0.0 : load / static_cast<double>(poolLoads_.size());
+  out.poolLoadP99 = percentiles(poolLoads_).p99;
   out.maxServerQueue = maxServerQueue_;
   out.dispatchesPerScrape = percentiles(dispatchesPerScrape_);
   out.dispatchesPerScrapeMax = dispatchesPerScrape_.empty() ? 0.0 : dispatchesPerScrape_.back();

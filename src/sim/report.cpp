@@ -13,7 +13,7 @@ inline namespace HOLDBACK_ABI_NAMESPACE {
 namespace sim {
 namespace {
 
-std::string fmt(double v, int decimals = 0) {
+std::string fixed(double v, int decimals = 0) {
   if (std::isnan(v)) return "-";
   char buf[64];
   std::snprintf(buf, sizeof buf, "%.*f", decimals, v);
@@ -26,7 +26,7 @@ std::string pad(std::string s, std::size_t width, bool right = true) {
 }
 
 std::string triple(const Percentiles& p) {
-  return fmt(p.p50) + " / " + fmt(p.p95) + " / " + fmt(p.p99);
+  return fixed(p.p50) + " / " + fixed(p.p95) + " / " + fixed(p.p99);
 }
 
 const WindowStats* findWindow(const ClassResult& c, std::string_view w) {
@@ -42,15 +42,15 @@ std::string formatTable(const Scenario& scenario, const std::vector<ArmResult>& 
   std::ostringstream out;
   out << "scenario: " << scenario.pool.endpoints << " endpoints x " << scenario.pool.slots
       << " slots, " << toString(scenario.detector) << " detector, scrape "
-      << fmt(scenario.pool.scrapeIntervalMs) << " ms, " << fmt(scenario.durationSeconds)
+      << fixed(scenario.pool.scrapeIntervalMs) << " ms, " << fixed(scenario.durationSeconds)
       << " s, seed " << scenario.seed << "\n";
   out << "times in ms (p50 / p95 / p99); done/s and tok/s are completions inside the window\n";
   for (const ArmResult& a : arms) {
     const double hol = a.cyclesWithWork == 0 ? 0.0
                                              : 100.0 * static_cast<double>(a.gatedCycles) /
                                                    static_cast<double>(a.cyclesWithWork);
-    out << "\n== arm " << a.arm.name << ": head-of-line blocked " << fmt(hol, 1)
-        << " % of cycles with queued work, mean saturation " << fmt(a.meanSaturation, 2) << "\n";
+    out << "\n== arm " << a.arm.name << ": head-of-line blocked " << fixed(hol, 1)
+        << " % of cycles with queued work, mean saturation " << fixed(a.meanSaturation, 2) << "\n";
     out << pad("class", 12, false) << pad("prio", 5) << "  " << pad("window", 6, false)
         << pad("n", 6) << pad("gateway queue", 22) << pad("TTFT", 24) << pad("done/s", 8)
         << pad("tok/s", 8) << pad("rej", 5) << pad("evict", 6) << pad("unfin", 6) << "\n";
@@ -60,8 +60,8 @@ std::string formatTable(const Scenario& scenario, const std::vector<ArmResult>& 
         out << pad(first ? c.name : "", 12, false)
             << pad(first ? std::to_string(c.priority) : "", 5) << "  " << pad(w.window, 6, false)
             << pad(std::to_string(w.arrived), 6) << pad(triple(w.queueMs), 22)
-            << pad(triple(w.ttftMs), 24) << pad(fmt(w.completedPerSecond, 1), 8)
-            << pad(fmt(w.outputTokensPerSecond), 8)
+            << pad(triple(w.ttftMs), 24) << pad(fixed(w.completedPerSecond, 1), 8)
+            << pad(fixed(w.outputTokensPerSecond), 8)
             << pad(first ? std::to_string(c.rejected) : "", 5)
             << pad(first ? std::to_string(c.evicted) : "", 6)
             << pad(first ? std::to_string(c.unfinished) : "", 6) << "\n";
@@ -88,10 +88,10 @@ std::string formatTable(const Scenario& scenario, const std::vector<ArmResult>& 
       const ClassResult& t = a.classes[top];
       const ClassResult& b = a.classes[bottom];
       out << pad(a.arm.name, 16, false)
-          << pad(fmt(findWindow(t, windows ? "burst" : "all")->ttftMs.p99), 16);
-      if (windows) out << pad(fmt(findWindow(t, "idle")->ttftMs.p99), 15);
-      out << pad(fmt(findWindow(b, windows ? "burst" : "all")->completedPerSecond, 1), 12);
-      if (windows) out << pad(fmt(findWindow(b, "idle")->completedPerSecond, 1), 11);
+          << pad(fixed(findWindow(t, windows ? "burst" : "all")->ttftMs.p99), 16);
+      if (windows) out << pad(fixed(findWindow(t, "idle")->ttftMs.p99), 15);
+      out << pad(fixed(findWindow(b, windows ? "burst" : "all")->completedPerSecond, 1), 12);
+      if (windows) out << pad(fixed(findWindow(b, "idle")->completedPerSecond, 1), 11);
       out << "\n";
     }
   }

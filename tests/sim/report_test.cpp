@@ -102,13 +102,15 @@ TEST(SimEvaluationTest, JsonFollowsTheDocumentedSchema) {
     ASSERT_EQ(report["arms"].size(), 3u);
     for (const Json& arm : report["arms"]) {
       EXPECT_TRUE(arm["name"].is_string());
+      EXPECT_EQ(arm.size(), 7u) << arm.dump().substr(0, 200);
       for (const char* key : {"evictions", "wastedTokens", "repaidPrefillTokens"}) {
         EXPECT_EQ(arm[key], 0) << key;  // reserved until in-flight eviction exists
         expectRange(arm["spread"][key], key);
       }
       const Json& signal = arm["signal"];
-      for (const char* key :
-           {"saturationMean", "saturationP99", "maxServerQueue", "holBlockedShare"}) {
+      EXPECT_EQ(signal.size(), 8u);
+      for (const char* key : {"saturationMean", "saturationP99", "poolLoadMean", "poolLoadP99",
+                              "maxServerQueue", "holBlockedShare"}) {
         expectNumberOrNull(signal[key], key);
         expectRange(signal["spread"][key], key);
       }
@@ -118,6 +120,7 @@ TEST(SimEvaluationTest, JsonFollowsTheDocumentedSchema) {
       for (const Json& c : arm["classes"]) {
         EXPECT_TRUE(c["name"].is_string());
         EXPECT_TRUE(c["priority"].is_number_integer());
+        EXPECT_EQ(c.size(), 7u);
         for (const char* key : {"rejected", "evicted", "unfinished"}) {
           expectNumberOrNull(c[key], key);
           expectRange(c["spread"][key], key);
@@ -125,6 +128,7 @@ TEST(SimEvaluationTest, JsonFollowsTheDocumentedSchema) {
         std::vector<std::string> names;
         for (const auto& [name, w] : c["windows"].items()) {
           names.push_back(name);
+          EXPECT_EQ(w.size(), 9u) << name;
           expectPercentiles(w["ttftMs"], w["spread"]["ttftMs"], {"p50", "p95", "p99"}, "ttftMs");
           expectPercentiles(w["queueMs"], w["spread"]["queueMs"], {"p50", "p95", "p99"}, "queueMs");
           for (const char* key : {"n", "ttftP99OverUnloaded", "donePerSec", "outputTokensPerSec",

@@ -66,7 +66,7 @@ struct ArmSummary {
   std::string name;
   std::vector<ClassSummary> classes;
   Spread holBlockedShare;
-  Spread saturationMean, saturationP99, maxServerQueue;
+  Spread saturationMean, saturationP99, poolLoadMean, poolLoadP99, maxServerQueue;
   Spread dispatchesPerScrapeP50, dispatchesPerScrapeP99, dispatchesPerScrapeMax;
   Spread evictions, wastedTokens, repaidPrefillTokens;
 };

@@ -131,6 +131,11 @@ struct ArmResult {
   // Signal health: the p99 of the sampled saturation, the largest server-side queue any endpoint
   // reached, and the requests dispatched between two scrapes (the thundering herd as a number).
   double saturationP99 = kNoValue;
+  // The true occupancy of the pool, (running + server-queued) / (endpoints x slots), sampled as
+  // the saturation is: what one gateway with fresh counts would see. Differs from the saturation
+  // with a stale signal or with several replicas.
+  double poolLoadMean = 0.0;
+  double poolLoadP99 = kNoValue;
   std::size_t maxServerQueue = 0;
   Percentiles dispatchesPerScrape;
   double dispatchesPerScrapeMax = 0.0;
