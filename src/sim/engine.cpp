@@ -28,6 +28,7 @@ Simulation::Simulation(const Scenario& s, const Arm& arm, const RunOptions& opti
     Gateway& gw = gateways_[g];
     gw.source = std::make_shared<SimEndpoints>(endpoints);
     gw.picker = EndpointPicker(endpoints);
+    gw.inFlight = std::make_unique<InFlightTracker>();
     for (auto& e : gw.source->pool()) e.updateTime = at(0);
     if (!arm.flowControl) continue;
     FlowControllerOptions o;
@@ -176,6 +177,7 @@ void Simulation::arrive(std::size_t c) {
   r.gateway = static_cast<std::uint32_t>(arrivals_++ % gateways_.size());  // round-robin
   const std::size_t id = requests_.size();
   requests_.push_back(r);
+  inFlight_.emplace_back();
   Gateway& gw = gateways_[r.gateway];
   if (!gw.fc) {
     route(id);
@@ -228,8 +230,10 @@ void Simulation::route(std::size_t id) {
   const std::size_t best = gw.picker.pick(pool, *detector_, at(now_)).value_or(0);
   r.endpoint = static_cast<int>(best);
   r.state = State::kServerQueue;
-  pool[best].inFlightRequests += 1;
-  pool[best].inFlightTokens += r.input + r.output;
+  // The library's in-flight mechanism: a handle per request, its counts copied into the
+  // replica's Endpoint view for the picker and the detector.
+  inFlight_[id] = gw.inFlight->dispatch(pool[best].name, r.input + r.output);
+  gw.inFlight->fill(pool);
   servers_[best].queue.push_back(id);
   if (now_ < end_) {
     ++dispatchesSinceScrape_;

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "holdback/detector/endpoint_picker.hpp"
+#include "holdback/detector/in_flight_tracker.hpp"
 #include "holdback/detector/saturation_detector.hpp"
 #include "holdback/flow/flow_controller.hpp"
 #include "holdback/sim/simulator.hpp"
@@ -136,6 +137,7 @@ struct Gateway {
   std::shared_ptr<SimEndpoints> source;
   std::unique_ptr<FlowController> fc;  // null for an arm without flow control
   EndpointPicker picker;
+  std::unique_ptr<InFlightTracker> inFlight;  // the replica's own in-flight counts
 };
 
 inline constexpr double kOnsetSeconds = 2.0;  // the onset window: the first 2 s of each burst
@@ -185,6 +187,7 @@ class Simulation {
   std::uint64_t arrivals_ = 0;
   std::vector<Random> rngs_;
   std::vector<Request> requests_;
+  std::vector<InFlightHandle> inFlight_;  // per request, released when it completes
   std::priority_queue<Event, std::vector<Event>, std::greater<>> events_;
   std::uint64_t seq_ = 0;
   Nanos now_ = 0;

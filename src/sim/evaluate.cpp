@@ -426,7 +426,7 @@ std::string formatSummary(const Evaluation& e) {
     out << t0.name << " TTFT p99 (ms) and its ratio to the unloaded p99; "
         << report.arms.front().classes[bottom].name
         << " goodput (output tok/s over the measured time) and its % of static-1.0\n";
-    const std::size_t wide = spread ? 22 : 13;
+    const std::size_t wide = spread ? 22 : 14;
     out << padRight("arm", 16);
     if (windows) {
       out << padLeft("p99 burst", wide) << padLeft("p99 onset", wide) << padLeft("p99 idle", wide)

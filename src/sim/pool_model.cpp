@@ -77,9 +77,9 @@ void Simulation::complete(std::size_t id) {
   r.state = State::kDone;
   r.finished = now_;
   if (s_.pool.service == ServiceModel::kTokens) servers_[e].kvTokens -= r.input + r.generated - 1;
-  Endpoint& ep = gateways_[r.gateway].source->pool()[e];
-  ep.inFlightRequests -= 1;
-  ep.inFlightTokens -= r.input + r.output;
+  inFlight_[id].release();
+  Gateway& gw = gateways_[r.gateway];
+  gw.inFlight->fill(gw.source->pool());
   replace(id);
 }
 
