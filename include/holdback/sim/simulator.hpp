@@ -17,8 +17,9 @@
 //
 //   Gateway: telemetry (waiting queue, running, KV fraction) is copied into the Endpoint snapshot
 //   only every scrapeInterval; between scrapes the detector sees stale figures (the thundering
-//   herd). The gateway's own in-flight counts (inFlightRequests / inFlightTokens) are always
-//   current (the concurrency detector reads them). A dispatched request is routed by the
+//   herd). The gateway's own in-flight counts (inFlightRequests / inFlightTokens, kept by the
+//   library's InFlightTracker: one handle per dispatched request) are always current (the
+//   concurrency detector reads them). A dispatched request is routed by the
 //   library's EndpointPicker (the gateway's rule: among the endpoints the detector's filter keeps,
 //   fewest in flight, then smallest scraped waiting queue, ties round-robin).
 //
