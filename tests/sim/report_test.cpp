@@ -261,6 +261,40 @@ TEST(SimEvaluationTest, ReplicasEachCountTheirOwnInFlight) {
   EXPECT_GT(four.maxServerQueue, 10u);
 }
 
+// The catalog's shapes: burst-after-idle starts idle and has three 30 s bursts of 24 req/s;
+// short-bursts ten 5 s bursts; onset is the first 2 s of each burst.
+TEST(SimEvaluationTest, CatalogScenariosHaveTheDocumentedShape) {
+  Arm none;
+  ASSERT_TRUE(findArm("none", none));
+  struct Expect {
+    const char* name;
+    double seconds, burst, idle, onset;  // expected interactive arrivals per window
+  };
+  for (const Expect& e : {Expect{"burst-after-idle", 180, 3 * 30 * 24, 3 * 30 * 1, 3 * 2 * 24},
+                          Expect{"short-bursts", 300, 10 * 5 * 24, 10 * 25 * 1, 10 * 2 * 24}}) {
+    Scenario s;
+    ASSERT_TRUE(findScenario(e.name, s));
+    EXPECT_EQ(s.name, e.name);
+    EXPECT_EQ(s.durationSeconds, e.seconds);
+    EXPECT_TRUE(s.classes.front().arrival.startOff);
+    const ArmResult r = runArm(s, none, {.onlyClass = 0});
+    const ClassResult& interactive = r.classes.front();
+    auto n = [&](const char* w) {
+      for (const WindowStats& ws : interactive.windows) {
+        if (ws.window == w) return static_cast<double>(ws.arrived);
+      }
+      return -1.0;
+    };
+    // Poisson counts: within 5 standard deviations.
+    EXPECT_NEAR(n("burst"), e.burst, 5 * std::sqrt(e.burst)) << e.name;
+    EXPECT_NEAR(n("idle"), e.idle, 5 * std::sqrt(e.idle)) << e.name;
+    EXPECT_NEAR(n("onset"), e.onset, 5 * std::sqrt(e.onset)) << e.name;
+    EXPECT_EQ(n("all"), n("burst") + n("idle")) << e.name;
+  }
+  Scenario unknown;
+  EXPECT_FALSE(findScenario("no-such", unknown));
+}
+
 TEST(SimEvaluationTest, SeedsParse) {
   std::string error;
   EXPECT_EQ(parseSeeds("1-3,9", error), (std::vector<std::uint64_t>{1, 2, 3, 9}));
