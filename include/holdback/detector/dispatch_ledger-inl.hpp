@@ -1,0 +1,472 @@
+// Implementation of holdback/detector/dispatch_ledger.hpp: compiled into libholdback by
+// src/detector.cpp, or included by the header itself in header-only mode (HOLDBACK_HEADER_ONLY).
+#pragma once
+
+#include "holdback/detector/dispatch_ledger.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <new>
+
+#include "holdback/config/json.hpp"
+
+namespace holdback {
+inline namespace HOLDBACK_ABI_NAMESPACE {
+namespace detail::ledger {
+
+// a - b of two monotonic counters, modulo 2^64, read as a signed count.
+[[nodiscard]] inline std::int64_t since(std::uint64_t a, std::uint64_t b) noexcept {
+  return static_cast<std::int64_t>(a - b);
+}
+
+[[nodiscard]] inline std::int64_t clampTokens(std::int64_t tokens) noexcept {
+  if (tokens < 0) return 0;
+  return tokens > DispatchLedger::kMaxTokensPerRequest ? DispatchLedger::kMaxTokensPerRequest
+                                                       : tokens;
+}
+
+[[nodiscard]] inline bool validCount(double v) noexcept {
+  return v >= 0.0 && v <= std::numeric_limits<double>::max();  // false for NaN, inf, negative
+}
+
+// Reads the counters so that completed never exceeds dispatched for handle-balanced use:
+// completions are published with release, read first with acquire.
+[[nodiscard]] inline ScrapeMark readCounters(const LedgerSlot& s) noexcept {
+  ScrapeMark m;
+  m.completedRequests = s.completedRequests.load(std::memory_order_acquire);
+  m.completedTokens = s.completedTokens.load(std::memory_order_acquire);
+  m.dispatchedRequests = s.dispatchedRequests.load(std::memory_order_relaxed);
+  m.dispatchedTokens = s.dispatchedTokens.load(std::memory_order_relaxed);
+  return m;
+}
+
+struct ScrapeView {
+  bool has = false;
+  std::int64_t updateTimeNs = 0;
+  double waiting = 0.0;
+  double running = 0.0;
+  double kv = 0.0;
+  ScrapeMark base;
+  std::int64_t budget = 0;
+};
+
+// Sequence-lock read; retries while a writer is active or the sequence moved.
+[[nodiscard]] inline ScrapeView readScrape(const LedgerSlot& s) noexcept {
+  ScrapeView v;
+  for (;;) {
+    const std::uint64_t before = s.sequence.load(std::memory_order_acquire);
+    if ((before & 1U) != 0) continue;
+    v.has = s.hasScrape.load(std::memory_order_relaxed);
+    v.updateTimeNs = s.updateTimeNs.load(std::memory_order_relaxed);
+    v.waiting = s.waiting.load(std::memory_order_relaxed);
+    v.running = s.running.load(std::memory_order_relaxed);
+    v.kv = s.kvCacheUsage.load(std::memory_order_relaxed);
+    v.base.dispatchedRequests = s.baseDispatchedRequests.load(std::memory_order_relaxed);
+    v.base.dispatchedTokens = s.baseDispatchedTokens.load(std::memory_order_relaxed);
+    v.base.completedRequests = s.baseCompletedRequests.load(std::memory_order_relaxed);
+    v.base.completedTokens = s.baseCompletedTokens.load(std::memory_order_relaxed);
+    v.budget = s.budget.load(std::memory_order_relaxed);
+    std::atomic_thread_fence(std::memory_order_acquire);
+    if (s.sequence.load(std::memory_order_relaxed) == before) return v;
+  }
+}
+
+// Becomes the slot's only scrape writer (writers are rare: spin).
+inline void beginWrite(LedgerSlot& s) noexcept {
+  std::uint64_t seq = s.sequence.load(std::memory_order_relaxed);
+  for (;;) {
+    if ((seq & 1U) == 0 && s.sequence.compare_exchange_weak(seq, seq + 1, std::memory_order_acquire,
+                                                            std::memory_order_relaxed)) {
+      break;
+    }
+    seq = s.sequence.load(std::memory_order_relaxed);
+  }
+  std::atomic_thread_fence(std::memory_order_release);
+}
+
+inline void endWrite(LedgerSlot& s) noexcept {
+  s.sequence.fetch_add(1, std::memory_order_release);
+}
+
+inline void clearTelemetry(Endpoint& e) noexcept {
+  e.updateTime.reset();
+  e.waitingQueueSize = 0.0;
+  e.runningRequests = 0.0;
+  e.kvCacheUsage = 0.0;
+  e.inFlightRequests = 0;
+  e.inFlightTokens = 0;
+}
+
+}  // namespace detail::ledger
+
+HOLDBACK_INLINE DispatchLedger::DispatchLedger(DispatchLedgerOptions options) noexcept
+    : options_(options) {
+  if (options_.scrapeMarginRequests < 0) options_.scrapeMarginRequests = 0;
+  if (options_.budgetQueueDepth <= 0) options_.budgetQueueDepth = 1;
+}
+
+HOLDBACK_INLINE DispatchLedger::~DispatchLedger() {
+  for (auto& chunk : chunks_) delete chunk.load(std::memory_order_relaxed);
+}
+
+HOLDBACK_INLINE void DispatchLedger::validate(const DispatchLedgerOptions& options,
+                                              const std::string& path, Diagnostics& diagnostics) {
+  if (options.scrapeMarginRequests < 0) {
+    diagnostics.error(
+        config::joinPath(path, "scrapeMarginRequests"),
+        std::to_string(options.scrapeMarginRequests) + " is negative; expected an integer >= 0");
+  }
+  if (options.budgetQueueDepth <= 0) {
+    diagnostics.error(config::joinPath(path, "budgetQueueDepth"),
+                      std::to_string(options.budgetQueueDepth) +
+                          " is not strictly positive; expected an integer > 0");
+  }
+}
+
+HOLDBACK_INLINE detail::LedgerSlot* DispatchLedger::slotOf(EndpointId id) const noexcept {
+  // Live generations are odd (registration and removal each add one); 0 is never handed out.
+  if (id.index >= kMaxEndpoints || (id.generation & 1U) == 0) return nullptr;
+  Chunk* chunk = chunks_[id.index / kChunkSize].load(std::memory_order_acquire);
+  if (chunk == nullptr) return nullptr;
+  detail::LedgerSlot& slot = (*chunk)[id.index % kChunkSize];
+  if (slot.generation.load(std::memory_order_acquire) != id.generation) return nullptr;
+  return &slot;
+}
+
+HOLDBACK_INLINE std::optional<std::uint32_t> DispatchLedger::indexOf(
+    std::string_view name) const noexcept {
+  const auto it = by_name_.find(name);
+  if (it == by_name_.end()) return std::nullopt;
+  return it->second;
+}
+
+HOLDBACK_INLINE EndpointId DispatchLedger::registerEndpoint(
+    std::string_view name, std::optional<EndpointCapacity> capacity) noexcept {
+  HOLDBACK_TRY {
+    std::unique_lock lock(registry_mutex_);
+    if (const auto index = indexOf(name)) {
+      detail::LedgerSlot& slot = (*chunks_[*index / kChunkSize].load())[*index % kChunkSize];
+      const EndpointId id{*index, slot.generation.load(std::memory_order_relaxed)};
+      if (capacity) setCapacity(id, *capacity);
+      return id;
+    }
+    // A drained retired slot, else a new one.
+    std::optional<std::uint32_t> index;
+    for (std::size_t i = 0; i < retired_.size(); ++i) {
+      const std::uint32_t r = retired_[i];
+      const detail::LedgerSlot& slot = (*chunks_[r / kChunkSize].load())[r % kChunkSize];
+      const ScrapeMark c = detail::ledger::readCounters(slot);
+      if (c.completedRequests == c.dispatchedRequests) {
+        index = r;
+        retired_[i] = retired_.back();
+        retired_.pop_back();
+        break;
+      }
+    }
+    if (!index) {
+      if (slots_used_ >= kMaxEndpoints) return {};
+      const std::uint32_t next = slots_used_;
+      auto& chunk = chunks_[next / kChunkSize];
+      if (chunk.load(std::memory_order_relaxed) == nullptr) {
+        chunk.store(new Chunk(), std::memory_order_release);
+      }
+      ++slots_used_;
+      index = next;
+    }
+    // Reserve the name first: if that allocation fails the slot stays unused.
+    auto [it, inserted] = by_name_.emplace(std::string(name), *index);
+    (void)inserted;
+    detail::LedgerSlot& slot = (*chunks_[*index / kChunkSize].load())[*index % kChunkSize];
+    slot.name = it->first;
+    detail::ledger::beginWrite(slot);
+    slot.hasScrape.store(false, std::memory_order_relaxed);
+    detail::ledger::endWrite(slot);
+    const EndpointCapacity cap = capacity.value_or(EndpointCapacity{});
+    slot.maxRunning.store(cap.maxRunningRequests > 0 ? cap.maxRunningRequests : 0,
+                          std::memory_order_relaxed);
+    slot.kvCapacityTokens.store(cap.kvCapacityTokens > 0 ? cap.kvCapacityTokens : 0,
+                                std::memory_order_relaxed);
+    slot.live.store(true, std::memory_order_relaxed);
+    const std::uint32_t generation = slot.generation.load(std::memory_order_relaxed) + 1;
+    slot.generation.store(generation, std::memory_order_release);
+    return {*index, generation};
+  }
+  HOLDBACK_CATCH_ALL {
+    return {};
+  }
+}
+
+HOLDBACK_INLINE std::optional<EndpointId> DispatchLedger::find(
+    std::string_view name) const noexcept {
+  std::shared_lock lock(registry_mutex_);
+  const auto index = indexOf(name);
+  if (!index) return std::nullopt;
+  const detail::LedgerSlot& slot = (*chunks_[*index / kChunkSize].load())[*index % kChunkSize];
+  return EndpointId{*index, slot.generation.load(std::memory_order_relaxed)};
+}
+
+HOLDBACK_INLINE bool DispatchLedger::setCapacity(EndpointId id,
+                                                 EndpointCapacity capacity) noexcept {
+  detail::LedgerSlot* slot = slotOf(id);
+  if (slot == nullptr) return false;
+  slot->maxRunning.store(capacity.maxRunningRequests > 0 ? capacity.maxRunningRequests : 0,
+                         std::memory_order_relaxed);
+  slot->kvCapacityTokens.store(capacity.kvCapacityTokens > 0 ? capacity.kvCapacityTokens : 0,
+                               std::memory_order_relaxed);
+  return true;
+}
+
+HOLDBACK_INLINE bool DispatchLedger::removeEndpoint(EndpointId id) noexcept {
+  std::unique_lock lock(registry_mutex_);
+  detail::LedgerSlot* slot = slotOf(id);
+  if (slot == nullptr || !slot->live.load(std::memory_order_relaxed)) return false;
+  slot->live.store(false, std::memory_order_relaxed);
+  slot->generation.store(id.generation + 1, std::memory_order_release);
+  by_name_.erase(slot->name);
+  HOLDBACK_TRY {
+    retired_.push_back(id.index);
+  }
+  HOLDBACK_CATCH_ALL {
+    // The slot is simply never reused.
+  }
+  return true;
+}
+
+HOLDBACK_INLINE bool DispatchLedger::removeEndpoint(std::string_view name) noexcept {
+  const auto id = find(name);
+  return id && removeEndpoint(*id);
+}
+
+HOLDBACK_INLINE DispatchHandle DispatchLedger::dispatch(EndpointId id,
+                                                        std::int64_t tokens) noexcept {
+  detail::LedgerSlot* slot = slotOf(id);
+  if (slot == nullptr) return {};
+  tokens = detail::ledger::clampTokens(tokens);
+  slot->dispatchedRequests.fetch_add(1, std::memory_order_relaxed);
+  if (tokens != 0) {
+    slot->dispatchedTokens.fetch_add(static_cast<std::uint64_t>(tokens), std::memory_order_relaxed);
+  }
+  return DispatchHandle(slot, tokens);
+}
+
+HOLDBACK_INLINE bool DispatchLedger::recordDispatch(EndpointId id, std::int64_t tokens) noexcept {
+  DispatchHandle handle = dispatch(id, tokens);
+  const bool counted = handle.active();
+  handle.slot_ = nullptr;  // the host completes it with recordCompletion
+  return counted;
+}
+
+HOLDBACK_INLINE bool DispatchLedger::recordCompletion(EndpointId id, std::int64_t tokens) noexcept {
+  detail::LedgerSlot* slot = slotOf(id);
+  if (slot == nullptr) return false;
+  // At most as many completions as dispatches; tokens likewise.
+  const std::uint64_t dispatched = slot->dispatchedRequests.load(std::memory_order_relaxed);
+  std::uint64_t completed = slot->completedRequests.load(std::memory_order_relaxed);
+  do {
+    if (detail::ledger::since(dispatched, completed) <= 0) return false;
+  } while (!slot->completedRequests.compare_exchange_weak(
+      completed, completed + 1, std::memory_order_release, std::memory_order_relaxed));
+  tokens = detail::ledger::clampTokens(tokens);
+  if (tokens != 0) {
+    const std::uint64_t dispatched_tokens = slot->dispatchedTokens.load(std::memory_order_relaxed);
+    std::uint64_t done = slot->completedTokens.load(std::memory_order_relaxed);
+    std::uint64_t next = 0;
+    do {
+      const std::int64_t open = detail::ledger::since(dispatched_tokens, done);
+      if (open <= 0) break;
+      next = done + static_cast<std::uint64_t>(std::min(open, tokens));
+    } while (!slot->completedTokens.compare_exchange_weak(done, next, std::memory_order_release,
+                                                          std::memory_order_relaxed));
+  }
+  return true;
+}
+
+HOLDBACK_INLINE ScrapeMark DispatchLedger::mark(EndpointId id) const noexcept {
+  const detail::LedgerSlot* slot = slotOf(id);
+  if (slot == nullptr) return {};
+  return detail::ledger::readCounters(*slot);
+}
+
+HOLDBACK_INLINE void DispatchLedger::storeScrape(detail::LedgerSlot& slot, const Scrape& scrape,
+                                                 const ScrapeMark& base) noexcept {
+  // Budget: free slots (when maxRunning is known) + free queue, from the scraped figures.
+  std::int64_t budget = 0;
+  const double queue = static_cast<double>(options_.budgetQueueDepth);
+  if (detail::ledger::validCount(scrape.waitingQueueSize) &&
+      detail::ledger::validCount(scrape.runningRequests)) {
+    double free = queue - scrape.waitingQueueSize;
+    if (free < 0.0) free = 0.0;
+    const std::int64_t max_running = slot.maxRunning.load(std::memory_order_relaxed);
+    if (max_running > 0) {
+      const double slots = static_cast<double>(max_running) - scrape.runningRequests;
+      if (slots > 0.0) free += slots;
+    }
+    budget = static_cast<std::int64_t>(std::floor(std::min(free, 1e15)));
+  }
+  detail::ledger::beginWrite(slot);
+  slot.hasScrape.store(true, std::memory_order_relaxed);
+  slot.updateTimeNs.store(scrape.updateTime.time_since_epoch().count(), std::memory_order_relaxed);
+  slot.waiting.store(scrape.waitingQueueSize, std::memory_order_relaxed);
+  slot.running.store(scrape.runningRequests, std::memory_order_relaxed);
+  slot.kvCacheUsage.store(scrape.kvCacheUsage, std::memory_order_relaxed);
+  slot.baseDispatchedRequests.store(base.dispatchedRequests, std::memory_order_relaxed);
+  slot.baseDispatchedTokens.store(base.dispatchedTokens, std::memory_order_relaxed);
+  slot.baseCompletedRequests.store(base.completedRequests, std::memory_order_relaxed);
+  slot.baseCompletedTokens.store(base.completedTokens, std::memory_order_relaxed);
+  slot.budget.store(budget, std::memory_order_relaxed);
+  detail::ledger::endWrite(slot);
+}
+
+HOLDBACK_INLINE bool DispatchLedger::installScrape(EndpointId id, const Scrape& scrape,
+                                                   const ScrapeMark& mark) noexcept {
+  detail::LedgerSlot* slot = slotOf(id);
+  if (slot == nullptr) return false;
+  storeScrape(*slot, scrape, mark);
+  return true;
+}
+
+HOLDBACK_INLINE bool DispatchLedger::installScrape(EndpointId id, const Scrape& scrape) noexcept {
+  detail::LedgerSlot* slot = slotOf(id);
+  if (slot == nullptr) return false;
+  ScrapeMark base = detail::ledger::readCounters(*slot);
+  const std::int64_t margin = options_.scrapeMarginRequests;
+  if (margin > 0) {
+    const detail::ledger::ScrapeView previous = detail::ledger::readScrape(*slot);
+    const ScrapeMark& prev = previous.base;  // zeros before the first scrape
+    const std::int64_t since_prev =
+        detail::ledger::since(base.dispatchedRequests, prev.dispatchedRequests);
+    const std::int64_t back = std::clamp<std::int64_t>(since_prev, 0, margin);
+    if (back > 0) {
+      const std::int64_t tokens_since =
+          detail::ledger::since(base.dispatchedTokens, prev.dispatchedTokens);
+      const double share = static_cast<double>(back) / static_cast<double>(since_prev);
+      const auto back_tokens = static_cast<std::uint64_t>(
+          std::max<double>(0.0, std::floor(static_cast<double>(tokens_since) * share)));
+      base.dispatchedRequests -= static_cast<std::uint64_t>(back);
+      base.dispatchedTokens -= back_tokens;
+    }
+  }
+  storeScrape(*slot, scrape, base);
+  return true;
+}
+
+HOLDBACK_INLINE InFlightLoad DispatchLedger::load(EndpointId id) const noexcept {
+  const detail::LedgerSlot* slot = slotOf(id);
+  if (slot == nullptr) return {};
+  const ScrapeMark c = detail::ledger::readCounters(*slot);
+  return {
+      std::max<std::int64_t>(0, detail::ledger::since(c.dispatchedRequests, c.completedRequests)),
+      std::max<std::int64_t>(0, detail::ledger::since(c.dispatchedTokens, c.completedTokens))};
+}
+
+HOLDBACK_INLINE InFlightLoad DispatchLedger::load(std::string_view name) const noexcept {
+  const auto id = find(name);
+  return id ? load(*id) : InFlightLoad{};
+}
+
+HOLDBACK_INLINE std::optional<DispatchLedger::BudgetState> DispatchLedger::budgetState(
+    EndpointId id) const noexcept {
+  const detail::LedgerSlot* slot = slotOf(id);
+  if (slot == nullptr) return std::nullopt;
+  const detail::ledger::ScrapeView v = detail::ledger::readScrape(*slot);
+  if (!v.has) return std::nullopt;
+  const ScrapeMark c = detail::ledger::readCounters(*slot);
+  return BudgetState{std::max<std::int64_t>(
+                         0, detail::ledger::since(c.dispatchedRequests, v.base.dispatchedRequests)),
+                     v.budget};
+}
+
+HOLDBACK_INLINE void DispatchLedger::fillOne(Endpoint& e,
+                                             const detail::LedgerSlot* slot) const noexcept {
+  using detail::ledger::since;
+  if (slot == nullptr) {
+    detail::ledger::clearTelemetry(e);
+    return;
+  }
+  const detail::ledger::ScrapeView v = detail::ledger::readScrape(*slot);
+  const ScrapeMark c = detail::ledger::readCounters(*slot);
+  e.inFlightRequests = std::max<std::int64_t>(0, since(c.dispatchedRequests, c.completedRequests));
+  e.inFlightTokens = std::max<std::int64_t>(0, since(c.dispatchedTokens, c.completedTokens));
+  if (!v.has) {
+    e.updateTime.reset();
+    e.waitingQueueSize = 0.0;
+    e.runningRequests = 0.0;
+    e.kvCacheUsage = 0.0;
+    return;
+  }
+  e.updateTime = TimePoint(Duration(v.updateTimeNs));
+  e.waitingQueueSize = v.waiting;
+  e.runningRequests = v.running;
+  e.kvCacheUsage = v.kv;
+  // Invalid telemetry is never corrected into something plausible.
+  const bool valid = detail::ledger::validCount(v.waiting) &&
+                     detail::ledger::validCount(v.running) && v.kv >= 0.0 && v.kv <= 1.0;
+  if (!valid) return;
+  if (options_.correction) {
+    const std::int64_t pending =
+        std::max<std::int64_t>(0, since(c.dispatchedRequests, v.base.dispatchedRequests) -
+                                      since(c.completedRequests, v.base.completedRequests));
+    const std::int64_t pending_tokens =
+        std::max<std::int64_t>(0, since(c.dispatchedTokens, v.base.dispatchedTokens) -
+                                      since(c.completedTokens, v.base.completedTokens));
+    const auto p = static_cast<double>(pending);
+    const std::int64_t max_running = slot->maxRunning.load(std::memory_order_relaxed);
+    if (max_running > 0) {
+      const auto m = static_cast<double>(max_running);
+      const double free_slots = std::max(0.0, m - v.running);
+      e.runningRequests = v.running + std::min(p, free_slots);
+      e.waitingQueueSize = v.waiting + std::max(0.0, v.running + p - m);
+    } else {
+      e.runningRequests = v.running + p;
+      e.waitingQueueSize = v.waiting + p;
+    }
+    const std::int64_t kv_capacity = slot->kvCapacityTokens.load(std::memory_order_relaxed);
+    if (kv_capacity > 0 && pending_tokens > 0) {
+      e.kvCacheUsage = std::min(
+          1.0, v.kv + static_cast<double>(pending_tokens) / static_cast<double>(kv_capacity));
+    }
+  }
+  if (options_.dispatchBudget &&
+      since(c.dispatchedRequests, v.base.dispatchedRequests) >= v.budget) {
+    const auto depth = static_cast<double>(options_.budgetQueueDepth);
+    if (e.waitingQueueSize < depth) e.waitingQueueSize = depth;
+  }
+}
+
+HOLDBACK_INLINE void DispatchLedger::fill(std::span<Endpoint> endpoints,
+                                          std::span<const EndpointId> ids) const noexcept {
+  const std::size_t n = std::min(endpoints.size(), ids.size());
+  for (std::size_t k = 0; k < n; ++k) fillOne(endpoints[k], slotOf(ids[k]));
+}
+
+HOLDBACK_INLINE void DispatchLedger::fill(std::span<Endpoint> endpoints) const noexcept {
+  std::shared_lock lock(registry_mutex_);
+  for (Endpoint& e : endpoints) {
+    const auto index = indexOf(e.name);
+    fillOne(e, index ? &(*chunks_[*index / kChunkSize].load(
+                           std::memory_order_acquire))[*index % kChunkSize]
+                     : nullptr);
+  }
+}
+
+HOLDBACK_INLINE void DispatchLedger::fillInFlight(std::span<Endpoint> endpoints) const noexcept {
+  std::shared_lock lock(registry_mutex_);
+  for (Endpoint& e : endpoints) {
+    const auto index = indexOf(e.name);
+    if (!index) {
+      e.inFlightRequests = 0;
+      e.inFlightTokens = 0;
+      continue;
+    }
+    const detail::LedgerSlot& slot =
+        (*chunks_[*index / kChunkSize].load(std::memory_order_acquire))[*index % kChunkSize];
+    const ScrapeMark c = detail::ledger::readCounters(slot);
+    e.inFlightRequests =
+        std::max<std::int64_t>(0, detail::ledger::since(c.dispatchedRequests, c.completedRequests));
+    e.inFlightTokens =
+        std::max<std::int64_t>(0, detail::ledger::since(c.dispatchedTokens, c.completedTokens));
+  }
+}
+
+}  // namespace HOLDBACK_ABI_NAMESPACE
+}  // namespace holdback
