@@ -29,15 +29,23 @@ namespace detail::ledger {
   return v >= 0.0 && v <= std::numeric_limits<double>::max();  // false for NaN, inf, negative
 }
 
-// Reads the counters so that completed never exceeds dispatched for handle-balanced use:
-// completions are published with release, read first with acquire.
+// The four counters at one instant: the dispatch counters read before and after the completion
+// counters agree, so every completion read belongs to a dispatch read (completions are published
+// with release and read with acquire). A few retries under a storm of dispatches; then the later
+// dispatch counts are used (in flight then includes dispatches made during the read: errs high).
 [[nodiscard]] inline ScrapeMark readCounters(const LedgerSlot& s) noexcept {
   ScrapeMark m;
-  m.completedRequests = s.completedRequests.load(std::memory_order_acquire);
-  m.completedTokens = s.completedTokens.load(std::memory_order_acquire);
-  m.dispatchedRequests = s.dispatchedRequests.load(std::memory_order_relaxed);
-  m.dispatchedTokens = s.dispatchedTokens.load(std::memory_order_relaxed);
-  return m;
+  for (int attempt = 0;; ++attempt) {
+    const std::uint64_t requests = s.dispatchedRequests.load(std::memory_order_acquire);
+    const std::uint64_t tokens = s.dispatchedTokens.load(std::memory_order_acquire);
+    m.completedRequests = s.completedRequests.load(std::memory_order_acquire);
+    m.completedTokens = s.completedTokens.load(std::memory_order_acquire);
+    m.dispatchedRequests = s.dispatchedRequests.load(std::memory_order_acquire);
+    m.dispatchedTokens = s.dispatchedTokens.load(std::memory_order_acquire);
+    if ((m.dispatchedRequests == requests && m.dispatchedTokens == tokens) || attempt == 8) {
+      return m;
+    }
+  }
 }
 
 struct ScrapeView {
