@@ -335,7 +335,7 @@ void runLedger(Input& in) {
             if (t > m->tokens) t = m->tokens;
             require(ledger.recordCompletion(m->id, t), "a completion of a recorded dispatch");
             m->requests -= 1;
-            m->tokens -= t < 0 ? 0 : t;
+            m->tokens -= t < 0 ? 0 : std::min(t, DispatchLedger::kMaxTokensPerRequest);
           } else if (!held) {
             require(!ledger.recordCompletion(m->id, t), "a completion without a dispatch");
           }

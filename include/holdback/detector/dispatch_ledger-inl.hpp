@@ -29,6 +29,12 @@ namespace detail::ledger {
   return v >= 0.0 && v <= std::numeric_limits<double>::max();  // false for NaN, inf, negative
 }
 
+// a + b for valid (finite, >= 0) readings, saturating at the largest double instead of inf.
+[[nodiscard]] inline double finiteSum(double a, double b) noexcept {
+  const double sum = a + b;
+  return sum <= std::numeric_limits<double>::max() ? sum : std::numeric_limits<double>::max();
+}
+
 // The four counters at one instant: the dispatch counters read before and after the completion
 // counters agree, so every completion read belongs to a dispatch read (completions are published
 // with release and read with acquire). A few retries under a storm of dispatches; then the later
@@ -186,6 +192,10 @@ HOLDBACK_INLINE EndpointId DispatchLedger::registerEndpoint(
     (void)inserted;
     detail::LedgerSlot& slot = (*chunks_[*index / kChunkSize].load())[*index % kChunkSize];
     slot.name = it->first;
+    // A reused slot starts at zero in flight: tokens that handle-free completions left open
+    // (no request is outstanding any more) are written off.
+    slot.completedTokens.store(slot.dispatchedTokens.load(std::memory_order_relaxed),
+                               std::memory_order_release);
     detail::ledger::beginWrite(slot);
     slot.hasScrape.store(false, std::memory_order_relaxed);
     detail::ledger::endWrite(slot);
@@ -422,11 +432,12 @@ HOLDBACK_INLINE void DispatchLedger::fillOne(Endpoint& e,
     if (max_running > 0) {
       const auto m = static_cast<double>(max_running);
       const double free_slots = std::max(0.0, m - v.running);
-      e.runningRequests = v.running + std::min(p, free_slots);
-      e.waitingQueueSize = v.waiting + std::max(0.0, v.running + p - m);
+      e.runningRequests = detail::ledger::finiteSum(v.running, std::min(p, free_slots));
+      e.waitingQueueSize =
+          detail::ledger::finiteSum(v.waiting, std::max(0.0, v.running + p - m));
     } else {
-      e.runningRequests = v.running + p;
-      e.waitingQueueSize = v.waiting + p;
+      e.runningRequests = detail::ledger::finiteSum(v.running, p);
+      e.waitingQueueSize = detail::ledger::finiteSum(v.waiting, p);
     }
     const std::int64_t kv_capacity = slot->kvCapacityTokens.load(std::memory_order_relaxed);
     if (kv_capacity > 0 && pending_tokens > 0) {
