@@ -29,10 +29,9 @@ namespace detail::ledger {
   return v >= 0.0 && v <= std::numeric_limits<double>::max();  // false for NaN, inf, negative
 }
 
-// a + b for valid (finite, >= 0) readings, saturating at the largest double instead of inf.
-[[nodiscard]] inline double finiteSum(double a, double b) noexcept {
-  const double sum = a + b;
-  return sum <= std::numeric_limits<double>::max() ? sum : std::numeric_limits<double>::max();
+// The KV fraction of one token of a capacity of `tokens` (0 = unknown).
+[[nodiscard]] inline double perToken(std::int64_t tokens) noexcept {
+  return tokens > 0 ? 1.0 / static_cast<double>(tokens) : 0.0;
 }
 
 // The four counters at one instant: the dispatch counters read before and after the completion
@@ -48,9 +47,10 @@ namespace detail::ledger {
     m.completedTokens = s.completedTokens.load(std::memory_order_acquire);
     m.dispatchedRequests = s.dispatchedRequests.load(std::memory_order_acquire);
     m.dispatchedTokens = s.dispatchedTokens.load(std::memory_order_acquire);
-    if ((m.dispatchedRequests == requests && m.dispatchedTokens == tokens) || attempt == 8) {
+    if ((m.dispatchedRequests == requests) & (m.dispatchedTokens == tokens)) [[likely]] {
       return m;
     }
+    if (attempt == 8) return m;
   }
 }
 
@@ -70,7 +70,6 @@ struct ScrapeView {
   for (;;) {
     const std::uint64_t before = s.sequence.load(std::memory_order_acquire);
     if ((before & 1U) != 0) continue;
-    v.has = s.hasScrape.load(std::memory_order_relaxed);
     v.updateTimeNs = s.updateTimeNs.load(std::memory_order_relaxed);
     v.waiting = s.waiting.load(std::memory_order_relaxed);
     v.running = s.running.load(std::memory_order_relaxed);
@@ -80,6 +79,7 @@ struct ScrapeView {
     v.base.completedRequests = s.baseCompletedRequests.load(std::memory_order_relaxed);
     v.base.completedTokens = s.baseCompletedTokens.load(std::memory_order_relaxed);
     v.budget = s.budget.load(std::memory_order_relaxed);
+    v.has = v.budget >= 0;
     std::atomic_thread_fence(std::memory_order_acquire);
     if (s.sequence.load(std::memory_order_relaxed) == before) return v;
   }
@@ -187,24 +187,23 @@ HOLDBACK_INLINE EndpointId DispatchLedger::registerEndpoint(
       ++slots_used_;
       index = next;
     }
-    // Reserve the name first: if that allocation fails the slot stays unused.
-    auto [it, inserted] = by_name_.emplace(std::string(name), *index);
-    (void)inserted;
+    // Allocate first: if that fails the slot stays unused.
+    if (names_.size() <= *index) names_.resize(*index + 1);
+    names_[*index].assign(name.data(), name.size());
+    by_name_.emplace(names_[*index], *index);
     detail::LedgerSlot& slot = (*chunks_[*index / kChunkSize].load())[*index % kChunkSize];
-    slot.name = it->first;
     // A reused slot starts at zero in flight: tokens that handle-free completions left open
     // (no request is outstanding any more) are written off.
     slot.completedTokens.store(slot.dispatchedTokens.load(std::memory_order_relaxed),
                                std::memory_order_release);
     detail::ledger::beginWrite(slot);
-    slot.hasScrape.store(false, std::memory_order_relaxed);
+    slot.budget.store(-1, std::memory_order_relaxed);
     detail::ledger::endWrite(slot);
     const EndpointCapacity cap = capacity.value_or(EndpointCapacity{});
     slot.maxRunning.store(cap.maxRunningRequests > 0 ? cap.maxRunningRequests : 0,
                           std::memory_order_relaxed);
-    slot.kvCapacityTokens.store(cap.kvCapacityTokens > 0 ? cap.kvCapacityTokens : 0,
-                                std::memory_order_relaxed);
-    slot.live.store(true, std::memory_order_relaxed);
+    slot.kvPerToken.store(detail::ledger::perToken(cap.kvCapacityTokens),
+                          std::memory_order_relaxed);
     const std::uint32_t generation = slot.generation.load(std::memory_order_relaxed) + 1;
     slot.generation.store(generation, std::memory_order_release);
     return {*index, generation};
@@ -229,18 +228,17 @@ HOLDBACK_INLINE bool DispatchLedger::setCapacity(EndpointId id,
   if (slot == nullptr) return false;
   slot->maxRunning.store(capacity.maxRunningRequests > 0 ? capacity.maxRunningRequests : 0,
                          std::memory_order_relaxed);
-  slot->kvCapacityTokens.store(capacity.kvCapacityTokens > 0 ? capacity.kvCapacityTokens : 0,
-                               std::memory_order_relaxed);
+  slot->kvPerToken.store(detail::ledger::perToken(capacity.kvCapacityTokens),
+                         std::memory_order_relaxed);
   return true;
 }
 
 HOLDBACK_INLINE bool DispatchLedger::removeEndpoint(EndpointId id) noexcept {
   std::unique_lock lock(registry_mutex_);
   detail::LedgerSlot* slot = slotOf(id);
-  if (slot == nullptr || !slot->live.load(std::memory_order_relaxed)) return false;
-  slot->live.store(false, std::memory_order_relaxed);
+  if (slot == nullptr) return false;  // slotOf only returns live slots (odd generation)
   slot->generation.store(id.generation + 1, std::memory_order_release);
-  by_name_.erase(slot->name);
+  by_name_.erase(names_[id.index]);
   HOLDBACK_TRY {
     retired_.push_back(id.index);
   }
@@ -308,7 +306,7 @@ HOLDBACK_INLINE ScrapeMark DispatchLedger::mark(EndpointId id) const noexcept {
 HOLDBACK_INLINE void DispatchLedger::storeScrape(detail::LedgerSlot& slot, const Scrape& scrape,
                                                  const ScrapeMark& base) noexcept {
   // Budget: free slots (when maxRunning is known) + free queue, from the scraped figures.
-  std::int64_t budget = 0;
+  std::int32_t budget = 0;
   const double queue = static_cast<double>(options_.budgetQueueDepth);
   if (detail::ledger::validCount(scrape.waitingQueueSize) &&
       detail::ledger::validCount(scrape.runningRequests)) {
@@ -319,10 +317,9 @@ HOLDBACK_INLINE void DispatchLedger::storeScrape(detail::LedgerSlot& slot, const
       const double slots = static_cast<double>(max_running) - scrape.runningRequests;
       if (slots > 0.0) free += slots;
     }
-    budget = static_cast<std::int64_t>(std::floor(std::min(free, 1e15)));
+    budget = static_cast<std::int32_t>(std::floor(std::min(free, 2147483647.0)));
   }
   detail::ledger::beginWrite(slot);
-  slot.hasScrape.store(true, std::memory_order_relaxed);
   slot.updateTimeNs.store(scrape.updateTime.time_since_epoch().count(), std::memory_order_relaxed);
   slot.waiting.store(scrape.waitingQueueSize, std::memory_order_relaxed);
   slot.running.store(scrape.runningRequests, std::memory_order_relaxed);
@@ -394,8 +391,9 @@ HOLDBACK_INLINE std::optional<DispatchLedger::BudgetState> DispatchLedger::budge
                      v.budget};
 }
 
-HOLDBACK_INLINE void DispatchLedger::fillOne(Endpoint& e,
-                                             const detail::LedgerSlot* slot) const noexcept {
+// Always inlined into the fill loops (only they call it).
+[[gnu::always_inline]] inline void DispatchLedger::fillOne(
+    Endpoint& e, const detail::LedgerSlot* slot, const DispatchLedgerOptions& options) noexcept {
   using detail::ledger::since;
   if (slot == nullptr) {
     detail::ledger::clearTelemetry(e);
@@ -420,34 +418,35 @@ HOLDBACK_INLINE void DispatchLedger::fillOne(Endpoint& e,
   const bool valid = detail::ledger::validCount(v.waiting) &&
                      detail::ledger::validCount(v.running) && v.kv >= 0.0 && v.kv <= 1.0;
   if (!valid) return;
-  if (options_.correction) {
-    const std::int64_t pending =
-        std::max<std::int64_t>(0, since(c.dispatchedRequests, v.base.dispatchedRequests) -
-                                      since(c.completedRequests, v.base.completedRequests));
-    const std::int64_t pending_tokens =
-        std::max<std::int64_t>(0, since(c.dispatchedTokens, v.base.dispatchedTokens) -
-                                      since(c.completedTokens, v.base.completedTokens));
-    const auto p = static_cast<double>(pending);
-    const std::int64_t max_running = slot->maxRunning.load(std::memory_order_relaxed);
-    if (max_running > 0) {
-      const auto m = static_cast<double>(max_running);
-      const double free_slots = std::max(0.0, m - v.running);
-      e.runningRequests = detail::ledger::finiteSum(v.running, std::min(p, free_slots));
-      e.waitingQueueSize =
-          detail::ledger::finiteSum(v.waiting, std::max(0.0, v.running + p - m));
-    } else {
-      e.runningRequests = detail::ledger::finiteSum(v.running, p);
-      e.waitingQueueSize = detail::ledger::finiteSum(v.waiting, p);
+  // Readings beyond 1e300 are passed through (adding to them could only overflow).
+  if (options.correction && v.waiting < 1e300 && v.running < 1e300) {
+    const std::int64_t pending = since(c.dispatchedRequests, v.base.dispatchedRequests) -
+                                 since(c.completedRequests, v.base.completedRequests);
+    if (pending > 0) {
+      const auto p = static_cast<double>(pending);
+      const std::int64_t max_running = slot->maxRunning.load(std::memory_order_relaxed);
+      if (max_running > 0) {
+        const auto m = static_cast<double>(max_running);
+        const double free_slots = m > v.running ? m - v.running : 0.0;
+        const double queued = v.running + p - m;
+        e.runningRequests = v.running + (p < free_slots ? p : free_slots);
+        e.waitingQueueSize = v.waiting + (queued > 0.0 ? queued : 0.0);
+      } else {
+        e.runningRequests = v.running + p;
+        e.waitingQueueSize = v.waiting + p;
+      }
     }
-    const std::int64_t kv_capacity = slot->kvCapacityTokens.load(std::memory_order_relaxed);
-    if (kv_capacity > 0 && pending_tokens > 0) {
-      e.kvCacheUsage = std::min(
-          1.0, v.kv + static_cast<double>(pending_tokens) / static_cast<double>(kv_capacity));
+    const std::int64_t pending_tokens = since(c.dispatchedTokens, v.base.dispatchedTokens) -
+                                        since(c.completedTokens, v.base.completedTokens);
+    const double per_token = slot->kvPerToken.load(std::memory_order_relaxed);
+    if (per_token > 0.0 && pending_tokens > 0) {
+      const double kv = v.kv + static_cast<double>(pending_tokens) * per_token;
+      e.kvCacheUsage = kv < 1.0 ? kv : 1.0;
     }
   }
-  if (options_.dispatchBudget &&
+  if (options.dispatchBudget &&
       since(c.dispatchedRequests, v.base.dispatchedRequests) >= v.budget) {
-    const auto depth = static_cast<double>(options_.budgetQueueDepth);
+    const auto depth = static_cast<double>(options.budgetQueueDepth);
     if (e.waitingQueueSize < depth) e.waitingQueueSize = depth;
   }
 }
@@ -455,16 +454,22 @@ HOLDBACK_INLINE void DispatchLedger::fillOne(Endpoint& e,
 HOLDBACK_INLINE void DispatchLedger::fill(std::span<Endpoint> endpoints,
                                           std::span<const EndpointId> ids) const noexcept {
   const std::size_t n = std::min(endpoints.size(), ids.size());
-  for (std::size_t k = 0; k < n; ++k) fillOne(endpoints[k], slotOf(ids[k]));
+  const DispatchLedgerOptions options = options_;  // kept in registers across the atomics
+  for (std::size_t k = 0; k < n; ++k) {
+    fillOne(endpoints[k], slotOf(ids[k]), options);
+  }
 }
 
 HOLDBACK_INLINE void DispatchLedger::fill(std::span<Endpoint> endpoints) const noexcept {
   std::shared_lock lock(registry_mutex_);
   for (Endpoint& e : endpoints) {
     const auto index = indexOf(e.name);
-    fillOne(e, index ? &(*chunks_[*index / kChunkSize].load(
-                           std::memory_order_acquire))[*index % kChunkSize]
-                     : nullptr);
+    fillOne(
+        e,
+        index
+            ? &(*chunks_[*index / kChunkSize].load(std::memory_order_acquire))[*index % kChunkSize]
+            : nullptr,
+        options_);
   }
 }
 

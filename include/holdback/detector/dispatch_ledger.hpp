@@ -35,6 +35,7 @@
 //   An endpoint without a scrape gets updateTime = nullopt (no metrics: stale) and zero telemetry.
 //   Invalid scraped telemetry (NaN, infinite, negative, KV above 1) is passed through unchanged
 //   so that the detector sees it as invalid; it is never "corrected" into a plausible value.
+//   Nor are readings above 1e300 (adding to them could only overflow).
 //
 //   Dispatch budget (options.dispatchBudget, off by default): a safety net for a wrong ledger (a
 //   host that reports completions too early or twice, a server that admits less than it
@@ -152,31 +153,30 @@ struct DispatchLedgerOptions {
 
 namespace detail {
 
+// Two cache lines per endpoint: the event counters (with the read-mostly capacity and the token
+// baselines), and the scrape under its sequence lock.
 struct alignas(64) LedgerSlot {
-  // Event counters (the hot cache line).
   std::atomic<std::uint64_t> dispatchedRequests{0};
   std::atomic<std::uint64_t> dispatchedTokens{0};
   std::atomic<std::uint64_t> completedRequests{0};
   std::atomic<std::uint64_t> completedTokens{0};
-  std::atomic<std::uint32_t> generation{0};
-  std::atomic<bool> live{false};
+  std::atomic<std::int64_t> maxRunning{0};
+  std::atomic<double> kvPerToken{0.0};                 // 1 / kvCapacityTokens; 0 = unknown
+  std::atomic<std::uint64_t> baseDispatchedTokens{0};  // under `sequence`
+  std::atomic<std::uint64_t> baseCompletedTokens{0};   // under `sequence`
   // The last scrape and its baseline, published under `sequence` (odd while being written).
   alignas(64) std::atomic<std::uint64_t> sequence{0};
-  std::atomic<bool> hasScrape{false};
   std::atomic<std::int64_t> updateTimeNs{0};
   std::atomic<double> waiting{0.0};
   std::atomic<double> running{0.0};
   std::atomic<double> kvCacheUsage{0.0};
   std::atomic<std::uint64_t> baseDispatchedRequests{0};
-  std::atomic<std::uint64_t> baseDispatchedTokens{0};
   std::atomic<std::uint64_t> baseCompletedRequests{0};
-  std::atomic<std::uint64_t> baseCompletedTokens{0};
-  std::atomic<std::int64_t> budget{0};
-  std::atomic<std::int64_t> maxRunning{0};
-  std::atomic<std::int64_t> kvCapacityTokens{0};
-  // Guarded by the ledger's registry mutex.
-  std::string name;
+  std::atomic<std::int32_t> budget{-1};  // -1: no scrape installed
+  // Odd while the slot is live (registration and removal each add one).
+  std::atomic<std::uint32_t> generation{0};
 };
+static_assert(sizeof(LedgerSlot) == 128, "two cache lines per endpoint");
 
 struct TransparentStringHash {
   using is_transparent = void;
@@ -313,7 +313,8 @@ class HOLDBACK_API DispatchLedger {
   using Chunk = std::array<detail::LedgerSlot, kChunkSize>;
   [[nodiscard]] detail::LedgerSlot* slotOf(EndpointId id) const noexcept;
   [[nodiscard]] std::optional<std::uint32_t> indexOf(std::string_view name) const noexcept;
-  void fillOne(Endpoint& e, const detail::LedgerSlot* slot) const noexcept;
+  static void fillOne(Endpoint& e, const detail::LedgerSlot* slot,
+                      const DispatchLedgerOptions& options) noexcept;
   void storeScrape(detail::LedgerSlot& slot, const Scrape& scrape, const ScrapeMark& base) noexcept;
 
   DispatchLedgerOptions options_;
@@ -322,6 +323,7 @@ class HOLDBACK_API DispatchLedger {
   std::unordered_map<std::string, std::uint32_t, detail::TransparentStringHash, std::equal_to<>>
       by_name_;                         // live names; guarded by registry_mutex_
   std::uint32_t slots_used_ = 0;        // guarded by registry_mutex_
+  std::vector<std::string> names_;      // per slot index; guarded by registry_mutex_
   std::vector<std::uint32_t> retired_;  // guarded by registry_mutex_
 };
 
