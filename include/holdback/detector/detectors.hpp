@@ -91,7 +91,7 @@ struct UtilizationDetectorOptions {
   // The dispatch ledger a host builds for this detector (DispatchLedger(options.ledger)); the
   // detector itself does not use it. Its budgetQueueDepth should equal queueDepthThreshold (the
   // JSON loader sets it so unless given).
-  DispatchLedgerOptions ledger;
+  DispatchLedgerOptions ledger{};
 };
 
 // The algorithm

@@ -51,7 +51,10 @@
 //   - counters are uint64 and differences are taken modulo 2^64, so even wrapping is harmless;
 //   - a completion without a dispatch (recordCompletion beyond the dispatches) is dropped and
 //     recordCompletion returns false; handles cannot complete twice;
-//   - in flight and pending never read negative (clamped at 0);
+//   - in flight and pending never read negative (clamped at 0). A request completed both by its
+//     handle and by recordCompletion is a double completion the ledger cannot tell apart from a
+//     legitimate one: it under-counts that endpoint for as long as it stays registered;
+//     use one mechanism per request;
 //   - NaN / infinite / negative / huge scraped values are stored and passed through unchanged
 //     (see above); a scrape timestamp from the future is stored as given: the detector classifies
 //     it (fresh within its staleness threshold, invalid beyond). The last installed scrape wins;
@@ -66,11 +69,13 @@
 //   Endpoints are registered up front or rarely (registerEndpoint, removeEndpoint: a mutex and,
 //   for a new slot, an allocation of a chunk of 64 slots). Slots never move: an EndpointId is an
 //   index plus a generation, so dispatch, release, installScrape and fill touch only the
-//   endpoint's own 64-byte-aligned slot, with atomics (relaxed; completions release/acquire so
-//   that in flight never reads negative). The scrape is published with a per-slot sequence lock:
-//   fill never blocks, installScrape never blocks fill. No allocation after registration. By-name
-//   calls (find, the name overloads of fill) take a shared lock over a hash index; use ids on hot
-//   paths.
+//   endpoint's own two 64-byte cache lines, with atomics: a dispatch is two atomic adds, a
+//   completion two more; readers take a consistent snapshot of the four counters (dispatches
+//   read before and after the completions; under a storm of concurrent dispatches in flight may
+//   briefly err high, never negative). The scrape is published with a per-slot sequence lock:
+//   fill never blocks, installScrape never blocks fill. No allocation after registration.
+//   By-name calls (find, load(name), the name overloads of fill) take a shared lock over a hash
+//   index; use ids on hot paths.
 //
 // Lifetime: handles point into the ledger; release (or destroy) them before the ledger.
 // Thread safety: thread-safe; every member may be called concurrently.
