@@ -12,6 +12,18 @@
 //   BM_ConcurrencySaturation/<M>   requests mode (in-flight 0..129)
 //   BM_FloorSumScores/<M>          one clock read + sum of max(queue / 5, kv / 0.8) over the same
 //                                  Endpoint structs: the floor of a saturation pass
+//
+// Issue 14 (DispatchLedger):
+//   BM_LedgerDispatchComplete            one dispatch + one completion (handle release) on one
+//                                        endpoint id, one thread (target <= 50 ns)
+//   BM_LedgerDispatchCompleteShared/threads:N   the same from N threads on ONE endpoint (the
+//                                        worst case: one contended cache line), real time
+//   BM_LedgerDispatchCompleteSpread/threads:N   N threads, each on its own endpoint, real time
+//   BM_LedgerFill/<M>                    fill() by ids of M endpoints, each with a scrape and
+//                                        work in flight, correction and budget on
+//   BM_LedgerFillByName/<M>              the same by Endpoint::name (hash lookup per endpoint)
+//   BM_FloorCopyEndpoints/<M>            the floor: a plain loop copy-assigning M Endpoint structs
+//                                        (target: BM_LedgerFill/1024 <= 2x this, same run)
 #include <benchmark/benchmark.h>
 
 #include <memory>
@@ -20,6 +32,7 @@
 #include <vector>
 
 #include "holdback/detector/detectors.hpp"
+#include "holdback/detector/dispatch_ledger.hpp"
 #include "holdback/detector/in_flight_tracker.hpp"
 
 namespace holdback {
@@ -180,6 +193,103 @@ void BM_InFlightFill(benchmark::State& state) {
   state.SetItemsProcessed(state.iterations() * state.range(0));
 }
 BENCHMARK(BM_InFlightFill)->RangeMultiplier(8)->Range(1, 512);
+
+// ---- issue 14: DispatchLedger ------------------------------------------------------------------
+
+void BM_LedgerDispatchComplete(benchmark::State& state) {
+  DispatchLedger ledger;
+  const EndpointId id = ledger.registerEndpoint("endpoint-0");
+  for (auto _ : state) {
+    DispatchHandle h = ledger.dispatch(id, 100);
+    benchmark::DoNotOptimize(h);
+    h.release();
+  }
+  state.SetItemsProcessed(state.iterations());
+}
+BENCHMARK(BM_LedgerDispatchComplete);
+
+DispatchLedger& sharedLedger() {
+  static DispatchLedger ledger;
+  return ledger;
+}
+
+EndpointId sharedId(int i) {
+  return sharedLedger().registerEndpoint("endpoint-" + std::to_string(i));
+}
+
+void BM_LedgerDispatchCompleteShared(benchmark::State& state) {
+  const EndpointId id = sharedId(0);
+  DispatchLedger& ledger = sharedLedger();
+  for (auto _ : state) {
+    DispatchHandle h = ledger.dispatch(id, 100);
+    benchmark::DoNotOptimize(h);
+    h.release();
+  }
+  state.SetItemsProcessed(state.iterations());
+}
+BENCHMARK(BM_LedgerDispatchCompleteShared)->Threads(1)->Threads(2)->Threads(4)->UseRealTime();
+
+void BM_LedgerDispatchCompleteSpread(benchmark::State& state) {
+  const EndpointId id = sharedId(100 + state.thread_index());
+  DispatchLedger& ledger = sharedLedger();
+  for (auto _ : state) {
+    DispatchHandle h = ledger.dispatch(id, 100);
+    benchmark::DoNotOptimize(h);
+    h.release();
+  }
+  state.SetItemsProcessed(state.iterations());
+}
+BENCHMARK(BM_LedgerDispatchCompleteSpread)->Threads(1)->Threads(2)->Threads(4)->UseRealTime();
+
+struct LedgerPool {
+  DispatchLedger ledger{{.dispatchBudget = true}};
+  std::vector<Endpoint> endpoints;
+  std::vector<EndpointId> ids;
+  std::vector<DispatchHandle> handles;
+  explicit LedgerPool(std::size_t n) : endpoints(pool(n)) {
+    for (const Endpoint& e : endpoints) {
+      const EndpointId id = ledger.registerEndpoint(e.name, EndpointCapacity{16, 100000});
+      ids.push_back(id);
+      ledger.installScrape(id, {.updateTime = kNow,
+                                .waitingQueueSize = e.waitingQueueSize,
+                                .runningRequests = 8,
+                                .kvCacheUsage = e.kvCacheUsage});
+      for (int k = 0; k < 3; ++k) handles.push_back(ledger.dispatch(id, 500));
+    }
+  }
+};
+
+void BM_LedgerFill(benchmark::State& state) {
+  LedgerPool p(static_cast<std::size_t>(state.range(0)));
+  for (auto _ : state) {
+    p.ledger.fill(p.endpoints, p.ids);
+    benchmark::ClobberMemory();
+  }
+  state.SetItemsProcessed(state.iterations() * state.range(0));
+}
+
+void BM_LedgerFillByName(benchmark::State& state) {
+  LedgerPool p(static_cast<std::size_t>(state.range(0)));
+  for (auto _ : state) {
+    p.ledger.fill(p.endpoints);
+    benchmark::ClobberMemory();
+  }
+  state.SetItemsProcessed(state.iterations() * state.range(0));
+}
+
+void BM_FloorCopyEndpoints(benchmark::State& state) {
+  const std::vector<Endpoint> source = pool(static_cast<std::size_t>(state.range(0)));
+  std::vector<Endpoint> target = source;
+  for (auto _ : state) {
+    for (std::size_t i = 0; i < source.size(); ++i) target[i] = source[i];
+    benchmark::ClobberMemory();
+  }
+  state.SetItemsProcessed(state.iterations() * state.range(0));
+}
+
+BENCHMARK(BM_LedgerFill)->Arg(8)->Arg(512)->Arg(1024);
+BENCHMARK(BM_LedgerFillByName)->Arg(8)->Arg(512)->Arg(1024);
+BENCHMARK(BM_FloorCopyEndpoints)->Arg(8)->Arg(512)->Arg(1024);
 
 }  // namespace
 }  // namespace holdback

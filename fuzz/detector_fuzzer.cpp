@@ -11,6 +11,16 @@
 //     failOpen set; the concurrency detector never fails open;
 //   - StageSaturationEvaluator: each stage's value is the detector's saturation of that stage's
 //     endpoints, the effective value their maximum (or the whole pool's when both are empty).
+// Inputs starting with 'L' drive a DispatchLedger instead (issue 14): registrations, removals
+// (with work in flight), dispatches, handle releases, handle-free dispatches and completions
+// (including completions without dispatches and huge or negative token counts), marks, scrapes
+// with any telemetry and timestamps, and fills. Checks, against a model of every live id:
+//   - in-flight requests/tokens equal the model's and never read negative; stale ids read zero;
+//   - fill() without a scrape writes no metrics; with invalid scraped telemetry it passes the
+//     values through unchanged; with valid telemetry the corrected figures are >= the scraped
+//     ones, finite, and KV stays within [0, 1]; with correction off they equal the scrape;
+//   - a detector over the filled span stays finite and >= 0.
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -21,6 +31,7 @@
 
 #include "check.hpp"
 #include "holdback/detector/detectors.hpp"
+#include "holdback/detector/dispatch_ledger.hpp"
 #include "holdback/detector/stage_saturation.hpp"
 
 namespace {
@@ -214,9 +225,195 @@ void checkStages(const SaturationDetector& d, std::span<const Endpoint> pool, Ti
   }
 }
 
+// ---- the dispatch ledger ----------------------------------------------------------------------
+
+struct ModelEndpoint {
+  EndpointId id;
+  std::int64_t requests = 0;  // handle-free dispatches not yet completed
+  std::int64_t tokens = 0;
+  std::vector<DispatchHandle> handles;
+  std::optional<Scrape> scrape;
+};
+
+bool validScrape(const Scrape& s) {
+  const auto ok = [](double v) { return v >= 0.0 && v <= std::numeric_limits<double>::max(); };
+  return ok(s.waitingQueueSize) && ok(s.runningRequests) && s.kvCacheUsage >= 0.0 &&
+         s.kvCacheUsage <= 1.0;
+}
+
+bool same(double a, double b) {
+  return a == b || (std::isnan(a) && std::isnan(b));
+}
+
+void checkLoad(const DispatchLedger& ledger, const ModelEndpoint& m) {
+  std::int64_t requests = m.requests;
+  std::int64_t tokens = m.tokens;
+  for (const DispatchHandle& h : m.handles) {
+    requests += h.active() ? 1 : 0;
+    tokens += h.tokens();
+  }
+  const InFlightLoad l = ledger.load(m.id);
+  require(l.requests == requests, "in-flight requests match the model");
+  require(l.tokens == tokens, "in-flight tokens match the model");
+}
+
+void runLedger(Input& in) {
+  const std::uint8_t flags = in.byte();
+  DispatchLedgerOptions options;
+  options.correction = (flags & 1) == 0;
+  options.dispatchBudget = (flags & 2) != 0;
+  options.scrapeMarginRequests = pickInt(in);
+  options.budgetQueueDepth = pickInt(in);
+  DispatchLedger ledger(options);
+  std::vector<ModelEndpoint> live;  // declared after the ledger: handles die first
+  std::vector<EndpointId> dead;
+  std::vector<DispatchHandle> orphans;  // handles of removed endpoints
+  auto detector = std::move(UtilizationDetector::create({})).value();
+
+  for (int step = 0; step < 256 && !in.empty(); ++step) {
+    const std::uint8_t op = in.byte();
+    ModelEndpoint* m = live.empty() ? nullptr : &live[in.byte() % live.size()];
+    switch (op % 10) {
+      case 0: {  // register (names from a small set, so re-registration happens)
+        const std::string name = "e" + std::to_string(in.byte() % 6);
+        EndpointCapacity cap{pickInt(in), pickInt(in)};
+        const EndpointId id = ledger.registerEndpoint(name, cap);
+        require(id.valid(), "registration succeeds below kMaxEndpoints");
+        bool known = false;
+        for (const ModelEndpoint& e : live) known = known || e.id == id;
+        if (!known) live.push_back({.id = id});
+        require(ledger.find(name) == id, "find returns the registered id");
+        m = nullptr;  // push_back may have moved the model
+        break;
+      }
+      case 1:  // remove, possibly with work in flight
+        if (m != nullptr) {
+          require(ledger.removeEndpoint(m->id), "a live id can be removed");
+          require(!ledger.removeEndpoint(m->id), "a removed id cannot be removed again");
+          dead.push_back(m->id);
+          for (DispatchHandle& h : m->handles) orphans.push_back(std::move(h));
+          if (m != &live.back()) *m = std::move(live.back());
+          live.pop_back();
+          m = nullptr;
+        }
+        break;
+      case 2:
+        if (m != nullptr) {
+          m->handles.push_back(ledger.dispatch(m->id, pickInt(in)));
+          require(m->handles.back().active(), "dispatch to a live id counts");
+          require(m->handles.back().tokens() >= 0 &&
+                      m->handles.back().tokens() <= DispatchLedger::kMaxTokensPerRequest,
+                  "tokens are clamped");
+        }
+        break;
+      case 3:
+        if (m != nullptr && !m->handles.empty()) {
+          const std::size_t k = in.byte() % m->handles.size();
+          if (in.byte() % 2 == 0) {
+            m->handles[k].releaseTokens();
+          } else {
+            m->handles[k].release();
+          }
+        }
+        break;
+      case 4:
+        if (m != nullptr) {
+          const std::int64_t t = pickInt(in);
+          require(ledger.recordDispatch(m->id, t), "recordDispatch on a live id");
+          m->requests += 1;
+          m->tokens += t < 0 ? 0 : std::min(t, DispatchLedger::kMaxTokensPerRequest);
+        }
+        break;
+      case 5:
+        if (m != nullptr) {
+          // Handle-free completions only for handle-free dispatches (a completion that a handle
+          // also reports would be a double completion, a host bug the ledger cannot detect).
+          std::int64_t t = pickInt(in);
+          const bool held = std::any_of(m->handles.begin(), m->handles.end(),
+                                        [](const DispatchHandle& h) { return h.active(); });
+          if (m->requests > 0) {
+            if (t > m->tokens) t = m->tokens;
+            require(ledger.recordCompletion(m->id, t), "a completion of a recorded dispatch");
+            m->requests -= 1;
+            m->tokens -= t < 0 ? 0 : std::min(t, DispatchLedger::kMaxTokensPerRequest);
+          } else if (!held) {
+            require(!ledger.recordCompletion(m->id, t), "a completion without a dispatch");
+          }
+        }
+        break;
+      case 6:
+      case 7:
+        if (m != nullptr) {
+          const ScrapeMark mark = ledger.mark(m->id);
+          const TimePoint now(Duration(pickInt(in)));
+          Scrape s{before(now, pickInt(in)), pickDouble(in), pickDouble(in), pickDouble(in)};
+          require(
+              op % 10 == 6 ? ledger.installScrape(m->id, s, mark) : ledger.installScrape(m->id, s),
+              "installScrape on a live id");
+          m->scrape = s;
+        }
+        break;
+      default: {  // fill and check
+        std::vector<Endpoint> endpoints(live.size() + dead.size());
+        std::vector<EndpointId> ids;
+        for (const ModelEndpoint& e : live) ids.push_back(e.id);
+        for (const EndpointId& id : dead) ids.push_back(id);
+        ledger.fill(endpoints, ids);
+        for (std::size_t k = 0; k < live.size(); ++k) {
+          const Endpoint& e = endpoints[k];
+          const ModelEndpoint& me = live[k];
+          require(e.inFlightRequests >= 0 && e.inFlightTokens >= 0, "fill: never negative");
+          const InFlightLoad l = ledger.load(me.id);
+          require(e.inFlightRequests == l.requests && e.inFlightTokens == l.tokens,
+                  "fill writes the in-flight counts");
+          if (!me.scrape) {
+            require(!e.updateTime, "no scrape: no metrics");
+            continue;
+          }
+          const Scrape& s = *me.scrape;
+          require(e.updateTime == s.updateTime, "fill writes the scrape's time");
+          if (!validScrape(s) || !options.correction) {
+            if (!validScrape(s) || !options.dispatchBudget) {
+              require(same(e.waitingQueueSize, s.waitingQueueSize), "waiting passed through");
+            }
+            require(same(e.runningRequests, s.runningRequests), "running passed through");
+            require(same(e.kvCacheUsage, s.kvCacheUsage), "KV passed through");
+          } else {
+            require(e.waitingQueueSize >= s.waitingQueueSize, "correction never lowers waiting");
+            require(e.runningRequests >= s.runningRequests, "correction never lowers running");
+            require(e.kvCacheUsage >= s.kvCacheUsage && e.kvCacheUsage <= 1.0,
+                    "corrected KV within [scraped, 1]");
+            require(std::isfinite(e.waitingQueueSize) && std::isfinite(e.runningRequests),
+                    "corrected figures are finite");
+          }
+        }
+        for (std::size_t k = live.size(); k < endpoints.size(); ++k) {
+          require(!endpoints[k].updateTime && endpoints[k].inFlightRequests == 0,
+                  "a removed id fills as unknown");
+        }
+        const double s = detector->saturation(endpoints, TimePoint(Duration(pickInt(in))));
+        requireSaturation(s);
+        break;
+      }
+    }
+    if (m != nullptr) checkLoad(ledger, *m);
+  }
+  for (const EndpointId& id : dead) {
+    require(ledger.load(id).requests == 0, "a removed id reads zero");
+    require(!ledger.dispatch(id).active(), "dispatch to a removed id counts nothing");
+  }
+  orphans.clear();
+  live.clear();
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+  if (size > 0 && data[0] == 'L') {
+    Input ledger_input(data + 1, size - 1);
+    runLedger(ledger_input);
+    return 0;
+  }
   Input in(data, size);
   bool utilization = false;
   const std::unique_ptr<SaturationDetector> detector = makeDetector(in, utilization);

@@ -10,10 +10,12 @@ using holdback::testing::holdback;
 using holdback::testing::kExamples;
 using holdback::testing::writeTemp;
 
-// The reference §4.2 configuration (queue 5, KV 0.9, staleness 100 ms).
+// The reference §4.2 configuration (queue 5, KV 0.9, staleness 100 ms), with the reference's
+// telemetry validation and no cap on an endpoint's score.
 const char* kReferenceDetector =
     R"({"type":"utilization-detector","name":"ref","parameters":{"queueDepthThreshold":5,
-        "kvCacheUtilThreshold":0.9,"metricsStalenessThreshold":"100ms"}})";
+        "kvCacheUtilThreshold":0.9,"metricsStalenessThreshold":"100ms",
+        "telemetryValidation":"reference","endpointScoreCap":"none"}})";
 
 TEST(CliSaturationTest, ReferenceVectorAndFilter) {
   const std::string config = writeTemp("ref.json", kReferenceDetector);
@@ -97,10 +99,68 @@ TEST(CliSaturationTest, EndpointPickerConfigExample) {
       holdback("saturation --config " + kExamples + "utilization-detector.json --endpoints " +
                kExamples + "endpoints.json");
   EXPECT_EQ(run.exitCode, 0) << run.err;
-  // Weighted: (4 * 0.6875 + 4 * 1.4 + 1 * 1.0 [l4-0 is 400 ms old]) / 9.
+  // Weighted: (4 * 0.6875 + 4 * min(1.4, 1.0) + 1 * 1.0 [l4-0 is 400 ms old]) / 9; h100-1's
+  // overload (1.4) counts as full (endpointScoreCap 1.0). Uncapped it would read 1.0388...
   EXPECT_EQ(run.out,
             "{\"detector\":{\"type\":\"utilization-detector\",\"name\":\"vllm-roofline\"},"
-            "\"saturation\":1.0388888888888888,\"filtered\":[\"h100-0\"],\"failOpen\":false}\n");
+            "\"saturation\":0.8611111111111112,\"filtered\":[\"h100-0\"],\"failOpen\":false}\n");
+}
+
+// Issue 14: the ledger's correction of pending work, --no-ledger, --scores, junk telemetry.
+TEST(CliSaturationTest, PendingWorkIsCreditedUnlessNoLedger) {
+  const std::string config =
+      writeTemp("slots.json",
+                R"({"type":"utilization-detector","parameters":{"queueDepthThreshold":5,
+          "kvCacheUtilThreshold":0.8,"maxRunningRequests":8}})");
+  // 6 of 8 slots running, 4 dispatched since the scrape: 2 take the free slots, 2 queue.
+  const std::string endpoints = writeTemp("pending.json", R"([
+      {"name":"a","waitingQueueSize":0,"runningRequests":6,"kvCacheUsagePercent":0.4,
+       "updateTimeMs":1000,"maxRunningRequests":8,"kvCapacityTokens":10000,
+       "pendingRequests":4,"pendingTokens":2000}])");
+  CliRun run =
+      holdback("saturation --config " + config + " --endpoints " + endpoints + " --scores");
+  EXPECT_EQ(run.exitCode, 0) << run.err;
+  // running 8/8 = 1.0 (slot term), waiting 2/5, KV (0.4 + 0.2)/0.8 = 0.75.
+  EXPECT_EQ(
+      run.out,
+      "{\"detector\":{\"type\":\"utilization-detector\",\"name\":\"utilization-detector\"},"
+      "\"saturation\":1.0,\"filtered\":[\"a\"],\"failOpen\":false,\"endpoints\":[{\"name\":"
+      "\"a\",\"waitingQueueSize\":2.0,\"runningRequests\":8.0,\"kvCacheUsage\":0.6000000000000001,"
+      "\"score\":1.0}]}\n");
+  run = holdback("saturation --config " + config + " --endpoints " + endpoints +
+                 " --scores --no-ledger");
+  EXPECT_EQ(run.exitCode, 0) << run.err;
+  EXPECT_NE(run.out.find("\"saturation\":0.75,"), std::string::npos) << run.out;
+  EXPECT_NE(run.out.find("\"waitingQueueSize\":0.0,\"runningRequests\":6.0"), std::string::npos)
+      << run.out;
+}
+
+TEST(CliSaturationTest, OneMisreportingServerDoesNotCloseThePool) {
+  const std::string config = writeTemp("default2.json", R"({"type":"utilization-detector"})");
+  // KV reported as a percentage (50) and a deep queue on two servers; two idle servers.
+  const std::string endpoints = writeTemp("junk.json", R"([
+      {"name":"junk","kvCacheUsagePercent":50,"updateTimeMs":1000},
+      {"name":"deep","waitingQueueSize":8,"updateTimeMs":1000},
+      {"name":"idle1","updateTimeMs":1000},{"name":"idle2","updateTimeMs":1000}])");
+  CliRun run =
+      holdback("saturation --config " + config + " --endpoints " + endpoints + " --scores");
+  EXPECT_EQ(run.exitCode, 0) << run.err;
+  // (1.0 [invalid, like stale] + 1.0 [1.6 capped] + 0 + 0) / 4; the overload shows in the score.
+  EXPECT_NE(run.out.find("\"saturation\":0.5,\"filtered\":[\"idle1\",\"idle2\"]"),
+            std::string::npos)
+      << run.out;
+  EXPECT_NE(run.out.find("\"name\":\"junk\",\"waitingQueueSize\":0.0,\"runningRequests\":0.0,"
+                         "\"kvCacheUsage\":50.0,\"score\":null"),
+            std::string::npos)
+      << run.out;
+  EXPECT_NE(run.out.find("\"score\":1.6"), std::string::npos) << run.out;
+  // The reference's behaviour: (62.5 + 1.6 + 0 + 0) / 4.
+  const std::string ref =
+      writeTemp("ref-junk.json",
+                R"({"type":"utilization-detector","parameters":{"telemetryValidation":"reference",
+          "endpointScoreCap":"none"}})");
+  run = holdback("saturation --config " + ref + " --endpoints " + endpoints);
+  EXPECT_NE(run.out.find("\"saturation\":16.025,"), std::string::npos) << run.out;
 }
 
 TEST(CliSaturationTest, BadFilesReportEveryProblemWithItsPath) {
@@ -123,8 +183,9 @@ TEST(CliSaturationTest, BadFilesReportEveryProblemWithItsPath) {
           endpoints + ": error: /0/name: missing; every endpoint needs a \"name\"\n" + endpoints +
           ": error: /0/waitingQueueSize: \"x\" is a string; expected a number\n" + endpoints +
           ": error: /0/bogus: unknown key \"bogus\"; allowed keys: inFlightRequests, "
-          "inFlightTokens, kvCacheUsagePercent, name, role, updateTimeMs, waitingQueueSize, "
-          "weight\n" +
+          "inFlightTokens, kvCacheUsagePercent, kvCapacityTokens, maxRunningRequests, name, "
+          "pendingRequests, pendingTokens, role, runningRequests, updateTimeMs, "
+          "waitingQueueSize, weight\n" +
           endpoints + ": error: /2/name: duplicate endpoint name \"a\"; names must be unique\n" +
           endpoints +
           ": error: /2/updateTimeMs: 1e+20 is out of range; expected an integer in "

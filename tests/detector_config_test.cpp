@@ -172,22 +172,75 @@ TEST(UtilizationDetectorConfigTest, RejectionTable) {
         "\"ignore\""}},
       {utilization(R"({"queueDepth":5})"),
        {"/parameters/queueDepth: unknown key \"queueDepth\"; allowed keys: aggregation, "
-        "headroom, kvCacheUtilThreshold, metricsStalenessThreshold, queueDepthThreshold, "
-        "stalenessPolicy"}},
+        "dispatchLedger, endpointScoreCap, headroom, kvCacheUtilThreshold, maxRunningRequests, "
+        "metricsStalenessThreshold, queueDepthThreshold, stalenessPolicy, telemetryValidation"}},
       {utilization(R"([1])"), {"/parameters: found an array; expected an object"}},
       // Every problem at once, type errors and range errors together.
       {utilization(R"({"queueDepthThreshold":"x","kvCacheUtilThreshold":2,"headroom":-1,"z":0})"),
        {"/parameters/queueDepthThreshold: \"x\" is a string; expected an integer > 0",
-        "/parameters/z: unknown key \"z\"; allowed keys: aggregation, headroom, "
-        "kvCacheUtilThreshold, metricsStalenessThreshold, queueDepthThreshold, stalenessPolicy",
+        "/parameters/z: unknown key \"z\"; allowed keys: aggregation, dispatchLedger, "
+        "endpointScoreCap, headroom, kvCacheUtilThreshold, maxRunningRequests, "
+        "metricsStalenessThreshold, queueDepthThreshold, stalenessPolicy, telemetryValidation",
         "/parameters/kvCacheUtilThreshold: 2.0 is outside (0.0, 1.0]",
         "/parameters/headroom: -1.0 is negative; expected a number >= 0.0"}},
       {R"({"type":"utilization-detector","parameters":{"headroom":1,"headroom":-1}})",
        {"/parameters/headroom: duplicate key \"headroom\": a key may appear only once in an "
         "object (a second value would silently replace the first)",
         "/parameters/headroom: -1.0 is negative; expected a number >= 0.0"}},
+      // Issue 14's switches.
+      {utilization(R"({"maxRunningRequests":-2})"),
+       {"/parameters/maxRunningRequests: -2 is negative; expected an integer >= 0 (0 = no slot "
+        "term)"}},
+      {utilization(R"({"telemetryValidation":"loose"})"),
+       {"/parameters/telemetryValidation: \"loose\" is not supported; expected one of "
+        "\"strict\", \"reference\""}},
+      {utilization(R"({"endpointScoreCap":0})"),
+       {"/parameters/endpointScoreCap: 0.0 is not strictly positive; expected a number > 0 or "
+        "\"none\""}},
+      {utilization(R"({"endpointScoreCap":"off"})"),
+       {"/parameters/endpointScoreCap: \"off\" is a string; expected a number > 0 or \"none\""}},
+      {utilization(R"({"dispatchLedger":{"scrapeMarginRequests":-1,"budgetQueueDepth":0,"x":1}})"),
+       {"/parameters/dispatchLedger/x: unknown key \"x\"; allowed keys: budgetQueueDepth, "
+        "correction, dispatchBudget, scrapeMarginRequests",
+        "/parameters/dispatchLedger/scrapeMarginRequests: -1 is negative; expected an integer >= 0",
+        "/parameters/dispatchLedger/budgetQueueDepth: 0 is not strictly positive; expected an "
+        "integer > 0"}},
+      {utilization(R"({"dispatchLedger":{"correction":"yes"}})"),
+       {"/parameters/dispatchLedger/correction: \"yes\" is a string; expected true or false"}},
   };
   for (const Rejection& r : table) EXPECT_EQ(loadText(r.document).errors, r.errors) << r.document;
+}
+
+TEST(UtilizationDetectorConfigTest, ReadsIssue14Parameters) {
+  const Loaded defaults = loadText(utilization(R"({"queueDepthThreshold":7})"));
+  ASSERT_NE(defaults.detector, nullptr);
+  const auto& d = dynamic_cast<UtilizationDetector&>(*defaults.detector).options();
+  EXPECT_EQ(d.maxRunningRequests, 0);
+  EXPECT_EQ(d.telemetryValidation, TelemetryValidation::kStrict);
+  EXPECT_EQ(d.endpointScoreCap, 1.0);
+  EXPECT_TRUE(d.ledger.correction);
+  EXPECT_EQ(d.ledger.scrapeMarginRequests, 0);
+  EXPECT_FALSE(d.ledger.dispatchBudget);
+  EXPECT_EQ(d.ledger.budgetQueueDepth, 7);  // follows queueDepthThreshold
+  const Loaded l = loadText(utilization(
+      R"({"maxRunningRequests":64,"telemetryValidation":"reference","endpointScoreCap":"none",
+          "dispatchLedger":{"correction":false,"scrapeMarginRequests":3,"dispatchBudget":true,
+                            "budgetQueueDepth":9}})"));
+  ASSERT_NE(l.detector, nullptr) << l.errors.front();
+  const auto& o = dynamic_cast<UtilizationDetector&>(*l.detector).options();
+  EXPECT_EQ(o.maxRunningRequests, 64);
+  EXPECT_EQ(o.telemetryValidation, TelemetryValidation::kReference);
+  EXPECT_EQ(o.endpointScoreCap, UtilizationDetector::kUncapped);
+  EXPECT_FALSE(o.ledger.correction);
+  EXPECT_EQ(o.ledger.scrapeMarginRequests, 3);
+  EXPECT_TRUE(o.ledger.dispatchBudget);
+  EXPECT_EQ(o.ledger.budgetQueueDepth, 9);
+  const Loaded cap = loadText(utilization(R"({"endpointScoreCap":2.5})"));
+  ASSERT_NE(cap.detector, nullptr);
+  EXPECT_EQ(dynamic_cast<UtilizationDetector&>(*cap.detector).options().endpointScoreCap, 2.5);
+  EXPECT_EQ(loadText(utilization(R"({"endpointScoreCap":0.5})")).warnings,
+            S{"/parameters/endpointScoreCap: 0.5 is below 1.0: the pool can never read "
+              "saturated"});
 }
 
 TEST(ConcurrencyDetectorConfigTest, RejectionTable) {

@@ -37,6 +37,15 @@ Endpoint noMetrics() {
   return e;
 }
 
+// The reference's behaviour (upstream-reference.md §4.2) on top of `options`: reference telemetry
+// validation and no cap on an endpoint's score.
+UtilizationDetectorOptions reference(UtilizationDetectorOptions options) {
+  const UtilizationDetectorOptions r = UtilizationDetector::referenceOptions();
+  options.telemetryValidation = r.telemetryValidation;
+  options.endpointScoreCap = r.endpointScoreCap;
+  return options;
+}
+
 std::unique_ptr<UtilizationDetector> utilization(UtilizationDetectorOptions options) {
   auto made = UtilizationDetector::create(options);
   EXPECT_TRUE(made.ok()) << made.diagnostics().toString();
@@ -66,9 +75,9 @@ struct SaturationVector {
 };
 
 TEST(UtilizationDetectorTest, ReferenceSaturationVectors) {
-  auto d = utilization({.queueDepthThreshold = 5,
-                        .kvCacheUtilThreshold = 0.9,
-                        .metricsStalenessThreshold = milliseconds(100)});
+  auto d = utilization(reference({.queueDepthThreshold = 5,
+                                  .kvCacheUtilThreshold = 0.9,
+                                  .metricsStalenessThreshold = milliseconds(100)}));
   const std::vector<SaturationVector> vectors{
       {"none", {}, 1.0},
       {"fresh", {metrics(2, 0.5)}, 0.5 / 0.9},
@@ -134,7 +143,8 @@ TEST(UtilizationDetectorTest, ExtremeTimestampsDoNotOverflow) {
 }
 
 TEST(UtilizationDetectorTest, HugeTelemetryStaysFinite) {
-  auto d = utilization({.kvCacheUtilThreshold = std::numeric_limits<double>::denorm_min()});
+  auto d =
+      utilization(reference({.kvCacheUtilThreshold = std::numeric_limits<double>::denorm_min()}));
   const double s = d->saturation(
       {{metrics(std::numeric_limits<double>::max(), std::numeric_limits<double>::max()),
         metrics(std::numeric_limits<double>::max(), 1.0)}},
@@ -153,10 +163,10 @@ TEST(UtilizationDetectorTest, NegativeZeroReadsPositiveZero) {
 // ---- aggregation and staleness policy ---------------------------------------------------------
 
 TEST(UtilizationDetectorTest, MaxAggregationTakesTheMostLoadedEndpoint) {
-  auto d = utilization({.queueDepthThreshold = 5,
-                        .kvCacheUtilThreshold = 0.9,
-                        .metricsStalenessThreshold = milliseconds(100),
-                        .aggregation = Aggregation::kMax});
+  auto d = utilization(reference({.queueDepthThreshold = 5,
+                                  .kvCacheUtilThreshold = 0.9,
+                                  .metricsStalenessThreshold = milliseconds(100),
+                                  .aggregation = Aggregation::kMax}));
   EXPECT_DOUBLE_EQ(d->saturation({{metrics(1, 0.1), metrics(15, 0.2), metrics(0, 0)}}, kNow), 3.0);
   EXPECT_EQ(d->saturation({{metrics(0, 0), noMetrics()}}, kNow), 1.0);
   EXPECT_EQ(d->saturation({}, kNow), 1.0);
@@ -186,20 +196,117 @@ TEST(UtilizationDetectorTest, WeightedAggregationByCapacity) {
 }
 
 TEST(UtilizationDetectorTest, IgnoreStalenessPolicyDropsStaleEndpoints) {
-  auto d = utilization({.queueDepthThreshold = 5,
-                        .kvCacheUtilThreshold = 0.9,
-                        .metricsStalenessThreshold = milliseconds(100),
-                        .stalenessPolicy = StalenessPolicy::kIgnore});
+  auto d = utilization(reference({.queueDepthThreshold = 5,
+                                  .kvCacheUtilThreshold = 0.9,
+                                  .metricsStalenessThreshold = milliseconds(100),
+                                  .stalenessPolicy = StalenessPolicy::kIgnore}));
   // (0.2) alone, instead of (0.2 + 1.0) / 2.
   EXPECT_DOUBLE_EQ(d->saturation({{metrics(1, 0.1), metrics(0, 0.2, milliseconds(300))}}, kNow),
                    0.2);
   // No metrics counts as stale; an all-stale pool reads 0.0 (fails open).
   EXPECT_EQ(d->saturation({{noMetrics(), metrics(9, 0.9, milliseconds(300))}}, kNow), 0.0);
-  // Invalid telemetry is not staleness: it still scores 1.0.
+  // Reference validation: invalid telemetry is not staleness, it still scores 1.0.
   EXPECT_EQ(d->saturation({{metrics(kNaN, 0.1), noMetrics()}}, kNow), 1.0);
   EXPECT_EQ(d->saturation({{metrics(1, 0.1, -milliseconds(500))}}, kNow), 1.0);
   // The empty pool still reads 1.0.
   EXPECT_EQ(d->saturation({}, kNow), 1.0);
+}
+
+// ---- issue 14: strict telemetry, the score cap, the slot term ---------------------------------
+
+TEST(UtilizationDetectorTest, StrictTelemetryTreatsOutOfRangeReadingsLikeStale) {
+  auto saturated = utilization({.metricsStalenessThreshold = milliseconds(100)});
+  EXPECT_EQ(saturated->options().telemetryValidation, TelemetryValidation::kStrict);
+  // KV usage reported as a percentage (50 instead of 0.5): invalid, not a score of 62.5.
+  EXPECT_EQ(saturated->observe(metrics(0, 50.0), kNow), UtilizationDetector::Observation::kInvalid);
+  EXPECT_EQ(saturated->observe(metrics(0, 1.0), kNow), UtilizationDetector::Observation::kFresh);
+  // stalenessPolicy saturated: scores 1.0 like a stale endpoint; the idle one keeps the mean at
+  // 0.5.
+  EXPECT_EQ(saturated->saturation({{metrics(0, 50.0), metrics(0, 0)}}, kNow), 0.5);
+  EXPECT_FALSE(saturated->endpointScore(metrics(0, 50.0), kNow));
+  // stalenessPolicy ignore: it leaves the aggregate, as a stale endpoint would.
+  auto ignore = utilization({.stalenessPolicy = StalenessPolicy::kIgnore});
+  for (const double bad : {50.0, 1.0000001, kNaN, kInf, -1.0}) {
+    EXPECT_EQ(ignore->saturation({{metrics(0, bad), metrics(0, 0.4)}}, kNow), 0.5) << bad;
+  }
+  for (const double bad : {kNaN, kInf, -1.0}) {
+    EXPECT_EQ(ignore->saturation({{metrics(bad, 0.1), metrics(0, 0.4)}}, kNow), 0.5) << bad;
+  }
+  // ... and is never kept by the filter.
+  EXPECT_EQ(filterOf(*ignore, {metrics(0, 50.0), metrics(0, 0.4)}).kept,
+            (std::vector<std::size_t>{1}));
+  // The reference's behaviour is one switch away: KV 50 scores 62.5 and closes the pool.
+  auto ref = utilization(reference({.stalenessPolicy = StalenessPolicy::kIgnore}));
+  EXPECT_DOUBLE_EQ(ref->saturation({{metrics(0, 50.0), metrics(0, 0)}}, kNow), 62.5 / 2);
+  EXPECT_EQ(ref->saturation({{metrics(kNaN, 0.1), metrics(0, 0)}}, kNow), 0.5);
+}
+
+TEST(UtilizationDetectorTest, ScoreCapKeepsOneOverloadedEndpointFromClosingThePool) {
+  // One server with 8 waiting requests (score 1.6) and three idle ones.
+  const std::vector<Endpoint> pool{metrics(8, 0.3), metrics(0, 0), metrics(0, 0), metrics(0, 0)};
+  auto capped = utilization({});
+  EXPECT_EQ(capped->options().endpointScoreCap, 1.0);
+  EXPECT_DOUBLE_EQ(capped->saturation(pool, kNow), 0.25);
+  // Two endpoints, one overloaded ten times over: still half the pool's capacity.
+  EXPECT_DOUBLE_EQ(capped->saturation({{metrics(50, 0.3), metrics(0, 0)}}, kNow), 0.5);
+  // The overload stays visible in the endpoint's own figure.
+  EXPECT_DOUBLE_EQ(*capped->endpointScore(pool[0], kNow), 1.6);
+  // A whole overloaded pool still reads saturated (>= every ceiling).
+  EXPECT_EQ(capped->saturation({{metrics(8, 0), metrics(9, 0)}}, kNow), 1.0);
+  // Weighted and max aggregation are capped too.
+  auto max = utilization({.aggregation = Aggregation::kMax});
+  EXPECT_EQ(max->saturation(pool, kNow), 1.0);
+  // Reference (uncapped): (1.6 + 0 + 0 + 0) / 4 = 0.4, and 25.0 for the two-endpoint pool.
+  auto ref = utilization(reference({}));
+  EXPECT_DOUBLE_EQ(ref->saturation(pool, kNow), 0.4);
+  EXPECT_DOUBLE_EQ(ref->saturation({{metrics(50, 0.3), metrics(0, 0)}}, kNow), 5.0);
+  // Another cap value.
+  auto two = utilization({.endpointScoreCap = 2.0});
+  EXPECT_DOUBLE_EQ(two->saturation({{metrics(50, 0.3), metrics(0, 0)}}, kNow), 1.0);
+}
+
+TEST(UtilizationDetectorTest, SlotTermIsOffByDefaultAndReadsRunningOverMaxRunning) {
+  Endpoint e = metrics(0, 0.4);  // KV score 0.5
+  e.runningRequests = 12;
+  auto off = utilization({});
+  EXPECT_DOUBLE_EQ(off->saturation({{e}}, kNow), 0.5);
+  auto on =
+      utilization({.maxRunningRequests = 16, .endpointScoreCap = UtilizationDetector::kUncapped});
+  EXPECT_DOUBLE_EQ(on->saturation({{e}}, kNow), 0.75);
+  e.runningRequests = 16;  // every slot taken: saturated although the queue is empty
+  EXPECT_DOUBLE_EQ(on->saturation({{e}}, kNow), 1.0);
+  e.runningRequests = 4;  // KV dominates again
+  EXPECT_DOUBLE_EQ(on->saturation({{e}}, kNow), 0.5);
+  // Strict validation checks the running count only when the slot term reads it.
+  e.runningRequests = kNaN;
+  EXPECT_EQ(on->observe(e, kNow), UtilizationDetector::Observation::kInvalid);
+  EXPECT_EQ(off->observe(e, kNow), UtilizationDetector::Observation::kFresh);
+  // Reference validation: a NaN running count is ignored by the slot term.
+  auto ref = utilization(reference({.maxRunningRequests = 16}));
+  EXPECT_DOUBLE_EQ(ref->saturation({{e}}, kNow), 0.5);
+}
+
+TEST(UtilizationDetectorTest, CreateRejectsInvalidIssue14Options) {
+  const auto errorsOf = [](UtilizationDetectorOptions options) {
+    std::vector<std::string> out;
+    auto made = UtilizationDetector::create(options);
+    for (const auto& d : made.diagnostics().errors()) out.push_back(d.toString());
+    return out;
+  };
+  using S = std::vector<std::string>;
+  EXPECT_EQ(errorsOf({.maxRunningRequests = -1}),
+            S{"/maxRunningRequests: -1 is negative; expected an integer >= 0 (0 = no slot term)"});
+  EXPECT_EQ(
+      errorsOf({.endpointScoreCap = 0.0}),
+      S{"/endpointScoreCap: 0.0 is not strictly positive; expected a number > 0 or \"none\""});
+  EXPECT_EQ(errorsOf({.endpointScoreCap = kNaN}).size(), 1u);
+  EXPECT_EQ(errorsOf({.ledger = {.scrapeMarginRequests = -1}}),
+            S{"/dispatchLedger/scrapeMarginRequests: -1 is negative; expected an integer >= 0"});
+  auto made = UtilizationDetector::create({.endpointScoreCap = 0.5});
+  ASSERT_TRUE(made.ok());
+  EXPECT_EQ(made.diagnostics().warnings().size(), 1u);
+  EXPECT_TRUE(
+      UtilizationDetector::create({.endpointScoreCap = UtilizationDetector::kUncapped}).ok());
 }
 
 // ---- utilization-detector: reference §4.2 filter vectors --------------------------------------

@@ -8,13 +8,15 @@
 
 #include "common.hpp"
 #include "holdback/config/detector_config.hpp"
+#include "holdback/detector/dispatch_ledger.hpp"
 #include "holdback/detector/stage_saturation.hpp"
 
 namespace holdback::cli {
 namespace {
 
 constexpr std::string_view kHelp =
-    R"(Usage: holdback saturation --config FILE --endpoints FILE [--now-ms T]
+    R"(Usage: holdback saturation --config FILE --endpoints FILE [--now-ms T] [--no-ledger]
+                           [--scores]
 
 Runs the saturation detector in the config FILE over the endpoints in the endpoints FILE at time
 T and prints one JSON object:
@@ -38,11 +40,23 @@ Options:
                        "role": "decode",              prefill, decode, prefill-decode, ...
                        "weight": 1.0,                 relative capacity (aggregation "weighted")
                        "inFlightRequests": 0,         for concurrency-detector
-                       "inFlightTokens": 0}
+                       "inFlightTokens": 0,
+                       "runningRequests": 12,         vllm:num_requests_running
+                       "maxRunningRequests": 16,      the server's --max-num-seqs (0 = unknown)
+                       "kvCapacityTokens": 100000,    the server's KV capacity (0 = unknown)
+                       "pendingRequests": 3,          dispatched since the scrape, not finished
+                       "pendingTokens": 1500}         their tokens
                     every field but name is optional; numbers are passed to the detector as
                     given (negative telemetry is scored as the detector documents)
   --now-ms T        the current time in the same milliseconds as updateTimeMs (default: the
                     largest updateTimeMs in the file, or 0)
+  --no-ledger       do not correct the scraped figures with pendingRequests/pendingTokens
+                    (default: a DispatchLedger with the detector's dispatchLedger options
+                    corrects them, as a host feeding the ledger would; see docs/detectors.md)
+  --scores          add "endpoints": [{"name", "waitingQueueSize", "runningRequests",
+                    "kvCacheUsage", "score"}] with the figures the detector saw (corrected) and
+                    each endpoint's own roofline score before the endpointScoreCap (null when
+                    stale or invalid, or for a detector other than utilization-detector)
   --help            this text
 
 Exit codes: 0 success, 1 invalid config or endpoints file (every problem is printed), 2 usage
@@ -52,10 +66,21 @@ error.
 // Milliseconds that still fit an int64 count of nanoseconds.
 constexpr std::int64_t kMaxMs = std::numeric_limits<std::int64_t>::max() / 1'000'000;
 
+// What the endpoints file says about the ledger: capacity and the work since the scrape.
+struct Pending {
+  EndpointCapacity capacity;
+  std::int64_t requests = 0;
+  std::int64_t tokens = 0;
+};
+
 struct Snapshot {
   std::vector<Endpoint> endpoints;
+  std::vector<Pending> pending;  // one per endpoint
   std::optional<std::int64_t> latestMs;
 };
+
+// At most this many pending requests per endpoint (each is one ledger event).
+constexpr std::int64_t kMaxPendingRequests = 1'000'000;
 
 std::optional<Snapshot> readEndpoints(const config::Json& document, Diagnostics& diagnostics) {
   const std::size_t errors_before = diagnostics.errorCount();
@@ -99,18 +124,61 @@ std::optional<Snapshot> readEndpoints(const config::Json& document, Diagnostics&
     constexpr auto kMax = std::numeric_limits<std::int64_t>::max();
     if (const auto v = reader.integer("inFlightRequests", kMin, kMax)) e.inFlightRequests = *v;
     if (const auto v = reader.integer("inFlightTokens", kMin, kMax)) e.inFlightTokens = *v;
+    if (const auto v = reader.number("runningRequests")) e.runningRequests = *v;
+    Pending p;
+    if (const auto v = reader.integer("maxRunningRequests", 0, kMax)) {
+      p.capacity.maxRunningRequests = *v;
+    }
+    if (const auto v = reader.integer("kvCapacityTokens", 0, kMax))
+      p.capacity.kvCapacityTokens = *v;
+    if (const auto v = reader.integer("pendingRequests", 0, kMaxPendingRequests)) p.requests = *v;
+    if (const auto v = reader.integer("pendingTokens", 0, DispatchLedger::kMaxTokensPerRequest)) {
+      p.tokens = *v;
+    }
     reader.finish();
     out.endpoints.push_back(std::move(e));
+    out.pending.push_back(p);
   }
   if (diagnostics.errorCount() > errors_before) return std::nullopt;
   return out;
+}
+
+// Runs the endpoints' scrapes and pending work through a DispatchLedger, as a host would, and
+// takes the corrected telemetry (the in-flight counts stay as the file gives them).
+void correct(std::vector<Endpoint>& endpoints, const std::vector<Pending>& pending,
+             DispatchLedgerOptions options) {
+  DispatchLedger ledger(options);
+  std::vector<EndpointId> ids;
+  ids.reserve(endpoints.size());
+  for (std::size_t i = 0; i < endpoints.size(); ++i) {
+    const Endpoint& e = endpoints[i];
+    const EndpointId id = ledger.registerEndpoint(e.name, pending[i].capacity);
+    ids.push_back(id);
+    if (!e.updateTime) continue;  // no scrape: nothing to correct
+    ledger.installScrape(id, {.updateTime = *e.updateTime,
+                              .waitingQueueSize = e.waitingQueueSize,
+                              .runningRequests = e.runningRequests,
+                              .kvCacheUsage = e.kvCacheUsage});
+    for (std::int64_t k = 0; k < pending[i].requests; ++k) {
+      ledger.recordDispatch(id, k == 0 ? pending[i].tokens : 0);
+    }
+  }
+  std::vector<Endpoint> filled = endpoints;
+  ledger.fill(filled, ids);
+  for (std::size_t i = 0; i < endpoints.size(); ++i) {
+    if (!endpoints[i].updateTime) continue;
+    endpoints[i].waitingQueueSize = filled[i].waitingQueueSize;
+    endpoints[i].runningRequests = filled[i].runningRequests;
+    endpoints[i].kvCacheUsage = filled[i].kvCacheUsage;
+  }
 }
 
 }  // namespace
 
 int runSaturation(int argc, char** argv) {
   Args args;
-  if (auto error = parseArgs(argc, argv, 2, {"config", "endpoints", "now-ms"}, args)) {
+  if (auto error = parseArgs(argc, argv, 2, {"config", "endpoints", "now-ms"}, args,
+                             {"no-ledger", "scores"})) {
     return usageError("saturation", *error);
   }
   if (args.help) {
@@ -172,6 +240,14 @@ int runSaturation(int argc, char** argv) {
 
   const TimePoint now =
       TimePoint{} + std::chrono::milliseconds(now_ms.value_or(snapshot->latestMs.value_or(0)));
+  const auto* utilization = dynamic_cast<const UtilizationDetector*>(detector->get());
+  DispatchLedgerOptions ledger_options =
+      utilization != nullptr ? utilization->options().ledger : DispatchLedgerOptions{};
+  if (args.has("no-ledger")) {
+    ledger_options.correction = false;
+    ledger_options.dispatchBudget = false;
+  }
+  correct(snapshot->endpoints, snapshot->pending, ledger_options);
   const std::vector<Endpoint>& endpoints = snapshot->endpoints;
   StageSaturationEvaluator evaluator;
   const StageSaturation saturation = evaluator.evaluate(**detector, endpoints, now);
@@ -187,6 +263,20 @@ int runSaturation(int argc, char** argv) {
   for (std::size_t i = 0; i < filtered.kept; ++i)
     line["filtered"].push_back(endpoints[kept[i]].name);
   line["failOpen"] = filtered.failOpen;
+  if (args.has("scores")) {
+    line["endpoints"] = nlohmann::ordered_json::array();
+    for (const Endpoint& e : endpoints) {
+      nlohmann::ordered_json item = nlohmann::ordered_json::object();
+      item["name"] = e.name;
+      item["waitingQueueSize"] = e.waitingQueueSize;
+      item["runningRequests"] = e.runningRequests;
+      item["kvCacheUsage"] = e.kvCacheUsage;
+      const std::optional<double> score =
+          utilization != nullptr ? utilization->endpointScore(e, now) : std::nullopt;
+      item["score"] = score ? nlohmann::ordered_json(*score) : nlohmann::ordered_json(nullptr);
+      line["endpoints"].push_back(std::move(item));
+    }
+  }
   std::cout << line.dump() << "\n";
   return kExitOk;
 }

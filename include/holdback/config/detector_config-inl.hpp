@@ -124,6 +124,44 @@ HOLDBACK_INLINE std::optional<UtilizationDetectorOptions> parseUtilizationDetect
           options.stalenessPolicy =
               *v == "ignore" ? StalenessPolicy::kIgnore : StalenessPolicy::kSaturated;
         }
+        constexpr auto kMin = std::numeric_limits<std::int64_t>::min();
+        if (const auto v =
+                reader.integer("maxRunningRequests", kMin, detail::detector_config::kInt64Max)) {
+          options.maxRunningRequests = *v;
+        }
+        if (const auto v = reader.oneOf("telemetryValidation", {"strict", "reference"})) {
+          options.telemetryValidation =
+              *v == "reference" ? TelemetryValidation::kReference : TelemetryValidation::kStrict;
+        }
+        if (const Json* cap = reader.value("endpointScoreCap")) {
+          if (cap->is_string() && cap->get<std::string>() == "none") {
+            options.endpointScoreCap = UtilizationDetector::kUncapped;
+          } else if (cap->is_number()) {
+            options.endpointScoreCap = cap->get<double>();
+          } else {
+            reader.error("endpointScoreCap", mismatch(*cap, "a number > 0 or \"none\""));
+          }
+        }
+        // The ledger's queue depth follows queueDepthThreshold unless given.
+        if (options.queueDepthThreshold > 0) {
+          options.ledger.budgetQueueDepth = options.queueDepthThreshold;
+        }
+        if (const Json* ledger = reader.value("dispatchLedger")) {
+          ParamReader sub(ledger, reader.pathOf("dispatchLedger"), reader.diagnostics());
+          if (sub.valid()) {
+            if (const auto v = sub.boolean("correction")) options.ledger.correction = *v;
+            if (const auto v =
+                    sub.integer("scrapeMarginRequests", kMin, detail::detector_config::kInt64Max)) {
+              options.ledger.scrapeMarginRequests = *v;
+            }
+            if (const auto v = sub.boolean("dispatchBudget")) options.ledger.dispatchBudget = *v;
+            if (const auto v =
+                    sub.integer("budgetQueueDepth", kMin, detail::detector_config::kInt64Max)) {
+              options.ledger.budgetQueueDepth = *v;
+            }
+            sub.finish();
+          }
+        }
       });
 }
 

@@ -7,7 +7,13 @@
 //                          (default 0.8, in (0, 1]), metricsStalenessThreshold (duration string,
 //                          default "200ms", > 0), headroom (default 0.0, >= 0; > 1 warns),
 //                          aggregation = mean | max | weighted, stalenessPolicy = saturated |
-//                          ignore
+//                          ignore, maxRunningRequests (int, default 0 = no slot term, >= 0),
+//                          telemetryValidation = strict (default) | reference,
+//                          endpointScoreCap (number > 0 or "none", default 1.0),
+//                          dispatchLedger {correction (bool, default true),
+//                          scrapeMarginRequests (int, default 0, >= 0), dispatchBudget (bool,
+//                          default false), budgetQueueDepth (int > 0, default
+//                          queueDepthThreshold)} (for the host's DispatchLedger)
 //   concurrency-detector   concurrencyMode = requests | tokens | hybrid, maxConcurrency (int,
 //                          default 100, > 0), maxTokenConcurrency (int, default 1000000, > 0),
 //                          headroom (default 0.0, >= 0; > 1 warns), inFlightLoadProducerName

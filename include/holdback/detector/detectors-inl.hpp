@@ -1,5 +1,6 @@
-// Implementation of holdback/detector/detectors.hpp: compiled into libholdback by src/detectors.cpp, or
-// included by the header itself in header-only mode (HOLDBACK_HEADER_ONLY, holdback::header_only).
+// Implementation of holdback/detector/detectors.hpp: compiled into libholdback by
+// src/detectors.cpp, or included by the header itself in header-only mode (HOLDBACK_HEADER_ONLY,
+// holdback::header_only).
 #pragma once
 
 #include "holdback/detector/detectors.hpp"
@@ -70,6 +71,10 @@ HOLDBACK_INLINE std::string_view toString(Aggregation aggregation) noexcept {
   return "unknown";
 }
 
+HOLDBACK_INLINE std::string_view toString(TelemetryValidation validation) noexcept {
+  return validation == TelemetryValidation::kReference ? "reference" : "strict";
+}
+
 HOLDBACK_INLINE std::string_view toString(StalenessPolicy policy) noexcept {
   return policy == StalenessPolicy::kIgnore ? "ignore" : "saturated";
 }
@@ -105,6 +110,22 @@ HOLDBACK_INLINE void UtilizationDetector::validate(const UtilizationDetectorOpti
                           "\"200ms\"");
   }
   detail::detectors::validateHeadroom(options.headroom, path, diagnostics);
+  if (options.maxRunningRequests < 0) {
+    diagnostics.error(detail::detectors::joinPath(path, "maxRunningRequests"),
+                      std::to_string(options.maxRunningRequests) +
+                          " is negative; expected an integer >= 0 (0 = no slot term)");
+  }
+  if (!(options.endpointScoreCap > 0.0)) {
+    diagnostics.error(detail::detectors::joinPath(path, "endpointScoreCap"),
+                      detail::detectors::formatNumber(options.endpointScoreCap) +
+                          " is not strictly positive; expected a number > 0 or \"none\"");
+  } else if (options.endpointScoreCap < 1.0) {
+    diagnostics.warning(detail::detectors::joinPath(path, "endpointScoreCap"),
+                        detail::detectors::formatNumber(options.endpointScoreCap) +
+                            " is below 1.0: the pool can never read saturated");
+  }
+  DispatchLedger::validate(options.ledger, detail::detectors::joinPath(path, "dispatchLedger"),
+                           diagnostics);
 }
 
 HOLDBACK_INLINE Result<std::unique_ptr<UtilizationDetector>> UtilizationDetector::create(
@@ -123,7 +144,9 @@ HOLDBACK_INLINE UtilizationDetector::UtilizationDetector(UtilizationDetectorOpti
       queue_threshold_(static_cast<double>(options.queueDepthThreshold)),
       staleness_ns_(options.metricsStalenessThreshold.count()),
       queue_limit_(queue_threshold_ * (1.0 + options.headroom)),
-      kv_limit_(std::min(1.0, options.kvCacheUtilThreshold * (1.0 + options.headroom))) {}
+      kv_limit_(std::min(1.0, options.kvCacheUtilThreshold * (1.0 + options.headroom))),
+      max_running_(static_cast<double>(options.maxRunningRequests)),
+      score_cap_(std::min(options.endpointScoreCap, kMaxScore)) {}
 
 // ---------------------------------------------------------------------------------------------
 

@@ -23,11 +23,13 @@
 #include <cstdint>
 #include <limits>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
 
 #include "holdback/core/diagnostics.hpp"
+#include "holdback/detector/dispatch_ledger.hpp"
 #include "holdback/detector/saturation_detector.hpp"
 
 namespace holdback {
@@ -49,7 +51,20 @@ enum class StalenessPolicy : std::uint8_t {
   kIgnore,     // leaves the aggregate; an all-stale pool reads 0.0 (fails open)
 };
 
+// Which readings count as invalid telemetry, and what an invalid endpoint contributes.
+enum class TelemetryValidation : std::uint8_t {
+  // NaN / infinite / negative queue, KV usage outside [0, 1], and (with the slot term) NaN /
+  // infinite / negative running counts are invalid; an invalid endpoint is handled like a stale
+  // one, per the staleness policy. The default: a misreporting server cannot close the pool.
+  kStrict,
+  // holdback 0.1 / the reference: only NaN / infinite / negative queue or KV readings are
+  // invalid, and they score exactly 1.0 whatever the staleness policy; KV usage above 1 (e.g. a
+  // percentage, 50 instead of 0.5) scores as given (62.5 with the default threshold).
+  kReference,
+};
+
 [[nodiscard]] HOLDBACK_API std::string_view toString(Aggregation aggregation) noexcept;
+[[nodiscard]] HOLDBACK_API std::string_view toString(TelemetryValidation validation) noexcept;
 [[nodiscard]] HOLDBACK_API std::string_view toString(StalenessPolicy policy) noexcept;
 
 struct UtilizationDetectorOptions {
@@ -64,20 +79,38 @@ struct UtilizationDetectorOptions {
   double headroom = 0.0;
   Aggregation aggregation = Aggregation::kMean;
   StalenessPolicy stalenessPolicy = StalenessPolicy::kSaturated;
+  // The slot term: > 0 adds runningRequests / maxRunningRequests (vLLM's --max-num-seqs) to the
+  // roofline, so that a score below 1 means a slot is free. 0 = off (the reference); >= 0.
+  std::int64_t maxRunningRequests = 0;
+  TelemetryValidation telemetryValidation = TelemetryValidation::kStrict;
+  // The most one endpoint's score counts in the aggregate: > 0 (NaN is invalid), or
+  // UtilizationDetector::kUncapped (the reference). With the default 1.0 an overloaded endpoint
+  // counts as exactly full, so a pool with an idle endpoint reads < 1 under mean or weighted
+  // aggregation; the overload stays visible in endpointScore().
+  double endpointScoreCap = 1.0;
+  // The dispatch ledger a host builds for this detector (DispatchLedger(options.ledger)); the
+  // detector itself does not use it. Its budgetQueueDepth should equal queueDepthThreshold (the
+  // JSON loader sets it so unless given).
+  DispatchLedgerOptions ledger{};
 };
 
 // The algorithm
 //   Each endpoint is first classified:
 //     fresh    updateTime is set, -T <= now - updateTime <= T (T = metricsStalenessThreshold;
-//              a scrape that landed slightly after `now` was read is fresh), and waitingQueueSize
-//              and kvCacheUsage are finite and >= 0;
+//              a scrape that landed slightly after `now` was read is fresh), and its telemetry
+//              is valid (below);
 //     stale    updateTime is unset (no metrics yet) or now - updateTime > T (strictly);
 //     invalid  updateTime more than T in the future (or so far from `now` that the difference
-//              overflows), or NaN / infinite / negative queue or KV telemetry.
-//   score(e) = max(waitingQueueSize / queueDepthThreshold, kvCacheUsage / kvCacheUtilThreshold)
-//   for a fresh endpoint (capped at kMaxScore so that sums stay finite), exactly 1.0 for an
-//   invalid one (unobservable means saturated, whatever the staleness policy), and for a stale
-//   one 1.0 (stalenessPolicy saturated) or nothing (ignore: it leaves the aggregate).
+//              overflows), or invalid telemetry: NaN / infinite / negative waitingQueueSize or
+//              kvCacheUsage; with telemetryValidation strict (the default) also kvCacheUsage
+//              above 1, and, when the slot term is on, NaN / infinite / negative
+//              runningRequests.
+//   score(e) = max(waitingQueueSize / queueDepthThreshold, kvCacheUsage / kvCacheUtilThreshold
+//                  [, runningRequests / maxRunningRequests when maxRunningRequests > 0])
+//   for a fresh endpoint (capped at kMaxScore so that sums stay finite); a stale one scores 1.0
+//   (stalenessPolicy saturated) or leaves the aggregate (ignore); an invalid one is handled like
+//   a stale one (strict) or scores exactly 1.0 whatever the policy (reference). Each score then
+//   counts at most endpointScoreCap in the aggregate (default 1.0; kUncapped = the reference).
 //
 //   saturation(endpoints, now):
 //     empty list                                  -> 1.0
@@ -104,6 +137,17 @@ class HOLDBACK_API UtilizationDetector final : public SaturationDetector {
   static constexpr std::string_view kType = "utilization-detector";
   static constexpr double kMaxScore = 1e12;
   static constexpr double kMaxWeight = 1e12;
+  static constexpr double kUncapped = std::numeric_limits<double>::infinity();
+
+  // The options of the reference's behaviour (upstream-reference.md §4.2): reference telemetry
+  // validation, no score cap, no slot term, no ledger correction.
+  [[nodiscard]] static UtilizationDetectorOptions referenceOptions() noexcept {
+    UtilizationDetectorOptions o;
+    o.telemetryValidation = TelemetryValidation::kReference;
+    o.endpointScoreCap = kUncapped;
+    o.ledger.correction = false;
+    return o;
+  }
 
   static Result<std::unique_ptr<UtilizationDetector>> create(
       UtilizationDetectorOptions options = {}, std::string name = std::string(kType));
@@ -127,6 +171,10 @@ class HOLDBACK_API UtilizationDetector final : public SaturationDetector {
   enum class Observation : std::uint8_t { kFresh, kStale, kInvalid };
   // How saturation() and filter() classify one endpoint (see "The algorithm").
   [[nodiscard]] Observation observe(const Endpoint& endpoint, TimePoint now) const noexcept;
+  // One fresh endpoint's roofline score before the cap (its overload, e.g. 1.6); nullopt when
+  // it is stale or invalid.
+  [[nodiscard]] std::optional<double> endpointScore(const Endpoint& endpoint,
+                                                    TimePoint now) const noexcept;
 
  private:
   UtilizationDetector(UtilizationDetectorOptions options, std::string name);
@@ -136,6 +184,10 @@ class HOLDBACK_API UtilizationDetector final : public SaturationDetector {
   std::int64_t staleness_ns_ = 0;
   double queue_limit_ = 5.0;
   double kv_limit_ = 0.8;
+  double max_running_ = 0.0;  // 0 = no slot term
+  double score_cap_ = 1.0;
+
+  [[nodiscard]] double rawScore(const Endpoint& e) const noexcept;
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -259,28 +311,50 @@ inline UtilizationDetector::Observation UtilizationDetector::observe(const Endpo
       !detail::isValidTelemetry(endpoint.kvCacheUsage)) {
     return Observation::kInvalid;
   }
+  if (options_.telemetryValidation == TelemetryValidation::kStrict &&
+      (endpoint.kvCacheUsage > 1.0 ||
+       (max_running_ > 0.0 && !detail::isValidTelemetry(endpoint.runningRequests)))) {
+    return Observation::kInvalid;
+  }
   return Observation::kFresh;
+}
+
+inline double UtilizationDetector::rawScore(const Endpoint& e) const noexcept {
+  const double queue = e.waitingQueueSize / queue_threshold_;
+  const double kv = e.kvCacheUsage / options_.kvCacheUtilThreshold;
+  double score = queue > kv ? queue : kv;
+  if (max_running_ > 0.0 && detail::isValidTelemetry(e.runningRequests)) {
+    const double slots = e.runningRequests / max_running_;
+    if (slots > score) score = slots;
+  }
+  if (score > kMaxScore) score = kMaxScore;
+  return score + 0.0;  // -0.0 -> +0.0
+}
+
+inline std::optional<double> UtilizationDetector::endpointScore(const Endpoint& endpoint,
+                                                                TimePoint now) const noexcept {
+  if (observe(endpoint, now) != Observation::kFresh) return std::nullopt;
+  return rawScore(endpoint);
 }
 
 inline double UtilizationDetector::saturation(std::span<const Endpoint> endpoints,
                                               TimePoint now) const noexcept {
   if (endpoints.empty()) return 1.0;
   const bool ignore_stale = options_.stalenessPolicy == StalenessPolicy::kIgnore;
+  const bool invalid_is_stale = options_.telemetryValidation == TelemetryValidation::kStrict;
   double sum = 0.0;
   double weight_sum = 0.0;
   double max = 0.0;
   std::size_t counted = 0;
   for (const Endpoint& e : endpoints) {
     const Observation observation = observe(e, now);
-    if (observation == Observation::kStale && ignore_stale) continue;
-    double score = 1.0;
-    if (observation == Observation::kFresh) {
-      const double queue = e.waitingQueueSize / queue_threshold_;
-      const double kv = e.kvCacheUsage / options_.kvCacheUtilThreshold;
-      score = queue > kv ? queue : kv;
-      if (score > kMaxScore) score = kMaxScore;
-      score += 0.0;  // -0.0 -> +0.0
+    if (ignore_stale && (observation == Observation::kStale ||
+                         (observation == Observation::kInvalid && invalid_is_stale))) {
+      continue;
     }
+    double score = 1.0;
+    if (observation == Observation::kFresh) score = rawScore(e);
+    if (score > score_cap_) score = score_cap_;
     ++counted;
     switch (options_.aggregation) {
       case Aggregation::kMean:

@@ -1,0 +1,505 @@
+// Implementation of holdback/detector/dispatch_ledger.hpp: compiled into libholdback by
+// src/detector.cpp, or included by the header itself in header-only mode (HOLDBACK_HEADER_ONLY).
+#pragma once
+
+#include "holdback/detector/dispatch_ledger.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <new>
+
+#include "holdback/config/json.hpp"
+
+namespace holdback {
+inline namespace HOLDBACK_ABI_NAMESPACE {
+namespace detail::ledger {
+
+// a - b of two monotonic counters, modulo 2^64, read as a signed count.
+[[nodiscard]] inline std::int64_t since(std::uint64_t a, std::uint64_t b) noexcept {
+  return static_cast<std::int64_t>(a - b);
+}
+
+[[nodiscard]] inline std::int64_t clampTokens(std::int64_t tokens) noexcept {
+  if (tokens < 0) return 0;
+  return tokens > DispatchLedger::kMaxTokensPerRequest ? DispatchLedger::kMaxTokensPerRequest
+                                                       : tokens;
+}
+
+[[nodiscard]] inline bool validCount(double v) noexcept {
+  return v >= 0.0 && v <= std::numeric_limits<double>::max();  // false for NaN, inf, negative
+}
+
+// The KV fraction of one token of a capacity of `tokens` (0 = unknown).
+[[nodiscard]] inline double perToken(std::int64_t tokens) noexcept {
+  return tokens > 0 ? 1.0 / static_cast<double>(tokens) : 0.0;
+}
+
+// The four counters at one instant. A dispatch adds its request, then its tokens (release); a
+// release() completes the tokens, then the request (both release). Reading the dispatched
+// requests before and after the completions and the dispatched tokens, all acquire: when the two
+// request counts agree, every completion read belongs to a dispatch read, and so do the tokens.
+// A few retries under a storm of dispatches; then the later counts are used (in flight then
+// includes dispatches made during the read: it errs high, never negative).
+[[nodiscard]] inline ScrapeMark readCounters(const LedgerSlot& s) noexcept {
+  constexpr auto kAcquire = std::memory_order_acquire;
+  ScrapeMark m;
+  for (int attempt = 0;; ++attempt) {
+    const std::uint64_t requests = s.dispatchedRequests.load(kAcquire);
+    m.completedRequests = s.completedRequests.load(kAcquire);
+    m.completedTokens = s.completedTokens.load(kAcquire);
+    m.dispatchedTokens = s.dispatchedTokens.load(kAcquire);
+    m.dispatchedRequests = s.dispatchedRequests.load(kAcquire);
+    if (m.dispatchedRequests == requests || attempt == 8) [[likely]] {
+      return m;
+    }
+  }
+}
+
+struct ScrapeView {
+  bool has = false;
+  std::int64_t updateTimeNs = 0;
+  double waiting = 0.0;
+  double running = 0.0;
+  double kv = 0.0;
+  ScrapeMark base;
+  std::int64_t budget = 0;
+};
+
+// Sequence-lock read; retries while a writer is active or the sequence moved. The field loads
+// are acquire, so the second sequence load cannot move before them (no fence needed: free on
+// x86, and ThreadSanitizer models it).
+[[nodiscard]] inline ScrapeView readScrape(const LedgerSlot& s) noexcept {
+  constexpr auto kAcquire = std::memory_order_acquire;
+  ScrapeView v;
+  for (;;) {
+    const std::uint64_t before = s.sequence.load(kAcquire);
+    if ((before & 1U) != 0) continue;
+    v.updateTimeNs = s.updateTimeNs.load(kAcquire);
+    v.waiting = s.waiting.load(kAcquire);
+    v.running = s.running.load(kAcquire);
+    v.kv = s.kvCacheUsage.load(kAcquire);
+    v.base.dispatchedRequests = s.baseDispatchedRequests.load(kAcquire);
+    v.base.dispatchedTokens = s.baseDispatchedTokens.load(kAcquire);
+    v.base.completedRequests = s.baseCompletedRequests.load(kAcquire);
+    v.base.completedTokens = s.baseCompletedTokens.load(kAcquire);
+    v.budget = s.budget.load(kAcquire);
+    v.has = v.budget >= 0;
+    if (s.sequence.load(std::memory_order_relaxed) == before) [[likely]] {
+      return v;
+    }
+  }
+}
+
+// Becomes the slot's only scrape writer (writers are rare: spin). The field stores that follow
+// are release stores, so none becomes visible before the odd sequence.
+inline void beginWrite(LedgerSlot& s) noexcept {
+  std::uint64_t seq = s.sequence.load(std::memory_order_relaxed);
+  for (;;) {
+    if ((seq & 1U) == 0 && s.sequence.compare_exchange_weak(seq, seq + 1, std::memory_order_acq_rel,
+                                                            std::memory_order_relaxed)) {
+      return;
+    }
+    seq = s.sequence.load(std::memory_order_relaxed);
+  }
+}
+
+inline void endWrite(LedgerSlot& s) noexcept {
+  s.sequence.fetch_add(1, std::memory_order_release);
+}
+
+inline void clearTelemetry(Endpoint& e) noexcept {
+  e.updateTime.reset();
+  e.waitingQueueSize = 0.0;
+  e.runningRequests = 0.0;
+  e.kvCacheUsage = 0.0;
+  e.inFlightRequests = 0;
+  e.inFlightTokens = 0;
+}
+
+}  // namespace detail::ledger
+
+HOLDBACK_INLINE DispatchLedger::DispatchLedger(DispatchLedgerOptions options) noexcept
+    : options_(options) {
+  if (options_.scrapeMarginRequests < 0) options_.scrapeMarginRequests = 0;
+  if (options_.budgetQueueDepth <= 0) options_.budgetQueueDepth = 1;
+}
+
+HOLDBACK_INLINE DispatchLedger::~DispatchLedger() {
+  for (auto& chunk : chunks_) delete chunk.load(std::memory_order_relaxed);
+}
+
+HOLDBACK_INLINE void DispatchLedger::validate(const DispatchLedgerOptions& options,
+                                              const std::string& path, Diagnostics& diagnostics) {
+  if (options.scrapeMarginRequests < 0) {
+    diagnostics.error(
+        config::joinPath(path, "scrapeMarginRequests"),
+        std::to_string(options.scrapeMarginRequests) + " is negative; expected an integer >= 0");
+  }
+  if (options.budgetQueueDepth <= 0) {
+    diagnostics.error(config::joinPath(path, "budgetQueueDepth"),
+                      std::to_string(options.budgetQueueDepth) +
+                          " is not strictly positive; expected an integer > 0");
+  }
+}
+
+HOLDBACK_INLINE detail::LedgerSlot* DispatchLedger::slotOf(EndpointId id) const noexcept {
+  // Live generations are odd (registration and removal each add one); 0 is never handed out.
+  if (id.index >= kMaxEndpoints || (id.generation & 1U) == 0) return nullptr;
+  Chunk* chunk = chunks_[id.index / kChunkSize].load(std::memory_order_acquire);
+  if (chunk == nullptr) return nullptr;
+  detail::LedgerSlot& slot = (*chunk)[id.index % kChunkSize];
+  if (slot.generation.load(std::memory_order_acquire) != id.generation) return nullptr;
+  return &slot;
+}
+
+HOLDBACK_INLINE std::optional<std::uint32_t> DispatchLedger::indexOf(
+    std::string_view name) const noexcept {
+  const auto it = by_name_.find(name);
+  if (it == by_name_.end()) return std::nullopt;
+  return it->second;
+}
+
+HOLDBACK_INLINE EndpointId DispatchLedger::registerEndpoint(
+    std::string_view name, std::optional<EndpointCapacity> capacity) noexcept {
+  HOLDBACK_TRY {
+    std::unique_lock lock(registry_mutex_);
+    if (const auto index = indexOf(name)) {
+      detail::LedgerSlot& slot = (*chunks_[*index / kChunkSize].load())[*index % kChunkSize];
+      const EndpointId id{*index, slot.generation.load(std::memory_order_relaxed)};
+      if (capacity) setCapacity(id, *capacity);
+      return id;
+    }
+    // A drained retired slot, else a new one.
+    std::optional<std::uint32_t> index;
+    for (std::size_t i = 0; i < retired_.size(); ++i) {
+      const std::uint32_t r = retired_[i];
+      const detail::LedgerSlot& slot = (*chunks_[r / kChunkSize].load())[r % kChunkSize];
+      const ScrapeMark c = detail::ledger::readCounters(slot);
+      if (c.completedRequests == c.dispatchedRequests) {
+        index = r;
+        retired_[i] = retired_.back();
+        retired_.pop_back();
+        break;
+      }
+    }
+    if (!index) {
+      if (slots_used_ >= kMaxEndpoints) return {};
+      const std::uint32_t next = slots_used_;
+      auto& chunk = chunks_[next / kChunkSize];
+      if (chunk.load(std::memory_order_relaxed) == nullptr) {
+        chunk.store(new Chunk(), std::memory_order_release);
+      }
+      ++slots_used_;
+      index = next;
+    }
+    // Allocate first: if that fails the slot stays unused.
+    if (names_.size() <= *index) names_.resize(*index + 1);
+    names_[*index].assign(name.data(), name.size());
+    by_name_.emplace(names_[*index], *index);
+    detail::LedgerSlot& slot = (*chunks_[*index / kChunkSize].load())[*index % kChunkSize];
+    // A reused slot starts at zero in flight: tokens that handle-free completions left open
+    // (no request is outstanding any more) are written off.
+    slot.completedTokens.store(slot.dispatchedTokens.load(std::memory_order_relaxed),
+                               std::memory_order_release);
+    detail::ledger::beginWrite(slot);
+    slot.budget.store(-1, std::memory_order_release);
+    detail::ledger::endWrite(slot);
+    const EndpointCapacity cap = capacity.value_or(EndpointCapacity{});
+    slot.maxRunning.store(cap.maxRunningRequests > 0 ? cap.maxRunningRequests : 0,
+                          std::memory_order_relaxed);
+    slot.kvPerToken.store(detail::ledger::perToken(cap.kvCapacityTokens),
+                          std::memory_order_relaxed);
+    const std::uint32_t generation = slot.generation.load(std::memory_order_relaxed) + 1;
+    slot.generation.store(generation, std::memory_order_release);
+    return {*index, generation};
+  }
+  HOLDBACK_CATCH_ALL {
+    return {};
+  }
+}
+
+HOLDBACK_INLINE std::optional<EndpointId> DispatchLedger::find(
+    std::string_view name) const noexcept {
+  std::shared_lock lock(registry_mutex_);
+  const auto index = indexOf(name);
+  if (!index) return std::nullopt;
+  const detail::LedgerSlot& slot = (*chunks_[*index / kChunkSize].load())[*index % kChunkSize];
+  return EndpointId{*index, slot.generation.load(std::memory_order_relaxed)};
+}
+
+HOLDBACK_INLINE bool DispatchLedger::setCapacity(EndpointId id,
+                                                 EndpointCapacity capacity) noexcept {
+  detail::LedgerSlot* slot = slotOf(id);
+  if (slot == nullptr) return false;
+  slot->maxRunning.store(capacity.maxRunningRequests > 0 ? capacity.maxRunningRequests : 0,
+                         std::memory_order_relaxed);
+  slot->kvPerToken.store(detail::ledger::perToken(capacity.kvCapacityTokens),
+                         std::memory_order_relaxed);
+  return true;
+}
+
+HOLDBACK_INLINE bool DispatchLedger::removeEndpoint(EndpointId id) noexcept {
+  std::unique_lock lock(registry_mutex_);
+  detail::LedgerSlot* slot = slotOf(id);
+  if (slot == nullptr) return false;  // slotOf only returns live slots (odd generation)
+  slot->generation.store(id.generation + 1, std::memory_order_release);
+  by_name_.erase(names_[id.index]);
+  HOLDBACK_TRY {
+    retired_.push_back(id.index);
+  }
+  HOLDBACK_CATCH_ALL {
+    // The slot is simply never reused.
+  }
+  return true;
+}
+
+HOLDBACK_INLINE bool DispatchLedger::removeEndpoint(std::string_view name) noexcept {
+  const auto id = find(name);
+  return id && removeEndpoint(*id);
+}
+
+HOLDBACK_INLINE DispatchHandle DispatchLedger::dispatch(EndpointId id,
+                                                        std::int64_t tokens) noexcept {
+  detail::LedgerSlot* slot = slotOf(id);
+  if (slot == nullptr) return {};
+  tokens = detail::ledger::clampTokens(tokens);
+  slot->dispatchedRequests.fetch_add(1, std::memory_order_relaxed);
+  if (tokens != 0) {
+    slot->dispatchedTokens.fetch_add(static_cast<std::uint64_t>(tokens), std::memory_order_release);
+  }
+  return DispatchHandle(slot, tokens);
+}
+
+HOLDBACK_INLINE bool DispatchLedger::recordDispatch(EndpointId id, std::int64_t tokens) noexcept {
+  DispatchHandle handle = dispatch(id, tokens);
+  const bool counted = handle.active();
+  handle.slot_ = nullptr;  // the host completes it with recordCompletion
+  return counted;
+}
+
+HOLDBACK_INLINE bool DispatchLedger::recordCompletion(EndpointId id, std::int64_t tokens) noexcept {
+  detail::LedgerSlot* slot = slotOf(id);
+  if (slot == nullptr) return false;
+  // At most as many completions as dispatches; tokens likewise. The completed count is read
+  // before the dispatched one (acquire), so every completion seen has its dispatch seen too.
+  constexpr auto kAcquire = std::memory_order_acquire;
+  for (;;) {
+    std::uint64_t completed = slot->completedRequests.load(kAcquire);
+    const std::uint64_t dispatched = slot->dispatchedRequests.load(kAcquire);
+    if (detail::ledger::since(dispatched, completed) <= 0) return false;
+    if (slot->completedRequests.compare_exchange_weak(completed, completed + 1,
+                                                      std::memory_order_acq_rel, kAcquire)) {
+      break;
+    }
+  }
+  tokens = detail::ledger::clampTokens(tokens);
+  while (tokens != 0) {
+    std::uint64_t done = slot->completedTokens.load(kAcquire);
+    const std::int64_t open = detail::ledger::since(slot->dispatchedTokens.load(kAcquire), done);
+    if (open <= 0) break;
+    const std::uint64_t next = done + static_cast<std::uint64_t>(std::min(open, tokens));
+    if (slot->completedTokens.compare_exchange_weak(done, next, std::memory_order_acq_rel,
+                                                    kAcquire)) {
+      break;
+    }
+  }
+  return true;
+}
+
+HOLDBACK_INLINE ScrapeMark DispatchLedger::mark(EndpointId id) const noexcept {
+  const detail::LedgerSlot* slot = slotOf(id);
+  if (slot == nullptr) return {};
+  return detail::ledger::readCounters(*slot);
+}
+
+HOLDBACK_INLINE void DispatchLedger::storeScrape(detail::LedgerSlot& slot, const Scrape& scrape,
+                                                 const ScrapeMark& base) noexcept {
+  // Budget: free slots (when maxRunning is known) + free queue, from the scraped figures.
+  std::int32_t budget = 0;
+  const double queue = static_cast<double>(options_.budgetQueueDepth);
+  if (detail::ledger::validCount(scrape.waitingQueueSize) &&
+      detail::ledger::validCount(scrape.runningRequests)) {
+    double free = queue - scrape.waitingQueueSize;
+    if (free < 0.0) free = 0.0;
+    const std::int64_t max_running = slot.maxRunning.load(std::memory_order_relaxed);
+    if (max_running > 0) {
+      const double slots = static_cast<double>(max_running) - scrape.runningRequests;
+      if (slots > 0.0) free += slots;
+    }
+    budget = static_cast<std::int32_t>(std::floor(std::min(free, 2147483647.0)));
+  }
+  detail::ledger::beginWrite(slot);
+  slot.updateTimeNs.store(scrape.updateTime.time_since_epoch().count(), std::memory_order_release);
+  slot.waiting.store(scrape.waitingQueueSize, std::memory_order_release);
+  slot.running.store(scrape.runningRequests, std::memory_order_release);
+  slot.kvCacheUsage.store(scrape.kvCacheUsage, std::memory_order_release);
+  slot.baseDispatchedRequests.store(base.dispatchedRequests, std::memory_order_release);
+  slot.baseDispatchedTokens.store(base.dispatchedTokens, std::memory_order_release);
+  slot.baseCompletedRequests.store(base.completedRequests, std::memory_order_release);
+  slot.baseCompletedTokens.store(base.completedTokens, std::memory_order_release);
+  slot.budget.store(budget, std::memory_order_release);
+  detail::ledger::endWrite(slot);
+}
+
+HOLDBACK_INLINE bool DispatchLedger::installScrape(EndpointId id, const Scrape& scrape,
+                                                   const ScrapeMark& mark) noexcept {
+  detail::LedgerSlot* slot = slotOf(id);
+  if (slot == nullptr) return false;
+  storeScrape(*slot, scrape, mark);
+  return true;
+}
+
+HOLDBACK_INLINE bool DispatchLedger::installScrape(EndpointId id, const Scrape& scrape) noexcept {
+  detail::LedgerSlot* slot = slotOf(id);
+  if (slot == nullptr) return false;
+  ScrapeMark base = detail::ledger::readCounters(*slot);
+  const std::int64_t margin = options_.scrapeMarginRequests;
+  if (margin > 0) {
+    const detail::ledger::ScrapeView previous = detail::ledger::readScrape(*slot);
+    const ScrapeMark& prev = previous.base;  // zeros before the first scrape
+    const std::int64_t since_prev =
+        detail::ledger::since(base.dispatchedRequests, prev.dispatchedRequests);
+    const std::int64_t back = std::clamp<std::int64_t>(since_prev, 0, margin);
+    if (back > 0) {
+      const std::int64_t tokens_since =
+          detail::ledger::since(base.dispatchedTokens, prev.dispatchedTokens);
+      const double share = static_cast<double>(back) / static_cast<double>(since_prev);
+      const auto back_tokens = static_cast<std::uint64_t>(
+          std::max<double>(0.0, std::floor(static_cast<double>(tokens_since) * share)));
+      base.dispatchedRequests -= static_cast<std::uint64_t>(back);
+      base.dispatchedTokens -= back_tokens;
+    }
+  }
+  storeScrape(*slot, scrape, base);
+  return true;
+}
+
+HOLDBACK_INLINE InFlightLoad DispatchLedger::load(EndpointId id) const noexcept {
+  const detail::LedgerSlot* slot = slotOf(id);
+  if (slot == nullptr) return {};
+  const ScrapeMark c = detail::ledger::readCounters(*slot);
+  return {
+      std::max<std::int64_t>(0, detail::ledger::since(c.dispatchedRequests, c.completedRequests)),
+      std::max<std::int64_t>(0, detail::ledger::since(c.dispatchedTokens, c.completedTokens))};
+}
+
+HOLDBACK_INLINE InFlightLoad DispatchLedger::load(std::string_view name) const noexcept {
+  const auto id = find(name);
+  return id ? load(*id) : InFlightLoad{};
+}
+
+HOLDBACK_INLINE std::optional<DispatchLedger::BudgetState> DispatchLedger::budgetState(
+    EndpointId id) const noexcept {
+  const detail::LedgerSlot* slot = slotOf(id);
+  if (slot == nullptr) return std::nullopt;
+  const detail::ledger::ScrapeView v = detail::ledger::readScrape(*slot);
+  if (!v.has) return std::nullopt;
+  const ScrapeMark c = detail::ledger::readCounters(*slot);
+  return BudgetState{std::max<std::int64_t>(
+                         0, detail::ledger::since(c.dispatchedRequests, v.base.dispatchedRequests)),
+                     v.budget};
+}
+
+// Always inlined into the fill loops (only they call it).
+[[gnu::always_inline]] inline void DispatchLedger::fillOne(
+    Endpoint& e, const detail::LedgerSlot* slot, const DispatchLedgerOptions& options) noexcept {
+  using detail::ledger::since;
+  if (slot == nullptr) {
+    detail::ledger::clearTelemetry(e);
+    return;
+  }
+  const detail::ledger::ScrapeView v = detail::ledger::readScrape(*slot);
+  const ScrapeMark c = detail::ledger::readCounters(*slot);
+  e.inFlightRequests = std::max<std::int64_t>(0, since(c.dispatchedRequests, c.completedRequests));
+  e.inFlightTokens = std::max<std::int64_t>(0, since(c.dispatchedTokens, c.completedTokens));
+  if (!v.has) {
+    e.updateTime.reset();
+    e.waitingQueueSize = 0.0;
+    e.runningRequests = 0.0;
+    e.kvCacheUsage = 0.0;
+    return;
+  }
+  e.updateTime = TimePoint(Duration(v.updateTimeNs));
+  e.waitingQueueSize = v.waiting;
+  e.runningRequests = v.running;
+  e.kvCacheUsage = v.kv;
+  // Invalid telemetry is never corrected into something plausible.
+  // Readings beyond 1e300 are valid but passed through too (adding to them could only overflow).
+  const bool correctable = v.waiting >= 0.0 && v.waiting < 1e300 && v.running >= 0.0 &&
+                           v.running < 1e300 && v.kv >= 0.0 && v.kv <= 1.0;
+  if (!correctable) return;
+  if (options.correction) {
+    const std::int64_t pending = since(c.dispatchedRequests, v.base.dispatchedRequests) -
+                                 since(c.completedRequests, v.base.completedRequests);
+    if (pending > 0) {
+      const auto p = static_cast<double>(pending);
+      const std::int64_t max_running = slot->maxRunning.load(std::memory_order_relaxed);
+      if (max_running > 0) {
+        const auto m = static_cast<double>(max_running);
+        const double free_slots = m > v.running ? m - v.running : 0.0;
+        const double queued = v.running + p - m;
+        e.runningRequests = v.running + (p < free_slots ? p : free_slots);
+        e.waitingQueueSize = v.waiting + (queued > 0.0 ? queued : 0.0);
+      } else {
+        e.runningRequests = v.running + p;
+        e.waitingQueueSize = v.waiting + p;
+      }
+    }
+    const std::int64_t pending_tokens = since(c.dispatchedTokens, v.base.dispatchedTokens) -
+                                        since(c.completedTokens, v.base.completedTokens);
+    const double per_token = slot->kvPerToken.load(std::memory_order_relaxed);
+    if (per_token > 0.0 && pending_tokens > 0) {
+      const double kv = v.kv + static_cast<double>(pending_tokens) * per_token;
+      e.kvCacheUsage = kv < 1.0 ? kv : 1.0;
+    }
+  }
+  if (options.dispatchBudget &&
+      since(c.dispatchedRequests, v.base.dispatchedRequests) >= v.budget) {
+    const auto depth = static_cast<double>(options.budgetQueueDepth);
+    if (e.waitingQueueSize < depth) e.waitingQueueSize = depth;
+  }
+}
+
+HOLDBACK_INLINE void DispatchLedger::fill(std::span<Endpoint> endpoints,
+                                          std::span<const EndpointId> ids) const noexcept {
+  const std::size_t n = std::min(endpoints.size(), ids.size());
+  const DispatchLedgerOptions options = options_;  // kept in registers across the atomics
+  for (std::size_t k = 0; k < n; ++k) {
+    fillOne(endpoints[k], slotOf(ids[k]), options);
+  }
+}
+
+HOLDBACK_INLINE void DispatchLedger::fill(std::span<Endpoint> endpoints) const noexcept {
+  std::shared_lock lock(registry_mutex_);
+  for (Endpoint& e : endpoints) {
+    const auto index = indexOf(e.name);
+    fillOne(
+        e,
+        index
+            ? &(*chunks_[*index / kChunkSize].load(std::memory_order_acquire))[*index % kChunkSize]
+            : nullptr,
+        options_);
+  }
+}
+
+HOLDBACK_INLINE void DispatchLedger::fillInFlight(std::span<Endpoint> endpoints) const noexcept {
+  std::shared_lock lock(registry_mutex_);
+  for (Endpoint& e : endpoints) {
+    const auto index = indexOf(e.name);
+    if (!index) {
+      e.inFlightRequests = 0;
+      e.inFlightTokens = 0;
+      continue;
+    }
+    const detail::LedgerSlot& slot =
+        (*chunks_[*index / kChunkSize].load(std::memory_order_acquire))[*index % kChunkSize];
+    const ScrapeMark c = detail::ledger::readCounters(slot);
+    e.inFlightRequests =
+        std::max<std::int64_t>(0, detail::ledger::since(c.dispatchedRequests, c.completedRequests));
+    e.inFlightTokens =
+        std::max<std::int64_t>(0, detail::ledger::since(c.dispatchedTokens, c.completedTokens));
+  }
+}
+
+}  // namespace HOLDBACK_ABI_NAMESPACE
+}  // namespace holdback

@@ -1,0 +1,340 @@
+// DispatchLedger: the gateway's own dispatches and completions per endpoint, and the last scrape
+// of each endpoint's telemetry, combined into the figures the saturation detectors read. It is
+// the library's one in-flight mechanism: InFlightTracker (in_flight_tracker.hpp) is a by-name
+// wrapper over it, and the concurrency detector's in-flight counts come from the same counters.
+//
+// Why
+//   Scraped telemetry is up to one scrape interval old (50 ms) while a gateway dispatches every
+//   millisecond: between two scrapes, dozens of requests go out against the same stale-but-fresh
+//   reading and the servers' queues overshoot (the "thundering herd", docs/detectors.md). The
+//   ledger credits every dispatch the last scrape cannot have seen against that scrape.
+//
+// The algorithm
+//   Per endpoint (a slot) four monotonic uint64 counters: requests and tokens dispatched, requests
+//   and tokens completed. dispatch() bumps the first two and returns a move-only DispatchHandle
+//   whose release() (or destructor) bumps the last two exactly once; releaseTokens() completes the
+//   tokens early and keeps the request counted. In flight = dispatched - completed.
+//
+//   installScrape(id, scrape[, mark]) stores the scraped telemetry and a baseline: the counters
+//   when the server sampled its metrics. With a ScrapeMark (mark(id) taken just before the host
+//   sent the scrape request) the baseline is the mark; without one it is the counters at install
+//   minus `scrapeMarginRequests` dispatches assumed still on the wire (never below the previous
+//   baseline; their tokens pro rata of the dispatches since that baseline).
+//
+//   fill() writes, per endpoint: updateTime, waitingQueueSize, runningRequests, kvCacheUsage of
+//   the last scrape, corrected (options.correction, on by default), and inFlightRequests/Tokens.
+//     pending       = max(0, (dispatched - base.dispatched) - (completed - base.completed))
+//     pendingTokens = the same over tokens
+//     maxRunning M known (EndpointCapacity::maxRunningRequests > 0):
+//       running' = running + min(pending, max(0, M - running))     new work takes free slots
+//       waiting' = waiting + max(0, running + pending - M)          the rest queues
+//     M unknown:  running' = running + pending, waiting' = waiting + pending   (conservative)
+//     KV capacity K known (kvCapacityTokens > 0): kv' = min(1, kv + pendingTokens / K)
+//   Completions since the scrape offset dispatches since the scrape but never lower the scraped
+//   figures below what the server reported (the next scrape shows freed capacity).
+//   An endpoint without a scrape gets updateTime = nullopt (no metrics: stale) and zero telemetry.
+//   Invalid scraped telemetry (NaN, infinite, negative, KV above 1) is passed through unchanged
+//   so that the detector sees it as invalid; it is never "corrected" into a plausible value.
+//   Nor are readings above 1e300 (adding to them could only overflow).
+//
+//   Dispatch budget (options.dispatchBudget, off by default): a safety net for a wrong ledger (a
+//   host that reports completions too early or twice, a server that admits less than it
+//   reports). At install, budget = free slots (M - running, when M is known) + free queue
+//   (budgetQueueDepth - waiting), floored at 0. Once the dispatches since the scrape (gross, not
+//   net of completions) reach it, fill() reports waiting' >= budgetQueueDepth, so a utilization
+//   detector whose queueDepthThreshold is budgetQueueDepth scores the endpoint >= 1 and its
+//   filter drops it until the next scrape. It counts no completions, so forgotten completions
+//   cannot close an endpoint for longer than one scrape interval.
+//
+// Bad input (each defined; nothing throws, nothing underflows)
+//   - negative token counts count as 0; more than kMaxTokensPerRequest count as that maximum;
+//   - counters are uint64 and differences are taken modulo 2^64, so even wrapping is harmless;
+//   - a completion without a dispatch (recordCompletion beyond the dispatches) is dropped and
+//     recordCompletion returns false; handles cannot complete twice;
+//   - in flight and pending never read negative (clamped at 0). A request completed both by its
+//     handle and by recordCompletion is a double completion the ledger cannot tell apart from a
+//     legitimate one: it under-counts that endpoint for as long as it stays registered;
+//     use one mechanism per request;
+//   - NaN / infinite / negative / huge scraped values are stored and passed through unchanged
+//     (see above); a scrape timestamp from the future is stored as given: the detector classifies
+//     it (fresh within its staleness threshold, invalid beyond). The last installed scrape wins;
+//   - an endpoint removed with work in flight: its id goes stale at once (fill writes no metrics
+//     and zero counts, dispatch returns an inactive handle, installScrape returns false); the
+//     outstanding handles complete into the retired slot, which is reused by a later
+//     registration only once drained. A re-registered name starts at zero;
+//   - a stale or invalid EndpointId: dispatch -> inactive handle, load -> zeros, fill -> no
+//     metrics, installScrape/setCapacity/remove -> false.
+//
+// Cost and locking
+//   Endpoints are registered up front or rarely (registerEndpoint, removeEndpoint: a mutex and,
+//   for a new slot, an allocation of a chunk of 64 slots). Slots never move: an EndpointId is an
+//   index plus a generation, so dispatch, release, installScrape and fill touch only the
+//   endpoint's own two 64-byte cache lines, with atomics: a dispatch is two atomic adds, a
+//   completion two more; readers take a consistent snapshot of the four counters (dispatches
+//   read before and after the completions; under a storm of concurrent dispatches in flight may
+//   briefly err high, never negative). The scrape is published with a per-slot sequence lock:
+//   fill never blocks, installScrape never blocks fill. No allocation after registration.
+//   By-name calls (find, load(name), the name overloads of fill) take a shared lock over a hash
+//   index; use ids on hot paths.
+//
+// Lifetime: handles point into the ledger; release (or destroy) them before the ledger.
+// Thread safety: thread-safe; every member may be called concurrently.
+#pragma once
+
+#include "holdback/abi.hpp"
+
+#include <array>
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <limits>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <shared_mutex>
+#include <span>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "holdback/core/diagnostics.hpp"
+#include "holdback/detector/saturation_detector.hpp"
+
+namespace holdback {
+inline namespace HOLDBACK_ABI_NAMESPACE {
+
+// An endpoint's slot in a DispatchLedger. Default-constructed: invalid.
+struct EndpointId {
+  static constexpr std::uint32_t kInvalidIndex = std::numeric_limits<std::uint32_t>::max();
+  std::uint32_t index = kInvalidIndex;
+  std::uint32_t generation = 0;
+  [[nodiscard]] constexpr bool valid() const noexcept { return index != kInvalidIndex; }
+  friend constexpr bool operator==(EndpointId, EndpointId) = default;
+};
+
+// What the host knows about an endpoint's capacity; 0 = unknown.
+struct EndpointCapacity {
+  // vLLM's --max-num-seqs: how many requests run at once; beyond it they wait.
+  std::int64_t maxRunningRequests = 0;
+  // KV-cache capacity in tokens (vLLM logs "GPU KV cache size: N tokens").
+  std::int64_t kvCapacityTokens = 0;
+};
+
+// One scrape of an endpoint's metrics (vLLM /metrics).
+struct Scrape {
+  TimePoint updateTime;           // when the metrics were taken, on the host's clock
+  double waitingQueueSize = 0.0;  // vllm:num_requests_waiting
+  double runningRequests = 0.0;   // vllm:num_requests_running
+  double kvCacheUsage = 0.0;      // vllm:kv_cache_usage_perc, a fraction in [0, 1]
+};
+
+// The counters of one endpoint at one moment.
+struct ScrapeMark {
+  std::uint64_t dispatchedRequests = 0;
+  std::uint64_t dispatchedTokens = 0;
+  std::uint64_t completedRequests = 0;
+  std::uint64_t completedTokens = 0;
+};
+
+struct InFlightLoad {
+  std::int64_t requests = 0;
+  std::int64_t tokens = 0;
+};
+
+struct DispatchLedgerOptions {
+  // Correct the scraped figures with the dispatches the scrape cannot have seen.
+  bool correction = true;
+  // Without a ScrapeMark: dispatches just before installScrape assumed not yet seen by the
+  // server (requests on the wire when it sampled its metrics); >= 0.
+  std::int64_t scrapeMarginRequests = 0;
+  // The per-scrape dispatch budget (see the header comment); off by default.
+  bool dispatchBudget = false;
+  // The budget's free queue, and the waiting figure written for an endpoint whose budget is
+  // spent; > 0. Set it to the utilization detector's queueDepthThreshold.
+  std::int64_t budgetQueueDepth = 5;
+};
+
+namespace detail {
+
+// Two cache lines per endpoint: the event counters (with the read-mostly capacity and the token
+// baselines), and the scrape under its sequence lock.
+struct alignas(64) LedgerSlot {
+  std::atomic<std::uint64_t> dispatchedRequests{0};
+  std::atomic<std::uint64_t> dispatchedTokens{0};
+  std::atomic<std::uint64_t> completedRequests{0};
+  std::atomic<std::uint64_t> completedTokens{0};
+  std::atomic<std::int64_t> maxRunning{0};
+  std::atomic<double> kvPerToken{0.0};                 // 1 / kvCapacityTokens; 0 = unknown
+  std::atomic<std::uint64_t> baseDispatchedTokens{0};  // under `sequence`
+  std::atomic<std::uint64_t> baseCompletedTokens{0};   // under `sequence`
+  // The last scrape and its baseline, published under `sequence` (odd while being written).
+  alignas(64) std::atomic<std::uint64_t> sequence{0};
+  std::atomic<std::int64_t> updateTimeNs{0};
+  std::atomic<double> waiting{0.0};
+  std::atomic<double> running{0.0};
+  std::atomic<double> kvCacheUsage{0.0};
+  std::atomic<std::uint64_t> baseDispatchedRequests{0};
+  std::atomic<std::uint64_t> baseCompletedRequests{0};
+  std::atomic<std::int32_t> budget{-1};  // -1: no scrape installed
+  // Odd while the slot is live (registration and removal each add one).
+  std::atomic<std::uint32_t> generation{0};
+};
+static_assert(sizeof(LedgerSlot) == 128, "two cache lines per endpoint");
+
+struct TransparentStringHash {
+  using is_transparent = void;
+  std::size_t operator()(std::string_view s) const noexcept {
+    return std::hash<std::string_view>{}(s);
+  }
+};
+
+}  // namespace detail
+
+// One dispatched request's claim on an endpoint. Move-only; completes exactly once.
+// Thread safety: thread-compatible (one handle belongs to one request; different handles may be
+// released concurrently).
+class [[nodiscard]] HOLDBACK_API DispatchHandle {
+ public:
+  DispatchHandle() = default;
+  DispatchHandle(DispatchHandle&& other) noexcept : slot_(other.slot_), tokens_(other.tokens_) {
+    other.slot_ = nullptr;
+    other.tokens_ = 0;
+  }
+  DispatchHandle& operator=(DispatchHandle&& other) noexcept {
+    if (this != &other) {
+      release();
+      slot_ = other.slot_;
+      tokens_ = other.tokens_;
+      other.slot_ = nullptr;
+      other.tokens_ = 0;
+    }
+    return *this;
+  }
+  DispatchHandle(const DispatchHandle&) = delete;
+  DispatchHandle& operator=(const DispatchHandle&) = delete;
+  ~DispatchHandle() { release(); }
+
+  // True until released (or moved from).
+  [[nodiscard]] bool active() const noexcept { return slot_ != nullptr; }
+  // Tokens still held.
+  [[nodiscard]] std::int64_t tokens() const noexcept { return tokens_; }
+
+  // Completes the tokens now (e.g. at the first response chunk); the request stays counted.
+  void releaseTokens() noexcept {
+    if (slot_ != nullptr && tokens_ != 0) {
+      slot_->completedTokens.fetch_add(static_cast<std::uint64_t>(tokens_),
+                                       std::memory_order_release);
+      tokens_ = 0;
+    }
+  }
+  // Completes the request and any tokens still held. Later calls do nothing.
+  void release() noexcept {
+    if (slot_ == nullptr) return;
+    releaseTokens();
+    slot_->completedRequests.fetch_add(1, std::memory_order_release);
+    slot_ = nullptr;
+  }
+
+ private:
+  friend class DispatchLedger;
+  DispatchHandle(detail::LedgerSlot* slot, std::int64_t tokens) noexcept
+      : slot_(slot), tokens_(tokens) {}
+
+  detail::LedgerSlot* slot_ = nullptr;
+  std::int64_t tokens_ = 0;
+};
+
+class HOLDBACK_API DispatchLedger {
+ public:
+  static constexpr std::size_t kChunkSize = 64;
+  static constexpr std::size_t kMaxChunks = 1024;
+  static constexpr std::size_t kMaxEndpoints = kChunkSize * kMaxChunks;  // 65536 slots
+  // Larger per-request token counts are clamped to this (2^40).
+  static constexpr std::int64_t kMaxTokensPerRequest = std::int64_t{1} << 40;
+
+  // Invalid options are sanitized (negative margin -> 0, budgetQueueDepth <= 0 -> 1); use
+  // validate() to report them instead.
+  explicit DispatchLedger(DispatchLedgerOptions options = {}) noexcept;
+  ~DispatchLedger();
+  DispatchLedger(const DispatchLedger&) = delete;
+  DispatchLedger& operator=(const DispatchLedger&) = delete;
+
+  // Appends one diagnostic per invalid field; `path` is the JSON pointer of the options object.
+  static void validate(const DispatchLedgerOptions& options, const std::string& path,
+                       Diagnostics& diagnostics);
+  [[nodiscard]] const DispatchLedgerOptions& options() const noexcept { return options_; }
+
+  // ---- registration (rare; may allocate; not on the hot path) ----
+  // The id of `name`, registering it if unknown (an existing registration keeps its capacity
+  // unless `capacity` is given). Invalid id when the ledger is full (kMaxEndpoints live or
+  // draining slots) or allocation failed.
+  EndpointId registerEndpoint(std::string_view name,
+                              std::optional<EndpointCapacity> capacity = std::nullopt) noexcept;
+  // The live id of `name`, or nullopt.
+  [[nodiscard]] std::optional<EndpointId> find(std::string_view name) const noexcept;
+  bool setCapacity(EndpointId id, EndpointCapacity capacity) noexcept;
+  // Retires the endpoint (see "Bad input"). False when the id (name) is not live.
+  bool removeEndpoint(EndpointId id) noexcept;
+  bool removeEndpoint(std::string_view name) noexcept;
+
+  // ---- events (hot path: O(1), lock-free, no allocation) ----
+  DispatchHandle dispatch(EndpointId id, std::int64_t tokens = 0) noexcept;
+  // Handle-free events, for hosts that track request lifetimes themselves (a simulator). Return
+  // false for a stale id; recordCompletion also when it would complete more requests than were
+  // dispatched (dropped; tokens likewise capped at the tokens dispatched).
+  bool recordDispatch(EndpointId id, std::int64_t tokens = 0) noexcept;
+  bool recordCompletion(EndpointId id, std::int64_t tokens = 0) noexcept;
+
+  // ---- scrapes ----
+  // The counters now: take it just before sending a scrape request and pass it to installScrape.
+  [[nodiscard]] ScrapeMark mark(EndpointId id) const noexcept;
+  bool installScrape(EndpointId id, const Scrape& scrape) noexcept;
+  bool installScrape(EndpointId id, const Scrape& scrape, const ScrapeMark& mark) noexcept;
+
+  // ---- reads ----
+  [[nodiscard]] InFlightLoad load(EndpointId id) const noexcept;
+  [[nodiscard]] InFlightLoad load(std::string_view name) const noexcept;
+  // Dispatches since the last scrape's baseline, and what the budget allows (nullopt: no scrape
+  // or stale id). For diagnostics and tests.
+  struct BudgetState {
+    std::int64_t dispatchedSinceScrape = 0;
+    std::int64_t budget = 0;
+  };
+  [[nodiscard]] std::optional<BudgetState> budgetState(EndpointId id) const noexcept;
+
+  // Writes every telemetry field but name/weight/role, and the in-flight counts, of
+  // endpoints[k] from ids[k] (see "The algorithm"). The spans must have the same size (extra
+  // elements of the longer one are left alone). O(n), no lock, no allocation.
+  void fill(std::span<Endpoint> endpoints, std::span<const EndpointId> ids) const noexcept;
+  // The same by Endpoint::name (a shared lock and a lookup per endpoint; unknown names get no
+  // metrics and zero counts).
+  void fill(std::span<Endpoint> endpoints) const noexcept;
+  // Only inFlightRequests/Tokens, by name (InFlightTracker::fill).
+  void fillInFlight(std::span<Endpoint> endpoints) const noexcept;
+
+ private:
+  using Chunk = std::array<detail::LedgerSlot, kChunkSize>;
+  [[nodiscard]] detail::LedgerSlot* slotOf(EndpointId id) const noexcept;
+  [[nodiscard]] std::optional<std::uint32_t> indexOf(std::string_view name) const noexcept;
+  static void fillOne(Endpoint& e, const detail::LedgerSlot* slot,
+                      const DispatchLedgerOptions& options) noexcept;
+  void storeScrape(detail::LedgerSlot& slot, const Scrape& scrape, const ScrapeMark& base) noexcept;
+
+  DispatchLedgerOptions options_;
+  std::array<std::atomic<Chunk*>, kMaxChunks> chunks_{};
+  mutable std::shared_mutex registry_mutex_;
+  std::unordered_map<std::string, std::uint32_t, detail::TransparentStringHash, std::equal_to<>>
+      by_name_;                         // live names; guarded by registry_mutex_
+  std::uint32_t slots_used_ = 0;        // guarded by registry_mutex_
+  std::vector<std::string> names_;      // per slot index; guarded by registry_mutex_
+  std::vector<std::uint32_t> retired_;  // guarded by registry_mutex_
+};
+
+}  // namespace HOLDBACK_ABI_NAMESPACE
+}  // namespace holdback
+
+#ifdef HOLDBACK_HEADER_ONLY
+#include "holdback/detector/dispatch_ledger-inl.hpp"
+#endif

@@ -1,0 +1,110 @@
+// DispatchLedger under contention: dispatchers, a scraper installing scrapes, a reader filling
+// snapshots and a thread registering and removing an endpoint with work in flight, all at once.
+// Built with the concurrency tests, so it also runs under ThreadSanitizer (build/tsan).
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "holdback/detector/detectors.hpp"
+#include "holdback/detector/dispatch_ledger.hpp"
+
+namespace holdback {
+namespace {
+
+TEST(DispatchLedgerConcurrencyTest, CountsBalanceAndFiguresStayInRange) {
+  DispatchLedger ledger({.dispatchBudget = true});
+  constexpr int kEndpoints = 4;
+  constexpr int kWorkers = 4;
+  constexpr int kRequests = 3000;
+  std::vector<EndpointId> ids;
+  for (int i = 0; i < kEndpoints; ++i) {
+    ids.push_back(ledger.registerEndpoint("e" + std::to_string(i), EndpointCapacity{4, 1000}));
+  }
+  std::atomic<bool> done{false};
+  std::atomic<int> bad{0};
+
+  std::thread scraper([&] {
+    std::int64_t t = 0;
+    while (!done.load()) {
+      for (const EndpointId id : ids) {
+        const ScrapeMark mark = ledger.mark(id);
+        const Scrape s{TimePoint(Duration(++t)), 1.0, 2.0, 0.5};
+        if (t % 2 == 0) {
+          ledger.installScrape(id, s, mark);
+        } else {
+          ledger.installScrape(id, s);
+        }
+      }
+      std::this_thread::yield();
+    }
+  });
+
+  std::thread reader([&] {
+    std::vector<Endpoint> endpoints(ids.size());
+    auto detector = std::move(UtilizationDetector::create({})).value();
+    while (!done.load()) {
+      ledger.fill(endpoints, ids);
+      for (const Endpoint& e : endpoints) {
+        // Each worker holds at most 2 requests (of 3 tokens) at a time.
+        if (e.inFlightRequests < 0 || e.inFlightRequests > 2 * kWorkers || e.inFlightTokens < 0 ||
+            e.inFlightTokens > 6 * kWorkers) {
+          bad.fetch_add(1);
+        }
+        if (e.updateTime && (e.waitingQueueSize < 1.0 || e.runningRequests < 2.0 ||
+                             e.kvCacheUsage < 0.5 || e.kvCacheUsage > 1.0)) {
+          bad.fetch_add(1);
+        }
+      }
+      const double s = detector->saturation(endpoints, TimePoint{});
+      if (!(s >= 0.0 && s <= 1.0)) bad.fetch_add(1);
+    }
+  });
+
+  // An endpoint that comes and goes while requests to it are in flight.
+  std::thread flapper([&] {
+    for (int i = 0; i < 500; ++i) {
+      const EndpointId id = ledger.registerEndpoint("flappy");
+      DispatchHandle h = ledger.dispatch(id, 3);
+      ledger.installScrape(id, {TimePoint{}, 0, 0, 0});
+      ledger.removeEndpoint(id);
+      if (ledger.dispatch(id).active()) bad.fetch_add(1);  // a removed id counts nothing
+    }
+  });
+
+  std::vector<std::thread> workers;
+  workers.reserve(kWorkers);
+  for (int w = 0; w < kWorkers; ++w) {
+    workers.emplace_back([&, w] {
+      for (int i = 0; i < kRequests; ++i) {
+        const EndpointId id = ids[static_cast<std::size_t>(i + w) % ids.size()];
+        DispatchHandle first = ledger.dispatch(id, 3);
+        if (i % 5 == 0) {
+          ledger.recordDispatch(id, 3);
+          ledger.recordCompletion(id, 3);
+        } else {
+          DispatchHandle second = ledger.dispatch(id, 3);
+          if (i % 2 == 0) second.releaseTokens();
+        }
+        DispatchHandle moved = std::move(first);
+      }
+    });
+  }
+  for (auto& t : workers) t.join();
+  flapper.join();
+  done.store(true);
+  scraper.join();
+  reader.join();
+
+  EXPECT_EQ(bad.load(), 0);
+  for (const EndpointId id : ids) {
+    EXPECT_EQ(ledger.load(id).requests, 0);
+    EXPECT_EQ(ledger.load(id).tokens, 0);
+  }
+  EXPECT_FALSE(ledger.find("flappy"));
+}
+
+}  // namespace
+}  // namespace holdback

@@ -1,0 +1,350 @@
+// DispatchLedger: counters, scrape baselines and the corrected figures fill() writes, the
+// dispatch budget, the bad-input rules of the header, and no allocation in steady state.
+#include "holdback/detector/dispatch_ledger.hpp"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "alloc_counter.hpp"
+#include "holdback/detector/detectors.hpp"
+
+namespace holdback {
+namespace {
+
+using std::chrono::milliseconds;
+const TimePoint kNow = TimePoint{} + std::chrono::hours(10);
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+
+Scrape scrape(double waiting, double running, double kv, TimePoint at = kNow) {
+  return {.updateTime = at,
+          .waitingQueueSize = waiting,
+          .runningRequests = running,
+          .kvCacheUsage = kv};
+}
+
+Endpoint filled(const DispatchLedger& ledger, EndpointId id) {
+  std::vector<Endpoint> e(1);
+  e[0].name = "x";
+  e[0].inFlightRequests = 99;
+  const EndpointId ids[] = {id};
+  ledger.fill(e, ids);
+  return e[0];
+}
+
+TEST(DispatchLedgerTest, CountsInFlightThroughHandles) {
+  DispatchLedger ledger;
+  const EndpointId a = ledger.registerEndpoint("a");
+  ASSERT_TRUE(a.valid());
+  EXPECT_EQ(ledger.registerEndpoint("a"), a);  // idempotent
+  EXPECT_EQ(ledger.find("a"), a);
+  EXPECT_FALSE(ledger.find("b"));
+  DispatchHandle h1 = ledger.dispatch(a, 10);
+  DispatchHandle h2 = ledger.dispatch(a, 5);
+  EXPECT_EQ(ledger.load(a).requests, 2);
+  EXPECT_EQ(ledger.load(a).tokens, 15);
+  h1.releaseTokens();
+  EXPECT_EQ(ledger.load(a).requests, 2);
+  EXPECT_EQ(ledger.load(a).tokens, 5);
+  h1.release();
+  h1.release();
+  EXPECT_EQ(ledger.load("a").requests, 1);
+  { DispatchHandle moved = std::move(h2); }
+  EXPECT_EQ(ledger.load(a).requests, 0);
+  EXPECT_EQ(ledger.load(a).tokens, 0);
+}
+
+TEST(DispatchLedgerTest, NoScrapeMeansNoMetrics) {
+  DispatchLedger ledger;
+  const EndpointId a = ledger.registerEndpoint("a");
+  DispatchHandle h = ledger.dispatch(a, 3);
+  const Endpoint e = filled(ledger, a);
+  EXPECT_FALSE(e.updateTime);
+  EXPECT_EQ(e.waitingQueueSize, 0.0);
+  EXPECT_EQ(e.inFlightRequests, 1);
+  EXPECT_EQ(e.inFlightTokens, 3);
+}
+
+TEST(DispatchLedgerTest, UnknownMaxRunningCountsPendingAsWaiting) {
+  DispatchLedger ledger;
+  const EndpointId a = ledger.registerEndpoint("a");
+  DispatchHandle before = ledger.dispatch(a);  // seen by the scrape (it reports 1 running)
+  ASSERT_TRUE(ledger.installScrape(a, scrape(2, 1, 0.25)));
+  Endpoint e = filled(ledger, a);
+  EXPECT_EQ(e.updateTime, kNow);
+  EXPECT_EQ(e.waitingQueueSize, 2.0);  // nothing since the scrape
+  EXPECT_EQ(e.runningRequests, 1.0);
+  EXPECT_EQ(e.kvCacheUsage, 0.25);
+  std::vector<DispatchHandle> after;
+  for (int i = 0; i < 3; ++i) after.push_back(ledger.dispatch(a, 100));
+  e = filled(ledger, a);
+  EXPECT_EQ(e.waitingQueueSize, 5.0);  // 2 + 3
+  EXPECT_EQ(e.runningRequests, 4.0);
+  EXPECT_EQ(e.kvCacheUsage, 0.25);  // no KV capacity known
+  EXPECT_EQ(e.inFlightRequests, 4);
+  // A completion since the scrape offsets one dispatch since the scrape ...
+  before.release();
+  EXPECT_EQ(filled(ledger, a).waitingQueueSize, 4.0);
+  // ... but never lowers the scraped figures.
+  after.clear();
+  e = filled(ledger, a);
+  EXPECT_EQ(e.waitingQueueSize, 2.0);
+  EXPECT_EQ(e.runningRequests, 1.0);
+}
+
+TEST(DispatchLedgerTest, KnownMaxRunningFillsFreeSlotsFirst) {
+  DispatchLedger ledger;
+  const EndpointId a = ledger.registerEndpoint(
+      "a", EndpointCapacity{.maxRunningRequests = 4, .kvCapacityTokens = 1000});
+  ledger.installScrape(a, scrape(0, 2, 0.5));
+  std::vector<DispatchHandle> hs;
+  hs.push_back(ledger.dispatch(a, 100));
+  Endpoint e = filled(ledger, a);
+  EXPECT_EQ(e.runningRequests, 3.0);
+  EXPECT_EQ(e.waitingQueueSize, 0.0);
+  EXPECT_DOUBLE_EQ(e.kvCacheUsage, 0.6);
+  for (int i = 0; i < 4; ++i) hs.push_back(ledger.dispatch(a, 100));
+  e = filled(ledger, a);
+  EXPECT_EQ(e.runningRequests, 4.0);      // full
+  EXPECT_EQ(e.waitingQueueSize, 3.0);     // 2 + 5 - 4
+  EXPECT_DOUBLE_EQ(e.kvCacheUsage, 1.0);  // 0.5 + 500/1000, capped at 1
+  for (int i = 0; i < 10; ++i) hs.push_back(ledger.dispatch(a, 100));
+  EXPECT_EQ(filled(ledger, a).kvCacheUsage, 1.0);  // never above 1 (which would read invalid)
+  // A server reporting more running than maxRunning: nothing is subtracted.
+  ledger.installScrape(a, scrape(1, 6, 0.5));
+  hs.push_back(ledger.dispatch(a));
+  e = filled(ledger, a);
+  EXPECT_EQ(e.runningRequests, 6.0);
+  EXPECT_EQ(e.waitingQueueSize, 4.0);  // 1 + (6 + 1 - 4)
+}
+
+TEST(DispatchLedgerTest, CorrectionCanBeTurnedOff) {
+  DispatchLedger ledger({.correction = false});
+  const EndpointId a = ledger.registerEndpoint("a");
+  ledger.installScrape(a, scrape(1, 1, 0.1));
+  DispatchHandle h = ledger.dispatch(a);
+  const Endpoint e = filled(ledger, a);
+  EXPECT_EQ(e.waitingQueueSize, 1.0);
+  EXPECT_EQ(e.inFlightRequests, 1);
+}
+
+TEST(DispatchLedgerTest, MarkTakenBeforeTheScrapeIsTheBaseline) {
+  DispatchLedger ledger;
+  const EndpointId a = ledger.registerEndpoint("a");
+  const ScrapeMark mark = ledger.mark(a);         // scrape request sent
+  DispatchHandle onTheWire = ledger.dispatch(a);  // dispatched while the scrape was in flight
+  ledger.installScrape(a, scrape(0, 0, 0), mark);
+  EXPECT_EQ(filled(ledger, a).waitingQueueSize, 1.0);  // still counted: the scrape may miss it
+  // Without the mark the install time is the baseline and the request would be lost.
+  ledger.installScrape(a, scrape(0, 0, 0));
+  EXPECT_EQ(filled(ledger, a).waitingQueueSize, 0.0);
+}
+
+TEST(DispatchLedgerTest, MarginKeepsTheLastDispatchesPending) {
+  DispatchLedger ledger({.scrapeMarginRequests = 2});
+  const EndpointId a = ledger.registerEndpoint("a");
+  std::vector<DispatchHandle> hs;
+  for (int i = 0; i < 5; ++i) hs.push_back(ledger.dispatch(a, 10));
+  ledger.installScrape(a, scrape(0, 3, 0));
+  Endpoint e = filled(ledger, a);
+  EXPECT_EQ(e.waitingQueueSize, 2.0);  // the last 2 are assumed unseen
+  // The margin applies at every install: again the last 2 dispatches.
+  hs.push_back(ledger.dispatch(a, 10));
+  ledger.installScrape(a, scrape(0, 6, 0));
+  EXPECT_EQ(filled(ledger, a).waitingQueueSize, 2.0);
+  // Never further back than the previous baseline: 1 dispatch since it, margin 5 -> 1.
+  DispatchLedger wide({.scrapeMarginRequests = 5});
+  const EndpointId w = wide.registerEndpoint("w");
+  std::vector<DispatchHandle> ws;  // released before `wide` is destroyed
+  ws.push_back(wide.dispatch(w, 10));
+  ws.push_back(wide.dispatch(w, 10));
+  wide.installScrape(w, scrape(0, 0, 0));
+  EXPECT_EQ(filled(wide, w).waitingQueueSize, 2.0);  // back to the start, not beyond
+  ws.push_back(wide.dispatch(w, 10));
+  wide.installScrape(w, scrape(0, 3, 0));
+  EXPECT_EQ(filled(wide, w).waitingQueueSize, 3.0);  // the previous baseline (0) bounds it
+  DispatchLedger invalid({.scrapeMarginRequests = -4, .budgetQueueDepth = 0});
+  EXPECT_EQ(invalid.options().scrapeMarginRequests, 0);
+  EXPECT_EQ(invalid.options().budgetQueueDepth, 1);
+  Diagnostics d;
+  DispatchLedger::validate({.scrapeMarginRequests = -4, .budgetQueueDepth = 0}, "/l", d);
+  ASSERT_EQ(d.errors().size(), 2u);
+  EXPECT_EQ(d.errors()[0].toString(),
+            "/l/scrapeMarginRequests: -4 is negative; expected an integer >= 0");
+}
+
+TEST(DispatchLedgerTest, BudgetClosesTheEndpointUntilTheNextScrape) {
+  DispatchLedger ledger({.dispatchBudget = true, .budgetQueueDepth = 5});
+  const EndpointId a = ledger.registerEndpoint("a", EndpointCapacity{.maxRunningRequests = 4});
+  ledger.installScrape(a, scrape(3, 2, 0.1));  // 2 free slots + 2 free queue places
+  ASSERT_TRUE(ledger.budgetState(a));
+  EXPECT_EQ(ledger.budgetState(a)->budget, 4);
+  std::vector<DispatchHandle> hs;
+  for (int i = 0; i < 3; ++i) hs.push_back(ledger.dispatch(a));
+  EXPECT_EQ(filled(ledger, a).waitingQueueSize, 4.0);  // 3 + (2 + 3 - 4): open
+  // The host "forgets" a completion twice over: completions do not refill the budget.
+  hs.clear();
+  EXPECT_EQ(filled(ledger, a).waitingQueueSize, 3.0);
+  hs.push_back(ledger.dispatch(a));
+  EXPECT_EQ(ledger.budgetState(a)->dispatchedSinceScrape, 4);
+  EXPECT_EQ(filled(ledger, a).waitingQueueSize, 5.0);  // spent: reads the queue depth
+  auto d = std::move(UtilizationDetector::create({.queueDepthThreshold = 5})).value();
+  std::vector<Endpoint> e{filled(ledger, a)};
+  EXPECT_GE(d->saturation(e, kNow), 1.0);
+  // The next scrape resets it.
+  ledger.installScrape(a, scrape(0, 1, 0.1));
+  EXPECT_EQ(filled(ledger, a).waitingQueueSize, 0.0);
+  // Without maxRunning the budget is the free queue only; invalid telemetry gives 0.
+  const EndpointId b = ledger.registerEndpoint("b");
+  ledger.installScrape(b, scrape(1, 50, 0.1));
+  EXPECT_EQ(ledger.budgetState(b)->budget, 4);
+  ledger.installScrape(b, scrape(kNaN, 50, 0.1));
+  EXPECT_EQ(ledger.budgetState(b)->budget, 0);
+}
+
+TEST(DispatchLedgerTest, InvalidTelemetryIsPassedThroughUncorrected) {
+  DispatchLedger ledger;
+  const EndpointId a = ledger.registerEndpoint("a");
+  DispatchHandle h = ledger.dispatch(a, 10);
+  for (const Scrape& s : {scrape(-3, 0, 0.1), scrape(kNaN, 0, 0.1), scrape(0, -1, 0.1),
+                          scrape(0, 0, 50.0), scrape(0, 0, -0.5)}) {
+    ledger.installScrape(a, s);
+    DispatchHandle more = ledger.dispatch(a);
+    const Endpoint e = filled(ledger, a);
+    EXPECT_TRUE(e.waitingQueueSize == s.waitingQueueSize ||
+                (std::isnan(e.waitingQueueSize) && std::isnan(s.waitingQueueSize)));
+    EXPECT_EQ(e.kvCacheUsage, s.kvCacheUsage);
+    EXPECT_EQ(e.runningRequests, s.runningRequests);
+  }
+}
+
+TEST(DispatchLedgerTest, FutureScrapeTimestampIsStoredForTheDetectorToJudge) {
+  DispatchLedger ledger;
+  const EndpointId a = ledger.registerEndpoint("a");
+  ledger.installScrape(a, scrape(0, 0, 0, kNow + std::chrono::hours(1)));
+  const Endpoint e = filled(ledger, a);
+  EXPECT_EQ(e.updateTime, kNow + std::chrono::hours(1));
+  auto d = std::move(UtilizationDetector::create({})).value();
+  EXPECT_EQ(d->observe(e, kNow), UtilizationDetector::Observation::kInvalid);
+  // The last installed scrape wins, even an older one.
+  ledger.installScrape(a, scrape(0, 0, 0, kNow));
+  EXPECT_EQ(filled(ledger, a).updateTime, kNow);
+}
+
+TEST(DispatchLedgerTest, BadCountersNeverUnderflow) {
+  DispatchLedger ledger;
+  const EndpointId a = ledger.registerEndpoint("a");
+  // Completions without dispatches are dropped.
+  EXPECT_FALSE(ledger.recordCompletion(a, 5));
+  EXPECT_EQ(ledger.load(a).requests, 0);
+  EXPECT_TRUE(ledger.recordDispatch(a, 10));
+  EXPECT_TRUE(ledger.recordCompletion(a, 1000));  // tokens capped at those dispatched
+  EXPECT_FALSE(ledger.recordCompletion(a));
+  EXPECT_EQ(ledger.load(a).requests, 0);
+  EXPECT_EQ(ledger.load(a).tokens, 0);
+  EXPECT_TRUE(ledger.recordDispatch(a, 10));
+  EXPECT_EQ(ledger.load(a).tokens, 10);
+  // Negative tokens count as 0, huge ones as kMaxTokensPerRequest, and nothing wraps.
+  DispatchHandle neg = ledger.dispatch(a, -7);
+  EXPECT_EQ(neg.tokens(), 0);
+  std::vector<DispatchHandle> huge;
+  for (int i = 0; i < 3; ++i)
+    huge.push_back(ledger.dispatch(a, std::numeric_limits<std::int64_t>::max()));
+  EXPECT_EQ(huge[0].tokens(), DispatchLedger::kMaxTokensPerRequest);
+  EXPECT_EQ(ledger.load(a).tokens, 10 + 3 * DispatchLedger::kMaxTokensPerRequest);
+  huge.clear();
+  EXPECT_EQ(ledger.load(a).tokens, 10);
+  // Invalid and stale ids.
+  const EndpointId none;
+  EXPECT_FALSE(ledger.dispatch(none).active());
+  EXPECT_FALSE(ledger.recordDispatch(EndpointId{12345, 1}));
+  EXPECT_FALSE(ledger.installScrape(EndpointId{7, 0}, scrape(0, 0, 0)));
+  EXPECT_EQ(ledger.load(none).requests, 0);
+  EXPECT_FALSE(ledger.budgetState(none));
+  const Endpoint e = filled(ledger, none);
+  EXPECT_FALSE(e.updateTime);
+  EXPECT_EQ(e.inFlightRequests, 0);
+}
+
+TEST(DispatchLedgerTest, EndpointRemovedWithWorkInFlight) {
+  DispatchLedger ledger;
+  const EndpointId a = ledger.registerEndpoint("a");
+  ledger.installScrape(a, scrape(1, 1, 0.1));
+  DispatchHandle old = ledger.dispatch(a, 10);
+  EXPECT_TRUE(ledger.removeEndpoint(a));
+  EXPECT_FALSE(ledger.removeEndpoint(a));
+  EXPECT_FALSE(ledger.removeEndpoint("a"));
+  EXPECT_FALSE(ledger.find("a"));
+  EXPECT_FALSE(ledger.dispatch(a).active());
+  EXPECT_FALSE(ledger.installScrape(a, scrape(0, 0, 0)));
+  Endpoint e = filled(ledger, a);
+  EXPECT_FALSE(e.updateTime);
+  EXPECT_EQ(e.inFlightRequests, 0);
+  // Re-registered while the old request is still out: a fresh slot at zero.
+  const EndpointId again = ledger.registerEndpoint("a");
+  EXPECT_NE(again, a);
+  EXPECT_EQ(ledger.load(again).requests, 0);
+  old.release();  // completes into the retired slot
+  EXPECT_EQ(ledger.load(again).requests, 0);
+  EXPECT_FALSE(filled(ledger, again).updateTime);  // the old scrape does not come back
+  // A drained retired slot is reused, under a new generation.
+  ledger.removeEndpoint(again);
+  const EndpointId b = ledger.registerEndpoint("b");
+  EXPECT_TRUE(b.index == a.index || b.index == again.index);
+  EXPECT_NE(b, a);
+  EXPECT_NE(b, again);
+  EXPECT_EQ(ledger.load(b).requests, 0);
+}
+
+TEST(DispatchLedgerTest, FillByNameAndInFlightOnly) {
+  DispatchLedger ledger;
+  const EndpointId a = ledger.registerEndpoint("a");
+  ledger.installScrape(a, scrape(2, 0, 0.3));
+  DispatchHandle h = ledger.dispatch(a, 4);
+  std::vector<Endpoint> e(2);
+  e[0].name = "a";
+  e[1].name = "unknown";
+  e[1].updateTime = kNow;
+  e[1].inFlightRequests = 5;
+  ledger.fill(e);
+  EXPECT_EQ(e[0].updateTime, kNow);
+  EXPECT_EQ(e[0].waitingQueueSize, 3.0);
+  EXPECT_EQ(e[0].inFlightTokens, 4);
+  EXPECT_FALSE(e[1].updateTime);
+  EXPECT_EQ(e[1].inFlightRequests, 0);
+  std::vector<Endpoint> only(1);
+  only[0].name = "a";
+  only[0].waitingQueueSize = 42;
+  ledger.fillInFlight(only);
+  EXPECT_EQ(only[0].waitingQueueSize, 42);
+  EXPECT_EQ(only[0].inFlightRequests, 1);
+}
+
+TEST(DispatchLedgerTest, SteadyStateDoesNotAllocate) {
+  DispatchLedger ledger({.dispatchBudget = true});
+  std::vector<EndpointId> ids;
+  std::vector<Endpoint> endpoints(100);
+  for (int i = 0; i < 100; ++i) {
+    endpoints[i].name = "e" + std::to_string(i);
+    ids.push_back(ledger.registerEndpoint(endpoints[i].name, EndpointCapacity{8, 1000}));
+  }
+  testing::AllocationCounter counter;
+  for (int round = 0; round < 10; ++round) {
+    for (const EndpointId id : ids) {
+      const ScrapeMark m = ledger.mark(id);
+      DispatchHandle h = ledger.dispatch(id, 5);
+      ledger.installScrape(id, scrape(1, 2, 0.3), m);
+      ledger.installScrape(id, scrape(1, 2, 0.3));
+      ledger.recordDispatch(id, 1);
+      ledger.recordCompletion(id, 1);
+    }
+    ledger.fill(endpoints, ids);
+    ledger.fill(endpoints);
+  }
+  EXPECT_EQ(counter.count(), 0u);
+}
+
+}  // namespace
+}  // namespace holdback
