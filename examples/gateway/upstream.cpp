@@ -6,6 +6,8 @@
 #include <cerrno>
 #include <limits>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 namespace holdback::gateway {
 namespace {
@@ -135,6 +137,14 @@ asio::awaitable<ProxyResult> proxy(UpstreamPool& pool, const Options& options,
     status = head.result_int();
     std::string content_type(head[http::field::content_type]);
     if (content_type.empty()) content_type = "application/json";
+    // The response headers to pass on (Content-Encoding in particular: the SDKs ask for gzip).
+    std::vector<std::pair<std::string, std::string>> passed;
+    for (const auto& field : head) {
+      if (!isHopByHop(field.name_string()) &&
+          !beast::iequals(field.name_string(), "content-type")) {
+        passed.emplace_back(std::string(field.name_string()), std::string(field.value()));
+      }
+    }
 
     std::array<char, 16 * 1024> buf{};
     std::string collected;
@@ -144,6 +154,7 @@ asio::awaitable<ProxyResult> proxy(UpstreamPool& pool, const Options& options,
       res.version(11);
       res.result(status);
       res.set(http::field::content_type, content_type);
+      for (const auto& [name, value] : passed) res.insert(name, value);
       res.set(kEndpointHeader, what.endpointUrl);
       res.set(kQueuedMsHeader, std::to_string(what.queuedMs));
       res.chunked(true);
@@ -197,6 +208,7 @@ asio::awaitable<ProxyResult> proxy(UpstreamPool& pool, const Options& options,
     res.version(11);
     res.result(status);
     res.set(http::field::content_type, content_type);
+    for (const auto& [name, value] : passed) res.insert(name, value);
     res.set(kEndpointHeader, what.endpointUrl);
     res.set(kQueuedMsHeader, std::to_string(what.queuedMs));
     res.keep_alive(what.keepAlive);
