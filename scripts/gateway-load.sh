@@ -40,7 +40,7 @@ run_hey() {
   shift
   hey "$@" -m POST -T application/json -d "$BODY" "$url/v1/completions" >"$WORK/hey.txt" 2>&1
   awk '/Requests\/sec/ {rps=$2} /50% in/ {p50=$3*1000} /99% in/ {p99=$3*1000}
-       /^\s*\[[0-9]+\]/ {s=s $1 "x" $2 " "}
+       $1 ~ /^\[[0-9]+\]$/ {s=s $1 "x" $2 " "}
        END {printf "%.0f %.2f %.2f %s\n", rps, p50, p99, s}' "$WORK/hey.txt"
 }
 median() { sort -g | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }

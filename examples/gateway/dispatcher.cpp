@@ -21,11 +21,21 @@ void Dispatcher::stop() {
 
 void Dispatcher::arrived() noexcept {
   waiting_.fetch_add(1, std::memory_order_relaxed);
-  {
-    std::lock_guard lock(mu_);
-    arrival_ = true;
+}
+
+void Dispatcher::dispatchNow() noexcept {
+  while (waiting_.load(std::memory_order_relaxed) > 0) {
+    cycles_.fetch_add(1, std::memory_order_relaxed);
+    const DispatchResult r = controller_.dispatchCycle(Clock::now());
+    if (r.kind != DispatchResult::Kind::kDispatched) break;
   }
-  cv_.notify_one();
+  if (waiting_.load(std::memory_order_relaxed) > 0) {
+    {
+      std::lock_guard lock(mu_);
+      arrival_ = true;
+    }
+    cv_.notify_one();
+  }
 }
 
 void Dispatcher::finalized(bool dispatched) noexcept {

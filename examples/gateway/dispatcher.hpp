@@ -5,8 +5,10 @@
 //   - on an arrival: cycles until nothing more is dispatchable;
 //   - while work waits (gated or queued): one more round every `tick`, and expire() every
 //     `expiryInterval` for the TTL sweep.
-// The host calls arrived() after each enqueue and finalized() from its outcome callback, so the
-// driver knows without a lock whether anything is queued. It also measures the recent dispatch
+// The host calls arrived() before each enqueue, dispatchNow() after it (one or more cycles on the
+// caller's thread: an uncontended request is dispatched without waking another thread), and
+// finalized() from its outcome callback, so the driver knows without a lock whether anything is
+// queued. It also measures the recent dispatch
 // rate, from which the gateway derives Retry-After (gateway_http.hpp).
 //
 // Thread safety: thread-safe (arrived, finalized, dispatchRate and queued from any thread; start
@@ -36,6 +38,9 @@ class Dispatcher {
 
   // Call before enqueue (the outcome may arrive before enqueue returns).
   void arrived() noexcept;
+  // Call after enqueue: cycles on this thread until nothing more is dispatchable; if requests
+  // still wait (gated), wakes the driver thread to retry every tick.
+  void dispatchNow() noexcept;
   // Call once per outcome; `dispatched` for a dispatch.
   void finalized(bool dispatched) noexcept;
 

@@ -230,6 +230,7 @@ asio::awaitable<bool> handleCompletion(HttpServer::Shard& shard, beast::tcp_stre
   request.payload = std::shared_ptr<OutcomeSink>(ex);
   gw.dispatcher().arrived();
   ex->ticket = gw.controller().enqueue(std::move(request));
+  gw.dispatcher().dispatchNow();
   asio::co_spawn(stream.get_executor(), watchClient(ex, stream.socket(), counters), asio::detached);
   while (!ex->done) {
     auto [ec] = co_await ex->wake.async_wait(kUse);
