@@ -4,6 +4,8 @@
 # Needs hey (Debian package hey) and python3. Loopback only; everything on the same cores.
 #
 #   scripts/gateway-load.sh [BUILD_DIR] [RUNS]     (default: build/default, 3)
+# Environment: GATEWAY_ARGS (extra gateway flags, e.g. "--threads 1"), CLIENTS (default "1 16 64"),
+# LATENCY_ONLY=1 (skip the 2000 req/s, slowloris and idle-connection parts).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 BUILD="${1:-build/default}"
@@ -47,14 +49,15 @@ median() { sort -g | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a
 
 start MS model-server "$MODEL_SERVER" --port 0 --slots 1024 --token-ms 1 --prefill-ms 0 \
   --threads 512 --model fake-model
-start GW gateway "$GATEWAY" --endpoint "$MS" --listen 127.0.0.1:0 --no-scrape-lag-credit
+# shellcheck disable=SC2086
+start GW gateway "$GATEWAY" --endpoint "$MS" --listen 127.0.0.1:0 --no-scrape-lag-credit ${GATEWAY_ARGS:-}
 GW_PID="${PIDS[1]}"
 sleep 0.5
 hey -z 2s -c 16 -m POST -T application/json -d "$BODY" "$GW/v1/completions" >/dev/null 2>&1  # warm-up
 
 echo "== added latency and throughput (hey -z 5s, keep-alive, body max_tokens 4 x 1 ms), $RUNS runs, medians"
 printf "%-8s %-9s %10s %10s %10s   %s\n" clients target "req/s" "p50 ms" "p99 ms" "added p50/p99, throughput"
-for c in 1 16 64; do
+for c in ${CLIENTS:-1 16 64}; do
   for t in direct gateway; do
     url="$MS"; [ "$t" = gateway ] && url="$GW"
     : >"$WORK/$t.runs"
@@ -73,6 +76,7 @@ for c in 1 16 64; do
   done
 done
 
+[ "${LATENCY_ONLY:-0}" = 1 ] && exit 0
 echo "== 2000 req/s for 30 s through the gateway (hey -z 30s -c 50 -q 40)"
 run_hey "$GW" -z 30s -c 50 -q 40 | awk '{printf "req/s %s  p50 %s ms  p99 %s ms  statuses %s\n", $1, $2, $3, $4 $5 $6}'
 

@@ -3,13 +3,15 @@
 # holdback-gateway, and
 #   - every error the gateway answers itself (400, 404, 405, 411, 413, 431, 503 not ready) has an
 #     OpenAI-style JSON body {"error": {"message", "type", "code"}};
-#   - /healthz, /readyz, /v1/models;
+#   - /healthz, /readyz, /v1/models; an idle gateway runs no dispatch cycles;
 #   - `promtool check metrics` on /metrics (skipped with a message when promtool, Debian package
 #     `prometheus`, is absent);
 #   - a streaming client that hangs up: the gateway aborts its upstream request at once and the
 #     model server's vllm:num_requests_running returns to 0 (the slot is freed), and the gateway
 #     counts it in holdback_gateway_upstream_aborted_total; a non-streaming one is aborted too;
-#   - a queued client that hangs up: its ticket is cancelled (holdback_gateway_queued_cancelled_total)
+#   - a queued client that hangs up: its ticket is cancelled (holdback_gateway_queued_cancelled_total);
+#   - a connection over --max-connections gets 503 + Retry-After at once;
+#   - every model server dead: 503 + Retry-After at once, /readyz 503, /healthz 200;
 #   - the official `openai` npm client (installed with npm into NODE_DIR when missing; skipped with a
 #     message when node or npm is absent): tests/e2e/gateway_openai_client.mjs.
 #
@@ -86,6 +88,12 @@ echo "$resp" | grep -q '^HTTP/1.1 400' && echo "$resp" | grep -q '"error":{"code
 [ "$(curl -s -o /dev/null -w '%{http_code}' "$GW/readyz")" = 200 ] && ok "/readyz 200" || fail "/readyz"
 curl -s "$GW/v1/models" | grep -q '"id":"fake-model"' && ok "/v1/models lists fake-model" || fail "/v1/models: $(curl -s "$GW/v1/models")"
 
+# --- an idle gateway does not cycle -------------------------------------------------------------
+c0="$(metric "$GW" holdback_flow_control_dispatch_cycles_total)"
+sleep 1
+c1="$(metric "$GW" holdback_flow_control_dispatch_cycles_total)"
+[ "$c0" = "$c1" ] && ok "idle: dispatch cycles stay at $c1 over 1 s" || fail "idle gateway ran $((c1 - c0)) dispatch cycles in 1 s"
+
 # --- promtool --------------------------------------------------------------------------------
 curl -s "$GW/v1/completions" -d '{"prompt":"x","max_tokens":1}' >/dev/null
 if command -v promtool >/dev/null; then
@@ -140,6 +148,14 @@ else
     if node "$NODE_DIR/gateway_openai_client.mjs" "$GW"; then ok "openai npm client"; else fail "openai npm client"; fi
   fi
 fi
+
+# --- over --max-connections: 503 + Retry-After at once, not a wait --------------------------------
+start GW2 gateway-capped "$GATEWAY" --endpoint "$MS" --listen 127.0.0.1:0 --max-connections 1
+exec 5<>"/dev/tcp/127.0.0.1/${GW2##*:}"  # holds the one connection allowed
+sleep 0.2
+expect_error 503 "a connection over --max-connections 1" --max-time 5 "$GW2/healthz"
+curl -s -D - -o /dev/null --max-time 5 "$GW2/healthz" | grep -qi '^retry-after: 1' && ok "shed 503 carries Retry-After" || fail "shed 503 without Retry-After"
+exec 5>&-
 
 # --- every model server dead: 503 + Retry-After at once, /readyz 503, /healthz 200 --------------
 kill -KILL "${PIDS[0]}"
