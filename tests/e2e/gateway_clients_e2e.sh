@@ -8,7 +8,7 @@
 #     `prometheus`, is absent);
 #   - a streaming client that hangs up: the gateway aborts its upstream request at once and the
 #     model server's vllm:num_requests_running returns to 0 (the slot is freed), and the gateway
-#     counts it in holdback_gateway_upstream_aborted_total; a non-streaming one is aborted too;
+#     counts it in holdback_gateway_upstream_aborted_total; the same for a non-streaming one;
 #   - a queued client that hangs up: its ticket is cancelled (holdback_gateway_queued_cancelled_total);
 #   - a connection over --max-connections gets 503 + Retry-After at once;
 #   - every model server dead: 503 + Retry-After at once, /readyz 503, /healthz 200;
@@ -113,9 +113,10 @@ aborted1="$(metric "$GW" holdback_gateway_upstream_aborted_total)"
 [ "$aborted1" -gt "$aborted0" ] && ok "upstream_aborted_total $aborted0 -> $aborted1" || fail "upstream_aborted_total $aborted0 -> $aborted1"
 curl -s --max-time 0.3 "$GW/v1/completions" -d '{"prompt":"x","max_tokens":400}' >/dev/null
 sleep 0.1
+running="$(metric "$MS" vllm:num_requests_running)"
 aborted2="$(metric "$GW" holdback_gateway_upstream_aborted_total)"
+[ "$running" = 0 ] && ok "non-streaming client left: model server running = 0 within 0.1 s" || fail "non-streaming client left: model server still running $running"
 [ "$aborted2" -gt "$aborted1" ] && ok "non-streaming client left: upstream_aborted_total $aborted1 -> $aborted2" || fail "non-streaming client left: upstream_aborted_total $aborted1 -> $aborted2"
-# (the fake model server cannot see a non-streaming disconnect itself: it finishes the generation)
 for _ in $(seq 50); do [ "$(metric "$MS" vllm:num_requests_running)" = 0 ] && break; sleep 0.1; done
 
 # --- a queued client's ticket is cancelled ---------------------------------------------------
