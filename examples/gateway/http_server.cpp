@@ -438,7 +438,7 @@ asio::awaitable<void> shed(tcp::socket socket) {
 }  // namespace
 
 HttpServer::HttpServer(Gateway& gw, std::vector<asio::io_context*> contexts,
-                       std::vector<tcp::endpoint> targets)
+                       const std::vector<tcp::endpoint>& targets)
     : gw_(gw), contexts_(std::move(contexts)) {
   for (asio::io_context* c : contexts_) shards_.push_back(std::make_unique<Shard>(gw, *c, targets));
 }

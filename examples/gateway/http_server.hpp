@@ -36,7 +36,7 @@ class HttpServer {
   // `contexts`: one per I/O thread (not owned, outlive the server); `targets`: the resolved model
   // servers, in --endpoint order.
   HttpServer(Gateway& gw, std::vector<asio::io_context*> contexts,
-             std::vector<tcp::endpoint> targets);
+             const std::vector<tcp::endpoint>& targets);
   ~HttpServer();
 
   // Binds and listens (backlog SOMAXCONN); the bound port, or 0 (printed) on failure.

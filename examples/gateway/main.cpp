@@ -106,8 +106,10 @@ int run(int argc, char** argv) {
   }
 
   std::vector<asio::executor_work_guard<asio::io_context::executor_type>> work;
+  work.reserve(raw.size());
   for (asio::io_context* c : raw) work.push_back(asio::make_work_guard(*c));
   std::vector<std::thread> threads;
+  threads.reserve(raw.size());
   for (asio::io_context* c : raw) threads.emplace_back([c] { c->run(); });
 
   // One scrape of every model server before accepting traffic, so that the first requests are

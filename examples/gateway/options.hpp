@@ -29,16 +29,17 @@ struct Options {
   int headerTimeoutMs = 10000;  // from the first byte of a request to the end of its header
   int bodyTimeoutMs = 30000;    // to read the body once the header is in
   int idleTimeoutS = 60;        // a kept-alive connection with no request
-  std::size_t maxHeaderBytes = 16 * 1024;
-  std::size_t maxBodyBytes = 4 * 1024 * 1024;
+  std::size_t maxHeaderBytes = std::size_t{16} * 1024;
+  std::size_t maxBodyBytes = std::size_t{4} * 1024 * 1024;
 
   // Upstream.
   int upstreamTimeoutS = 300;  // per read or write towards a model server
   int upstreamConnectMs = 2000;
   int upstreamMaxIdle = 64;   // idle kept-alive connections per model server per I/O thread
   int upstreamIdleMs = 1500;  // an idle upstream connection older than this is closed
-  std::size_t maxScrapeBytes = 1024 * 1024;  // a larger /metrics body is a failed scrape
-  int drainTimeoutS = 30;                    // SIGTERM: how long responses in progress may take
+  std::size_t maxScrapeBytes =
+      std::size_t{1024} * 1024;  // a larger /metrics body is a failed scrape
+  int drainTimeoutS = 30;        // SIGTERM: how long responses in progress may take
 };
 
 // Returns 0 to go on, 1 for a usage error (printed), 2 for "printed what was asked, exit 0".

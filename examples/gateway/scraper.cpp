@@ -85,7 +85,7 @@ asio::awaitable<void> scrapeLoop(Gateway& gw, std::size_t i, tcp::endpoint targe
     }
     if (round % 100 == 0 && gw.options().models.empty()) {
       const auto models =
-          co_await get(stream, connected, target, "/v1/models", 256 * 1024, too_large);
+          co_await get(stream, connected, target, "/v1/models", std::size_t{256} * 1024, too_large);
       if (models) {
         const auto json = nlohmann::json::parse(*models, nullptr, false);
         std::vector<std::string> ids;
@@ -111,8 +111,8 @@ asio::awaitable<void> scrapeLoop(Gateway& gw, std::size_t i, tcp::endpoint targe
 
 }  // namespace
 
-void startScraper(asio::any_io_executor ex, Gateway& gw, std::size_t index, tcp::endpoint target,
-                  std::function<void()> firstRoundDone) {
+void startScraper(const asio::any_io_executor& ex, Gateway& gw, std::size_t index,
+                  const tcp::endpoint& target, std::function<void()> firstRoundDone) {
   asio::co_spawn(ex, scrapeLoop(gw, index, target, std::move(firstRoundDone)), asio::detached);
 }
 

@@ -17,7 +17,7 @@ namespace holdback::gateway {
 
 // Starts the scraper of endpoint `index` (address `target`) on `ex`. `firstRoundDone` is called
 // once, after the first scrape (successful or not). Runs until the executor's context stops.
-void startScraper(asio::any_io_executor ex, Gateway& gw, std::size_t index, tcp::endpoint target,
-                  std::function<void()> firstRoundDone);
+void startScraper(const asio::any_io_executor& ex, Gateway& gw, std::size_t index,
+                  const tcp::endpoint& target, std::function<void()> firstRoundDone);
 
 }  // namespace holdback::gateway

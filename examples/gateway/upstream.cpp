@@ -146,7 +146,7 @@ asio::awaitable<ProxyResult> proxy(UpstreamPool& pool, const Options& options,
       }
     }
 
-    std::array<char, 16 * 1024> buf{};
+    std::array<char, std::size_t{16} * 1024> buf{};
     std::string collected;
     bool head_sent = false;
     if (what.stream) {
