@@ -1,6 +1,7 @@
 #include "gateway_http.hpp"
 
 #include <charconv>
+#include <cmath>
 #include <cstdint>
 
 #include <nlohmann/json.hpp>
@@ -77,6 +78,19 @@ Reply replyForOutcome(Outcome outcome, bool poolEmptyNow) {
                                                      : "internal_error";
   reply.body = errorBody(http.status, type, message);
   return reply;
+}
+
+Reply replyForError(int status, std::string_view type, std::string_view message) {
+  Reply reply;
+  reply.status = status;
+  reply.body = errorBody(status, type, message);
+  return reply;
+}
+
+int retryAfterSeconds(std::size_t queued, double dispatchesPerSecond) {
+  const double rate = dispatchesPerSecond > 1.0 ? dispatchesPerSecond : 1.0;
+  const double seconds = std::ceil((double(queued) + 1.0) / rate);
+  return seconds < 1.0 ? 1 : seconds > 60.0 ? 60 : int(seconds);
 }
 
 Reply replyForUpstreamFailure(std::string_view endpoint, std::string_view detail) {

@@ -20,8 +20,8 @@
 #include <string>
 #include <string_view>
 
-#include "holdback/flow/outcome.hpp"
 #include "holdback/detector/saturation_detector.hpp"
+#include "holdback/flow/outcome.hpp"
 #include "holdback/policy/usage_limit_policy.hpp"
 
 namespace holdback::gateway {
@@ -61,7 +61,16 @@ struct Reply {
   int status = 500;
   std::string dropReason;  // empty: no drop-reason header
   std::string body;        // JSON
+  int retryAfterS = 0;     // > 0: a Retry-After header (seconds)
 };
+
+// Any error the gateway answers itself, with the OpenAI-style body.
+[[nodiscard]] Reply replyForError(int status, std::string_view type, std::string_view message);
+
+// Retry-After for "too much traffic" (429) derived from the queue state: the time the queue ahead
+// of a new request takes to drain at the recent dispatch rate,
+//   ceil((queued + 1) / max(dispatchesPerSecond, 1)), clamped to [1, 60] seconds.
+[[nodiscard]] int retryAfterSeconds(std::size_t queued, double dispatchesPerSecond);
 
 // A flow-control outcome that did not dispatch -> the reference's status and drop reason
 // (holdback::toHttp) with a JSON error body naming the outcome. For kDispatched this returns

@@ -19,13 +19,16 @@ Pool::Pool(std::vector<std::string> urls, std::vector<HostPort> hosts, bool scra
   pick_up_.resize(states_.size());
 }
 
+double Pool::scrapeLagCredit(const State& s) const {
+  const std::uint64_t dispatches = s.dispatches.load(std::memory_order_relaxed);
+  return lag_credit_ && dispatches > s.dispatchesAtScrape
+             ? double(dispatches - s.dispatchesAtScrape)
+             : 0.0;
+}
+
 void Pool::fill(Endpoint& e, const State& s) const {
   e.updateTime = s.updateTime;
-  const std::uint64_t dispatches = s.dispatches.load(std::memory_order_relaxed);
-  const double credit = lag_credit_ && dispatches > s.dispatchesAtScrape
-                            ? double(dispatches - s.dispatchesAtScrape)
-                            : 0.0;
-  e.waitingQueueSize = s.waiting + credit;
+  e.waitingQueueSize = s.waiting + scrapeLagCredit(s);
   e.kvCacheUsage = s.kvCacheUsage;
   e.runningRequests = s.running;
   e.inFlightRequests = s.inFlight.load(std::memory_order_relaxed);
@@ -60,12 +63,26 @@ void Pool::recordScrape(std::size_t i, const VllmTelemetry& telemetry, TimePoint
   s.skippedLines += skippedLines;
 }
 
-void Pool::recordScrapeFailure(std::size_t i) {
+void Pool::recordScrapeFailure(std::size_t i, std::size_t skippedLines) {
   std::lock_guard lock(mu_);
   State& s = *states_[i];
   s.up = false;
   ++s.scrapes;
   ++s.scrapeErrors;
+  s.skippedLines += skippedLines;
+}
+
+bool Pool::up(std::size_t i) const {
+  std::lock_guard lock(mu_);
+  return states_[i]->up;
+}
+
+bool Pool::anyUp() const {
+  std::lock_guard lock(mu_);
+  for (const auto& s : states_) {
+    if (s->up) return true;
+  }
+  return false;
 }
 
 std::optional<std::size_t> Pool::pick(const SaturationDetector& detector, TimePoint now) {

@@ -2,7 +2,7 @@
 // counts, the EndpointSource the FlowController reads, and the least-loaded pick.
 //
 // The algorithm
-//   Each endpoint has one scraper thread (Gateway::startScrapers in main.cpp) that GETs /metrics
+//   Each endpoint has one scraper coroutine (scraper.hpp) that GETs /metrics
 //   every interval and calls recordScrape / recordScrapeFailure. A successful scrape sets the
 //   waiting queue, running count and KV-cache usage and stamps updateTime with the steady-clock
 //   time the scrape completed; a failed one changes nothing but the error counters and `up`, so the
@@ -65,9 +65,14 @@ class Pool final : public EndpointSource {
   }
   void recordScrape(std::size_t i, const VllmTelemetry& telemetry, TimePoint at,
                     std::uint64_t dispatchCountBefore, std::size_t skippedLines);
-  void recordScrapeFailure(std::size_t i);
+  void recordScrapeFailure(std::size_t i, std::size_t skippedLines = 0);
+  // Whether the last scrape of endpoint i succeeded; anyUp(): of at least one (/readyz, and the
+  // gateway's "no usable model server" 503).
+  [[nodiscard]] bool up(std::size_t i) const;
+  [[nodiscard]] bool anyUp() const;
 
-  // The least-loaded endpoint (see the file comment); nullopt only for an empty pool.
+  // THE endpoint choice (kept in this one function so that a shared picker can replace it): the
+  // least-loaded endpoint (see the file comment); nullopt only for an empty pool.
   std::optional<std::size_t> pick(const SaturationDetector& detector, TimePoint now);
   void release(std::size_t i) noexcept;
 
@@ -101,6 +106,9 @@ class Pool final : public EndpointSource {
     std::atomic<std::uint64_t> dispatches{0};
   };
   void fill(Endpoint& e, const State& s) const;  // requires mu_
+  // The scrape-lag credit, in one place (the dispatch ledger replaces it): extra waiting requests
+  // to add to endpoint s's scraped queue. Requires mu_.
+  [[nodiscard]] double scrapeLagCredit(const State& s) const;
 
   const bool lag_credit_;
   std::vector<std::unique_ptr<State>> states_;

@@ -19,7 +19,9 @@
 // (default 16, finish_reason "length"). Prompt tokens are estimated as
 // max(whitespace-separated words, ceil(characters / 4)), at least 1; token-id arrays count their
 // elements. A streaming client that disconnects frees its slot at the next token it fails to
-// receive. SIGTERM or SIGINT: stop admitting, end running sequences, exit 0.
+// receive; a non-streaming one that disconnects frees it at its next token too (the body is sent
+// with its Content-Length when the last token is due). SIGTERM or SIGINT: stop admitting, end
+// running sequences, exit 0.
 //
 // See docs/model-server.md.
 #include <httplib.h>
@@ -301,16 +303,12 @@ class ModelServer {
     const std::string id = (api == Api::kChat ? "chatcmpl-" : "cmpl-") + std::to_string(++ids_);
     if (g.stream) return stream(res, g, id, start, std::move(*slot));
 
+    // Non-streaming: the tokens are deterministic, so the body (and its Content-Length) is known
+    // up front; it is sent once the last token is due. Meanwhile the client is watched
+    // (sink.is_writable before every token): one that leaves frees its slot at its next token,
+    // as a streaming one does.
     std::string text;
-    for (std::int64_t i = 0; i < g.maxTokens; ++i) {
-      if (!scheduler_.sleepUntil(tokenTime(start, i))) {
-        return sendError(res, 503, "the server is shutting down");
-      }
-      text += tokenText(i);
-      ++counters_.generationTokens;
-    }
-    slot->release();
-    ++counters_.success;
+    for (std::int64_t i = 0; i < g.maxTokens; ++i) text += tokenText(i);
     json choice = {{"index", 0}, {"finish_reason", "length"}};
     if (api == Api::kChat) {
       choice["message"] = {{"role", "assistant"}, {"content", text}};
@@ -324,7 +322,24 @@ class ModelServer {
                  {"model", options_.model},
                  {"choices", json::array({choice})},
                  {"usage", usage(g)}};
-    res.set_content(dumpJson(body), "application/json");
+    auto st = std::make_shared<Whole>(Whole{dumpJson(body), start, g.maxTokens, std::move(*slot)});
+    const std::size_t length = st->body.size();
+    res.set_content_provider(
+        length, "application/json",
+        [this, st](std::size_t offset, std::size_t, httplib::DataSink& sink) {
+          for (; st->next < st->tokens; ++st->next) {
+            if (!sink.is_writable() || !scheduler_.sleepUntil(tokenTime(st->start, st->next))) {
+              st->slot.reset();  // the client went away, or shutting down: free the slot now
+              return false;
+            }
+            ++counters_.generationTokens;
+          }
+          if (st->slot) {
+            st->slot.reset();
+            ++counters_.success;
+          }
+          return sink.write(st->body.data() + offset, st->body.size() - offset);
+        });
   }
 
   std::string metrics() const {
@@ -400,6 +415,15 @@ class ModelServer {
     }
     return out;
   }
+
+  // One non-streaming response (see handleGeneration).
+  struct Whole {
+    std::string body;
+    Clock::time_point start;
+    std::int64_t tokens = 0;
+    std::optional<BatchScheduler::Slot> slot;
+    std::int64_t next = 0;
+  };
 
   json chunk(const Stream& st, std::int64_t i) const {
     const bool last = i + 1 == st.g.maxTokens;

@@ -147,5 +147,26 @@ TEST(DefaultConfig, LoadsWithoutWarningsAndKeepsStalenessAboveTheScrapeInterval)
   EXPECT_FALSE(isGated(0.6, ceilings[0]));
 }
 
+TEST(RetryAfter, IsTheQueueDrainTimeAtTheDispatchRateClampedToOneToSixtySeconds) {
+  // (queued + 1) / rate, rounded up.
+  EXPECT_EQ(retryAfterSeconds(0, 100.0), 1);
+  EXPECT_EQ(retryAfterSeconds(199, 100.0), 2);
+  EXPECT_EQ(retryAfterSeconds(200, 100.0), 3);
+  // No recent dispatches: the rate counts as 1/s.
+  EXPECT_EQ(retryAfterSeconds(9, 0.0), 10);
+  EXPECT_EQ(retryAfterSeconds(9, 0.5), 10);
+  // Clamped.
+  EXPECT_EQ(retryAfterSeconds(10000, 1.0), 60);
+}
+
+TEST(ReplyForError, HasTheOpenAiErrorShape) {
+  const Reply r = replyForError(413, "invalid_request_error", "request body too large");
+  EXPECT_EQ(r.status, 413);
+  EXPECT_EQ(
+      r.body,
+      R"({"error":{"code":413,"message":"request body too large","type":"invalid_request_error"}})");
+  EXPECT_EQ(r.retryAfterS, 0);
+}
+
 }  // namespace
 }  // namespace holdback::gateway

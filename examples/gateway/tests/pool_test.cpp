@@ -88,6 +88,20 @@ TEST(Pool, FailOpenPrefersEndpointsWhoseLastScrapeSucceeded) {
   for (int i = 0; i < 3; ++i) EXPECT_EQ(*pool.pick(*d, t0), 1u);
 }
 
+TEST(Pool, AFailedScrapeStillCountsItsSkippedLinesAndUpReflectsTheLastScrape) {
+  // A server serving garbage: every line skipped, the gauges missing, so the scrape fails; the
+  // skipped lines must still show (they say why).
+  Pool pool = makePool(2, false);
+  EXPECT_FALSE(pool.anyUp());
+  pool.recordScrapeFailure(0, 7);
+  EXPECT_EQ(pool.counters(0).skippedLines, 7u);
+  EXPECT_FALSE(pool.up(0));
+  EXPECT_FALSE(pool.anyUp());
+  pool.recordScrape(1, VllmTelemetry{}, TimePoint{} + 1s, 0, 0);
+  EXPECT_TRUE(pool.up(1));
+  EXPECT_TRUE(pool.anyUp());
+}
+
 TEST(Pool, ScrapeLagCreditCountsDispatchesTheLastScrapeCannotHaveSeen) {
   Pool pool = makePool(1, true);
   auto d = detector();

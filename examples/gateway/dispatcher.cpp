@@ -1,0 +1,91 @@
+#include "dispatcher.hpp"
+
+#include <chrono>
+
+namespace holdback::gateway {
+
+using namespace std::chrono_literals;
+
+void Dispatcher::start() {
+  thread_ = std::thread([this] { loop(); });
+}
+
+void Dispatcher::stop() {
+  {
+    std::lock_guard lock(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+void Dispatcher::arrived() noexcept {
+  waiting_.fetch_add(1, std::memory_order_relaxed);
+}
+
+void Dispatcher::dispatchNow() noexcept {
+  while (waiting_.load(std::memory_order_relaxed) > 0) {
+    cycles_.fetch_add(1, std::memory_order_relaxed);
+    const DispatchResult r = controller_.dispatchCycle(Clock::now());
+    if (r.kind != DispatchResult::Kind::kDispatched) break;
+  }
+  if (waiting_.load(std::memory_order_relaxed) > 0) {
+    {
+      std::lock_guard lock(mu_);
+      arrival_ = true;
+    }
+    cv_.notify_one();
+  }
+}
+
+void Dispatcher::finalized(bool dispatched) noexcept {
+  waiting_.fetch_sub(1, std::memory_order_relaxed);
+  if (dispatched) dispatched_.fetch_add(1, std::memory_order_relaxed);
+}
+
+double Dispatcher::dispatchRate() const {
+  std::lock_guard lock(rate_mu_);
+  return rate_;
+}
+
+void Dispatcher::loop() {
+  TimePoint next_expiry = Clock::now() + expiry_interval_;
+  TimePoint rate_window = Clock::now();
+  std::uint64_t rate_count = 0;
+  std::unique_lock lock(mu_);
+  while (!stop_) {
+    const bool work = waiting_.load(std::memory_order_relaxed) > 0;
+    if (!arrival_) {
+      if (work) {
+        cv_.wait_for(lock, tick_, [&] { return stop_ || arrival_; });
+      } else {
+        cv_.wait_for(lock, 5s, [&] { return stop_ || arrival_; });
+      }
+    }
+    if (stop_) break;
+    arrival_ = false;
+    lock.unlock();
+    TimePoint now = Clock::now();
+    if (now >= next_expiry || waiting_.load(std::memory_order_relaxed) == 0) {
+      controller_.expire(now);
+      next_expiry = now + expiry_interval_;
+    }
+    while (waiting_.load(std::memory_order_relaxed) > 0) {
+      cycles_.fetch_add(1, std::memory_order_relaxed);
+      const DispatchResult r = controller_.dispatchCycle(Clock::now());
+      if (r.kind != DispatchResult::Kind::kDispatched) break;
+    }
+    // The dispatch rate over windows of >= 2 s (for Retry-After).
+    now = Clock::now();
+    if (now - rate_window >= 2s) {
+      const std::uint64_t total = dispatched_.load(std::memory_order_relaxed);
+      std::lock_guard rate_lock(rate_mu_);
+      rate_ = double(total - rate_count) / std::chrono::duration<double>(now - rate_window).count();
+      rate_count = total;
+      rate_window = now;
+    }
+    lock.lock();
+  }
+}
+
+}  // namespace holdback::gateway

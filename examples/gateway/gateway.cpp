@@ -1,0 +1,103 @@
+#include "gateway.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <set>
+
+#include "holdback/detector/detectors.hpp"
+
+namespace holdback::gateway {
+
+using namespace std::chrono_literals;
+
+Gateway::Gateway(Options options, std::shared_ptr<const config::ConfigBundle> bundle)
+    : options_(std::move(options)), bundle_(std::move(bundle)) {
+  endpoint_models_.resize(options_.endpoints.size());
+}
+
+Gateway::~Gateway() {
+  if (dispatcher_) dispatcher_->stop();
+}
+
+bool Gateway::start() {
+  pool_ =
+      std::make_shared<Pool>(options_.endpointUrls, options_.endpoints, options_.scrapeLagCredit);
+  detector_ = bundle_->controller.detector;
+  FlowControllerOptions fc = bundle_->controller;
+  fc.endpoints = pool_;
+  fc.onOutcome = [this](Completion&& c) { onOutcome(std::move(c)); };
+  fc.runner.enabled = false;  // the Dispatcher drives the cycles (idle when nothing is queued)
+  auto created = FlowController::create(std::move(fc));
+  if (!created) {
+    std::fprintf(stderr, "holdback-gateway: %s\n", created.diagnostics().toString().c_str());
+    return false;
+  }
+  controller_ = std::move(created).value();
+  dispatcher_ = std::make_unique<Dispatcher>(*controller_, 1ms, 100ms);
+  dispatcher_->start();
+  warnAboutStaleness();
+  return true;
+}
+
+void Gateway::shutdownController() {
+  if (dispatcher_) dispatcher_->stop();
+  if (controller_) controller_->shutdown();
+}
+
+void Gateway::onOutcome(Completion&& c) {
+  auto* holder = std::any_cast<std::shared_ptr<OutcomeSink>>(&c.payload);
+  const bool dispatched = c.outcome.dispatched();
+  if (dispatcher_) dispatcher_->finalized(dispatched);
+  if (holder == nullptr || !*holder) return;
+  std::optional<std::size_t> endpoint;
+  if (dispatched) endpoint = pool_->pick(*detector_, c.finalizedAt);
+  (*holder)->deliver(c.outcome, endpoint, c.finalizedAt - c.enqueueTime);
+}
+
+void Gateway::setEndpointModels(std::size_t endpoint, std::vector<std::string> ids) {
+  std::lock_guard lock(models_mu_);
+  if (endpoint < endpoint_models_.size()) endpoint_models_[endpoint] = std::move(ids);
+}
+
+std::vector<std::string> Gateway::models() const {
+  if (!options_.models.empty()) return options_.models;
+  std::set<std::string> all;
+  std::lock_guard lock(models_mu_);
+  for (const auto& ids : endpoint_models_) all.insert(ids.begin(), ids.end());
+  return {all.begin(), all.end()};
+}
+
+int Gateway::retryAfter429() const {
+  return retryAfterSeconds(std::size_t(std::max<std::int64_t>(0, dispatcher_->queued())),
+                           dispatcher_->dispatchRate());
+}
+
+int Gateway::retryAfter503() const {
+  const int ms = 4 * options_.scrapeIntervalMs;
+  return std::max(1, (ms + 999) / 1000);
+}
+
+void Gateway::warnAboutStaleness() const {
+  if (!bundle_->flowControlEnabled) {
+    std::fprintf(stderr,
+                 "holdback-gateway: warning: feature gate flowControl is off: requests are not "
+                 "queued; priority < 0 is rejected 429 when saturation >= 1.0 (legacy mode)\n");
+  }
+  const auto* u = dynamic_cast<const UtilizationDetector*>(detector_.get());
+  if (!u) return;
+  const Duration threshold = u->options().metricsStalenessThreshold;
+  const Duration interval = std::chrono::milliseconds(options_.scrapeIntervalMs);
+  if (interval >= threshold) {
+    std::fprintf(stderr,
+                 "holdback-gateway: warning: scrape interval %d ms >= metricsStalenessThreshold "
+                 "%lld ms: the detector will see stale metrics most of the time and (with "
+                 "stalenessPolicy saturated) hold back traffic (upstream issue #2514); make the "
+                 "threshold several scrape intervals long\n",
+                 options_.scrapeIntervalMs,
+                 static_cast<long long>(
+                     std::chrono::duration_cast<std::chrono::milliseconds>(threshold).count()));
+  }
+}
+
+}  // namespace holdback::gateway

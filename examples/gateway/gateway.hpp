@@ -1,0 +1,103 @@
+// The gateway's shared state: the config bundle, the endpoint pool, the flow controller and its
+// dispatch driver, the counters /metrics reports, and the model list of GET /v1/models. The
+// networking parts (http_server, upstream, scraper) all work on one Gateway.
+//
+// The outcome rendezvous: a request enqueues a FlowRequest whose payload is a
+// shared_ptr<OutcomeSink>; the controller's outcome callback (on the dispatch thread, or inside
+// enqueue for a rejection) picks the endpoint for a dispatch (Pool::pick, so the next dispatch
+// decision sees the in-flight increment) and hands outcome and endpoint to the sink, which wakes
+// the request's coroutine on its own I/O thread.
+//
+// Thread safety: thread-safe (counters are atomics, the model list has its own mutex; start() and
+// shutdown() are called by the main thread).
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "dispatcher.hpp"
+#include "holdback/config/endpoint_picker_config.hpp"
+#include "holdback/flow/flow_controller.hpp"
+#include "options.hpp"
+#include "pool.hpp"
+
+namespace holdback::gateway {
+
+// Receives one request's outcome. Called exactly once, from any thread.
+class OutcomeSink {
+ public:
+  virtual ~OutcomeSink() = default;
+  virtual void deliver(Outcome outcome, std::optional<std::size_t> endpoint, Duration queued) = 0;
+};
+
+struct GatewayCounters {
+  std::array<std::atomic<std::uint64_t>, 600> responses{};  // completion requests, by status
+  std::atomic<std::uint64_t> upstreamFailures{0};           // 502 or truncated stream
+  std::atomic<std::uint64_t> upstreamAborted{0};   // upstream requests aborted: client gone
+  std::atomic<std::uint64_t> queuedCancelled{0};   // queued requests cancelled: client gone
+  std::atomic<std::uint64_t> upstreamConnects{0};  // new upstream connections
+  std::atomic<std::uint64_t> upstreamReuses{0};    // requests on a kept-alive connection
+  std::atomic<std::int64_t> connectionsOpen{0};
+  std::atomic<std::uint64_t> connectionsShed{0};     // over --max-connections: 503 + close
+  std::atomic<std::uint64_t> clientTimeouts{0};      // header/body/idle timeouts
+  std::atomic<std::uint64_t> clientErrors{0};        // 4xx the gateway answered itself
+  std::atomic<std::int64_t> exchangesInProgress{0};  // requests read and not yet answered
+
+  void count(int status) noexcept {
+    if (status >= 0 && status < int(responses.size())) {
+      responses[std::size_t(status)].fetch_add(1, std::memory_order_relaxed);
+    }
+  }
+};
+
+class Gateway {
+ public:
+  Gateway(Options options, std::shared_ptr<const config::ConfigBundle> bundle);
+  ~Gateway();
+  Gateway(const Gateway&) = delete;
+  Gateway& operator=(const Gateway&) = delete;
+
+  // Creates the controller and starts the dispatch driver; false (printed) on failure.
+  bool start();
+  // Queued requests are answered 503 rejected-shutting-down; later ones are rejected the same way.
+  void shutdownController();
+
+  [[nodiscard]] const Options& options() const { return options_; }
+  [[nodiscard]] const config::ConfigBundle& bundle() const { return *bundle_; }
+  [[nodiscard]] Pool& pool() { return *pool_; }
+  [[nodiscard]] const SaturationDetector& detector() const { return *detector_; }
+  [[nodiscard]] FlowController& controller() { return *controller_; }
+  [[nodiscard]] Dispatcher& dispatcher() { return *dispatcher_; }
+  [[nodiscard]] GatewayCounters& counters() { return counters_; }
+
+  // GET /v1/models: --model names when given, else the union of what the model servers list.
+  void setEndpointModels(std::size_t endpoint, std::vector<std::string> ids);
+  [[nodiscard]] std::vector<std::string> models() const;
+
+  // Retry-After for a 429 now (gateway_http.hpp retryAfterSeconds).
+  [[nodiscard]] int retryAfter429() const;
+  // Retry-After when no model server is usable: a few scrape intervals, at least 1 s.
+  [[nodiscard]] int retryAfter503() const;
+
+ private:
+  void onOutcome(Completion&& c);
+  void warnAboutStaleness() const;
+
+  Options options_;
+  std::shared_ptr<const config::ConfigBundle> bundle_;
+  std::shared_ptr<Pool> pool_;
+  std::shared_ptr<const SaturationDetector> detector_;
+  std::unique_ptr<FlowController> controller_;
+  std::unique_ptr<Dispatcher> dispatcher_;
+  GatewayCounters counters_;
+  mutable std::mutex models_mu_;
+  std::vector<std::vector<std::string>> endpoint_models_;  // guarded by models_mu_
+};
+
+}  // namespace holdback::gateway

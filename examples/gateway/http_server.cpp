@@ -1,0 +1,510 @@
+#include "http_server.hpp"
+
+#include <sys/socket.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <string>
+#include <string_view>
+#include <utility>
+
+#include <nlohmann/json.hpp>
+
+#include "metrics_endpoint.hpp"
+#include "upstream.hpp"
+
+namespace holdback::gateway {
+
+using namespace std::chrono_literals;
+
+struct HttpServer::Shard {
+  Shard(Gateway& g, asio::io_context& c, std::vector<tcp::endpoint> targets)
+      : gw(g), ctx(c), upstream(c.get_executor(), std::move(targets), g.options(), g.counters()) {}
+  Gateway& gw;
+  asio::io_context& ctx;
+  UpstreamPool upstream;
+};
+
+namespace {
+
+// One request's rendezvous with the controller (OutcomeSink), its ticket, and what a client
+// hang-up must undo. Lives on the connection's I/O thread; deliver() posts there.
+struct Exchange : OutcomeSink, std::enable_shared_from_this<Exchange> {
+  explicit Exchange(const asio::any_io_executor& ex) : executor(ex), wake(ex) {
+    wake.expires_at(asio::steady_timer::time_point::max());
+  }
+  void deliver(Outcome o, std::optional<std::size_t> e, Duration q) override {
+    asio::post(executor, [self = shared_from_this(), o, e, q] {
+      self->done = true;
+      self->outcome = o;
+      self->endpoint = e;
+      self->queued = q;
+      self->wake.cancel();
+    });
+  }
+  asio::any_io_executor executor;
+  asio::steady_timer wake;
+  bool done = false;
+  Outcome outcome;
+  std::optional<std::size_t> endpoint;
+  Duration queued{};
+  Ticket ticket;
+  bool finished = false;  // the exchange is over: the watch must not touch anything
+  bool clientGone = false;
+  AbortHandle abort;
+};
+
+// Waits for the client socket to become readable while the request is queued or proxied; a
+// hang-up (EOF or error) cancels the ticket or aborts the upstream exchange at once. Pipelined
+// bytes (the client's next request) end the watch without acting. A client that half-closes its
+// sending side after the request is taken as gone (documented).
+asio::awaitable<void> watchClient(std::shared_ptr<Exchange> ex, tcp::socket& socket,
+                                  GatewayCounters& counters) {
+  for (;;) {
+    auto [ec] = co_await socket.async_wait(tcp::socket::wait_read, kUse);
+    if (ex->finished || ec) co_return;
+    char b = 0;
+    const ssize_t n = ::recv(socket.native_handle(), &b, 1, MSG_PEEK | MSG_DONTWAIT);
+    if (n > 0) co_return;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) continue;
+    ex->clientGone = true;
+    if (!ex->done) {
+      if (ex->ticket.cancel()) counters.queuedCancelled.fetch_add(1, std::memory_order_relaxed);
+    } else if (ex->abort.active != nullptr) {
+      counters.upstreamAborted.fetch_add(1, std::memory_order_relaxed);
+      ex->abort.abort();
+    } else {
+      ex->abort.aborted = true;
+    }
+    co_return;
+  }
+}
+
+Reply jsonError(int status, std::string_view type, std::string_view message) {
+  return replyForError(status, type, message);
+}
+
+asio::awaitable<bool> writeReply(beast::tcp_stream& s, const Reply& r, bool keepAlive,
+                                 std::string_view allow = {}) {
+  http::response<http::string_body> res;
+  res.version(11);
+  res.result(unsigned(r.status));
+  res.set(http::field::content_type, "application/json");
+  if (!r.dropReason.empty()) res.set(kDropReasonHeader, r.dropReason);
+  if (r.retryAfterS > 0) res.set(http::field::retry_after, std::to_string(r.retryAfterS));
+  if (!allow.empty()) res.set(http::field::allow, allow);
+  res.keep_alive(keepAlive);
+  res.body() = r.body;
+  res.prepare_payload();
+  s.expires_after(30s);
+  auto [ec, n] = co_await http::async_write(s, res, kUse);
+  s.expires_never();
+  co_return !ec && keepAlive;
+}
+
+asio::awaitable<bool> writeText(beast::tcp_stream& s, unsigned status, std::string body,
+                                std::string_view contentType, bool keepAlive) {
+  http::response<http::string_body> res;
+  res.version(11);
+  res.result(status);
+  res.set(http::field::content_type, contentType);
+  res.keep_alive(keepAlive);
+  res.body() = std::move(body);
+  res.prepare_payload();
+  s.expires_after(30s);
+  auto [ec, n] = co_await http::async_write(s, res, kUse);
+  s.expires_never();
+  co_return !ec && keepAlive;
+}
+
+bool wantsStream(const nlohmann::json& body) {
+  const auto it = body.find("stream");
+  return it != body.end() && it->is_boolean() && it->get<bool>();
+}
+
+// Proxies to `endpoint` (its in-flight count already taken by Pool::pick) and releases it.
+asio::awaitable<bool> proxyTo(HttpServer::Shard& shard, beast::tcp_stream& stream,
+                              http::request<http::string_body>& req, std::shared_ptr<Exchange> ex,
+                              std::size_t endpoint, long long queuedMs, bool streamed,
+                              bool keepAlive) {
+  Gateway& gw = shard.gw;
+  ProxyRequest what{endpoint, gw.pool().url(endpoint), streamed, queuedMs, keepAlive};
+  std::string error;
+  unsigned status = 0;
+  const ProxyResult r =
+      co_await proxy(shard.upstream, gw.options(), req, stream, what, ex->abort, error, status);
+  gw.pool().release(endpoint);
+  switch (r) {
+    case ProxyResult::kDone:
+      gw.counters().count(int(status));
+      co_return keepAlive;
+    case ProxyResult::kTruncated:
+      gw.counters().upstreamFailures.fetch_add(1, std::memory_order_relaxed);
+      co_return false;
+    case ProxyResult::kClientGone:
+      co_return false;
+    case ProxyResult::kFailedBeforeHead: {
+      gw.counters().upstreamFailures.fetch_add(1, std::memory_order_relaxed);
+      gw.counters().count(502);
+      Reply reply = replyForUpstreamFailure(what.endpointUrl, error);
+      http::response<http::string_body> res;
+      res.version(11);
+      res.result(502u);
+      res.set(http::field::content_type, "application/json");
+      res.set(kEndpointHeader, what.endpointUrl);
+      res.keep_alive(keepAlive);
+      res.body() = reply.body;
+      res.prepare_payload();
+      stream.expires_after(30s);
+      auto [ec, n] = co_await http::async_write(stream, res, kUse);
+      stream.expires_never();
+      co_return !ec && keepAlive;
+    }
+  }
+  co_return false;
+}
+
+asio::awaitable<bool> handleCompletion(HttpServer::Shard& shard, beast::tcp_stream& stream,
+                                       http::request<http::string_body>& req, bool keepAlive) {
+  Gateway& gw = shard.gw;
+  GatewayCounters& counters = gw.counters();
+  auto reply = [&](Reply r) -> asio::awaitable<bool> {
+    counters.count(r.status);
+    co_return co_await writeReply(stream, r, keepAlive);
+  };
+  const auto body = nlohmann::json::parse(req.body(), nullptr, false);
+  if (body.is_discarded() || !body.is_object()) {
+    counters.clientErrors.fetch_add(1, std::memory_order_relaxed);
+    co_return co_await reply(replyForBadRequest("the request body is not a JSON object"));
+  }
+  const Priority priority = gw.options().objectives.priorityOf(req[kObjectiveHeader]);
+  std::string flow = flowIdFrom(req[kFairnessIdHeader], req[kFairnessIdHeaderAlias]);
+  const bool streamed = wantsStream(body);
+
+  if (!gw.pool().anyUp()) {
+    Reply r = jsonError(503, "service_unavailable",
+                        "no model server is usable: none answered its last metrics scrape");
+    r.dropReason = "rejected-no-endpoints";
+    r.retryAfterS = gw.retryAfter503();
+    co_return co_await reply(std::move(r));
+  }
+
+  auto ex = std::make_shared<Exchange>(stream.get_executor());
+  struct Finish {
+    Exchange& e;
+    tcp::socket& s;
+    ~Finish() {
+      e.finished = true;
+      beast::error_code ec;
+      s.cancel(ec);  // ends the watch
+    }
+  } finish{*ex, stream.socket()};
+
+  if (!gw.bundle().flowControlEnabled) {
+    // Legacy (gate off): everything at once, except priority < 0 while saturated.
+    std::vector<Endpoint> snapshot;
+    gw.pool().snapshot(snapshot);
+    const TimePoint now = Clock::now();
+    if (priority < 0 && gw.detector().saturation(snapshot, now) >= 1.0) {
+      Reply r =
+          jsonError(429, "rate_limit_exceeded", "system saturated, sheddable request dropped");
+      r.retryAfterS = 1;
+      co_return co_await reply(std::move(r));
+    }
+    const auto endpoint = gw.pool().pick(gw.detector(), now);
+    if (!endpoint) {
+      co_return co_await reply(
+          replyForOutcome({QueueOutcome::kRejectedNoEndpoints, OutcomeCause::kNoEndpoints}, true));
+    }
+    ex->done = true;
+    asio::co_spawn(stream.get_executor(), watchClient(ex, stream.socket(), counters),
+                   asio::detached);
+    co_return co_await proxyTo(shard, stream, req, ex, *endpoint, 0, streamed, keepAlive);
+  }
+
+  FlowRequest request;
+  request.flowId = std::move(flow);
+  request.priority = priority;
+  request.sizeBytes = req.body().size();
+  request.payload = std::shared_ptr<OutcomeSink>(ex);
+  gw.dispatcher().arrived();
+  ex->ticket = gw.controller().enqueue(std::move(request));
+  gw.dispatcher().dispatchNow();
+  asio::co_spawn(stream.get_executor(), watchClient(ex, stream.socket(), counters), asio::detached);
+  while (!ex->done) {
+    auto [ec] = co_await ex->wake.async_wait(kUse);
+    (void)ec;
+  }
+  if (!ex->outcome.dispatched() || !ex->endpoint) {
+    if (ex->clientGone) co_return false;  // nobody to answer
+    const bool pool_empty = gw.controller().poolRegime().empty;
+    Reply r = ex->outcome.dispatched()
+                  ? replyForOutcome(
+                        {QueueOutcome::kRejectedNoEndpoints, OutcomeCause::kNoEndpoints}, true)
+                  : replyForOutcome(ex->outcome, pool_empty);
+    if (r.status == 429) r.retryAfterS = gw.retryAfter429();
+    if (r.status == 503 && r.dropReason == "rejected-no-endpoints") {
+      r.retryAfterS = gw.retryAfter503();
+    }
+    co_return co_await reply(std::move(r));
+  }
+  if (ex->clientGone || ex->abort.aborted) {
+    // Dispatched just as the client went away: do not spend a model-server slot on it.
+    gw.pool().release(*ex->endpoint);
+    counters.queuedCancelled.fetch_add(1, std::memory_order_relaxed);
+    co_return false;
+  }
+  const auto queued_ms = std::chrono::duration_cast<std::chrono::milliseconds>(ex->queued).count();
+  co_return co_await proxyTo(shard, stream, req, ex, *ex->endpoint, queued_ms, streamed, keepAlive);
+}
+
+std::string modelsBody(const Gateway& gw) {
+  nlohmann::json data = nlohmann::json::array();
+  for (const std::string& id : gw.models()) {
+    data.push_back({{"id", id}, {"object", "model"}, {"created", 0}, {"owned_by", "holdback"}});
+  }
+  return nlohmann::json({{"object", "list"}, {"data", data}})
+      .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+// Routes one request; true to keep the connection.
+asio::awaitable<bool> route(HttpServer::Shard& shard, beast::tcp_stream& stream,
+                            http::request<http::string_body>& req, bool keepAlive) {
+  Gateway& gw = shard.gw;
+  std::string_view path = req.target();
+  if (const auto q = path.find('?'); q != std::string_view::npos) path = path.substr(0, q);
+  const bool post = req.method() == http::verb::post;
+  const bool get = req.method() == http::verb::get;
+  auto clientError = [&](int status, std::string_view type, std::string message,
+                         std::string_view allow = {}) -> asio::awaitable<bool> {
+    gw.counters().clientErrors.fetch_add(1, std::memory_order_relaxed);
+    co_return co_await writeReply(stream, jsonError(status, type, message), keepAlive, allow);
+  };
+  if (path == "/v1/completions" || path == "/v1/chat/completions") {
+    if (!post) {
+      co_return co_await clientError(405, "invalid_request_error",
+                                     "method " + std::string(req.method_string()) +
+                                         " not allowed on " + std::string(path) + "; use POST",
+                                     "POST");
+    }
+    co_return co_await handleCompletion(shard, stream, req, keepAlive);
+  }
+  if (path == "/metrics" || path == "/healthz" || path == "/readyz" || path == "/v1/models") {
+    if (!get) {
+      co_return co_await clientError(405, "invalid_request_error",
+                                     "method " + std::string(req.method_string()) +
+                                         " not allowed on " + std::string(path) + "; use GET",
+                                     "GET");
+    }
+    if (path == "/metrics") {
+      co_return co_await writeText(stream, 200, renderMetrics(gw),
+                                   "text/plain; version=0.0.4; charset=utf-8", keepAlive);
+    }
+    if (path == "/healthz")
+      co_return co_await writeText(stream, 200, "ok", "text/plain", keepAlive);
+    if (path == "/v1/models") {
+      co_return co_await writeText(stream, 200, modelsBody(gw), "application/json", keepAlive);
+    }
+    if (gw.pool().anyUp()) {
+      co_return co_await writeText(stream, 200, "ready", "text/plain", keepAlive);
+    }
+    Reply r = jsonError(503, "service_unavailable",
+                        "not ready: no model server answered its last metrics scrape");
+    r.retryAfterS = gw.retryAfter503();
+    co_return co_await writeReply(stream, r, keepAlive);
+  }
+  co_return co_await clientError(404, "invalid_request_error", "no route for " + std::string(path));
+}
+
+// The status and message for a request the parser refused.
+Reply parseErrorReply(const beast::error_code& ec) {
+  if (ec == http::error::header_limit) {
+    return jsonError(431, "invalid_request_error", "request header too large");
+  }
+  if (ec == http::error::body_limit) {
+    return jsonError(413, "invalid_request_error", "request body too large");
+  }
+  return jsonError(400, "invalid_request_error", "malformed HTTP request: " + ec.message());
+}
+
+bool isDisconnect(const beast::error_code& ec) {
+  return ec == http::error::end_of_stream || ec == asio::error::eof ||
+         ec == asio::error::connection_reset || ec == asio::error::operation_aborted ||
+         ec == asio::error::broken_pipe || ec == asio::error::bad_descriptor;
+}
+
+asio::awaitable<void> session(HttpServer::Shard& shard, tcp::socket socket) {
+  Gateway& gw = shard.gw;
+  GatewayCounters& counters = gw.counters();
+  struct Open {
+    GatewayCounters& c;
+    ~Open() { c.connectionsOpen.fetch_sub(1, std::memory_order_relaxed); }
+  } open{counters};
+  beast::error_code ignored;
+  socket.set_option(tcp::no_delay(true), ignored);
+  beast::tcp_stream stream(std::move(socket));
+  beast::flat_buffer buffer;
+  const Options& o = gw.options();
+  for (;;) {
+    // Idle: wait for the first byte of the next request.
+    if (buffer.size() == 0) {
+      stream.expires_after(std::chrono::seconds(o.idleTimeoutS));
+      auto [ec, n] = co_await stream.async_read_some(buffer.prepare(2048), kUse);
+      if (ec) {
+        if (ec == beast::error::timeout)
+          counters.clientTimeouts.fetch_add(1, std::memory_order_relaxed);
+        break;
+      }
+      buffer.commit(n);
+    }
+    http::request_parser<http::string_body> parser;
+    parser.header_limit(std::uint32_t(o.maxHeaderBytes));
+    parser.body_limit(o.maxBodyBytes);
+    stream.expires_after(std::chrono::milliseconds(o.headerTimeoutMs));
+    auto [hec, hn] = co_await http::async_read_header(stream, buffer, parser, kUse);
+    if (hec) {
+      if (hec == beast::error::timeout) {
+        counters.clientTimeouts.fetch_add(1, std::memory_order_relaxed);
+        break;
+      }
+      if (isDisconnect(hec)) break;
+      counters.clientErrors.fetch_add(1, std::memory_order_relaxed);
+      co_await writeReply(stream, parseErrorReply(hec), false);
+      break;
+    }
+    auto& head = parser.get();
+    if (head.method() == http::verb::post && !parser.chunked() &&
+        !parser.content_length().has_value()) {
+      counters.clientErrors.fetch_add(1, std::memory_order_relaxed);
+      co_await writeReply(stream,
+                          jsonError(411, "invalid_request_error",
+                                    "POST needs a Content-Length header (or chunked encoding)"),
+                          false);
+      break;
+    }
+    if (!parser.is_done()) {
+      if (beast::iequals(head[http::field::expect], "100-continue")) {
+        http::response<http::empty_body> cont{http::status::continue_, 11};
+        stream.expires_after(std::chrono::milliseconds(o.bodyTimeoutMs));
+        auto [cec, cn] = co_await http::async_write(stream, cont, kUse);
+        if (cec) break;
+      }
+      stream.expires_after(std::chrono::milliseconds(o.bodyTimeoutMs));
+      auto [bec, bn] = co_await http::async_read(stream, buffer, parser, kUse);
+      if (bec) {
+        if (bec == beast::error::timeout) {
+          counters.clientTimeouts.fetch_add(1, std::memory_order_relaxed);
+          break;
+        }
+        if (isDisconnect(bec)) break;
+        counters.clientErrors.fetch_add(1, std::memory_order_relaxed);
+        co_await writeReply(stream, parseErrorReply(bec), false);
+        break;
+      }
+    }
+    stream.expires_never();
+    http::request<http::string_body> req = parser.release();
+    const bool keep_alive = req.keep_alive();
+    counters.exchangesInProgress.fetch_add(1, std::memory_order_relaxed);
+    const bool keep = co_await route(shard, stream, req, keep_alive);
+    counters.exchangesInProgress.fetch_sub(1, std::memory_order_relaxed);
+    if (!keep) break;
+  }
+  stream.socket().shutdown(tcp::socket::shutdown_send, ignored);
+  stream.close();
+}
+
+// Over the connection cap: a 503 with Retry-After, then close (after a short drain of what the
+// client sent, so that it reads the reply instead of a reset).
+asio::awaitable<void> shed(tcp::socket socket) {
+  beast::error_code ignored;
+  socket.set_option(tcp::no_delay(true), ignored);
+  beast::tcp_stream stream(std::move(socket));
+  Reply r = jsonError(503, "service_unavailable",
+                      "too many open connections to the gateway; retry later");
+  r.retryAfterS = 1;
+  co_await writeReply(stream, r, false);
+  stream.socket().shutdown(tcp::socket::shutdown_send, ignored);
+  std::array<char, 4096> sink{};
+  stream.expires_after(1s);
+  for (;;) {
+    auto [ec, n] = co_await stream.async_read_some(asio::buffer(sink), kUse);
+    if (ec) break;
+  }
+  stream.close();
+}
+
+}  // namespace
+
+HttpServer::HttpServer(Gateway& gw, std::vector<asio::io_context*> contexts,
+                       const std::vector<tcp::endpoint>& targets)
+    : gw_(gw), contexts_(std::move(contexts)) {
+  for (asio::io_context* c : contexts_) shards_.push_back(std::make_unique<Shard>(gw, *c, targets));
+}
+
+HttpServer::~HttpServer() = default;
+
+int HttpServer::listen(const HostPort& where) {
+  beast::error_code ec;
+  const auto address =
+      asio::ip::make_address(where.host == "localhost" ? "127.0.0.1" : where.host, ec);
+  if (ec) {
+    std::fprintf(stderr, "holdback-gateway: --listen: \"%s\" is not an IP address\n",
+                 where.host.c_str());
+    return 0;
+  }
+  acceptor_ = std::make_unique<tcp::acceptor>(*contexts_.front());
+  const tcp::endpoint ep(address, static_cast<unsigned short>(where.port));
+  acceptor_->open(ep.protocol(), ec);
+  if (!ec) acceptor_->set_option(asio::socket_base::reuse_address(true), ec);
+  if (!ec) acceptor_->bind(ep, ec);
+  if (!ec) acceptor_->listen(asio::socket_base::max_listen_connections, ec);
+  if (ec) {
+    std::fprintf(stderr, "holdback-gateway: cannot listen on %s:%d: %s\n", where.host.c_str(),
+                 where.port, ec.message().c_str());
+    return 0;
+  }
+  return acceptor_->local_endpoint().port();
+}
+
+void HttpServer::startAccepting() {
+  asio::co_spawn(
+      *contexts_.front(),
+      [this]() -> asio::awaitable<void> {
+        std::size_t next = 0;
+        for (;;) {
+          Shard& shard = *shards_[next++ % shards_.size()];
+          auto [ec, socket] = co_await acceptor_->async_accept(shard.ctx, kUse);
+          if (ec == asio::error::operation_aborted || !acceptor_->is_open()) co_return;
+          if (ec) {  // e.g. out of file descriptors: back off briefly
+            asio::steady_timer t(co_await asio::this_coro::executor, 10ms);
+            co_await t.async_wait(kUse);
+            continue;
+          }
+          GatewayCounters& c = gw_.counters();
+          if (c.connectionsOpen.load(std::memory_order_relaxed) >= gw_.options().maxConnections) {
+            c.connectionsShed.fetch_add(1, std::memory_order_relaxed);
+            asio::co_spawn(shard.ctx, shed(std::move(socket)), asio::detached);
+            continue;
+          }
+          c.connectionsOpen.fetch_add(1, std::memory_order_relaxed);
+          asio::co_spawn(shard.ctx, session(shard, std::move(socket)), asio::detached);
+        }
+      },
+      asio::detached);
+}
+
+void HttpServer::releaseIoObjects() {
+  acceptor_.reset();
+  for (auto& s : shards_) s->upstream.clear();
+}
+
+void HttpServer::stopAccepting() {
+  asio::post(*contexts_.front(), [this] {
+    beast::error_code ec;
+    acceptor_->close(ec);
+  });
+}
+
+}  // namespace holdback::gateway

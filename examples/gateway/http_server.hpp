@@ -1,0 +1,60 @@
+// The client side: the listener and one coroutine per connection (Boost.Beast HTTP/1.1 with
+// keep-alive), the routes, and the request path through the flow controller.
+//
+// Per connection: TCP_NODELAY; wait up to --idle-timeout-s for a request's first byte, then
+// --header-timeout-ms for its header (at most --max-header-bytes, else 431) and
+// --body-timeout-ms for its body (at most --max-body-bytes, else 413); a POST without
+// Content-Length (and not chunked) is answered 411 at once; `Expect: 100-continue` is honoured.
+// Every error the gateway answers itself has an OpenAI-style JSON body. Over --max-connections
+// open connections, a new one is answered 503 with Retry-After and closed.
+//
+// Routes: POST /v1/completions, POST /v1/chat/completions (flow control, then proxied);
+// GET /metrics, /healthz (liveness), /readyz (200 when at least one model server answered its last
+// scrape), /v1/models; any other method on these paths 405 with Allow, any other path 404.
+//
+// The request path: objective -> priority, fairness id -> flow (gateway_http.hpp); no model server
+// usable -> 503 + Retry-After at once; else enqueue, and park the coroutine until the outcome
+// arrives (gateway.hpp OutcomeSink). Meanwhile a ClientWatch waits for the client socket to
+// become readable: a hang-up cancels the queued ticket, or, once proxied, closes the upstream
+// connection (upstream.hpp), at once. Not dispatched -> the reference's status and drop reason
+// (429 with Retry-After from the queue state). Dispatched -> proxy().
+//
+// Thread safety: one io_context per I/O thread; a connection lives on one thread; the listener
+// runs on the first.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "gateway.hpp"
+#include "net.hpp"
+
+namespace holdback::gateway {
+
+class HttpServer {
+ public:
+  // `contexts`: one per I/O thread (not owned, outlive the server); `targets`: the resolved model
+  // servers, in --endpoint order.
+  HttpServer(Gateway& gw, std::vector<asio::io_context*> contexts,
+             const std::vector<tcp::endpoint>& targets);
+  ~HttpServer();
+
+  // Binds and listens (backlog SOMAXCONN); the bound port, or 0 (printed) on failure.
+  int listen(const HostPort& where);
+  void startAccepting();
+  // Stops accepting (from any thread); connections in progress go on.
+  void stopAccepting();
+  // With the I/O threads stopped, before the io_contexts are destroyed: closes the listener and
+  // the idle upstream connections.
+  void releaseIoObjects();
+
+  struct Shard;
+
+ private:
+  Gateway& gw_;
+  std::vector<asio::io_context*> contexts_;
+  std::vector<std::unique_ptr<Shard>> shards_;
+  std::unique_ptr<tcp::acceptor> acceptor_;
+};
+
+}  // namespace holdback::gateway

@@ -1,0 +1,165 @@
+#include "metrics_endpoint.hpp"
+
+#include <charconv>
+#include <chrono>
+#include <cmath>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "holdback/detector/detectors.hpp"
+#include "holdback/flow/flow_controller.hpp"
+
+namespace holdback::gateway {
+namespace {
+
+std::string formatNumber(double v) {
+  if (std::isnan(v)) return "NaN";
+  if (std::isinf(v)) return v > 0 ? "+Inf" : "-Inf";
+  char buf[64];
+  auto [end, ec] = std::to_chars(buf, buf + sizeof buf, v);
+  return ec == std::errc() ? std::string(buf, end) : "NaN";
+}
+
+}  // namespace
+
+std::string renderMetrics(Gateway& gw) {
+  Pool* pool_ = &gw.pool();
+  const SaturationDetector* detector_ = &gw.detector();
+  GatewayCounters& gc = gw.counters();
+  std::string out = renderPrometheus(gw.controller().stats(), "default");
+  std::vector<Endpoint> snapshot;
+  pool_->snapshot(snapshot);
+  const TimePoint now = Clock::now();
+  const auto* utilization = dynamic_cast<const UtilizationDetector*>(detector_);
+
+  auto family = [&out](const char* name, const char* type, const char* help) {
+    out.append("# HELP ").append(name).append(" ").append(help);
+    out.append("\n# TYPE ").append(name).append(" ").append(type).append("\n");
+  };
+  auto sample = [&out](const char* name, const std::string& labels, double value) {
+    out.append(name).append(labels.empty() ? "" : "{" + labels + "}");
+    out.append(" ").append(formatNumber(value)).append("\n");
+  };
+  auto endpointLabel = [&](std::size_t i) {
+    std::string v;
+    for (const char c : pool_->url(i)) {
+      if (c == '\\' || c == '"') v += '\\';
+      v += c;
+    }
+    return "endpoint=\"" + v + "\"";
+  };
+
+  family("holdback_gateway_responses_total", "counter",
+         "Responses to completion requests, by HTTP status code.");
+  for (std::size_t code = 0; code < gc.responses.size(); ++code) {
+    const std::uint64_t n = gc.responses[code].load(std::memory_order_relaxed);
+    if (n > 0)
+      sample("holdback_gateway_responses_total", "code=\"" + std::to_string(code) + "\"",
+             double(n));
+  }
+  family("holdback_gateway_upstream_failures_total", "counter",
+         "Proxied requests whose upstream failed (502 before the response head, or a truncated "
+         "body after it).");
+  sample("holdback_gateway_upstream_failures_total", "",
+         double(gc.upstreamFailures.load(std::memory_order_relaxed)));
+  struct Global {
+    const char* name;
+    const char* type;
+    const char* help;
+    double value;
+  };
+  const Global globals[] = {
+      {"holdback_gateway_upstream_aborted_total", "counter",
+       "Upstream requests aborted because their client went away.",
+       double(gc.upstreamAborted.load(std::memory_order_relaxed))},
+      {"holdback_gateway_queued_cancelled_total", "counter",
+       "Queued requests cancelled because their client went away.",
+       double(gc.queuedCancelled.load(std::memory_order_relaxed))},
+      {"holdback_gateway_upstream_connects_total", "counter",
+       "New connections opened to model servers.",
+       double(gc.upstreamConnects.load(std::memory_order_relaxed))},
+      {"holdback_gateway_upstream_reuses_total", "counter",
+       "Requests sent on a kept-alive (pooled) model-server connection.",
+       double(gc.upstreamReuses.load(std::memory_order_relaxed))},
+      {"holdback_gateway_connections_open", "gauge", "Open client connections.",
+       double(gc.connectionsOpen.load(std::memory_order_relaxed))},
+      {"holdback_gateway_connections_shed_total", "counter",
+       "Client connections answered 503 and closed because --max-connections were open.",
+       double(gc.connectionsShed.load(std::memory_order_relaxed))},
+      {"holdback_gateway_client_timeouts_total", "counter",
+       "Client connections closed for a header, body or idle timeout.",
+       double(gc.clientTimeouts.load(std::memory_order_relaxed))},
+      {"holdback_gateway_client_errors_total", "counter",
+       "Requests the gateway answered 4xx itself (malformed, too large, wrong method, ...).",
+       double(gc.clientErrors.load(std::memory_order_relaxed))},
+  };
+  for (const Global& g : globals) {
+    family(g.name, g.type, g.help);
+    sample(g.name, "", g.value);
+  }
+  family("holdback_gateway_pool_saturation", "gauge",
+         "Pool saturation as the configured detector computes it now.");
+  sample("holdback_gateway_pool_saturation", "", detector_->saturation(snapshot, now));
+
+  std::vector<Pool::Counters> counters;
+  for (std::size_t i = 0; i < pool_->size(); ++i) counters.push_back(pool_->counters(i));
+  struct PerEndpoint {
+    const char* name;
+    const char* type;
+    const char* help;
+    double (*value)(const Pool::Counters&, const Endpoint&, double age, bool stale);
+  };
+  static constexpr PerEndpoint kPerEndpoint[] = {
+      {"holdback_gateway_scrapes_total", "counter", "Scrapes of the endpoint's /metrics.",
+       [](const Pool::Counters& c, const Endpoint&, double, bool) { return double(c.scrapes); }},
+      {"holdback_gateway_scrape_errors_total", "counter",
+       "Failed scrapes (unreachable, non-200, or vLLM gauges missing).",
+       [](const Pool::Counters& c, const Endpoint&, double, bool) {
+         return double(c.scrapeErrors);
+       }},
+      {"holdback_gateway_scrape_skipped_lines_total", "counter",
+       "Malformed lines skipped while parsing the endpoint's metrics.",
+       [](const Pool::Counters& c, const Endpoint&, double, bool) {
+         return double(c.skippedLines);
+       }},
+      {"holdback_gateway_endpoint_up", "gauge", "1 when the last scrape succeeded.",
+       [](const Pool::Counters& c, const Endpoint&, double, bool) { return c.up ? 1.0 : 0.0; }},
+      {"holdback_gateway_endpoint_stale", "gauge",
+       "1 when the detector treats the endpoint's metrics as stale or invalid.",
+       [](const Pool::Counters&, const Endpoint&, double, bool stale) {
+         return stale ? 1.0 : 0.0;
+       }},
+      {"holdback_gateway_endpoint_metrics_age_seconds", "gauge",
+       "Seconds since the last successful scrape (+Inf: never).",
+       [](const Pool::Counters&, const Endpoint&, double age, bool) { return age; }},
+      {"holdback_gateway_endpoint_in_flight_requests", "gauge",
+       "Requests the gateway has proxied to the endpoint and not yet seen finish.",
+       [](const Pool::Counters&, const Endpoint& e, double, bool) {
+         return double(e.inFlightRequests);
+       }},
+      {"holdback_gateway_endpoint_waiting_requests", "gauge",
+       "The waiting queue the detector sees (scraped, plus the scrape-lag credit).",
+       [](const Pool::Counters&, const Endpoint& e, double, bool) { return e.waitingQueueSize; }},
+      {"holdback_gateway_endpoint_kv_cache_usage", "gauge", "Scraped KV-cache usage (0..1).",
+       [](const Pool::Counters&, const Endpoint& e, double, bool) { return e.kvCacheUsage; }},
+      {"holdback_gateway_endpoint_dispatches_total", "counter",
+       "Requests dispatched to the endpoint.",
+       [](const Pool::Counters& c, const Endpoint&, double, bool) { return double(c.dispatches); }},
+  };
+  for (const PerEndpoint& m : kPerEndpoint) {
+    family(m.name, m.type, m.help);
+    for (std::size_t i = 0; i < pool_->size(); ++i) {
+      const Pool::Counters& c = counters[i];
+      const double age = c.updateTime ? std::chrono::duration<double>(now - *c.updateTime).count()
+                                      : std::numeric_limits<double>::infinity();
+      const bool stale = utilization != nullptr ? utilization->observe(snapshot[i], now) !=
+                                                      UtilizationDetector::Observation::kFresh
+                                                : !c.up;
+      sample(m.name, endpointLabel(i), m.value(c, snapshot[i], age, stale));
+    }
+  }
+  return out;
+}
+
+}  // namespace holdback::gateway

@@ -1,0 +1,16 @@
+// GET /metrics: the controller's metrics (renderPrometheus) followed by the gateway's own
+// (responses by status, upstream failures and aborts, connection counts, per-endpoint telemetry).
+// Names and meanings are listed in docs/gateway.md.
+//
+// Thread safety: thread-safe (reads atomics and snapshots).
+#pragma once
+
+#include <string>
+
+#include "gateway.hpp"
+
+namespace holdback::gateway {
+
+[[nodiscard]] std::string renderMetrics(Gateway& gw);
+
+}  // namespace holdback::gateway

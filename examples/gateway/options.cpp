@@ -1,0 +1,161 @@
+#include "options.hpp"
+
+#include <charconv>
+#include <cstdio>
+#include <optional>
+#include <string_view>
+
+namespace holdback::gateway {
+namespace {
+
+constexpr const char* kUsage =
+    "usage: holdback-gateway --endpoint http://HOST:PORT [--endpoint ...] [--config FILE]\n"
+    "         [--listen HOST:PORT (127.0.0.1:0)] [--scrape-interval-ms N (50)]\n"
+    "         [--objective NAME=PRIORITY ... (interactive=10, batch=-1)] [--model NAME ...]\n"
+    "         [--threads N (2)] [--max-connections N (10000)]\n"
+    "         [--header-timeout-ms N (10000)] [--body-timeout-ms N (30000)]\n"
+    "         [--idle-timeout-s N (60)] [--max-header-bytes N (16384)]\n"
+    "         [--max-body-bytes N (4194304)] [--upstream-timeout-s N (300)]\n"
+    "         [--upstream-connect-ms N (2000)] [--upstream-max-idle N (64)]\n"
+    "         [--upstream-idle-ms N (1500)] [--max-scrape-bytes N (1048576)]\n"
+    "         [--drain-timeout-s N (30)] [--no-scrape-lag-credit]\n"
+    "       holdback-gateway --print-default-config\n";
+
+template <typename T>
+std::optional<T> positive(std::string_view s) {
+  T v = 0;
+  auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+  if (ec != std::errc() || end != s.data() + s.size() || v <= 0) return std::nullopt;
+  return v;
+}
+
+}  // namespace
+
+int parseArgs(int argc, char** argv, Options& o) {
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i];
+    std::string value;
+    bool has_value = false;
+    if (const auto eq = arg.find('='); arg.rfind("--", 0) == 0 && eq != std::string::npos) {
+      value = arg.substr(eq + 1);
+      arg = arg.substr(0, eq);
+      has_value = true;
+    }
+    auto next = [&]() -> std::optional<std::string> {
+      if (has_value) return value;
+      if (i + 1 >= argc) {
+        std::fprintf(stderr, "holdback-gateway: %s needs a value\n", arg.c_str());
+        return std::nullopt;
+      }
+      return std::string(argv[++i]);
+    };
+    auto number = [&](auto& out) {
+      const auto v = next();
+      if (!v) return false;
+      const auto n = positive<std::remove_reference_t<decltype(out)>>(*v);
+      if (!n) {
+        std::fprintf(stderr, "holdback-gateway: %s: \"%s\" is not a positive integer\n",
+                     arg.c_str(), v->c_str());
+        return false;
+      }
+      out = *n;
+      return true;
+    };
+    struct IntFlag {
+      const char* name;
+      int* out;
+    };
+    const IntFlag int_flags[] = {
+        {"--scrape-interval-ms", &o.scrapeIntervalMs},
+        {"--threads", &o.threads},
+        {"--max-connections", &o.maxConnections},
+        {"--header-timeout-ms", &o.headerTimeoutMs},
+        {"--body-timeout-ms", &o.bodyTimeoutMs},
+        {"--idle-timeout-s", &o.idleTimeoutS},
+        {"--upstream-timeout-s", &o.upstreamTimeoutS},
+        {"--upstream-connect-ms", &o.upstreamConnectMs},
+        {"--upstream-max-idle", &o.upstreamMaxIdle},
+        {"--upstream-idle-ms", &o.upstreamIdleMs},
+        {"--drain-timeout-s", &o.drainTimeoutS},
+    };
+    struct SizeFlag {
+      const char* name;
+      std::size_t* out;
+    };
+    const SizeFlag size_flags[] = {{"--max-header-bytes", &o.maxHeaderBytes},
+                                   {"--max-body-bytes", &o.maxBodyBytes},
+                                   {"--max-scrape-bytes", &o.maxScrapeBytes}};
+    bool matched = false;
+    for (const IntFlag& f : int_flags) {
+      if (arg == f.name) {
+        if (!number(*f.out)) return 1;
+        matched = true;
+      }
+    }
+    for (const SizeFlag& f : size_flags) {
+      if (arg == f.name) {
+        if (!number(*f.out)) return 1;
+        matched = true;
+      }
+    }
+    if (matched) continue;
+    if (arg == "--help" || arg == "-h") {
+      std::fputs(kUsage, stdout);
+      return 2;
+    } else if (arg == "--print-default-config") {
+      std::fwrite(kDefaultConfigText.data(), 1, kDefaultConfigText.size(), stdout);
+      return 2;
+    } else if (arg == "--endpoint") {
+      const auto v = next();
+      if (!v) return 1;
+      const auto hp = parseEndpointUrl(*v);
+      if (!hp) {
+        std::fprintf(
+            stderr, "holdback-gateway: --endpoint: \"%s\" is not http://HOST:PORT (port 1-65535)\n",
+            v->c_str());
+        return 1;
+      }
+      std::string url = *v;
+      if (url.back() == '/') url.pop_back();
+      o.endpointUrls.push_back(url);
+      o.endpoints.push_back(*hp);
+    } else if (arg == "--config") {
+      const auto v = next();
+      if (!v) return 1;
+      o.configFile = *v;
+    } else if (arg == "--model") {
+      const auto v = next();
+      if (!v) return 1;
+      o.models.push_back(*v);
+    } else if (arg == "--listen") {
+      const auto v = next();
+      if (!v) return 1;
+      const auto hp = parseHostPort(*v);
+      if (!hp) {
+        std::fprintf(stderr, "holdback-gateway: --listen: \"%s\" is not HOST:PORT\n", v->c_str());
+        return 1;
+      }
+      o.listen = *hp;
+    } else if (arg == "--objective") {
+      const auto v = next();
+      if (!v) return 1;
+      std::string error;
+      if (!o.objectives.set(*v, &error)) {
+        std::fprintf(stderr, "holdback-gateway: --objective: %s\n", error.c_str());
+        return 1;
+      }
+    } else if (arg == "--no-scrape-lag-credit" && !has_value) {
+      o.scrapeLagCredit = false;
+    } else {
+      std::fprintf(stderr, "holdback-gateway: unknown argument \"%s\"\n%s", argv[i], kUsage);
+      return 1;
+    }
+  }
+  if (o.endpoints.empty()) {
+    std::fprintf(stderr, "holdback-gateway: at least one --endpoint is required\n%s", kUsage);
+    return 1;
+  }
+  return 0;
+}
+
+}  // namespace holdback::gateway

@@ -1,0 +1,48 @@
+// The gateway's command line: every flag, its default, and the parser. Copy this file when you
+// need the same flags in your own proxy.
+//
+// Thread safety: thread-compatible (Options is a plain value; parseArgs is a pure function apart
+// from printing usage and errors).
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <vector>
+
+#include "gateway_http.hpp"
+
+namespace holdback::gateway {
+
+struct Options {
+  std::vector<std::string> endpointUrls;  // "http://HOST:PORT", no trailing "/"
+  std::vector<HostPort> endpoints;        // parsed, same order
+  std::string configFile;                 // empty: the built-in config
+  HostPort listen{"127.0.0.1", 0};
+  int scrapeIntervalMs = 50;
+  ObjectiveTable objectives = ObjectiveTable::builtin();
+  bool scrapeLagCredit = true;
+  std::vector<std::string> models;  // --model: served by GET /v1/models instead of aggregating
+
+  // Event loop and connection limits.
+  int threads = 2;              // I/O threads (one io_context each)
+  int maxConnections = 10000;   // open client connections; beyond it: 503 + close
+  int headerTimeoutMs = 10000;  // from the first byte of a request to the end of its header
+  int bodyTimeoutMs = 30000;    // to read the body once the header is in
+  int idleTimeoutS = 60;        // a kept-alive connection with no request
+  std::size_t maxHeaderBytes = std::size_t{16} * 1024;
+  std::size_t maxBodyBytes = std::size_t{4} * 1024 * 1024;
+
+  // Upstream.
+  int upstreamTimeoutS = 300;  // per read or write towards a model server
+  int upstreamConnectMs = 2000;
+  int upstreamMaxIdle = 64;   // idle kept-alive connections per model server per I/O thread
+  int upstreamIdleMs = 1500;  // an idle upstream connection older than this is closed
+  std::size_t maxScrapeBytes =
+      std::size_t{1024} * 1024;  // a larger /metrics body is a failed scrape
+  int drainTimeoutS = 30;        // SIGTERM: how long responses in progress may take
+};
+
+// Returns 0 to go on, 1 for a usage error (printed), 2 for "printed what was asked, exit 0".
+int parseArgs(int argc, char** argv, Options& o);
+
+}  // namespace holdback::gateway

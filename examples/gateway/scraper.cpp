@@ -1,0 +1,119 @@
+#include "scraper.hpp"
+
+#include <chrono>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "prometheus_text.hpp"
+
+namespace holdback::gateway {
+namespace {
+
+using namespace std::chrono_literals;
+
+// One GET on `stream` (connecting first when `connected` is false). nullopt on any failure (the
+// stream is then closed); the body otherwise.
+asio::awaitable<std::optional<std::string>> get(beast::tcp_stream& stream, bool& connected,
+                                                const tcp::endpoint& target, const char* path,
+                                                std::size_t bodyLimit, bool& tooLarge) {
+  tooLarge = false;
+  if (!connected) {
+    stream.expires_after(1s);
+    auto [ec] = co_await stream.async_connect(target, kUse);
+    if (ec) {
+      stream.close();
+      co_return std::nullopt;
+    }
+    stream.socket().set_option(tcp::no_delay(true), ec);
+    connected = true;
+  }
+  http::request<http::empty_body> req{http::verb::get, path, 11};
+  req.set(http::field::host, target.address().to_string() + ":" + std::to_string(target.port()));
+  req.keep_alive(true);
+  stream.expires_after(1s);
+  if (auto [ec, n] = co_await http::async_write(stream, req, kUse); ec) {
+    stream.close();
+    connected = false;
+    co_return std::nullopt;
+  }
+  beast::flat_buffer buffer;
+  http::response_parser<http::string_body> parser;
+  parser.body_limit(bodyLimit);
+  auto [ec, n] = co_await http::async_read(stream, buffer, parser, kUse);
+  stream.expires_never();
+  if (ec || !parser.get().keep_alive()) {
+    tooLarge = ec == http::error::body_limit;
+    stream.close();
+    connected = false;
+    if (ec) co_return std::nullopt;
+  }
+  if (parser.get().result() != http::status::ok) co_return std::nullopt;
+  co_return std::move(parser.get().body());
+}
+
+asio::awaitable<void> scrapeLoop(Gateway& gw, std::size_t i, tcp::endpoint target,
+                                 std::function<void()> firstRoundDone) {
+  auto ex = co_await asio::this_coro::executor;
+  beast::tcp_stream stream(ex);
+  bool connected = false;
+  asio::steady_timer timer(ex);
+  auto next = std::chrono::steady_clock::now();
+  const auto interval = std::chrono::milliseconds(gw.options().scrapeIntervalMs);
+  for (std::uint64_t round = 0;; ++round) {
+    Pool& pool = gw.pool();
+    const std::uint64_t dispatches_before = pool.dispatchCount(i);
+    bool too_large = false;
+    const auto body =
+        co_await get(stream, connected, target, "/metrics", gw.options().maxScrapeBytes, too_large);
+    if (!body) {
+      pool.recordScrapeFailure(i);
+      if (too_large) {
+        std::fprintf(stderr, "holdback-gateway: %s/metrics: body over --max-scrape-bytes %zu\n",
+                     pool.url(i).c_str(), gw.options().maxScrapeBytes);
+      }
+    } else {
+      const ParsedMetrics parsed = parsePrometheusText(*body);
+      const auto telemetry = extractVllmTelemetry(parsed);
+      if (telemetry) {
+        pool.recordScrape(i, *telemetry, Clock::now(), dispatches_before, parsed.skippedLines);
+      } else {
+        pool.recordScrapeFailure(i, parsed.skippedLines);
+      }
+    }
+    if (round % 100 == 0 && gw.options().models.empty()) {
+      const auto models =
+          co_await get(stream, connected, target, "/v1/models", std::size_t{256} * 1024, too_large);
+      if (models) {
+        const auto json = nlohmann::json::parse(*models, nullptr, false);
+        std::vector<std::string> ids;
+        if (json.is_object() && json.contains("data") && json["data"].is_array()) {
+          for (const auto& m : json["data"]) {
+            if (m.is_object() && m.contains("id") && m["id"].is_string()) {
+              ids.push_back(m["id"].get<std::string>());
+            }
+          }
+        }
+        gw.setEndpointModels(i, std::move(ids));
+      }
+    }
+    if (round == 0 && firstRoundDone) firstRoundDone();
+    next += interval;
+    const auto now = std::chrono::steady_clock::now();
+    if (next < now) next = now;  // fell behind (slow endpoint): no catch-up burst
+    timer.expires_at(next);
+    auto [ec] = co_await timer.async_wait(kUse);
+    if (ec) co_return;
+  }
+}
+
+}  // namespace
+
+void startScraper(const asio::any_io_executor& ex, Gateway& gw, std::size_t index,
+                  const tcp::endpoint& target, std::function<void()> firstRoundDone) {
+  asio::co_spawn(ex, scrapeLoop(gw, index, target, std::move(firstRoundDone)), asio::detached);
+}
+
+}  // namespace holdback::gateway

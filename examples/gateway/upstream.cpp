@@ -1,0 +1,224 @@
+#include "upstream.hpp"
+
+#include <sys/socket.h>
+
+#include <array>
+#include <cerrno>
+#include <limits>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace holdback::gateway {
+namespace {
+
+bool isHopByHop(std::string_view name) {
+  static constexpr std::array<std::string_view, 10> kSkip{
+      "host",    "connection",        "keep-alive", "proxy-connection", "te",
+      "trailer", "transfer-encoding", "upgrade",    "content-length",   "expect"};
+  for (const std::string_view s : kSkip) {
+    if (beast::iequals(name, s)) return true;
+  }
+  return false;
+}
+
+// An idle kept-alive connection is usable when the server has neither closed it nor sent
+// anything unasked.
+bool stillOpen(UpstreamConnection& c) {
+  char b = 0;
+  const ssize_t n = ::recv(c.stream.socket().native_handle(), &b, 1, MSG_PEEK | MSG_DONTWAIT);
+  return n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK);
+}
+
+}  // namespace
+
+UpstreamPool::UpstreamPool(asio::any_io_executor ex, std::vector<tcp::endpoint> targets,
+                           const Options& options, GatewayCounters& counters)
+    : ex_(std::move(ex)),
+      targets_(std::move(targets)),
+      options_(options),
+      counters_(counters),
+      idle_(targets_.size()) {}
+
+asio::awaitable<std::unique_ptr<UpstreamConnection>> UpstreamPool::acquire(std::size_t i,
+                                                                           bool& reused,
+                                                                           beast::error_code& ec) {
+  const auto now = std::chrono::steady_clock::now();
+  const auto max_idle = std::chrono::milliseconds(options_.upstreamIdleMs);
+  auto& idle = idle_[i];
+  while (!idle.empty()) {
+    std::unique_ptr<UpstreamConnection> c = std::move(idle.back());
+    idle.pop_back();
+    if (now - c->idleSince < max_idle && stillOpen(*c)) {
+      reused = true;
+      counters_.upstreamReuses.fetch_add(1, std::memory_order_relaxed);
+      co_return c;
+    }
+  }
+  reused = false;
+  auto c = std::make_unique<UpstreamConnection>(ex_);
+  c->stream.expires_after(std::chrono::milliseconds(options_.upstreamConnectMs));
+  auto [cec] = co_await c->stream.async_connect(targets_[i], kUse);
+  c->stream.expires_never();
+  if (cec) {
+    ec = cec;
+    co_return nullptr;
+  }
+  c->stream.socket().set_option(tcp::no_delay(true), ec);
+  ec = {};
+  counters_.upstreamConnects.fetch_add(1, std::memory_order_relaxed);
+  co_return c;
+}
+
+void UpstreamPool::release(std::size_t i, std::unique_ptr<UpstreamConnection> c) {
+  auto& idle = idle_[i];
+  if (idle.size() >= std::size_t(options_.upstreamMaxIdle)) return;  // closed by the destructor
+  c->idleSince = std::chrono::steady_clock::now();
+  c->stream.expires_never();
+  idle.push_back(std::move(c));
+}
+
+asio::awaitable<ProxyResult> proxy(UpstreamPool& pool, const Options& options,
+                                   http::request<http::string_body>& request,
+                                   beast::tcp_stream& client, const ProxyRequest& what,
+                                   AbortHandle& abort, std::string& error, unsigned& status) {
+  const auto timeout = std::chrono::seconds(options.upstreamTimeoutS);
+  const tcp::endpoint& target = pool.target(what.endpoint);
+
+  http::request<http::string_body> up{request.method(), request.target(), 11};
+  for (const auto& field : request) {
+    if (!isHopByHop(field.name_string())) up.insert(field.name_string(), field.value());
+  }
+  up.set(http::field::host, target.address().to_string() + ":" + std::to_string(target.port()));
+  if (up.find(http::field::content_type) == up.end()) {
+    up.set(http::field::content_type, "application/json");
+  }
+  up.keep_alive(true);
+  up.body() = std::move(request.body());
+  up.prepare_payload();
+
+  for (int attempt = 0;; ++attempt) {
+    bool reused = false;
+    beast::error_code ec;
+    std::unique_ptr<UpstreamConnection> conn = co_await pool.acquire(what.endpoint, reused, ec);
+    if (abort.aborted) co_return ProxyResult::kClientGone;
+    if (!conn) {
+      error = "connect: " + ec.message();
+      co_return ProxyResult::kFailedBeforeHead;
+    }
+    abort.active = conn.get();
+    struct Clear {
+      AbortHandle& a;
+      ~Clear() { a.active = nullptr; }
+    } clear{abort};
+
+    conn->stream.expires_after(timeout);
+    auto [wec, wn] = co_await http::async_write(conn->stream, up, kUse);
+    if (abort.aborted) co_return ProxyResult::kClientGone;
+    if (wec) {
+      if (reused && attempt == 0) continue;  // the server closed the idle connection: once more
+      error = "send: " + wec.message();
+      co_return ProxyResult::kFailedBeforeHead;
+    }
+    http::response_parser<http::buffer_body> parser;
+    parser.body_limit((std::numeric_limits<std::uint64_t>::max)());
+    auto [hec, hn] = co_await http::async_read_header(conn->stream, conn->buffer, parser, kUse);
+    if (abort.aborted) co_return ProxyResult::kClientGone;
+    if (hec) {
+      if (reused && attempt == 0 && conn->buffer.size() == 0 &&
+          (hec == http::error::end_of_stream || hec == asio::error::connection_reset ||
+           hec == asio::error::eof)) {
+        continue;
+      }
+      error = "response head: " + hec.message();
+      co_return ProxyResult::kFailedBeforeHead;
+    }
+    const auto& head = parser.get();
+    status = head.result_int();
+    std::string content_type(head[http::field::content_type]);
+    if (content_type.empty()) content_type = "application/json";
+    // The response headers to pass on (Content-Encoding in particular: the SDKs ask for gzip).
+    std::vector<std::pair<std::string, std::string>> passed;
+    for (const auto& field : head) {
+      if (!isHopByHop(field.name_string()) &&
+          !beast::iequals(field.name_string(), "content-type")) {
+        passed.emplace_back(std::string(field.name_string()), std::string(field.value()));
+      }
+    }
+
+    std::array<char, std::size_t{16} * 1024> buf{};
+    std::string collected;
+    bool head_sent = false;
+    if (what.stream) {
+      http::response<http::empty_body> res;
+      res.version(11);
+      res.result(status);
+      res.set(http::field::content_type, content_type);
+      for (const auto& [name, value] : passed) res.insert(name, value);
+      res.set(kEndpointHeader, what.endpointUrl);
+      res.set(kQueuedMsHeader, std::to_string(what.queuedMs));
+      res.chunked(true);
+      res.keep_alive(what.keepAlive);
+      http::response_serializer<http::empty_body> sr{res};
+      client.expires_after(timeout);
+      auto [cec, cn] = co_await http::async_write_header(client, sr, kUse);
+      if (cec) {
+        abort.abort();
+        co_return ProxyResult::kClientGone;
+      }
+      head_sent = true;
+    }
+    while (!parser.is_done()) {
+      parser.get().body().data = buf.data();
+      parser.get().body().size = buf.size();
+      conn->stream.expires_after(timeout);
+      auto [rec, rn] = co_await http::async_read_some(conn->stream, conn->buffer, parser, kUse);
+      if (rec == http::error::need_buffer) rec = {};
+      if (abort.aborted) co_return ProxyResult::kClientGone;
+      if (rec) {
+        error = "response body: " + rec.message();
+        co_return head_sent ? ProxyResult::kTruncated : ProxyResult::kFailedBeforeHead;
+      }
+      const std::size_t got = buf.size() - parser.get().body().size;
+      if (got == 0) continue;
+      if (!what.stream) {
+        collected.append(buf.data(), got);
+        continue;
+      }
+      client.expires_after(timeout);
+      auto [cec, cn] =
+          co_await asio::async_write(client, http::make_chunk(asio::buffer(buf.data(), got)), kUse);
+      if (cec) {
+        abort.abort();
+        co_return ProxyResult::kClientGone;
+      }
+    }
+    conn->stream.expires_never();
+    const bool upstream_keep = parser.get().keep_alive();
+    abort.active = nullptr;
+    if (upstream_keep) pool.release(what.endpoint, std::move(conn));
+
+    if (what.stream) {
+      client.expires_after(timeout);
+      auto [cec, cn] = co_await asio::async_write(client, http::make_chunk_last(), kUse);
+      client.expires_never();
+      co_return cec ? ProxyResult::kClientGone : ProxyResult::kDone;
+    }
+    http::response<http::string_body> res;
+    res.version(11);
+    res.result(status);
+    res.set(http::field::content_type, content_type);
+    for (const auto& [name, value] : passed) res.insert(name, value);
+    res.set(kEndpointHeader, what.endpointUrl);
+    res.set(kQueuedMsHeader, std::to_string(what.queuedMs));
+    res.keep_alive(what.keepAlive);
+    res.body() = std::move(collected);
+    res.prepare_payload();
+    client.expires_after(timeout);
+    auto [cec, cn] = co_await http::async_write(client, res, kUse);
+    client.expires_never();
+    co_return cec ? ProxyResult::kClientGone : ProxyResult::kDone;
+  }
+}
+
+}  // namespace holdback::gateway

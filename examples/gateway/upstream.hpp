@@ -1,0 +1,96 @@
+// Upstream side: pooled keep-alive connections to the model servers, and the proxy exchange that
+// relays one request over them.
+//
+// UpstreamPool (one per I/O thread, so it needs no lock): per model server, a stack of idle
+// kept-alive connections (at most --upstream-max-idle; one idle longer than --upstream-idle-ms,
+// or that the server closed, is dropped instead of reused). acquire() pops a live idle
+// connection or connects a new one (--upstream-connect-ms, TCP_NODELAY); release() returns a
+// connection whose response was read to the end with keep-alive.
+//
+// proxy(): sends the request, reads the response head and relays the body: streamed
+// (`"stream": true`) as chunked transfer encoding, chunk by chunk as it arrives; otherwise
+// collected and sent with a Content-Length (an upstream failure mid-body is still a 502). A
+// request that fails on a reused connection before any response byte (the server closed it as we
+// sent) is retried once on a new connection. Cancellation: the caller's ClientWatch closes the
+// upstream connection at once when the client goes away; proxy() then returns kClientGone and the
+// connection is not reused, so the model server sees the disconnect and frees the slot.
+//
+// Thread safety: not thread-safe; everything runs on the owning I/O thread.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "gateway.hpp"
+#include "net.hpp"
+
+namespace holdback::gateway {
+
+struct UpstreamConnection {
+  explicit UpstreamConnection(const asio::any_io_executor& ex) : stream(ex) {}
+  beast::tcp_stream stream;
+  beast::flat_buffer buffer;
+  std::chrono::steady_clock::time_point idleSince{};
+};
+
+class UpstreamPool {
+ public:
+  UpstreamPool(asio::any_io_executor ex, std::vector<tcp::endpoint> targets, const Options& options,
+               GatewayCounters& counters);
+
+  // A connection to endpoint i (nullptr and `ec` on a failed connect); `reused` says which.
+  asio::awaitable<std::unique_ptr<UpstreamConnection>> acquire(std::size_t i, bool& reused,
+                                                               beast::error_code& ec);
+  void release(std::size_t i, std::unique_ptr<UpstreamConnection> c);
+
+  [[nodiscard]] const tcp::endpoint& target(std::size_t i) const { return targets_[i]; }
+  // Closes every idle connection (shutdown, with the I/O threads stopped).
+  void clear() {
+    for (auto& v : idle_) v.clear();
+  }
+
+ private:
+  asio::any_io_executor ex_;
+  std::vector<tcp::endpoint> targets_;
+  const Options& options_;
+  GatewayCounters& counters_;
+  std::vector<std::vector<std::unique_ptr<UpstreamConnection>>> idle_;
+};
+
+// Lets a client watcher abort the upstream exchange in progress.
+struct AbortHandle {
+  UpstreamConnection* active = nullptr;  // the connection in use, if any
+  bool aborted = false;
+  void abort() {
+    aborted = true;
+    if (active != nullptr) {
+      beast::error_code ec;
+      active->stream.socket().close(ec);  // pending reads and writes complete with an error
+    }
+  }
+};
+
+enum class ProxyResult {
+  kDone,              // the response was relayed
+  kFailedBeforeHead,  // nothing was sent to the client: answer 502 (`error` says why)
+  kTruncated,         // a streamed response broke off after its head was sent
+  kClientGone,        // the client went away; the upstream request was aborted
+};
+
+struct ProxyRequest {
+  std::size_t endpoint = 0;
+  std::string endpointUrl;
+  bool stream = false;
+  long long queuedMs = 0;
+  bool keepAlive = true;  // the client connection's
+};
+
+asio::awaitable<ProxyResult> proxy(UpstreamPool& pool, const Options& options,
+                                   http::request<http::string_body>& request,
+                                   beast::tcp_stream& client, const ProxyRequest& what,
+                                   AbortHandle& abort, std::string& error, unsigned& status);
+
+}  // namespace holdback::gateway

@@ -1,0 +1,101 @@
+#!/usr/bin/env bash
+# The gateway's load figures (docs/gateway.md "Performance"): added latency and throughput over an
+# idle fake model server (1 ms tokens), 2000 req/s for 30 s, slowloris, 5000 idle connections.
+# Needs hey (Debian package hey) and python3. Loopback only; everything on the same cores.
+#
+#   scripts/gateway-load.sh [BUILD_DIR] [RUNS]     (default: build/default, 3)
+# Environment: GATEWAY_ARGS (extra gateway flags, e.g. "--threads 1"), CLIENTS (default "1 16 64"),
+# LATENCY_ONLY=1 (skip the 2000 req/s, slowloris and idle-connection parts).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+BUILD="${1:-build/default}"
+RUNS="${2:-3}"
+GATEWAY="$BUILD/examples/gateway/holdback-gateway"
+MODEL_SERVER="$BUILD/examples/model-server/holdback-model-server"
+command -v hey >/dev/null || { echo "hey not installed (apt-get install hey)"; exit 1; }
+WORK="$(mktemp -d)"
+PIDS=()
+cleanup() {
+  for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done
+  wait 2>/dev/null || true
+  rm -rf "$WORK"
+}
+trap cleanup EXIT
+start() {
+  local var="$1" name="$2"
+  shift 2
+  "$@" >"$WORK/$name.out" 2>"$WORK/$name.err" &
+  PIDS+=($!)
+  for _ in $(seq 100); do
+    if grep -q '^listening on ' "$WORK/$name.out" 2>/dev/null; then
+      printf -v "$var" '%s' "$(sed -n 's/^listening on //p' "$WORK/$name.out")"
+      return 0
+    fi
+    sleep 0.1
+  done
+  echo "$name did not start"; cat "$WORK/$name.err"; exit 1
+}
+BODY='{"model":"fake-model","prompt":"hi","max_tokens":4}'
+# run_hey URL ARGS...: prints "rps p50_ms p99_ms statuses"
+run_hey() {
+  local url="$1"
+  shift
+  hey "$@" -m POST -T application/json -d "$BODY" "$url/v1/completions" >"$WORK/hey.txt" 2>&1
+  awk '/Requests\/sec/ {rps=$2} /50% in/ {p50=$3*1000} /99% in/ {p99=$3*1000}
+       $1 ~ /^\[[0-9]+\]$/ {s=s $1 "x" $2 " "}
+       END {printf "%.0f %.2f %.2f %s\n", rps, p50, p99, s}' "$WORK/hey.txt"
+}
+median() { sort -g | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
+
+start MS model-server "$MODEL_SERVER" --port 0 --slots 1024 --token-ms 1 --prefill-ms 0 \
+  --threads 512 --model fake-model
+# shellcheck disable=SC2086
+start GW gateway "$GATEWAY" --endpoint "$MS" --listen 127.0.0.1:0 --no-scrape-lag-credit ${GATEWAY_ARGS:-}
+GW_PID="${PIDS[1]}"
+sleep 0.5
+hey -z 2s -c 16 -m POST -T application/json -d "$BODY" "$GW/v1/completions" >/dev/null 2>&1  # warm-up
+
+echo "== added latency and throughput (hey -z 5s, keep-alive, body max_tokens 4 x 1 ms), $RUNS runs, medians"
+printf "%-8s %-9s %10s %10s %10s   %s\n" clients target "req/s" "p50 ms" "p99 ms" "added p50/p99, throughput"
+for c in ${CLIENTS:-1 16 64}; do
+  for t in direct gateway; do
+    url="$MS"; [ "$t" = gateway ] && url="$GW"
+    : >"$WORK/$t.runs"
+    for _ in $(seq "$RUNS"); do run_hey "$url" -z 5s -c "$c" >>"$WORK/$t.runs"; done
+    rps=$(cut -d' ' -f1 "$WORK/$t.runs" | median)
+    p50=$(cut -d' ' -f2 "$WORK/$t.runs" | median)
+    p99=$(cut -d' ' -f3 "$WORK/$t.runs" | median)
+    eval "${t}_rps=$rps ${t}_p50=$p50 ${t}_p99=$p99"
+    extra=""
+    if [ "$t" = gateway ]; then
+      extra=$(awk -v a="$gateway_p50" -v b="$direct_p50" -v c="$gateway_p99" -v d="$direct_p99" \
+        -v e="$gateway_rps" -v f="$direct_rps" 'BEGIN {printf "+%.2f / +%.2f ms, %.0f %%", a-b, c-d, 100*e/f}')
+    fi
+    printf "%-8s %-9s %10s %10s %10s   %s   [runs: %s]\n" "$c" "$t" "$rps" "$p50" "$p99" "$extra" \
+      "$(cut -d' ' -f2,3 "$WORK/$t.runs" | tr '\n' ';')"
+  done
+done
+
+[ "${LATENCY_ONLY:-0}" = 1 ] && exit 0
+echo "== 2000 req/s for 30 s through the gateway (hey -z 30s -c 50 -q 40)"
+run_hey "$GW" -z 30s -c 50 -q 40 | awk '{printf "req/s %s  p50 %s ms  p99 %s ms  statuses %s\n", $1, $2, $3, $4 $5 $6}'
+
+echo "== slowloris: ordinary requests (hey -z 10s -c 4) idle, then beside 1000 trickling connections"
+run_hey "$GW" -z 10s -c 4 | awk '{printf "idle:          req/s %s  p50 %s ms  p99 %s ms  statuses %s\n", $1, $2, $3, $4 $5}'
+python3 scripts/gateway_load_clients.py slowloris 127.0.0.1 "${GW##*:}" 1000 16 &
+SLOW=$!
+sleep 5
+open_conns=$(curl -s "$GW/metrics" | awk '$1 == "holdback_gateway_connections_open" {print $2}')
+run_hey "$GW" -z 10s -c 4 | awk -v o="$open_conns" '{printf "with slowloris: req/s %s  p50 %s ms  p99 %s ms  statuses %s (open connections %s)\n", $1, $2, $3, $4 $5, o}'
+curl -s -o /dev/null -w "healthz during slowloris: %{time_total} s\n" "$GW/healthz"
+wait "$SLOW"
+
+echo "== 5000 idle keep-alive connections"
+rss() { awk '/VmRSS/ {printf "%.1f MB", $2/1024}' "/proc/$GW_PID/status"; }
+echo "gateway RSS before: $(rss)"
+python3 scripts/gateway_load_clients.py idle 127.0.0.1 "${GW##*:}" 5000 8 &
+IDLE=$!
+sleep 6
+echo "gateway RSS with them open: $(rss); open per /metrics: $(curl -s "$GW/metrics" | awk '$1 == "holdback_gateway_connections_open" {print $2}')"
+wait "$IDLE"
+curl -s "$GW/metrics" | grep -E '^holdback_gateway_(responses_total|upstream_(connects|reuses|failures)_total|client_timeouts_total)'
