@@ -61,7 +61,7 @@ const PolicyFactory kBuiltins[] = {
      [] {
        return std::move(
                   ReservationPolicy::create({.epsilon = 0.001,
-                                             .bandEpsilons = {{.priority = 0, .epsilon = 0.2}},
+                                             .epsilons = {{.priority = 0, .epsilon = 0.2}},
                                              .minCeiling = 0.2,
                                              .maxCeiling = 0.9,
                                              .minReserve = 3.0,

@@ -2,6 +2,9 @@
 // (policy/demand.hpp).
 #include "holdback/policy/reservation.hpp"
 
+#include "holdback/config/json.hpp"
+#include "holdback/config/policy_config.hpp"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -120,7 +123,7 @@ TEST(ReservationPolicy, RefillTermCoversArrivalsWhileASlotFrees) {
 
 TEST(ReservationPolicy, BoundsMinReserveAndPerBandEpsilon) {
   auto policy = make({.epsilon = 0.01,
-                      .bandEpsilons = {{.priority = -1, .epsilon = 0.001}},
+                      .epsilons = {{.priority = -1, .epsilon = 0.001}},
                       .minCeiling = 0.3,
                       .maxCeiling = 0.95,
                       .minReserve = 4.0,
@@ -159,7 +162,7 @@ TEST(ReservationPolicy, UnknownRequestUnitIsWorkConserving) {
 }
 
 TEST(ReservationPolicy, ComputeLimitWithDemandDoesNotAllocate) {
-  auto policy = make({.bandEpsilons = {{.priority = 0, .epsilon = 0.1}}});
+  auto policy = make({.epsilons = {{.priority = 0, .epsilon = 0.1}}});
   std::vector<Priority> priorities(64);
   std::vector<BandDemand> demand(64);
   for (std::size_t i = 0; i < priorities.size(); ++i) {
@@ -180,7 +183,7 @@ TEST(ReservationPolicy, ComputeLimitWithDemandDoesNotAllocate) {
 TEST(ReservationPolicy, EveryInvalidOptionIsReportedWithItsPath) {
   ReservationOptions options{
       .epsilon = 0.7,
-      .bandEpsilons = {{.priority = 1, .epsilon = 0.0}, {.priority = 1, .epsilon = 0.1}},
+      .epsilons = {{.priority = 1, .epsilon = 0.0}, {.priority = 1, .epsilon = 0.1}},
       .minCeiling = 0.9,
       .maxCeiling = 0.8,
       .minReserve = -1.0,
@@ -194,10 +197,10 @@ TEST(ReservationPolicy, EveryInvalidOptionIsReportedWithItsPath) {
        {"/plugins/0/parameters/epsilon", "/plugins/0/parameters/minCeiling",
         "/plugins/0/parameters/minReserve", "/plugins/0/parameters/refillHorizon",
         "/plugins/0/parameters/requestUnit", "/plugins/0/parameters/decayTime",
-        "/plugins/0/parameters/bandEpsilons/0/epsilon",
-        "/plugins/0/parameters/bandEpsilons/1/priority"}) {
+        "/plugins/0/parameters/epsilons/1"}) {
     EXPECT_NE(text.find(path), std::string::npos) << path << "\n" << text;
   }
+  EXPECT_NE(text.find("listed twice"), std::string::npos) << text;
   EXPECT_EQ(diagnostics.errorCount(), 8u) << text;
   EXPECT_FALSE(ReservationPolicy::create(options).ok());
 }
@@ -246,3 +249,68 @@ TEST(DemandEstimator, BadInputIsIgnored) {
 
 }  // namespace
 }  // namespace holdback
+
+namespace holdback::config {
+namespace {
+
+std::vector<std::string> loadErrors(const std::string& parameters,
+                                    std::shared_ptr<UsageLimitPolicy>* out = nullptr) {
+  auto parsed =
+      parseJson(R"({"type":"reservation-holdback-policy","parameters":)" + parameters + "}");
+  EXPECT_TRUE(parsed.ok());
+  auto policy = loadUsageLimitPolicy(parsed.value(), builtinPolicyRegistry());
+  std::vector<std::string> errors;
+  for (const auto& d : policy.diagnostics().errors()) errors.push_back(d.toString());
+  if (out != nullptr && policy.ok()) *out = policy.value();
+  return errors;
+}
+
+TEST(ReservationConfig, LoadsEveryParameter) {
+  std::shared_ptr<UsageLimitPolicy> policy;
+  EXPECT_TRUE(loadErrors(R"({"epsilon":0.001,"epsilons":{"-1":0.1,"5":0.05},"minCeiling":0.2,
+                             "maxCeiling":0.95,"minReserve":2,"refillHorizon":"150ms",
+                             "requestUnit":0.015625,"riseTime":"200ms","decayTime":"8s"})",
+                         &policy)
+                  .empty());
+  ASSERT_NE(policy, nullptr);
+  const auto& options = dynamic_cast<const ReservationPolicy&>(*policy).options();
+  EXPECT_EQ(options.epsilon, 0.001);
+  ASSERT_EQ(options.epsilons.size(), 2u);
+  EXPECT_EQ(options.epsilons[0].priority, 5);  // sorted highest first
+  EXPECT_EQ(options.epsilons[1].epsilon, 0.1);
+  EXPECT_EQ(options.minCeiling, 0.2);
+  EXPECT_EQ(options.maxCeiling, 0.95);
+  EXPECT_EQ(options.minReserve, 2.0);
+  EXPECT_EQ(options.refillHorizon, std::chrono::milliseconds(150));
+  EXPECT_EQ(options.requestUnit, 0.015625);
+  EXPECT_EQ(options.smoothing.rise, std::chrono::milliseconds(200));
+  EXPECT_EQ(options.smoothing.decay, std::chrono::seconds(8));
+  EXPECT_TRUE(policy->usesDemand());
+}
+
+TEST(ReservationConfig, DefaultsNeedNoParameters) {
+  std::shared_ptr<UsageLimitPolicy> policy;
+  EXPECT_TRUE(loadErrors("{}", &policy).empty());
+  ASSERT_NE(policy, nullptr);
+  EXPECT_EQ(dynamic_cast<const ReservationPolicy&>(*policy).options().epsilon, 0.01);
+}
+
+TEST(ReservationConfig, EveryProblemAtOnceWithItsPath) {
+  const auto errors = loadErrors(
+      R"({"epsilon":"x","epsilons":{"high":0.1,"3":true,"4":0.9},"minReserve":-1,
+          "refillHorizon":5,"riseTime":"soon","colour":"red"})");
+  const std::string all = [&] {
+    std::string s;
+    for (const auto& e : errors) s += e + "\n";
+    return s;
+  }();
+  for (const char* path :
+       {"/parameters/epsilon", "/parameters/epsilons/high", "/parameters/epsilons/3",
+        "/parameters/epsilons/4", "/parameters/minReserve", "/parameters/refillHorizon",
+        "/parameters/riseTime", "/parameters/colour"}) {
+    EXPECT_NE(all.find(std::string(path) + ":"), std::string::npos) << path << "\n" << all;
+  }
+}
+
+}  // namespace
+}  // namespace holdback::config

@@ -120,20 +120,16 @@ HOLDBACK_INLINE void ReservationPolicy::validate(const ReservationOptions& optio
   } else if (options.smoothing.decay < options.smoothing.rise) {
     diagnostics.error(joinPath(path, "decayTime"), "must not be shorter than riseTime");
   }
-  for (std::size_t i = 0; i < options.bandEpsilons.size(); ++i) {
-    const auto& band = options.bandEpsilons[i];
-    const std::string at = joinPath(joinPath(path, "bandEpsilons"), std::to_string(i));
-    if (!detail::reservation::validEpsilon(band.epsilon)) {
-      diagnostics.error(joinPath(at, "epsilon"),
-                        formatNumber(band.epsilon) + " is outside (0.0, 0.5]");
-    }
-    for (std::size_t j = 0; j < i; ++j) {
-      if (options.bandEpsilons[j].priority == band.priority) {
-        diagnostics.error(joinPath(at, "priority"), std::to_string(band.priority) +
-                                                        " is listed twice (also at index " +
-                                                        std::to_string(j) + ")");
-        break;
-      }
+  for (std::size_t i = 0; i < options.epsilons.size(); ++i) {
+    const auto& band = options.epsilons[i];
+    const std::string at = joinPath(joinPath(path, "epsilons"), std::to_string(band.priority));
+    bool duplicate = false;
+    for (std::size_t j = 0; j < i; ++j)
+      duplicate = duplicate || options.epsilons[j].priority == band.priority;
+    if (duplicate) {
+      diagnostics.error(at, "priority " + std::to_string(band.priority) + " is listed twice");
+    } else if (!detail::reservation::validEpsilon(band.epsilon)) {
+      diagnostics.error(at, formatNumber(band.epsilon) + " is outside (0.0, 0.5]");
     }
   }
 }
@@ -153,19 +149,18 @@ HOLDBACK_INLINE Result<std::unique_ptr<ReservationPolicy>> ReservationPolicy::cr
 
 HOLDBACK_INLINE ReservationPolicy::ReservationPolicy(ReservationOptions options, std::string name)
     : UsageLimitPolicy(std::move(name)), options_(std::move(options)) {
-  std::sort(options_.bandEpsilons.begin(), options_.bandEpsilons.end(),
+  std::sort(options_.epsilons.begin(), options_.epsilons.end(),
             [](const ReservationEpsilon& x, const ReservationEpsilon& y) {
               return x.priority > y.priority;
             });
-  band_z_.reserve(options_.bandEpsilons.size());
-  for (const auto& band : options_.bandEpsilons)
-    band_z_.push_back(inverseNormal(1.0 - band.epsilon));
+  band_z_.reserve(options_.epsilons.size());
+  for (const auto& band : options_.epsilons) band_z_.push_back(inverseNormal(1.0 - band.epsilon));
   default_z_ = inverseNormal(1.0 - options_.epsilon);
 }
 
 HOLDBACK_INLINE void ReservationPolicy::epsilonFor(Priority priority, double& eps,
                                                    double& z) const noexcept {
-  const auto& entries = options_.bandEpsilons;
+  const auto& entries = options_.epsilons;
   std::size_t lo = 0;
   std::size_t hi = entries.size();
   while (lo < hi) {

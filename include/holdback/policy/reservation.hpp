@@ -74,7 +74,7 @@ struct ReservationOptions {
   // 99 % of the time.
   double epsilon = 0.01;
   // Per-priority overrides (unique priorities, any order; each epsilon in (0, 0.5]).
-  std::vector<ReservationEpsilon> bandEpsilons;
+  std::vector<ReservationEpsilon> epsilons;
   // Bounds on every ceiling, 0 <= minCeiling < maxCeiling <= 1. maxCeiling is the top band's
   // ceiling; minCeiling keeps the lowest bands from being shut out completely.
   double minCeiling = 0.0;
@@ -131,8 +131,8 @@ class HOLDBACK_API ReservationPolicy final : public UsageLimitPolicy {
   // eps and z for `priority` (binary search in the sorted overrides).
   void epsilonFor(Priority priority, double& eps, double& z) const noexcept;
 
-  ReservationOptions options_;  // bandEpsilons sorted by priority, highest first
-  std::vector<double> band_z_;  // z for each entry of options_.bandEpsilons
+  ReservationOptions options_;  // epsilons sorted by priority, highest first
+  std::vector<double> band_z_;  // z for each entry of options_.epsilons
   double default_z_ = 0.0;
 };
 
