@@ -265,9 +265,10 @@ TEST(SoftReflectiveConfigTest, TakesNoParameters) {
 TEST(PluginSpecTest, UnknownTypeAndMissingType) {
   EXPECT_EQ(
       errorsOf(R"({"type":"magic-policy"})"),
-      std::vector<std::string>{"/type: \"magic-policy\" is not a registered type; registered: "
-                               "priority-holdback-policy, soft-reflective-ceiling-policy, "
-                               "static-usage-limit-policy"});
+      std::vector<std::string>{
+          "/type: \"magic-policy\" is not a registered type; registered: "
+          "priority-holdback-policy, reservation-holdback-policy, soft-reflective-ceiling-policy, "
+          "static-usage-limit-policy"});
   EXPECT_EQ(errorsOf(R"({"type":7,"extra":1})"),
             (std::vector<std::string>{"/type: 7 is a number; expected a string",
                                       "/extra: unknown key \"extra\"; allowed keys: name, "

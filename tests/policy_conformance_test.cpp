@@ -3,6 +3,7 @@
 
 #include "alloc_counter.hpp"
 #include "holdback/policy/policies.hpp"
+#include "holdback/policy/reservation.hpp"
 
 namespace holdback {
 namespace {
@@ -55,6 +56,18 @@ const PolicyFactory kBuiltins[] = {
                         .defaultCeiling = 0.9});
      }},
     {"SoftReflective", [] { return std::move(SoftReflectiveCeilingPolicy::create()).value(); }},
+    {"ReservationDefault", [] { return std::move(ReservationPolicy::create({})).value(); }},
+    {"ReservationBounded",
+     [] {
+       return std::move(
+                  ReservationPolicy::create({.epsilon = 0.001,
+                                             .epsilons = {{.priority = 0, .epsilon = 0.2}},
+                                             .minCeiling = 0.2,
+                                             .maxCeiling = 0.9,
+                                             .minReserve = 3.0,
+                                             .requestUnit = 0.01}))
+           .value();
+     }},
 };
 
 INSTANTIATE_TEST_SUITE_P(Builtins, UsageLimitPolicyConformanceTest, ::testing::ValuesIn(kBuiltins),

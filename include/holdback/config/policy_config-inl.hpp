@@ -5,6 +5,8 @@
 
 #include "holdback/config/policy_config.hpp"
 
+#include "holdback/config/duration.hpp"
+
 #include <limits>
 #include <map>
 #include <set>
@@ -190,6 +192,59 @@ HOLDBACK_INLINE std::optional<PriorityHoldbackOptions> parsePriorityHoldbackOpti
   return options;
 }
 
+HOLDBACK_INLINE std::optional<ReservationOptions> parseReservationOptions(
+    const Json* parameters, const std::string& path, Diagnostics& diagnostics) {
+  const std::size_t first = diagnostics.all().size();
+  const std::size_t errors_before = diagnostics.errorCount();
+  ParamReader reader(parameters, path, diagnostics);
+  if (!reader.valid()) return std::nullopt;
+  ReservationOptions options;
+  if (const auto v = reader.number("epsilon")) options.epsilon = *v;
+  if (const auto v = reader.number("minCeiling")) options.minCeiling = *v;
+  if (const auto v = reader.number("maxCeiling")) options.maxCeiling = *v;
+  if (const auto v = reader.number("minReserve")) options.minReserve = *v;
+  if (const auto v = reader.number("requestUnit")) options.requestUnit = *v;
+  auto duration = [&](std::string_view key) -> std::optional<Duration> {
+    const Json* v = reader.value(key);
+    if (v == nullptr) return std::nullopt;
+    const auto parsed = v->is_string() ? parseDuration(v->get<std::string>()) : std::nullopt;
+    if (!parsed) {
+      reader.error(key, mismatch(*v, R"(a duration string such as "300ms" or "5s")"));
+    }
+    return parsed;
+  };
+  if (const auto v = duration("refillHorizon")) options.refillHorizon = *v;
+  if (const auto v = duration("riseTime")) options.smoothing.rise = *v;
+  if (const auto v = duration("decayTime")) options.smoothing.decay = *v;
+  if (const Json* map = reader.value("epsilons")) {
+    const std::string at = reader.pathOf("epsilons");
+    if (!map->is_object()) {
+      diagnostics.error(at, mismatch(*map, "an object mapping priority to epsilon"));
+    } else {
+      for (const auto& [key, value] : map->items()) {
+        const auto priority = parseIntegerKey(key, detail::policy_config::kPriorityMin,
+                                              detail::policy_config::kPriorityMax);
+        if (!priority) {
+          diagnostics.error(joinPath(at, key), "\"" + key + "\" is not an integer priority");
+        }
+        if (!value.is_number()) {
+          diagnostics.error(joinPath(at, key), mismatch(value, "an epsilon in (0.0, 0.5]"));
+        }
+        if (priority && value.is_number()) {
+          options.epsilons.push_back(
+              {.priority = static_cast<Priority>(*priority), .epsilon = value.get<double>()});
+        }
+      }
+    }
+  }
+  reader.finish();
+  Diagnostics checks;
+  ReservationPolicy::validate(options, path, checks);
+  detail::policy_config::appendNew(diagnostics, first, checks);
+  if (diagnostics.errorCount() > errors_before) return std::nullopt;
+  return options;
+}
+
 HOLDBACK_INLINE PolicyRegistry builtinPolicyRegistry() {
   PolicyRegistry registry;
   registry.add(std::string(StaticUsageLimitPolicy::kType),
@@ -214,6 +269,16 @@ HOLDBACK_INLINE PolicyRegistry builtinPolicyRegistry() {
                  }
                  return out;
                });
+  registry.add(
+      std::string(ReservationPolicy::kType), [](const PluginSpec& spec, Diagnostics& diagnostics) {
+        std::unique_ptr<UsageLimitPolicy> out;
+        auto options = parseReservationOptions(spec.parameters, spec.parametersPath(), diagnostics);
+        if (options) {
+          auto made = ReservationPolicy::create(std::move(*options), spec.name);
+          if (made) out = std::move(made).value();
+        }
+        return out;
+      });
   registry.add(std::string(SoftReflectiveCeilingPolicy::kType),
                [](const PluginSpec& spec, Diagnostics& diagnostics) {
                  std::unique_ptr<UsageLimitPolicy> out;

@@ -23,6 +23,7 @@
 #include "holdback/config/json.hpp"
 #include "holdback/config/plugin.hpp"
 #include "holdback/policy/policies.hpp"
+#include "holdback/policy/reservation.hpp"
 #include "holdback/policy/usage_limit_policy.hpp"
 
 namespace holdback {
@@ -37,6 +38,12 @@ HOLDBACK_API PolicyRegistry builtinPolicyRegistry();
 // Parameter parsers; `parameters` may be null (absent), `path` is its JSON pointer.
 HOLDBACK_API std::optional<StaticUsageLimitOptions> parseStaticUsageLimitOptions(
     const Json* parameters, const std::string& path, Diagnostics& diagnostics);
+// reservation-holdback-policy: epsilon, epsilons {priority: epsilon}, minCeiling, maxCeiling,
+// minReserve, refillHorizon, requestUnit, riseTime, decayTime (policy/reservation.hpp).
+HOLDBACK_API std::optional<ReservationOptions> parseReservationOptions(const Json* parameters,
+                                                                       const std::string& path,
+                                                                       Diagnostics& diagnostics);
+
 HOLDBACK_API std::optional<PriorityHoldbackOptions> parsePriorityHoldbackOptions(
     const Json* parameters, const std::string& path, Diagnostics& diagnostics);
 

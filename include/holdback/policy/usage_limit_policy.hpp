@@ -24,6 +24,7 @@
 #pragma once
 
 #include "holdback/abi.hpp"
+#include "holdback/policy/demand.hpp"
 
 #include <cmath>
 #include <cstddef>
@@ -84,6 +85,27 @@ class HOLDBACK_API UsageLimitPolicy {
     monotonize(ceilings.first(n));
   }
 
+  // The same with the bands' measured demand (policy/demand.hpp), for policies that size their
+  // holdback from it. `demand.bands` is used only when it is exactly as long as `priorities`;
+  // otherwise the policy sees an empty view. Policies that ignore demand compute exactly what the
+  // three-argument form computes.
+  void computeLimit(double saturation, std::span<const Priority> priorities,
+                    std::span<double> ceilings, const DemandView& demand) noexcept {
+    const std::size_t n = priorities.size() < ceilings.size() ? priorities.size() : ceilings.size();
+    if (n == 0) return;
+    DemandView view = demand;
+    view.bands = demand.bands.size() == priorities.size() ? demand.bands.first(n)
+                                                          : std::span<const BandDemand>{};
+    computeWithDemand(normalizeSaturation(saturation), priorities.first(n), ceilings.first(n),
+                      view);
+    monotonize(ceilings.first(n));
+  }
+
+  // True when the policy reads demand, so a caller may skip measuring it otherwise.
+  [[nodiscard]] virtual bool usesDemand() const noexcept { return false; }
+  // How the caller should smooth the demand it reports (policy/demand.hpp).
+  [[nodiscard]] virtual DemandSmoothing demandSmoothing() const noexcept { return {}; }
+
   // The registered plugin type, e.g. "priority-holdback-policy".
   [[nodiscard]] virtual std::string_view type() const noexcept = 0;
   // The configured plugin name (defaults to the type).
@@ -96,6 +118,13 @@ class HOLDBACK_API UsageLimitPolicy {
   // never negative). Must not allocate or throw. The result is monotonized afterwards.
   virtual void compute(double saturation, std::span<const Priority> priorities,
                        std::span<double> ceilings) noexcept = 0;
+
+  // The demand-aware strategy; the default ignores demand and calls compute(). Same contract.
+  virtual void computeWithDemand(double saturation, std::span<const Priority> priorities,
+                                 std::span<double> ceilings,
+                                 const DemandView& /*demand*/) noexcept {
+    compute(saturation, priorities, ceilings);
+  }
 
  private:
   std::string name_;

@@ -127,6 +127,53 @@ TEST_P(UsageLimitPolicyConformanceTest, CeilingsAreFiniteBoundedAndNonIncreasing
   }
 }
 
+// Demand figures (policy/demand.hpp) of any kind, absurd ones included, and views shorter or longer
+// than the priority list: every policy, demand-aware or not, still returns valid ceilings.
+TEST_P(UsageLimitPolicyConformanceTest, AnyDemandKeepsCeilingsValid) {
+  auto policy = make();
+  PolicyInputGenerator gen(424242);
+  std::mt19937 rng(99);
+  const double specials[] = {0.0,
+                             -1.0,
+                             1e300,
+                             -1e300,
+                             std::numeric_limits<double>::infinity(),
+                             -std::numeric_limits<double>::infinity(),
+                             std::numeric_limits<double>::quiet_NaN(),
+                             std::numeric_limits<double>::denorm_min(),
+                             0.5,
+                             3.0,
+                             64.0};
+  auto figure = [&] {
+    std::uniform_int_distribution<int> pick(0, 14);
+    const int k = pick(rng);
+    if (k < 11) return specials[k];
+    return std::uniform_real_distribution<double>(0.0, 100.0)(rng);
+  };
+  for (int round = 0; round < 2000; ++round) {
+    const std::vector<Priority> priorities = gen.priorities();
+    // Mostly as long as the priority list (the view is used), sometimes one shorter or longer
+    // (the view must be ignored).
+    std::uniform_int_distribution<int> length(-1, 3);
+    const int d = length(rng);
+    const std::size_t m = d < 0 ? (priorities.empty() ? 0 : priorities.size() - 1)
+                                : priorities.size() + (d == 3 ? 1 : 0);
+    std::vector<BandDemand> bands(m);
+    for (auto& b : bands) {
+      b = BandDemand{.occupancy = figure(),
+                     .arrivalRate = figure(),
+                     .holdingTime = figure(),
+                     .inFlight = figure(),
+                     .queued = figure()};
+    }
+    std::vector<double> ceilings(priorities.size(), 1.0);
+    policy->computeLimit(gen.saturation(), priorities, ceilings,
+                         DemandView{.bands = bands, .requestUnit = figure()});
+    expectValid(ceilings, ceilings.size(), "demand round " + std::to_string(round));
+    if (::testing::Test::HasFailure()) return;
+  }
+}
+
 TEST_P(UsageLimitPolicyConformanceTest, WritesNothingBeyondTheShorterSpan) {
   auto policy = make();
   PolicyInputGenerator gen(7);

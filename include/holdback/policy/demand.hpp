@@ -1,0 +1,121 @@
+// Demand per priority band, measured by the flow controller and handed to usage-limit policies
+// that size their holdback from it (the reservation policy, policy/reservation.hpp).
+//
+// The figures
+//   For every band the controller knows arrivals (enqueue), dispatches, completions (the host
+//   ends a dispatched request's lease) and the queue. Once per dispatch cycle it folds them into
+//   a BandDemand through a DemandEstimator:
+//     occupancy    requests the band holds (in flight + queued), smoothed with fast attack and
+//                  slow decay: Little's a = lambda x E[S] when the band is not queueing;
+//     arrivalRate  requests per second, a short symmetric average of the arrival counts (so one
+//                  arrival in a 1 ms cycle is not read as 1000 req/s), then fast attack / slow
+//                  decay (two filters: a step in the rate is 80 % seen after 3 rise times, 96 %
+//                  after 5);
+//     holdingTime  seconds a dispatched request holds its slot, an average over completions
+//                  (0 until the first completion);
+//     inFlight, queued  the instantaneous counts.
+//   Fast attack, slow decay: a rising sample moves the estimate with time constant `rise`, a
+//   falling one with `decay` (both configurable; defaults 0.3 s and 5 s). A burst is seen within a
+//   few hundred milliseconds; a lull does not drop the reserve at once.
+//
+// Bad input: a non-finite, zero or negative dt leaves the estimate unchanged; negative or
+// non-finite counts read as 0; a negative or non-finite holding time is ignored. Nothing here
+// allocates or throws.
+//
+// Thread safety: BandDemand and DemandView are plain values. DemandEstimator is
+// thread-compatible (the controller updates it under its own lock).
+#pragma once
+
+#include "holdback/abi.hpp"
+
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <span>
+
+namespace holdback {
+inline namespace HOLDBACK_ABI_NAMESPACE {
+
+struct BandDemand {
+  double occupancy = 0.0;    // smoothed in-flight + queued requests
+  double arrivalRate = 0.0;  // smoothed arrivals per second
+  double holdingTime = 0.0;  // smoothed seconds per dispatched request; 0 = not measured yet
+  double inFlight = 0.0;     // instantaneous
+  double queued = 0.0;       // instantaneous
+};
+
+// What a demand-aware policy receives besides saturation and priorities. `bands` is aligned with
+// the priorities span (band i's demand at index i) or empty when no demand is known (a caller
+// that does not measure it, such as `holdback ceilings` without demand figures).
+struct DemandView {
+  std::span<const BandDemand> bands;
+  // Saturation units per in-flight request: how much of the pool one request occupies. The
+  // controller reports saturation / total in-flight (upstream's mean-footprint credit), which is
+  // 1 / maxConcurrency for the concurrency detector. NaN when unknown (nothing in flight yet).
+  double requestUnit = std::numeric_limits<double>::quiet_NaN();
+};
+
+struct DemandSmoothing {
+  std::chrono::nanoseconds rise = std::chrono::milliseconds(300);
+  std::chrono::nanoseconds decay = std::chrono::seconds(5);
+  // Completions whose holding times are averaged (EWMA weight 1 / holdingSamples).
+  double holdingSamples = 32.0;
+};
+
+// Folds one band's raw counts into a BandDemand (see the file comment).
+class DemandEstimator {
+ public:
+  explicit DemandEstimator(DemandSmoothing smoothing = {}) noexcept : smoothing_(smoothing) {}
+
+  // One step: `arrivals` since the previous step, the current counts, `dt` seconds since the
+  // previous step.
+  void update(double dtSeconds, double arrivals, double inFlight, double queued) noexcept {
+    inFlight = sanitizeCount(inFlight);
+    queued = sanitizeCount(queued);
+    arrivals = sanitizeCount(arrivals);
+    demand_.inFlight = inFlight;
+    demand_.queued = queued;
+    if (!(dtSeconds > 0.0) || !std::isfinite(dtSeconds)) return;
+    const double rise = seconds(smoothing_.rise);
+    const double decay = seconds(smoothing_.decay);
+    // Arrival rate: a symmetric average over `rise` first, then the asymmetric filter.
+    rate_fast_ += alpha(dtSeconds, rise) * (arrivals / dtSeconds - rate_fast_);
+    demand_.arrivalRate = asymmetric(demand_.arrivalRate, rate_fast_, dtSeconds, rise, decay);
+    demand_.occupancy = asymmetric(demand_.occupancy, inFlight + queued, dtSeconds, rise, decay);
+  }
+
+  // A dispatched request of this band ended after holding its slot `seconds`.
+  void completed(double holdSeconds) noexcept {
+    if (!(holdSeconds >= 0.0) || !std::isfinite(holdSeconds)) return;
+    if (demand_.holdingTime <= 0.0) {
+      demand_.holdingTime = holdSeconds;
+      return;
+    }
+    const double w = smoothing_.holdingSamples >= 1.0 ? 1.0 / smoothing_.holdingSamples : 1.0;
+    demand_.holdingTime += w * (holdSeconds - demand_.holdingTime);
+  }
+
+  [[nodiscard]] const BandDemand& demand() const noexcept { return demand_; }
+  [[nodiscard]] const DemandSmoothing& smoothing() const noexcept { return smoothing_; }
+
+ private:
+  static double sanitizeCount(double v) noexcept { return v > 0.0 && std::isfinite(v) ? v : 0.0; }
+  static double seconds(std::chrono::nanoseconds d) noexcept {
+    return std::chrono::duration<double>(d).count();
+  }
+  static double alpha(double dt, double tau) noexcept {
+    return tau > 0.0 ? 1.0 - std::exp(-dt / tau) : 1.0;
+  }
+  static double asymmetric(double value, double sample, double dt, double rise,
+                           double decay) noexcept {
+    return value + alpha(dt, sample > value ? rise : decay) * (sample - value);
+  }
+
+  DemandSmoothing smoothing_;
+  BandDemand demand_;
+  double rate_fast_ = 0.0;
+};
+
+}  // namespace HOLDBACK_ABI_NAMESPACE
+}  // namespace holdback

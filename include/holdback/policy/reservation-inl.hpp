@@ -1,0 +1,244 @@
+// Implementation of holdback/policy/reservation.hpp: compiled into libholdback by src/policy.cpp,
+// or included by the header itself in header-only mode.
+#pragma once
+
+#include "holdback/policy/reservation.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+#include "holdback/config/json.hpp"
+
+namespace holdback {
+inline namespace HOLDBACK_ABI_NAMESPACE {
+namespace detail::reservation {
+
+HOLDBACK_INLINE double finiteNonNegative(double v) noexcept {
+  return v > 0.0 && std::isfinite(v) ? v : 0.0;
+}
+
+HOLDBACK_INLINE bool validEpsilon(double eps) noexcept {
+  return eps > 0.0 && eps <= 0.5;
+}
+
+}  // namespace detail::reservation
+
+HOLDBACK_INLINE double ReservationPolicy::inverseNormal(double p) noexcept {
+  // Peter Acklam's algorithm: rational approximations in a central region and two tails.
+  static constexpr double a[] = {-3.969683028665376e+01, 2.209460984245205e+02,
+                                 -2.759285104469687e+02, 1.383577518672690e+02,
+                                 -3.066479806614716e+01, 2.506628277459239e+00};
+  static constexpr double b[] = {-5.447609879822406e+01, 1.615858368580409e+02,
+                                 -1.556989798598866e+02, 6.680131188771972e+01,
+                                 -1.328068155288572e+01};
+  static constexpr double c[] = {-7.784894002430293e-03, -3.223964580411365e-01,
+                                 -2.400758277161838e+00, -2.549732539343734e+00,
+                                 4.374664141464968e+00,  2.938163982698783e+00};
+  static constexpr double d[] = {7.784695709041462e-03, 3.224671290700398e-01,
+                                 2.445134137142996e+00, 3.754408661907416e+00};
+  if (!(p > 0.0)) return -INFINITY;
+  if (!(p < 1.0)) return INFINITY;
+  constexpr double kLow = 0.02425;
+  if (p < kLow) {
+    const double q = std::sqrt(-2.0 * std::log(p));
+    return (((((c[0] * q + c[1]) * q + c[2]) * q + c[3]) * q + c[4]) * q + c[5]) /
+           ((((d[0] * q + d[1]) * q + d[2]) * q + d[3]) * q + 1.0);
+  }
+  if (p > 1.0 - kLow) {
+    const double q = std::sqrt(-2.0 * std::log1p(-p));
+    return -(((((c[0] * q + c[1]) * q + c[2]) * q + c[3]) * q + c[4]) * q + c[5]) /
+           ((((d[0] * q + d[1]) * q + d[2]) * q + d[3]) * q + 1.0);
+  }
+  const double q = p - 0.5;
+  const double r = q * q;
+  return (((((a[0] * r + a[1]) * r + a[2]) * r + a[3]) * r + a[4]) * r + a[5]) * q /
+         (((((b[0] * r + b[1]) * r + b[2]) * r + b[3]) * r + b[4]) * r + 1.0);
+}
+
+HOLDBACK_INLINE double ReservationPolicy::poissonReserve(double a, double epsilon,
+                                                         double z) noexcept {
+  if (!(a > 0.0)) return 1.0;
+  if (!(epsilon > 0.0)) epsilon = 1e-12;
+  if (a <= 30.0) {
+    // Smallest r with P(X >= r) <= eps, i.e. P(X <= r - 1) >= 1 - eps.
+    const double target = 1.0 - epsilon;
+    double pmf = std::exp(-a);
+    double cdf = pmf;
+    double k = 0.0;
+    while (cdf < target && k < 200.0) {
+      k += 1.0;
+      pmf *= a / k;
+      cdf += pmf;
+    }
+    return k + 1.0;
+  }
+  if (!std::isfinite(a)) return a;
+  // Cornish-Fisher: the (1 - eps) quantile of Poisson(a), then the same "+1" as above.
+  const double sa = std::sqrt(a);
+  const double q = a + z * sa + (z * z - 1.0) / 6.0 + (z * z * z - 7.0 * z) / (72.0 * sa);
+  return std::ceil(q - 0.5) + 1.0;
+}
+
+HOLDBACK_INLINE void ReservationPolicy::validate(const ReservationOptions& options,
+                                                 const std::string& path,
+                                                 Diagnostics& diagnostics) {
+  using config::formatNumber;
+  using config::joinPath;
+  if (!detail::reservation::validEpsilon(options.epsilon)) {
+    diagnostics.error(joinPath(path, "epsilon"),
+                      formatNumber(options.epsilon) + " is outside (0.0, 0.5]");
+  }
+  const bool max_ok = options.maxCeiling > 0.0 && options.maxCeiling <= 1.0;
+  if (!max_ok) {
+    diagnostics.error(joinPath(path, "maxCeiling"),
+                      formatNumber(options.maxCeiling) + " is outside (0.0, 1.0]");
+  }
+  if (!(options.minCeiling >= 0.0 && options.minCeiling < 1.0)) {
+    diagnostics.error(joinPath(path, "minCeiling"),
+                      formatNumber(options.minCeiling) + " is outside [0.0, 1.0)");
+  } else if (max_ok && !(options.minCeiling < options.maxCeiling)) {
+    diagnostics.error(joinPath(path, "minCeiling"), formatNumber(options.minCeiling) +
+                                                        " must be below maxCeiling (" +
+                                                        formatNumber(options.maxCeiling) + ")");
+  }
+  if (!(options.minReserve >= 0.0 && std::isfinite(options.minReserve))) {
+    diagnostics.error(joinPath(path, "minReserve"),
+                      formatNumber(options.minReserve) + " must be a finite number >= 0");
+  }
+  if (options.refillHorizon && options.refillHorizon->count() < 0) {
+    diagnostics.error(joinPath(path, "refillHorizon"), "must not be negative");
+  }
+  if (options.requestUnit && !(*options.requestUnit > 0.0 && *options.requestUnit <= 1.0)) {
+    diagnostics.error(joinPath(path, "requestUnit"),
+                      formatNumber(*options.requestUnit) + " is outside (0.0, 1.0]");
+  }
+  if (options.smoothing.rise.count() <= 0) {
+    diagnostics.error(joinPath(path, "riseTime"), "must be positive");
+  }
+  if (options.smoothing.decay.count() <= 0) {
+    diagnostics.error(joinPath(path, "decayTime"), "must be positive");
+  } else if (options.smoothing.decay < options.smoothing.rise) {
+    diagnostics.error(joinPath(path, "decayTime"), "must not be shorter than riseTime");
+  }
+  for (std::size_t i = 0; i < options.epsilons.size(); ++i) {
+    const auto& band = options.epsilons[i];
+    const std::string at = joinPath(joinPath(path, "epsilons"), std::to_string(band.priority));
+    bool duplicate = false;
+    for (std::size_t j = 0; j < i; ++j)
+      duplicate = duplicate || options.epsilons[j].priority == band.priority;
+    if (duplicate) {
+      diagnostics.error(at, "priority " + std::to_string(band.priority) + " is listed twice");
+    } else if (!detail::reservation::validEpsilon(band.epsilon)) {
+      diagnostics.error(at, formatNumber(band.epsilon) + " is outside (0.0, 0.5]");
+    }
+  }
+}
+
+HOLDBACK_INLINE Result<std::unique_ptr<ReservationPolicy>> ReservationPolicy::create(
+    ReservationOptions options, std::string name) {
+  Diagnostics diagnostics;
+  validate(options, "", diagnostics);
+  if (diagnostics.hasErrors()) {
+    return Result<std::unique_ptr<ReservationPolicy>>::failure(std::move(diagnostics));
+  }
+  return Result<std::unique_ptr<ReservationPolicy>>(
+      std::unique_ptr<ReservationPolicy>(
+          new ReservationPolicy(std::move(options), std::move(name))),
+      std::move(diagnostics));
+}
+
+HOLDBACK_INLINE ReservationPolicy::ReservationPolicy(ReservationOptions options, std::string name)
+    : UsageLimitPolicy(std::move(name)), options_(std::move(options)) {
+  std::sort(options_.epsilons.begin(), options_.epsilons.end(),
+            [](const ReservationEpsilon& x, const ReservationEpsilon& y) {
+              return x.priority > y.priority;
+            });
+  band_z_.reserve(options_.epsilons.size());
+  for (const auto& band : options_.epsilons) band_z_.push_back(inverseNormal(1.0 - band.epsilon));
+  default_z_ = inverseNormal(1.0 - options_.epsilon);
+}
+
+HOLDBACK_INLINE void ReservationPolicy::epsilonFor(Priority priority, double& eps,
+                                                   double& z) const noexcept {
+  const auto& entries = options_.epsilons;
+  std::size_t lo = 0;
+  std::size_t hi = entries.size();
+  while (lo < hi) {
+    const std::size_t mid = lo + (hi - lo) / 2;
+    if (entries[mid].priority > priority) {
+      lo = mid + 1;
+    } else {
+      hi = mid;
+    }
+  }
+  if (lo < entries.size() && entries[lo].priority == priority) {
+    eps = entries[lo].epsilon;
+    z = band_z_[lo];
+    return;
+  }
+  eps = options_.epsilon;
+  z = default_z_;
+}
+
+HOLDBACK_INLINE void ReservationPolicy::reserves(std::span<const Priority> priorities,
+                                                 const DemandView& demand,
+                                                 std::span<double> out) const noexcept {
+  using detail::reservation::finiteNonNegative;
+  const std::size_t n = std::min(priorities.size(), out.size());
+  if (n == 0) return;
+  const bool have = demand.bands.size() >= n;
+  // Suffix sums of the lower bands' lease-release rates (inFlight / holdingTime), so T_i is O(1).
+  // Computed on the fly from the bottom: out[] holds the rates first, then the reserves.
+  double release = 0.0;
+  for (std::size_t i = n; i-- > 0;) {
+    if (have) {
+      const BandDemand& d = demand.bands[i];
+      const double hold = finiteNonNegative(d.holdingTime);
+      if (hold > 0.0) release += finiteNonNegative(d.inFlight) / hold;
+    }
+    out[i] = release;  // release rate of bands i..n-1
+  }
+  double occupancy = 0.0;
+  double arrivals = 0.0;
+  const double horizon = options_.refillHorizon
+                             ? std::chrono::duration<double>(*options_.refillHorizon).count()
+                             : -1.0;
+  for (std::size_t i = 0; i < n; ++i) {
+    const double release_i = out[i];
+    if (i == 0) {
+      out[0] = 0.0;
+    } else {
+      double eps = 0.0;
+      double z = 0.0;
+      epsilonFor(priorities[i], eps, z);
+      const double refill = horizon >= 0.0 ? horizon : (release_i > 0.0 ? 1.0 / release_i : 0.0);
+      const double r = poissonReserve(occupancy, eps, z) + arrivals * refill;
+      out[i] = std::max(options_.minReserve, r);
+    }
+    if (have) {
+      occupancy += finiteNonNegative(demand.bands[i].occupancy);
+      arrivals += finiteNonNegative(demand.bands[i].arrivalRate);
+    }
+  }
+}
+
+HOLDBACK_INLINE void ReservationPolicy::computeWithDemand(double /*saturation*/,
+                                                          std::span<const Priority> priorities,
+                                                          std::span<double> ceilings,
+                                                          const DemandView& demand) noexcept {
+  const std::size_t n = priorities.size();
+  double unit = demand.requestUnit;
+  if (!(unit > 0.0 && std::isfinite(unit))) unit = options_.requestUnit.value_or(0.0);
+  if (!(unit > 0.0)) {
+    for (std::size_t i = 0; i < n; ++i) ceilings[i] = options_.maxCeiling;
+    return;
+  }
+  reserves(priorities, demand, ceilings);  // ceilings[i] = R_i for now
+  for (std::size_t i = 0; i < n; ++i) {
+    const double c = i == 0 ? options_.maxCeiling : 1.0 - ceilings[i] * unit;
+    ceilings[i] = std::clamp(c, options_.minCeiling, options_.maxCeiling);
+  }
+}
+
+}  // namespace HOLDBACK_ABI_NAMESPACE
+}  // namespace holdback

@@ -1,0 +1,316 @@
+// reservation-holdback-policy (policy/reservation.hpp) and the demand estimator
+// (policy/demand.hpp).
+#include "holdback/policy/reservation.hpp"
+
+#include "holdback/config/json.hpp"
+#include "holdback/config/policy_config.hpp"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "alloc_counter.hpp"
+
+namespace holdback {
+namespace {
+
+using namespace std::chrono_literals;
+
+// The exact reserve: smallest r with P(Poisson(a) >= r) <= eps, summed in log space so that it
+// works for any a (the reference the policy's fast path is checked against).
+double exactReserve(double a, double eps) {
+  if (a <= 0.0) return 1.0;
+  double log_pmf = -a;  // k = 0
+  double cdf = std::exp(log_pmf);
+  double k = 0.0;
+  while (cdf < 1.0 - eps) {
+    k += 1.0;
+    log_pmf += std::log(a) - std::log(k);
+    cdf += std::exp(log_pmf);
+  }
+  return k + 1.0;
+}
+
+double reserve(double a, double eps) {
+  return ReservationPolicy::poissonReserve(a, eps, ReservationPolicy::inverseNormal(1.0 - eps));
+}
+
+std::unique_ptr<ReservationPolicy> make(ReservationOptions options) {
+  auto result = ReservationPolicy::create(std::move(options));
+  EXPECT_TRUE(result.ok()) << result.diagnostics().toString();
+  return std::move(result).value();
+}
+
+TEST(ReservationPoisson, MatchesTheDesignNotesWorkedFigures) {
+  // ../shared/spec/adaptive-holdback.md section 2.1: r(1.2) = 5 / 7 for eps = 1 % / 0.1 %;
+  // r(28) = 36 / 42 / 47 for eps = 10 % / 1 % / 0.1 %.
+  EXPECT_EQ(reserve(1.2, 0.01), 5.0);
+  EXPECT_EQ(reserve(1.2, 0.001), 7.0);
+  EXPECT_EQ(reserve(28.0, 0.10), 36.0);
+  EXPECT_EQ(reserve(28.0, 0.01), 42.0);
+  EXPECT_EQ(reserve(28.0, 0.001), 47.0);
+}
+
+TEST(ReservationPoisson, IdleDemandKeepsOneSlot) {
+  EXPECT_EQ(reserve(0.0, 0.01), 1.0);
+  EXPECT_EQ(reserve(-3.0, 0.01), 1.0);
+  EXPECT_EQ(reserve(std::numeric_limits<double>::quiet_NaN(), 0.01), 1.0);
+}
+
+TEST(ReservationPoisson, ExactUpToThirtyAndWithinOneRequestAbove) {
+  for (const double eps : {0.2, 0.1, 0.05, 0.01, 0.001, 1e-4}) {
+    for (double a = 0.01; a <= 30.0; a += 0.37) {
+      EXPECT_EQ(reserve(a, eps), exactReserve(a, eps)) << "a=" << a << " eps=" << eps;
+    }
+    for (double a = 30.5; a <= 3000.0; a *= 1.07) {
+      EXPECT_NEAR(reserve(a, eps), exactReserve(a, eps), 1.0) << "a=" << a << " eps=" << eps;
+    }
+  }
+}
+
+TEST(ReservationPoisson, InverseNormalKnownValues) {
+  EXPECT_NEAR(ReservationPolicy::inverseNormal(0.5), 0.0, 1e-9);
+  EXPECT_NEAR(ReservationPolicy::inverseNormal(0.99), 2.3263478740, 1e-8);
+  EXPECT_NEAR(ReservationPolicy::inverseNormal(0.999), 3.0902323062, 1e-8);
+  EXPECT_NEAR(ReservationPolicy::inverseNormal(0.01), -2.3263478740, 1e-8);
+}
+
+// The worked example of docs/policies.md: 64 slots (u = 1/64), three bands.
+TEST(ReservationPolicy, WorkedExampleSizesEachBandForTheBandsAboveIt) {
+  auto policy = make({.epsilon = 0.01, .refillHorizon = 0ns});
+  const std::vector<Priority> priorities{10, 0, -1};
+  const std::vector<BandDemand> demand{
+      {.occupancy = 1.2, .arrivalRate = 1.0, .holdingTime = 1.17, .inFlight = 1.0},
+      {.occupancy = 7.0, .arrivalRate = 3.0, .holdingTime = 2.4, .inFlight = 7.0},
+      {.occupancy = 60.0, .arrivalRate = 20.0, .holdingTime = 2.66, .inFlight = 48.0}};
+  std::vector<double> ceilings(3, 1.0);
+  policy->computeLimit(0.9, priorities, ceilings,
+                       DemandView{.bands = demand, .requestUnit = 1.0 / 64});
+  EXPECT_DOUBLE_EQ(ceilings[0], 1.0);
+  EXPECT_DOUBLE_EQ(ceilings[1], 1.0 - exactReserve(1.2, 0.01) / 64);        // 5 slots
+  EXPECT_DOUBLE_EQ(ceilings[2], 1.0 - exactReserve(1.2 + 7.0, 0.01) / 64);  // 17 slots
+  // Batch keeps 47 of 64 slots, against stepwise's 32 (1.0 / 0.75 / 0.5).
+  EXPECT_NEAR(ceilings[2] * 64, 47.0, 1e-9);
+}
+
+TEST(ReservationPolicy, IdleHigherBandsGiveCapacityBack) {
+  auto policy = make({.epsilon = 0.001});
+  const std::vector<Priority> priorities{10, -1};
+  const std::vector<BandDemand> demand{{}, {.occupancy = 60.0, .inFlight = 60.0}};
+  std::vector<double> ceilings(2, 1.0);
+  policy->computeLimit(0.95, priorities, ceilings,
+                       DemandView{.bands = demand, .requestUnit = 1.0 / 64});
+  EXPECT_DOUBLE_EQ(ceilings[1], 1.0 - 1.0 / 64);  // one slot for the first interactive arrival
+}
+
+TEST(ReservationPolicy, RefillTermCoversArrivalsWhileASlotFrees) {
+  auto policy = make({.epsilon = 0.01});
+  const std::vector<Priority> priorities{10, -1};
+  // 50 batch leases of 2.5 s: one ends every 50 ms; 20 req/s arrive above: +1 request.
+  const std::vector<BandDemand> demand{{.occupancy = 0.0, .arrivalRate = 20.0},
+                                       {.holdingTime = 2.5, .inFlight = 50.0}};
+  std::vector<double> reserves(2);
+  policy->reserves(priorities, DemandView{.bands = demand}, reserves);
+  EXPECT_DOUBLE_EQ(reserves[0], 0.0);
+  EXPECT_NEAR(reserves[1], 1.0 + 20.0 * 0.05, 1e-12);
+  // A configured horizon replaces the estimate.
+  auto fixed = make({.epsilon = 0.01, .refillHorizon = 200ms});
+  fixed->reserves(priorities, DemandView{.bands = demand}, reserves);
+  EXPECT_NEAR(reserves[1], 1.0 + 20.0 * 0.2, 1e-12);
+}
+
+TEST(ReservationPolicy, BoundsMinReserveAndPerBandEpsilon) {
+  auto policy = make({.epsilon = 0.01,
+                      .epsilons = {{.priority = -1, .epsilon = 0.001}},
+                      .minCeiling = 0.3,
+                      .maxCeiling = 0.95,
+                      .minReserve = 4.0,
+                      .refillHorizon = 0ns});
+  const std::vector<Priority> priorities{10, 0, -1};
+  const std::vector<BandDemand> demand{{.occupancy = 1.2}, {.occupancy = 0.0}, {}};
+  std::vector<double> reserves(3);
+  policy->reserves(priorities, DemandView{.bands = demand}, reserves);
+  EXPECT_EQ(reserves[1], 5.0);                       // r(1.2, 1 %) = 5 > minReserve
+  EXPECT_EQ(reserves[2], exactReserve(1.2, 0.001));  // the override: 7
+  std::vector<double> ceilings(3, 1.0);
+  policy->computeLimit(0.5, priorities, ceilings, DemandView{.bands = demand, .requestUnit = 0.1});
+  EXPECT_DOUBLE_EQ(ceilings[0], 0.95);  // maxCeiling
+  EXPECT_DOUBLE_EQ(ceilings[1], 0.5);   // 1 - 5 x 0.1
+  EXPECT_DOUBLE_EQ(ceilings[2], 0.3);   // 1 - 7 x 0.1 = 0.3 (the floor)
+  // Without demand: minReserve below the top band.
+  policy->computeLimit(0.5, priorities, ceilings);
+  EXPECT_DOUBLE_EQ(ceilings[1], 0.95);  // no request unit known: maxCeiling
+  auto with_unit = make({.minReserve = 4.0, .requestUnit = 0.05});
+  with_unit->computeLimit(0.5, priorities, ceilings);
+  EXPECT_DOUBLE_EQ(ceilings[1], 1.0 - 4 * 0.05);
+  EXPECT_DOUBLE_EQ(ceilings[2], 1.0 - 4 * 0.05);
+}
+
+TEST(ReservationPolicy, UnknownRequestUnitIsWorkConserving) {
+  auto policy = make({});
+  const std::vector<Priority> priorities{1, 0};
+  const std::vector<BandDemand> demand{{.occupancy = 30.0}, {}};
+  std::vector<double> ceilings(2, 0.0);
+  for (const double unit : {std::numeric_limits<double>::quiet_NaN(), 0.0, -1.0,
+                            std::numeric_limits<double>::infinity()}) {
+    policy->computeLimit(0.5, priorities, ceilings,
+                         DemandView{.bands = demand, .requestUnit = unit});
+    EXPECT_EQ(ceilings[1], 1.0) << unit;
+  }
+}
+
+TEST(ReservationPolicy, ComputeLimitWithDemandDoesNotAllocate) {
+  auto policy = make({.epsilons = {{.priority = 0, .epsilon = 0.1}}});
+  std::vector<Priority> priorities(64);
+  std::vector<BandDemand> demand(64);
+  for (std::size_t i = 0; i < priorities.size(); ++i) {
+    priorities[i] = static_cast<Priority>(100 - i);
+    demand[i] = {.occupancy = 0.5 * static_cast<double>(i),
+                 .arrivalRate = 2.0,
+                 .holdingTime = 1.0,
+                 .inFlight = 1.0};
+  }
+  std::vector<double> ceilings(priorities.size(), 1.0);
+  testing::AllocationCounter counter;
+  policy->computeLimit(0.7, priorities, ceilings,
+                       DemandView{.bands = demand, .requestUnit = 0.001});
+  EXPECT_EQ(counter.count(), 0u);
+  for (std::size_t i = 1; i < ceilings.size(); ++i) EXPECT_LE(ceilings[i], ceilings[i - 1]);
+}
+
+TEST(ReservationPolicy, EveryInvalidOptionIsReportedWithItsPath) {
+  ReservationOptions options{
+      .epsilon = 0.7,
+      .epsilons = {{.priority = 1, .epsilon = 0.0}, {.priority = 1, .epsilon = 0.1}},
+      .minCeiling = 0.9,
+      .maxCeiling = 0.8,
+      .minReserve = -1.0,
+      .refillHorizon = -1ms,
+      .requestUnit = 2.0,
+      .smoothing = {.rise = 2s, .decay = 1s}};
+  Diagnostics diagnostics;
+  ReservationPolicy::validate(options, "/plugins/0/parameters", diagnostics);
+  const std::string text = diagnostics.toString();
+  for (const char* path :
+       {"/plugins/0/parameters/epsilon", "/plugins/0/parameters/minCeiling",
+        "/plugins/0/parameters/minReserve", "/plugins/0/parameters/refillHorizon",
+        "/plugins/0/parameters/requestUnit", "/plugins/0/parameters/decayTime",
+        "/plugins/0/parameters/epsilons/1"}) {
+    EXPECT_NE(text.find(path), std::string::npos) << path << "\n" << text;
+  }
+  EXPECT_NE(text.find("listed twice"), std::string::npos) << text;
+  EXPECT_EQ(diagnostics.errorCount(), 8u) << text;
+  EXPECT_FALSE(ReservationPolicy::create(options).ok());
+}
+
+TEST(DemandEstimator, RisesFastDecaysSlowly) {
+  DemandEstimator estimator({.rise = 300ms, .decay = 5s});
+  // 24 req/s in 1 ms steps (one arrival every ~42 ms), occupancy 28. The rate passes two
+  // filters of time constant `rise` (a symmetric average, then the attack): after 1.5 s = 5 rise
+  // times it is within 1 - 6 e^-5 = 96 % of the truth.
+  double t = 0.0;
+  int arrivals = 0;
+  for (int step = 1; step <= 1500; ++step) {  // 1.5 s
+    t += 0.001;
+    const int due = static_cast<int>(t * 24.0);
+    estimator.update(0.001, due - arrivals, 28.0, 0.0);
+    arrivals = due;
+  }
+  EXPECT_NEAR(estimator.demand().occupancy, 28.0, 28.0 * 0.01);  // 1 - e^-5 of the way
+  EXPECT_NEAR(estimator.demand().arrivalRate, 24.0, 24.0 * 0.06);
+  for (int step = 0; step < 1000; ++step) estimator.update(0.001, 0.0, 0.0, 0.0);  // 1 s idle
+  EXPECT_GT(estimator.demand().occupancy, 28.0 * 0.75);  // e^-0.2 = 0.82 kept after 1 s
+  EXPECT_EQ(estimator.demand().inFlight, 0.0);
+}
+
+TEST(DemandEstimator, BadInputIsIgnored) {
+  DemandEstimator estimator;
+  estimator.update(0.1, 5.0, 3.0, 2.0);
+  const BandDemand before = estimator.demand();
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  estimator.update(nan, 1.0, 3.0, 2.0);
+  estimator.update(-1.0, 1.0, 3.0, 2.0);
+  estimator.update(0.0, 1.0, 3.0, 2.0);
+  EXPECT_EQ(estimator.demand().occupancy, before.occupancy);
+  estimator.update(0.1, nan, -4.0, std::numeric_limits<double>::infinity());
+  EXPECT_EQ(estimator.demand().inFlight, 0.0);
+  EXPECT_EQ(estimator.demand().queued, 0.0);
+  EXPECT_TRUE(std::isfinite(estimator.demand().arrivalRate));
+  estimator.completed(2.0);
+  EXPECT_EQ(estimator.demand().holdingTime, 2.0);
+  estimator.completed(nan);
+  estimator.completed(-1.0);
+  EXPECT_EQ(estimator.demand().holdingTime, 2.0);
+  estimator.completed(4.0);
+  EXPECT_NEAR(estimator.demand().holdingTime, 2.0 + 2.0 / 32, 1e-12);
+}
+
+}  // namespace
+}  // namespace holdback
+
+namespace holdback::config {
+namespace {
+
+std::vector<std::string> loadErrors(const std::string& parameters,
+                                    std::shared_ptr<UsageLimitPolicy>* out = nullptr) {
+  auto parsed =
+      parseJson(R"({"type":"reservation-holdback-policy","parameters":)" + parameters + "}");
+  EXPECT_TRUE(parsed.ok());
+  auto policy = loadUsageLimitPolicy(parsed.value(), builtinPolicyRegistry());
+  std::vector<std::string> errors;
+  for (const auto& d : policy.diagnostics().errors()) errors.push_back(d.toString());
+  if (out != nullptr && policy.ok()) *out = policy.value();
+  return errors;
+}
+
+TEST(ReservationConfig, LoadsEveryParameter) {
+  std::shared_ptr<UsageLimitPolicy> policy;
+  EXPECT_TRUE(loadErrors(R"({"epsilon":0.001,"epsilons":{"-1":0.1,"5":0.05},"minCeiling":0.2,
+                             "maxCeiling":0.95,"minReserve":2,"refillHorizon":"150ms",
+                             "requestUnit":0.015625,"riseTime":"200ms","decayTime":"8s"})",
+                         &policy)
+                  .empty());
+  ASSERT_NE(policy, nullptr);
+  const auto& options = dynamic_cast<const ReservationPolicy&>(*policy).options();
+  EXPECT_EQ(options.epsilon, 0.001);
+  ASSERT_EQ(options.epsilons.size(), 2u);
+  EXPECT_EQ(options.epsilons[0].priority, 5);  // sorted highest first
+  EXPECT_EQ(options.epsilons[1].epsilon, 0.1);
+  EXPECT_EQ(options.minCeiling, 0.2);
+  EXPECT_EQ(options.maxCeiling, 0.95);
+  EXPECT_EQ(options.minReserve, 2.0);
+  EXPECT_EQ(options.refillHorizon, std::chrono::milliseconds(150));
+  EXPECT_EQ(options.requestUnit, 0.015625);
+  EXPECT_EQ(options.smoothing.rise, std::chrono::milliseconds(200));
+  EXPECT_EQ(options.smoothing.decay, std::chrono::seconds(8));
+  EXPECT_TRUE(policy->usesDemand());
+}
+
+TEST(ReservationConfig, DefaultsNeedNoParameters) {
+  std::shared_ptr<UsageLimitPolicy> policy;
+  EXPECT_TRUE(loadErrors("{}", &policy).empty());
+  ASSERT_NE(policy, nullptr);
+  EXPECT_EQ(dynamic_cast<const ReservationPolicy&>(*policy).options().epsilon, 0.01);
+}
+
+TEST(ReservationConfig, EveryProblemAtOnceWithItsPath) {
+  const auto errors = loadErrors(
+      R"({"epsilon":"x","epsilons":{"high":0.1,"3":true,"4":0.9},"minReserve":-1,
+          "refillHorizon":5,"riseTime":"soon","colour":"red"})");
+  const std::string all = [&] {
+    std::string s;
+    for (const auto& e : errors) s += e + "\n";
+    return s;
+  }();
+  for (const char* path :
+       {"/parameters/epsilon", "/parameters/epsilons/high", "/parameters/epsilons/3",
+        "/parameters/epsilons/4", "/parameters/minReserve", "/parameters/refillHorizon",
+        "/parameters/riseTime", "/parameters/colour"}) {
+    EXPECT_NE(all.find(std::string(path) + ":"), std::string::npos) << path << "\n" << all;
+  }
+}
+
+}  // namespace
+}  // namespace holdback::config
