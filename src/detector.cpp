@@ -1,6 +1,6 @@
-// Compiled mode: the pool-pressure (saturation detector) layer's implementation (include/holdback/detector/*-inl.hpp), one
-// translation unit per layer. In header-only mode the public headers include the same files.
-#include "holdback/detector/saturation_detector-inl.hpp"
+// Compiled mode: the pool-pressure (saturation detector) layer's implementation
+// (include/holdback/detector/*-inl.hpp), one translation unit per layer. In header-only mode the
+// public headers include the same files.
 #include "holdback/detector/detectors-inl.hpp"
-#include "holdback/detector/stage_saturation-inl.hpp"
 #include "holdback/detector/in_flight_tracker-inl.hpp"
+#include "holdback/detector/stage_saturation-inl.hpp"

@@ -91,36 +91,6 @@ HOLDBACK_INLINE std::optional<Duration> parseDuration(std::string_view text) {
   return Duration(negative ? -signed_total : signed_total);
 }
 
-HOLDBACK_INLINE std::string formatDuration(Duration duration) {
-  const std::int64_t ns = duration.count();
-  if (ns == 0) return "0s";
-  std::string out = ns < 0 ? "-" : "";
-  // Magnitude as unsigned, so INT64_MIN is fine.
-  const std::uint64_t magnitude =
-      ns < 0 ? 0 - static_cast<std::uint64_t>(ns) : static_cast<std::uint64_t>(ns);
-  struct Unit {
-    std::uint64_t size;
-    int digits;  // fraction digits of one unit
-    const char* name;
-  };
-  static constexpr Unit kUnits[] = {
-      {1'000'000'000, 9, "s"}, {1'000'000, 6, "ms"}, {1'000, 3, "us"}, {1, 0, "ns"}};
-  for (const Unit& unit : kUnits) {
-    if (magnitude < unit.size && unit.size != 1) continue;
-    out += std::to_string(magnitude / unit.size);
-    std::uint64_t rest = magnitude % unit.size;
-    if (rest != 0) {
-      std::string fraction = std::to_string(rest);
-      fraction.insert(0, static_cast<std::size_t>(unit.digits) - fraction.size(), '0');
-      while (fraction.back() == '0') fraction.pop_back();
-      out += "." + fraction;
-    }
-    out += unit.name;
-    break;
-  }
-  return out;
-}
-
 }  // namespace config
 }  // namespace HOLDBACK_ABI_NAMESPACE
 }  // namespace holdback

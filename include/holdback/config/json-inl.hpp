@@ -156,31 +156,6 @@ HOLDBACK_INLINE Result<Json> parseJson(std::string_view text) {
   return Result<Json>(std::move(builder.root()), std::move(diagnostics));
 }
 
-HOLDBACK_INLINE std::string joinPath(std::string_view base, std::string_view token) {
-  std::string out(base);
-  out += '/';
-  for (const char c : token) {
-    if (c == '~') {
-      out += "~0";
-    } else if (c == '/') {
-      out += "~1";
-    } else {
-      out += c;
-    }
-  }
-  return out;
-}
-
-HOLDBACK_INLINE std::string formatNumber(double value) {
-  if (std::isnan(value)) return "nan";
-  if (std::isinf(value)) return value > 0 ? "inf" : "-inf";
-  char buf[64];
-  const auto [end, ec] = std::to_chars(buf, buf + sizeof buf, value);
-  std::string out(buf, ec == std::errc() ? end : buf);
-  if (out.find_first_of(".e") == std::string::npos) out += ".0";
-  return out;
-}
-
 HOLDBACK_INLINE std::string_view typeName(const Json& value) {
   switch (value.type()) {
     case Json::value_t::null:

@@ -1,5 +1,6 @@
-// Implementation of holdback/detector/detectors.hpp: compiled into libholdback by src/detectors.cpp, or
-// included by the header itself in header-only mode (HOLDBACK_HEADER_ONLY, holdback::header_only).
+// Implementation of holdback/detector/detectors.hpp: compiled into libholdback by
+// src/detectors.cpp, or included by the header itself in header-only mode (HOLDBACK_HEADER_ONLY,
+// holdback::header_only).
 #pragma once
 
 #include "holdback/detector/detectors.hpp"
@@ -8,15 +9,11 @@
 #include <cmath>
 #include <limits>
 
-#include "holdback/config/duration.hpp"
-#include "holdback/config/json.hpp"
+#include "holdback/core/text.hpp"
 
 namespace holdback {
 inline namespace HOLDBACK_ABI_NAMESPACE {
 namespace detail::detectors {
-
-using config::formatNumber;
-using config::joinPath;
 
 template <class Detector, class Make>
 Result<std::unique_ptr<Detector>> finish(Diagnostics diagnostics, Make make) {
@@ -94,13 +91,12 @@ HOLDBACK_INLINE void UtilizationDetector::validate(const UtilizationDetectorOpti
   detail::detectors::validatePositive(options.queueDepthThreshold, path, "queueDepthThreshold",
                                       diagnostics);
   if (!(options.kvCacheUtilThreshold > 0.0 && options.kvCacheUtilThreshold <= 1.0)) {
-    diagnostics.error(
-        detail::detectors::joinPath(path, "kvCacheUtilThreshold"),
-        detail::detectors::formatNumber(options.kvCacheUtilThreshold) + " is outside (0.0, 1.0]");
+    diagnostics.error(joinPath(path, "kvCacheUtilThreshold"),
+                      formatNumber(options.kvCacheUtilThreshold) + " is outside (0.0, 1.0]");
   }
   if (options.metricsStalenessThreshold <= Duration::zero()) {
-    diagnostics.error(detail::detectors::joinPath(path, "metricsStalenessThreshold"),
-                      "\"" + config::formatDuration(options.metricsStalenessThreshold) +
+    diagnostics.error(joinPath(path, "metricsStalenessThreshold"),
+                      "\"" + formatDuration(options.metricsStalenessThreshold) +
                           "\" is not strictly positive; expected a duration > 0 such as "
                           "\"200ms\"");
   }
