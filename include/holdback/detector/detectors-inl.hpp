@@ -15,14 +15,6 @@ namespace holdback {
 inline namespace HOLDBACK_ABI_NAMESPACE {
 namespace detail::detectors {
 
-template <class Detector, class Make>
-Result<std::unique_ptr<Detector>> finish(Diagnostics diagnostics, Make make) {
-  if (diagnostics.hasErrors()) {
-    return Result<std::unique_ptr<Detector>>::failure(std::move(diagnostics));
-  }
-  return Result<std::unique_ptr<Detector>>(make(), std::move(diagnostics));
-}
-
 HOLDBACK_INLINE void validateHeadroom(double headroom, const std::string& path,
                                       Diagnostics& diagnostics) {
   const std::string at = joinPath(path, "headroom");
@@ -107,7 +99,7 @@ HOLDBACK_INLINE Result<std::unique_ptr<UtilizationDetector>> UtilizationDetector
     UtilizationDetectorOptions options, std::string name) {
   Diagnostics diagnostics;
   validate(options, "", diagnostics);
-  return detail::detectors::finish<UtilizationDetector>(std::move(diagnostics), [&] {
+  return makeIfValid<std::unique_ptr<UtilizationDetector>>(std::move(diagnostics), [&] {
     return std::unique_ptr<UtilizationDetector>(new UtilizationDetector(options, std::move(name)));
   });
 }
@@ -136,7 +128,7 @@ HOLDBACK_INLINE Result<std::unique_ptr<ConcurrencyDetector>> ConcurrencyDetector
     ConcurrencyDetectorOptions options, std::string name) {
   Diagnostics diagnostics;
   validate(options, "", diagnostics);
-  return detail::detectors::finish<ConcurrencyDetector>(std::move(diagnostics), [&] {
+  return makeIfValid<std::unique_ptr<ConcurrencyDetector>>(std::move(diagnostics), [&] {
     return std::unique_ptr<ConcurrencyDetector>(new ConcurrencyDetector(options, std::move(name)));
   });
 }

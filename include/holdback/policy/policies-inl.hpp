@@ -16,15 +16,6 @@ HOLDBACK_INLINE bool inClosed(double v, double lo, double hi) {
   return v >= lo && v <= hi;
 }
 
-// Builds a policy after validation, or returns the diagnostics.
-template <class Policy, class Make>
-Result<std::unique_ptr<Policy>> finish(Diagnostics diagnostics, Make make) {
-  if (diagnostics.hasErrors()) {
-    return Result<std::unique_ptr<Policy>>::failure(std::move(diagnostics));
-  }
-  return Result<std::unique_ptr<Policy>>(make(), std::move(diagnostics));
-}
-
 }  // namespace detail::policies
 
 HOLDBACK_INLINE std::string_view toString(HoldbackStrategy strategy) noexcept {
@@ -60,7 +51,7 @@ HOLDBACK_INLINE Result<std::unique_ptr<StaticUsageLimitPolicy>> StaticUsageLimit
     StaticUsageLimitOptions options, std::string name) {
   Diagnostics diagnostics;
   validate(options, "", diagnostics);
-  return detail::policies::finish<StaticUsageLimitPolicy>(std::move(diagnostics), [&] {
+  return makeIfValid<std::unique_ptr<StaticUsageLimitPolicy>>(std::move(diagnostics), [&] {
     return std::unique_ptr<StaticUsageLimitPolicy>(
         new StaticUsageLimitPolicy(options, std::move(name)));
   });
@@ -188,7 +179,7 @@ HOLDBACK_INLINE Result<std::unique_ptr<PriorityHoldbackPolicy>> PriorityHoldback
     PriorityHoldbackOptions options, std::string name) {
   Diagnostics diagnostics;
   validate(options, "", diagnostics);
-  return detail::policies::finish<PriorityHoldbackPolicy>(std::move(diagnostics), [&] {
+  return makeIfValid<std::unique_ptr<PriorityHoldbackPolicy>>(std::move(diagnostics), [&] {
     return std::unique_ptr<PriorityHoldbackPolicy>(
         new PriorityHoldbackPolicy(std::move(options), std::move(name)));
   });
