@@ -11,8 +11,10 @@
 
 namespace holdback {
 inline namespace HOLDBACK_ABI_NAMESPACE {
-namespace config {
-namespace detail::json {
+namespace config {}  // namespace config
+
+namespace detail {
+using namespace config;  // NOLINT(google-build-using-namespace): the config layer's internals
 
 // Builds a Json value from nlohmann's SAX events while tracking the JSON path, so that duplicate
 // keys and syntax errors can be reported where they occur.
@@ -144,11 +146,13 @@ class StrictBuilder {
   std::vector<Frame> frames_;
 };
 
-}  // namespace detail::json
+}  // namespace detail
+
+namespace config {
 
 HOLDBACK_INLINE Result<Json> parseJson(std::string_view text) {
   Diagnostics diagnostics;
-  detail::json::StrictBuilder builder(text, diagnostics);
+  detail::StrictBuilder builder(text, diagnostics);
   const bool complete =
       Json::sax_parse(text.begin(), text.end(), &builder, nlohmann::detail::input_format_t::json,
                       /*strict=*/true, /*ignore_comments=*/false);

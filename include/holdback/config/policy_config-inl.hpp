@@ -11,8 +11,10 @@
 
 namespace holdback {
 inline namespace HOLDBACK_ABI_NAMESPACE {
-namespace config {
-namespace detail::policy_config {
+namespace config {}  // namespace config
+
+namespace detail {
+using namespace config;  // NOLINT(google-build-using-namespace): the config layer's internals
 
 inline constexpr std::int64_t kPriorityMin = std::numeric_limits<Priority>::min();
 inline constexpr std::int64_t kPriorityMax = std::numeric_limits<Priority>::max();
@@ -54,7 +56,9 @@ HOLDBACK_INLINE std::vector<StaticCeiling> parseStaticCeilings(const Json& map,
   return out;
 }
 
-}  // namespace detail::policy_config
+}  // namespace detail
+
+namespace config {
 
 HOLDBACK_INLINE std::optional<StaticUsageLimitOptions> parseStaticUsageLimitOptions(
     const Json* parameters, const std::string& path, Diagnostics& diagnostics) {
@@ -67,7 +71,7 @@ HOLDBACK_INLINE std::optional<StaticUsageLimitOptions> parseStaticUsageLimitOpti
   reader.finish();
   Diagnostics checks;
   StaticUsageLimitPolicy::validate(options, path, checks);
-  detail::policy_config::appendNew(diagnostics, first, checks);
+  detail::appendNew(diagnostics, first, checks);
   if (diagnostics.errorCount() > errors_before) return std::nullopt;
   return options;
 }
@@ -171,8 +175,8 @@ HOLDBACK_INLINE std::optional<PriorityHoldbackOptions> parsePriorityHoldbackOpti
   if (midpoint) options.sigmoidMidpoint = *midpoint;
   if (default_ceiling) options.defaultCeiling = *default_ceiling;
   if (ceilings != nullptr) {
-    options.ceilings = detail::policy_config::parseStaticCeilings(
-        *ceilings, reader.pathOf("ceilings"), diagnostics);
+    options.ceilings =
+        detail::parseStaticCeilings(*ceilings, reader.pathOf("ceilings"), diagnostics);
   }
 
   Diagnostics checks;
@@ -185,7 +189,7 @@ HOLDBACK_INLINE std::optional<PriorityHoldbackOptions> parsePriorityHoldbackOpti
     if (!probe.minCeiling) probe.minCeiling = 0.0;
     PriorityHoldbackPolicy::validate(probe, path, checks);
   }
-  detail::policy_config::appendNew(diagnostics, first, checks);
+  detail::appendNew(diagnostics, first, checks);
   if (diagnostics.errorCount() > errors_before) return std::nullopt;
   return options;
 }

@@ -27,6 +27,13 @@ inline namespace HOLDBACK_ABI_NAMESPACE {
 // used, with the fraction written out.
 [[nodiscard]] HOLDBACK_API std::string formatDuration(Duration duration);
 
+namespace detail {
+// '0'..'9' (std::isdigit depends on the locale and takes an int).
+[[nodiscard]] constexpr bool isDigit(char c) noexcept {
+  return c >= '0' && c <= '9';
+}
+}  // namespace detail
+
 }  // namespace HOLDBACK_ABI_NAMESPACE
 }  // namespace holdback
 

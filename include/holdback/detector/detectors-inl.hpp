@@ -13,7 +13,7 @@
 
 namespace holdback {
 inline namespace HOLDBACK_ABI_NAMESPACE {
-namespace detail::detectors {
+namespace detail {
 
 HOLDBACK_INLINE void validateHeadroom(double headroom, const std::string& path,
                                       Diagnostics& diagnostics) {
@@ -45,7 +45,7 @@ HOLDBACK_INLINE ConcurrencyDetector::Limit truncatedLimit(std::int64_t capacity,
   return {static_cast<std::int64_t>(limit), false};
 }
 
-}  // namespace detail::detectors
+}  // namespace detail
 
 HOLDBACK_INLINE std::string_view toString(Aggregation aggregation) noexcept {
   switch (aggregation) {
@@ -80,8 +80,7 @@ HOLDBACK_INLINE std::string_view toString(ConcurrencyMode mode) noexcept {
 HOLDBACK_INLINE void UtilizationDetector::validate(const UtilizationDetectorOptions& options,
                                                    const std::string& path,
                                                    Diagnostics& diagnostics) {
-  detail::detectors::validatePositive(options.queueDepthThreshold, path, "queueDepthThreshold",
-                                      diagnostics);
+  detail::validatePositive(options.queueDepthThreshold, path, "queueDepthThreshold", diagnostics);
   if (!(options.kvCacheUtilThreshold > 0.0 && options.kvCacheUtilThreshold <= 1.0)) {
     diagnostics.error(joinPath(path, "kvCacheUtilThreshold"),
                       formatNumber(options.kvCacheUtilThreshold) + " is outside (0.0, 1.0]");
@@ -92,7 +91,7 @@ HOLDBACK_INLINE void UtilizationDetector::validate(const UtilizationDetectorOpti
                           "\" is not strictly positive; expected a duration > 0 such as "
                           "\"200ms\"");
   }
-  detail::detectors::validateHeadroom(options.headroom, path, diagnostics);
+  detail::validateHeadroom(options.headroom, path, diagnostics);
 }
 
 HOLDBACK_INLINE Result<std::unique_ptr<UtilizationDetector>> UtilizationDetector::create(
@@ -118,10 +117,9 @@ HOLDBACK_INLINE UtilizationDetector::UtilizationDetector(UtilizationDetectorOpti
 HOLDBACK_INLINE void ConcurrencyDetector::validate(const ConcurrencyDetectorOptions& options,
                                                    const std::string& path,
                                                    Diagnostics& diagnostics) {
-  detail::detectors::validatePositive(options.maxConcurrency, path, "maxConcurrency", diagnostics);
-  detail::detectors::validatePositive(options.maxTokenConcurrency, path, "maxTokenConcurrency",
-                                      diagnostics);
-  detail::detectors::validateHeadroom(options.headroom, path, diagnostics);
+  detail::validatePositive(options.maxConcurrency, path, "maxConcurrency", diagnostics);
+  detail::validatePositive(options.maxTokenConcurrency, path, "maxTokenConcurrency", diagnostics);
+  detail::validateHeadroom(options.headroom, path, diagnostics);
 }
 
 HOLDBACK_INLINE Result<std::unique_ptr<ConcurrencyDetector>> ConcurrencyDetector::create(
@@ -137,9 +135,8 @@ HOLDBACK_INLINE ConcurrencyDetector::ConcurrencyDetector(ConcurrencyDetectorOpti
                                                          std::string name)
     : SaturationDetector(std::move(name)),
       options_(options),
-      request_limit_(detail::detectors::truncatedLimit(options.maxConcurrency, options.headroom)),
-      token_limit_(
-          detail::detectors::truncatedLimit(options.maxTokenConcurrency, options.headroom)) {}
+      request_limit_(detail::truncatedLimit(options.maxConcurrency, options.headroom)),
+      token_limit_(detail::truncatedLimit(options.maxTokenConcurrency, options.headroom)) {}
 
 }  // namespace HOLDBACK_ABI_NAMESPACE
 }  // namespace holdback

@@ -10,13 +10,13 @@
 
 namespace holdback {
 inline namespace HOLDBACK_ABI_NAMESPACE {
-namespace detail::policies {
+namespace detail {
 
 HOLDBACK_INLINE bool inClosed(double v, double lo, double hi) {
   return v >= lo && v <= hi;
 }
 
-}  // namespace detail::policies
+}  // namespace detail
 
 HOLDBACK_INLINE std::string_view toString(HoldbackStrategy strategy) noexcept {
   switch (strategy) {
@@ -96,7 +96,7 @@ HOLDBACK_INLINE void PriorityHoldbackPolicy::validate(const PriorityHoldbackOpti
       diagnostics.error(joinPath(path, "sigmoidSteepness"),
                         formatNumber(options.sigmoidSteepness) + " is outside (0.0, 100.0]");
     }
-    if (!detail::policies::inClosed(options.sigmoidMidpoint, 0.0, 1.0)) {
+    if (!detail::inClosed(options.sigmoidMidpoint, 0.0, 1.0)) {
       diagnostics.error(joinPath(path, "sigmoidMidpoint"),
                         formatNumber(options.sigmoidMidpoint) + " is outside [0.0, 1.0]");
     }
@@ -120,7 +120,7 @@ HOLDBACK_INLINE void PriorityHoldbackPolicy::validate(const PriorityHoldbackOpti
     const StaticCeiling& entry = sorted[i];
     const std::string entry_path = joinPath(ceilings_path, std::to_string(entry.priority));
     bool ok = true;
-    if (!detail::policies::inClosed(entry.ceiling, 0.0, 1.0)) {
+    if (!detail::inClosed(entry.ceiling, 0.0, 1.0)) {
       diagnostics.error(entry_path, formatNumber(entry.ceiling) + " is outside [0.0, 1.0]");
       ok = false;
     }
@@ -148,7 +148,7 @@ HOLDBACK_INLINE void PriorityHoldbackPolicy::validate(const PriorityHoldbackOpti
   }
   if (options.defaultCeiling) {
     const double d = *options.defaultCeiling;
-    if (!detail::policies::inClosed(d, 0.0, 1.0)) {
+    if (!detail::inClosed(d, 0.0, 1.0)) {
       diagnostics.error(joinPath(path, "defaultCeiling"),
                         formatNumber(d) + " is outside [0.0, 1.0]");
     } else if (all_valid && !sorted.empty() && d > sorted.back().ceiling) {
