@@ -17,6 +17,7 @@
 
 #include "flow_test_support.hpp"
 #include "holdback/flow/flow_controller.hpp"
+#include "holdback/metrics/prometheus.hpp"
 #include "holdback/policy/policies.hpp"
 
 namespace holdback {

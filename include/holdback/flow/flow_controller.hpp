@@ -292,10 +292,7 @@ struct FlowControllerStats {
   bool stopped = false;
 };
 
-// Prometheus text exposition (version 0.0.4) of a snapshot, metric names of the reference §3.12
-// with the prefix holdback_ instead of llm_d_epp_. `pool` is the inference_pool label value.
-[[nodiscard]] HOLDBACK_API std::string renderPrometheus(const FlowControllerStats& stats,
-                                                        std::string_view pool = "default");
+// renderPrometheus(stats) is in holdback/metrics/prometheus.hpp.
 
 // ---------------------------------------------------------------------------------------------
 
@@ -404,8 +401,4 @@ class HOLDBACK_API FlowController {
 
 #ifdef HOLDBACK_HEADER_ONLY
 #include "holdback/flow/flow_controller-inl.hpp"
-#endif
-
-#ifdef HOLDBACK_HEADER_ONLY
-#include "holdback/metrics/prometheus-inl.hpp"
 #endif
