@@ -169,28 +169,25 @@ HOLDBACK_INLINE DetectorRegistry builtinDetectorRegistry() {
   return registry;
 }
 
+HOLDBACK_INLINE PluginSlot<SaturationDetector> saturationDetectorSlot() {
+  PluginSlot<SaturationDetector> slot;
+  slot.kind = "saturation detector";
+  slot.defaultName = UtilizationDetector::kType;
+  slot.makeDefault = [] {
+    return std::shared_ptr<SaturationDetector>(std::move(UtilizationDetector::create()).value());
+  };
+  slot.readRef = [](const Json& document, std::string& refPath, Diagnostics& diagnostics) {
+    if (const auto fc = document.find("flowControl"); fc != document.end() && !fc->is_object()) {
+      diagnostics.error("/flowControl", mismatch(*fc, "an object"));
+    }
+    return readSaturationDetectorRef(document, refPath, diagnostics);
+  };
+  return slot;
+}
+
 HOLDBACK_INLINE Result<std::shared_ptr<SaturationDetector>> loadSaturationDetector(
     const Json& document, const DetectorRegistry& registry) {
-  using Out = Result<std::shared_ptr<SaturationDetector>>;
-  if (auto single = loadSinglePlugin(document, registry)) return std::move(*single);
-  Diagnostics diagnostics;
-
-  // An EndpointPickerConfig.
-  const std::vector<PluginSpec> specs = readPluginList(document, diagnostics);
-  const auto detectors = buildPlugins(specs, registry, diagnostics);
-
-  std::string ref_path;
-  if (const auto fc = document.find("flowControl"); fc != document.end() && !fc->is_object()) {
-    diagnostics.error("/flowControl", mismatch(*fc, "an object"));
-  }
-  const auto ref = readSaturationDetectorRef(document, ref_path, diagnostics);
-  auto detector = resolvePluginRef(ref, ref_path, UtilizationDetector::kType, detectors, specs,
-                                   registry, "saturation detector", diagnostics, [] {
-                                     return std::shared_ptr<SaturationDetector>(
-                                         std::move(UtilizationDetector::create()).value());
-                                   });
-  if (diagnostics.hasErrors() || detector == nullptr) return Out::failure(std::move(diagnostics));
-  return Out(std::move(detector), std::move(diagnostics));
+  return loadPlugin(document, registry, saturationDetectorSlot());
 }
 
 HOLDBACK_INLINE std::optional<std::string> readSaturationDetectorRef(const Json& document,

@@ -333,19 +333,12 @@ class Loader {
     fc.accept("saturationDetector");
     std::string detector_ref_path;
     const auto detector_ref = readSaturationDetectorRef(json_, detector_ref_path, d_);
-    bundle_.detector = resolvePluginRef(detector_ref, detector_ref_path, UtilizationDetector::kType,
-                                        bundle_.detectors, specs_, registries_.detectors,
-                                        "saturation detector", d_, [] {
-                                          return std::shared_ptr<SaturationDetector>(
-                                              std::move(UtilizationDetector::create()).value());
-                                        });
-    bundle_.policy = resolvePluginRef(readRef(fc, "usageLimitPolicyPluginRef"),
-                                      "/flowControl/usageLimitPolicyPluginRef",
-                                      StaticUsageLimitPolicy::kType, bundle_.policies, specs_,
-                                      registries_.policies, "usage limit policy", d_, [] {
-                                        return std::shared_ptr<UsageLimitPolicy>(
-                                            std::move(StaticUsageLimitPolicy::create()).value());
-                                      });
+    bundle_.detector = resolvePluginRef(saturationDetectorSlot(), detector_ref, detector_ref_path,
+                                        bundle_.detectors, specs_, registries_.detectors, d_);
+    bundle_.policy =
+        resolvePluginRef(usageLimitPolicySlot(), readRef(fc, "usageLimitPolicyPluginRef"),
+                         "/flowControl/usageLimitPolicyPluginRef", bundle_.policies, specs_,
+                         registries_.policies, d_);
 
     // Limits, TTLs, bands.
     o.maxBytes = readQuantity(fc, "maxBytes", "global MaxBytes").value_or(0);
