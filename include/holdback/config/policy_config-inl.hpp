@@ -11,8 +11,6 @@
 
 namespace holdback {
 inline namespace HOLDBACK_ABI_NAMESPACE {
-namespace config {}  // namespace config
-
 namespace detail {
 using namespace config;  // NOLINT(google-build-using-namespace): the config layer's internals
 
