@@ -52,15 +52,6 @@ class ConstantDetector final : public SaturationDetector {
   double s_;
 };
 
-class OneEndpoint final : public EndpointSource {
- public:
-  OneEndpoint() : pool_(1) { pool_[0].name = "ep"; }
-  std::span<const Endpoint> endpoints(TimePoint) noexcept override { return pool_; }
-
- private:
-  std::vector<Endpoint> pool_;
-};
-
 constexpr int kDepth = 1024;
 const TimePoint kNow{};
 
@@ -77,7 +68,7 @@ struct Fixture {
                              {.strategy = HoldbackStrategy::kStepwiseSpread, .minCeiling = 0.5}))
                    .value();
     o.detector = std::make_shared<ConstantDetector>(saturation);
-    o.endpoints = std::make_shared<OneEndpoint>();
+    o.endpoints = std::make_shared<VectorEndpointSource>(VectorEndpointSource::named(1));
     o.onOutcome = [this](Completion&& c) {
       if (c.outcome.dispatched()) {
         lastBand = c.bandPriority;

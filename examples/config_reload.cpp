@@ -21,17 +21,6 @@ using namespace std::chrono_literals;
 
 namespace {
 
-// The fake pool: one server and the gateway's in-flight counter for it.
-class Pool final : public EndpointSource {
- public:
-  Pool() : endpoints_(1) { endpoints_[0].name = "vllm-0"; }
-  std::span<const Endpoint> endpoints(TimePoint) noexcept override { return endpoints_; }
-  std::int64_t& inFlight() { return endpoints_[0].inFlightRequests; }
-
- private:
-  std::vector<Endpoint> endpoints_;
-};
-
 std::shared_ptr<const config::ConfigBundle> load(const std::string& file) {
   auto loaded = config::loadEndpointPickerConfigFile(file);
   for (const Diagnostic& d : loaded.diagnostics().all()) {
@@ -56,7 +45,12 @@ int main(int argc, char** argv) {
     return 0;
   }
 
-  auto pool = std::make_shared<Pool>();
+  // The host's pool: one server; the host counts its in-flight requests into the snapshot.
+  auto pool = std::make_shared<VectorEndpointSource>(VectorEndpointSource::named(1, "vllm-"));
+  const auto addInFlight = [&pool](std::int64_t delta) {
+    pool->update(
+        [delta](std::vector<Endpoint>& endpoints) { endpoints[0].inFlightRequests += delta; });
+  };
   struct Running {
     std::string name;
     TimePoint doneAt;
@@ -72,7 +66,7 @@ int main(int argc, char** argv) {
         std::chrono::duration_cast<std::chrono::milliseconds>(c.finalizedAt - TimePoint{});
     if (c.outcome.kind == QueueOutcome::kDispatched) {
       ++dispatched;
-      pool->inFlight() += 1;
+      addInFlight(1);
       running.push_back({name, c.finalizedAt + 30ms});
     } else {
       ++other;
@@ -104,7 +98,7 @@ int main(int argc, char** argv) {
   const auto step = [&] {
     for (auto it = running.begin(); it != running.end();) {
       if (it->doneAt <= now) {
-        pool->inFlight() -= 1;
+        addInFlight(-1);
         it = running.erase(it);
       } else {
         ++it;

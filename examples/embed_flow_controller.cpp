@@ -38,17 +38,6 @@ class InFlightDetector final : public SaturationDetector {
   std::string_view type() const noexcept override { return "in-flight"; }
 };
 
-// The host's view of its pool: one server and the gateway's in-flight counter for it.
-class Pool final : public EndpointSource {
- public:
-  Pool() : endpoints_(1) { endpoints_[0].name = "vllm-0"; }
-  std::span<const Endpoint> endpoints(TimePoint) noexcept override { return endpoints_; }
-  std::int64_t& inFlight() { return endpoints_[0].inFlightRequests; }
-
- private:
-  std::vector<Endpoint> endpoints_;
-};
-
 struct Running {
   std::string name;
   TimePoint doneAt;
@@ -58,7 +47,12 @@ struct Running {
 
 // NOLINTNEXTLINE(bugprone-exception-escape): an example; only std::bad_alloc could escape
 int main() {
-  auto pool = std::make_shared<Pool>();
+  // The host's pool: one server; the host counts its in-flight requests into the snapshot.
+  auto pool = std::make_shared<VectorEndpointSource>(VectorEndpointSource::named(1, "vllm-"));
+  const auto addInFlight = [&pool](std::int64_t delta) {
+    pool->update(
+        [delta](std::vector<Endpoint>& endpoints) { endpoints[0].inFlightRequests += delta; });
+  };
   std::vector<Running> running;
   std::vector<Completion> finished;  // filled by the callback, handled by the loop
   int dispatched = 0;
@@ -108,7 +102,7 @@ int main() {
     for (auto it = running.begin(); it != running.end();) {
       if (it->doneAt <= now) {
         std::printf("t=%3lldms finished   %s\n", static_cast<long long>(ms), it->name.c_str());
-        pool->inFlight() -= 1;
+        addInFlight(-1);
         it = running.erase(it);
       } else {
         ++it;
@@ -123,7 +117,7 @@ int main() {
           ++dispatched;
           std::printf("t=%3lldms dispatched %-8s priority %3d  saturation %.2f\n",
                       static_cast<long long>(ms), name.c_str(), c.bandPriority, r.saturation);
-          pool->inFlight() += 1;
+          addInFlight(1);
           running.push_back({name, now + 30ms});
         } else {
           ++other;

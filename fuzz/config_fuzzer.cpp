@@ -51,20 +51,12 @@ void checkDetector(const SaturationDetector& detector) {
   require(std::isfinite(s) && s >= 0.0, "a loaded detector's saturation is finite and >= 0");
 }
 
-class FixedPool final : public EndpointSource {
- public:
-  std::span<const Endpoint> endpoints(TimePoint) noexcept override { return pool_; }
-
- private:
-  std::vector<Endpoint> pool_ = somePool();
-};
-
 void checkBundle(const config::ConfigBundle& bundle) {
   (void)config::describeBundle(bundle);
   checkPolicy(*bundle.policy);
   checkDetector(*bundle.detector);
   FlowControllerOptions options = bundle.controller;
-  options.endpoints = std::make_shared<FixedPool>();
+  options.endpoints = std::make_shared<VectorEndpointSource>(somePool());
   int delivered = 0;
   options.onOutcome = [&](Completion&&) { ++delivered; };
   auto made = FlowController::create(std::move(options));

@@ -42,12 +42,6 @@ class FakeDetector final : public SaturationDetector {
   double value = 0.0;  // written only between controller calls (single-threaded fuzzer)
 };
 
-class FakePool final : public EndpointSource {
- public:
-  std::span<const Endpoint> endpoints(TimePoint) noexcept override { return pool; }
-  std::vector<Endpoint> pool;
-};
-
 constexpr Priority kPriorities[] = {0,
                                     1,
                                     -1,
@@ -134,8 +128,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   using holdback::fuzz::require;
   Input in(data, size);
   auto detector = std::make_shared<FakeDetector>();
-  auto pool = std::make_shared<FakePool>();
-  pool->pool.resize(in.byte() % 3);
+  auto pool = std::make_shared<VectorEndpointSource>();
+  pool->set(std::vector<Endpoint>(in.byte() % 3));
   std::map<RequestId, Delivered> outcomes;
   std::uint64_t delivered = 0;
   std::array<std::uint64_t, kNumQueueOutcomes> delivered_by_kind{};
@@ -242,7 +236,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
           controller->shutdown(now);
           stopped = true;
         } else {
-          pool->pool.resize(in.byte() % 3);
+          pool->set(std::vector<Endpoint>(in.byte() % 3));
         }
         break;
       case 10: {

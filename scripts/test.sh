@@ -1,19 +1,41 @@
 #!/usr/bin/env bash
-# Builds holdback and runs every test:
-#   1. the concurrency tests under ThreadSanitizer (build/tsan),
-#   2. the whole suite under AddressSanitizer + UndefinedBehaviorSanitizer (build/asan), the unit
+# Builds holdback and runs every test, the ordinary suite first for a fast verdict:
+#   1. the whole suite (build/default) and the header self-containment check (every public header
+#      compiles and links on its own, compiled and header-only: target holdback_header_checks);
+#      stops here when it fails,
+#   2. the concurrency tests under ThreadSanitizer (build/tsan),
+#   3. the whole suite under AddressSanitizer + UndefinedBehaviorSanitizer (build/asan), the unit
 #      and concurrency tests linked to holdback::header_only (so the suite runs in both modes),
-#   3. the core library and its tests with -fno-exceptions as a shared library with hidden
+#   4. the core library and its tests with -fno-exceptions as a shared library with hidden
 #      symbols, checking its exports (build/noexcept, preset `noexcept`),
-#   4. every libFuzzer target for HOLDBACK_FUZZ_SECONDS (default 60) each (scripts/fuzz.sh,
+#   5. every libFuzzer target for HOLDBACK_FUZZ_SECONDS (default 60) each (scripts/fuzz.sh,
 #      build/fuzz),
-#   5. the whole suite (build/default), ending with CTest's summary line.
+# and ends by printing the ordinary suite's CTest summary line again (CI counts the last one).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/deps.sh
 holdback_ensure_packages
 
 jobs=$(nproc)
+summary_file=build/default/ctest-summary.txt
+
+echo "== All tests (build/default)" >&2
+cmake -S . -B build/default -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+cmake --build build/default -j"$jobs"
+mkdir -p build/default
+default_status=0
+(cd build/default && ctest --output-on-failure -j"$jobs") | tee build/default/ctest.log ||
+  default_status=$?
+grep -E "tests passed, [0-9]+ tests? failed out of [0-9]+" build/default/ctest.log | tail -n 1 \
+  >"$summary_file" || true
+if [ "$default_status" -ne 0 ]; then
+  echo "== The ordinary suite failed; sanitizer and fuzz stages skipped" >&2
+  cat "$summary_file"
+  exit "$default_status"
+fi
+
+echo "== Every public header on its own, compiled and header-only" >&2
+cmake --build build/default -j"$jobs" --target holdback_header_checks
 
 echo "== ThreadSanitizer: concurrency tests" >&2
 cmake -S . -B build/tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DHOLDBACK_SANITIZE=thread \
@@ -35,8 +57,5 @@ ctest --preset noexcept -j"$jobs"
 
 scripts/fuzz.sh
 
-echo "== All tests" >&2
-cmake -S . -B build/default -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
-cmake --build build/default -j"$jobs"
-cd build/default
-ctest --output-on-failure -j"$jobs"
+echo "== All stages passed; the ordinary suite (build/default):" >&2
+cat "$summary_file"

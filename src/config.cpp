@@ -4,6 +4,7 @@
 #include "holdback/config/document-inl.hpp"
 #include "holdback/config/duration-inl.hpp"
 #include "holdback/config/quantity-inl.hpp"
+#include "holdback/config/plugin-inl.hpp"
 #include "holdback/config/policy_config-inl.hpp"
 #include "holdback/config/detector_config-inl.hpp"
 #include "holdback/config/endpoint_picker_config-inl.hpp"

@@ -5,5 +5,4 @@
 #include "holdback/detector/dispatch_ledger-inl.hpp"
 #include "holdback/detector/endpoint_picker-inl.hpp"
 #include "holdback/detector/in_flight_tracker-inl.hpp"
-#include "holdback/detector/saturation_detector-inl.hpp"
 #include "holdback/detector/stage_saturation-inl.hpp"

@@ -14,23 +14,14 @@ namespace {
 
 using std::chrono::milliseconds;
 
-class IdlePool final : public EndpointSource {
- public:
-  std::span<const Endpoint> endpoints(TimePoint now) noexcept override {
-    pool_[0].updateTime = now;
-    return pool_;
-  }
-
- private:
-  std::vector<Endpoint> pool_{Endpoint{.name = "idle"}};
-};
-
 struct Harness {
   std::vector<Completion> done;
   std::unique_ptr<FlowController> controller;
 
   explicit Harness(FlowControllerOptions options) {
-    options.endpoints = std::make_shared<IdlePool>();
+    options.endpoints =
+        std::make_shared<VectorEndpointSource>(std::vector<Endpoint>{Endpoint{.name = "idle"}},
+                                               VectorEndpointSource::Freshness::kStampNow);
     options.onOutcome = [this](Completion&& c) { done.push_back(std::move(c)); };
     auto made = FlowController::create(std::move(options));
     EXPECT_TRUE(made) << made.diagnostics().toString();

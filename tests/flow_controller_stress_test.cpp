@@ -17,6 +17,7 @@
 
 #include "flow_test_support.hpp"
 #include "holdback/flow/flow_controller.hpp"
+#include "holdback/metrics/prometheus.hpp"
 #include "holdback/policy/policies.hpp"
 
 namespace holdback {
@@ -24,28 +25,14 @@ namespace {
 
 using namespace std::chrono_literals;
 
-// Two preallocated pools; an atomic picks one, so flipping never mutates a vector being read.
-class FlippingEndpoints final : public EndpointSource {
- public:
-  FlippingEndpoints() {
-    Endpoint e;
-    e.name = "ep";
-    full_.push_back(e);
-  }
-  void setEmpty(bool empty) noexcept { empty_.store(empty); }
-  std::span<const Endpoint> endpoints(TimePoint) noexcept override {
-    if (empty_.load()) return {};
-    return full_;
-  }
-
- private:
-  std::vector<Endpoint> full_;
-  std::atomic<bool> empty_{false};
-};
+// One endpoint; the chaos thread empties and refills it while the runner reads it.
+std::shared_ptr<VectorEndpointSource> oneEndpoint() {
+  return std::make_shared<VectorEndpointSource>(VectorEndpointSource::named(1));
+}
 
 TEST(FlowControllerStressTest, EveryRequestEndsExactlyOnce) {
   auto detector = std::make_shared<testing::FakeDetector>(0.2);
-  auto endpoints = std::make_shared<FlippingEndpoints>();
+  auto endpoints = oneEndpoint();
   std::mutex mu;
   std::unordered_map<RequestId, int> seen;
   std::array<std::uint64_t, kNumQueueOutcomes> by_kind{};
@@ -91,9 +78,12 @@ TEST(FlowControllerStressTest, EveryRequestEndsExactlyOnce) {
     const std::vector<Priority> desired_a{3, 10};
     const std::vector<Priority> desired_b{-7};
     int i = 0;
+    bool was_empty = false;
     while (!stop_chaos.load()) {
       detector->set(sat(rng));
-      endpoints->setEmpty((i / 60) % 4 == 3);  // empty pool in ~15 ms phases
+      const bool empty = (i / 60) % 4 == 3;  // empty pool in ~15 ms phases
+      if (empty != was_empty) endpoints->set(VectorEndpointSource::named(empty ? 0 : 1));
+      was_empty = empty;
       if (++i % 7 == 0) fc->setDesiredPriorities(i % 2 ? desired_a : desired_b);
       if (i % 5 == 0) (void)renderPrometheus(fc->stats());
       std::this_thread::sleep_for(250us);
@@ -178,7 +168,7 @@ TEST(FlowControllerRunnerTest, DispatchesOnArrivalAndShutsDownCleanly) {
   FlowControllerOptions o;
   o.policy = std::move(StaticUsageLimitPolicy::create()).value();
   o.detector = std::make_shared<testing::FakeDetector>(0.0);
-  o.endpoints = std::make_shared<FlippingEndpoints>();
+  o.endpoints = oneEndpoint();
   o.onOutcome = [&](Completion&& c) {
     std::lock_guard lock(mu);
     outcomes.push_back(c.outcome);
@@ -205,7 +195,7 @@ TEST(FlowControllerRunnerTest, ShutdownFinalizesQueuedWork) {
   FlowControllerOptions o;
   o.policy = std::move(StaticUsageLimitPolicy::create()).value();
   o.detector = std::make_shared<testing::FakeDetector>(1.0);  // saturated: nothing dispatches
-  o.endpoints = std::make_shared<FlippingEndpoints>();
+  o.endpoints = oneEndpoint();
   o.onOutcome = [&](Completion&& c) {
     if (c.outcome.kind == QueueOutcome::kEvictedOther) evicted.fetch_add(1);
   };

@@ -11,6 +11,7 @@
 
 #include "alloc_counter.hpp"
 #include "flow_test_support.hpp"
+#include "holdback/metrics/prometheus.hpp"
 #include "holdback/policy/policies.hpp"
 
 namespace holdback {

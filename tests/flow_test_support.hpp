@@ -34,24 +34,10 @@ class FakeDetector final : public SaturationDetector {
   std::atomic<double> value_;
 };
 
-// A pool of `n` unlabeled endpoints; setSize(0) empties it. The controller calls endpoints() under
-// its own cycle lock, so the vector is only replaced between calls in single-threaded tests.
-class FakeEndpoints final : public EndpointSource {
- public:
-  explicit FakeEndpoints(std::size_t n = 1) { setSize(n); }
-  void setSize(std::size_t n) {
-    pool_.clear();
-    for (std::size_t i = 0; i < n; ++i) {
-      Endpoint e;
-      e.name = "ep" + std::to_string(i);
-      pool_.push_back(e);
-    }
-  }
-  void set(std::vector<Endpoint> pool) { pool_ = std::move(pool); }
-  std::span<const Endpoint> endpoints(TimePoint) noexcept override { return pool_; }
-
- private:
-  std::vector<Endpoint> pool_;
+// A pool of `n` unlabeled endpoints (ep0, ep1, ...); setSize(0) empties it.
+struct FakeEndpoints final : VectorEndpointSource {
+  explicit FakeEndpoints(std::size_t n = 1) : VectorEndpointSource(named(n)) {}
+  void setSize(std::size_t n) { set(named(n)); }
 };
 
 struct Recorded {

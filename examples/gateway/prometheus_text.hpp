@@ -1,58 +1,32 @@
-// A small parser for the Prometheus text exposition format (version 0.0.4), enough to read a
-// model server's /metrics: what the gateway's telemetry scraper uses.
-//
-// What it accepts, line by line (LF or CRLF line ends):
-//   blank lines                      ignored
-//   "# HELP ..." / "# TYPE ..." / "# anything"   comments, counted and otherwise ignored
-//   name[{label="value",...}] value [timestamp]
-//     name       [a-zA-Z_:][a-zA-Z0-9_:]*
-//     labels     label names [a-zA-Z_][a-zA-Z0-9_]*; values in double quotes with the escapes
-//                \\ \" and \n (any other backslash sequence is kept as written, as Prometheus
-//                does); a trailing comma and spaces around tokens are allowed
-//     value      a float as Go's strconv.ParseFloat reads it: decimal or exponent forms, NaN,
-//                +Inf, -Inf, Inf (case-insensitive)
-//     timestamp  an optional integer (milliseconds since the epoch; may be negative)
-// Anything else (a bad name, an unterminated label value, a missing or malformed value, a
-// non-integer timestamp, trailing garbage) makes the whole line skipped and counted; parsing never
-// stops at a bad line and never throws.
+// The Prometheus text parser moved into the library (holdback/metrics/prometheus_parser.hpp; the
+// writer is holdback/metrics/prometheus.hpp). This header keeps the names the gateway uses and
+// adds what is vLLM-specific: which gauges the gateway reads.
 //
 // Thread safety: thread-safe (pure functions).
 #pragma once
 
-#include <cstddef>
-#include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
-#include <utility>
-#include <vector>
+
+#include "holdback/metrics/prometheus.hpp"
+#include "holdback/metrics/prometheus_parser.hpp"
 
 namespace holdback::gateway {
 
-struct Sample {
-  std::string name;
-  std::vector<std::pair<std::string, std::string>> labels;  // in the order written
-  double value = 0.0;
-  std::optional<std::int64_t> timestampMs;
-
-  // The value of label `key`, or nullopt.
-  [[nodiscard]] std::optional<std::string_view> label(std::string_view key) const noexcept;
-};
-
-struct ParsedMetrics {
-  std::vector<Sample> samples;
-  std::size_t commentLines = 0;
-  // Lines that were neither blank, comments nor valid samples.
-  std::size_t skippedLines = 0;
-};
-
-[[nodiscard]] ParsedMetrics parsePrometheusText(std::string_view text);
+using Sample = holdback::PrometheusSample;
+using ParsedMetrics = holdback::ParsedPrometheusText;
+using holdback::parsePrometheusText;
 
 // Parses one sample line (no line end). nullopt when it is not a valid sample.
-[[nodiscard]] std::optional<Sample> parseSampleLine(std::string_view line);
+[[nodiscard]] inline std::optional<Sample> parseSampleLine(std::string_view line) {
+  return holdback::parsePrometheusSampleLine(line);
+}
 
-// Parses a sample value as described above; nullopt when `token` is not one.
-[[nodiscard]] std::optional<double> parseSampleValue(std::string_view token) noexcept;
+// Parses a sample value; nullopt when `token` is not one.
+[[nodiscard]] inline std::optional<double> parseSampleValue(std::string_view token) noexcept {
+  return holdback::parsePrometheusValue(token);
+}
 
 // What the gateway reads from a vLLM-compatible server.
 struct VllmTelemetry {

@@ -37,17 +37,16 @@
 #include <cstdio>
 #include <cstdlib>
 #include <ctime>
-#include <iomanip>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
-#include <sstream>
 #include <string>
 #include <string_view>
 #include <thread>
 #include <utility>
 
 #include "batch_scheduler.hpp"
+#include "holdback/metrics/prometheus.hpp"
 
 namespace {
 
@@ -344,32 +343,33 @@ class ModelServer {
 
   std::string metrics() const {
     const BatchScheduler::Snapshot s = scheduler_.snapshot();
-    const std::string label = "{model_name=\"" + escapeLabel(options_.model) + "\"}";
-    std::ostringstream out;
-    out << std::setprecision(12);
-    auto gauge = [&](const char* name, const char* help, auto value) {
-      out << "# HELP " << name << ' ' << help << "\n# TYPE " << name << " gauge\n"
-          << name << label << ' ' << value << '\n';
+    using Label = holdback::PrometheusWriter::Label;
+    holdback::PrometheusWriter w;
+    const auto gauge = [&](std::string_view name, std::string_view help, double value) {
+      w.family(name, "gauge", help);
+      w.sample(name, {Label{"model_name", options_.model}}, value);
     };
-    auto counter = [&](const char* name, const char* help, std::uint64_t value,
-                       const std::string& labels) {
-      out << "# HELP " << name << ' ' << help << "\n# TYPE " << name << " counter\n"
-          << name << labels << ' ' << value << '\n';
+    const auto counter = [&](std::string_view name, std::string_view help, std::uint64_t value,
+                             std::initializer_list<Label> labels) {
+      w.family(name, "counter", help);
+      w.sample(name, labels, value);
     };
-    gauge("vllm:num_requests_running", "Number of requests in model execution batches.", s.running);
-    gauge("vllm:num_requests_waiting", "Number of requests waiting to be processed.", s.waiting);
+    gauge("vllm:num_requests_running", "Number of requests in model execution batches.",
+          static_cast<double>(s.running));
+    gauge("vllm:num_requests_waiting", "Number of requests waiting to be processed.",
+          static_cast<double>(s.waiting));
     gauge("vllm:kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage.", s.kvCacheUsage);
     gauge("vllm:gpu_cache_usage_perc",
           "GPU KV-cache usage. 1 means 100 percent usage (older name of kv_cache_usage_perc).",
           s.kvCacheUsage);
     counter("vllm:request_success_total", "Count of successfully processed requests.",
             counters_.success.load(),
-            R"({finished_reason="length",model_name=")" + escapeLabel(options_.model) + "\"}");
+            {Label{"finished_reason", "length"}, Label{"model_name", options_.model}});
     counter("vllm:prompt_tokens_total", "Number of prefill tokens processed.",
-            counters_.promptTokens.load(), label);
+            counters_.promptTokens.load(), {Label{"model_name", options_.model}});
     counter("vllm:generation_tokens_total", "Number of generation tokens processed.",
-            counters_.generationTokens.load(), label);
-    return out.str();
+            counters_.generationTokens.load(), {Label{"model_name", options_.model}});
+    return w.take();
   }
 
   std::string models() const {
@@ -401,19 +401,6 @@ class ModelServer {
     return {{"prompt_tokens", g.promptTokens},
             {"completion_tokens", g.maxTokens},
             {"total_tokens", g.promptTokens + g.maxTokens}};
-  }
-
-  static std::string escapeLabel(const std::string& v) {
-    std::string out;
-    for (char c : v) {
-      if (c == '\\' || c == '"') out += '\\';
-      if (c == '\n') {
-        out += "\\n";
-        continue;
-      }
-      out += c;
-    }
-    return out;
   }
 
   // One non-streaming response (see handleGeneration).

@@ -13,8 +13,8 @@
 
 namespace holdback {
 inline namespace HOLDBACK_ABI_NAMESPACE {
-namespace config {
-namespace detail::detector_config {
+namespace detail {
+using namespace config;  // NOLINT(google-build-using-namespace): the config layer's internals
 
 inline constexpr std::int64_t kInt64Max = std::numeric_limits<std::int64_t>::max();
 
@@ -98,20 +98,21 @@ std::unique_ptr<SaturationDetector> build(const std::optional<Options>& options,
   return std::move(made).value();
 }
 
-}  // namespace detail::detector_config
+}  // namespace detail
+
+namespace config {
 
 HOLDBACK_INLINE std::optional<UtilizationDetectorOptions> parseUtilizationDetectorOptions(
     const Json* parameters, const std::string& path, Diagnostics& diagnostics) {
-  return detail::detector_config::parseOptions<UtilizationDetector, UtilizationDetectorOptions>(
+  return detail::parseOptions<UtilizationDetector, UtilizationDetectorOptions>(
       parameters, path, diagnostics, [](ParamReader& reader, UtilizationDetectorOptions& options) {
-        if (const auto v = detail::detector_config::readCount(reader, "queueDepthThreshold")) {
+        if (const auto v = detail::readCount(reader, "queueDepthThreshold")) {
           options.queueDepthThreshold = *v;
         }
         if (const auto v = reader.number("kvCacheUtilThreshold")) {
           options.kvCacheUtilThreshold = *v;
         }
-        if (const auto v =
-                detail::detector_config::readDuration(reader, "metricsStalenessThreshold")) {
+        if (const auto v = detail::readDuration(reader, "metricsStalenessThreshold")) {
           options.metricsStalenessThreshold = *v;
         }
         if (const auto v = reader.number("headroom")) options.headroom = *v;
@@ -167,16 +168,15 @@ HOLDBACK_INLINE std::optional<UtilizationDetectorOptions> parseUtilizationDetect
 
 HOLDBACK_INLINE std::optional<ConcurrencyDetectorOptions> parseConcurrencyDetectorOptions(
     const Json* parameters, const std::string& path, Diagnostics& diagnostics) {
-  return detail::detector_config::parseOptions<ConcurrencyDetector, ConcurrencyDetectorOptions>(
+  return detail::parseOptions<ConcurrencyDetector, ConcurrencyDetectorOptions>(
       parameters, path, diagnostics, [](ParamReader& reader, ConcurrencyDetectorOptions& options) {
         if (const auto v = reader.oneOf("concurrencyMode", {"requests", "tokens", "hybrid"})) {
           options.mode = *v == "tokens"   ? ConcurrencyMode::kTokens
                          : *v == "hybrid" ? ConcurrencyMode::kHybrid
                                           : ConcurrencyMode::kRequests;
         }
-        if (const auto v = detail::detector_config::readCount(reader, "maxConcurrency"))
-          options.maxConcurrency = *v;
-        if (const auto v = detail::detector_config::readCount(reader, "maxTokenConcurrency")) {
+        if (const auto v = detail::readCount(reader, "maxConcurrency")) options.maxConcurrency = *v;
+        if (const auto v = detail::readCount(reader, "maxTokenConcurrency")) {
           options.maxTokenConcurrency = *v;
         }
         if (const auto v = reader.number("headroom")) options.headroom = *v;
@@ -194,39 +194,36 @@ HOLDBACK_INLINE DetectorRegistry builtinDetectorRegistry() {
   DetectorRegistry registry;
   registry.add(std::string(UtilizationDetector::kType), [](const PluginSpec& spec,
                                                            Diagnostics& diagnostics) {
-    return detail::detector_config::build<UtilizationDetector>(
+    return detail::build<UtilizationDetector>(
         parseUtilizationDetectorOptions(spec.parameters, spec.parametersPath(), diagnostics), spec);
   });
   registry.add(std::string(ConcurrencyDetector::kType), [](const PluginSpec& spec,
                                                            Diagnostics& diagnostics) {
-    return detail::detector_config::build<ConcurrencyDetector>(
+    return detail::build<ConcurrencyDetector>(
         parseConcurrencyDetectorOptions(spec.parameters, spec.parametersPath(), diagnostics), spec);
   });
   return registry;
 }
 
+HOLDBACK_INLINE PluginSlot<SaturationDetector> saturationDetectorSlot() {
+  PluginSlot<SaturationDetector> slot;
+  slot.kind = "saturation detector";
+  slot.defaultName = UtilizationDetector::kType;
+  slot.makeDefault = [] {
+    return std::shared_ptr<SaturationDetector>(std::move(UtilizationDetector::create()).value());
+  };
+  slot.readRef = [](const Json& document, std::string& refPath, Diagnostics& diagnostics) {
+    if (const auto fc = document.find("flowControl"); fc != document.end() && !fc->is_object()) {
+      diagnostics.error("/flowControl", mismatch(*fc, "an object"));
+    }
+    return readSaturationDetectorRef(document, refPath, diagnostics);
+  };
+  return slot;
+}
+
 HOLDBACK_INLINE Result<std::shared_ptr<SaturationDetector>> loadSaturationDetector(
     const Json& document, const DetectorRegistry& registry) {
-  using Out = Result<std::shared_ptr<SaturationDetector>>;
-  if (auto single = loadSinglePlugin(document, registry)) return std::move(*single);
-  Diagnostics diagnostics;
-
-  // An EndpointPickerConfig.
-  const std::vector<PluginSpec> specs = readPluginList(document, diagnostics);
-  const auto detectors = buildPlugins(specs, registry, diagnostics);
-
-  std::string ref_path;
-  if (const auto fc = document.find("flowControl"); fc != document.end() && !fc->is_object()) {
-    diagnostics.error("/flowControl", mismatch(*fc, "an object"));
-  }
-  const auto ref = readSaturationDetectorRef(document, ref_path, diagnostics);
-  auto detector = resolvePluginRef(ref, ref_path, UtilizationDetector::kType, detectors, specs,
-                                   registry, "saturation detector", diagnostics, [] {
-                                     return std::shared_ptr<SaturationDetector>(
-                                         std::move(UtilizationDetector::create()).value());
-                                   });
-  if (diagnostics.hasErrors() || detector == nullptr) return Out::failure(std::move(diagnostics));
-  return Out(std::move(detector), std::move(diagnostics));
+  return loadPlugin(document, registry, saturationDetectorSlot());
 }
 
 HOLDBACK_INLINE std::optional<std::string> readSaturationDetectorRef(const Json& document,

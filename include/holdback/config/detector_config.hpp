@@ -65,6 +65,10 @@ HOLDBACK_API std::optional<std::string> readSaturationDetectorRef(const Json& do
 // saturationDetector.pluginRef is honoured (with a warning) when the flowControl one is absent.
 // Without a ref: the plugin named "utilization-detector" if there is one, else a
 // utilization-detector with default options.
+// The saturation-detector slot: ref /flowControl/saturationDetector/pluginRef (or the deprecated
+// /saturationDetector/pluginRef), default utilization-detector.
+[[nodiscard]] HOLDBACK_API PluginSlot<SaturationDetector> saturationDetectorSlot();
+
 HOLDBACK_API Result<std::shared_ptr<SaturationDetector>> loadSaturationDetector(
     const Json& document, const DetectorRegistry& registry);
 

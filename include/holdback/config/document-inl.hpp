@@ -17,8 +17,8 @@
 
 namespace holdback {
 inline namespace HOLDBACK_ABI_NAMESPACE {
-namespace config {
-namespace detail::document {
+namespace detail {
+using namespace config;  // NOLINT(google-build-using-namespace): the config layer's internals
 
 inline constexpr int kMaxDepth = 128;
 inline constexpr std::size_t kMaxNodes = 1'000'000;
@@ -29,9 +29,6 @@ HOLDBACK_INLINE bool isNullScalar(const std::string& s) {
 
 // YAML 1.2 core schema numbers, decimal only. Hand-written rather than std::regex, whose
 // libstdc++ implementation recurses per character and can overflow the stack on long scalars.
-HOLDBACK_INLINE bool isDigit(char c) {
-  return c >= '0' && c <= '9';
-}
 
 HOLDBACK_INLINE std::size_t skipSign(std::string_view s) {
   return !s.empty() && (s[0] == '-' || s[0] == '+') ? 1 : 0;
@@ -276,7 +273,9 @@ class YamlBuilder {
   int documents_ = 0;
 };
 
-}  // namespace detail::document
+}  // namespace detail
+
+namespace config {
 
 HOLDBACK_INLINE Result<Document> parseYaml(std::string_view text) {
   Diagnostics diagnostics;
@@ -289,7 +288,7 @@ HOLDBACK_INLINE Result<Document> parseYaml(std::string_view text) {
   }
   yaml_parser_set_input_string(&parser, reinterpret_cast<const unsigned char*>(text.data()),
                                text.size());
-  detail::document::YamlBuilder builder(diagnostics, document.positions);
+  detail::YamlBuilder builder(diagnostics, document.positions);
   bool ok = true;
   HOLDBACK_TRY {
     while (true) {

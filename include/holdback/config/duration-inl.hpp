@@ -10,15 +10,11 @@
 
 namespace holdback {
 inline namespace HOLDBACK_ABI_NAMESPACE {
-namespace config {
-namespace detail::duration {
+namespace detail {
+using namespace config;  // NOLINT(google-build-using-namespace): the config layer's internals
 
 inline constexpr std::uint64_t kMaxMagnitude = static_cast<std::uint64_t>(
     std::numeric_limits<std::int64_t>::max());  // |INT64_MIN| excluded: keeps negation simple
-
-HOLDBACK_INLINE bool isDigit(char c) {
-  return c >= '0' && c <= '9';
-}
 
 // Nanoseconds per unit, 0 when the unit is unknown.
 HOLDBACK_INLINE std::uint64_t unitNanoseconds(std::string_view unit) {
@@ -32,7 +28,9 @@ HOLDBACK_INLINE std::uint64_t unitNanoseconds(std::string_view unit) {
   return 0;
 }
 
-}  // namespace detail::duration
+}  // namespace detail
+
+namespace config {
 
 HOLDBACK_INLINE std::optional<Duration> parseDuration(std::string_view text) {
   std::size_t i = 0;
@@ -50,10 +48,10 @@ HOLDBACK_INLINE std::optional<Duration> parseDuration(std::string_view text) {
     std::uint64_t whole = 0;
     bool digits = false;
     bool overflow = false;
-    for (; i < text.size() && detail::duration::isDigit(text[i]); ++i) {
+    for (; i < text.size() && detail::isDigit(text[i]); ++i) {
       digits = true;
       const std::uint64_t d = static_cast<std::uint64_t>(text[i] - '0');
-      if (whole > (detail::duration::kMaxMagnitude - d) / 10) overflow = true;
+      if (whole > (detail::kMaxMagnitude - d) / 10) overflow = true;
       if (!overflow) whole = whole * 10 + d;
     }
     // The fraction: keep up to 18 digits (more cannot matter at nanosecond resolution).
@@ -61,7 +59,7 @@ HOLDBACK_INLINE std::optional<Duration> parseDuration(std::string_view text) {
     std::uint64_t scale = 1;
     if (i < text.size() && text[i] == '.') {
       ++i;
-      for (; i < text.size() && detail::duration::isDigit(text[i]); ++i) {
+      for (; i < text.size() && detail::isDigit(text[i]); ++i) {
         digits = true;
         if (scale < 1'000'000'000'000'000'000ULL) {
           fraction = fraction * 10 + static_cast<std::uint64_t>(text[i] - '0');
@@ -72,53 +70,22 @@ HOLDBACK_INLINE std::optional<Duration> parseDuration(std::string_view text) {
     if (!digits || overflow) return std::nullopt;
     // The unit: everything up to the next digit or '.'.
     const std::size_t unit_start = i;
-    while (i < text.size() && !detail::duration::isDigit(text[i]) && text[i] != '.') ++i;
-    const std::uint64_t unit =
-        detail::duration::unitNanoseconds(text.substr(unit_start, i - unit_start));
+    while (i < text.size() && !detail::isDigit(text[i]) && text[i] != '.') ++i;
+    const std::uint64_t unit = detail::unitNanoseconds(text.substr(unit_start, i - unit_start));
     if (unit == 0) return std::nullopt;
-    if (whole > detail::duration::kMaxMagnitude / unit) return std::nullopt;
+    if (whole > detail::kMaxMagnitude / unit) return std::nullopt;
     std::uint64_t value = whole * unit;
     // fraction / scale < 1, so this part is < unit <= 3.6e12: long double keeps it exact enough.
     const auto part = static_cast<std::uint64_t>(static_cast<long double>(fraction) *
                                                  static_cast<long double>(unit) /
                                                  static_cast<long double>(scale));
-    if (value > detail::duration::kMaxMagnitude - part) return std::nullopt;
+    if (value > detail::kMaxMagnitude - part) return std::nullopt;
     value += part;
-    if (total > detail::duration::kMaxMagnitude - value) return std::nullopt;
+    if (total > detail::kMaxMagnitude - value) return std::nullopt;
     total += value;
   }
   const auto signed_total = static_cast<std::int64_t>(total);
   return Duration(negative ? -signed_total : signed_total);
-}
-
-HOLDBACK_INLINE std::string formatDuration(Duration duration) {
-  const std::int64_t ns = duration.count();
-  if (ns == 0) return "0s";
-  std::string out = ns < 0 ? "-" : "";
-  // Magnitude as unsigned, so INT64_MIN is fine.
-  const std::uint64_t magnitude =
-      ns < 0 ? 0 - static_cast<std::uint64_t>(ns) : static_cast<std::uint64_t>(ns);
-  struct Unit {
-    std::uint64_t size;
-    int digits;  // fraction digits of one unit
-    const char* name;
-  };
-  static constexpr Unit kUnits[] = {
-      {1'000'000'000, 9, "s"}, {1'000'000, 6, "ms"}, {1'000, 3, "us"}, {1, 0, "ns"}};
-  for (const Unit& unit : kUnits) {
-    if (magnitude < unit.size && unit.size != 1) continue;
-    out += std::to_string(magnitude / unit.size);
-    std::uint64_t rest = magnitude % unit.size;
-    if (rest != 0) {
-      std::string fraction = std::to_string(rest);
-      fraction.insert(0, static_cast<std::size_t>(unit.digits) - fraction.size(), '0');
-      while (fraction.back() == '0') fraction.pop_back();
-      out += "." + fraction;
-    }
-    out += unit.name;
-    break;
-  }
-  return out;
 }
 
 }  // namespace config

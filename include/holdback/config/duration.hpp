@@ -16,7 +16,8 @@
 #include <string>
 #include <string_view>
 
-#include "holdback/detector/saturation_detector.hpp"
+#include "holdback/core/text.hpp"
+#include "holdback/core/types.hpp"
 
 namespace holdback {
 inline namespace HOLDBACK_ABI_NAMESPACE {
@@ -25,9 +26,9 @@ namespace config {
 // The duration `text` denotes, or nullopt when it is not a duration string.
 [[nodiscard]] HOLDBACK_API std::optional<Duration> parseDuration(std::string_view text);
 
-// A string parseDuration() reads back exactly: "0s", "200ms", "1.5s", "90s", "-250us", "7ns".
-// The largest of s, ms, us, ns that keeps the number >= 1 is used, with the fraction written out.
-[[nodiscard]] HOLDBACK_API std::string formatDuration(Duration duration);
+// formatDuration (the string parseDuration() reads back exactly) lives in holdback/core/text.hpp;
+// config:: keeps the name.
+using holdback::formatDuration;
 
 }  // namespace config
 }  // namespace HOLDBACK_ABI_NAMESPACE

@@ -49,7 +49,10 @@ HOLDBACK_INLINE const std::vector<FieldInfo> kEndpointPickerConfigFields = {
     {"band.orderingPolicyRef", "string", "fcfs-ordering-policy", "an ordering policy plugin name"},
 };
 
-namespace detail::endpoint_picker_config {
+}  // namespace config
+
+namespace detail {
+using namespace config;  // NOLINT(google-build-using-namespace): the config layer's internals
 
 // Top-level fields of the Go EndpointPickerConfig that mean nothing to holdback.
 // (schedulingProfiles and data, the data layer, per the issue; metadata appears in the seed.)
@@ -330,19 +333,12 @@ class Loader {
     fc.accept("saturationDetector");
     std::string detector_ref_path;
     const auto detector_ref = readSaturationDetectorRef(json_, detector_ref_path, d_);
-    bundle_.detector = resolvePluginRef(detector_ref, detector_ref_path, UtilizationDetector::kType,
-                                        bundle_.detectors, specs_, registries_.detectors,
-                                        "saturation detector", d_, [] {
-                                          return std::shared_ptr<SaturationDetector>(
-                                              std::move(UtilizationDetector::create()).value());
-                                        });
-    bundle_.policy = resolvePluginRef(readRef(fc, "usageLimitPolicyPluginRef"),
-                                      "/flowControl/usageLimitPolicyPluginRef",
-                                      StaticUsageLimitPolicy::kType, bundle_.policies, specs_,
-                                      registries_.policies, "usage limit policy", d_, [] {
-                                        return std::shared_ptr<UsageLimitPolicy>(
-                                            std::move(StaticUsageLimitPolicy::create()).value());
-                                      });
+    bundle_.detector = resolvePluginRef(saturationDetectorSlot(), detector_ref, detector_ref_path,
+                                        bundle_.detectors, specs_, registries_.detectors, d_);
+    bundle_.policy =
+        resolvePluginRef(usageLimitPolicySlot(), readRef(fc, "usageLimitPolicyPluginRef"),
+                         "/flowControl/usageLimitPolicyPluginRef", bundle_.policies, specs_,
+                         registries_.policies, d_);
 
     // Limits, TTLs, bands.
     o.maxBytes = readQuantity(fc, "maxBytes", "global MaxBytes").value_or(0);
@@ -429,18 +425,20 @@ class Loader {
   std::vector<PluginSpec> specs_;
 };
 
-}  // namespace detail::endpoint_picker_config
+}  // namespace detail
+
+namespace config {
 
 HOLDBACK_INLINE FairnessRegistry builtinFairnessRegistry() {
   FairnessRegistry registry;
   registry.add(std::string(GlobalStrictFairnessPolicy::kType),
                [](const PluginSpec& spec, Diagnostics& diagnostics) {
-                 return detail::endpoint_picker_config::noParameters<FairnessPolicy>(
+                 return detail::noParameters<FairnessPolicy>(
                      spec, diagnostics, std::make_unique<GlobalStrictFairnessPolicy>());
                });
   registry.add(std::string(RoundRobinFairnessPolicy::kType),
                [](const PluginSpec& spec, Diagnostics& diagnostics) {
-                 return detail::endpoint_picker_config::noParameters<FairnessPolicy>(
+                 return detail::noParameters<FairnessPolicy>(
                      spec, diagnostics, std::make_unique<RoundRobinFairnessPolicy>());
                });
   return registry;
@@ -450,13 +448,13 @@ HOLDBACK_INLINE OrderingRegistry builtinOrderingRegistry() {
   OrderingRegistry registry;
   registry.add(std::string(FcfsOrderingPolicy::kType),
                [](const PluginSpec& spec, Diagnostics& diagnostics) {
-                 return detail::endpoint_picker_config::noParameters<OrderingPolicy>(
+                 return detail::noParameters<OrderingPolicy>(
                      spec, diagnostics, std::make_unique<FcfsOrderingPolicy>());
                });
   registry.add(std::string(EdfOrderingPolicy::kType),
                [](const PluginSpec& spec, Diagnostics& diagnostics) {
-                 return detail::endpoint_picker_config::noParameters<OrderingPolicy>(
-                     spec, diagnostics, std::make_unique<EdfOrderingPolicy>());
+                 return detail::noParameters<OrderingPolicy>(spec, diagnostics,
+                                                             std::make_unique<EdfOrderingPolicy>());
                });
   return registry;
 }
@@ -469,7 +467,7 @@ HOLDBACK_INLINE BundleResult loadEndpointPickerConfig(const Document& document,
                                                       const Registries& registries) {
   auto bundle = std::make_shared<ConfigBundle>();
   Diagnostics diagnostics;
-  detail::endpoint_picker_config::Loader(document.json, registries, *bundle, diagnostics).run();
+  detail::Loader(document.json, registries, *bundle, diagnostics).run();
   diagnostics = withPositions(diagnostics, document.positions);
   if (diagnostics.hasErrors() || !bundle->policy || !bundle->detector) {
     if (!diagnostics.hasErrors()) diagnostics.error("", "the configuration could not be built");
@@ -510,7 +508,10 @@ HOLDBACK_INLINE BundleResult loadEndpointPickerConfigFile(const std::string& fil
   return loadEndpointPickerConfigText(*text, registries);
 }
 
-namespace detail::endpoint_picker_config {
+}  // namespace config
+
+namespace detail {
+using namespace config;  // NOLINT(google-build-using-namespace): the config layer's internals
 
 HOLDBACK_INLINE std::string describeBand(std::uint64_t max_requests, std::uint64_t max_bytes,
                                          const std::shared_ptr<const FairnessPolicy>& fairness,
@@ -524,7 +525,9 @@ HOLDBACK_INLINE std::string limit(std::uint64_t value) {
   return value == 0 ? std::string("unlimited") : std::to_string(value);
 }
 
-}  // namespace detail::endpoint_picker_config
+}  // namespace detail
+
+namespace config {
 
 HOLDBACK_INLINE std::string describeBundle(const ConfigBundle& bundle) {
   const FlowControllerOptions& o = bundle.controller;
@@ -535,31 +538,26 @@ HOLDBACK_INLINE std::string describeBundle(const ConfigBundle& bundle) {
          std::string(bundle.policy->type()) + ")\n";
   out += "saturation detector: \"" + std::string(bundle.detector->name()) + "\" (type " +
          std::string(bundle.detector->type()) + ")\n";
-  out += "global: maxRequests " + detail::endpoint_picker_config::limit(o.maxRequests) +
-         ", maxBytes " + detail::endpoint_picker_config::limit(o.maxBytes) + "\n";
+  out += "global: maxRequests " + detail::limit(o.maxRequests) + ", maxBytes " +
+         detail::limit(o.maxBytes) + "\n";
   const Duration ttl = o.defaultRequestTtl.value_or(std::chrono::seconds(60));
   out += "defaultRequestTTL " + formatDuration(ttl) + ", noEndpointRequestTTL " +
          formatDuration(o.noEndpointRequestTtl.value_or(ttl)) + "\n";
   out += "default band: " +
-         detail::endpoint_picker_config::describeBand(
-             o.defaultBand.maxRequests, o.defaultBand.maxBytes, o.defaultBand.fairness,
-             o.defaultBand.ordering) +
+         detail::describeBand(o.defaultBand.maxRequests, o.defaultBand.maxBytes,
+                              o.defaultBand.fairness, o.defaultBand.ordering) +
          "\n";
   if (o.defaultNegativeBand) {
     const BandTemplate& t = *o.defaultNegativeBand;
     out += "default negative band: " +
-           detail::endpoint_picker_config::describeBand(t.maxRequests, t.maxBytes, t.fairness,
-                                                        t.ordering) +
-           "\n";
+           detail::describeBand(t.maxRequests, t.maxBytes, t.fairness, t.ordering) + "\n";
   }
   std::vector<BandOptions> bands = o.bands;
   std::sort(bands.begin(), bands.end(),
             [](const BandOptions& a, const BandOptions& b) { return a.priority > b.priority; });
   for (const BandOptions& b : bands) {
     out += "band " + std::to_string(b.priority) + ": " +
-           detail::endpoint_picker_config::describeBand(b.maxRequests, b.maxBytes, b.fairness,
-                                                        b.ordering) +
-           "\n";
+           detail::describeBand(b.maxRequests, b.maxBytes, b.fairness, b.ordering) + "\n";
   }
   return out;
 }

@@ -37,8 +37,8 @@
 #include "holdback/config/document.hpp"
 #include "holdback/config/plugin.hpp"
 #include "holdback/config/policy_config.hpp"
-#include "holdback/flow/flow_controller.hpp"
 #include "holdback/flow/fairness.hpp"
+#include "holdback/flow/flow_controller.hpp"
 
 namespace holdback {
 inline namespace HOLDBACK_ABI_NAMESPACE {

@@ -11,8 +11,8 @@
 
 namespace holdback {
 inline namespace HOLDBACK_ABI_NAMESPACE {
-namespace config {
-namespace detail::json {
+namespace detail {
+using namespace config;  // NOLINT(google-build-using-namespace): the config layer's internals
 
 // Builds a Json value from nlohmann's SAX events while tracking the JSON path, so that duplicate
 // keys and syntax errors can be reported where they occur.
@@ -144,41 +144,18 @@ class StrictBuilder {
   std::vector<Frame> frames_;
 };
 
-}  // namespace detail::json
+}  // namespace detail
+
+namespace config {
 
 HOLDBACK_INLINE Result<Json> parseJson(std::string_view text) {
   Diagnostics diagnostics;
-  detail::json::StrictBuilder builder(text, diagnostics);
+  detail::StrictBuilder builder(text, diagnostics);
   const bool complete =
       Json::sax_parse(text.begin(), text.end(), &builder, nlohmann::detail::input_format_t::json,
                       /*strict=*/true, /*ignore_comments=*/false);
   if (!complete) return Result<Json>::failure(std::move(diagnostics));
   return Result<Json>(std::move(builder.root()), std::move(diagnostics));
-}
-
-HOLDBACK_INLINE std::string joinPath(std::string_view base, std::string_view token) {
-  std::string out(base);
-  out += '/';
-  for (const char c : token) {
-    if (c == '~') {
-      out += "~0";
-    } else if (c == '/') {
-      out += "~1";
-    } else {
-      out += c;
-    }
-  }
-  return out;
-}
-
-HOLDBACK_INLINE std::string formatNumber(double value) {
-  if (std::isnan(value)) return "nan";
-  if (std::isinf(value)) return value > 0 ? "inf" : "-inf";
-  char buf[64];
-  const auto [end, ec] = std::to_chars(buf, buf + sizeof buf, value);
-  std::string out(buf, ec == std::errc() ? end : buf);
-  if (out.find_first_of(".e") == std::string::npos) out += ".0";
-  return out;
 }
 
 HOLDBACK_INLINE std::string_view typeName(const Json& value) {

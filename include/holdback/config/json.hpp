@@ -25,6 +25,7 @@
 #include <nlohmann/json.hpp>
 
 #include "holdback/core/diagnostics.hpp"
+#include "holdback/core/text.hpp"
 
 namespace holdback {
 inline namespace HOLDBACK_ABI_NAMESPACE {
@@ -38,11 +39,10 @@ using Json = nlohmann::json;
 // other problem as well: check diagnostics().hasErrors(), not only ok().
 HOLDBACK_API Result<Json> parseJson(std::string_view text);
 
-// "/a/b" + "c/d" -> "/a/b/c~1d" (RFC 6901 escaping of the appended token).
-HOLDBACK_API std::string joinPath(std::string_view base, std::string_view token);
-
-// Shortest decimal that round-trips ("0.1", "1e+400" never appears: infinities print as "inf").
-HOLDBACK_API std::string formatNumber(double value);
+// joinPath and formatNumber live in holdback/core/text.hpp (every layer's messages use them);
+// config:: keeps the names.
+using holdback::formatNumber;
+using holdback::joinPath;
 
 // A short description of a JSON value for messages: numbers and booleans as written, strings
 // quoted (long ones cut), and "an object", "an array", "null" otherwise.

@@ -175,6 +175,61 @@ std::shared_ptr<Interface> resolvePluginRef(
   return makeDefault();
 }
 
+// One plugin slot of an EndpointPickerConfig (the usage limit policy, the saturation detector):
+// how its ref is read and what it defaults to. The one-file loaders (loadPlugin) and the
+// whole-file loader (loadEndpointPickerConfig) resolve a slot the same way through it.
+template <class Interface>
+struct PluginSlot {
+  // In messages: "usage limit policy".
+  std::string_view kind;
+  // Without a ref: the plugin of this name if one was defined, else makeDefault().
+  std::string_view defaultName;
+  std::shared_ptr<Interface> (*makeDefault)() = nullptr;
+  // Reads the slot's ref from an EndpointPickerConfig document (nullopt = none) and sets refPath
+  // to where it was (or would be) read.
+  std::optional<std::string> (*readRef)(const Json& document, std::string& refPath,
+                                        Diagnostics& diagnostics) = nullptr;
+  // When building the plugins for this slot alone, warn about plugins of other types.
+  bool warnOtherTypes = false;
+};
+
+// resolvePluginRef with the slot's default and kind.
+template <class Interface>
+std::shared_ptr<Interface> resolvePluginRef(
+    const PluginSlot<Interface>& slot, const std::optional<std::string>& ref,
+    const std::string& refPath,
+    const std::map<std::string, std::shared_ptr<Interface>, std::less<>>& built,
+    const std::vector<PluginSpec>& specs, const PluginRegistry<Interface>& registry,
+    Diagnostics& diagnostics) {
+  return resolvePluginRef(ref, refPath, slot.defaultName, built, specs, registry, slot.kind,
+                          diagnostics, slot.makeDefault);
+}
+
+// The plugin `slot` selects in `document`: a single plugin object built with `registry`, or in
+// an EndpointPickerConfig the plugin its ref names (every plugin of a registered type is built
+// and checked, and the ref is checked even when a plugin was invalid, so that every problem is
+// reported at once), or the slot's default.
+template <class Interface>
+Result<std::shared_ptr<Interface>> loadPlugin(const Json& document,
+                                              const PluginRegistry<Interface>& registry,
+                                              const PluginSlot<Interface>& slot) {
+  using Out = Result<std::shared_ptr<Interface>>;
+  if (auto single = loadSinglePlugin(document, registry)) return std::move(*single);
+  Diagnostics diagnostics;
+  const std::vector<PluginSpec> specs = readPluginList(document, diagnostics);
+  const auto built = buildPlugins(specs, registry, diagnostics,
+                                  slot.warnOtherTypes ? slot.kind : std::string_view{});
+  std::string ref_path;
+  const auto ref = slot.readRef(document, ref_path, diagnostics);
+  auto plugin = resolvePluginRef(slot, ref, ref_path, built, specs, registry, diagnostics);
+  if (diagnostics.hasErrors() || plugin == nullptr) return Out::failure(std::move(diagnostics));
+  return Out(std::move(plugin), std::move(diagnostics));
+}
+
 }  // namespace config
 }  // namespace HOLDBACK_ABI_NAMESPACE
 }  // namespace holdback
+
+#ifdef HOLDBACK_HEADER_ONLY
+#include "holdback/config/plugin-inl.hpp"
+#endif

@@ -13,8 +13,8 @@
 
 namespace holdback {
 inline namespace HOLDBACK_ABI_NAMESPACE {
-namespace config {
-namespace detail::policy_config {
+namespace detail {
+using namespace config;  // NOLINT(google-build-using-namespace): the config layer's internals
 
 inline constexpr std::int64_t kPriorityMin = std::numeric_limits<Priority>::min();
 inline constexpr std::int64_t kPriorityMax = std::numeric_limits<Priority>::max();
@@ -56,7 +56,9 @@ HOLDBACK_INLINE std::vector<StaticCeiling> parseStaticCeilings(const Json& map,
   return out;
 }
 
-}  // namespace detail::policy_config
+}  // namespace detail
+
+namespace config {
 
 HOLDBACK_INLINE std::optional<StaticUsageLimitOptions> parseStaticUsageLimitOptions(
     const Json* parameters, const std::string& path, Diagnostics& diagnostics) {
@@ -69,7 +71,7 @@ HOLDBACK_INLINE std::optional<StaticUsageLimitOptions> parseStaticUsageLimitOpti
   reader.finish();
   Diagnostics checks;
   StaticUsageLimitPolicy::validate(options, path, checks);
-  detail::policy_config::appendNew(diagnostics, first, checks);
+  detail::appendNew(diagnostics, first, checks);
   if (diagnostics.errorCount() > errors_before) return std::nullopt;
   return options;
 }
@@ -173,8 +175,8 @@ HOLDBACK_INLINE std::optional<PriorityHoldbackOptions> parsePriorityHoldbackOpti
   if (midpoint) options.sigmoidMidpoint = *midpoint;
   if (default_ceiling) options.defaultCeiling = *default_ceiling;
   if (ceilings != nullptr) {
-    options.ceilings = detail::policy_config::parseStaticCeilings(
-        *ceilings, reader.pathOf("ceilings"), diagnostics);
+    options.ceilings =
+        detail::parseStaticCeilings(*ceilings, reader.pathOf("ceilings"), diagnostics);
   }
 
   Diagnostics checks;
@@ -187,7 +189,7 @@ HOLDBACK_INLINE std::optional<PriorityHoldbackOptions> parsePriorityHoldbackOpti
     if (!probe.minCeiling) probe.minCeiling = 0.0;
     PriorityHoldbackPolicy::validate(probe, path, checks);
   }
-  detail::policy_config::appendNew(diagnostics, first, checks);
+  detail::appendNew(diagnostics, first, checks);
   if (diagnostics.errorCount() > errors_before) return std::nullopt;
   return options;
 }
@@ -299,83 +301,30 @@ HOLDBACK_INLINE PolicyRegistry builtinPolicyRegistry() {
   return registry;
 }
 
-HOLDBACK_INLINE std::optional<PluginSpec> readPluginSpec(const Json& plugin,
-                                                         const std::string& path,
-                                                         Diagnostics& diagnostics) {
-  const std::size_t errors_before = diagnostics.errorCount();
-  ParamReader reader(&plugin, path, diagnostics);
-  if (diagnostics.errorCount() > errors_before) return std::nullopt;
-  PluginSpec spec;
-  spec.path = path;
-  const auto type = reader.string("type");
-  if (!reader.has("type")) reader.error("type", "missing; every plugin needs a \"type\"");
-  const auto name = reader.string("name");
-  if (name && name->empty()) reader.error("name", "is empty; omit it to default to the type");
-  spec.parameters = reader.value("parameters");
-  reader.finish();
-  if (!type || diagnostics.errorCount() > errors_before) return std::nullopt;
-  spec.type = *type;
-  spec.name = name.value_or(*type);
-  return spec;
+HOLDBACK_INLINE PluginSlot<UsageLimitPolicy> usageLimitPolicySlot() {
+  PluginSlot<UsageLimitPolicy> slot;
+  slot.kind = "usage limit policy";
+  slot.defaultName = StaticUsageLimitPolicy::kType;
+  slot.makeDefault = [] {
+    return std::shared_ptr<UsageLimitPolicy>(std::move(StaticUsageLimitPolicy::create()).value());
+  };
+  slot.readRef = [](const Json& document, std::string& refPath, Diagnostics& diagnostics) {
+    std::optional<std::string> ref;
+    refPath = "/flowControl/usageLimitPolicyPluginRef";
+    if (const auto fc = document.find("flowControl"); fc != document.end()) {
+      ParamReader flow_control(&*fc, "/flowControl", diagnostics);
+      ref = flow_control.string("usageLimitPolicyPluginRef");
+      if (ref && ref->empty()) ref.reset();
+    }
+    return ref;
+  };
+  slot.warnOtherTypes = true;
+  return slot;
 }
 
 HOLDBACK_INLINE Result<std::shared_ptr<UsageLimitPolicy>> loadUsageLimitPolicy(
     const Json& document, const PolicyRegistry& registry) {
-  using Out = Result<std::shared_ptr<UsageLimitPolicy>>;
-  if (auto single = loadSinglePlugin(document, registry)) return std::move(*single);
-  Diagnostics diagnostics;
-
-  // An EndpointPickerConfig.
-  const std::vector<PluginSpec> specs = readPluginList(document, diagnostics);
-  const auto policies = buildPlugins(specs, registry, diagnostics, "usage limit policy");
-
-  std::optional<std::string> ref;
-  const std::string ref_path = "/flowControl/usageLimitPolicyPluginRef";
-  if (const auto fc = document.find("flowControl"); fc != document.end()) {
-    ParamReader flow_control(&*fc, "/flowControl", diagnostics);
-    ref = flow_control.string("usageLimitPolicyPluginRef");
-    if (ref && ref->empty()) ref.reset();
-  }
-  // The ref is checked even when a plugin was invalid, so that every problem is reported at once.
-  auto policy = resolvePluginRef(ref, ref_path, StaticUsageLimitPolicy::kType, policies, specs,
-                                 registry, "usage limit policy", diagnostics, [] {
-                                   return std::shared_ptr<UsageLimitPolicy>(
-                                       std::move(StaticUsageLimitPolicy::create()).value());
-                                 });
-  if (diagnostics.hasErrors() || policy == nullptr) return Out::failure(std::move(diagnostics));
-  return Out(std::move(policy), std::move(diagnostics));
-}
-
-HOLDBACK_INLINE std::vector<PluginSpec> readPluginList(const Json& document,
-                                                       Diagnostics& diagnostics) {
-  std::vector<PluginSpec> specs;
-  const auto it = document.find("plugins");
-  if (it == document.end()) return specs;
-  if (!it->is_array()) {
-    diagnostics.error("/plugins", mismatch(*it, "an array of plugin objects"));
-    return specs;
-  }
-  for (std::size_t i = 0; i < it->size(); ++i) {
-    const std::string path = "/plugins/" + std::to_string(i);
-    auto spec = readPluginSpec((*it)[i], path, diagnostics);
-    if (!spec) continue;
-    if (const PluginSpec* seen = findPlugin(specs, spec->name)) {
-      diagnostics.error(path + "/name", "duplicate plugin name \"" + spec->name +
-                                            "\" (first defined at " + seen->path +
-                                            "); plugin names must be unique");
-      continue;
-    }
-    specs.push_back(std::move(*spec));
-  }
-  return specs;
-}
-
-HOLDBACK_INLINE const PluginSpec* findPlugin(const std::vector<PluginSpec>& specs,
-                                             std::string_view name) {
-  for (const PluginSpec& spec : specs) {
-    if (spec.name == name) return &spec;
-  }
-  return nullptr;
+  return loadPlugin(document, registry, usageLimitPolicySlot());
 }
 
 }  // namespace config

@@ -53,6 +53,10 @@ HOLDBACK_API std::optional<PriorityHoldbackOptions> parsePriorityHoldbackOptions
 // flowControl.usageLimitPolicyPluginRef is returned (absent ref: the plugin named
 // "static-usage-limit-policy" if there is one, else a static policy with threshold 1.0).
 // Plugins of other types are not checked here and produce one warning each.
+// The usage-limit-policy slot: ref /flowControl/usageLimitPolicyPluginRef, default
+// static-usage-limit-policy.
+[[nodiscard]] HOLDBACK_API PluginSlot<UsageLimitPolicy> usageLimitPolicySlot();
+
 HOLDBACK_API Result<std::shared_ptr<UsageLimitPolicy>> loadUsageLimitPolicy(
     const Json& document, const PolicyRegistry& registry);
 

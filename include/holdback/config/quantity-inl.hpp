@@ -10,8 +10,8 @@
 
 namespace holdback {
 inline namespace HOLDBACK_ABI_NAMESPACE {
-namespace config {
-namespace detail::quantity {
+namespace detail {
+using namespace config;  // NOLINT(google-build-using-namespace): the config layer's internals
 
 __extension__ typedef __int128 Int;  // NOLINT(modernize-use-using): __extension__ needs typedef
 
@@ -49,7 +49,9 @@ inline constexpr std::array<Scale, 15> kScales = {{
     {"E", pow10(18), 1},
 }};
 
-}  // namespace detail::quantity
+}  // namespace detail
+
+namespace config {
 
 HOLDBACK_INLINE std::optional<std::int64_t> parseQuantity(std::string_view text) noexcept {
   std::size_t i = 0;
@@ -57,7 +59,7 @@ HOLDBACK_INLINE std::optional<std::int64_t> parseQuantity(std::string_view text)
   if (i < text.size() && (text[i] == '+' || text[i] == '-')) negative = text[i++] == '-';
 
   // Mantissa: digits with an optional fraction.
-  detail::quantity::Int digits = 0;
+  detail::Int digits = 0;
   int digit_count = 0;
   int fraction_digits = 0;
   bool seen_point = false;
@@ -72,7 +74,7 @@ HOLDBACK_INLINE std::optional<std::int64_t> parseQuantity(std::string_view text)
       if (seen_point) ++fraction_digits;  // leading zeros of a fraction still scale it
       continue;
     }
-    if (++digit_count > detail::quantity::kMaxDigits) return std::nullopt;
+    if (++digit_count > detail::kMaxDigits) return std::nullopt;
     digits = digits * 10 + (c - '0');
     if (seen_point) ++fraction_digits;
   }
@@ -81,14 +83,14 @@ HOLDBACK_INLINE std::optional<std::int64_t> parseQuantity(std::string_view text)
   if (mantissa_end == sign_len || (mantissa_end == sign_len + 1 && seen_point)) {
     return std::nullopt;  // no digits at all
   }
-  if (fraction_digits > detail::quantity::kMaxDigits) return std::nullopt;
+  if (fraction_digits > detail::kMaxDigits) return std::nullopt;
 
-  detail::quantity::Int multiplier = 1;
-  detail::quantity::Int divisor = detail::quantity::pow10(fraction_digits);
+  detail::Int multiplier = 1;
+  detail::Int divisor = detail::pow10(fraction_digits);
   const std::string_view suffix = text.substr(mantissa_end);
   if (!suffix.empty()) {
     bool matched = false;
-    for (const detail::quantity::Scale& scale : detail::quantity::kScales) {
+    for (const detail::Scale& scale : detail::kScales) {
       if (suffix == scale.suffix) {
         multiplier = scale.multiplier;
         divisor *= scale.divisor;
@@ -110,23 +112,22 @@ HOLDBACK_INLINE std::optional<std::int64_t> parseQuantity(std::string_view text)
         if (suffix[j] < '0' || suffix[j] > '9') return std::nullopt;
         exponent = exponent * 10 + (suffix[j] - '0');
       }
-      if (exponent > detail::quantity::kMaxDigits) {
+      if (exponent > detail::kMaxDigits) {
         if (exp_negative) return negative ? 0 : (digits == 0 ? 0 : 1);  // tiny: rounds up to 1
         return digits == 0 ? std::optional<std::int64_t>(0) : std::nullopt;
       }
       if (exp_negative) {
-        divisor *= detail::quantity::pow10(exponent);
+        divisor *= detail::pow10(exponent);
       } else {
-        multiplier = detail::quantity::pow10(exponent);
+        multiplier = detail::pow10(exponent);
       }
     }
   }
 
   // value = digits * multiplier / divisor, rounded away from zero (Kubernetes rounds up).
-  const detail::quantity::Int limit =
-      detail::quantity::Int(std::numeric_limits<std::int64_t>::max());
-  const detail::quantity::Int numerator = digits * multiplier;
-  detail::quantity::Int value = numerator / divisor;
+  const detail::Int limit = detail::Int(std::numeric_limits<std::int64_t>::max());
+  const detail::Int numerator = digits * multiplier;
+  detail::Int value = numerator / divisor;
   if (numerator % divisor != 0) ++value;
   if (value > limit) return std::nullopt;
   return static_cast<std::int64_t>(negative ? -value : value);

@@ -86,6 +86,17 @@ class [[nodiscard]] Result {
   Diagnostics diagnostics_;
 };
 
+// The last step of every create(): the value make() returns when `diagnostics` holds no error,
+// else a failure carrying them (warnings are kept either way). make() is not called on failure,
+// so a constructor never sees options that did not validate.
+//   return makeIfValid<std::unique_ptr<Policy>>(std::move(diagnostics),
+//                                               [&] { return std::unique_ptr<Policy>(new ...); });
+template <class T, class Make>
+[[nodiscard]] Result<T> makeIfValid(Diagnostics diagnostics, Make&& make) {
+  if (diagnostics.hasErrors()) return Result<T>::failure(std::move(diagnostics));
+  return Result<T>(std::forward<Make>(make)(), std::move(diagnostics));
+}
+
 }  // namespace HOLDBACK_ABI_NAMESPACE
 }  // namespace holdback
 

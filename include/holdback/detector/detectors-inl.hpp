@@ -9,23 +9,11 @@
 #include <cmath>
 #include <limits>
 
-#include "holdback/config/duration.hpp"
-#include "holdback/config/json.hpp"
+#include "holdback/core/text.hpp"
 
 namespace holdback {
 inline namespace HOLDBACK_ABI_NAMESPACE {
-namespace detail::detectors {
-
-using config::formatNumber;
-using config::joinPath;
-
-template <class Detector, class Make>
-Result<std::unique_ptr<Detector>> finish(Diagnostics diagnostics, Make make) {
-  if (diagnostics.hasErrors()) {
-    return Result<std::unique_ptr<Detector>>::failure(std::move(diagnostics));
-  }
-  return Result<std::unique_ptr<Detector>>(make(), std::move(diagnostics));
-}
+namespace detail {
 
 HOLDBACK_INLINE void validateHeadroom(double headroom, const std::string& path,
                                       Diagnostics& diagnostics) {
@@ -57,7 +45,7 @@ HOLDBACK_INLINE ConcurrencyDetector::Limit truncatedLimit(std::int64_t capacity,
   return {static_cast<std::int64_t>(limit), false};
 }
 
-}  // namespace detail::detectors
+}  // namespace detail
 
 HOLDBACK_INLINE std::string_view toString(Aggregation aggregation) noexcept {
   switch (aggregation) {
@@ -96,35 +84,33 @@ HOLDBACK_INLINE std::string_view toString(ConcurrencyMode mode) noexcept {
 HOLDBACK_INLINE void UtilizationDetector::validate(const UtilizationDetectorOptions& options,
                                                    const std::string& path,
                                                    Diagnostics& diagnostics) {
-  detail::detectors::validatePositive(options.queueDepthThreshold, path, "queueDepthThreshold",
-                                      diagnostics);
+  detail::validatePositive(options.queueDepthThreshold, path, "queueDepthThreshold", diagnostics);
   if (!(options.kvCacheUtilThreshold > 0.0 && options.kvCacheUtilThreshold <= 1.0)) {
-    diagnostics.error(
-        detail::detectors::joinPath(path, "kvCacheUtilThreshold"),
-        detail::detectors::formatNumber(options.kvCacheUtilThreshold) + " is outside (0.0, 1.0]");
+    diagnostics.error(joinPath(path, "kvCacheUtilThreshold"),
+                      formatNumber(options.kvCacheUtilThreshold) + " is outside (0.0, 1.0]");
   }
   if (options.metricsStalenessThreshold <= Duration::zero()) {
-    diagnostics.error(detail::detectors::joinPath(path, "metricsStalenessThreshold"),
-                      "\"" + config::formatDuration(options.metricsStalenessThreshold) +
+    diagnostics.error(joinPath(path, "metricsStalenessThreshold"),
+                      "\"" + formatDuration(options.metricsStalenessThreshold) +
                           "\" is not strictly positive; expected a duration > 0 such as "
                           "\"200ms\"");
   }
-  detail::detectors::validateHeadroom(options.headroom, path, diagnostics);
+  detail::validateHeadroom(options.headroom, path, diagnostics);
   if (options.maxRunningRequests < 0) {
-    diagnostics.error(detail::detectors::joinPath(path, "maxRunningRequests"),
+    diagnostics.error(detail::joinPath(path, "maxRunningRequests"),
                       std::to_string(options.maxRunningRequests) +
                           " is negative; expected an integer >= 0 (0 = no slot term)");
   }
   if (!(options.endpointScoreCap > 0.0)) {
-    diagnostics.error(detail::detectors::joinPath(path, "endpointScoreCap"),
-                      detail::detectors::formatNumber(options.endpointScoreCap) +
+    diagnostics.error(detail::joinPath(path, "endpointScoreCap"),
+                      detail::formatNumber(options.endpointScoreCap) +
                           " is not strictly positive; expected a number > 0 or \"none\"");
   } else if (options.endpointScoreCap < 1.0) {
-    diagnostics.warning(detail::detectors::joinPath(path, "endpointScoreCap"),
-                        detail::detectors::formatNumber(options.endpointScoreCap) +
+    diagnostics.warning(detail::joinPath(path, "endpointScoreCap"),
+                        detail::formatNumber(options.endpointScoreCap) +
                             " is below 1.0: the pool can never read saturated");
   }
-  DispatchLedger::validate(options.ledger, detail::detectors::joinPath(path, "dispatchLedger"),
+  DispatchLedger::validate(options.ledger, detail::joinPath(path, "dispatchLedger"),
                            diagnostics);
 }
 
@@ -132,7 +118,7 @@ HOLDBACK_INLINE Result<std::unique_ptr<UtilizationDetector>> UtilizationDetector
     UtilizationDetectorOptions options, std::string name) {
   Diagnostics diagnostics;
   validate(options, "", diagnostics);
-  return detail::detectors::finish<UtilizationDetector>(std::move(diagnostics), [&] {
+  return makeIfValid<std::unique_ptr<UtilizationDetector>>(std::move(diagnostics), [&] {
     return std::unique_ptr<UtilizationDetector>(new UtilizationDetector(options, std::move(name)));
   });
 }
@@ -153,17 +139,16 @@ HOLDBACK_INLINE UtilizationDetector::UtilizationDetector(UtilizationDetectorOpti
 HOLDBACK_INLINE void ConcurrencyDetector::validate(const ConcurrencyDetectorOptions& options,
                                                    const std::string& path,
                                                    Diagnostics& diagnostics) {
-  detail::detectors::validatePositive(options.maxConcurrency, path, "maxConcurrency", diagnostics);
-  detail::detectors::validatePositive(options.maxTokenConcurrency, path, "maxTokenConcurrency",
-                                      diagnostics);
-  detail::detectors::validateHeadroom(options.headroom, path, diagnostics);
+  detail::validatePositive(options.maxConcurrency, path, "maxConcurrency", diagnostics);
+  detail::validatePositive(options.maxTokenConcurrency, path, "maxTokenConcurrency", diagnostics);
+  detail::validateHeadroom(options.headroom, path, diagnostics);
 }
 
 HOLDBACK_INLINE Result<std::unique_ptr<ConcurrencyDetector>> ConcurrencyDetector::create(
     ConcurrencyDetectorOptions options, std::string name) {
   Diagnostics diagnostics;
   validate(options, "", diagnostics);
-  return detail::detectors::finish<ConcurrencyDetector>(std::move(diagnostics), [&] {
+  return makeIfValid<std::unique_ptr<ConcurrencyDetector>>(std::move(diagnostics), [&] {
     return std::unique_ptr<ConcurrencyDetector>(new ConcurrencyDetector(options, std::move(name)));
   });
 }
@@ -172,9 +157,8 @@ HOLDBACK_INLINE ConcurrencyDetector::ConcurrencyDetector(ConcurrencyDetectorOpti
                                                          std::string name)
     : SaturationDetector(std::move(name)),
       options_(options),
-      request_limit_(detail::detectors::truncatedLimit(options.maxConcurrency, options.headroom)),
-      token_limit_(
-          detail::detectors::truncatedLimit(options.maxTokenConcurrency, options.headroom)) {}
+      request_limit_(detail::truncatedLimit(options.maxConcurrency, options.headroom)),
+      token_limit_(detail::truncatedLimit(options.maxTokenConcurrency, options.headroom)) {}
 
 }  // namespace HOLDBACK_ABI_NAMESPACE
 }  // namespace holdback

@@ -276,17 +276,6 @@ class HOLDBACK_API ConcurrencyDetector final : public SaturationDetector {
 
 namespace detail {
 
-// a - b in nanoseconds, or false when it does not fit an int64.
-[[nodiscard]] inline bool checkedDifference(TimePoint a, TimePoint b, std::int64_t& out) noexcept {
-  constexpr std::int64_t kMin = std::numeric_limits<std::int64_t>::min();
-  constexpr std::int64_t kMax = std::numeric_limits<std::int64_t>::max();
-  const std::int64_t x = a.time_since_epoch().count();
-  const std::int64_t y = b.time_since_epoch().count();
-  if ((y > 0 && x < kMin + y) || (y < 0 && x > kMax + y)) return false;
-  out = x - y;
-  return true;
-}
-
 [[nodiscard]] constexpr bool isValidTelemetry(double v) noexcept {
   return v >= 0.0 && v <= std::numeric_limits<double>::max();  // false for NaN, inf, negative
 }
@@ -303,8 +292,11 @@ inline std::size_t writeAll(std::size_t n, std::span<std::size_t> out) noexcept 
 inline UtilizationDetector::Observation UtilizationDetector::observe(const Endpoint& endpoint,
                                                                      TimePoint now) const noexcept {
   if (!endpoint.updateTime) return Observation::kStale;
-  std::int64_t age = 0;
-  if (!detail::checkedDifference(now, *endpoint.updateTime, age)) return Observation::kInvalid;
+  // elapsed() saturates: a difference that does not fit an int64 count is invalid telemetry.
+  const std::int64_t age = elapsed(*endpoint.updateTime, now).count();
+  if (age == Duration::max().count() || age == Duration::min().count()) {
+    return Observation::kInvalid;
+  }
   if (age > staleness_ns_) return Observation::kStale;
   if (age < -staleness_ns_) return Observation::kInvalid;
   if (!detail::isValidTelemetry(endpoint.waitingQueueSize) ||

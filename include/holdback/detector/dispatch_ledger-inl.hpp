@@ -8,7 +8,7 @@
 #include <cmath>
 #include <new>
 
-#include "holdback/config/json.hpp"
+#include "holdback/core/text.hpp"
 
 namespace holdback {
 inline namespace HOLDBACK_ABI_NAMESPACE {
@@ -132,11 +132,11 @@ HOLDBACK_INLINE void DispatchLedger::validate(const DispatchLedgerOptions& optio
                                               const std::string& path, Diagnostics& diagnostics) {
   if (options.scrapeMarginRequests < 0) {
     diagnostics.error(
-        config::joinPath(path, "scrapeMarginRequests"),
+        joinPath(path, "scrapeMarginRequests"),
         std::to_string(options.scrapeMarginRequests) + " is negative; expected an integer >= 0");
   }
   if (options.budgetQueueDepth <= 0) {
-    diagnostics.error(config::joinPath(path, "budgetQueueDepth"),
+    diagnostics.error(joinPath(path, "budgetQueueDepth"),
                       std::to_string(options.budgetQueueDepth) +
                           " is not strictly positive; expected an integer > 0");
   }

@@ -9,7 +9,7 @@
 
 namespace holdback {
 inline namespace HOLDBACK_ABI_NAMESPACE {
-namespace detail::stage_saturation {
+namespace detail {
 
 // Copies the endpoints selected by `keep` into `out`, reusing its elements' storage.
 template <class Keep>
@@ -27,7 +27,7 @@ std::size_t collect(std::span<const Endpoint> endpoints, std::vector<Endpoint>& 
   return n;
 }
 
-}  // namespace detail::stage_saturation
+}  // namespace detail
 
 HOLDBACK_INLINE StageSaturation
 StageSaturationEvaluator::evaluate(const SaturationDetector& detector,
@@ -46,8 +46,8 @@ StageSaturationEvaluator::evaluate(const SaturationDetector& detector,
   std::size_t prefill_count = 0;
   std::size_t decode_count = 0;
   HOLDBACK_TRY {
-    prefill_count = detail::stage_saturation::collect(endpoints, prefill_, inPrefillStage);
-    decode_count = detail::stage_saturation::collect(endpoints, decode_, inDecodeStage);
+    prefill_count = detail::collect(endpoints, prefill_, inPrefillStage);
+    decode_count = detail::collect(endpoints, decode_, inDecodeStage);
   }
   HOLDBACK_CATCH_ALL {
     out.effective = 1.0;

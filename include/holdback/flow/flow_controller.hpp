@@ -70,6 +70,8 @@
 #include <vector>
 
 #include "holdback/core/diagnostics.hpp"
+#include "holdback/core/endpoint.hpp"
+#include "holdback/core/types.hpp"
 #include "holdback/flow/outcome.hpp"
 #include "holdback/flow/fairness.hpp"
 #include "holdback/detector/saturation_detector.hpp"
@@ -77,8 +79,6 @@
 
 namespace holdback {
 inline namespace HOLDBACK_ABI_NAMESPACE {
-
-using RequestId = std::uint64_t;
 
 // ---------------------------------------------------------------------------------------------
 // The two pure rules, exposed for hosts and tests.
@@ -122,16 +122,7 @@ struct ExpiryVerdict {
 // ---------------------------------------------------------------------------------------------
 // Host interfaces
 
-// Where the controller reads the pool from.
-// Thread safety: thread-compatible suffices (a controller calls it from one thread at a time,
-// under its cycle lock); a source shared by several controllers must be thread-safe.
-class HOLDBACK_API EndpointSource {
- public:
-  virtual ~EndpointSource() = default;
-  // The current pool. The span must stay valid until the next call on this source; the
-  // controller calls it from one thread at a time. Must not throw; should not allocate.
-  [[nodiscard]] virtual std::span<const Endpoint> endpoints(TimePoint now) noexcept = 0;
-};
+// EndpointSource (where the controller reads the pool from) is in holdback/core/endpoint.hpp.
 
 // A request handed to enqueue().
 struct FlowRequest {
@@ -301,10 +292,7 @@ struct FlowControllerStats {
   bool stopped = false;
 };
 
-// Prometheus text exposition (version 0.0.4) of a snapshot, metric names of the reference §3.12
-// with the prefix holdback_ instead of llm_d_epp_. `pool` is the inference_pool label value.
-[[nodiscard]] HOLDBACK_API std::string renderPrometheus(const FlowControllerStats& stats,
-                                                        std::string_view pool = "default");
+// renderPrometheus(stats) is in holdback/metrics/prometheus.hpp.
 
 // ---------------------------------------------------------------------------------------------
 
@@ -413,8 +401,4 @@ class HOLDBACK_API FlowController {
 
 #ifdef HOLDBACK_HEADER_ONLY
 #include "holdback/flow/flow_controller-inl.hpp"
-#endif
-
-#ifdef HOLDBACK_HEADER_ONLY
-#include "holdback/metrics/prometheus-inl.hpp"
 #endif

@@ -1,32 +1,21 @@
-// Implementation of holdback/flow/flow_controller.hpp: compiled into libholdback by
-// src/flow_prometheus.cpp, or included by the header itself in header-only mode
-// (HOLDBACK_HEADER_ONLY, holdback::header_only).
+// Implementation of holdback/metrics/prometheus.hpp: compiled into libholdback by src/metrics.cpp,
+// or included by the header itself in header-only mode (HOLDBACK_HEADER_ONLY,
+// holdback::header_only).
 #pragma once
 
-// Prometheus text exposition of FlowControllerStats.
+#include "holdback/metrics/prometheus.hpp"
+
 #include <charconv>
 #include <cmath>
-#include <string>
-
-#include "holdback/flow/flow_controller.hpp"
+#include <system_error>
 
 namespace holdback {
 inline namespace HOLDBACK_ABI_NAMESPACE {
-namespace detail::flow_prometheus {
 
-HOLDBACK_INLINE std::string number(double v) {
-  if (std::isnan(v)) return "NaN";
-  if (std::isinf(v)) return v > 0 ? "+Inf" : "-Inf";
-  char buf[64];
-  auto [end, ec] = std::to_chars(buf, buf + sizeof buf, v);
-  if (ec != std::errc()) return "NaN";
-  return std::string(buf, end);
-}
-
-HOLDBACK_INLINE std::string escapeLabel(std::string_view v) {
+HOLDBACK_INLINE std::string escapeLabelValue(std::string_view value) {
   std::string out;
-  out.reserve(v.size());
-  for (const char c : v) {
+  out.reserve(value.size());
+  for (const char c : value) {
     if (c == '\\') {
       out += "\\\\";
     } else if (c == '"') {
@@ -40,175 +29,199 @@ HOLDBACK_INLINE std::string escapeLabel(std::string_view v) {
   return out;
 }
 
-class Writer {
- public:
-  explicit Writer(std::string_view pool) : pool_(escapeLabel(pool)) {}
-
-  void header(std::string_view name, std::string_view type, std::string_view help) {
-    out_ += "# HELP holdback_";
-    out_ += name;
-    out_ += ' ';
-    out_ += help;
-    out_ += "\n# TYPE holdback_";
-    out_ += name;
-    out_ += ' ';
-    out_ += type;
-    out_ += '\n';
-  }
-
-  // `labels` is either empty or "k=\"v\",..." (already escaped); inference_pool is appended.
-  void sample(std::string_view name, std::string_view labels, const std::string& value) {
-    out_ += "holdback_";
-    out_ += name;
-    out_ += '{';
-    if (!labels.empty()) {
-      out_ += labels;
-      out_ += ',';
-    }
-    out_ += "inference_pool=\"";
-    out_ += pool_;
-    out_ += "\"} ";
-    out_ += value;
-    out_ += '\n';
-  }
-
-  std::string take() { return std::move(out_); }
-
- private:
-  std::string pool_;
-  std::string out_;
-};
-
-HOLDBACK_INLINE std::string priorityLabel(Priority p) {
-  return "priority=\"" + std::to_string(p) + "\"";
+HOLDBACK_INLINE std::string formatSampleValue(double value) {
+  if (std::isnan(value)) return "NaN";
+  if (std::isinf(value)) return value > 0 ? "+Inf" : "-Inf";
+  char buf[64];
+  const auto [end, ec] = std::to_chars(buf, buf + sizeof buf, value);
+  if (ec != std::errc()) return "NaN";
+  return std::string(buf, end);
 }
+
+HOLDBACK_INLINE PrometheusWriter::PrometheusWriter(
+    std::string prefix, std::vector<std::pair<std::string, std::string>> constLabels)
+    : prefix_(std::move(prefix)) {
+  for (const auto& [name, value] : constLabels) {
+    const_labels_ += ',';
+    const_labels_ += name;
+    const_labels_ += "=\"";
+    const_labels_ += escapeLabelValue(value);
+    const_labels_ += '"';
+  }
+}
+
+HOLDBACK_INLINE void PrometheusWriter::family(std::string_view name, std::string_view type,
+                                              std::string_view help) {
+  out_ += "# HELP ";
+  out_ += prefix_;
+  out_ += name;
+  out_ += ' ';
+  for (const char c : help) {
+    if (c == '\\') {
+      out_ += "\\\\";
+    } else if (c == '\n') {
+      out_ += "\\n";
+    } else {
+      out_ += c;
+    }
+  }
+  out_ += "\n# TYPE ";
+  out_ += prefix_;
+  out_ += name;
+  out_ += ' ';
+  out_ += type;
+  out_ += '\n';
+}
+
+HOLDBACK_INLINE void PrometheusWriter::write(std::string_view name, std::span<const Label> labels,
+                                             std::string_view extraName,
+                                             std::string_view extraValue, std::string_view value) {
+  out_ += prefix_;
+  out_ += name;
+  std::string body;
+  for (const auto& [label, label_value] : labels) {
+    body += ',';
+    body += label;
+    body += "=\"";
+    body += escapeLabelValue(label_value);
+    body += '"';
+  }
+  if (!extraName.empty()) {
+    body += ',';
+    body += extraName;
+    body += "=\"";
+    body += extraValue;  // formatted by the writer itself: nothing to escape
+    body += '"';
+  }
+  body += const_labels_;
+  if (!body.empty()) {
+    out_ += '{';
+    out_.append(body, 1, std::string::npos);  // without the leading comma
+    out_ += '}';
+  }
+  out_ += ' ';
+  out_ += value;
+  out_ += '\n';
+}
+
+HOLDBACK_INLINE void PrometheusWriter::sample(std::string_view name, std::span<const Label> labels,
+                                              double value) {
+  write(name, labels, {}, {}, formatSampleValue(value));
+}
+
+HOLDBACK_INLINE void PrometheusWriter::sample(std::string_view name, std::span<const Label> labels,
+                                              std::uint64_t value) {
+  write(name, labels, {}, {}, std::to_string(value));
+}
+
+HOLDBACK_INLINE void PrometheusWriter::histogram(std::string_view name,
+                                                 std::span<const Label> labels,
+                                                 std::span<const double> upperBounds,
+                                                 std::span<const std::uint64_t> counts,
+                                                 double sum) {
+  const std::string bucket = std::string(name) + "_bucket";
+  std::uint64_t cumulative = 0;
+  for (std::size_t i = 0; i <= upperBounds.size(); ++i) {
+    if (i < counts.size()) cumulative += counts[i];
+    const std::string le = i < upperBounds.size() ? formatSampleValue(upperBounds[i]) : "+Inf";
+    write(bucket, labels, "le", le, std::to_string(cumulative));
+  }
+  write(std::string(name) + "_sum", labels, {}, {}, formatSampleValue(sum));
+  write(std::string(name) + "_count", labels, {}, {}, std::to_string(cumulative));
+}
+
+namespace detail {
 
 HOLDBACK_INLINE double ratio(std::uint64_t used, std::uint64_t max) {
   return max == 0 ? 0.0 : static_cast<double>(used) / static_cast<double>(max);
 }
 
-}  // namespace detail::flow_prometheus
+}  // namespace detail
 
 HOLDBACK_INLINE std::string renderPrometheus(const FlowControllerStats& stats,
                                              std::string_view pool) {
-  detail::flow_prometheus::Writer w(pool);
-
-  w.header("flow_control_queue_size", "gauge", "Requests queued, per priority band.");
-  for (const BandStats& b : stats.bands) {
-    if (b.provisioned) {
-      w.sample("flow_control_queue_size", detail::flow_prometheus::priorityLabel(b.priority),
-               std::to_string(b.queuedRequests));
+  using Label = PrometheusWriter::Label;
+  PrometheusWriter w("holdback_", {{"inference_pool", std::string(pool)}});
+  // One gauge or counter family with a sample per band: value(b) for every band `include(b)`.
+  const auto perBand = [&w, &stats](std::string_view name, std::string_view type,
+                                    std::string_view help, auto include, auto value) {
+    w.family(name, type, help);
+    for (const BandStats& b : stats.bands) {
+      if (!include(b)) continue;
+      const std::string priority = std::to_string(b.priority);
+      w.sample(name, {Label{"priority", priority}}, value(b));
     }
-  }
-  w.header("flow_control_queue_bytes", "gauge", "Bytes queued, per priority band.");
-  for (const BandStats& b : stats.bands) {
-    if (b.provisioned) {
-      w.sample("flow_control_queue_bytes", detail::flow_prometheus::priorityLabel(b.priority),
-               std::to_string(b.queuedBytes));
-    }
-  }
+  };
+  const auto provisioned = [](const BandStats& b) { return b.provisioned; };
+  const auto every = [](const BandStats&) { return true; };
 
-  w.header("flow_control_pool_saturation", "gauge",
+  perBand("flow_control_queue_size", "gauge", "Requests queued, per priority band.", provisioned,
+          [](const BandStats& b) { return std::uint64_t{b.queuedRequests}; });
+  perBand("flow_control_queue_bytes", "gauge", "Bytes queued, per priority band.", provisioned,
+          [](const BandStats& b) { return std::uint64_t{b.queuedBytes}; });
+
+  w.family("flow_control_pool_saturation", "gauge",
            "Pool saturation seen by the last dispatch cycle, per stage.");
-  w.sample("flow_control_pool_saturation", "stage=\"effective\"",
-           detail::flow_prometheus::number(stats.lastSaturation));
+  w.sample("flow_control_pool_saturation", {Label{"stage", "effective"}}, stats.lastSaturation);
   if (stats.lastPrefillSaturation) {
-    w.sample("flow_control_pool_saturation", "stage=\"prefill\"",
-             detail::flow_prometheus::number(*stats.lastPrefillSaturation));
+    w.sample("flow_control_pool_saturation", {Label{"stage", "prefill"}},
+             *stats.lastPrefillSaturation);
   }
   if (stats.lastDecodeSaturation) {
-    w.sample("flow_control_pool_saturation", "stage=\"decode\"",
-             detail::flow_prometheus::number(*stats.lastDecodeSaturation));
+    w.sample("flow_control_pool_saturation", {Label{"stage", "decode"}},
+             *stats.lastDecodeSaturation);
   }
 
-  w.header("flow_control_capacity_utilization_requests", "gauge",
-           "Queued requests over the band's maxRequests.");
-  for (const BandStats& b : stats.bands) {
-    if (b.provisioned) {
-      w.sample("flow_control_capacity_utilization_requests",
-               detail::flow_prometheus::priorityLabel(b.priority),
-               detail::flow_prometheus::number(
-                   detail::flow_prometheus::ratio(b.queuedRequests, b.maxRequests)));
-    }
-  }
-  w.header("flow_control_capacity_utilization_bytes", "gauge",
-           "Queued bytes over the band's maxBytes.");
-  for (const BandStats& b : stats.bands) {
-    if (b.provisioned) {
-      w.sample("flow_control_capacity_utilization_bytes",
-               detail::flow_prometheus::priorityLabel(b.priority),
-               detail::flow_prometheus::number(
-                   detail::flow_prometheus::ratio(b.queuedBytes, b.maxBytes)));
-    }
-  }
+  perBand("flow_control_capacity_utilization_requests", "gauge",
+          "Queued requests over the band's maxRequests.", provisioned,
+          [](const BandStats& b) { return detail::ratio(b.queuedRequests, b.maxRequests); });
+  perBand("flow_control_capacity_utilization_bytes", "gauge",
+          "Queued bytes over the band's maxBytes.", provisioned,
+          [](const BandStats& b) { return detail::ratio(b.queuedBytes, b.maxBytes); });
   if (stats.maxRequests > 0) {
-    w.header("flow_control_global_capacity_utilization_requests", "gauge",
+    w.family("flow_control_global_capacity_utilization_requests", "gauge",
              "Queued requests over the global maxRequests.");
-    w.sample("flow_control_global_capacity_utilization_requests", "",
-             detail::flow_prometheus::number(
-                 detail::flow_prometheus::ratio(stats.queuedRequests, stats.maxRequests)));
+    w.sample("flow_control_global_capacity_utilization_requests", {},
+             detail::ratio(stats.queuedRequests, stats.maxRequests));
   }
   if (stats.maxBytes > 0) {
-    w.header("flow_control_global_capacity_utilization_bytes", "gauge",
+    w.family("flow_control_global_capacity_utilization_bytes", "gauge",
              "Queued bytes over the global maxBytes.");
-    w.sample("flow_control_global_capacity_utilization_bytes", "",
-             detail::flow_prometheus::number(
-                 detail::flow_prometheus::ratio(stats.queuedBytes, stats.maxBytes)));
+    w.sample("flow_control_global_capacity_utilization_bytes", {},
+             detail::ratio(stats.queuedBytes, stats.maxBytes));
   }
 
-  w.header("flow_control_requests_total", "counter",
+  w.family("flow_control_requests_total", "counter",
            "Finalized requests, by outcome and priority band.");
   for (const BandStats& b : stats.bands) {
+    const std::string priority = std::to_string(b.priority);
     for (const QueueOutcome o : kAllQueueOutcomes) {
-      const std::string labels = "outcome=\"" + std::string(toString(o)) + "\"," +
-                                 detail::flow_prometheus::priorityLabel(b.priority);
-      w.sample("flow_control_requests_total", labels,
-               std::to_string(b.outcomes[static_cast<std::size_t>(o)]));
+      w.sample("flow_control_requests_total",
+               {Label{"outcome", toString(o)}, Label{"priority", priority}},
+               std::uint64_t{b.outcomes[static_cast<std::size_t>(o)]});
     }
   }
 
-  w.header("flow_control_request_queue_duration_seconds", "histogram",
+  w.family("flow_control_request_queue_duration_seconds", "histogram",
            "Time dispatched requests spent queued, per priority band.");
   for (const BandStats& b : stats.bands) {
-    const std::string prio = detail::flow_prometheus::priorityLabel(b.priority);
-    const std::string outcome = "outcome=\"Dispatched\",";
-    std::uint64_t cumulative = 0;
-    for (std::size_t i = 0; i <= kQueueDurationBucketsSeconds.size(); ++i) {
-      cumulative += b.queueDurationBuckets[i];
-      const std::string le = i < kQueueDurationBucketsSeconds.size()
-                                 ? detail::flow_prometheus::number(kQueueDurationBucketsSeconds[i])
-                                 : std::string("+Inf");
-      std::string labels = outcome;
-      labels += prio;
-      labels += ",le=\"";
-      labels += le;
-      labels += '"';
-      w.sample("flow_control_request_queue_duration_seconds_bucket", labels,
-               std::to_string(cumulative));
-    }
-    w.sample("flow_control_request_queue_duration_seconds_sum", outcome + prio,
-             detail::flow_prometheus::number(b.queueDurationSumSeconds));
-    w.sample("flow_control_request_queue_duration_seconds_count", outcome + prio,
-             std::to_string(cumulative));
+    const std::string priority = std::to_string(b.priority);
+    const Label labels[] = {{"outcome", "Dispatched"}, {"priority", priority}};
+    w.histogram("flow_control_request_queue_duration_seconds", labels, kQueueDurationBucketsSeconds,
+                b.queueDurationBuckets, b.queueDurationSumSeconds);
   }
 
   // holdback extensions (no Go counterpart).
-  w.header("flow_control_band_ceiling", "gauge",
-           "Ceiling of the band in the last dispatch cycle (absent when outside the domain).");
-  for (const BandStats& b : stats.bands) {
-    if (b.provisioned && b.lastCeiling) {
-      w.sample("flow_control_band_ceiling", detail::flow_prometheus::priorityLabel(b.priority),
-               detail::flow_prometheus::number(*b.lastCeiling));
-    }
-  }
-  w.header("flow_control_gated_cycles_total", "counter",
-           "Dispatch cycles that stopped at this gated band (head-of-line).");
-  for (const BandStats& b : stats.bands) {
-    w.sample("flow_control_gated_cycles_total", detail::flow_prometheus::priorityLabel(b.priority),
-             std::to_string(b.gatedCycles));
-  }
-  w.header("flow_control_dispatch_cycles_total", "counter", "Dispatch cycles run.");
-  w.sample("flow_control_dispatch_cycles_total", "", std::to_string(stats.cycles));
+  perBand(
+      "flow_control_band_ceiling", "gauge",
+      "Ceiling of the band in the last dispatch cycle (absent when outside the domain).",
+      [](const BandStats& b) { return b.provisioned && b.lastCeiling.has_value(); },
+      [](const BandStats& b) { return *b.lastCeiling; });
+  perBand("flow_control_gated_cycles_total", "counter",
+          "Dispatch cycles that stopped at this gated band (head-of-line).", every,
+          [](const BandStats& b) { return std::uint64_t{b.gatedCycles}; });
+  w.family("flow_control_dispatch_cycles_total", "counter", "Dispatch cycles run.");
+  w.sample("flow_control_dispatch_cycles_total", {}, std::uint64_t{stats.cycles});
   return w.take();
 }
 

@@ -6,29 +6,17 @@
 
 #include <algorithm>
 
-#include "holdback/config/json.hpp"
+#include "holdback/core/text.hpp"
 
 namespace holdback {
 inline namespace HOLDBACK_ABI_NAMESPACE {
-namespace detail::policies {
-
-using config::formatNumber;
-using config::joinPath;
+namespace detail {
 
 HOLDBACK_INLINE bool inClosed(double v, double lo, double hi) {
   return v >= lo && v <= hi;
 }
 
-// Builds a policy after validation, or returns the diagnostics.
-template <class Policy, class Make>
-Result<std::unique_ptr<Policy>> finish(Diagnostics diagnostics, Make make) {
-  if (diagnostics.hasErrors()) {
-    return Result<std::unique_ptr<Policy>>::failure(std::move(diagnostics));
-  }
-  return Result<std::unique_ptr<Policy>>(make(), std::move(diagnostics));
-}
-
-}  // namespace detail::policies
+}  // namespace detail
 
 HOLDBACK_INLINE std::string_view toString(HoldbackStrategy strategy) noexcept {
   switch (strategy) {
@@ -54,8 +42,8 @@ HOLDBACK_INLINE void StaticUsageLimitPolicy::validate(const StaticUsageLimitOpti
                                                       const std::string& path,
                                                       Diagnostics& diagnostics) {
   if (!(options.threshold > 0.0 && options.threshold <= 1.0)) {
-    diagnostics.error(detail::policies::joinPath(path, "threshold"),
-                      detail::policies::formatNumber(options.threshold) + " is outside (0.0, 1.0]");
+    diagnostics.error(joinPath(path, "threshold"),
+                      formatNumber(options.threshold) + " is outside (0.0, 1.0]");
   }
 }
 
@@ -63,7 +51,7 @@ HOLDBACK_INLINE Result<std::unique_ptr<StaticUsageLimitPolicy>> StaticUsageLimit
     StaticUsageLimitOptions options, std::string name) {
   Diagnostics diagnostics;
   validate(options, "", diagnostics);
-  return detail::policies::finish<StaticUsageLimitPolicy>(std::move(diagnostics), [&] {
+  return makeIfValid<std::unique_ptr<StaticUsageLimitPolicy>>(std::move(diagnostics), [&] {
     return std::unique_ptr<StaticUsageLimitPolicy>(
         new StaticUsageLimitPolicy(options, std::move(name)));
   });
@@ -79,26 +67,25 @@ HOLDBACK_INLINE void PriorityHoldbackPolicy::validate(const PriorityHoldbackOpti
 
   const bool max_ok = options.maxCeiling > 0.0 && options.maxCeiling <= 1.0;
   if (!max_ok) {
-    diagnostics.error(
-        detail::policies::joinPath(path, "maxCeiling"),
-        detail::policies::formatNumber(options.maxCeiling) + " is outside (0.0, 1.0]");
+    diagnostics.error(joinPath(path, "maxCeiling"),
+                      formatNumber(options.maxCeiling) + " is outside (0.0, 1.0]");
   }
 
   if (!is_static) {
     if (!options.minCeiling) {
       diagnostics.error(
-          detail::policies::joinPath(path, "minCeiling"),
+          joinPath(path, "minCeiling"),
           "missing; strategy " + strategy + " requires minCeiling, a number in [0.0, 1.0)");
     } else {
       const double min = *options.minCeiling;
       if (!(min >= 0.0 && min < 1.0)) {
-        diagnostics.error(detail::policies::joinPath(path, "minCeiling"),
-                          detail::policies::formatNumber(min) + " is outside [0.0, 1.0)");
+        diagnostics.error(joinPath(path, "minCeiling"),
+                          formatNumber(min) + " is outside [0.0, 1.0)");
       }
       if (!(min < options.maxCeiling) && !std::isnan(options.maxCeiling)) {
-        diagnostics.error(detail::policies::joinPath(path, "minCeiling"),
-                          detail::policies::formatNumber(min) + " is not below maxCeiling " +
-                              detail::policies::formatNumber(options.maxCeiling) +
+        diagnostics.error(joinPath(path, "minCeiling"),
+                          formatNumber(min) + " is not below maxCeiling " +
+                              formatNumber(options.maxCeiling) +
                               "; minCeiling must be strictly less than maxCeiling");
       }
     }
@@ -106,20 +93,18 @@ HOLDBACK_INLINE void PriorityHoldbackPolicy::validate(const PriorityHoldbackOpti
 
   if (options.strategy == HoldbackStrategy::kSigmoidSmoothed) {
     if (!(options.sigmoidSteepness > 0.0 && options.sigmoidSteepness <= 100.0)) {
-      diagnostics.error(
-          detail::policies::joinPath(path, "sigmoidSteepness"),
-          detail::policies::formatNumber(options.sigmoidSteepness) + " is outside (0.0, 100.0]");
+      diagnostics.error(joinPath(path, "sigmoidSteepness"),
+                        formatNumber(options.sigmoidSteepness) + " is outside (0.0, 100.0]");
     }
-    if (!detail::policies::inClosed(options.sigmoidMidpoint, 0.0, 1.0)) {
-      diagnostics.error(
-          detail::policies::joinPath(path, "sigmoidMidpoint"),
-          detail::policies::formatNumber(options.sigmoidMidpoint) + " is outside [0.0, 1.0]");
+    if (!detail::inClosed(options.sigmoidMidpoint, 0.0, 1.0)) {
+      diagnostics.error(joinPath(path, "sigmoidMidpoint"),
+                        formatNumber(options.sigmoidMidpoint) + " is outside [0.0, 1.0]");
     }
   }
 
   if (!is_static) return;
 
-  const std::string ceilings_path = detail::policies::joinPath(path, "ceilings");
+  const std::string ceilings_path = joinPath(path, "ceilings");
   if (options.ceilings.empty()) {
     diagnostics.error(ceilings_path,
                       "missing or empty; strategy \"static\" requires ceilings, a non-empty map "
@@ -133,12 +118,10 @@ HOLDBACK_INLINE void PriorityHoldbackPolicy::validate(const PriorityHoldbackOpti
   std::vector<StaticCeiling> valid;  // entries that passed their own checks
   for (std::size_t i = 0; i < sorted.size(); ++i) {
     const StaticCeiling& entry = sorted[i];
-    const std::string entry_path =
-        detail::policies::joinPath(ceilings_path, std::to_string(entry.priority));
+    const std::string entry_path = joinPath(ceilings_path, std::to_string(entry.priority));
     bool ok = true;
-    if (!detail::policies::inClosed(entry.ceiling, 0.0, 1.0)) {
-      diagnostics.error(entry_path,
-                        detail::policies::formatNumber(entry.ceiling) + " is outside [0.0, 1.0]");
+    if (!detail::inClosed(entry.ceiling, 0.0, 1.0)) {
+      diagnostics.error(entry_path, formatNumber(entry.ceiling) + " is outside [0.0, 1.0]");
       ok = false;
     }
     if (i > 0 && sorted[i - 1].priority == entry.priority) {
@@ -155,9 +138,8 @@ HOLDBACK_INLINE void PriorityHoldbackPolicy::validate(const PriorityHoldbackOpti
     const StaticCeiling& higher = valid[i - 1];
     const StaticCeiling& lower = valid[i];
     if (lower.ceiling > higher.ceiling) {
-      diagnostics.error(detail::policies::joinPath(ceilings_path, std::to_string(lower.priority)),
-                        detail::policies::formatNumber(lower.ceiling) + " is above " +
-                            detail::policies::formatNumber(higher.ceiling) +
+      diagnostics.error(joinPath(ceilings_path, std::to_string(lower.priority)),
+                        formatNumber(lower.ceiling) + " is above " + formatNumber(higher.ceiling) +
                             ", the ceiling of the higher priority " +
                             std::to_string(higher.priority) +
                             "; ceilings must not increase as priority decreases (priority "
@@ -166,14 +148,14 @@ HOLDBACK_INLINE void PriorityHoldbackPolicy::validate(const PriorityHoldbackOpti
   }
   if (options.defaultCeiling) {
     const double d = *options.defaultCeiling;
-    if (!detail::policies::inClosed(d, 0.0, 1.0)) {
-      diagnostics.error(detail::policies::joinPath(path, "defaultCeiling"),
-                        detail::policies::formatNumber(d) + " is outside [0.0, 1.0]");
+    if (!detail::inClosed(d, 0.0, 1.0)) {
+      diagnostics.error(joinPath(path, "defaultCeiling"),
+                        formatNumber(d) + " is outside [0.0, 1.0]");
     } else if (all_valid && !sorted.empty() && d > sorted.back().ceiling) {
       diagnostics.warning(
-          detail::policies::joinPath(path, "defaultCeiling"),
-          detail::policies::formatNumber(d) + " is above the lowest listed ceiling " +
-              detail::policies::formatNumber(sorted.back().ceiling) + " (priority " +
+          joinPath(path, "defaultCeiling"),
+          formatNumber(d) + " is above the lowest listed ceiling " +
+              formatNumber(sorted.back().ceiling) + " (priority " +
               std::to_string(sorted.back().priority) +
               "); an unlisted priority below a listed one will lift that listed ceiling through "
               "the monotonizing sweep");
@@ -197,7 +179,7 @@ HOLDBACK_INLINE Result<std::unique_ptr<PriorityHoldbackPolicy>> PriorityHoldback
     PriorityHoldbackOptions options, std::string name) {
   Diagnostics diagnostics;
   validate(options, "", diagnostics);
-  return detail::policies::finish<PriorityHoldbackPolicy>(std::move(diagnostics), [&] {
+  return makeIfValid<std::unique_ptr<PriorityHoldbackPolicy>>(std::move(diagnostics), [&] {
     return std::unique_ptr<PriorityHoldbackPolicy>(
         new PriorityHoldbackPolicy(std::move(options), std::move(name)));
   });

@@ -7,11 +7,11 @@
 #include <algorithm>
 #include <cmath>
 
-#include "holdback/config/json.hpp"
+#include "holdback/core/text.hpp"
 
 namespace holdback {
 inline namespace HOLDBACK_ABI_NAMESPACE {
-namespace detail::reservation {
+namespace detail {
 
 HOLDBACK_INLINE double finiteNonNegative(double v) noexcept {
   return v > 0.0 && std::isfinite(v) ? v : 0.0;
@@ -21,7 +21,7 @@ HOLDBACK_INLINE bool validEpsilon(double eps) noexcept {
   return eps > 0.0 && eps <= 0.5;
 }
 
-}  // namespace detail::reservation
+}  // namespace detail
 
 HOLDBACK_INLINE double ReservationPolicy::inverseNormal(double p) noexcept {
   // Peter Acklam's algorithm: rational approximations in a central region and two tails.
@@ -82,9 +82,7 @@ HOLDBACK_INLINE double ReservationPolicy::poissonReserve(double a, double epsilo
 HOLDBACK_INLINE void ReservationPolicy::validate(const ReservationOptions& options,
                                                  const std::string& path,
                                                  Diagnostics& diagnostics) {
-  using config::formatNumber;
-  using config::joinPath;
-  if (!detail::reservation::validEpsilon(options.epsilon)) {
+  if (!detail::validEpsilon(options.epsilon)) {
     diagnostics.error(joinPath(path, "epsilon"),
                       formatNumber(options.epsilon) + " is outside (0.0, 0.5]");
   }
@@ -128,7 +126,7 @@ HOLDBACK_INLINE void ReservationPolicy::validate(const ReservationOptions& optio
       duplicate = duplicate || options.epsilons[j].priority == band.priority;
     if (duplicate) {
       diagnostics.error(at, "priority " + std::to_string(band.priority) + " is listed twice");
-    } else if (!detail::reservation::validEpsilon(band.epsilon)) {
+    } else if (!detail::validEpsilon(band.epsilon)) {
       diagnostics.error(at, formatNumber(band.epsilon) + " is outside (0.0, 0.5]");
     }
   }
@@ -183,7 +181,7 @@ HOLDBACK_INLINE void ReservationPolicy::epsilonFor(Priority priority, double& ep
 HOLDBACK_INLINE void ReservationPolicy::reserves(std::span<const Priority> priorities,
                                                  const DemandView& demand,
                                                  std::span<double> out) const noexcept {
-  using detail::reservation::finiteNonNegative;
+  using detail::finiteNonNegative;
   const std::size_t n = std::min(priorities.size(), out.size());
   if (n == 0) return;
   const bool have = demand.bands.size() >= n;

@@ -34,11 +34,10 @@
 #include <string_view>
 #include <utility>
 
+#include "holdback/core/types.hpp"
+
 namespace holdback {
 inline namespace HOLDBACK_ABI_NAMESPACE {
-
-// A priority level. Larger is more important; negative priorities are "sheddable".
-using Priority = std::int32_t;
 
 // The gate: true when a band with `ceiling` must not dispatch at `saturation`. Written as
 // !(saturation < ceiling) so that nothing non-finite can ever open a gate: a NaN on either side

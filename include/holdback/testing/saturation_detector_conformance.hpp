@@ -17,6 +17,7 @@
 #pragma once
 
 #include "holdback/abi.hpp"
+#include "holdback/testing/conformance_support.hpp"
 
 #include <gtest/gtest.h>
 
@@ -37,21 +38,15 @@ namespace holdback {
 inline namespace HOLDBACK_ABI_NAMESPACE {
 namespace testing {
 
-struct DetectorFactory {
-  std::string label;
-  std::function<std::unique_ptr<SaturationDetector>()> make;
-};
+// The suite's parameter and its name (testing/conformance_support.hpp).
+using DetectorFactory = Factory<SaturationDetector>;
 
-struct DetectorFactoryName {
-  std::string operator()(const ::testing::TestParamInfo<DetectorFactory>& info) const {
-    return info.param.label;
-  }
-};
+using DetectorFactoryName = FactoryName;
 
 // Random pools and times, including the edge cases, from a fixed seed.
-class EndpointGenerator {
+class EndpointGenerator : public SeededGenerator {
  public:
-  explicit EndpointGenerator(std::uint32_t seed) : rng_(seed) {}
+  using SeededGenerator::SeededGenerator;
 
   // Around the reference time, sometimes at the ends of the clock's range.
   TimePoint now() {
@@ -77,20 +72,14 @@ class EndpointGenerator {
           e.updateTime.reset();  // no metrics
           break;
         case 1:  // anywhere in the clock's range
-          e.updateTime = TimePoint(Duration(std::uniform_int_distribution<std::int64_t>(
-              std::numeric_limits<std::int64_t>::min(),
-              std::numeric_limits<std::int64_t>::max())(rng_)));
+          e.updateTime = TimePoint(Duration(between<std::int64_t>(
+              std::numeric_limits<std::int64_t>::min(), std::numeric_limits<std::int64_t>::max())));
           break;
         default:  // from 10 s in the future to 10 s in the past
-          e.updateTime = reference() + std::chrono::milliseconds(std::uniform_int_distribution<int>(
-                                           -10'000, 10'000)(rng_));
+          e.updateTime = reference() + std::chrono::milliseconds(between<int>(-10'000, 10'000));
       }
     }
     return out;
-  }
-
-  std::size_t pick(std::size_t n) {
-    return std::uniform_int_distribution<std::size_t>(0, n - 1)(rng_);
   }
 
  private:
@@ -107,17 +96,15 @@ class EndpointGenerator {
                                           std::numeric_limits<double>::max(),
                                           std::numeric_limits<double>::denorm_min()};
     if (pick(5) == 0) return kSpecial[pick(std::size(kSpecial))];
-    return std::uniform_real_distribution<double>(0.0, typical)(rng_);
+    return uniform(0.0, typical);
   }
 
   std::int64_t count(std::int64_t typical) {
     static constexpr std::int64_t kSpecial[] = {std::numeric_limits<std::int64_t>::min(),
                                                 std::numeric_limits<std::int64_t>::max(), -1, 0};
     if (pick(6) == 0) return kSpecial[pick(std::size(kSpecial))];
-    return std::uniform_int_distribution<std::int64_t>(0, typical)(rng_);
+    return between<std::int64_t>(0, typical);
   }
-
-  std::mt19937 rng_;
 };
 
 class SaturationDetectorConformanceTest : public ::testing::TestWithParam<DetectorFactory> {
@@ -216,24 +203,19 @@ TEST_P(SaturationDetectorConformanceTest, ReportsTypeAndName) {
 TEST_P(SaturationDetectorConformanceTest, ConcurrentCallsStayValid) {
   auto detector = make();
   constexpr int kThreads = 4;
-  std::vector<std::thread> threads;
   std::vector<int> failures(kThreads, 0);
-  threads.reserve(kThreads);
-  for (int t = 0; t < kThreads; ++t) {
-    threads.emplace_back([&, t] {
-      EndpointGenerator gen(static_cast<std::uint32_t>(100 + t));
-      for (int round = 0; round < 300; ++round) {
-        const auto pool = gen.pool();
-        const TimePoint now = gen.now();
-        const double s = detector->saturation(pool, now);
-        std::vector<std::size_t> out(pool.size());
-        const FilterResult r = detector->filter(pool, now, out);
-        const bool ok = std::isfinite(s) && s >= 0.0 && r.kept <= pool.size();
-        failures[static_cast<std::size_t>(t)] += ok ? 0 : 1;
-      }
-    });
-  }
-  for (auto& thread : threads) thread.join();
+  runConcurrently(kThreads, [&](int t) {
+    EndpointGenerator gen(static_cast<std::uint32_t>(100 + t));
+    for (int round = 0; round < 300; ++round) {
+      const auto pool = gen.pool();
+      const TimePoint now = gen.now();
+      const double s = detector->saturation(pool, now);
+      std::vector<std::size_t> out(pool.size());
+      const FilterResult r = detector->filter(pool, now, out);
+      const bool ok = std::isfinite(s) && s >= 0.0 && r.kept <= pool.size();
+      failures[static_cast<std::size_t>(t)] += ok ? 0 : 1;
+    }
+  });
   for (int t = 0; t < kThreads; ++t) EXPECT_EQ(failures[static_cast<std::size_t>(t)], 0) << t;
 }
 

@@ -12,6 +12,7 @@
 #pragma once
 
 #include "holdback/abi.hpp"
+#include "holdback/testing/conformance_support.hpp"
 
 #include <gtest/gtest.h>
 
@@ -31,21 +32,15 @@ namespace holdback {
 inline namespace HOLDBACK_ABI_NAMESPACE {
 namespace testing {
 
-struct PolicyFactory {
-  std::string label;
-  std::function<std::unique_ptr<UsageLimitPolicy>()> make;
-};
+// The suite's parameter and its name (testing/conformance_support.hpp).
+using PolicyFactory = Factory<UsageLimitPolicy>;
 
-struct PolicyFactoryName {
-  std::string operator()(const ::testing::TestParamInfo<PolicyFactory>& info) const {
-    return info.param.label;
-  }
-};
+using PolicyFactoryName = FactoryName;
 
 // Random inputs, including the edge cases, from a fixed seed.
-class PolicyInputGenerator {
+class PolicyInputGenerator : public SeededGenerator {
  public:
-  explicit PolicyInputGenerator(std::uint32_t seed) : rng_(seed) {}
+  using SeededGenerator::SeededGenerator;
 
   double saturation() {
     static constexpr double kSpecial[] = {std::numeric_limits<double>::quiet_NaN(),
@@ -59,7 +54,7 @@ class PolicyInputGenerator {
                                           -0.0,
                                           std::numeric_limits<double>::denorm_min()};
     if (pick(4) == 0) return kSpecial[pick(std::size(kSpecial))];
-    return std::uniform_real_distribution<double>(0.0, 2.0)(rng_);
+    return uniform(0.0, 2.0);
   }
 
   std::vector<Priority> priorities() {
@@ -77,19 +72,12 @@ class PolicyInputGenerator {
           out.push_back(out.empty() ? 0 : out.back());  // duplicate
           break;
         default:
-          out.push_back(std::uniform_int_distribution<Priority>(-1000, 1000)(rng_));
+          out.push_back(between<Priority>(-1000, 1000));
       }
     }
     if (pick(2) == 0) std::sort(out.begin(), out.end(), std::greater<>());  // sometimes sorted
     return out;
   }
-
-  std::size_t pick(std::size_t n) {
-    return std::uniform_int_distribution<std::size_t>(0, n - 1)(rng_);
-  }
-
- private:
-  std::mt19937 rng_;
 };
 
 class UsageLimitPolicyConformanceTest : public ::testing::TestWithParam<PolicyFactory> {
@@ -211,25 +199,20 @@ TEST_P(UsageLimitPolicyConformanceTest, ReportsTypeAndName) {
 TEST_P(UsageLimitPolicyConformanceTest, ConcurrentCallsStayValid) {
   auto policy = make();
   constexpr int kThreads = 4;
-  std::vector<std::thread> threads;
   std::vector<int> failures(kThreads, 0);
-  threads.reserve(kThreads);
-  for (int t = 0; t < kThreads; ++t) {
-    threads.emplace_back([&, t] {
-      PolicyInputGenerator gen(static_cast<std::uint32_t>(100 + t));
-      for (int round = 0; round < 500; ++round) {
-        const auto priorities = gen.priorities();
-        std::vector<double> ceilings(priorities.size(), 1.0);
-        policy->computeLimit(gen.saturation(), priorities, ceilings);
-        for (std::size_t i = 0; i < ceilings.size(); ++i) {
-          const bool ok = std::isfinite(ceilings[i]) && ceilings[i] >= 0.0 && ceilings[i] <= 1.0 &&
-                          (i == 0 || ceilings[i - 1] >= ceilings[i]);
-          failures[static_cast<std::size_t>(t)] += ok ? 0 : 1;
-        }
+  runConcurrently(kThreads, [&](int t) {
+    PolicyInputGenerator gen(static_cast<std::uint32_t>(100 + t));
+    for (int round = 0; round < 500; ++round) {
+      const auto priorities = gen.priorities();
+      std::vector<double> ceilings(priorities.size(), 1.0);
+      policy->computeLimit(gen.saturation(), priorities, ceilings);
+      for (std::size_t i = 0; i < ceilings.size(); ++i) {
+        const bool ok = std::isfinite(ceilings[i]) && ceilings[i] >= 0.0 && ceilings[i] <= 1.0 &&
+                        (i == 0 || ceilings[i - 1] >= ceilings[i]);
+        failures[static_cast<std::size_t>(t)] += ok ? 0 : 1;
       }
-    });
-  }
-  for (auto& thread : threads) thread.join();
+    }
+  });
   for (int t = 0; t < kThreads; ++t) EXPECT_EQ(failures[static_cast<std::size_t>(t)], 0) << t;
 }
 

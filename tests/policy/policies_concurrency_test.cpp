@@ -1,10 +1,10 @@
 // Concurrency of the policies; run under ThreadSanitizer by scripts/test.sh.
 #include <gtest/gtest.h>
 
-#include <thread>
 #include <vector>
 
 #include "holdback/policy/policies.hpp"
+#include "holdback/testing/conformance_support.hpp"
 
 namespace holdback {
 namespace {
@@ -13,24 +13,18 @@ TEST(SoftReflectiveConcurrencyTest, SharedTickCountsEveryAlternatingCall) {
   auto policy = std::move(SoftReflectiveCeilingPolicy::create()).value();
   constexpr int kThreads = 4;
   constexpr int kCalls = 5000;
-  std::vector<std::thread> threads;
   std::vector<int> opened(kThreads, 0);
-  threads.reserve(kThreads);
-  for (int t = 0; t < kThreads; ++t) {
-    threads.emplace_back([&, t] {
-      const std::vector<Priority> priorities{100, 0, -50};
-      std::vector<double> ceilings(3);
-      for (int i = 0; i < kCalls; ++i) {
-        ceilings.assign(3, 1.0);
-        policy->computeLimit(0.75, priorities, ceilings);  // period 3
-        // Gated bands open together: never band 2 open with band 1 closed.
-        if (ceilings[2] == 1.0 && ceilings[1] != 1.0)
-          opened[static_cast<std::size_t>(t)] = -1000000;
-        if (ceilings[2] == 1.0) ++opened[static_cast<std::size_t>(t)];
-      }
-    });
-  }
-  for (auto& thread : threads) thread.join();
+  testing::runConcurrently(kThreads, [&](int t) {
+    const std::vector<Priority> priorities{100, 0, -50};
+    std::vector<double> ceilings(3);
+    for (int i = 0; i < kCalls; ++i) {
+      ceilings.assign(3, 1.0);
+      policy->computeLimit(0.75, priorities, ceilings);  // period 3
+      // Gated bands open together: never band 2 open with band 1 closed.
+      if (ceilings[2] == 1.0 && ceilings[1] != 1.0) opened[static_cast<std::size_t>(t)] = -1000000;
+      if (ceilings[2] == 1.0) ++opened[static_cast<std::size_t>(t)];
+    }
+  });
   EXPECT_EQ(policy->ticks(), static_cast<std::uint64_t>(kThreads * kCalls));
   int total_open = 0;
   for (const int o : opened) {
@@ -48,20 +42,15 @@ TEST(PriorityHoldbackConcurrencyTest, ConcurrentCallersSeeIdenticalCeilings) {
   const std::vector<Priority> priorities{100, 50, 0, -1};
   std::vector<double> expected(4, 1.0);
   policy->computeLimit(0.5, priorities, expected);
-  std::vector<std::thread> threads;
   std::vector<int> mismatches(4, 0);
-  threads.reserve(4);
-  for (int t = 0; t < 4; ++t) {
-    threads.emplace_back([&, t] {
-      std::vector<double> c(4);
-      for (int i = 0; i < 5000; ++i) {
-        c.assign(4, 1.0);
-        policy->computeLimit(0.5, priorities, c);
-        if (c != expected) ++mismatches[static_cast<std::size_t>(t)];
-      }
-    });
-  }
-  for (auto& thread : threads) thread.join();
+  testing::runConcurrently(4, [&](int t) {
+    std::vector<double> c(4);
+    for (int i = 0; i < 5000; ++i) {
+      c.assign(4, 1.0);
+      policy->computeLimit(0.5, priorities, c);
+      if (c != expected) ++mismatches[static_cast<std::size_t>(t)];
+    }
+  });
   for (const int m : mismatches) EXPECT_EQ(m, 0);
 }
 

@@ -189,10 +189,7 @@ TEST(EndpointPickerConfigTest, ReferenceExampleBuildsItsBands) {
   EXPECT_EQ(b.controller.defaultBand.maxBytes, 1'000'000'000u);
   // The controller accepts the options once the host adds its collaborators.
   FlowControllerOptions o = b.controller;
-  struct NoEndpoints final : EndpointSource {
-    std::span<const Endpoint> endpoints(TimePoint) noexcept override { return {}; }
-  };
-  o.endpoints = std::make_shared<NoEndpoints>();
+  o.endpoints = std::make_shared<VectorEndpointSource>();
   o.onOutcome = [](Completion&&) {};
   auto controller = FlowController::create(o);
   ASSERT_TRUE(controller) << controller.diagnostics().toString();

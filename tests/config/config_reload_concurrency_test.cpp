@@ -14,24 +14,6 @@
 namespace holdback::config {
 namespace {
 
-// A pool of two endpoints whose metrics are always fresh; saturation moves with `load`.
-class FakePool final : public EndpointSource {
- public:
-  std::span<const Endpoint> endpoints(TimePoint now) noexcept override {
-    const double q = static_cast<double>(calls_++ % 8);
-    for (Endpoint& e : pool_) {
-      e.updateTime = now;
-      e.waitingQueueSize = q;
-      e.kvCacheUsage = q / 10.0;
-    }
-    return pool_;
-  }
-
- private:
-  std::vector<Endpoint> pool_{Endpoint{.name = "a"}, Endpoint{.name = "b"}};
-  std::uint64_t calls_ = 0;
-};
-
 constexpr const char* kConfigA = R"(
 apiVersion: llm-d.ai/v1alpha1
 kind: EndpointPickerConfig
@@ -77,7 +59,10 @@ TEST(ConfigReloadConcurrencyTest, ReloadUnderLoadLosesNothing) {
   std::mutex outcomes_mu;
   std::unordered_map<RequestId, int> outcomes;
   FlowControllerOptions options = a.value()->controller;
-  options.endpoints = std::make_shared<FakePool>();
+  // A pool of two endpoints whose metrics are always fresh; the dispatcher moves their load.
+  auto pool = std::make_shared<VectorEndpointSource>(VectorEndpointSource::named(2),
+                                                     VectorEndpointSource::Freshness::kStampNow);
+  options.endpoints = pool;
   options.onOutcome = [&](Completion&& c) {
     std::lock_guard lock(outcomes_mu);
     outcomes[c.id] += 1;
@@ -112,7 +97,15 @@ TEST(ConfigReloadConcurrencyTest, ReloadUnderLoadLosesNothing) {
     });
   }
   threads.emplace_back([&] {  // dispatcher + expiry
+    std::uint64_t cycle = 0;
     while (producers_left.load() > 0) {
+      const double q = static_cast<double>(cycle++ % 8);
+      pool->update([q](std::vector<Endpoint>& endpoints) {
+        for (Endpoint& e : endpoints) {
+          e.waitingQueueSize = q;
+          e.kvCacheUsage = q / 10.0;
+        }
+      });
       const TimePoint now = Clock::now();
       controller.dispatchCycle(now);
       controller.dispatchCycle(now);

@@ -1,0 +1,82 @@
+// Implementation of holdback/core/endpoint.hpp: compiled into libholdback by src/core.cpp, or
+// included by the header itself in header-only mode (HOLDBACK_HEADER_ONLY, holdback::header_only).
+#pragma once
+
+#include "holdback/core/endpoint.hpp"
+
+namespace holdback {
+inline namespace HOLDBACK_ABI_NAMESPACE {
+
+HOLDBACK_INLINE EndpointRole parseEndpointRole(std::string_view label) noexcept {
+  if (label.empty() || label == "decode") return EndpointRole::kDecode;
+  if (label == "prefill") return EndpointRole::kPrefill;
+  if (label == "encode-prefill") return EndpointRole::kEncodePrefill;
+  if (label == "prefill-decode" || label == "both") return EndpointRole::kPrefillDecode;
+  if (label == "encode-prefill-decode") return EndpointRole::kEncodePrefillDecode;
+  if (label == "encode") return EndpointRole::kEncode;
+  return EndpointRole::kUnknown;
+}
+
+HOLDBACK_INLINE std::string_view toString(EndpointRole role) noexcept {
+  switch (role) {
+    case EndpointRole::kDecode:
+      return "decode";
+    case EndpointRole::kPrefill:
+      return "prefill";
+    case EndpointRole::kEncodePrefill:
+      return "encode-prefill";
+    case EndpointRole::kPrefillDecode:
+      return "prefill-decode";
+    case EndpointRole::kEncodePrefillDecode:
+      return "encode-prefill-decode";
+    case EndpointRole::kEncode:
+      return "encode";
+    case EndpointRole::kUnknown:
+      return "unknown";
+  }
+  return "unknown";
+}
+
+HOLDBACK_INLINE VectorEndpointSource::VectorEndpointSource(std::vector<Endpoint> endpoints,
+                                                           Freshness freshness)
+    : pending_(std::move(endpoints)), freshness_(freshness) {}
+
+HOLDBACK_INLINE std::vector<Endpoint> VectorEndpointSource::named(std::size_t n,
+                                                                  std::string_view prefix) {
+  std::vector<Endpoint> out(n);
+  for (std::size_t i = 0; i < n; ++i) out[i].name = std::string(prefix) + std::to_string(i);
+  return out;
+}
+
+HOLDBACK_INLINE void VectorEndpointSource::set(std::vector<Endpoint> endpoints) {
+  std::lock_guard<std::mutex> lock(mu_);
+  pending_ = std::move(endpoints);
+  ++version_;
+}
+
+HOLDBACK_INLINE std::vector<Endpoint> VectorEndpointSource::snapshot() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return pending_;
+}
+
+HOLDBACK_INLINE std::span<const Endpoint> VectorEndpointSource::endpoints(TimePoint now) noexcept {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (read_version_ != version_) {
+      // Copy assignment reuses read_'s capacity; it allocates only when the pool grew (or a name
+      // outgrew its buffer). An allocation failure keeps the previous pool (fails stale).
+      HOLDBACK_TRY {
+        read_ = pending_;
+        read_version_ = version_;
+      }
+      HOLDBACK_CATCH_ALL {}
+    }
+  }
+  if (freshness_ == Freshness::kStampNow) {
+    for (Endpoint& e : read_) e.updateTime = now;
+  }
+  return read_;
+}
+
+}  // namespace HOLDBACK_ABI_NAMESPACE
+}  // namespace holdback

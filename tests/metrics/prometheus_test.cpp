@@ -1,0 +1,106 @@
+#include "holdback/metrics/prometheus.hpp"
+
+#include <gtest/gtest.h>
+
+#include <array>
+#include <cstdint>
+#include <limits>
+
+#include "holdback/metrics/prometheus_parser.hpp"
+
+namespace holdback {
+namespace {
+
+using Label = PrometheusWriter::Label;
+
+// The exposition format's three escapes, and nothing else (Envoy pins the same string).
+TEST(PrometheusWriterTest, EscapesBackslashQuoteAndNewlineInLabelValues) {
+  EXPECT_EQ(escapeLabelValue("val\"ue with\\ some\n issues"), "val\\\"ue with\\\\ some\\n issues");
+  EXPECT_EQ(escapeLabelValue("tab\tand unicode \xc2\xb5 stay"), "tab\tand unicode \xc2\xb5 stay");
+  EXPECT_EQ(escapeLabelValue(""), "");
+}
+
+TEST(PrometheusWriterTest, FormatsNumbersShortestWithSpecialValues) {
+  EXPECT_EQ(formatSampleValue(0.25), "0.25");
+  EXPECT_EQ(formatSampleValue(3.0), "3");
+  EXPECT_EQ(formatSampleValue(-2.5), "-2.5");
+  EXPECT_EQ(formatSampleValue(1e-7), "1e-07");
+  EXPECT_EQ(formatSampleValue(0.1 + 0.2), "0.30000000000000004");
+  EXPECT_EQ(formatSampleValue(std::numeric_limits<double>::quiet_NaN()), "NaN");
+  EXPECT_EQ(formatSampleValue(std::numeric_limits<double>::infinity()), "+Inf");
+  EXPECT_EQ(formatSampleValue(-std::numeric_limits<double>::infinity()), "-Inf");
+}
+
+TEST(PrometheusWriterTest, FamiliesSamplesAndConstantLabels) {
+  PrometheusWriter w("app_", {{"pool", "a\"b"}});
+  w.family("queue", "gauge", "Queued.\nSecond line with \\.");
+  w.sample("queue", {Label{"band", "0"}}, 2.5);
+  w.sample("queue", {}, std::uint64_t{18446744073709551615u});
+  EXPECT_EQ(w.text(),
+            "# HELP app_queue Queued.\\nSecond line with \\\\.\n"
+            "# TYPE app_queue gauge\n"
+            "app_queue{band=\"0\",pool=\"a\\\"b\"} 2.5\n"
+            "app_queue{pool=\"a\\\"b\"} 18446744073709551615\n");
+}
+
+TEST(PrometheusWriterTest, NoBracesWithoutLabels) {
+  PrometheusWriter w;
+  w.sample("up", {}, 1.0);
+  EXPECT_EQ(w.take(), "up 1\n");
+}
+
+TEST(PrometheusWriterTest, HistogramIsCumulativeWithInfBucketSumAndCount) {
+  PrometheusWriter w;
+  const std::array<double, 2> bounds{0.5, 1.0};
+  const std::array<std::uint64_t, 3> counts{1, 2, 3};
+  const Label labels[] = {{"k", "v"}};
+  w.histogram("lat", labels, bounds, counts, 7.25);
+  EXPECT_EQ(w.text(),
+            "lat_bucket{k=\"v\",le=\"0.5\"} 1\n"
+            "lat_bucket{k=\"v\",le=\"1\"} 3\n"
+            "lat_bucket{k=\"v\",le=\"+Inf\"} 6\n"
+            "lat_sum{k=\"v\"} 7.25\n"
+            "lat_count{k=\"v\"} 6\n");
+}
+
+// What the writer writes, the parser reads back, escapes and special values included.
+TEST(PrometheusWriterTest, RoundTripsThroughTheParser) {
+  PrometheusWriter w("", {{"model", "m\"1\\\n"}});
+  w.family("g", "gauge", "help");
+  w.sample("g", {Label{"x", "y"}}, -std::numeric_limits<double>::infinity());
+  const ParsedPrometheusText parsed = parsePrometheusText(w.text());
+  ASSERT_EQ(parsed.samples.size(), 1u);
+  EXPECT_EQ(parsed.skippedLines, 0u);
+  EXPECT_EQ(parsed.samples[0].label("model"), "m\"1\\\n");
+  EXPECT_EQ(parsed.samples[0].label("x"), "y");
+  EXPECT_EQ(parsed.samples[0].value, -std::numeric_limits<double>::infinity());
+}
+
+TEST(RenderPrometheusTest, EscapesThePoolLabelAndSharesTheBandLoops) {
+  FlowControllerStats stats;
+  BandStats band;
+  band.priority = 10;
+  band.provisioned = true;
+  band.queuedRequests = 3;
+  band.maxRequests = 6;
+  band.lastCeiling = 0.5;
+  stats.bands.push_back(band);
+  stats.cycles = 4;
+  const std::string text = renderPrometheus(stats, "po\"ol\n");
+  EXPECT_NE(text.find("holdback_flow_control_queue_size{priority=\"10\",inference_pool="
+                      "\"po\\\"ol\\n\"} 3\n"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("holdback_flow_control_capacity_utilization_requests{priority=\"10\","
+                      "inference_pool=\"po\\\"ol\\n\"} 0.5\n"),
+            std::string::npos);
+  EXPECT_NE(text.find("holdback_flow_control_dispatch_cycles_total{inference_pool=\"po\\\"ol\\n\"} "
+                      "4\n"),
+            std::string::npos);
+  const ParsedPrometheusText parsed = parsePrometheusText(text);
+  EXPECT_EQ(parsed.skippedLines, 0u);
+  EXPECT_GT(parsed.samples.size(), 10u);
+}
+
+}  // namespace
+}  // namespace holdback
