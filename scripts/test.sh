@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
 # Builds holdback and runs every test:
+#   0. Clang's thread-safety analysis of the library's lock annotations (scripts/thread-safety.sh,
+#      about 30 s),
 #   1. the concurrency tests under ThreadSanitizer (build/tsan),
 #   2. the whole suite under AddressSanitizer + UndefinedBehaviorSanitizer (build/asan), the unit
 #      and concurrency tests linked to holdback::header_only (so the suite runs in both modes),
@@ -14,6 +16,8 @@ cd "$(dirname "$0")/.."
 holdback_ensure_packages
 
 jobs=$(nproc)
+
+scripts/thread-safety.sh
 
 echo "== ThreadSanitizer: concurrency tests" >&2
 cmake -S . -B build/tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DHOLDBACK_SANITIZE=thread \
