@@ -166,9 +166,7 @@ HOLDBACK_INLINE DispatchResult ControllerCore::dispatch(TimePoint now,
 HOLDBACK_INLINE DispatchResult ControllerCore::dispatchImpl(TimePoint now,
                                                             const PoolPressure* pressure) noexcept {
   DispatchResult result;
-  std::array<Completion, kMaxFinalizedPerCycle> finalized;
-  std::array<Retired, kMaxFinalizedPerCycle> retired;  // freed after the lock
-  std::size_t n_finalized = 0;
+  FinalizedBatch finalized;  // destroyed (the requests' memory freed) after the lock
   {
     MutexLock lock(mu_);
     if (pressure != nullptr) applyPressure(now, *pressure, true);
@@ -219,28 +217,28 @@ HOLDBACK_INLINE DispatchResult ControllerCore::dispatchImpl(TimePoint now,
         if (picked == nullptr || picked->size() == 0) break;  // nothing eligible: next band
         const Flow* flow = static_cast<const Flow*>(picked);
         Item* head = *flow->items.begin();
-        if (n_finalized == finalized.size()) {  // too many dead heads this cycle
+        if (finalized.full()) {  // too many dead heads this cycle
           done = true;
           break;
         }
         if (auto dead = deadOutcomeOf(*head, now)) {
-          retired[n_finalized] = table_.finalize(head, *dead, now, finalized[n_finalized]);
-          ++n_finalized;
+          FinalizedBatch::Entry& e = finalized.add();
+          e.retired = table_.finalize(head, *dead, now, e.completion);
           result.evicted += 1;
           continue;  // a dead head never costs the cycle its dispatch
         }
         result.kind = DispatchResult::Kind::kDispatched;
         result.priority = band->prio;
         result.id = head->id;
-        retired[n_finalized] = table_.finalize(
-            head, {QueueOutcome::kDispatched, OutcomeCause::kNone}, now, finalized[n_finalized]);
-        ++n_finalized;
+        FinalizedBatch::Entry& e = finalized.add();
+        e.retired = table_.finalize(head, {QueueOutcome::kDispatched, OutcomeCause::kNone}, now,
+                                    e.completion);
         done = true;
         break;
       }
     }
   }
-  for (std::size_t i = 0; i < n_finalized; ++i) deliver(std::move(finalized[i]));
+  for (std::size_t i = 0; i < finalized.size(); ++i) deliver(std::move(finalized.at(i).completion));
   return result;
 }
 

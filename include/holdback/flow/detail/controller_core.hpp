@@ -26,6 +26,7 @@
 #include <cstddef>
 #include <functional>
 #include <memory>
+#include <new>
 #include <optional>
 #include <span>
 #include <vector>
@@ -46,6 +47,37 @@ inline constexpr std::size_t kMaxFinalizedPerCycle = 32;
 // FlowController::validate; `create` = false skips the create-only fields (reconfigure keeps them).
 void validateFlowOptions(const FlowControllerOptions& options, Diagnostics& diagnostics,
                          bool create);
+
+// The completions of one cycle and the memory of their requests, on the stack: only the slots
+// used are constructed (a cycle usually finalizes one request). Destroying the batch frees the
+// requests' memory, so it must outlive the lock.
+class FinalizedBatch {
+ public:
+  struct Entry {
+    Completion completion;
+    Retired retired;
+  };
+  FinalizedBatch() noexcept {}  // NOLINT: the storage is deliberately left uninitialized
+  ~FinalizedBatch() {
+    for (std::size_t i = 0; i < size_; ++i) at(i).~Entry();
+  }
+  FinalizedBatch(const FinalizedBatch&) = delete;
+  FinalizedBatch& operator=(const FinalizedBatch&) = delete;
+
+  [[nodiscard]] bool full() const noexcept { return size_ == kMaxFinalizedPerCycle; }
+  [[nodiscard]] std::size_t size() const noexcept { return size_; }
+  Entry& add() noexcept { return *::new (&storage_[size_++]) Entry(); }
+  Entry& at(std::size_t i) noexcept {
+    return *std::launder(reinterpret_cast<Entry*>(&storage_[i]));
+  }
+
+ private:
+  struct alignas(Entry) Slot {
+    unsigned char bytes[sizeof(Entry)];
+  };
+  std::array<Slot, kMaxFinalizedPerCycle> storage_;
+  std::size_t size_ = 0;
+};
 
 class ControllerCore {
  public:
