@@ -11,10 +11,10 @@
 namespace holdback {
 inline namespace HOLDBACK_ABI_NAMESPACE {
 
-HOLDBACK_INLINE void detail::failedResultAccess(const Diagnostics& diagnostics) noexcept {
+HOLDBACK_INLINE void Diagnostics::abortOnFailedAccess() const noexcept {
   std::fputs("holdback: value() of a failed Result (a programming error: test ok() first)\n",
              stderr);
-  for (const Diagnostic& d : diagnostics.all()) {
+  for (const Diagnostic& d : items_) {
     std::fprintf(stderr, "  %s\n", d.toString().c_str());
   }
   std::abort();

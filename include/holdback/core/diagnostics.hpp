@@ -22,6 +22,9 @@ inline namespace HOLDBACK_ABI_NAMESPACE {
 
 enum class Severity { kError, kWarning };
 
+template <class T>
+class Result;
+
 struct HOLDBACK_API Diagnostic {
   Severity severity = Severity::kError;
   // JSON pointer of the offending value ("" = the whole document).
@@ -57,14 +60,15 @@ class [[nodiscard]] HOLDBACK_API Diagnostics {
   [[nodiscard]] std::string toString() const;
 
  private:
+  template <class T>
+  friend class Result;
+  // Prints "holdback: value() of a failed Result" and these diagnostics to stderr, then
+  // std::abort(). Result's check of value().
+  [[noreturn]] void abortOnFailedAccess() const noexcept;
+
   std::vector<Diagnostic> items_;
   std::size_t error_count_ = 0;
 };
-
-namespace detail {
-// Prints "holdback: value() of a failed Result" and the diagnostics to stderr, then std::abort().
-[[noreturn]] HOLDBACK_API void failedResultAccess(const Diagnostics& diagnostics) noexcept;
-}  // namespace detail
 
 // A value or the reasons there is none (an abseil StatusOr in miniature). Warnings may accompany a
 // value. Accessing value() (or ->) of a failed Result is a programming error, checked in every
@@ -107,7 +111,7 @@ class [[nodiscard]] Result {
   explicit Result(Diagnostics diagnostics) : diagnostics_(std::move(diagnostics)) {}
   void check() const noexcept {
     if (!value_.has_value()) [[unlikely]]
-      detail::failedResultAccess(diagnostics_);
+      diagnostics_.abortOnFailedAccess();
   }
 
   std::optional<T> value_;
