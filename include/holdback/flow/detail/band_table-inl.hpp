@@ -224,7 +224,7 @@ HOLDBACK_INLINE void BandTable::addToQueue(Item* item, ItemSet::node_type&& node
   Flow* f = item->flow;
   Band* b = f->band;
   if (f->items.empty()) {
-    f->items.insert(std::move(node));
+    item->position = f->items.insert(std::move(node)).position;
     if (f->spare_head) {
       b->heads.insert(std::move(f->spare_head));
       b->active.insert(std::move(f->spare_active));
@@ -234,10 +234,10 @@ HOLDBACK_INLINE void BandTable::addToQueue(Item* item, ItemSet::node_type&& node
     }
   } else if (f->items.key_comp()(item, *f->items.begin())) {
     auto head_node = b->heads.extract(f);
-    f->items.insert(std::move(node));
+    item->position = f->items.insert(std::move(node)).position;
     b->heads.insert(std::move(head_node));
   } else {
-    f->items.insert(std::move(node));
+    item->position = f->items.insert(std::move(node)).position;
   }
   f->queued_bytes += item->view.sizeBytes;
   b->queued_requests += 1;
@@ -260,7 +260,7 @@ HOLDBACK_INLINE ItemSet::node_type BandTable::removeFromQueue(Item* item, TimePo
       b->heads.insert(std::move(head_node));
     }
   } else {
-    node = f->items.extract(item);
+    node = f->items.extract(item->position);  // no search, no comparator call
   }
   f->queued_bytes -= item->view.sizeBytes;
   b->queued_requests -= 1;

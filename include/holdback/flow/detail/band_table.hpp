@@ -50,6 +50,13 @@ namespace detail {
 
 struct Flow;
 struct Band;
+struct Item;
+
+// Orders a flow's queue: the band's OrderingPolicy, then the arrival sequence.
+struct ItemLess {
+  const OrderingPolicy* ordering = nullptr;
+  bool operator()(const Item* a, const Item* b) const noexcept;
+};
 
 struct Item {
   QueuedRequestView view;
@@ -58,16 +65,15 @@ struct Item {
   Priority requestedPriority = 0;
   std::any payload;
   Flow* flow = nullptr;
+  // Its position in flow->items while queued (removal without a search).
+  std::set<Item*, ItemLess>::iterator position;
 };
 
-struct ItemLess {
-  const OrderingPolicy* ordering = nullptr;
-  bool operator()(const Item* a, const Item* b) const noexcept {
-    if (ordering->less(a->view, b->view)) return true;
-    if (ordering->less(b->view, a->view)) return false;
-    return a->view.sequence < b->view.sequence;
-  }
-};
+inline bool ItemLess::operator()(const Item* a, const Item* b) const noexcept {
+  if (ordering->less(a->view, b->view)) return true;
+  if (ordering->less(b->view, a->view)) return false;
+  return a->view.sequence < b->view.sequence;
+}
 
 // Orders non-empty flows by their heads.
 struct HeadLess {
