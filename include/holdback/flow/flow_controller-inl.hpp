@@ -107,7 +107,8 @@ HOLDBACK_INLINE Result<std::unique_ptr<FlowController>> FlowController::create(
   const Duration expiry_interval = options.expiryInterval;
   std::function<TimePoint()> clock = options.clock;
   auto core = std::make_shared<detail::ControllerCore>(std::move(options));
-  std::unique_ptr<FlowController> controller(new FlowController(std::move(core)));
+  std::unique_ptr<FlowController> controller(new FlowController());
+  controller->core_ = std::move(core);
   if (runner.enabled) {
     controller->runner_ = std::make_unique<FlowControllerRunner>(
         *controller, std::move(clock), runner.tickInterval, expiry_interval);
@@ -115,8 +116,7 @@ HOLDBACK_INLINE Result<std::unique_ptr<FlowController>> FlowController::create(
   return Result<std::unique_ptr<FlowController>>(std::move(controller), std::move(diagnostics));
 }
 
-HOLDBACK_INLINE FlowController::FlowController(std::shared_ptr<detail::ControllerCore> core)
-    : core_(std::move(core)) {}
+HOLDBACK_INLINE FlowController::FlowController() = default;
 
 HOLDBACK_INLINE FlowController::~FlowController() {
   shutdown();

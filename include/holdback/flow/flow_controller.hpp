@@ -250,7 +250,7 @@ class HOLDBACK_API FlowController {
   [[nodiscard]] PoolRegime poolRegime() const noexcept;
 
  private:
-  explicit FlowController(std::shared_ptr<detail::ControllerCore> core);
+  FlowController();  // create() fills the members (no detail type in an exported signature)
   std::shared_ptr<detail::ControllerCore> core_;
   std::unique_ptr<FlowControllerRunner> runner_;
 };
