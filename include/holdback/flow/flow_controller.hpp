@@ -10,7 +10,8 @@
 //   requests and bytes; reaching a limit exactly is allowed), and adds the request to its flow's
 //   queue, ordered by the band's OrderingPolicy with the arrival sequence as tie-break.
 //
-//   dispatchCycle(now), one decision:
+//   dispatchCycle(now), one decision (steps 1-2 sample the pool under no controller lock; 3-6 are
+//   dispatch(now, pressure), under the lock):
 //     1. pool = endpointSource.endpoints(now); track the pool regime (empty / non-empty, since);
 //     2. s = stage-aware saturation of the pool (StageSaturationEvaluator, §3.2);
 //     3. priorities = every band (priorityDomain kProvisioned) or every band with queued work or
