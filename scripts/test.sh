@@ -3,7 +3,8 @@
 #   1. the whole suite (build/default) and the header self-containment check (every public header
 #      compiles and links on its own, compiled and header-only: target holdback_header_checks);
 #      stops here when it fails,
-#   2. the concurrency tests under ThreadSanitizer (build/tsan),
+#   2. Clang's thread-safety analysis of the library's lock annotations (scripts/thread-safety.sh),
+#      then the concurrency tests under ThreadSanitizer (build/tsan),
 #   3. the whole suite under AddressSanitizer + UndefinedBehaviorSanitizer (build/asan), the unit
 #      and concurrency tests linked to holdback::header_only (so the suite runs in both modes),
 #   4. the core library and its tests with -fno-exceptions as a shared library with hidden
@@ -36,6 +37,8 @@ fi
 
 echo "== Every public header on its own, compiled and header-only" >&2
 cmake --build build/default -j"$jobs" --target holdback_header_checks
+
+scripts/thread-safety.sh
 
 echo "== ThreadSanitizer: concurrency tests" >&2
 cmake -S . -B build/tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DHOLDBACK_SANITIZE=thread \

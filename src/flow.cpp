@@ -1,5 +1,9 @@
-// Compiled mode: the enforcement (flow controller) layer's implementation (include/holdback/flow/*-inl.hpp), one
-// translation unit per layer. In header-only mode the public headers include the same files.
+// Compiled mode: the enforcement (flow controller) layer's implementation
+// (include/holdback/flow/*-inl.hpp), one translation unit per layer. In header-only mode the
+// public headers include the same files.
+#include "holdback/flow/admission-inl.hpp"
+#include "holdback/flow/fairness-inl.hpp"
 #include "holdback/flow/flow_controller-inl.hpp"
 #include "holdback/flow/outcome-inl.hpp"
-#include "holdback/flow/fairness-inl.hpp"
+#include "holdback/flow/pool_pressure-inl.hpp"
+#include "holdback/flow/runner-inl.hpp"

@@ -15,6 +15,7 @@
 
 #include "holdback/config/duration.hpp"
 #include "holdback/config/quantity.hpp"
+#include "holdback/flow/options.hpp"
 
 namespace holdback {
 inline namespace HOLDBACK_ABI_NAMESPACE {
@@ -48,6 +49,11 @@ HOLDBACK_INLINE const std::vector<FieldInfo> kEndpointPickerConfigFields = {
      "a fairness policy plugin name"},
     {"band.orderingPolicyRef", "string", "fcfs-ordering-policy", "an ordering policy plugin name"},
 };
+
+// The reference table above spells the flow controller's defaults (flow/options.hpp) as text.
+static_assert(kDefaultRequestTtl == std::chrono::seconds(60), "update the defaultRequestTTL row");
+static_assert(kDefaultBandMaxRequests == 5000, "update the band.maxRequests row");
+static_assert(kDefaultBandMaxBytes == 1'000'000'000, "update the band.maxBytes row");
 
 }  // namespace config
 
@@ -345,7 +351,7 @@ class Loader {
     o.maxRequests = readQuantity(fc, "maxRequests", "global MaxRequests").value_or(0);
     o.defaultRequestTtl = readDuration(fc, "defaultRequestTTL", "DefaultRequestTTL");
     o.noEndpointRequestTtl = readDuration(fc, "noEndpointRequestTTL", "NoEndpointRequestTTL");
-    if (!o.defaultRequestTtl) o.defaultRequestTtl = std::chrono::seconds(60);
+    if (!o.defaultRequestTtl) o.defaultRequestTtl = kDefaultRequestTtl;
     if (!o.noEndpointRequestTtl) o.noEndpointRequestTtl = o.defaultRequestTtl;
     if (const auto enable = fc.boolean("enableEviction")) {
       bundle_.enableEviction = *enable;
@@ -540,7 +546,7 @@ HOLDBACK_INLINE std::string describeBundle(const ConfigBundle& bundle) {
          std::string(bundle.detector->type()) + ")\n";
   out += "global: maxRequests " + detail::limit(o.maxRequests) + ", maxBytes " +
          detail::limit(o.maxBytes) + "\n";
-  const Duration ttl = o.defaultRequestTtl.value_or(std::chrono::seconds(60));
+  const Duration ttl = o.defaultRequestTtl.value_or(kDefaultRequestTtl);
   out += "defaultRequestTTL " + formatDuration(ttl) + ", noEndpointRequestTTL " +
          formatDuration(o.noEndpointRequestTtl.value_or(ttl)) + "\n";
   out += "default band: " +

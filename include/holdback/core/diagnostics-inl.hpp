@@ -1,11 +1,24 @@
-// Implementation of holdback/core/diagnostics.hpp: compiled into libholdback by src/diagnostics.cpp, or
-// included by the header itself in header-only mode (HOLDBACK_HEADER_ONLY, holdback::header_only).
+// Implementation of holdback/core/diagnostics.hpp: compiled into libholdback by
+// src/diagnostics.cpp, or included by the header itself in header-only mode (HOLDBACK_HEADER_ONLY,
+// holdback::header_only).
 #pragma once
 
 #include "holdback/core/diagnostics.hpp"
 
+#include <cstdio>
+#include <cstdlib>
+
 namespace holdback {
 inline namespace HOLDBACK_ABI_NAMESPACE {
+
+HOLDBACK_INLINE void Diagnostics::abortOnFailedAccess() const noexcept {
+  std::fputs("holdback: value() of a failed Result (a programming error: test ok() first)\n",
+             stderr);
+  for (const Diagnostic& d : items_) {
+    std::fprintf(stderr, "  %s\n", d.toString().c_str());
+  }
+  std::abort();
+}
 
 HOLDBACK_INLINE std::string Diagnostic::toString() const {
   std::string out = path.empty() ? std::string("/") : path;

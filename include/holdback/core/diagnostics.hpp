@@ -22,6 +22,9 @@ inline namespace HOLDBACK_ABI_NAMESPACE {
 
 enum class Severity { kError, kWarning };
 
+template <class T>
+class Result;
+
 struct HOLDBACK_API Diagnostic {
   Severity severity = Severity::kError;
   // JSON pointer of the offending value ("" = the whole document).
@@ -38,7 +41,9 @@ struct HOLDBACK_API Diagnostic {
 };
 
 // An ordered list of diagnostics. Errors and warnings are kept in the order they were found.
-class HOLDBACK_API Diagnostics {
+// [[nodiscard]]: a function that returns Diagnostics (a reload, a validation) reports failure
+// only there; dropping it silently drops the errors. Cast to void to discard on purpose.
+class [[nodiscard]] HOLDBACK_API Diagnostics {
  public:
   void error(std::string path, std::string message, int line = 0, int column = 0);
   void warning(std::string path, std::string message, int line = 0, int column = 0);
@@ -55,12 +60,20 @@ class HOLDBACK_API Diagnostics {
   [[nodiscard]] std::string toString() const;
 
  private:
+  template <class T>
+  friend class Result;
+  // Prints "holdback: value() of a failed Result" and these diagnostics to stderr, then
+  // std::abort(). Result's check of value().
+  [[noreturn]] void abortOnFailedAccess() const noexcept;
+
   std::vector<Diagnostic> items_;
   std::size_t error_count_ = 0;
 };
 
 // A value or the reasons there is none (an abseil StatusOr in miniature). Warnings may accompany a
-// value. Accessing value() of a failed Result is a programming error (checked by assert).
+// value. Accessing value() (or ->) of a failed Result is a programming error, checked in every
+// build mode: without exceptions to throw, it prints the diagnostics to stderr and calls
+// std::abort() (defined behaviour, never a read of an empty optional). Test ok() first.
 template <class T>
 class [[nodiscard]] Result {
  public:
@@ -71,16 +84,35 @@ class [[nodiscard]] Result {
   [[nodiscard]] bool ok() const noexcept { return value_.has_value(); }
   explicit operator bool() const noexcept { return ok(); }
 
-  T& value() & { return *value_; }
-  const T& value() const& { return *value_; }
-  T&& value() && { return std::move(*value_); }
-  T* operator->() { return &*value_; }
-  const T* operator->() const { return &*value_; }
+  T& value() & {
+    check();
+    return *value_;
+  }
+  const T& value() const& {
+    check();
+    return *value_;
+  }
+  T&& value() && {
+    check();
+    return std::move(*value_);
+  }
+  T* operator->() {
+    check();
+    return &*value_;
+  }
+  const T* operator->() const {
+    check();
+    return &*value_;
+  }
 
   [[nodiscard]] const Diagnostics& diagnostics() const noexcept { return diagnostics_; }
 
  private:
   explicit Result(Diagnostics diagnostics) : diagnostics_(std::move(diagnostics)) {}
+  void check() const noexcept {
+    if (!value_.has_value()) [[unlikely]]
+      diagnostics_.abortOnFailedAccess();
+  }
 
   std::optional<T> value_;
   Diagnostics diagnostics_;

@@ -64,12 +64,14 @@ struct Endpoint {
 
 // Where the controller reads the pool from.
 // Thread safety: thread-compatible suffices (a controller calls it from one thread at a time,
-// under its cycle lock); a source shared by several controllers must be thread-safe.
+// under its sampler's mutex and under no controller lock); a source shared by several
+// controllers must be thread-safe.
 class HOLDBACK_API EndpointSource {
  public:
   virtual ~EndpointSource() = default;
   // The current pool. The span must stay valid until the next call on this source; the
-  // controller calls it from one thread at a time. Must not throw; should not allocate.
+  // controller calls it from one thread at a time. Must not throw; should not allocate. May call
+  // any FlowController method (see flow/pool_pressure.hpp, "Locking").
   [[nodiscard]] virtual std::span<const Endpoint> endpoints(TimePoint now) noexcept = 0;
 };
 

@@ -10,7 +10,8 @@
 //   requests and bytes; reaching a limit exactly is allowed), and adds the request to its flow's
 //   queue, ordered by the band's OrderingPolicy with the arrival sequence as tie-break.
 //
-//   dispatchCycle(now), one decision:
+//   dispatchCycle(now), one decision (steps 1-2 sample the pool under no controller lock; 3-6 are
+//   dispatch(now, pressure), under the lock):
 //     1. pool = endpointSource.endpoints(now); track the pool regime (empty / non-empty, since);
 //     2. s = stage-aware saturation of the pool (StageSaturationEvaluator, §3.2);
 //     3. priorities = every band (priorityDomain kProvisioned) or every band with queued work or
@@ -41,14 +42,29 @@
 //   finalized them (enqueue for rejections, dispatchCycle, expire, cancel, shutdown).
 //
 // Locking
-//   Two mutexes, always taken in this order: cycle_mu serializes dispatchCycle, expire and
-//   shutdown and guards the saturation evaluator's scratch buffers; mu guards the bands, flows,
-//   queues, counters, the request index and the reused priority/ceiling buffers. A cycle holds
-//   its completions (at most 32 evicted dead heads plus the dispatch) in a stack array. The
-//   endpoint source and the detector are called under cycle_mu only (they are host code; calling
-//   enqueue from them would still not deadlock); the policy, fairness and ordering policies are
-//   called under mu. Outcome callbacks run with no library lock held, so they may call back into
-//   the controller. The optional runner thread only calls the public methods.
+//   dispatchCycle(now) is `dispatch(now, sampler.sample(now))`: the pool's pressure (endpoint
+//   source + detector, flow/pool_pressure.hpp) is sampled first, under the sampler's own mutex and
+//   under no controller lock; then dispatch(now, pressure) decides under the controller's one
+//   mutex, mu. expire(now) is `expire(now, sampler.samplePool(now))` the same way. mu guards the
+//   bands, flows, queues, counters, the request index, the settings and the regime
+//   (flow/detail/band_table.hpp, flow/detail/controller_core.hpp); the annotations
+//   (core/thread_annotations.hpp) are checked by clang -Wthread-safety in CI.
+//
+//   Host code and mu:
+//     - never under mu: the endpoint source and the detector (sampled before), the clock (read
+//       before), the outcome callback (completions are collected under mu and delivered after
+//       it is released, on the thread whose call finalized them) and the allocation and release
+//       of a request's memory;
+//     - under mu: UsageLimitPolicy::computeLimit (once per cycle), FairnessPolicy::pick and the
+//       OrderingPolicy comparators. They must be O(bands) / O(log n) computations that do not
+//       block and do not call the controller.
+//   So the outcome callback, the endpoint source and the detector may call every controller
+//   method (enqueue, cancel, dispatchCycle, dispatch, expire, stats, reconfigure, shutdown,
+//   setDesiredPriorities) without deadlock. A dispatchCycle/expire called from inside the
+//   source or detector on the same thread does not sample again (it would recurse into the host):
+//   it decides on the last pressure. shutdown(), reconfigure(), enqueue(), cancel() and stats()
+//   never wait for a host call in progress; shutdown() only joins the runner thread (if any),
+//   which finishes its current host call first.
 //
 // Thread safety: thread-safe (every public method may be called from any thread).
 #pragma once
@@ -72,57 +88,26 @@
 #include "holdback/core/diagnostics.hpp"
 #include "holdback/core/endpoint.hpp"
 #include "holdback/core/types.hpp"
-#include "holdback/flow/outcome.hpp"
-#include "holdback/flow/fairness.hpp"
 #include "holdback/detector/saturation_detector.hpp"
+#include "holdback/flow/admission.hpp"
+#include "holdback/flow/fairness.hpp"
+#include "holdback/flow/options.hpp"
+#include "holdback/flow/outcome.hpp"
+#include "holdback/flow/pool_pressure.hpp"
+#include "holdback/flow/stats.hpp"
 #include "holdback/policy/usage_limit_policy.hpp"
 
 namespace holdback {
 inline namespace HOLDBACK_ABI_NAMESPACE {
 
-// ---------------------------------------------------------------------------------------------
-// The two pure rules, exposed for hosts and tests.
+// The pure rules (hasCapacity, isExpired, resolveRequestTtl) are in flow/admission.hpp, the
+// options and defaults in flow/options.hpp, EndpointSource and PoolPressure in
+// flow/pool_pressure.hpp, the stats in flow/stats.hpp, the runner in flow/runner.hpp.
 
-// Capacity of one scope (global or band). A max of 0 means "no limit".
-struct CapacityUsage {
-  std::uint64_t maxBytes = 0;
-  std::uint64_t usedBytes = 0;
-  std::uint64_t maxRequests = 0;
-  std::uint64_t usedRequests = 0;
-};
-
-// §3.6: admit iff neither limit of the global scope nor of the band would be exceeded by one more
-// request of `itemBytes` (reaching a limit exactly is allowed; 0 = unlimited). `band == nullptr`
-// (band absent) denies. Overflow-safe for any values.
-[[nodiscard]] HOLDBACK_API bool hasCapacity(std::uint64_t itemBytes, const CapacityUsage& global,
-                                            const CapacityUsage* band) noexcept;
-
-// The pool regime: whether the endpoint source last returned an empty pool, and since when. The
-// initial regime is {non-empty, since TimePoint::min()} ("always"; the reference uses Go's zero
-// time, which precedes every real time: a host clock with any epoch must behave the same).
-struct PoolRegime {
-  bool empty = false;
-  TimePoint since = TimePoint::min();
-};
-
-struct ExpiryVerdict {
-  bool expired = false;
-  // kEvictedTtl (non-empty regime) or kEvictedNoEndpoints (empty regime).
-  QueueOutcome outcome = QueueOutcome::kEvictedTtl;
-};
-
-// §3.7: budget = effectiveTtl (non-empty regime) or noEndpointTtl (empty regime); a budget <= 0
-// never expires; chargeFrom = max(enqueueTime, regime.since); expired iff now >= chargeFrom +
-// budget (inclusive). Each regime change starts a fresh budget; a change before the request
-// arrived does not extend it.
-[[nodiscard]] HOLDBACK_API ExpiryVerdict isExpired(TimePoint enqueueTime, Duration effectiveTtl,
-                                                   Duration noEndpointTtl, PoolRegime regime,
-                                                   TimePoint now) noexcept;
-
-// ---------------------------------------------------------------------------------------------
-// Host interfaces
-
-// EndpointSource (where the controller reads the pool from) is in holdback/core/endpoint.hpp.
+namespace detail {
+class ControllerCore;
+}  // namespace detail
+class FlowControllerRunner;
 
 // A request handed to enqueue().
 struct FlowRequest {
@@ -152,144 +137,6 @@ struct Completion {
   // When the outcome was decided (the `now` of the call that finalized it).
   TimePoint finalizedAt{};
   std::any payload;
-};
-
-// ---------------------------------------------------------------------------------------------
-// Options
-
-struct BandTemplate {
-  // 0 means the default (per-band limits are always bounded, as in the reference §3.10).
-  std::uint64_t maxRequests = 5000;
-  std::uint64_t maxBytes = 1'000'000'000;
-  // nullptr means global-strict / fcfs.
-  std::shared_ptr<const FairnessPolicy> fairness;
-  std::shared_ptr<const OrderingPolicy> ordering;
-};
-
-struct BandOptions {
-  Priority priority = 0;
-  std::uint64_t maxRequests = 5000;
-  std::uint64_t maxBytes = 1'000'000'000;
-  std::shared_ptr<const FairnessPolicy> fairness;
-  std::shared_ptr<const OrderingPolicy> ordering;
-};
-
-enum class PriorityDomain {
-  // Every existing band is shown to the policy: a reserve is held for high priorities even while
-  // they are idle (the reference's behaviour).
-  kProvisioned,
-  // Only bands with queued work or an arrival within activityWindow: fully work-conserving; a
-  // lone active priority gets the policy's single-band ceiling.
-  kActive,
-};
-
-struct RunnerOptions {
-  // Start a thread that calls dispatchCycle on every arrival and every tickInterval, and expire
-  // every expiryInterval, until shutdown().
-  bool enabled = false;
-  Duration tickInterval = std::chrono::milliseconds(1);
-};
-
-struct FlowControllerOptions {
-  // Required collaborators.
-  std::shared_ptr<UsageLimitPolicy> policy;
-  std::shared_ptr<const SaturationDetector> detector;
-  std::shared_ptr<EndpointSource> endpoints;
-  std::function<void(Completion&&)> onOutcome;
-
-  // Bands declared up front ("initial": never removed). Priority 0 always exists (from
-  // defaultBand unless declared).
-  std::vector<BandOptions> bands;
-  BandTemplate defaultBand;
-  // Template for priorities < 0; nullopt = defaultBand.
-  std::optional<BandTemplate> defaultNegativeBand;
-  // A request for a priority without a band provisions one from the template (true) or is queued
-  // in band 0 (false, the reference's NEW behaviour). Also band 0 once maxBands bands exist.
-  bool provisionOnFirstUse = true;
-  std::size_t maxBands = 64;
-
-  // Global limits, 0 = unlimited.
-  std::uint64_t maxRequests = 0;
-  std::uint64_t maxBytes = 0;
-
-  // TTLs (§3.7): unset default = 60 s; unset noEndpoint = follows default; 0 = never expire.
-  std::optional<Duration> defaultRequestTtl;
-  std::optional<Duration> noEndpointRequestTtl;
-  Duration expiryInterval = std::chrono::seconds(1);
-
-  PriorityDomain priorityDomain = PriorityDomain::kProvisioned;
-  Duration activityWindow = std::chrono::seconds(1);
-
-  // expire() removes empty flows idle this long, and dynamically provisioned, undesired, empty
-  // bands idle this long.
-  Duration flowIdleTimeout = std::chrono::minutes(5);
-  Duration bandIdleTimeout = std::chrono::minutes(10);
-
-  // The clock for enqueue(request) without `now` and for the runner; default steady_clock::now.
-  std::function<TimePoint()> clock;
-  RunnerOptions runner;
-};
-
-// ---------------------------------------------------------------------------------------------
-// Results and stats
-
-struct DispatchResult {
-  enum class Kind {
-    kDispatched,     // one request dispatched from band `priority`
-    kGated,          // the cycle stopped at the gated band `priority`
-    kNothingQueued,  // no band had an eligible request
-    kStopped,        // the controller is shut down
-  };
-  Kind kind = Kind::kNothingQueued;
-  Priority priority = 0;
-  RequestId id = 0;  // kDispatched only
-  double saturation = 0.0;
-  // Requests found dead at the head of a band (expired) and evicted during this cycle.
-  std::size_t evicted = 0;
-};
-
-// "dispatched", "gated", "nothing-queued", "stopped".
-[[nodiscard]] HOLDBACK_API std::string_view toString(DispatchResult::Kind kind) noexcept;
-
-// Upper bounds (seconds) of the queue-wait histogram buckets; a final +Inf bucket follows.
-inline constexpr std::array<double, 14> kQueueDurationBucketsSeconds{
-    0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0};
-
-struct BandStats {
-  Priority priority = 0;
-  // False for a priority whose band was removed (its counters are kept).
-  bool provisioned = true;
-  std::size_t queuedRequests = 0;
-  std::uint64_t queuedBytes = 0;
-  std::uint64_t maxRequests = 0;
-  std::uint64_t maxBytes = 0;
-  std::size_t flows = 0;
-  std::size_t activeFlows = 0;
-  // The ceiling of the last cycle; nullopt when the band was not in the policy's domain.
-  std::optional<double> lastCeiling;
-  std::uint64_t gatedCycles = 0;
-  // Outcomes of requests placed in this band, indexed by QueueOutcome.
-  std::array<std::uint64_t, kNumQueueOutcomes> outcomes{};
-  // Queue wait of the requests dispatched from this band: per-bucket (not cumulative) counts,
-  // bucket i counting waits in (bound[i-1], bound[i]], the last one above every bound; and the
-  // sum of the waits. The count is outcomes[kDispatched].
-  std::array<std::uint64_t, kQueueDurationBucketsSeconds.size() + 1> queueDurationBuckets{};
-  double queueDurationSumSeconds = 0.0;
-};
-
-struct FlowControllerStats {
-  std::vector<BandStats> bands;  // highest priority first
-  std::size_t queuedRequests = 0;
-  std::uint64_t queuedBytes = 0;
-  std::uint64_t maxRequests = 0;  // global, 0 = unlimited
-  std::uint64_t maxBytes = 0;
-  double lastSaturation = 0.0;
-  std::optional<double> lastPrefillSaturation;
-  std::optional<double> lastDecodeSaturation;
-  bool poolEmpty = false;
-  std::uint64_t cycles = 0;
-  std::array<std::uint64_t, kNumQueueOutcomes> outcomes{};
-  bool stopped = false;
 };
 
 // renderPrometheus(stats) is in holdback/metrics/prometheus.hpp.
@@ -324,9 +171,9 @@ class HOLDBACK_API Ticket {
 
  private:
   friend class FlowController;
-  struct Core;
-  Ticket(std::weak_ptr<Core> core, RequestId id) : core_(std::move(core)), id_(id) {}
-  std::weak_ptr<Core> core_;
+  Ticket(std::weak_ptr<detail::ControllerCore> core, RequestId id)
+      : core_(std::move(core)), id_(id) {}
+  std::weak_ptr<detail::ControllerCore> core_;
   RequestId id_ = 0;
 };
 
@@ -351,11 +198,19 @@ class HOLDBACK_API FlowController {
   // Same as Ticket::cancel.
   bool cancel(RequestId id) noexcept;
 
-  // One dispatch decision; see the file comment.
+  // One dispatch decision; see the file comment. Samples the pool (endpoint source + detector,
+  // under no controller lock), then dispatch(now, pressure).
   DispatchResult dispatchCycle(TimePoint now) noexcept;
+  // One dispatch decision on a pressure the caller sampled (a host or a simulator that reads the
+  // pool itself). Updates the pool regime and the last saturation like dispatchCycle. Calls no
+  // endpoint source or detector.
+  DispatchResult dispatch(TimePoint now, const PoolPressure& pressure) noexcept;
 
-  // The TTL sweep plus flow/band GC. Returns the number of requests evicted.
+  // The TTL sweep plus flow/band GC. Returns the number of requests evicted. Reads the pool's
+  // emptiness from the endpoint source (under no controller lock), then expire(now, pressure).
   std::size_t expire(TimePoint now) noexcept;
+  // The same on a caller-sampled pressure (only poolEmpty is read).
+  std::size_t expire(TimePoint now, const PoolPressure& pressure) noexcept;
 
   // The priorities the control plane wants (InferenceObjectives): missing bands are provisioned
   // from the templates (even beyond maxBands) and protected; idle bands that are neither initial
@@ -363,7 +218,7 @@ class HOLDBACK_API FlowController {
   void setDesiredPriorities(std::span<const Priority> priorities) noexcept;
 
   // Hot reload. Validates `options` like create() and, only when valid, swaps in atomically with
-  // respect to every other call:
+  // respect to every other call (the detector: from the next sample of the pool on):
   // policy, detector, bands, defaultBand, defaultNegativeBand, provisionOnFirstUse, maxBands,
   // maxRequests, maxBytes, defaultRequestTtl, noEndpointRequestTtl, priorityDomain and
   // activityWindow. Always kept from create() (whatever `options` holds): endpoints, onOutcome,
@@ -379,10 +234,13 @@ class HOLDBACK_API FlowController {
   //   - band 0, when not declared, takes the new defaultBand template.
   // Requests already queued keep the TTL budget computed at enqueue; the new noEndpointRequestTtl
   // applies to them at once. On failure nothing changes and the errors are returned. Allocates.
+  // Never waits for a host call in progress (endpoint source, detector).
   Diagnostics reconfigure(FlowControllerOptions options) noexcept;
 
-  // Stops the runner (joins it), finalizes every queued request kEvictedOther (kNotRunning) and
-  // makes later enqueues kRejectedOther. Idempotent; `now` stamps the completions.
+  // Finalizes every queued request kEvictedOther (kNotRunning), makes later enqueues
+  // kRejectedOther and later cycles kStopped, then stops the runner (joins it unless called from
+  // the runner's thread). Idempotent; `now` stamps the completions. Never waits for the endpoint
+  // source or detector (only for the runner's current iteration when there is a runner).
   void shutdown(TimePoint now) noexcept;
   void shutdown() noexcept;
 
@@ -392,13 +250,17 @@ class HOLDBACK_API FlowController {
   [[nodiscard]] PoolRegime poolRegime() const noexcept;
 
  private:
-  explicit FlowController(std::shared_ptr<Ticket::Core> core);
-  std::shared_ptr<Ticket::Core> core_;
+  FlowController();  // create() fills the members (no detail type in an exported signature)
+  std::shared_ptr<detail::ControllerCore> core_;
+  std::unique_ptr<FlowControllerRunner> runner_;
 };
 
 }  // namespace HOLDBACK_ABI_NAMESPACE
 }  // namespace holdback
 
 #ifdef HOLDBACK_HEADER_ONLY
+#include "holdback/flow/admission-inl.hpp"
 #include "holdback/flow/flow_controller-inl.hpp"
+#include "holdback/flow/pool_pressure-inl.hpp"
+#include "holdback/flow/runner-inl.hpp"
 #endif

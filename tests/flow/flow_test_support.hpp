@@ -12,7 +12,11 @@
 #include "holdback/flow/flow_controller.hpp"
 #include "holdback/policy/policies.hpp"
 
-namespace holdback::testing {
+// In the ABI namespace like the library's holdback::testing (holdback/abi.hpp), so that every
+// test TU names the same types whatever it includes first.
+namespace holdback {
+inline namespace HOLDBACK_ABI_NAMESPACE {
+namespace testing {
 
 // Returns a settable saturation for any non-empty set and 1.0 for an empty one.
 class FakeDetector final : public SaturationDetector {
@@ -103,4 +107,6 @@ inline FlowRequest request(std::string flow, Priority priority, int payload = 0,
   return r;
 }
 
-}  // namespace holdback::testing
+}  // namespace testing
+}  // namespace HOLDBACK_ABI_NAMESPACE
+}  // namespace holdback

@@ -1,0 +1,70 @@
+// Implementation of holdback/flow/admission.hpp (compiled by src/flow.cpp, or included by the
+// header in header-only mode).
+#pragma once
+
+#include "holdback/flow/admission.hpp"
+
+#include <algorithm>
+
+namespace holdback {
+inline namespace HOLDBACK_ABI_NAMESPACE {
+
+HOLDBACK_INLINE bool hasCapacity(std::uint64_t itemBytes, const CapacityUsage& global,
+                                 const CapacityUsage* band) noexcept {
+  if (detail::exceeds(global.usedBytes, itemBytes, global.maxBytes)) return false;
+  if (detail::exceeds(global.usedRequests, 1, global.maxRequests)) return false;
+  if (band == nullptr) return false;
+  if (detail::exceeds(band->usedBytes, itemBytes, band->maxBytes)) return false;
+  if (detail::exceeds(band->usedRequests, 1, band->maxRequests)) return false;
+  return true;
+}
+
+HOLDBACK_INLINE ExpiryVerdict isExpired(TimePoint enqueueTime, Duration effectiveTtl,
+                                        Duration noEndpointTtl, PoolRegime regime,
+                                        TimePoint now) noexcept {
+  ExpiryVerdict verdict;
+  verdict.outcome = regime.empty ? QueueOutcome::kEvictedNoEndpoints : QueueOutcome::kEvictedTtl;
+  const Duration budget = regime.empty ? noEndpointTtl : effectiveTtl;
+  if (budget <= Duration::zero()) return verdict;
+  const TimePoint charge_from = std::max(enqueueTime, regime.since);
+  if (now < charge_from) return verdict;
+  // now >= charge_from + budget, written so that it cannot overflow.
+  verdict.expired = detail::elapsed(charge_from, now) >= budget;
+  return verdict;
+}
+
+HOLDBACK_INLINE TtlResolution resolveRequestTtl(std::optional<Duration> requestTtl,
+                                                Duration defaultTtl,
+                                                std::optional<TimePoint> deadline,
+                                                TimePoint now) noexcept {
+  TtlResolution out;
+  Duration ttl = requestTtl && *requestTtl > Duration::zero() ? *requestTtl : defaultTtl;
+  if (deadline) {
+    const Duration remaining = detail::elapsed(now, *deadline);
+    if (remaining <= Duration::zero()) {
+      out.deadlinePassed = true;
+    } else if (ttl <= Duration::zero() || remaining < ttl) {
+      ttl = remaining;
+    }
+  }
+  out.effectiveTtl = ttl > Duration::zero() ? ttl : Duration::zero();
+  return out;
+}
+
+HOLDBACK_INLINE std::optional<Outcome> deadOutcome(std::optional<TimePoint> deadline,
+                                                   TimePoint enqueueTime, Duration effectiveTtl,
+                                                   Duration noEndpointTtl, PoolRegime regime,
+                                                   TimePoint now) noexcept {
+  if (deadline && now >= *deadline) {
+    return Outcome{QueueOutcome::kEvictedTtl, OutcomeCause::kTtlExpired};
+  }
+  const ExpiryVerdict v = isExpired(enqueueTime, effectiveTtl, noEndpointTtl, regime, now);
+  if (!v.expired) return std::nullopt;
+  if (v.outcome == QueueOutcome::kEvictedNoEndpoints) {
+    return Outcome{QueueOutcome::kEvictedNoEndpoints, OutcomeCause::kNoEndpoints};
+  }
+  return Outcome{QueueOutcome::kEvictedTtl, OutcomeCause::kTtlExpired};
+}
+
+}  // namespace HOLDBACK_ABI_NAMESPACE
+}  // namespace holdback

@@ -1,0 +1,272 @@
+// detail::BandTable: the queued state of one flow controller. Internal (not installed API).
+//
+// What it holds
+//   Bands by priority (highest first), each with its flows; each flow with its requests ordered by
+//   the band's OrderingPolicy (arrival sequence as tie-break); an index of every queued request by
+//   id; global and per-band totals; the outcome counters per priority (kept after a band is
+//   removed); the desired priority set.
+//
+// Invariants (hold between calls)
+//   - Every queued Item is in exactly one Flow's `items` and in `items_` under its id.
+//   - A Band's `heads` and `active` hold exactly its non-empty flows (`heads` ordered by head
+//     item, `active` by flow id); an empty flow keeps the two spare set nodes instead, so a flow
+//     going empty and non-empty again does not allocate.
+//   - Flow/Band/global queued_requests and queued_bytes are the sums over their items.
+//   - Band 0 always exists; `ordered_` lists the bands highest first, and the scratch buffers of
+//     the dispatch cycle have capacity for every band.
+//   - Items are allocated and freed outside the owner's lock (PreparedItem / Retired); the
+//     table's own operations do not allocate in steady state.
+//
+// Locking: none of its own. The owner (ControllerCore) guards the whole table with its mutex
+// (HOLDBACK_GUARDED_BY), and every method must be called with that lock held.
+//
+// Thread safety: thread-compatible.
+#pragma once
+
+#include <any>
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+#include <span>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "holdback/flow/admission.hpp"
+#include "holdback/flow/fairness.hpp"
+#include "holdback/flow/flow_controller.hpp"
+#include "holdback/flow/options.hpp"
+#include "holdback/flow/stats.hpp"
+
+namespace holdback {
+inline namespace HOLDBACK_ABI_NAMESPACE {
+namespace detail {
+
+struct Flow;
+struct Band;
+struct Item;
+
+// Orders a flow's queue: the band's OrderingPolicy, then the arrival sequence.
+struct ItemLess {
+  const OrderingPolicy* ordering = nullptr;
+  bool operator()(const Item* a, const Item* b) const noexcept;
+};
+
+struct Item {
+  QueuedRequestView view;
+  RequestId id = 0;
+  std::string flowId;
+  Priority requestedPriority = 0;
+  std::any payload;
+  Flow* flow = nullptr;
+  // Its position in flow->items while queued (removal without a search).
+  std::set<Item*, ItemLess>::iterator position;
+};
+
+inline bool ItemLess::operator()(const Item* a, const Item* b) const noexcept {
+  if (ordering->less(a->view, b->view)) return true;
+  if (ordering->less(b->view, a->view)) return false;
+  return a->view.sequence < b->view.sequence;
+}
+
+// Orders non-empty flows by their heads.
+struct HeadLess {
+  ItemLess item;
+  bool operator()(const Flow* a, const Flow* b) const noexcept;
+};
+
+struct IdLess {
+  using is_transparent = void;
+  static std::string_view key(const Flow* f) noexcept;
+  static std::string_view key(std::string_view s) noexcept { return s; }
+  template <class A, class B>
+  bool operator()(const A& a, const B& b) const noexcept {
+    return key(a) < key(b);
+  }
+};
+
+using ItemSet = std::set<Item*, ItemLess>;
+using ItemIndex = std::unordered_map<RequestId, std::unique_ptr<Item>>;
+using HeadSet = std::set<Flow*, HeadLess>;
+using ActiveSet = std::set<Flow*, IdLess>;
+
+struct Flow final : FlowQueueView {
+  Flow(std::string flow_id, Band* owner, const OrderingPolicy* ordering)
+      : id(std::move(flow_id)), band(owner), items(ItemLess{ordering}) {}
+  std::string_view flowId() const noexcept override { return id; }
+  std::size_t size() const noexcept override { return items.size(); }
+  std::uint64_t bytes() const noexcept override { return queued_bytes; }
+  const QueuedRequestView* head() const noexcept override {
+    return items.empty() ? nullptr : &(*items.begin())->view;
+  }
+
+  std::string id;
+  Band* band;
+  ItemSet items;
+  std::uint64_t queued_bytes = 0;
+  TimePoint last_active{};
+  // The flow's nodes of its band's heads/active sets while it is empty (see the invariants).
+  HeadSet::node_type spare_head;
+  ActiveSet::node_type spare_active;
+};
+
+inline bool HeadLess::operator()(const Flow* a, const Flow* b) const noexcept {
+  return item(*a->items.begin(), *b->items.begin());
+}
+
+inline std::string_view IdLess::key(const Flow* f) noexcept {
+  return f->id;
+}
+
+struct BandCounters {
+  std::uint64_t gated_cycles = 0;
+  std::array<std::uint64_t, kNumQueueOutcomes> outcomes{};
+  std::array<std::uint64_t, kQueueDurationBucketsSeconds.size() + 1> queue_duration_buckets{};
+  double queue_duration_sum = 0.0;
+};
+
+struct Band final : BandView {
+  Band(Priority p, std::uint64_t max_requests, std::uint64_t max_bytes,
+       std::shared_ptr<const FairnessPolicy> fairness_policy,
+       std::shared_ptr<const OrderingPolicy> ordering_policy);
+
+  Priority priority() const noexcept override { return prio; }
+  std::size_t activeFlowCount() const noexcept override { return active.size(); }
+  const FlowQueueView* bestHeadFlow() const noexcept override {
+    return heads.empty() ? nullptr : *heads.begin();
+  }
+  const FlowQueueView* firstActiveFlow() const noexcept override {
+    return active.empty() ? nullptr : *active.begin();
+  }
+  const FlowQueueView* nextActiveFlowAfter(std::string_view flow_id) const noexcept override {
+    auto it = active.upper_bound(flow_id);
+    return it == active.end() ? nullptr : *it;
+  }
+
+  Priority prio;
+  std::uint64_t maxRequests;
+  std::uint64_t maxBytes;
+  std::shared_ptr<const FairnessPolicy> fairness;
+  std::shared_ptr<const OrderingPolicy> ordering;
+  std::unique_ptr<FairnessState> fairness_state;
+
+  std::map<std::string, std::unique_ptr<Flow>, std::less<>> flows;
+  HeadSet heads;     // non-empty flows by head
+  ActiveSet active;  // non-empty flows by id
+  std::size_t queued_requests = 0;
+  std::uint64_t queued_bytes = 0;
+
+  bool initial = false;
+  bool desired = false;
+  std::optional<TimePoint> last_arrival;
+  TimePoint last_activity{};
+  std::optional<double> last_ceiling;
+  BandCounters* counters = nullptr;
+};
+
+// A request's memory, allocated before the owner's lock is taken (enqueue allocates nothing
+// under the lock in steady state).
+struct PreparedItem {
+  Item* item = nullptr;             // owned by index_node
+  ItemIndex::node_type index_node;  // the id -> Item node
+  ItemSet::node_type queue_node;    // the flow queue's node
+};
+
+// What finalize() removed; destroy it after the owner's lock is released (frees off the lock).
+struct Retired {
+  ItemIndex::node_type index_node;
+  ItemSet::node_type queue_node;
+};
+
+// The band topology's reloadable settings.
+struct BandTopology {
+  BandTemplate defaultBand;
+  std::optional<BandTemplate> defaultNegativeBand;
+  bool provisionOnFirstUse = true;
+  std::size_t maxBands = kDefaultMaxBands;
+};
+
+class BandTable {
+ public:
+  // Allocates a request's nodes (no lock needed; the item is not in the table yet).
+  static PreparedItem prepare(RequestId id, FlowRequest&& request, TimePoint now);
+
+  // --- topology ----------------------------------------------------------------------------
+
+  // Replaces the templates and applies the declared bands (create and reconfigure): existing
+  // declared bands are reshaped, missing ones added, undeclared ones stop being initial (band 0
+  // takes the default template). No queued request is lost.
+  void applyBands(BandTopology topology, std::span<const BandOptions> declared);
+  // The band of `p`: existing, else provisioned from the template when allowed, else band 0.
+  Band* resolve(Priority p);
+  // The band of `p` or band 0 (never provisions).
+  [[nodiscard]] Band* bandOrZero(Priority p) const noexcept;
+  [[nodiscard]] std::span<Band* const> ordered() const noexcept { return ordered_; }
+  [[nodiscard]] std::vector<Priority> priorities() const;
+  // The control plane's desired priorities: provisions missing bands, removes idle undesired
+  // dynamic ones now.
+  void setDesired(std::span<const Priority> priorities);
+  // Idle flows, then idle undesired dynamically provisioned bands.
+  void collectGarbage(TimePoint now, Duration flow_idle_timeout, Duration band_idle_timeout);
+
+  // --- queues ------------------------------------------------------------------------------
+
+  // Queues a prepared item in `band` (finds or creates its flow). Fills the item's band-level
+  // view fields (priority, effective TTL, sequence).
+  void insert(PreparedItem&& prepared, Band* band, Duration effective_ttl);
+  [[nodiscard]] Item* find(RequestId id) const noexcept;
+  // Removes a queued item from every index, counts its outcome, fills `completion`; the memory
+  // comes back in the Retired value.
+  Retired finalize(Item* item, Outcome outcome, TimePoint now, Completion& completion) noexcept;
+  // Counts the outcome of a request that was never queued (a rejection) in `band`.
+  void countOutcome(Band* band, QueueOutcome outcome) noexcept;
+  // Every queued item, in arrival order.
+  [[nodiscard]] std::vector<Item*> allItems() const;
+  template <class F>
+  void forEachItem(F&& f) const {
+    for (const auto& [p, band] : bands_)
+      for (const auto& [id, flow] : band->flows)
+        for (Item* item : flow->items) f(item);
+  }
+
+  [[nodiscard]] std::size_t totalRequests() const noexcept { return total_requests_; }
+  [[nodiscard]] std::uint64_t totalBytes() const noexcept { return total_bytes_; }
+
+  // Per-band and global counters into `out` (bands highest first).
+  void fillStats(FlowControllerStats& out) const;
+
+ private:
+  Band* addBand(Priority p, std::uint64_t max_requests, std::uint64_t max_bytes,
+                std::shared_ptr<const FairnessPolicy> fairness,
+                std::shared_ptr<const OrderingPolicy> ordering);
+  Band* addBandFromTemplate(Priority p);
+  Band* reshapeBand(std::unique_ptr<Band>& slot, std::uint64_t max_requests,
+                    std::uint64_t max_bytes, std::shared_ptr<const FairnessPolicy> fairness,
+                    std::shared_ptr<const OrderingPolicy> ordering);
+  void removeBand(Band* band);
+  void rebuildOrder();
+  static void addToQueue(Item* item, ItemSet::node_type&& node);
+  static ItemSet::node_type removeFromQueue(Item* item, TimePoint now) noexcept;
+  static void recordQueueDuration(Band* band, Duration waited) noexcept;
+
+  BandTopology topology_;
+  std::map<Priority, std::unique_ptr<Band>, std::greater<>> bands_;
+  std::vector<Band*> ordered_;  // highest first
+  std::map<Priority, BandCounters> counters_;
+  std::array<std::uint64_t, kNumQueueOutcomes> outcomes_{};
+  ItemIndex items_;
+  std::vector<Priority> desired_;
+  std::size_t total_requests_ = 0;
+  std::uint64_t total_bytes_ = 0;
+  std::uint64_t next_sequence_ = 1;
+};
+
+}  // namespace detail
+}  // namespace HOLDBACK_ABI_NAMESPACE
+}  // namespace holdback

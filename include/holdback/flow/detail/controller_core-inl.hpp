@@ -1,0 +1,358 @@
+// Implementation of holdback/flow/detail/controller_core.hpp (compiled by src/flow.cpp, or
+// included by flow_controller-inl.hpp in header-only mode).
+#pragma once
+
+#include "holdback/flow/detail/controller_core.hpp"
+
+#include <utility>
+
+namespace holdback {
+inline namespace HOLDBACK_ABI_NAMESPACE {
+namespace detail {
+
+HOLDBACK_INLINE ControllerCore::Settings ControllerCore::settingsOf(FlowControllerOptions& o) {
+  Settings s;
+  s.policy = std::move(o.policy);
+  s.maxRequests = o.maxRequests;
+  s.maxBytes = o.maxBytes;
+  s.defaultTtl = o.defaultRequestTtl.value_or(kDefaultRequestTtl);
+  s.noEndpointTtl = o.noEndpointRequestTtl.value_or(s.defaultTtl);
+  s.priorityDomain = o.priorityDomain;
+  s.activityWindow = o.activityWindow;
+  return s;
+}
+
+HOLDBACK_INLINE BandTopology ControllerCore::topologyOf(FlowControllerOptions& o) {
+  BandTopology t;
+  t.defaultBand = std::move(o.defaultBand);
+  t.defaultNegativeBand = std::move(o.defaultNegativeBand);
+  t.provisionOnFirstUse = o.provisionOnFirstUse;
+  t.maxBands = o.maxBands;
+  return t;
+}
+
+HOLDBACK_INLINE ControllerCore::ControllerCore(FlowControllerOptions options)
+    : on_outcome_(std::move(options.onOutcome)),
+      clock_(std::move(options.clock)),
+      flow_idle_timeout_(options.flowIdleTimeout),
+      band_idle_timeout_(options.bandIdleTimeout),
+      sampler_(std::move(options.endpoints), std::move(options.detector)) {
+  MutexLock lock(mu_);
+  settings_ = settingsOf(options);
+  table_.applyBands(topologyOf(options), options.bands);
+}
+
+HOLDBACK_INLINE void ControllerCore::deliver(Completion&& c) const noexcept {
+  HOLDBACK_TRY {
+    on_outcome_(std::move(c));
+  }
+  HOLDBACK_CATCH_ALL {
+    // The host's callback threw; the outcome was delivered as far as the library can tell.
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Admission
+
+HOLDBACK_INLINE RequestId ControllerCore::enqueue(FlowRequest&& request, TimePoint now,
+                                                  bool& queued) noexcept {
+  const RequestId id = next_id_.fetch_add(1, std::memory_order_relaxed);
+  // The request's memory, before the lock (destroyed after it when the request is rejected).
+  PreparedItem prepared;
+  if (!request.flowId.empty()) prepared = BandTable::prepare(id, std::move(request), now);
+  std::optional<Completion> rejected;
+  queued = false;
+  {
+    MutexLock lock(mu_);
+    Outcome outcome{QueueOutcome::kDispatched, OutcomeCause::kNone};
+    Band* band = nullptr;
+    TtlResolution ttl;
+    if (stopped_) {
+      outcome = {QueueOutcome::kRejectedOther, OutcomeCause::kNotRunning};
+      band = table_.bandOrZero(request.priority);
+    } else if (prepared.item == nullptr) {
+      outcome = {QueueOutcome::kRejectedOther, OutcomeCause::kInvalidRequest};
+      band = table_.bandOrZero(request.priority);
+    } else {
+      band = table_.resolve(request.priority);
+      band->last_arrival = now;
+      band->last_activity = std::max(band->last_activity, now);
+      ttl = resolveRequestTtl(request.ttl, settings_.defaultTtl, request.deadline, now);
+      if (ttl.deadlinePassed) {
+        outcome = {QueueOutcome::kRejectedOther, OutcomeCause::kTtlExpired};
+      } else {
+        const CapacityUsage global{settings_.maxBytes, table_.totalBytes(), settings_.maxRequests,
+                                   table_.totalRequests()};
+        const CapacityUsage local{band->maxBytes, band->queued_bytes, band->maxRequests,
+                                  band->queued_requests};
+        if (!hasCapacity(request.sizeBytes, global, &local)) {
+          outcome = regime_.empty
+                        ? Outcome{QueueOutcome::kRejectedNoEndpoints, OutcomeCause::kNoEndpoints}
+                        : Outcome{QueueOutcome::kRejectedCapacity, OutcomeCause::kQueueAtCapacity};
+        }
+      }
+    }
+    if (outcome.rejected()) {
+      table_.countOutcome(band, outcome.kind);
+      Completion c;
+      c.id = id;
+      c.requestedPriority = request.priority;
+      c.bandPriority = band->prio;
+      c.sizeBytes = request.sizeBytes;
+      c.outcome = outcome;
+      c.enqueueTime = now;
+      c.finalizedAt = now;
+      if (prepared.item != nullptr) {  // the flow id and payload were moved into the item
+        c.flowId = std::move(prepared.item->flowId);
+        c.payload = std::move(prepared.item->payload);
+      } else {
+        c.flowId = std::move(request.flowId);
+        c.payload = std::move(request.payload);
+      }
+      rejected = std::move(c);
+    } else {
+      table_.insert(std::move(prepared), band, ttl.effectiveTtl);
+      queued = true;
+    }
+  }
+  if (rejected) deliver(std::move(*rejected));
+  return id;
+}
+
+HOLDBACK_INLINE bool ControllerCore::cancel(RequestId id) noexcept {
+  const TimePoint now = clock_();  // host code: before the lock
+  Retired retired;                 // freed after the lock
+  Completion done;
+  {
+    MutexLock lock(mu_);
+    Item* item = table_.find(id);
+    if (item == nullptr) return false;
+    retired = table_.finalize(item, {QueueOutcome::kEvictedCancelled, OutcomeCause::kCancelled},
+                              now, done);
+  }
+  deliver(std::move(done));
+  return true;
+}
+
+// ---------------------------------------------------------------------------------------------
+// The dispatch cycle
+
+HOLDBACK_INLINE void ControllerCore::applyPressure(TimePoint now, const PoolPressure& p,
+                                                   bool with_saturation) noexcept {
+  if (p.poolEmpty != regime_.empty) regime_ = PoolRegime{p.poolEmpty, now};
+  if (with_saturation) {
+    last_saturation_ = p.saturation.effective;
+    last_prefill_ = p.saturation.prefill;
+    last_decode_ = p.saturation.decode;
+  }
+}
+
+HOLDBACK_INLINE std::optional<Outcome> ControllerCore::deadOutcomeOf(const Item& item,
+                                                                     TimePoint now) const noexcept {
+  return deadOutcome(item.view.deadline, item.view.enqueueTime, item.view.effectiveTtl,
+                     settings_.noEndpointTtl, regime_, now);
+}
+
+HOLDBACK_INLINE DispatchResult ControllerCore::dispatchCycle(TimePoint now) noexcept {
+  const std::optional<PoolPressure> pressure = sampler_.sample(now);  // host code, no lock
+  return dispatchImpl(now, pressure ? &*pressure : nullptr);
+}
+
+HOLDBACK_INLINE DispatchResult ControllerCore::dispatch(TimePoint now,
+                                                        const PoolPressure& pressure) noexcept {
+  return dispatchImpl(now, &pressure);
+}
+
+HOLDBACK_INLINE DispatchResult ControllerCore::dispatchImpl(TimePoint now,
+                                                            const PoolPressure* pressure) noexcept {
+  DispatchResult result;
+  FinalizedBatch finalized;  // destroyed (the requests' memory freed) after the lock
+  {
+    MutexLock lock(mu_);
+    if (pressure != nullptr) applyPressure(now, *pressure, true);
+    const double s = last_saturation_;
+    result.saturation = s;
+    cycles_ += 1;
+    if (stopped_) {
+      result.kind = DispatchResult::Kind::kStopped;
+      return result;
+    }
+
+    // The priorities the policy sees (capacity for every band: no allocation in steady state).
+    const std::span<Band* const> ordered = table_.ordered();
+    domain_bands_.reserve(ordered.size());
+    domain_priorities_.reserve(ordered.size());
+    ceilings_.reserve(ordered.size());
+    domain_bands_.clear();
+    domain_priorities_.clear();
+    for (Band* band : ordered) {
+      band->last_ceiling.reset();
+      const bool in_domain =
+          settings_.priorityDomain == PriorityDomain::kProvisioned || band->queued_requests > 0 ||
+          (band->last_arrival && elapsed(*band->last_arrival, now) < settings_.activityWindow);
+      if (!in_domain) continue;
+      domain_bands_.push_back(band);
+      domain_priorities_.push_back(band->prio);
+    }
+    ceilings_.assign(domain_bands_.size(), 1.0);
+    settings_.policy->computeLimit(s, domain_priorities_, ceilings_);
+    for (std::size_t i = 0; i < domain_bands_.size(); ++i) {
+      domain_bands_[i]->last_ceiling = ceilings_[i];
+    }
+
+    result.kind = DispatchResult::Kind::kNothingQueued;
+    if (table_.totalRequests() == 0) return result;
+
+    bool done = false;
+    for (std::size_t i = 0; i < domain_bands_.size() && !done; ++i) {
+      Band* band = domain_bands_[i];
+      if (isGated(s, ceilings_[i])) {  // HoL: checked before looking at the band's items
+        band->counters->gated_cycles += 1;
+        result.kind = DispatchResult::Kind::kGated;
+        result.priority = band->prio;
+        break;
+      }
+      while (band->queued_requests > 0) {
+        const FlowQueueView* picked = band->fairness->pick(*band, band->fairness_state.get());
+        if (picked == nullptr || picked->size() == 0) break;  // nothing eligible: next band
+        const Flow* flow = static_cast<const Flow*>(picked);
+        Item* head = *flow->items.begin();
+        if (finalized.full()) {  // too many dead heads this cycle
+          done = true;
+          break;
+        }
+        if (auto dead = deadOutcomeOf(*head, now)) {
+          FinalizedBatch::Entry& e = finalized.add();
+          e.retired = table_.finalize(head, *dead, now, e.completion);
+          result.evicted += 1;
+          continue;  // a dead head never costs the cycle its dispatch
+        }
+        result.kind = DispatchResult::Kind::kDispatched;
+        result.priority = band->prio;
+        result.id = head->id;
+        FinalizedBatch::Entry& e = finalized.add();
+        e.retired = table_.finalize(head, {QueueOutcome::kDispatched, OutcomeCause::kNone}, now,
+                                    e.completion);
+        done = true;
+        break;
+      }
+    }
+  }
+  for (std::size_t i = 0; i < finalized.size(); ++i) deliver(std::move(finalized.at(i).completion));
+  return result;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Expiry, GC, topology
+
+HOLDBACK_INLINE std::size_t ControllerCore::expire(TimePoint now) noexcept {
+  const std::optional<PoolPressure> pressure = sampler_.samplePool(now);  // host code, no lock
+  return expireImpl(now, pressure ? &*pressure : nullptr);
+}
+
+HOLDBACK_INLINE std::size_t ControllerCore::expire(TimePoint now,
+                                                   const PoolPressure& pressure) noexcept {
+  return expireImpl(now, &pressure);
+}
+
+HOLDBACK_INLINE std::size_t ControllerCore::expireImpl(TimePoint now,
+                                                       const PoolPressure* pressure) noexcept {
+  std::vector<Completion> finalized;
+  std::vector<Retired> retired;  // freed after the lock
+  {
+    MutexLock lock(mu_);
+    if (pressure != nullptr) applyPressure(now, *pressure, false);
+    if (stopped_) return 0;
+    std::vector<std::pair<Item*, Outcome>> victims;
+    const Duration no_endpoint_ttl = settings_.noEndpointTtl;
+    const PoolRegime regime = regime_;
+    table_.forEachItem([&](Item* item) {
+      const QueuedRequestView& v = item->view;
+      if (auto dead = deadOutcome(v.deadline, v.enqueueTime, v.effectiveTtl, no_endpoint_ttl,
+                                  regime, now)) {
+        victims.emplace_back(item, *dead);
+      }
+    });
+    finalized.resize(victims.size());
+    retired.reserve(victims.size());
+    for (std::size_t i = 0; i < victims.size(); ++i) {
+      retired.push_back(table_.finalize(victims[i].first, victims[i].second, now, finalized[i]));
+    }
+    table_.collectGarbage(now, flow_idle_timeout_, band_idle_timeout_);
+  }
+  for (Completion& c : finalized) deliver(std::move(c));
+  return finalized.size();
+}
+
+HOLDBACK_INLINE void ControllerCore::setDesiredPriorities(
+    std::span<const Priority> priorities) noexcept {
+  MutexLock lock(mu_);
+  table_.setDesired(priorities);
+}
+
+HOLDBACK_INLINE Diagnostics ControllerCore::reconfigure(FlowControllerOptions o) noexcept {
+  Diagnostics d;
+  // The create-only collaborators and timings are kept from create() (not validated here).
+  validateFlowOptions(o, d, /*create=*/false);
+  if (d.hasErrors()) return d;
+  // The detector takes effect from the next sample; the sampler never makes this wait.
+  sampler_.setDetector(std::move(o.detector));
+  Settings settings = settingsOf(o);
+  BandTopology topology = topologyOf(o);
+  {
+    MutexLock lock(mu_);
+    std::swap(settings_, settings);  // the old policy is released after the lock
+    table_.applyBands(std::move(topology), o.bands);
+  }
+  return d;
+}
+
+HOLDBACK_INLINE void ControllerCore::shutdown(TimePoint now) noexcept {
+  std::vector<Completion> finalized;
+  std::vector<Retired> retired;  // freed after the lock
+  {
+    MutexLock lock(mu_);
+    if (stopped_) return;
+    stopped_ = true;
+    const std::vector<Item*> all = table_.allItems();  // arrival order: deterministic
+    finalized.resize(all.size());
+    retired.reserve(all.size());
+    for (std::size_t i = 0; i < all.size(); ++i) {
+      retired.push_back(table_.finalize(
+          all[i], {QueueOutcome::kEvictedOther, OutcomeCause::kNotRunning}, now, finalized[i]));
+    }
+  }
+  for (Completion& c : finalized) deliver(std::move(c));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Observation
+
+HOLDBACK_INLINE FlowControllerStats ControllerCore::stats() const {
+  FlowControllerStats out;
+  MutexLock lock(mu_);
+  table_.fillStats(out);
+  out.maxRequests = settings_.maxRequests;
+  out.maxBytes = settings_.maxBytes;
+  out.lastSaturation = last_saturation_;
+  out.lastPrefillSaturation = last_prefill_;
+  out.lastDecodeSaturation = last_decode_;
+  out.poolEmpty = regime_.empty;
+  out.cycles = cycles_;
+  out.stopped = stopped_;
+  return out;
+}
+
+HOLDBACK_INLINE std::vector<Priority> ControllerCore::bandPriorities() const {
+  MutexLock lock(mu_);
+  return table_.priorities();
+}
+
+HOLDBACK_INLINE PoolRegime ControllerCore::poolRegime() const noexcept {
+  MutexLock lock(mu_);
+  return regime_;
+}
+
+}  // namespace detail
+}  // namespace HOLDBACK_ABI_NAMESPACE
+}  // namespace holdback

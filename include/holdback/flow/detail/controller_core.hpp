@@ -1,0 +1,161 @@
+// detail::ControllerCore: the state behind a FlowController and its Tickets. Internal.
+//
+// Components
+//   - PoolPressureSampler (flow/pool_pressure.hpp): calls the host's endpoint source and detector,
+//     under its own mutex and under no controller lock;
+//   - BandTable (flow/detail/band_table.hpp): bands, flows, queues, the request index, counters;
+//   - the reloadable settings (policy, global limits, TTLs, priority domain);
+//   - the pool regime, the last pressure, the cycle's scratch buffers.
+//
+// Locking
+//   One mutex, mu_, guards the table, the settings and the regime (HOLDBACK_GUARDED_BY). Under
+//   mu_ run only the library's own bookkeeping plus three host-pluggable pieces of pure
+//   computation: UsageLimitPolicy::computeLimit (once per cycle), FairnessPolicy::pick and the
+//   OrderingPolicy comparators. They must be O(bands) / O(log n), must not block and must not
+//   call the controller. Never under mu_: the endpoint source, the detector (the sampler runs
+//   before mu_ is taken), the clock (read before mu_), the outcome callback (completions are
+//   collected under mu_ and delivered after it is released) and memory allocation for a request
+//   (PreparedItem before, Retired after). Create-only collaborators (endpoints, onOutcome,
+//   clock, timings) are const members, read without a lock.
+//
+// Thread safety: thread-safe.
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <cstddef>
+#include <functional>
+#include <memory>
+#include <new>
+#include <optional>
+#include <span>
+#include <vector>
+
+#include "holdback/core/thread_annotations.hpp"
+#include "holdback/flow/detail/band_table.hpp"
+#include "holdback/flow/flow_controller.hpp"
+#include "holdback/flow/pool_pressure.hpp"
+
+namespace holdback {
+inline namespace HOLDBACK_ABI_NAMESPACE {
+namespace detail {
+
+// Dead heads a single cycle may evict before giving up on dispatching in that cycle (bounds the
+// cycle's work and the completions it holds on its stack).
+inline constexpr std::size_t kMaxFinalizedPerCycle = 32;
+
+// FlowController::validate; `create` = false skips the create-only fields (reconfigure keeps them).
+void validateFlowOptions(const FlowControllerOptions& options, Diagnostics& diagnostics,
+                         bool create);
+
+// The completions of one cycle and the memory of their requests, on the stack: only the slots
+// used are constructed (a cycle usually finalizes one request). Destroying the batch frees the
+// requests' memory, so it must outlive the lock.
+class FinalizedBatch {
+ public:
+  struct Entry {
+    Completion completion;
+    Retired retired;
+  };
+  FinalizedBatch() noexcept {}  // NOLINT: the storage is deliberately left uninitialized
+  ~FinalizedBatch() {
+    for (std::size_t i = 0; i < size_; ++i) at(i).~Entry();
+  }
+  FinalizedBatch(const FinalizedBatch&) = delete;
+  FinalizedBatch& operator=(const FinalizedBatch&) = delete;
+
+  [[nodiscard]] bool full() const noexcept { return size_ == kMaxFinalizedPerCycle; }
+  [[nodiscard]] std::size_t size() const noexcept { return size_; }
+  Entry& add() noexcept { return *::new (&storage_[size_++]) Entry(); }
+  Entry& at(std::size_t i) noexcept {
+    return *std::launder(reinterpret_cast<Entry*>(&storage_[i]));
+  }
+
+ private:
+  struct alignas(Entry) Slot {
+    unsigned char bytes[sizeof(Entry)];
+  };
+  std::array<Slot, kMaxFinalizedPerCycle> storage_;
+  std::size_t size_ = 0;
+};
+
+class ControllerCore {
+ public:
+  // `options` must be valid (FlowController::validate) and have a clock.
+  explicit ControllerCore(FlowControllerOptions options);
+  ControllerCore(const ControllerCore&) = delete;
+  ControllerCore& operator=(const ControllerCore&) = delete;
+
+  // Returns the request's id; `queued` tells whether it was queued (false: rejected, and its
+  // outcome has been delivered).
+  RequestId enqueue(FlowRequest&& request, TimePoint now, bool& queued) noexcept
+      HOLDBACK_EXCLUDES(mu_);
+  bool cancel(RequestId id) noexcept HOLDBACK_EXCLUDES(mu_);
+  DispatchResult dispatchCycle(TimePoint now) noexcept HOLDBACK_EXCLUDES(mu_);
+  DispatchResult dispatch(TimePoint now, const PoolPressure& pressure) noexcept
+      HOLDBACK_EXCLUDES(mu_);
+  std::size_t expire(TimePoint now) noexcept HOLDBACK_EXCLUDES(mu_);
+  std::size_t expire(TimePoint now, const PoolPressure& pressure) noexcept HOLDBACK_EXCLUDES(mu_);
+  void setDesiredPriorities(std::span<const Priority> priorities) noexcept HOLDBACK_EXCLUDES(mu_);
+  Diagnostics reconfigure(FlowControllerOptions options) noexcept HOLDBACK_EXCLUDES(mu_);
+  // Finalizes every queued request and stops admission. Never waits for host code.
+  void shutdown(TimePoint now) noexcept HOLDBACK_EXCLUDES(mu_);
+
+  [[nodiscard]] FlowControllerStats stats() const HOLDBACK_EXCLUDES(mu_);
+  [[nodiscard]] std::vector<Priority> bandPriorities() const HOLDBACK_EXCLUDES(mu_);
+  [[nodiscard]] PoolRegime poolRegime() const noexcept HOLDBACK_EXCLUDES(mu_);
+
+  // The host clock (never called under mu_).
+  [[nodiscard]] TimePoint now() const { return clock_(); }
+
+ private:
+  struct Settings {
+    std::shared_ptr<UsageLimitPolicy> policy;
+    std::uint64_t maxRequests = 0;
+    std::uint64_t maxBytes = 0;
+    Duration defaultTtl{};
+    Duration noEndpointTtl{};
+    PriorityDomain priorityDomain = PriorityDomain::kProvisioned;
+    Duration activityWindow{};
+  };
+  static Settings settingsOf(FlowControllerOptions& options);
+  static BandTopology topologyOf(FlowControllerOptions& options);
+
+  // `pressure == nullptr`: the last one (a re-entrant call from the host's sampler code).
+  DispatchResult dispatchImpl(TimePoint now, const PoolPressure* pressure) noexcept
+      HOLDBACK_EXCLUDES(mu_);
+  std::size_t expireImpl(TimePoint now, const PoolPressure* pressure) noexcept
+      HOLDBACK_EXCLUDES(mu_);
+  void applyPressure(TimePoint now, const PoolPressure& pressure, bool with_saturation) noexcept
+      HOLDBACK_REQUIRES(mu_);
+  [[nodiscard]] std::optional<Outcome> deadOutcomeOf(const Item& item, TimePoint now) const noexcept
+      HOLDBACK_REQUIRES(mu_);
+  void deliver(Completion&& c) const noexcept;
+
+  // Create-only: read without a lock.
+  const std::function<void(Completion&&)> on_outcome_;
+  const std::function<TimePoint()> clock_;
+  const Duration flow_idle_timeout_;
+  const Duration band_idle_timeout_;
+
+  PoolPressureSampler sampler_;  // its own locks; never called under mu_
+  std::atomic<RequestId> next_id_{1};
+
+  mutable Mutex mu_;
+  Settings settings_ HOLDBACK_GUARDED_BY(mu_);
+  BandTable table_ HOLDBACK_GUARDED_BY(mu_);
+  PoolRegime regime_ HOLDBACK_GUARDED_BY(mu_);
+  bool stopped_ HOLDBACK_GUARDED_BY(mu_) = false;
+  double last_saturation_ HOLDBACK_GUARDED_BY(mu_) = 0.0;
+  std::optional<double> last_prefill_ HOLDBACK_GUARDED_BY(mu_);
+  std::optional<double> last_decode_ HOLDBACK_GUARDED_BY(mu_);
+  std::uint64_t cycles_ HOLDBACK_GUARDED_BY(mu_) = 0;
+  // The cycle's scratch (capacity for every band: no allocation in steady state).
+  std::vector<Band*> domain_bands_ HOLDBACK_GUARDED_BY(mu_);
+  std::vector<Priority> domain_priorities_ HOLDBACK_GUARDED_BY(mu_);
+  std::vector<double> ceilings_ HOLDBACK_GUARDED_BY(mu_);
+};
+
+}  // namespace detail
+}  // namespace HOLDBACK_ABI_NAMESPACE
+}  // namespace holdback

@@ -1,0 +1,127 @@
+// FlowControllerOptions: what a FlowController is built from, and every default of the flow
+// controller in one place (the config loaders and the examples use these constants too).
+//
+// Two kinds of fields: the host's collaborators and timing (endpoints, onOutcome, clock, runner,
+// expiryInterval, flowIdleTimeout, bandIdleTimeout) are fixed at create(); everything else is
+// reloadable with FlowController::reconfigure().
+//
+// Thread safety: plain values (thread-compatible).
+#pragma once
+
+#include "holdback/abi.hpp"
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "holdback/detector/saturation_detector.hpp"
+#include "holdback/flow/fairness.hpp"
+#include "holdback/flow/pool_pressure.hpp"
+#include "holdback/policy/usage_limit_policy.hpp"
+
+namespace holdback {
+inline namespace HOLDBACK_ABI_NAMESPACE {
+
+struct Completion;
+
+// ---------------------------------------------------------------------------------------------
+// Defaults (upstream-reference.md §3.6, §3.7, §3.10)
+
+// The saturation-regime queue budget of a request without its own TTL.
+inline constexpr Duration kDefaultRequestTtl = std::chrono::seconds(60);
+// Per-band limits; a band limit of 0 means these (band limits are always bounded).
+inline constexpr std::uint64_t kDefaultBandMaxRequests = 5000;
+inline constexpr std::uint64_t kDefaultBandMaxBytes = 1'000'000'000;
+inline constexpr std::size_t kDefaultMaxBands = 64;
+inline constexpr Duration kDefaultExpiryInterval = std::chrono::seconds(1);
+inline constexpr Duration kDefaultActivityWindow = std::chrono::seconds(1);
+inline constexpr Duration kDefaultFlowIdleTimeout = std::chrono::minutes(5);
+inline constexpr Duration kDefaultBandIdleTimeout = std::chrono::minutes(10);
+inline constexpr Duration kDefaultRunnerTickInterval = std::chrono::milliseconds(1);
+
+// ---------------------------------------------------------------------------------------------
+
+struct BandTemplate {
+  // 0 means the default (per-band limits are always bounded, as in the reference §3.10).
+  std::uint64_t maxRequests = kDefaultBandMaxRequests;
+  std::uint64_t maxBytes = kDefaultBandMaxBytes;
+  // nullptr means global-strict / fcfs.
+  std::shared_ptr<const FairnessPolicy> fairness;
+  std::shared_ptr<const OrderingPolicy> ordering;
+};
+
+struct BandOptions {
+  Priority priority = 0;
+  std::uint64_t maxRequests = kDefaultBandMaxRequests;
+  std::uint64_t maxBytes = kDefaultBandMaxBytes;
+  std::shared_ptr<const FairnessPolicy> fairness;
+  std::shared_ptr<const OrderingPolicy> ordering;
+};
+
+enum class PriorityDomain {
+  // Every existing band is shown to the policy: a reserve is held for high priorities even while
+  // they are idle (the reference's behaviour).
+  kProvisioned,
+  // Only bands with queued work or an arrival within activityWindow: fully work-conserving; a
+  // lone active priority gets the policy's single-band ceiling.
+  kActive,
+};
+
+struct RunnerOptions {
+  // Start a FlowControllerRunner (flow/runner.hpp) that calls dispatchCycle on every arrival and
+  // every tickInterval, and expire every expiryInterval, until shutdown().
+  bool enabled = false;
+  Duration tickInterval = kDefaultRunnerTickInterval;
+};
+
+struct FlowControllerOptions {
+  // Required collaborators. The policy, the fairness and ordering policies run under the
+  // controller's lock: they must be O(bands) / O(log n), must not block and must not call the
+  // controller. The endpoint source and the detector run under no controller lock.
+  std::shared_ptr<UsageLimitPolicy> policy;
+  std::shared_ptr<const SaturationDetector> detector;
+  std::shared_ptr<EndpointSource> endpoints;
+  // Runs with no library lock held; may call any controller method.
+  std::function<void(Completion&&)> onOutcome;
+
+  // Bands declared up front ("initial": never removed). Priority 0 always exists (from
+  // defaultBand unless declared).
+  std::vector<BandOptions> bands;
+  BandTemplate defaultBand;
+  // Template for priorities < 0; nullopt = defaultBand.
+  std::optional<BandTemplate> defaultNegativeBand;
+  // A request for a priority without a band provisions one from the template (true) or is queued
+  // in band 0 (false, the reference's NEW behaviour). Also band 0 once maxBands bands exist.
+  bool provisionOnFirstUse = true;
+  std::size_t maxBands = kDefaultMaxBands;
+
+  // Global limits, 0 = unlimited.
+  std::uint64_t maxRequests = 0;
+  std::uint64_t maxBytes = 0;
+
+  // TTLs (§3.7): unset default = kDefaultRequestTtl; unset noEndpoint = follows default; 0 =
+  // never expire.
+  std::optional<Duration> defaultRequestTtl;
+  std::optional<Duration> noEndpointRequestTtl;
+  Duration expiryInterval = kDefaultExpiryInterval;
+
+  PriorityDomain priorityDomain = PriorityDomain::kProvisioned;
+  Duration activityWindow = kDefaultActivityWindow;
+
+  // expire() removes empty flows idle this long, and dynamically provisioned, undesired, empty
+  // bands idle this long.
+  Duration flowIdleTimeout = kDefaultFlowIdleTimeout;
+  Duration bandIdleTimeout = kDefaultBandIdleTimeout;
+
+  // The clock for enqueue(request) / cancel / shutdown() without `now` and for the runner;
+  // default steady_clock::now. Never called under a controller lock.
+  std::function<TimePoint()> clock;
+  RunnerOptions runner;
+};
+
+}  // namespace HOLDBACK_ABI_NAMESPACE
+}  // namespace holdback

@@ -1,0 +1,60 @@
+// Implementation of holdback/flow/pool_pressure.hpp (compiled by src/flow.cpp, or included by the
+// header in header-only mode).
+#pragma once
+
+#include "holdback/flow/pool_pressure.hpp"
+
+#include <utility>
+
+namespace holdback {
+inline namespace HOLDBACK_ABI_NAMESPACE {
+
+HOLDBACK_INLINE PoolPressureSampler::PoolPressureSampler(
+    std::shared_ptr<EndpointSource> endpoints, std::shared_ptr<const SaturationDetector> detector)
+    : endpoints_(std::move(endpoints)) {
+  MutexLock lock(sample_mu_);
+  detector_ = std::move(detector);
+}
+
+HOLDBACK_INLINE void PoolPressureSampler::setDetector(
+    std::shared_ptr<const SaturationDetector> detector) noexcept {
+  std::shared_ptr<const SaturationDetector> old;  // released outside the lock
+  {
+    MutexLock lock(detector_mu_);
+    old = std::exchange(next_detector_, std::move(detector));
+    detector_changed_.store(true, std::memory_order_release);
+  }
+}
+
+HOLDBACK_INLINE std::optional<PoolPressure> PoolPressureSampler::sample(TimePoint now) noexcept {
+  return run(now, true);
+}
+
+HOLDBACK_INLINE std::optional<PoolPressure> PoolPressureSampler::samplePool(
+    TimePoint now) noexcept {
+  return run(now, false);
+}
+
+HOLDBACK_INLINE std::optional<PoolPressure> PoolPressureSampler::run(
+    TimePoint now, bool with_saturation) noexcept {
+  if (owner_.load(std::memory_order_relaxed) == std::this_thread::get_id()) return std::nullopt;
+  std::shared_ptr<const SaturationDetector> retired;  // released after the lock
+  PoolPressure out;
+  {
+    MutexLock lock(sample_mu_);
+    owner_.store(std::this_thread::get_id(), std::memory_order_relaxed);
+    if (detector_changed_.load(std::memory_order_acquire)) {
+      MutexLock detector_lock(detector_mu_);
+      if (next_detector_) retired = std::exchange(detector_, std::move(next_detector_));
+      detector_changed_.store(false, std::memory_order_relaxed);
+    }
+    const std::span<const Endpoint> pool = endpoints_->endpoints(now);
+    out.poolEmpty = pool.empty();
+    if (with_saturation) out.saturation = evaluator_.evaluate(*detector_, pool, now);
+    owner_.store(std::thread::id{}, std::memory_order_relaxed);
+  }
+  return out;
+}
+
+}  // namespace HOLDBACK_ABI_NAMESPACE
+}  // namespace holdback

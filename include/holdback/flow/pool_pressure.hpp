@@ -1,0 +1,94 @@
+// The pool's pressure, sampled outside every controller lock.
+//
+// A dispatch decision needs two facts about the pool: whether it is empty (the expiry regime of
+// upstream-reference.md §3.7) and how saturated it is (stage-aware, §3.2). Both come from host
+// code: the EndpointSource and the SaturationDetector. PoolPressureSampler calls them and returns
+// the facts as a value, PoolPressure, which FlowController::dispatch(now, pressure) and
+// expire(now, pressure) then apply under the controller's lock. FlowController::dispatchCycle(now)
+// is exactly `dispatch(now, sampler.sample(now))`. Hosts and the simulator may skip the sampler
+// and feed a PoolPressure they computed themselves.
+//
+// Locking
+//   The sampler has its own mutex, held while the endpoint source and the detector run (they are
+//   called from one thread at a time, as EndpointSource promises) and guarding the evaluator's
+//   scratch buffers. No controller lock is ever held while it runs, so shutdown, reconfigure,
+//   enqueue, cancel and stats never wait for host code. A source or detector that calls back into
+//   the same controller on the same thread (dispatchCycle, expire) is detected: the nested call
+//   does not sample again (it would recurse into the host) and uses the last pressure instead.
+//   The detector is swapped by setDetector() under a second small mutex, never waiting on a
+//   sample in progress; the next sample picks it up.
+//
+// Thread safety: thread-safe.
+#pragma once
+
+#include "holdback/abi.hpp"
+
+#include <atomic>
+#include <memory>
+#include <optional>
+#include <span>
+#include <thread>
+
+#include "holdback/core/endpoint.hpp"
+#include "holdback/core/thread_annotations.hpp"
+#include "holdback/detector/saturation_detector.hpp"
+#include "holdback/detector/stage_saturation.hpp"
+
+namespace holdback {
+inline namespace HOLDBACK_ABI_NAMESPACE {
+
+// EndpointSource (where the controller reads the pool from) is in holdback/core/endpoint.hpp; it
+// is called outside every controller lock and may call any FlowController method ("Locking").
+
+// One sample of the pool: emptiness and stage-aware saturation.
+struct PoolPressure {
+  // The endpoint source returned no endpoint (the no-endpoint expiry regime).
+  bool poolEmpty = false;
+  // Stage-aware saturation (StageSaturationEvaluator). effective is what the policy sees.
+  StageSaturation saturation;
+};
+
+// Calls the host's endpoint source and detector outside every controller lock.
+// Thread safety: thread-safe (see the file comment).
+class HOLDBACK_API PoolPressureSampler {
+ public:
+  PoolPressureSampler(std::shared_ptr<EndpointSource> endpoints,
+                      std::shared_ptr<const SaturationDetector> detector);
+  PoolPressureSampler(const PoolPressureSampler&) = delete;
+  PoolPressureSampler& operator=(const PoolPressureSampler&) = delete;
+
+  // Emptiness and saturation of the pool at `now`. nullopt when called from inside this
+  // sampler's own endpoint source or detector on the same thread (not re-entrant).
+  [[nodiscard]] std::optional<PoolPressure> sample(TimePoint now) noexcept
+      HOLDBACK_EXCLUDES(sample_mu_, detector_mu_);
+  // Emptiness only (the detector is not called; saturation is left at its default).
+  [[nodiscard]] std::optional<PoolPressure> samplePool(TimePoint now) noexcept
+      HOLDBACK_EXCLUDES(sample_mu_, detector_mu_);
+
+  // The detector of later samples (hot reload). Never waits for a sample in progress.
+  void setDetector(std::shared_ptr<const SaturationDetector> detector) noexcept
+      HOLDBACK_EXCLUDES(detector_mu_);
+
+ private:
+  std::optional<PoolPressure> run(TimePoint now, bool with_saturation) noexcept
+      HOLDBACK_EXCLUDES(sample_mu_, detector_mu_);
+
+  const std::shared_ptr<EndpointSource> endpoints_;
+
+  Mutex detector_mu_;  // never held while host code runs
+  std::shared_ptr<const SaturationDetector> next_detector_ HOLDBACK_GUARDED_BY(detector_mu_);
+  std::atomic<bool> detector_changed_{false};
+
+  Mutex sample_mu_ HOLDBACK_ACQUIRED_BEFORE(detector_mu_);
+  std::shared_ptr<const SaturationDetector> detector_ HOLDBACK_GUARDED_BY(sample_mu_);
+  StageSaturationEvaluator evaluator_ HOLDBACK_GUARDED_BY(sample_mu_);
+  // The thread inside sample(), to detect a re-entrant call from the host's code.
+  std::atomic<std::thread::id> owner_{};
+};
+
+}  // namespace HOLDBACK_ABI_NAMESPACE
+}  // namespace holdback
+
+#ifdef HOLDBACK_HEADER_ONLY
+#include "holdback/flow/pool_pressure-inl.hpp"
+#endif

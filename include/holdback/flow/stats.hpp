@@ -1,0 +1,83 @@
+// Snapshots of a FlowController's state and counters (FlowController::stats()), and the result
+// of one dispatch decision.
+//
+// Thread safety: plain values (thread-compatible).
+#pragma once
+
+#include "holdback/abi.hpp"
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string_view>
+#include <vector>
+
+#include "holdback/core/types.hpp"
+#include "holdback/flow/outcome.hpp"
+#include "holdback/policy/usage_limit_policy.hpp"
+
+namespace holdback {
+inline namespace HOLDBACK_ABI_NAMESPACE {
+
+struct DispatchResult {
+  enum class Kind {
+    kDispatched,     // one request dispatched from band `priority`
+    kGated,          // the cycle stopped at the gated band `priority`
+    kNothingQueued,  // no band had an eligible request
+    kStopped,        // the controller is shut down
+  };
+  Kind kind = Kind::kNothingQueued;
+  Priority priority = 0;
+  RequestId id = 0;  // kDispatched only
+  double saturation = 0.0;
+  // Requests found dead at the head of a band (expired) and evicted during this cycle.
+  std::size_t evicted = 0;
+};
+
+// "dispatched", "gated", "nothing-queued", "stopped".
+[[nodiscard]] HOLDBACK_API std::string_view toString(DispatchResult::Kind kind) noexcept;
+
+// Upper bounds (seconds) of the queue-wait histogram buckets; a final +Inf bucket follows.
+inline constexpr std::array<double, 14> kQueueDurationBucketsSeconds{
+    0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0};
+
+struct BandStats {
+  Priority priority = 0;
+  // False for a priority whose band was removed (its counters are kept).
+  bool provisioned = true;
+  std::size_t queuedRequests = 0;
+  std::uint64_t queuedBytes = 0;
+  std::uint64_t maxRequests = 0;
+  std::uint64_t maxBytes = 0;
+  std::size_t flows = 0;
+  std::size_t activeFlows = 0;
+  // The ceiling of the last cycle; nullopt when the band was not in the policy's domain.
+  std::optional<double> lastCeiling;
+  std::uint64_t gatedCycles = 0;
+  // Outcomes of requests placed in this band, indexed by QueueOutcome.
+  std::array<std::uint64_t, kNumQueueOutcomes> outcomes{};
+  // Queue wait of the requests dispatched from this band: per-bucket (not cumulative) counts,
+  // bucket i counting waits in (bound[i-1], bound[i]], the last one above every bound; and the
+  // sum of the waits. The count is outcomes[kDispatched].
+  std::array<std::uint64_t, kQueueDurationBucketsSeconds.size() + 1> queueDurationBuckets{};
+  double queueDurationSumSeconds = 0.0;
+};
+
+struct FlowControllerStats {
+  std::vector<BandStats> bands;  // highest priority first
+  std::size_t queuedRequests = 0;
+  std::uint64_t queuedBytes = 0;
+  std::uint64_t maxRequests = 0;  // global, 0 = unlimited
+  std::uint64_t maxBytes = 0;
+  double lastSaturation = 0.0;
+  std::optional<double> lastPrefillSaturation;
+  std::optional<double> lastDecodeSaturation;
+  bool poolEmpty = false;
+  std::uint64_t cycles = 0;
+  std::array<std::uint64_t, kNumQueueOutcomes> outcomes{};
+  bool stopped = false;
+};
+
+}  // namespace HOLDBACK_ABI_NAMESPACE
+}  // namespace holdback
