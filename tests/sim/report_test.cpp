@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -231,6 +232,9 @@ std::string withoutNewWindows(const std::string& table) {
 
 // The default table of one gateway (seed 1, both detectors, all arms), recorded before replicas
 // existed (tests/sim/golden/default-seed1.txt); replicas = 1 gives the same figures exactly.
+// Re-recorded (HOLDBACK_UPDATE_GOLDEN=1) when the detector defaults changed (per-endpoint score
+// cap 1.0 and strict telemetry validation, issue 14): a deliberate change of figures, never to
+// make a failing run pass.
 TEST(SimEvaluationTest, OneReplicaReproducesTheSingleGatewayFigures) {
   std::ifstream file(std::string(HOLDBACK_SIM_GOLDEN_DIR) + "/default-seed1.txt");
   ASSERT_TRUE(file) << "golden file";
@@ -244,6 +248,11 @@ TEST(SimEvaluationTest, OneReplicaReproducesTheSingleGatewayFigures) {
     std::vector<ArmResult> results;
     for (const Arm& a : allArms()) results.push_back(runArm(s, a));
     text += (text.empty() ? "" : "\n\n") + formatTable(s, results);
+  }
+  if (std::getenv("HOLDBACK_UPDATE_GOLDEN") != nullptr) {
+    std::ofstream(std::string(HOLDBACK_SIM_GOLDEN_DIR) + "/default-seed1.txt")
+        << withoutNewWindows(text);
+    GTEST_SKIP() << "golden file rewritten";
   }
   EXPECT_EQ(withoutNewWindows(text), golden.str());
 }

@@ -127,7 +127,7 @@ HOLDBACK_INLINE std::optional<UtilizationDetectorOptions> parseUtilizationDetect
         }
         constexpr auto kMin = std::numeric_limits<std::int64_t>::min();
         if (const auto v =
-                reader.integer("maxRunningRequests", kMin, detail::detector_config::kInt64Max)) {
+                reader.integer("maxRunningRequests", kMin, detail::kInt64Max)) {
           options.maxRunningRequests = *v;
         }
         if (const auto v = reader.oneOf("telemetryValidation", {"strict", "reference"})) {
@@ -152,12 +152,12 @@ HOLDBACK_INLINE std::optional<UtilizationDetectorOptions> parseUtilizationDetect
           if (sub.valid()) {
             if (const auto v = sub.boolean("correction")) options.ledger.correction = *v;
             if (const auto v =
-                    sub.integer("scrapeMarginRequests", kMin, detail::detector_config::kInt64Max)) {
+                    sub.integer("scrapeMarginRequests", kMin, detail::kInt64Max)) {
               options.ledger.scrapeMarginRequests = *v;
             }
             if (const auto v = sub.boolean("dispatchBudget")) options.ledger.dispatchBudget = *v;
             if (const auto v =
-                    sub.integer("budgetQueueDepth", kMin, detail::detector_config::kInt64Max)) {
+                    sub.integer("budgetQueueDepth", kMin, detail::kInt64Max)) {
               options.ledger.budgetQueueDepth = *v;
             }
             sub.finish();

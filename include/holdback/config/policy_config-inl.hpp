@@ -224,8 +224,8 @@ HOLDBACK_INLINE std::optional<ReservationOptions> parseReservationOptions(
       diagnostics.error(at, mismatch(*map, "an object mapping priority to epsilon"));
     } else {
       for (const auto& [key, value] : map->items()) {
-        const auto priority = parseIntegerKey(key, detail::policy_config::kPriorityMin,
-                                              detail::policy_config::kPriorityMax);
+        const auto priority = parseIntegerKey(key, detail::kPriorityMin,
+                                              detail::kPriorityMax);
         if (!priority) {
           diagnostics.error(joinPath(at, key), "\"" + key + "\" is not an integer priority");
         }
@@ -242,7 +242,7 @@ HOLDBACK_INLINE std::optional<ReservationOptions> parseReservationOptions(
   reader.finish();
   Diagnostics checks;
   ReservationPolicy::validate(options, path, checks);
-  detail::policy_config::appendNew(diagnostics, first, checks);
+  detail::appendNew(diagnostics, first, checks);
   if (diagnostics.errorCount() > errors_before) return std::nullopt;
   return options;
 }

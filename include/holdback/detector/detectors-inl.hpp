@@ -97,20 +97,20 @@ HOLDBACK_INLINE void UtilizationDetector::validate(const UtilizationDetectorOpti
   }
   detail::validateHeadroom(options.headroom, path, diagnostics);
   if (options.maxRunningRequests < 0) {
-    diagnostics.error(detail::joinPath(path, "maxRunningRequests"),
+    diagnostics.error(joinPath(path, "maxRunningRequests"),
                       std::to_string(options.maxRunningRequests) +
                           " is negative; expected an integer >= 0 (0 = no slot term)");
   }
   if (!(options.endpointScoreCap > 0.0)) {
-    diagnostics.error(detail::joinPath(path, "endpointScoreCap"),
-                      detail::formatNumber(options.endpointScoreCap) +
+    diagnostics.error(joinPath(path, "endpointScoreCap"),
+                      formatNumber(options.endpointScoreCap) +
                           " is not strictly positive; expected a number > 0 or \"none\"");
   } else if (options.endpointScoreCap < 1.0) {
-    diagnostics.warning(detail::joinPath(path, "endpointScoreCap"),
-                        detail::formatNumber(options.endpointScoreCap) +
+    diagnostics.warning(joinPath(path, "endpointScoreCap"),
+                        formatNumber(options.endpointScoreCap) +
                             " is below 1.0: the pool can never read saturated");
   }
-  DispatchLedger::validate(options.ledger, detail::joinPath(path, "dispatchLedger"),
+  DispatchLedger::validate(options.ledger, joinPath(path, "dispatchLedger"),
                            diagnostics);
 }
 

@@ -12,7 +12,7 @@
 
 namespace holdback {
 inline namespace HOLDBACK_ABI_NAMESPACE {
-namespace detail::ledger {
+namespace detail {
 
 // a - b of two monotonic counters, modulo 2^64, read as a signed count.
 [[nodiscard]] inline std::int64_t since(std::uint64_t a, std::uint64_t b) noexcept {
@@ -116,7 +116,7 @@ inline void clearTelemetry(Endpoint& e) noexcept {
   e.inFlightTokens = 0;
 }
 
-}  // namespace detail::ledger
+}  // namespace detail
 
 HOLDBACK_INLINE DispatchLedger::DispatchLedger(DispatchLedgerOptions options) noexcept
     : options_(options) {
@@ -174,7 +174,7 @@ HOLDBACK_INLINE EndpointId DispatchLedger::registerEndpoint(
     for (std::size_t i = 0; i < retired_.size(); ++i) {
       const std::uint32_t r = retired_[i];
       const detail::LedgerSlot& slot = (*chunks_[r / kChunkSize].load())[r % kChunkSize];
-      const ScrapeMark c = detail::ledger::readCounters(slot);
+      const ScrapeMark c = detail::readCounters(slot);
       if (c.completedRequests == c.dispatchedRequests) {
         index = r;
         retired_[i] = retired_.back();
@@ -201,13 +201,13 @@ HOLDBACK_INLINE EndpointId DispatchLedger::registerEndpoint(
     // (no request is outstanding any more) are written off.
     slot.completedTokens.store(slot.dispatchedTokens.load(std::memory_order_relaxed),
                                std::memory_order_release);
-    detail::ledger::beginWrite(slot);
+    detail::beginWrite(slot);
     slot.budget.store(-1, std::memory_order_release);
-    detail::ledger::endWrite(slot);
+    detail::endWrite(slot);
     const EndpointCapacity cap = capacity.value_or(EndpointCapacity{});
     slot.maxRunning.store(cap.maxRunningRequests > 0 ? cap.maxRunningRequests : 0,
                           std::memory_order_relaxed);
-    slot.kvPerToken.store(detail::ledger::perToken(cap.kvCapacityTokens),
+    slot.kvPerToken.store(detail::perToken(cap.kvCapacityTokens),
                           std::memory_order_relaxed);
     const std::uint32_t generation = slot.generation.load(std::memory_order_relaxed) + 1;
     slot.generation.store(generation, std::memory_order_release);
@@ -233,7 +233,7 @@ HOLDBACK_INLINE bool DispatchLedger::setCapacity(EndpointId id,
   if (slot == nullptr) return false;
   slot->maxRunning.store(capacity.maxRunningRequests > 0 ? capacity.maxRunningRequests : 0,
                          std::memory_order_relaxed);
-  slot->kvPerToken.store(detail::ledger::perToken(capacity.kvCapacityTokens),
+  slot->kvPerToken.store(detail::perToken(capacity.kvCapacityTokens),
                          std::memory_order_relaxed);
   return true;
 }
@@ -262,7 +262,7 @@ HOLDBACK_INLINE DispatchHandle DispatchLedger::dispatch(EndpointId id,
                                                         std::int64_t tokens) noexcept {
   detail::LedgerSlot* slot = slotOf(id);
   if (slot == nullptr) return {};
-  tokens = detail::ledger::clampTokens(tokens);
+  tokens = detail::clampTokens(tokens);
   slot->dispatchedRequests.fetch_add(1, std::memory_order_relaxed);
   if (tokens != 0) {
     slot->dispatchedTokens.fetch_add(static_cast<std::uint64_t>(tokens), std::memory_order_release);
@@ -286,16 +286,16 @@ HOLDBACK_INLINE bool DispatchLedger::recordCompletion(EndpointId id, std::int64_
   for (;;) {
     std::uint64_t completed = slot->completedRequests.load(kAcquire);
     const std::uint64_t dispatched = slot->dispatchedRequests.load(kAcquire);
-    if (detail::ledger::since(dispatched, completed) <= 0) return false;
+    if (detail::since(dispatched, completed) <= 0) return false;
     if (slot->completedRequests.compare_exchange_weak(completed, completed + 1,
                                                       std::memory_order_acq_rel, kAcquire)) {
       break;
     }
   }
-  tokens = detail::ledger::clampTokens(tokens);
+  tokens = detail::clampTokens(tokens);
   while (tokens != 0) {
     std::uint64_t done = slot->completedTokens.load(kAcquire);
-    const std::int64_t open = detail::ledger::since(slot->dispatchedTokens.load(kAcquire), done);
+    const std::int64_t open = detail::since(slot->dispatchedTokens.load(kAcquire), done);
     if (open <= 0) break;
     const std::uint64_t next = done + static_cast<std::uint64_t>(std::min(open, tokens));
     if (slot->completedTokens.compare_exchange_weak(done, next, std::memory_order_acq_rel,
@@ -309,7 +309,7 @@ HOLDBACK_INLINE bool DispatchLedger::recordCompletion(EndpointId id, std::int64_
 HOLDBACK_INLINE ScrapeMark DispatchLedger::mark(EndpointId id) const noexcept {
   const detail::LedgerSlot* slot = slotOf(id);
   if (slot == nullptr) return {};
-  return detail::ledger::readCounters(*slot);
+  return detail::readCounters(*slot);
 }
 
 HOLDBACK_INLINE void DispatchLedger::storeScrape(detail::LedgerSlot& slot, const Scrape& scrape,
@@ -317,8 +317,8 @@ HOLDBACK_INLINE void DispatchLedger::storeScrape(detail::LedgerSlot& slot, const
   // Budget: free slots (when maxRunning is known) + free queue, from the scraped figures.
   std::int32_t budget = 0;
   const double queue = static_cast<double>(options_.budgetQueueDepth);
-  if (detail::ledger::validCount(scrape.waitingQueueSize) &&
-      detail::ledger::validCount(scrape.runningRequests)) {
+  if (detail::validCount(scrape.waitingQueueSize) &&
+      detail::validCount(scrape.runningRequests)) {
     double free = queue - scrape.waitingQueueSize;
     if (free < 0.0) free = 0.0;
     const std::int64_t max_running = slot.maxRunning.load(std::memory_order_relaxed);
@@ -328,7 +328,7 @@ HOLDBACK_INLINE void DispatchLedger::storeScrape(detail::LedgerSlot& slot, const
     }
     budget = static_cast<std::int32_t>(std::floor(std::min(free, 2147483647.0)));
   }
-  detail::ledger::beginWrite(slot);
+  detail::beginWrite(slot);
   slot.updateTimeNs.store(scrape.updateTime.time_since_epoch().count(), std::memory_order_release);
   slot.waiting.store(scrape.waitingQueueSize, std::memory_order_release);
   slot.running.store(scrape.runningRequests, std::memory_order_release);
@@ -338,7 +338,7 @@ HOLDBACK_INLINE void DispatchLedger::storeScrape(detail::LedgerSlot& slot, const
   slot.baseCompletedRequests.store(base.completedRequests, std::memory_order_release);
   slot.baseCompletedTokens.store(base.completedTokens, std::memory_order_release);
   slot.budget.store(budget, std::memory_order_release);
-  detail::ledger::endWrite(slot);
+  detail::endWrite(slot);
 }
 
 HOLDBACK_INLINE bool DispatchLedger::installScrape(EndpointId id, const Scrape& scrape,
@@ -352,17 +352,17 @@ HOLDBACK_INLINE bool DispatchLedger::installScrape(EndpointId id, const Scrape& 
 HOLDBACK_INLINE bool DispatchLedger::installScrape(EndpointId id, const Scrape& scrape) noexcept {
   detail::LedgerSlot* slot = slotOf(id);
   if (slot == nullptr) return false;
-  ScrapeMark base = detail::ledger::readCounters(*slot);
+  ScrapeMark base = detail::readCounters(*slot);
   const std::int64_t margin = options_.scrapeMarginRequests;
   if (margin > 0) {
-    const detail::ledger::ScrapeView previous = detail::ledger::readScrape(*slot);
+    const detail::ScrapeView previous = detail::readScrape(*slot);
     const ScrapeMark& prev = previous.base;  // zeros before the first scrape
     const std::int64_t since_prev =
-        detail::ledger::since(base.dispatchedRequests, prev.dispatchedRequests);
+        detail::since(base.dispatchedRequests, prev.dispatchedRequests);
     const std::int64_t back = std::clamp<std::int64_t>(since_prev, 0, margin);
     if (back > 0) {
       const std::int64_t tokens_since =
-          detail::ledger::since(base.dispatchedTokens, prev.dispatchedTokens);
+          detail::since(base.dispatchedTokens, prev.dispatchedTokens);
       const double share = static_cast<double>(back) / static_cast<double>(since_prev);
       const auto back_tokens = static_cast<std::uint64_t>(
           std::max<double>(0.0, std::floor(static_cast<double>(tokens_since) * share)));
@@ -377,10 +377,10 @@ HOLDBACK_INLINE bool DispatchLedger::installScrape(EndpointId id, const Scrape& 
 HOLDBACK_INLINE InFlightLoad DispatchLedger::load(EndpointId id) const noexcept {
   const detail::LedgerSlot* slot = slotOf(id);
   if (slot == nullptr) return {};
-  const ScrapeMark c = detail::ledger::readCounters(*slot);
+  const ScrapeMark c = detail::readCounters(*slot);
   return {
-      std::max<std::int64_t>(0, detail::ledger::since(c.dispatchedRequests, c.completedRequests)),
-      std::max<std::int64_t>(0, detail::ledger::since(c.dispatchedTokens, c.completedTokens))};
+      std::max<std::int64_t>(0, detail::since(c.dispatchedRequests, c.completedRequests)),
+      std::max<std::int64_t>(0, detail::since(c.dispatchedTokens, c.completedTokens))};
 }
 
 HOLDBACK_INLINE InFlightLoad DispatchLedger::load(std::string_view name) const noexcept {
@@ -392,24 +392,24 @@ HOLDBACK_INLINE std::optional<DispatchLedger::BudgetState> DispatchLedger::budge
     EndpointId id) const noexcept {
   const detail::LedgerSlot* slot = slotOf(id);
   if (slot == nullptr) return std::nullopt;
-  const detail::ledger::ScrapeView v = detail::ledger::readScrape(*slot);
+  const detail::ScrapeView v = detail::readScrape(*slot);
   if (!v.has) return std::nullopt;
-  const ScrapeMark c = detail::ledger::readCounters(*slot);
+  const ScrapeMark c = detail::readCounters(*slot);
   return BudgetState{std::max<std::int64_t>(
-                         0, detail::ledger::since(c.dispatchedRequests, v.base.dispatchedRequests)),
+                         0, detail::since(c.dispatchedRequests, v.base.dispatchedRequests)),
                      v.budget};
 }
 
 // Always inlined into the fill loops (only they call it).
 [[gnu::always_inline]] inline void DispatchLedger::fillOne(
     Endpoint& e, const detail::LedgerSlot* slot, const DispatchLedgerOptions& options) noexcept {
-  using detail::ledger::since;
+  using detail::since;
   if (slot == nullptr) {
-    detail::ledger::clearTelemetry(e);
+    detail::clearTelemetry(e);
     return;
   }
-  const detail::ledger::ScrapeView v = detail::ledger::readScrape(*slot);
-  const ScrapeMark c = detail::ledger::readCounters(*slot);
+  const detail::ScrapeView v = detail::readScrape(*slot);
+  const ScrapeMark c = detail::readCounters(*slot);
   e.inFlightRequests = std::max<std::int64_t>(0, since(c.dispatchedRequests, c.completedRequests));
   e.inFlightTokens = std::max<std::int64_t>(0, since(c.dispatchedTokens, c.completedTokens));
   if (!v.has) {
@@ -493,11 +493,11 @@ HOLDBACK_INLINE void DispatchLedger::fillInFlight(std::span<Endpoint> endpoints)
     }
     const detail::LedgerSlot& slot =
         (*chunks_[*index / kChunkSize].load(std::memory_order_acquire))[*index % kChunkSize];
-    const ScrapeMark c = detail::ledger::readCounters(slot);
+    const ScrapeMark c = detail::readCounters(slot);
     e.inFlightRequests =
-        std::max<std::int64_t>(0, detail::ledger::since(c.dispatchedRequests, c.completedRequests));
+        std::max<std::int64_t>(0, detail::since(c.dispatchedRequests, c.completedRequests));
     e.inFlightTokens =
-        std::max<std::int64_t>(0, detail::ledger::since(c.dispatchedTokens, c.completedTokens));
+        std::max<std::int64_t>(0, detail::since(c.dispatchedTokens, c.completedTokens));
   }
 }
 

@@ -29,24 +29,24 @@ HOLDBACK_INLINE const FlowQueueView* GlobalStrictFairnessPolicy::pick(
   return band.bestHeadFlow();
 }
 
-namespace detail::flow_policies {
+namespace detail {
 
 struct RoundRobinState final : FairnessState {
   std::string cursor;  // the last picked flow id; capacity only grows, so steady state is free
   bool hasCursor = false;
 };
 
-}  // namespace detail::flow_policies
+}  // namespace detail
 
 HOLDBACK_INLINE std::unique_ptr<FairnessState> RoundRobinFairnessPolicy::newState() const {
-  auto state = std::make_unique<detail::flow_policies::RoundRobinState>();
+  auto state = std::make_unique<detail::RoundRobinState>();
   state->cursor.reserve(64);
   return state;
 }
 
 HOLDBACK_INLINE const FlowQueueView* RoundRobinFairnessPolicy::pick(
     const BandView& band, FairnessState* state) const noexcept {
-  auto* rr = dynamic_cast<detail::flow_policies::RoundRobinState*>(state);
+  auto* rr = dynamic_cast<detail::RoundRobinState*>(state);
   const FlowQueueView* next = nullptr;
   if (rr != nullptr && rr->hasCursor) next = band.nextActiveFlowAfter(rr->cursor);
   if (next == nullptr) next = band.firstActiveFlow();  // wrap around

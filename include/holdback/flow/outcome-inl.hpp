@@ -50,7 +50,7 @@ HOLDBACK_INLINE std::string_view toString(OutcomeCause cause) noexcept {
   return "unknown";
 }
 
-namespace detail::flow_outcome {
+namespace detail {
 
 HOLDBACK_INLINE HttpDisposition ttlExpired(bool poolEmptyNow) noexcept {
   if (poolEmptyNow) return {503, "rejected-no-endpoints"};
@@ -61,7 +61,7 @@ HOLDBACK_INLINE HttpDisposition cancelled() noexcept {
   return {503, "rejected-context-cancelled"};
 }
 
-}  // namespace detail::flow_outcome
+}  // namespace detail
 
 HOLDBACK_INLINE HttpDisposition toHttp(Outcome outcome, bool poolEmptyNow) noexcept {
   switch (outcome.kind) {
@@ -73,18 +73,18 @@ HOLDBACK_INLINE HttpDisposition toHttp(Outcome outcome, bool poolEmptyNow) noexc
     case QueueOutcome::kEvictedNoEndpoints:
       return {503, "rejected-no-endpoints"};
     case QueueOutcome::kEvictedTtl:
-      return detail::flow_outcome::ttlExpired(poolEmptyNow);
+      return detail::ttlExpired(poolEmptyNow);
     case QueueOutcome::kEvictedCancelled:
-      return detail::flow_outcome::cancelled();
+      return detail::cancelled();
     case QueueOutcome::kRejectedOther:
     case QueueOutcome::kEvictedOther:
       switch (outcome.cause) {
         case OutcomeCause::kNotRunning:
           return {503, "rejected-shutting-down"};
         case OutcomeCause::kTtlExpired:
-          return detail::flow_outcome::ttlExpired(poolEmptyNow);
+          return detail::ttlExpired(poolEmptyNow);
         case OutcomeCause::kCancelled:
-          return detail::flow_outcome::cancelled();
+          return detail::cancelled();
         default:
           return {500, ""};
       }
