@@ -207,8 +207,7 @@ HOLDBACK_INLINE EndpointId DispatchLedger::registerEndpoint(
     const EndpointCapacity cap = capacity.value_or(EndpointCapacity{});
     slot.maxRunning.store(cap.maxRunningRequests > 0 ? cap.maxRunningRequests : 0,
                           std::memory_order_relaxed);
-    slot.kvPerToken.store(detail::perToken(cap.kvCapacityTokens),
-                          std::memory_order_relaxed);
+    slot.kvPerToken.store(detail::perToken(cap.kvCapacityTokens), std::memory_order_relaxed);
     const std::uint32_t generation = slot.generation.load(std::memory_order_relaxed) + 1;
     slot.generation.store(generation, std::memory_order_release);
     return {*index, generation};
@@ -233,8 +232,7 @@ HOLDBACK_INLINE bool DispatchLedger::setCapacity(EndpointId id,
   if (slot == nullptr) return false;
   slot->maxRunning.store(capacity.maxRunningRequests > 0 ? capacity.maxRunningRequests : 0,
                          std::memory_order_relaxed);
-  slot->kvPerToken.store(detail::perToken(capacity.kvCapacityTokens),
-                         std::memory_order_relaxed);
+  slot->kvPerToken.store(detail::perToken(capacity.kvCapacityTokens), std::memory_order_relaxed);
   return true;
 }
 
@@ -317,8 +315,7 @@ HOLDBACK_INLINE void DispatchLedger::storeScrape(detail::LedgerSlot& slot, const
   // Budget: free slots (when maxRunning is known) + free queue, from the scraped figures.
   std::int32_t budget = 0;
   const double queue = static_cast<double>(options_.budgetQueueDepth);
-  if (detail::validCount(scrape.waitingQueueSize) &&
-      detail::validCount(scrape.runningRequests)) {
+  if (detail::validCount(scrape.waitingQueueSize) && detail::validCount(scrape.runningRequests)) {
     double free = queue - scrape.waitingQueueSize;
     if (free < 0.0) free = 0.0;
     const std::int64_t max_running = slot.maxRunning.load(std::memory_order_relaxed);
@@ -357,12 +354,10 @@ HOLDBACK_INLINE bool DispatchLedger::installScrape(EndpointId id, const Scrape& 
   if (margin > 0) {
     const detail::ScrapeView previous = detail::readScrape(*slot);
     const ScrapeMark& prev = previous.base;  // zeros before the first scrape
-    const std::int64_t since_prev =
-        detail::since(base.dispatchedRequests, prev.dispatchedRequests);
+    const std::int64_t since_prev = detail::since(base.dispatchedRequests, prev.dispatchedRequests);
     const std::int64_t back = std::clamp<std::int64_t>(since_prev, 0, margin);
     if (back > 0) {
-      const std::int64_t tokens_since =
-          detail::since(base.dispatchedTokens, prev.dispatchedTokens);
+      const std::int64_t tokens_since = detail::since(base.dispatchedTokens, prev.dispatchedTokens);
       const double share = static_cast<double>(back) / static_cast<double>(since_prev);
       const auto back_tokens = static_cast<std::uint64_t>(
           std::max<double>(0.0, std::floor(static_cast<double>(tokens_since) * share)));
@@ -378,9 +373,8 @@ HOLDBACK_INLINE InFlightLoad DispatchLedger::load(EndpointId id) const noexcept 
   const detail::LedgerSlot* slot = slotOf(id);
   if (slot == nullptr) return {};
   const ScrapeMark c = detail::readCounters(*slot);
-  return {
-      std::max<std::int64_t>(0, detail::since(c.dispatchedRequests, c.completedRequests)),
-      std::max<std::int64_t>(0, detail::since(c.dispatchedTokens, c.completedTokens))};
+  return {std::max<std::int64_t>(0, detail::since(c.dispatchedRequests, c.completedRequests)),
+          std::max<std::int64_t>(0, detail::since(c.dispatchedTokens, c.completedTokens))};
 }
 
 HOLDBACK_INLINE InFlightLoad DispatchLedger::load(std::string_view name) const noexcept {
@@ -395,9 +389,9 @@ HOLDBACK_INLINE std::optional<DispatchLedger::BudgetState> DispatchLedger::budge
   const detail::ScrapeView v = detail::readScrape(*slot);
   if (!v.has) return std::nullopt;
   const ScrapeMark c = detail::readCounters(*slot);
-  return BudgetState{std::max<std::int64_t>(
-                         0, detail::since(c.dispatchedRequests, v.base.dispatchedRequests)),
-                     v.budget};
+  return BudgetState{
+      std::max<std::int64_t>(0, detail::since(c.dispatchedRequests, v.base.dispatchedRequests)),
+      v.budget};
 }
 
 // Always inlined into the fill loops (only they call it).
