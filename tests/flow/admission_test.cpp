@@ -195,7 +195,7 @@ TEST(FlowControllerCreateTest, ReportsEveryProblem) {
   EXPECT_EQ(result.diagnostics().errorCount(), 9u) << text;
   EXPECT_NE(text.find("/policy"), std::string::npos);
   EXPECT_NE(text.find("/bands/1/priority: duplicate priority level 1"), std::string::npos);
-  EXPECT_NE(text.find("defaultRequestTtl cannot be negative, but got -1000ms"), std::string::npos);
+  EXPECT_NE(text.find("defaultRequestTtl cannot be negative, but got -1s"), std::string::npos);
   EXPECT_NE(text.find("/expiryInterval: expiryInterval must be positive"), std::string::npos);
   EXPECT_NE(text.find("/bandIdleTimeout: must be >= flowIdleTimeout"), std::string::npos);
 }

@@ -29,7 +29,7 @@ HOLDBACK_INLINE ExpiryVerdict isExpired(TimePoint enqueueTime, Duration effectiv
   const TimePoint charge_from = std::max(enqueueTime, regime.since);
   if (now < charge_from) return verdict;
   // now >= charge_from + budget, written so that it cannot overflow.
-  verdict.expired = detail::elapsed(charge_from, now) >= budget;
+  verdict.expired = elapsed(charge_from, now) >= budget;
   return verdict;
 }
 
@@ -40,7 +40,7 @@ HOLDBACK_INLINE TtlResolution resolveRequestTtl(std::optional<Duration> requestT
   TtlResolution out;
   Duration ttl = requestTtl && *requestTtl > Duration::zero() ? *requestTtl : defaultTtl;
   if (deadline) {
-    const Duration remaining = detail::elapsed(now, *deadline);
+    const Duration remaining = elapsed(now, *deadline);
     if (remaining <= Duration::zero()) {
       out.deadlinePassed = true;
     } else if (ttl <= Duration::zero() || remaining < ttl) {

@@ -11,6 +11,7 @@
 #include <optional>
 
 #include "holdback/detector/saturation_detector.hpp"
+#include "holdback/core/types.hpp"
 #include "holdback/flow/outcome.hpp"
 
 namespace holdback {
@@ -82,17 +83,6 @@ namespace detail {
                                      std::uint64_t max) noexcept {
   if (max == 0) return false;
   return used > max || add > max - used;
-}
-
-// to - from, saturated at Duration::min()/max() instead of overflowing (hosts may use any epoch,
-// and TimePoint::max() is a legal deadline).
-[[nodiscard]] inline Duration elapsed(TimePoint from, TimePoint to) noexcept {
-  using Rep = Duration::rep;
-  const Rep a = to.time_since_epoch().count();
-  const Rep b = from.time_since_epoch().count();
-  Rep out = 0;
-  if (__builtin_sub_overflow(a, b, &out)) return a > b ? Duration::max() : Duration::min();
-  return Duration(out);
 }
 
 }  // namespace detail

@@ -6,6 +6,8 @@
 
 #include "holdback/flow/flow_controller.hpp"
 
+#include "holdback/core/text.hpp"
+
 #include <set>
 #include <string>
 #include <utility>
@@ -18,14 +20,6 @@ namespace holdback {
 inline namespace HOLDBACK_ABI_NAMESPACE {
 
 namespace detail {
-
-// "250ms", or "N ns" when not a whole number of milliseconds (validation messages).
-HOLDBACK_INLINE std::string flowDurationText(Duration d) {
-  if (d % std::chrono::milliseconds(1) == Duration::zero()) {
-    return std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(d).count()) + "ms";
-  }
-  return std::to_string(d.count()) + "ns";
-}
 
 HOLDBACK_INLINE void validateFlowOptions(const FlowControllerOptions& o, Diagnostics& d,
                                          bool create) {
@@ -44,14 +38,14 @@ HOLDBACK_INLINE void validateFlowOptions(const FlowControllerOptions& o, Diagnos
   if (o.maxBands < 1) d.error("/maxBands", "must be at least 1, but got 0");
   auto non_negative = [&](const std::optional<Duration>& v, const char* path, const char* name) {
     if (v && *v < Duration::zero()) {
-      d.error(path, std::string(name) + " cannot be negative, but got " + flowDurationText(*v));
+      d.error(path, std::string(name) + " cannot be negative, but got " + formatDuration(*v));
     }
   };
   non_negative(o.defaultRequestTtl, "/defaultRequestTtl", "defaultRequestTtl");
   non_negative(o.noEndpointRequestTtl, "/noEndpointRequestTtl", "noEndpointRequestTtl");
   auto positive = [&](Duration v, const char* path, const char* name) {
     if (v <= Duration::zero()) {
-      d.error(path, std::string(name) + " must be positive, but got " + flowDurationText(v));
+      d.error(path, std::string(name) + " must be positive, but got " + formatDuration(v));
     }
   };
   positive(o.expiryInterval, "/expiryInterval", "expiryInterval");
@@ -61,8 +55,8 @@ HOLDBACK_INLINE void validateFlowOptions(const FlowControllerOptions& o, Diagnos
   positive(o.runner.tickInterval, "/runner/tickInterval", "tickInterval");
   if (o.bandIdleTimeout < o.flowIdleTimeout) {
     d.error("/bandIdleTimeout", "must be >= flowIdleTimeout (" +
-                                    flowDurationText(o.flowIdleTimeout) + "), but got " +
-                                    flowDurationText(o.bandIdleTimeout));
+                                    formatDuration(o.flowIdleTimeout) + "), but got " +
+                                    formatDuration(o.bandIdleTimeout));
   }
 }
 
