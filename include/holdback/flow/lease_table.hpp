@@ -26,8 +26,7 @@
 #include <optional>
 #include <vector>
 
-#include "holdback/detector/saturation_detector.hpp"  // TimePoint
-#include "holdback/policy/usage_limit_policy.hpp"     // Priority
+#include "holdback/core/types.hpp"
 
 namespace holdback {
 inline namespace HOLDBACK_ABI_NAMESPACE {
