@@ -1,27 +1,17 @@
 #include "metrics_endpoint.hpp"
 
-#include <charconv>
 #include <chrono>
 #include <cmath>
+#include <initializer_list>
 #include <limits>
 #include <string>
 #include <vector>
 
 #include "holdback/detector/detectors.hpp"
 #include "holdback/flow/flow_controller.hpp"
+#include "holdback/metrics/prometheus.hpp"
 
 namespace holdback::gateway {
-namespace {
-
-std::string formatNumber(double v) {
-  if (std::isnan(v)) return "NaN";
-  if (std::isinf(v)) return v > 0 ? "+Inf" : "-Inf";
-  char buf[64];
-  auto [end, ec] = std::to_chars(buf, buf + sizeof buf, v);
-  return ec == std::errc() ? std::string(buf, end) : "NaN";
-}
-
-}  // namespace
 
 std::string renderMetrics(Gateway& gw) {
   Pool* pool_ = &gw.pool();
@@ -33,21 +23,16 @@ std::string renderMetrics(Gateway& gw) {
   const TimePoint now = Clock::now();
   const auto* utilization = dynamic_cast<const UtilizationDetector*>(detector_);
 
-  auto family = [&out](const char* name, const char* type, const char* help) {
-    out.append("# HELP ").append(name).append(" ").append(help);
-    out.append("\n# TYPE ").append(name).append(" ").append(type).append("\n");
+  // The library's writer: one escaper (backslash, quote and newline) and one number format for
+  // the library's series, the gateway's and the model server's.
+  PrometheusWriter writer;
+  auto family = [&writer](const char* name, const char* type, const char* help) {
+    writer.family(name, type, help);
   };
-  auto sample = [&out](const char* name, const std::string& labels, double value) {
-    out.append(name).append(labels.empty() ? "" : "{" + labels + "}");
-    out.append(" ").append(formatNumber(value)).append("\n");
-  };
+  auto sample = [&writer](const char* name, std::initializer_list<PrometheusWriter::Label> labels,
+                          double value) { writer.sample(name, labels, value); };
   auto endpointLabel = [&](std::size_t i) {
-    std::string v;
-    for (const char c : pool_->url(i)) {
-      if (c == '\\' || c == '"') v += '\\';
-      v += c;
-    }
-    return "endpoint=\"" + v + "\"";
+    return PrometheusWriter::Label{"endpoint", pool_->url(i)};
   };
 
   family("holdback_gateway_responses_total", "counter",
@@ -55,13 +40,12 @@ std::string renderMetrics(Gateway& gw) {
   for (std::size_t code = 0; code < gc.responses.size(); ++code) {
     const std::uint64_t n = gc.responses[code].load(std::memory_order_relaxed);
     if (n > 0)
-      sample("holdback_gateway_responses_total", "code=\"" + std::to_string(code) + "\"",
-             double(n));
+      sample("holdback_gateway_responses_total", {{"code", std::to_string(code)}}, double(n));
   }
   family("holdback_gateway_upstream_failures_total", "counter",
          "Proxied requests whose upstream failed (502 before the response head, or a truncated "
          "body after it).");
-  sample("holdback_gateway_upstream_failures_total", "",
+  sample("holdback_gateway_upstream_failures_total", {},
          double(gc.upstreamFailures.load(std::memory_order_relaxed)));
   struct Global {
     const char* name;
@@ -96,11 +80,11 @@ std::string renderMetrics(Gateway& gw) {
   };
   for (const Global& g : globals) {
     family(g.name, g.type, g.help);
-    sample(g.name, "", g.value);
+    sample(g.name, {}, g.value);
   }
   family("holdback_gateway_pool_saturation", "gauge",
          "Pool saturation as the configured detector computes it now.");
-  sample("holdback_gateway_pool_saturation", "", detector_->saturation(snapshot, now));
+  sample("holdback_gateway_pool_saturation", {}, detector_->saturation(snapshot, now));
 
   std::vector<Pool::Counters> counters;
   for (std::size_t i = 0; i < pool_->size(); ++i) counters.push_back(pool_->counters(i));
@@ -156,10 +140,10 @@ std::string renderMetrics(Gateway& gw) {
       const bool stale = utilization != nullptr ? utilization->observe(snapshot[i], now) !=
                                                       UtilizationDetector::Observation::kFresh
                                                 : !c.up;
-      sample(m.name, endpointLabel(i), m.value(c, snapshot[i], age, stale));
+      sample(m.name, {endpointLabel(i)}, m.value(c, snapshot[i], age, stale));
     }
   }
-  return out;
+  return out + writer.take();
 }
 
 }  // namespace holdback::gateway
