@@ -1,6 +1,7 @@
 # Every public header compiles and links on its own, in both modes (issue 12).
 #
-# For each public header (include/holdback/**/*.hpp, not the *-inl.hpp implementation files) a
+# For each public header (include/holdback/**/*.hpp, not the *-inl.hpp implementation files nor
+# the internal detail/ headers) a
 # generated translation unit includes only that header and is linked into its own executable:
 #   header_check_compiled_<name>     linked against holdback::holdback
 #   header_check_header_only_<name>  linked against holdback::header_only, compiled with GCC's
@@ -19,6 +20,9 @@ set(holdback_header_check_dir ${PROJECT_BINARY_DIR}/header_checks)
 file(GLOB_RECURSE holdback_public_headers RELATIVE ${PROJECT_SOURCE_DIR}/include
      CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/include/holdback/*.hpp)
 list(FILTER holdback_public_headers EXCLUDE REGEX "-inl\\.hpp$")
+# holdback/**/detail/* are internal (included by their layer's public headers, never by hosts):
+# flow/detail/band_table.hpp, say, is only valid after flow/flow_controller.hpp.
+list(FILTER holdback_public_headers EXCLUDE REGEX "/detail/")
 list(APPEND holdback_public_headers holdback/version.hpp)
 
 add_custom_target(holdback_header_checks)
