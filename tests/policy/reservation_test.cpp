@@ -314,3 +314,73 @@ TEST(ReservationConfig, EveryProblemAtOnceWithItsPath) {
 
 }  // namespace
 }  // namespace holdback::config
+
+namespace holdback {
+namespace {
+
+using namespace std::chrono_literals;
+
+TEST(ReservationFeedbackTrim, GrowsMultiplicativelyShrinksAdditively) {
+  auto made = ReservationPolicy::create({.poissonSizing = false,
+                                         .feedback = {.enabled = true,
+                                                      .targetWait = 20ms,
+                                                      .targets = {{.priority = 0, .wait = 1s}},
+                                                      .increase = 2.0,
+                                                      .decrease = 0.5,
+                                                      .maxExtra = 6.0,
+                                                      .interval = 100ms}});
+  ASSERT_TRUE(made.ok()) << made.diagnostics().toString();
+  auto policy = std::move(made).value();
+  const std::vector<Priority> priorities{10, 0, -1};
+  std::vector<BandDemand> demand(3);
+  std::vector<double> ceilings(3);
+  const auto t0 = std::chrono::steady_clock::time_point{} + 1h;
+  auto step = [&](std::chrono::nanoseconds at, double interactiveWait, double standardWait) {
+    demand[0].waitP95 = interactiveWait;
+    demand[1].waitP95 = standardWait;
+    policy->computeLimit(0.5, priorities, ceilings,
+                         DemandView{.bands = demand, .requestUnit = 0.01, .now = t0 + at});
+  };
+  step(0ms, 0.05, 0.5);  // interactive over its 20 ms target; standard under its 1 s target
+  EXPECT_EQ(policy->feedbackExtra(10), 2.0);  // max(1, 0) x 2
+  EXPECT_EQ(policy->feedbackExtra(0), 0.0);
+  step(50ms, 0.05, 0.5);  // within the interval: no change
+  EXPECT_EQ(policy->feedbackExtra(10), 2.0);
+  step(100ms, 0.05, 0.5);
+  EXPECT_EQ(policy->feedbackExtra(10), 4.0);
+  step(200ms, 0.05, 0.5);
+  EXPECT_EQ(policy->feedbackExtra(10), 6.0);  // capped at maxExtra
+  // The extra is kept below the band: standard and batch reserve 6 requests for interactive.
+  EXPECT_DOUBLE_EQ(ceilings[1], 1.0 - 6 * 0.01);
+  EXPECT_DOUBLE_EQ(ceilings[2], 1.0 - 6 * 0.01);
+  step(300ms, 0.001, 2.0);  // interactive fine, standard over its target
+  EXPECT_EQ(policy->feedbackExtra(10), 5.5);
+  EXPECT_EQ(policy->feedbackExtra(0), 2.0);
+  EXPECT_DOUBLE_EQ(ceilings[1], 1.0 - 5.5 * 0.01);
+  EXPECT_DOUBLE_EQ(ceilings[2], 1.0 - 7.5 * 0.01);
+  // Without a clock (now = epoch) the state does not advance.
+  policy->computeLimit(0.5, priorities, ceilings, DemandView{.bands = demand, .requestUnit = 0.01});
+  EXPECT_EQ(policy->feedbackExtra(10), 5.5);
+}
+
+TEST(ReservationFeedbackTrim, InvalidFeedbackOptionsAreReported) {
+  Diagnostics diagnostics;
+  ReservationPolicy::validate(
+      {.feedback = {.enabled = true,
+                    .targetWait = -1ms,
+                    .targets = {{.priority = 3, .wait = 1ms}, {.priority = 3, .wait = 2ms}},
+                    .increase = 1.0,
+                    .decrease = 0.0,
+                    .maxExtra = -1.0,
+                    .interval = 0ms}},
+      "", diagnostics);
+  const std::string text = diagnostics.toString();
+  for (const char* path : {"/feedback/targetWait", "/feedback/increase", "/feedback/decrease",
+                           "/feedback/maxExtra", "/feedback/interval", "/feedback/targets/3"}) {
+    EXPECT_NE(text.find(std::string(path) + ":"), std::string::npos) << path << "\n" << text;
+  }
+  EXPECT_EQ(diagnostics.errorCount(), 6u) << text;
+}
+
+}  // namespace
+}  // namespace holdback

@@ -13,6 +13,9 @@
 //                  after 5);
 //     holdingTime  seconds a dispatched request holds its slot, an average over completions
 //                  (0 until the first completion);
+//     waitP95      seconds, an approximate 95th percentile of the queue wait of the band's recent
+//                  dispatches: an exponentially weighted mean plus twice the weighted mean absolute
+//                  deviation (about the p95 of a normal wait; cheap and allocation-free);
 //     inFlight, queued  the instantaneous counts.
 //   Fast attack, slow decay: a rising sample moves the estimate with time constant `rise`, a
 //   falling one with `decay` (both configurable; defaults 0.3 s and 5 s). A burst is seen within a
@@ -43,6 +46,7 @@ struct BandDemand {
   double holdingTime = 0.0;  // smoothed seconds per dispatched request; 0 = not measured yet
   double inFlight = 0.0;     // instantaneous
   double queued = 0.0;       // instantaneous
+  double waitP95 = 0.0;      // approximate p95 queue wait (seconds) of recent dispatches
 };
 
 // What a demand-aware policy receives besides saturation and priorities. `bands` is aligned with
@@ -54,6 +58,8 @@ struct DemandView {
   // controller reports saturation / total in-flight (upstream's mean-footprint credit), which is
   // 1 / maxConcurrency for the concurrency detector. NaN when unknown (nothing in flight yet).
   double requestUnit = std::numeric_limits<double>::quiet_NaN();
+  // The caller's clock at this computation (for policies with feedback state); epoch = unknown.
+  std::chrono::steady_clock::time_point now{};
 };
 
 struct DemandSmoothing {
@@ -61,6 +67,8 @@ struct DemandSmoothing {
   std::chrono::nanoseconds decay = std::chrono::seconds(5);
   // Completions whose holding times are averaged (EWMA weight 1 / holdingSamples).
   double holdingSamples = 32.0;
+  // Dispatches whose queue waits are averaged for waitP95 (EWMA weight 1 / waitSamples).
+  double waitSamples = 64.0;
 };
 
 // Folds one band's raw counts into a BandDemand (see the file comment).
@@ -96,6 +104,20 @@ class DemandEstimator {
     demand_.holdingTime += w * (holdSeconds - demand_.holdingTime);
   }
 
+  // A request of this band was dispatched after waiting `waitSeconds` in the queue.
+  void dispatched(double waitSeconds) noexcept {
+    if (!(waitSeconds >= 0.0) || !std::isfinite(waitSeconds)) return;
+    const double w = smoothing_.waitSamples >= 1.0 ? 1.0 / smoothing_.waitSamples : 1.0;
+    if (wait_samples_ == 0) {
+      wait_mean_ = waitSeconds;
+    } else {
+      wait_mean_ += w * (waitSeconds - wait_mean_);
+      wait_dev_ += w * (std::fabs(waitSeconds - wait_mean_) - wait_dev_);
+    }
+    ++wait_samples_;
+    demand_.waitP95 = wait_mean_ + 2.0 * wait_dev_;
+  }
+
   [[nodiscard]] const BandDemand& demand() const noexcept { return demand_; }
   [[nodiscard]] const DemandSmoothing& smoothing() const noexcept { return smoothing_; }
 
@@ -115,6 +137,9 @@ class DemandEstimator {
   DemandSmoothing smoothing_;
   BandDemand demand_;
   double rate_fast_ = 0.0;
+  double wait_mean_ = 0.0;
+  double wait_dev_ = 0.0;
+  std::uint64_t wait_samples_ = 0;
 };
 
 }  // namespace HOLDBACK_ABI_NAMESPACE

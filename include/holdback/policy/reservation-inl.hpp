@@ -21,6 +21,41 @@ HOLDBACK_INLINE bool validEpsilon(double eps) noexcept {
   return eps > 0.0 && eps <= 0.5;
 }
 
+HOLDBACK_INLINE void validateFeedback(const ReservationFeedback& feedback, const std::string& path,
+                                      Diagnostics& diagnostics) {
+  if (feedback.targetWait.count() < 0) {
+    diagnostics.error(joinPath(path, "targetWait"), "must not be negative");
+  }
+  if (!(feedback.increase > 1.0 && std::isfinite(feedback.increase))) {
+    diagnostics.error(joinPath(path, "increase"),
+                      formatNumber(feedback.increase) + " must be a finite number > 1");
+  }
+  if (!(feedback.decrease > 0.0 && std::isfinite(feedback.decrease))) {
+    diagnostics.error(joinPath(path, "decrease"),
+                      formatNumber(feedback.decrease) + " must be a finite number > 0");
+  }
+  if (!(feedback.maxExtra > 0.0 && std::isfinite(feedback.maxExtra))) {
+    diagnostics.error(joinPath(path, "maxExtra"),
+                      formatNumber(feedback.maxExtra) + " must be a finite number > 0");
+  }
+  if (feedback.interval.count() <= 0) {
+    diagnostics.error(joinPath(path, "interval"), "must be positive");
+  }
+  for (std::size_t i = 0; i < feedback.targets.size(); ++i) {
+    const auto& target = feedback.targets[i];
+    const std::string at = joinPath(joinPath(path, "targets"), std::to_string(target.priority));
+    bool duplicate = false;
+    for (std::size_t j = 0; j < i; ++j) {
+      duplicate = duplicate || feedback.targets[j].priority == target.priority;
+    }
+    if (duplicate) {
+      diagnostics.error(at, "priority " + std::to_string(target.priority) + " is listed twice");
+    } else if (target.wait.count() < 0) {
+      diagnostics.error(at, "must not be negative");
+    }
+  }
+}
+
 }  // namespace detail
 
 HOLDBACK_INLINE double ReservationPolicy::inverseNormal(double p) noexcept {
@@ -118,6 +153,7 @@ HOLDBACK_INLINE void ReservationPolicy::validate(const ReservationOptions& optio
   } else if (options.smoothing.decay < options.smoothing.rise) {
     diagnostics.error(joinPath(path, "decayTime"), "must not be shorter than riseTime");
   }
+  detail::validateFeedback(options.feedback, joinPath(path, "feedback"), diagnostics);
   for (std::size_t i = 0; i < options.epsilons.size(); ++i) {
     const auto& band = options.epsilons[i];
     const std::string at = joinPath(joinPath(path, "epsilons"), std::to_string(band.priority));
@@ -154,6 +190,69 @@ HOLDBACK_INLINE ReservationPolicy::ReservationPolicy(ReservationOptions options,
   band_z_.reserve(options_.epsilons.size());
   for (const auto& band : options_.epsilons) band_z_.push_back(inverseNormal(1.0 - band.epsilon));
   default_z_ = inverseNormal(1.0 - options_.epsilon);
+  std::sort(options_.feedback.targets.begin(), options_.feedback.targets.end(),
+            [](const ReservationWaitTarget& x, const ReservationWaitTarget& y) {
+              return x.priority > y.priority;
+            });
+}
+
+HOLDBACK_INLINE double ReservationPolicy::extraAt(std::size_t position,
+                                                  Priority priority) const noexcept {
+  if (!options_.feedback.enabled || position >= kMaxFeedbackBands) return 0.0;
+  const FeedbackSlot& slot = feedback_[position];
+  if (slot.priority.load(std::memory_order_relaxed) != priority) return 0.0;
+  return slot.extra.load(std::memory_order_relaxed);
+}
+
+HOLDBACK_INLINE double ReservationPolicy::feedbackExtra(Priority priority) const noexcept {
+  for (const FeedbackSlot& slot : feedback_) {
+    if (slot.priority.load(std::memory_order_relaxed) == priority) {
+      return slot.extra.load(std::memory_order_relaxed);
+    }
+  }
+  return 0.0;
+}
+
+HOLDBACK_INLINE void ReservationPolicy::updateFeedback(std::span<const Priority> priorities,
+                                                       const DemandView& demand) noexcept {
+  const ReservationFeedback& fb = options_.feedback;
+  if (!fb.enabled || demand.bands.size() != priorities.size() ||
+      demand.now == std::chrono::steady_clock::time_point{}) {
+    return;
+  }
+  const std::int64_t now_ns =
+      std::chrono::duration_cast<std::chrono::nanoseconds>(demand.now.time_since_epoch()).count();
+  const std::int64_t last = last_feedback_ns_.load(std::memory_order_relaxed);
+  if (last != kNoPriority && now_ns - last < fb.interval.count()) return;
+  bool expected = false;
+  if (!feedback_busy_.compare_exchange_strong(expected, true, std::memory_order_acquire)) return;
+  last_feedback_ns_.store(now_ns, std::memory_order_relaxed);
+  const std::size_t n = std::min(priorities.size(), kMaxFeedbackBands);
+  for (std::size_t i = 0; i < n; ++i) {
+    FeedbackSlot& slot = feedback_[i];
+    const Priority p = priorities[i];
+    double extra = 0.0;
+    if (slot.priority.load(std::memory_order_relaxed) == p) {
+      extra = slot.extra.load(std::memory_order_relaxed);
+    } else {
+      extra = feedbackExtra(p);  // the band moved to another position, or is new (0)
+      slot.priority.store(p, std::memory_order_relaxed);
+    }
+    // The band's target: an override or the default (binary search, targets highest first).
+    std::chrono::nanoseconds target = fb.targetWait;
+    const auto it =
+        std::lower_bound(fb.targets.begin(), fb.targets.end(), p,
+                         [](const ReservationWaitTarget& t, Priority q) { return t.priority > q; });
+    if (it != fb.targets.end() && it->priority == p) target = it->wait;
+    const double wait = demand.bands[i].waitP95;
+    if (wait > std::chrono::duration<double>(target).count() && std::isfinite(wait)) {
+      extra = std::min(fb.maxExtra, std::max(1.0, extra) * fb.increase);
+    } else {
+      extra = std::max(0.0, extra - fb.decrease);
+    }
+    slot.extra.store(extra, std::memory_order_relaxed);
+  }
+  feedback_busy_.store(false, std::memory_order_release);
 }
 
 HOLDBACK_INLINE void ReservationPolicy::epsilonFor(Priority priority, double& eps,
@@ -198,6 +297,7 @@ HOLDBACK_INLINE void ReservationPolicy::reserves(std::span<const Priority> prior
   }
   double occupancy = 0.0;
   double arrivals = 0.0;
+  double extras = 0.0;  // feedback extras of the bands above
   const double horizon = options_.refillHorizon
                              ? std::chrono::duration<double>(*options_.refillHorizon).count()
                              : -1.0;
@@ -210,9 +310,11 @@ HOLDBACK_INLINE void ReservationPolicy::reserves(std::span<const Priority> prior
       double z = 0.0;
       epsilonFor(priorities[i], eps, z);
       const double refill = horizon >= 0.0 ? horizon : (release_i > 0.0 ? 1.0 / release_i : 0.0);
-      const double r = poissonReserve(occupancy, eps, z) + arrivals * refill;
-      out[i] = std::max(options_.minReserve, r);
+      const double r =
+          options_.poissonSizing ? poissonReserve(occupancy, eps, z) + arrivals * refill : 0.0;
+      out[i] = std::max(options_.minReserve, r) + extras;
     }
+    extras += extraAt(i, priorities[i]);
     if (have) {
       occupancy += finiteNonNegative(demand.bands[i].occupancy);
       arrivals += finiteNonNegative(demand.bands[i].arrivalRate);
@@ -225,6 +327,7 @@ HOLDBACK_INLINE void ReservationPolicy::computeWithDemand(double /*saturation*/,
                                                           std::span<double> ceilings,
                                                           const DemandView& demand) noexcept {
   const std::size_t n = priorities.size();
+  updateFeedback(priorities, demand);
   double unit = demand.requestUnit;
   if (!(unit > 0.0 && std::isfinite(unit))) unit = options_.requestUnit.value_or(0.0);
   if (!(unit > 0.0)) {

@@ -41,13 +41,23 @@
 // is "unknown". Saturation is not used. Priorities are positional (highest first expected);
 // duplicates and unsorted lists still give finite, bounded, non-increasing ceilings.
 //
-// Thread safety: thread-safe (immutable after creation). computeLimit allocates nothing and does
-// not throw.
+// Feedback (optional, ReservationFeedback): a band whose approximate p95 queue wait exceeds its
+// target gets an extra reserve that grows multiplicatively and shrinks additively (DAGOR-style);
+// it needs DemandView::now and waitP95. With `poissonSizing: false` the extras (plus minReserve)
+// are the whole reserve: the stand-alone feedback anchor.
+//
+// Thread safety: thread-safe. Without feedback it is immutable after creation; the feedback state
+// is atomics, advanced by one caller per interval (a concurrent caller skips the update).
+// computeLimit allocates nothing and does not throw.
 #pragma once
 
 #include "holdback/abi.hpp"
 
+#include <array>
+#include <atomic>
 #include <chrono>
+#include <cstdint>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <span>
@@ -67,6 +77,27 @@ inline namespace HOLDBACK_ABI_NAMESPACE {
 struct ReservationEpsilon {
   Priority priority = 0;
   double epsilon = 0.01;
+};
+
+// A per-priority queue-wait target for the feedback trim.
+struct ReservationWaitTarget {
+  Priority priority = 0;
+  std::chrono::nanoseconds wait{};
+};
+
+// DAGOR-style outcome feedback on top of (or instead of) the Poisson sizing: every `interval`, a
+// band whose approximate p95 queue wait (BandDemand::waitP95) exceeds its target gets more room
+// kept for it below: its extra reserve grows multiplicatively (max(1, extra) x increase, at most
+// maxExtra requests); otherwise it shrinks additively by `decrease` requests, to 0. The extra of
+// band j is added to the reserve of every band below j.
+struct ReservationFeedback {
+  bool enabled = false;
+  std::chrono::nanoseconds targetWait = std::chrono::milliseconds(50);
+  std::vector<ReservationWaitTarget> targets;  // per-priority overrides (unique priorities)
+  double increase = 1.5;                       // > 1
+  double decrease = 0.5;                       // > 0 (requests per interval)
+  double maxExtra = 1024.0;                    // > 0 (requests)
+  std::chrono::nanoseconds interval = std::chrono::milliseconds(500);  // > 0
 };
 
 struct ReservationOptions {
@@ -89,6 +120,10 @@ struct ReservationOptions {
   std::optional<double> requestUnit;
   // How the controller smooths the demand this policy reads (rise and decay > 0, decay >= rise).
   DemandSmoothing smoothing;
+  // false: no Poisson sizing (R_i = minReserve + feedback extras only): the stand-alone feedback
+  // anchor. true (default): the trunk-reservation sizing of the file comment.
+  bool poissonSizing = true;
+  ReservationFeedback feedback;
 };
 
 class HOLDBACK_API ReservationPolicy final : public UsageLimitPolicy {
@@ -113,10 +148,15 @@ class HOLDBACK_API ReservationPolicy final : public UsageLimitPolicy {
   }
   [[nodiscard]] const ReservationOptions& options() const noexcept { return options_; }
 
-  // The reserve (requests) that the last-called computation would keep below band i; exposed for
-  // tests and the simulator's interval output: computes R_i for the given inputs.
+  // The reserve R_i (requests) kept below band i for the given inputs and the current feedback
+  // state; exposed for tests and the simulator's interval output. Does not advance feedback.
   void reserves(std::span<const Priority> priorities, const DemandView& demand,
                 std::span<double> out) const noexcept;
+  // The feedback extra (requests) currently kept for band `priority`; 0 when none.
+  [[nodiscard]] double feedbackExtra(Priority priority) const noexcept;
+
+  // Feedback state is kept for at most this many bands (positions); bands beyond get none.
+  static constexpr std::size_t kMaxFeedbackBands = 64;
 
  protected:
   void compute(double saturation, std::span<const Priority> priorities,
@@ -131,9 +171,22 @@ class HOLDBACK_API ReservationPolicy final : public UsageLimitPolicy {
   // eps and z for `priority` (binary search in the sorted overrides).
   void epsilonFor(Priority priority, double& eps, double& z) const noexcept;
 
-  ReservationOptions options_;  // epsilons sorted by priority, highest first
+  // Advances the feedback state when an interval has passed (one caller at a time; others skip).
+  void updateFeedback(std::span<const Priority> priorities, const DemandView& demand) noexcept;
+  [[nodiscard]] double extraAt(std::size_t position, Priority priority) const noexcept;
+
+  static constexpr std::int64_t kNoPriority = std::numeric_limits<std::int64_t>::min();
+  struct FeedbackSlot {
+    std::atomic<std::int64_t> priority{kNoPriority};
+    std::atomic<double> extra{0.0};
+  };
+
+  ReservationOptions options_;  // epsilons and feedback targets sorted by priority, highest first
   std::vector<double> band_z_;  // z for each entry of options_.epsilons
   double default_z_ = 0.0;
+  std::array<FeedbackSlot, kMaxFeedbackBands> feedback_{};
+  std::atomic<std::int64_t> last_feedback_ns_{kNoPriority};
+  std::atomic<bool> feedback_busy_{false};
 };
 
 }  // namespace HOLDBACK_ABI_NAMESPACE
