@@ -12,6 +12,8 @@
 //   stepwise, linear,
 //                                                                       static-map, soft)
 //   BM_FloorExp/<N>                 N exp() calls into the buffer      (floor of sigmoid)
+//   BM_ComputeLimitDemand/reservation/<N>  reservation-holdback-policy with a demand view
+//                                   (N in {8, 64}; compare with BM_FloorMulAdd/<N>)
 //   BM_ConfigParseValidate          parse + validate + build the sigmoid EndpointPickerConfig of
 //                                   examples/configs (cold path)
 #include <benchmark/benchmark.h>
@@ -24,7 +26,9 @@
 
 #include "holdback/config/json.hpp"
 #include "holdback/config/policy_config.hpp"
+#include "holdback/policy/demand.hpp"
 #include "holdback/policy/policies.hpp"
+#include "holdback/policy/reservation.hpp"
 
 namespace holdback {
 namespace {
@@ -65,6 +69,32 @@ void computeLimit(benchmark::State& state, const std::string& strategy) {
   std::vector<double> ceilings(priorities.size(), 1.0);
   for (auto _ : state) {
     policy->computeLimit(0.7, priorities, ceilings);
+    benchmark::DoNotOptimize(ceilings.data());
+    benchmark::ClobberMemory();
+  }
+  state.SetItemsProcessed(state.iterations() * state.range(0));
+}
+
+// reservation-holdback-policy with a demand view (issue 15): every band has occupancy 1 + i/4,
+// arrivals 2/s, holding time 0.5 s, request unit 1/64; epsilon 0.01, minCeiling 0.5.
+void BM_ComputeLimitDemand(benchmark::State& state) {
+  const auto n = static_cast<std::size_t>(state.range(0));
+  const auto priorities = workPriorities(n);
+  auto policy =
+      std::move(ReservationPolicy::create({.minCeiling = 0.5, .minReserve = 1.0})).value();
+  std::vector<BandDemand> bands(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    bands[i].occupancy = 1.0 + static_cast<double>(i) / 4.0;
+    bands[i].inFlight = bands[i].occupancy;
+    bands[i].arrivalRate = 2.0;
+    bands[i].holdingTime = 0.5;
+  }
+  DemandView view;
+  view.bands = bands;
+  view.requestUnit = 1.0 / 64.0;
+  std::vector<double> ceilings(n, 1.0);
+  for (auto _ : state) {
+    policy->computeLimit(0.7, priorities, ceilings, view);
     benchmark::DoNotOptimize(ceilings.data());
     benchmark::ClobberMemory();
   }
@@ -152,6 +182,9 @@ int registerAll() {
                   benchmark::RegisterBenchmark("BM_FloorExp", BM_FloorExp)}) {
     for (const int n : kSizes) b->Arg(n);
   }
+  benchmark::RegisterBenchmark("BM_ComputeLimitDemand/reservation", BM_ComputeLimitDemand)
+      ->Arg(8)
+      ->Arg(64);
   benchmark::RegisterBenchmark("BM_ConfigParseValidate", BM_ConfigParseValidate);
   return 0;
 }

@@ -7,6 +7,7 @@
 
 #include "common.hpp"
 #include "holdback/config/policy_config.hpp"
+#include "holdback/policy/demand.hpp"
 
 namespace holdback::cli {
 namespace {
@@ -33,6 +34,14 @@ Options:
                      1.0 and negative values as 0.0; the value used is printed ("inf" as a string).
   --cycles N         number of dispatch cycles to compute (default 1); stateful policies such as
                      soft-reflective-ceiling-policy change from cycle to cycle
+  --demand P=OCC[,RATE[,HOLD]]
+                     repeatable: the measured demand of priority P (one of --priorities):
+                     occupancy OCC requests (in flight + queued), arrival rate RATE per second
+                     (default 0), holding time HOLD seconds (default 0 = not measured). With any
+                     --demand the policy gets a demand view (computeLimit with DemandView);
+                     priorities without one get zero demand. Each is a finite number >= 0.
+  --request-unit U   saturation units per in-flight request in the demand view (a number in
+                     (0, 1]; default: none, NaN, the policy's own requestUnit applies)
   --help             this text
 
 Exit codes: 0 success, 1 invalid config file, 2 usage error.
@@ -72,12 +81,73 @@ std::optional<std::vector<Priority>> parsePriorities(std::string_view list, std:
   return out;
 }
 
+struct DemandArg {
+  Priority priority = 0;
+  BandDemand demand;
+};
+
+// "P=OCC[,RATE[,HOLD]]".
+std::optional<DemandArg> parseDemand(std::string_view text, std::string& error) {
+  const std::string where = "--demand \"" + std::string(text) + "\"";
+  const std::size_t eq = text.find('=');
+  if (eq == std::string_view::npos) {
+    error = where + " is not PRIORITY=OCCUPANCY[,RATE[,HOLD]]";
+    return std::nullopt;
+  }
+  const auto prio =
+      config::parseIntegerKey(text.substr(0, eq), std::numeric_limits<Priority>::min(),
+                              std::numeric_limits<Priority>::max());
+  if (!prio) {
+    error = where + ": the priority is not an integer";
+    return std::nullopt;
+  }
+  DemandArg out;
+  out.priority = static_cast<Priority>(*prio);
+  double* fields[] = {&out.demand.occupancy, &out.demand.arrivalRate, &out.demand.holdingTime};
+  const char* names[] = {"occupancy", "rate", "holding time"};
+  std::string_view rest = text.substr(eq + 1);
+  for (std::size_t i = 0; i < 3; ++i) {
+    const std::size_t comma = std::min(rest.find(','), rest.size());
+    const auto v = parseDouble(std::string(rest.substr(0, comma)));
+    if (!v || !std::isfinite(*v) || *v < 0.0) {
+      error = where + ": the " + names[i] + " \"" + std::string(rest.substr(0, comma)) +
+              "\" is not a finite number >= 0";
+      return std::nullopt;
+    }
+    *fields[i] = *v;
+    if (comma == rest.size()) break;
+    if (i == 2) {
+      error = where + " has more than three numbers";
+      return std::nullopt;
+    }
+    rest = rest.substr(comma + 1);
+  }
+  out.demand.inFlight = out.demand.occupancy;
+  return out;
+}
+
 }  // namespace
 
 int runCeilings(int argc, char** argv) {
+  // --demand is repeatable: collected here, the rest goes to parseArgs.
+  std::vector<std::string> demand_texts;
+  std::vector<char*> rest_argv;
+  for (int i = 0; i < argc; ++i) {
+    const std::string_view arg = argv[i];
+    if (i >= 2 && arg == "--demand") {
+      if (i + 1 >= argc) return usageError("ceilings", "--demand needs a value");
+      demand_texts.emplace_back(argv[++i]);
+    } else if (i >= 2 && arg.starts_with("--demand=")) {
+      demand_texts.emplace_back(arg.substr(9));
+    } else {
+      rest_argv.push_back(argv[i]);
+    }
+  }
+  argc = static_cast<int>(rest_argv.size());
+  argv = rest_argv.data();
   Args args;
-  if (auto error =
-          parseArgs(argc, argv, 2, {"config", "priorities", "saturation", "cycles"}, args)) {
+  if (auto error = parseArgs(
+          argc, argv, 2, {"config", "priorities", "saturation", "cycles", "request-unit"}, args)) {
     return usageError("ceilings", *error);
   }
   if (args.help) {
@@ -103,6 +173,28 @@ int runCeilings(int argc, char** argv) {
   if (!cycles) {
     return usageError("ceilings",
                       "--cycles \"" + cycles_text + "\" is not an integer in [1, 1000000]");
+  }
+
+  std::vector<BandDemand> demand_bands;
+  if (!demand_texts.empty()) demand_bands.assign(priorities->size(), BandDemand{});
+  for (const std::string& text : demand_texts) {
+    const auto d = parseDemand(text, error);
+    if (!d) return usageError("ceilings", error);
+    const auto it = std::find(priorities->begin(), priorities->end(), d->priority);
+    if (it == priorities->end()) {
+      return usageError("ceilings", "--demand \"" + text + "\": priority " +
+                                        std::to_string(d->priority) + " is not in --priorities");
+    }
+    demand_bands[static_cast<std::size_t>(it - priorities->begin())] = d->demand;
+  }
+  double request_unit = std::numeric_limits<double>::quiet_NaN();
+  if (const auto unit_text = args.get("request-unit")) {
+    const auto unit = parseDouble(*unit_text);
+    if (!unit || !(*unit > 0.0) || *unit > 1.0) {
+      return usageError("ceilings",
+                        "--request-unit \"" + *unit_text + "\" is not a number in (0, 1]");
+    }
+    request_unit = *unit;
   }
 
   int exit_code = kExitOk;
@@ -133,7 +225,14 @@ int runCeilings(int argc, char** argv) {
   std::vector<double> ceilings(priorities->size());
   for (std::int64_t cycle = 0; cycle < *cycles; ++cycle) {
     std::fill(ceilings.begin(), ceilings.end(), 1.0);
-    policy->computeLimit(*saturation, *priorities, ceilings);
+    if (demand_bands.empty()) {
+      policy->computeLimit(*saturation, *priorities, ceilings);
+    } else {
+      DemandView view;
+      view.bands = demand_bands;
+      view.requestUnit = request_unit;
+      policy->computeLimit(*saturation, *priorities, ceilings, view);
+    }
     // ordered_json keeps the documented key order.
     nlohmann::ordered_json line = nlohmann::ordered_json::object();
     line["policy"]["type"] = policy->type();

@@ -38,7 +38,8 @@ Options:
   --duration S      measured seconds (default: the scenario's)
   --arms LIST       comma-separated arms (default: all): none, static-1.0, stepwise, linear,
                     sigmoid, static-map, soft-reflective, stepwise-active (stepwise over the
-                    priorities active within the last second only)
+                    priorities active within the last second only), reservation and
+                    reservation-0.1% (reservation-holdback-policy, epsilon 1 % / 0.1 %)
   --detector D      the saturation detector of the gateway: utilization (scraped queue and KV
                     telemetry), concurrency (the gateway's own in-flight counts) or both, one
                     table each (default: both for a built-in scenario, else the scenario's)

@@ -44,6 +44,13 @@ config::Json staticMap(const Scenario& s) {
   return plugin("priority-holdback-policy", {{"strategy", "static"}, {"ceilings", ceilings}});
 }
 
+// Reservation sized from measured demand (issue 15): epsilon, minCeiling from the scenario,
+// one request of reserve at least (a burst's onset before the estimate rises).
+config::Json reservation(const Scenario& s, double epsilon) {
+  return plugin("reservation-holdback-policy",
+                {{"epsilon", epsilon}, {"minCeiling", s.minCeiling}, {"minReserve", 1.0}});
+}
+
 config::Json staticOne(const Scenario&) {
   return plugin("static-usage-limit-policy", {{"threshold", 1.0}});
 }
@@ -78,6 +85,12 @@ std::vector<Arm> allArms() {
        .description = "stepwise over the priorities active within the last second",
        .policy = [](S s) { return holdback("stepwise-spread", s); },
        .priorityDomain = PriorityDomain::kActive},
+      {.name = "reservation",
+       .description = "reservation sized from measured demand, epsilon 1 %, minReserve 1",
+       .policy = [](S s) { return reservation(s, 0.01); }},
+      {.name = "reservation-0.1%",
+       .description = "reservation sized from measured demand, epsilon 0.1 %, minReserve 1",
+       .policy = [](S s) { return reservation(s, 0.001); }},
   };
   return arms;
 }

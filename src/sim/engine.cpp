@@ -206,6 +206,7 @@ void Simulation::cycle(std::size_t g) {
 void Simulation::onOutcome(std::size_t /*gateway*/, Completion&& c) {
   const std::size_t id = *std::any_cast<std::size_t>(&c.payload);
   if (c.outcome.dispatched()) {
+    requests_[id].leaseId = c.id;
     route(id);
     return;
   }

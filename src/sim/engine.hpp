@@ -110,6 +110,7 @@ struct Request {
   Nanos finished = -1;
   State state = State::kQueued;
   std::uint32_t gateway = 0;  // the replica the request arrived at
+  RequestId leaseId = 0;      // the controller's id once dispatched (released at completion)
 };
 
 struct Server {

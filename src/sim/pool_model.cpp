@@ -79,6 +79,8 @@ void Simulation::complete(std::size_t id) {
   if (s_.pool.service == ServiceModel::kTokens) servers_[e].kvTokens -= r.input + r.generated - 1;
   inFlight_[id].release();
   Gateway& gw = gateways_[r.gateway];
+  // The request's slot is free: end its lease (feeds the demand a reservation policy reads).
+  if (gw.fc && r.leaseId != 0) (void)gw.fc->release(r.leaseId, at(now_));
   gw.inFlight->fill(gw.source->pool());
   replace(id);
 }

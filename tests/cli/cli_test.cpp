@@ -218,3 +218,46 @@ TEST(CliValidateWholeFileTest, CeilingsAndSaturationUseTheWholeFileLoader) {
 }
 
 }  // namespace
+
+namespace {
+
+double ceilingOf(const std::string& out, int priority) {
+  const std::string needle = "\"priority\":" + std::to_string(priority) + ",\"ceiling\":";
+  const std::size_t pos = out.find(needle);
+  if (pos == std::string::npos) return -1.0;
+  return std::stod(out.substr(pos + needle.size()));
+}
+
+TEST(CliTest, CeilingsWithDemandFiguresSizeTheReservation) {
+  const std::string config =
+      writeTemp("reservation.json", R"({"type":"reservation-holdback-policy"})");
+  const CliRun idle =
+      holdback("ceilings --config " + config + " --priorities 100,0 --saturation 0.3");
+  ASSERT_EQ(idle.exitCode, 0) << idle.err;
+  const CliRun busy = holdback("ceilings --config " + config +
+                               " --priorities 100,0 --saturation 0.3 --demand 100=4,2,0.5"
+                               " --demand=0=20 --request-unit 0.05");
+  ASSERT_EQ(busy.exitCode, 0) << busy.err;
+  // Occupancy 4 at the top: the 99 % Poisson quantile (9) plus arrivals over the refill time,
+  // in units of 0.05, comes off band 0's ceiling.
+  EXPECT_DOUBLE_EQ(ceilingOf(idle.out, 0), 1.0) << idle.out;
+  EXPECT_LT(ceilingOf(busy.out, 0), 0.6) << busy.out;
+  EXPECT_GT(ceilingOf(busy.out, 0), 0.0) << busy.out;
+  EXPECT_DOUBLE_EQ(ceilingOf(busy.out, 100), 1.0) << busy.out;
+}
+
+TEST(CliTest, CeilingsDemandUsageErrors) {
+  const std::string base = "ceilings --priorities 100,0 ";
+  EXPECT_EQ(holdback(base + "--demand 7=1").exitCode, 2);          // not in --priorities
+  EXPECT_EQ(holdback(base + "--demand 100").exitCode, 2);          // no '='
+  EXPECT_EQ(holdback(base + "--demand 100=-1").exitCode, 2);       // negative
+  EXPECT_EQ(holdback(base + "--demand 100=1,2,3,4").exitCode, 2);  // four numbers
+  EXPECT_EQ(holdback(base + "--demand 100=nan").exitCode, 2);
+  EXPECT_EQ(holdback(base + "--request-unit 0").exitCode, 2);
+  EXPECT_EQ(holdback(base + "--request-unit 2").exitCode, 2);
+  EXPECT_EQ(holdback(base + "--demand").exitCode, 2);
+  const CliRun ok = holdback(base + "--demand 100=1 --request-unit 0.5");
+  EXPECT_EQ(ok.exitCode, 0) << ok.err;
+}
+
+}  // namespace

@@ -52,6 +52,7 @@ HOLDBACK_INLINE void validateFlowOptions(const FlowControllerOptions& o, Diagnos
   positive(o.activityWindow, "/activityWindow", "activityWindow");
   positive(o.flowIdleTimeout, "/flowIdleTimeout", "flowIdleTimeout");
   positive(o.bandIdleTimeout, "/bandIdleTimeout", "bandIdleTimeout");
+  positive(o.leaseTimeout, "/leaseTimeout", "leaseTimeout");
   positive(o.runner.tickInterval, "/runner/tickInterval", "tickInterval");
   if (o.bandIdleTimeout < o.flowIdleTimeout) {
     d.error("/bandIdleTimeout", "must be >= flowIdleTimeout (" +
@@ -83,6 +84,13 @@ HOLDBACK_INLINE bool Ticket::cancel() noexcept {
   auto core = core_.lock();
   if (!core) return false;
   return core->cancel(id_);
+}
+
+HOLDBACK_INLINE bool Ticket::release(TimePoint now) noexcept {
+  if (id_ == 0) return false;
+  auto core = core_.lock();
+  if (!core) return false;
+  return core->release(id_, now);
 }
 
 HOLDBACK_INLINE void FlowController::validate(const FlowControllerOptions& o, Diagnostics& d) {
@@ -129,6 +137,10 @@ HOLDBACK_INLINE Ticket FlowController::enqueue(FlowRequest request) noexcept {
 
 HOLDBACK_INLINE bool FlowController::cancel(RequestId id) noexcept {
   return core_->cancel(id);
+}
+
+HOLDBACK_INLINE bool FlowController::release(RequestId id, TimePoint now) noexcept {
+  return core_->release(id, now);
 }
 
 HOLDBACK_INLINE DispatchResult FlowController::dispatchCycle(TimePoint now) noexcept {

@@ -36,6 +36,17 @@
 //   holds capacity and is never dispatched). shutdown() finalizes every queued request
 //   kEvictedOther and rejects later ones kRejectedOther (cause kNotRunning).
 //
+//   Demand (only when the policy's usesDemand() is true; otherwise none of this runs or costs):
+//   a dispatched request holds a lease (flow/lease_table.hpp, under mu, O(1), no allocation in
+//   steady state) until the host calls release(id, now) when it ends; expire() drops leases older
+//   than options.leaseTimeout (default 10 min), so a host that never releases does not grow
+//   memory, and its bands' in-flight figures recover after that long. Per band, one
+//   DemandEstimator (policy/demand.hpp, constants from policy->demandSmoothing()) folds arrivals
+//   (accepted enqueues), in flight (leases), queued requests and holding times (release) into a
+//   BandDemand, once per dispatch at step 3 with dt since the previous update. The policy gets
+//   computeLimit(s, priorities, ceilings, DemandView{bands aligned with priorities, requestUnit =
+//   s / total in flight, or NaN with nothing in flight}).
+//
 //   Every request ends with exactly one outcome, delivered exactly once through
 //   options.onOutcome. Requests are finalized under the lock (removed from every index, counted)
 //   and their callbacks run after every library lock is released, on the thread whose call
@@ -168,6 +179,8 @@ class HOLDBACK_API Ticket {
   // Removes the request from its queue and finalizes it kEvictedCancelled. False when it already
   // has an outcome (dispatched, rejected, evicted) or the controller is gone.
   bool cancel() noexcept;
+  // Same as FlowController::release(id(), now).
+  bool release(TimePoint now) noexcept;
 
  private:
   friend class FlowController;
@@ -197,6 +210,13 @@ class HOLDBACK_API FlowController {
 
   // Same as Ticket::cancel.
   bool cancel(RequestId id) noexcept;
+
+  // The dispatched request `id` ended at `now` (its slot is free): ends its lease and feeds its
+  // holding time into the band's demand. False when no lease is held for it: an unknown id, a
+  // request still queued or finalized otherwise, one already released or reaped after
+  // options.leaseTimeout, or one dispatched while the policy did not read demand (leases are
+  // kept only when policy->usesDemand()). Never calls host code; O(1), no allocation.
+  bool release(RequestId id, TimePoint now) noexcept;
 
   // One dispatch decision; see the file comment. Samples the pool (endpoint source + detector,
   // under no controller lock), then dispatch(now, pressure).

@@ -41,6 +41,7 @@ inline constexpr Duration kDefaultExpiryInterval = std::chrono::seconds(1);
 inline constexpr Duration kDefaultActivityWindow = std::chrono::seconds(1);
 inline constexpr Duration kDefaultFlowIdleTimeout = std::chrono::minutes(5);
 inline constexpr Duration kDefaultBandIdleTimeout = std::chrono::minutes(10);
+inline constexpr Duration kDefaultLeaseTimeout = std::chrono::minutes(10);
 inline constexpr Duration kDefaultRunnerTickInterval = std::chrono::milliseconds(1);
 
 // ---------------------------------------------------------------------------------------------
@@ -116,6 +117,12 @@ struct FlowControllerOptions {
   // bands idle this long.
   Duration flowIdleTimeout = kDefaultFlowIdleTimeout;
   Duration bandIdleTimeout = kDefaultBandIdleTimeout;
+
+  // A dispatched request holds a lease until the host calls FlowController::release (or
+  // Ticket::release); expire() drops leases older than this (a host that never releases does
+  // not grow memory). Leases are kept only while the policy reads demand (usesDemand()).
+  // Reloadable.
+  Duration leaseTimeout = kDefaultLeaseTimeout;
 
   // The clock for enqueue(request) / cancel / shutdown() without `now` and for the runner;
   // default steady_clock::now. Never called under a controller lock.

@@ -168,6 +168,8 @@ struct Band final : BandView {
   TimePoint last_activity{};
   std::optional<double> last_ceiling;
   BandCounters* counters = nullptr;
+  // The controller's demand slot for this priority (ControllerCore::demandSlotOf); a cache.
+  std::uint32_t demand_slot = 0xffffffffu;
 };
 
 // A request's memory, allocated before the owner's lock is taken (enqueue allocates nothing

@@ -19,6 +19,7 @@ HOLDBACK_INLINE ControllerCore::Settings ControllerCore::settingsOf(FlowControll
   s.noEndpointTtl = o.noEndpointRequestTtl.value_or(s.defaultTtl);
   s.priorityDomain = o.priorityDomain;
   s.activityWindow = o.activityWindow;
+  s.leaseTimeout = o.leaseTimeout;
   return s;
 }
 
@@ -111,6 +112,7 @@ HOLDBACK_INLINE RequestId ControllerCore::enqueue(FlowRequest&& request, TimePoi
       }
       rejected = std::move(c);
     } else {
+      if (demandOn()) demand_slots_[demandSlotOf(band)].arrivals += 1.0;
       table_.insert(std::move(prepared), band, ttl.effectiveTtl);
       queued = true;
     }
@@ -132,6 +134,74 @@ HOLDBACK_INLINE bool ControllerCore::cancel(RequestId id) noexcept {
   }
   deliver(std::move(done));
   return true;
+}
+
+HOLDBACK_INLINE bool ControllerCore::release(RequestId id, TimePoint now) noexcept {
+  MutexLock lock(mu_);
+  const std::optional<LeaseTable::Lease> lease = leases_.remove(id);
+  if (!lease) return false;
+  if (lease->band < demand_slots_.size()) {
+    demand_slots_[lease->band].estimator.completed(
+        std::chrono::duration<double>(now - lease->dispatchedAt).count());
+  }
+  return true;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Demand
+
+HOLDBACK_INLINE std::uint32_t ControllerCore::demandSlotOf(Band* band) {
+  const std::uint32_t cached = band->demand_slot;
+  if (cached < demand_slots_.size() && demand_slots_[cached].prio == band->prio) return cached;
+  for (std::size_t i = 0; i < demand_slots_.size(); ++i) {
+    if (demand_slots_[i].prio == band->prio) {
+      band->demand_slot = static_cast<std::uint32_t>(i);
+      return band->demand_slot;
+    }
+  }
+  DemandSlot slot;
+  slot.prio = band->prio;
+  slot.estimator = DemandEstimator(settings_.policy->demandSmoothing());
+  demand_slots_.push_back(slot);
+  leases_.reserveBands(demand_slots_.size());
+  band->demand_slot = static_cast<std::uint32_t>(demand_slots_.size() - 1);
+  return band->demand_slot;
+}
+
+HOLDBACK_INLINE void ControllerCore::updateDemand(TimePoint now) noexcept {
+  double dt = 0.0;
+  if (last_demand_update_) dt = std::chrono::duration<double>(now - *last_demand_update_).count();
+  const bool advance = !last_demand_update_ || dt > 0.0;
+  if (advance) last_demand_update_ = now;
+  for (Band* band : table_.ordered()) {
+    DemandSlot& slot = demand_slots_[demandSlotOf(band)];
+    // dt <= 0 (the first update, or a clock that did not move): counts only, arrivals kept.
+    slot.estimator.update(dt, slot.arrivals,
+                          static_cast<double>(leases_.inFlight(band->demand_slot)),
+                          static_cast<double>(band->queued_requests));
+    if (dt > 0.0) slot.arrivals = 0.0;
+  }
+  demand_view_.reserve(table_.ordered().size());
+  demand_view_.clear();
+  for (Band* band : domain_bands_) {
+    demand_view_.push_back(demand_slots_[band->demand_slot].estimator.demand());
+  }
+}
+
+HOLDBACK_INLINE void ControllerCore::reapLeases(TimePoint now) noexcept {
+  if (leases_.size() == 0) return;
+  const Duration timeout = settings_.leaseTimeout;
+  for (std::uint32_t b = 0; b < demand_slots_.size(); ++b) {
+    for (;;) {
+      LeaseTable::Id oldest = 0;
+      leases_.oldestFirst(b, [&](const LeaseTable::Lease& l) {
+        if (elapsed(l.dispatchedAt, now) >= timeout) oldest = l.id;
+        return false;
+      });
+      if (oldest == 0) break;
+      leases_.remove(oldest);
+    }
+  }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -195,7 +265,16 @@ HOLDBACK_INLINE DispatchResult ControllerCore::dispatchImpl(TimePoint now,
       domain_priorities_.push_back(band->prio);
     }
     ceilings_.assign(domain_bands_.size(), 1.0);
-    settings_.policy->computeLimit(s, domain_priorities_, ceilings_);
+    const bool demand_on = demandOn();
+    if (demand_on) {
+      updateDemand(now);
+      DemandView view;
+      view.bands = demand_view_;
+      if (leases_.size() > 0) view.requestUnit = s / static_cast<double>(leases_.size());
+      settings_.policy->computeLimit(s, domain_priorities_, ceilings_, view);
+    } else {
+      settings_.policy->computeLimit(s, domain_priorities_, ceilings_);
+    }
     for (std::size_t i = 0; i < domain_bands_.size(); ++i) {
       domain_bands_[i]->last_ceiling = ceilings_[i];
     }
@@ -230,6 +309,7 @@ HOLDBACK_INLINE DispatchResult ControllerCore::dispatchImpl(TimePoint now,
         result.kind = DispatchResult::Kind::kDispatched;
         result.priority = band->prio;
         result.id = head->id;
+        if (demand_on) leases_.add(head->id, demandSlotOf(band), band->prio, now);
         FinalizedBatch::Entry& e = finalized.add();
         e.retired = table_.finalize(head, {QueueOutcome::kDispatched, OutcomeCause::kNone}, now,
                                     e.completion);
@@ -279,6 +359,7 @@ HOLDBACK_INLINE std::size_t ControllerCore::expireImpl(TimePoint now,
       retired.push_back(table_.finalize(victims[i].first, victims[i].second, now, finalized[i]));
     }
     table_.collectGarbage(now, flow_idle_timeout_, band_idle_timeout_);
+    reapLeases(now);
   }
   for (Completion& c : finalized) deliver(std::move(c));
   return finalized.size();
@@ -302,6 +383,15 @@ HOLDBACK_INLINE Diagnostics ControllerCore::reconfigure(FlowControllerOptions o)
   {
     MutexLock lock(mu_);
     std::swap(settings_, settings);  // the old policy is released after the lock
+    // New smoothing constants restart the estimators (the leases are kept).
+    const DemandSmoothing smoothing = settings_.policy->demandSmoothing();
+    for (DemandSlot& slot : demand_slots_) {
+      const DemandSmoothing& old = slot.estimator.smoothing();
+      if (old.rise != smoothing.rise || old.decay != smoothing.decay ||
+          old.holdingSamples != smoothing.holdingSamples) {
+        slot.estimator = DemandEstimator(smoothing);
+      }
+    }
     table_.applyBands(std::move(topology), o.bands);
   }
   return d;

@@ -34,7 +34,9 @@
 #include "holdback/core/thread_annotations.hpp"
 #include "holdback/flow/detail/band_table.hpp"
 #include "holdback/flow/flow_controller.hpp"
+#include "holdback/flow/lease_table.hpp"
 #include "holdback/flow/pool_pressure.hpp"
+#include "holdback/policy/demand.hpp"
 
 namespace holdback {
 inline namespace HOLDBACK_ABI_NAMESPACE {
@@ -91,6 +93,7 @@ class ControllerCore {
   RequestId enqueue(FlowRequest&& request, TimePoint now, bool& queued) noexcept
       HOLDBACK_EXCLUDES(mu_);
   bool cancel(RequestId id) noexcept HOLDBACK_EXCLUDES(mu_);
+  bool release(RequestId id, TimePoint now) noexcept HOLDBACK_EXCLUDES(mu_);
   DispatchResult dispatchCycle(TimePoint now) noexcept HOLDBACK_EXCLUDES(mu_);
   DispatchResult dispatch(TimePoint now, const PoolPressure& pressure) noexcept
       HOLDBACK_EXCLUDES(mu_);
@@ -117,6 +120,15 @@ class ControllerCore {
     Duration noEndpointTtl{};
     PriorityDomain priorityDomain = PriorityDomain::kProvisioned;
     Duration activityWindow{};
+    Duration leaseTimeout{};
+  };
+  // One band priority's demand: its estimator, the arrivals since the last update. Slot i is
+  // band i of leases_. Slots are added when a priority is first seen and kept (a priority that
+  // comes back reuses its slot), so their number is bounded by the distinct priorities used.
+  struct DemandSlot {
+    Priority prio = 0;
+    DemandEstimator estimator;
+    double arrivals = 0.0;
   };
   static Settings settingsOf(FlowControllerOptions& options);
   static BandTopology topologyOf(FlowControllerOptions& options);
@@ -131,6 +143,15 @@ class ControllerCore {
   [[nodiscard]] std::optional<Outcome> deadOutcomeOf(const Item& item, TimePoint now) const noexcept
       HOLDBACK_REQUIRES(mu_);
   void deliver(Completion&& c) const noexcept;
+  [[nodiscard]] bool demandOn() const noexcept HOLDBACK_REQUIRES(mu_) {
+    return settings_.policy != nullptr && settings_.policy->usesDemand();
+  }
+  // The band's demand slot (adds one, allocating, when its priority is new).
+  std::uint32_t demandSlotOf(Band* band) HOLDBACK_REQUIRES(mu_);
+  // Folds the counts since the last update into the estimators; fills demand_view_ for the
+  // cycle's domain_bands_.
+  void updateDemand(TimePoint now) noexcept HOLDBACK_REQUIRES(mu_);
+  void reapLeases(TimePoint now) noexcept HOLDBACK_REQUIRES(mu_);
 
   // Create-only: read without a lock.
   const std::function<void(Completion&&)> on_outcome_;
@@ -154,6 +175,11 @@ class ControllerCore {
   std::vector<Band*> domain_bands_ HOLDBACK_GUARDED_BY(mu_);
   std::vector<Priority> domain_priorities_ HOLDBACK_GUARDED_BY(mu_);
   std::vector<double> ceilings_ HOLDBACK_GUARDED_BY(mu_);
+  // Demand (only while the policy reads it).
+  LeaseTable leases_ HOLDBACK_GUARDED_BY(mu_);
+  std::vector<DemandSlot> demand_slots_ HOLDBACK_GUARDED_BY(mu_);
+  std::vector<BandDemand> demand_view_ HOLDBACK_GUARDED_BY(mu_);
+  std::optional<TimePoint> last_demand_update_ HOLDBACK_GUARDED_BY(mu_);
 };
 
 }  // namespace detail
