@@ -52,6 +52,9 @@ Options:
   --lost-completions F
                     fault: fraction F of completions never reported to the ledger
                     (pool.lostCompletions)
+  --slot-term on|off
+                    utilization detector: the slot term, maxRunningRequests = slots
+                    (pool.slotTerm; default off)
   --jobs N          threads (default: the machine's cores); the results do not depend on it
   --format F        table (default) or json (one JSON document on stdout; schema in
                     docs/simulation.md)
@@ -77,11 +80,11 @@ bool writeFile(const std::filesystem::path& path, const std::string& text) {
 int runSimulate(int argc, char** argv) {
   constexpr std::string_view kCommand = "simulate";
   Args args;
-  if (auto error = parseArgs(
-          argc, argv, 2,
-          {"scenario", "seed", "seeds", "duration", "arms", "detector", "replicas", "jobs",
-           "format", "csv", "plot", "scrape-ms", "ledger", "ledger-budget", "lost-completions"},
-          args)) {
+  if (auto error = parseArgs(argc, argv, 2,
+                             {"scenario", "seed", "seeds", "duration", "arms", "detector",
+                              "replicas", "jobs", "format", "csv", "plot", "scrape-ms", "ledger",
+                              "ledger-budget", "lost-completions", "slot-term"},
+                             args)) {
     return usageError(kCommand, *error);
   }
   if (args.help) {
@@ -171,7 +174,8 @@ int runSimulate(int argc, char** argv) {
     scenario.pool.scrapeIntervalMs = *v;
   }
   for (const auto& [flag, field] : {std::pair{"ledger", &scenario.pool.dispatchLedger},
-                                    std::pair{"ledger-budget", &scenario.pool.ledgerBudget}}) {
+                                    std::pair{"ledger-budget", &scenario.pool.ledgerBudget},
+                                    std::pair{"slot-term", &scenario.pool.slotTerm}}) {
     if (auto v = args.get(flag)) {
       if (*v != "on" && *v != "off") {
         return usageError(kCommand, std::string("--") + flag + " must be on or off");

@@ -176,6 +176,7 @@ Result<Scenario> parseScenario(const config::Json& document) {
       s.pool.gatewayReplicas = static_cast<int>(*v);
     if (auto v = pr.boolean("dispatchLedger")) s.pool.dispatchLedger = *v;
     if (auto v = pr.boolean("ledgerBudget")) s.pool.ledgerBudget = *v;
+    if (auto v = pr.boolean("slotTerm")) s.pool.slotTerm = *v;
     if (auto v = pr.number("lostCompletions")) {
       if (!(*v >= 0.0 && *v <= 1.0)) {
         pr.error("lostCompletions", "must be a fraction in [0, 1]");

@@ -82,5 +82,29 @@ TEST(LedgerSimTest, LostCompletionsWithTheBudgetKeepBatchThroughput) {
   }
 }
 
+double burstP99(const ArmResult& a) {
+  for (const ClassResult& c : a.classes) {
+    if (c.name != "interactive") continue;
+    for (const WindowStats& w : c.windows) {
+      if (w.window == "burst") return w.ttftMs.p99;
+    }
+  }
+  ADD_FAILURE() << "no interactive/burst window";
+  return 0.0;
+}
+
+// Measured (seeds 1-5): with the ledger and the slot term stepwise's interactive burst p99 is
+// 31 ms, the same as on the concurrency detector (31 ms), and static-1.0's 324 ms (>= 5x).
+TEST(LedgerSimTest, LedgerWithSlotTermMatchesTheConcurrencyDetector) {
+  Scenario s = ledgerScenario(1);
+  s.pool.slotTerm = true;
+  const double ledger = burstP99(runNamed(s, "stepwise"));
+  const double staticRef = burstP99(runNamed(s, "static-1.0"));
+  s.detector = DetectorKind::kConcurrency;
+  const double concurrency = burstP99(runNamed(s, "stepwise"));
+  EXPECT_LE(ledger, 1.5 * concurrency);
+  EXPECT_GE(staticRef, 5.0 * ledger);
+}
+
 }  // namespace
 }  // namespace holdback::sim

@@ -82,6 +82,9 @@ struct PoolSpec {
   // Fault: this fraction of completions is never reported to the ledger, in [0, 1]; drawn from
   // its own seeded stream, so runs stay deterministic. Ledger only.
   double lostCompletions = 0.0;
+  // Utilization detector: the slot term (maxRunningRequests = slots), off by default as in the
+  // library.
+  bool slotTerm = false;
 };
 
 struct Scenario {
