@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "holdback/config/document.hpp"
 #include "holdback/sim/report.hpp"
 #include "holdback/sim/simulator.hpp"
 
@@ -104,6 +105,28 @@ TEST(LedgerSimTest, LedgerWithSlotTermMatchesTheConcurrencyDetector) {
   const double concurrency = burstP99(runNamed(s, "stepwise"));
   EXPECT_LE(ledger, 1.5 * concurrency);
   EXPECT_GE(staticRef, 5.0 * ledger);
+}
+
+TEST(LedgerSimTest, ScenarioKeysParseAndBadValuesNameTheirPath) {
+  auto good = config::parseDocument(
+      "pool: {dispatchLedger: true, ledgerBudget: true, lostCompletions: 0.1, slotTerm: true}");
+  ASSERT_TRUE(good.ok()) << good.diagnostics().toString();
+  const auto s = parseScenario(good->json);
+  ASSERT_TRUE(s.ok()) << s.diagnostics().toString();
+  EXPECT_TRUE(s->pool.dispatchLedger);
+  EXPECT_TRUE(s->pool.ledgerBudget);
+  EXPECT_EQ(s->pool.lostCompletions, 0.1);
+  EXPECT_TRUE(s->pool.slotTerm);
+  EXPECT_FALSE(defaultScenario().pool.dispatchLedger);  // off unless asked for
+
+  auto bad = config::parseDocument(R"({"pool": {"lostCompletions": 1.5, "dispatchLedger": 3}})");
+  ASSERT_TRUE(bad.ok());
+  const auto errors = parseScenario(bad->json);
+  ASSERT_FALSE(errors.ok());
+  const std::string text = errors.diagnostics().toString();
+  EXPECT_NE(text.find("/pool/lostCompletions"), std::string::npos) << text;
+  EXPECT_NE(text.find("[0, 1]"), std::string::npos) << text;
+  EXPECT_NE(text.find("/pool/dispatchLedger"), std::string::npos) << text;
 }
 
 }  // namespace
