@@ -45,6 +45,17 @@ Options:
                     table each (default: both for a built-in scenario, else the scenario's)
   --replicas R      gateway replicas (pool.gatewayReplicas, 1-64): each has its own controller
                     and in-flight counts, all read the same scraped telemetry
+  --scrape-ms MS    the scrape interval (pool.scrapeIntervalMs, default 50)
+  --ledger on|off   utilization detector: each replica fills its view through its own
+                    DispatchLedger (pool.dispatchLedger; default off, the scenario's value)
+  --ledger-budget on|off
+                    the ledger's per-scrape dispatch budget (pool.ledgerBudget)
+  --lost-completions F
+                    fault: fraction F of completions never reported to the ledger
+                    (pool.lostCompletions)
+  --slot-term on|off
+                    utilization detector: the slot term, maxRunningRequests = slots
+                    (pool.slotTerm; default off)
   --jobs N          threads (default: the machine's cores); the results do not depend on it
   --format F        table (default) or json (one JSON document on stdout; schema in
                     docs/simulation.md)
@@ -72,7 +83,8 @@ int runSimulate(int argc, char** argv) {
   Args args;
   if (auto error = parseArgs(argc, argv, 2,
                              {"scenario", "seed", "seeds", "duration", "arms", "detector",
-                              "replicas", "jobs", "format", "csv", "plot"},
+                              "replicas", "jobs", "format", "csv", "plot", "scrape-ms", "ledger",
+                              "ledger-budget", "lost-completions", "slot-term"},
                              args)) {
     return usageError(kCommand, *error);
   }
@@ -154,6 +166,30 @@ int runSimulate(int argc, char** argv) {
       return usageError(kCommand, "--replicas needs an integer in [1, 64]");
     }
     scenario.pool.gatewayReplicas = static_cast<int>(*v);
+  }
+  if (auto ms = args.get("scrape-ms")) {
+    const auto v = parseDouble(*ms);
+    if (!v || !(*v > 0.0 && *v <= 1e6)) {
+      return usageError(kCommand, "--scrape-ms needs a number of milliseconds in (0, 1e6]");
+    }
+    scenario.pool.scrapeIntervalMs = *v;
+  }
+  for (const auto& [flag, field] : {std::pair{"ledger", &scenario.pool.dispatchLedger},
+                                    std::pair{"ledger-budget", &scenario.pool.ledgerBudget},
+                                    std::pair{"slot-term", &scenario.pool.slotTerm}}) {
+    if (auto v = args.get(flag)) {
+      if (*v != "on" && *v != "off") {
+        return usageError(kCommand, std::string("--") + flag + " must be on or off");
+      }
+      *field = *v == "on";
+    }
+  }
+  if (auto lost = args.get("lost-completions")) {
+    const auto v = parseDouble(*lost);
+    if (!v || !(*v >= 0.0 && *v <= 1.0)) {
+      return usageError(kCommand, "--lost-completions needs a fraction in [0, 1]");
+    }
+    scenario.pool.lostCompletions = *v;
   }
   unsigned jobs = 0;
   if (auto j = args.get("jobs")) {

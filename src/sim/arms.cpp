@@ -127,10 +127,10 @@ Result<std::shared_ptr<SaturationDetector>> makeDetector(const Scenario& s) {
   }
   // Telemetry older than two scrapes is stale.
   const auto staleNs = 2 * std::llround(s.pool.scrapeIntervalMs * 1e6);
-  return config::loadSaturationDetector(
-      plugin("utilization-detector",
-             {{"metricsStalenessThreshold", std::to_string(staleNs) + "ns"}}),
-      registry);
+  config::Json parameters = {{"metricsStalenessThreshold", std::to_string(staleNs) + "ns"}};
+  if (s.pool.slotTerm) parameters["maxRunningRequests"] = s.pool.slots;  // issue 14 item 2
+  return config::loadSaturationDetector(plugin("utilization-detector", std::move(parameters)),
+                                        registry);
 }
 
 }  // namespace sim

@@ -16,6 +16,7 @@ Simulation::Simulation(const Scenario& s, const Arm& arm, const RunOptions& opti
       options_(options),
       servers_(static_cast<std::size_t>(s.pool.endpoints)),
       detector_(makeDetector(s).value()),
+      lossRng_(s.seed * 0x9e3779b97f4a7c15ULL + 0x10057),
       end_(fromSeconds(s.durationSeconds)),
       stop_(end_ + fromSeconds(s.drainSeconds)) {
   for (std::size_t c = 0; c < s.classes.size(); ++c) {
@@ -30,6 +31,22 @@ Simulation::Simulation(const Scenario& s, const Arm& arm, const RunOptions& opti
     gw.picker = EndpointPicker(endpoints);
     gw.inFlight = std::make_unique<InFlightTracker>();
     for (auto& e : gw.source->pool()) e.updateTime = at(0);
+    if (s.pool.dispatchLedger && s.detector == DetectorKind::kUtilization) {
+      DispatchLedgerOptions lo;
+      lo.dispatchBudget = s.pool.ledgerBudget;
+      lo.budgetQueueDepth = UtilizationDetectorOptions{}.queueDepthThreshold;
+      gw.ledger = std::make_unique<DispatchLedger>(lo);
+      for (const Endpoint& e : gw.source->pool()) {
+        gw.ids.push_back(gw.ledger->registerEndpoint(
+            e.name, EndpointCapacity{.maxRunningRequests = s.pool.slots,
+                                     .kvCapacityTokens = s.pool.kvCapacityTokens}));
+      }
+      // Until the first scrape: an idle pool sampled at t = 0, as without the ledger.
+      for (const EndpointId id : gw.ids) {
+        (void)gw.ledger->installScrape(id, Scrape{.updateTime = at(0)}, gw.ledger->mark(id));
+      }
+      gw.fill();
+    }
     if (!arm.flowControl) continue;
     FlowControllerOptions o;
     o.policy = makePolicy(s, arm).value();
@@ -196,6 +213,7 @@ void Simulation::arrive(std::size_t c) {
 // One dispatch cycle of gateway g. (When the controller offers dispatch(now, PoolPressure), the
 // pressure computed here from the gateway's view can be passed in instead.)
 void Simulation::cycle(std::size_t g) {
+  gateways_[g].fill();  // the detector reads the replica's view: fresh through its ledger
   const DispatchResult r = gateways_[g].fc->dispatchCycle(at(now_));
   ++cycles_;
   if (r.kind == DispatchResult::Kind::kNothingQueued) return;
@@ -228,13 +246,19 @@ void Simulation::route(std::size_t id) {
   r.dispatched = now_;
   Gateway& gw = gateways_[r.gateway];
   std::vector<Endpoint>& pool = gw.source->pool();
+  gw.fill();
   const std::size_t best = gw.picker.pick(pool, *detector_, at(now_)).value_or(0);
   r.endpoint = static_cast<int>(best);
   r.state = State::kServerQueue;
   // The library's in-flight mechanism: a handle per request, its counts copied into the
   // replica's Endpoint view for the picker and the detector.
-  inFlight_[id] = gw.inFlight->dispatch(pool[best].name, r.input + r.output);
-  gw.inFlight->fill(pool);
+  if (gw.ledger) {
+    (void)gw.ledger->recordDispatch(gw.ids[best], r.input + r.output);
+    gw.fill();
+  } else {
+    inFlight_[id] = gw.inFlight->dispatch(pool[best].name, r.input + r.output);
+    gw.inFlight->fill(pool);
+  }
   servers_[best].queue.push_back(id);
   if (now_ < end_) {
     ++dispatchesSinceScrape_;

@@ -17,6 +17,8 @@
 #include <string>
 #include <vector>
 
+#include "holdback/detector/detectors.hpp"
+#include "holdback/detector/dispatch_ledger.hpp"
 #include "holdback/detector/endpoint_picker.hpp"
 #include "holdback/detector/in_flight_tracker.hpp"
 #include "holdback/detector/saturation_detector.hpp"
@@ -139,6 +141,14 @@ struct Gateway {
   std::unique_ptr<FlowController> fc;  // null for an arm without flow control
   EndpointPicker picker;
   std::unique_ptr<InFlightTracker> inFlight;  // the replica's own in-flight counts
+  // pool.dispatchLedger (utilization detector): the replica's own ledger, which then replaces
+  // inFlight, and the ids of the endpoints in it (ids[i] is pool()[i]).
+  std::unique_ptr<DispatchLedger> ledger;
+  std::vector<EndpointId> ids;
+  // Refreshes the replica's Endpoint view from its ledger (no-op without one).
+  void fill() {
+    if (ledger) ledger->fill(source->pool(), ids);
+  }
 };
 
 inline constexpr double kOnsetSeconds = 2.0;  // the onset window: the first 2 s of each burst
@@ -189,6 +199,7 @@ class Simulation {
   std::vector<Random> rngs_;
   std::vector<Request> requests_;
   std::vector<InFlightHandle> inFlight_;  // per request, released when it completes
+  Random lossRng_;                        // pool.lostCompletions draws
   std::priority_queue<Event, std::vector<Event>, std::greater<>> events_;
   std::uint64_t seq_ = 0;
   Nanos now_ = 0;

@@ -177,8 +177,28 @@ std::string formatSummary(const Evaluation& e) {
     const auto [top, bottom] = topBottom(report.arms.front().classes);
     const ClassSummary& t0 = report.arms.front().classes[top];
     const bool windows = find(t0, "burst") != nullptr;
+    // Non-default gateway settings (pool.*), so that a table says what produced it.
+    std::string settings;
+    const auto num = [](double v) {
+      std::ostringstream o;
+      o << v;
+      return o.str();
+    };
+    const PoolSpec& pool = e.scenario.pool;
+    if (report.detector == DetectorKind::kUtilization) {
+      if (pool.dispatchLedger) settings += "dispatch ledger, ";
+      if (pool.dispatchLedger && pool.ledgerBudget) settings += "ledger budget, ";
+      if (pool.dispatchLedger && pool.lostCompletions > 0.0) {
+        settings += num(100.0 * pool.lostCompletions) + " % completions lost, ";
+      }
+      if (pool.slotTerm) settings += "slot term, ";
+    }
+    if (pool.scrapeIntervalMs != PoolSpec{}.scrapeIntervalMs) {
+      settings += "scrape " + num(pool.scrapeIntervalMs) + " ms, ";
+    }
+    if (pool.gatewayReplicas > 1) settings += std::to_string(pool.gatewayReplicas) + " replicas, ";
     out << "\n== " << e.scenario.name << ", " << toString(report.detector) << " detector, "
-        << e.seeds.size() << (e.seeds.size() == 1 ? " seed" : " seeds")
+        << settings << e.seeds.size() << (e.seeds.size() == 1 ? " seed" : " seeds")
         << (spread ? ": mean (min-max over seeds)" : "") << "\n";
     out << t0.name << " TTFT p99 (ms) and its ratio to the unloaded p99; "
         << report.arms.front().classes[bottom].name

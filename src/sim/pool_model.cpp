@@ -77,11 +77,18 @@ void Simulation::complete(std::size_t id) {
   r.state = State::kDone;
   r.finished = now_;
   if (s_.pool.service == ServiceModel::kTokens) servers_[e].kvTokens -= r.input + r.generated - 1;
-  inFlight_[id].release();
   Gateway& gw = gateways_[r.gateway];
   // The request's slot is free: end its lease (feeds the demand a reservation policy reads).
   if (gw.fc && r.leaseId != 0) (void)gw.fc->release(r.leaseId, at(now_));
-  gw.inFlight->fill(gw.source->pool());
+  if (gw.ledger) {
+    // pool.lostCompletions: the fault of a host that forgets to report some completions.
+    const bool lost = s_.pool.lostCompletions > 0.0 && lossRng_.uniform() < s_.pool.lostCompletions;
+    if (!lost) (void)gw.ledger->recordCompletion(gw.ids[e], r.input + r.output);
+    gw.fill();
+  } else {
+    inFlight_[id].release();
+    gw.inFlight->fill(gw.source->pool());
+  }
   replace(id);
 }
 
@@ -91,6 +98,21 @@ void Simulation::scrape() {
   dispatchesSinceScrape_ = 0;
   for (Gateway& gw : gateways_) {
     std::vector<Endpoint>& pool = gw.source->pool();
+    if (gw.ledger) {
+      // The server samples its metrics now; the replica's ledger baseline is its counters now.
+      for (std::size_t i = 0; i < pool.size(); ++i) {
+        const Server& sv = servers_[i];
+        const Scrape scrape{
+            .updateTime = at(now_),
+            .waitingQueueSize = static_cast<double>(sv.queue.size()),
+            .runningRequests = static_cast<double>(sv.running.size()),
+            .kvCacheUsage = std::min(1.0, static_cast<double>(sv.kvTokens) /
+                                              static_cast<double>(s_.pool.kvCapacityTokens))};
+        (void)gw.ledger->installScrape(gw.ids[i], scrape, gw.ledger->mark(gw.ids[i]));
+      }
+      gw.fill();
+      continue;
+    }
     for (std::size_t i = 0; i < pool.size(); ++i) {
       const Server& sv = servers_[i];
       pool[i].updateTime = at(now_);

@@ -174,6 +174,16 @@ Result<Scenario> parseScenario(const config::Json& document) {
     readPositive(pr, "meanServiceMs", s.pool.meanServiceMs, 1e9);
     if (auto v = pr.integer("gatewayReplicas", 1, 64))
       s.pool.gatewayReplicas = static_cast<int>(*v);
+    if (auto v = pr.boolean("dispatchLedger")) s.pool.dispatchLedger = *v;
+    if (auto v = pr.boolean("ledgerBudget")) s.pool.ledgerBudget = *v;
+    if (auto v = pr.boolean("slotTerm")) s.pool.slotTerm = *v;
+    if (auto v = pr.number("lostCompletions")) {
+      if (!(*v >= 0.0 && *v <= 1.0)) {
+        pr.error("lostCompletions", "must be a fraction in [0, 1]");
+      } else {
+        s.pool.lostCompletions = *v;
+      }
+    }
     pr.finish();
   }
   if (const config::Json* classes = r.value("classes")) {

@@ -71,6 +71,20 @@ struct PoolSpec {
   // Gateway replicas: each has its own FlowController and its own in-flight counts, arrivals are
   // spread over them round-robin, all read the same scraped telemetry.
   int gatewayReplicas = 1;
+  // Utilization detector only: every replica feeds its own DispatchLedger (its own dispatches and
+  // completions, every scrape installed with its sample time) and fills its Endpoint view through
+  // it before every detector call. Off: the scraped figures as they are plus an InFlightTracker's
+  // counts (the behaviour before issue 14). The concurrency detector ignores it.
+  bool dispatchLedger = false;
+  // The ledger's per-scrape dispatch budget (DispatchLedgerOptions::dispatchBudget, with
+  // budgetQueueDepth = the detector's queueDepthThreshold, 5).
+  bool ledgerBudget = false;
+  // Fault: this fraction of completions is never reported to the ledger, in [0, 1]; drawn from
+  // its own seeded stream, so runs stay deterministic. Ledger only.
+  double lostCompletions = 0.0;
+  // Utilization detector: the slot term (maxRunningRequests = slots), off by default as in the
+  // library.
+  bool slotTerm = false;
 };
 
 struct Scenario {

@@ -270,6 +270,7 @@ HOLDBACK_INLINE DispatchResult ControllerCore::dispatchImpl(TimePoint now,
       updateDemand(now);
       DemandView view;
       view.bands = demand_view_;
+      view.now = now;
       if (leases_.size() > 0) view.requestUnit = s / static_cast<double>(leases_.size());
       settings_.policy->computeLimit(s, domain_priorities_, ceilings_, view);
     } else {
@@ -309,7 +310,12 @@ HOLDBACK_INLINE DispatchResult ControllerCore::dispatchImpl(TimePoint now,
         result.kind = DispatchResult::Kind::kDispatched;
         result.priority = band->prio;
         result.id = head->id;
-        if (demand_on) leases_.add(head->id, demandSlotOf(band), band->prio, now);
+        if (demand_on) {
+          const std::uint32_t slot = demandSlotOf(band);
+          leases_.add(head->id, slot, band->prio, now);
+          demand_slots_[slot].estimator.dispatched(
+              std::chrono::duration<double>(elapsed(head->view.enqueueTime, now)).count());
+        }
         FinalizedBatch::Entry& e = finalized.add();
         e.retired = table_.finalize(head, {QueueOutcome::kDispatched, OutcomeCause::kNone}, now,
                                     e.completion);
