@@ -50,7 +50,7 @@ median() { sort -g | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a
 start MS model-server "$MODEL_SERVER" --port 0 --slots 1024 --token-ms 1 --prefill-ms 0 \
   --threads 512 --model fake-model
 # shellcheck disable=SC2086
-start GW gateway "$GATEWAY" --endpoint "$MS" --listen 127.0.0.1:0 --no-scrape-lag-credit ${GATEWAY_ARGS:-}
+start GW gateway "$GATEWAY" --endpoint "$MS" --listen 127.0.0.1:0 ${GATEWAY_ARGS:-}
 GW_PID="${PIDS[1]}"
 sleep 0.5
 hey -z 2s -c 16 -m POST -T application/json -d "$BODY" "$GW/v1/completions" >/dev/null 2>&1  # warm-up

@@ -21,9 +21,15 @@ Gateway::~Gateway() {
 }
 
 bool Gateway::start() {
-  pool_ =
-      std::make_shared<Pool>(options_.endpointUrls, options_.endpoints, options_.scrapeLagCredit);
   detector_ = bundle_->controller.detector;
+  // One DispatchLedger for the pool, configured from the utilization detector when it is one.
+  DispatchLedgerOptions ledger;
+  EndpointCapacity capacity;
+  if (const auto* u = dynamic_cast<const UtilizationDetector*>(detector_.get())) {
+    ledger = u->options().ledger;
+    capacity.maxRunningRequests = u->options().maxRunningRequests;
+  }
+  pool_ = std::make_shared<Pool>(options_.endpointUrls, options_.endpoints, ledger, capacity);
   FlowControllerOptions fc = bundle_->controller;
   fc.endpoints = pool_;
   fc.onOutcome = [this](Completion&& c) { onOutcome(std::move(c)); };
@@ -50,9 +56,9 @@ void Gateway::onOutcome(Completion&& c) {
   const bool dispatched = c.outcome.dispatched();
   if (dispatcher_) dispatcher_->finalized(dispatched);
   if (holder == nullptr || !*holder) return;
-  std::optional<std::size_t> endpoint;
-  if (dispatched) endpoint = pool_->pick(*detector_, c.finalizedAt);
-  (*holder)->deliver(c.outcome, endpoint, c.finalizedAt - c.enqueueTime);
+  std::optional<Pool::Dispatch> dispatch;
+  if (dispatched) dispatch = pool_->pick(*detector_, c.finalizedAt);
+  (*holder)->deliver(c.outcome, std::move(dispatch), c.finalizedAt - c.enqueueTime);
 }
 
 void Gateway::setEndpointModels(std::size_t endpoint, std::vector<std::string> ids) {

@@ -33,7 +33,10 @@ namespace holdback::gateway {
 class OutcomeSink {
  public:
   virtual ~OutcomeSink() = default;
-  virtual void deliver(Outcome outcome, std::optional<std::size_t> endpoint, Duration queued) = 0;
+  // `dispatch`: the endpoint and its ledger handle when dispatched (the sink holds the handle for
+  // the whole upstream exchange).
+  virtual void deliver(Outcome outcome, std::optional<Pool::Dispatch> dispatch,
+                       Duration queued) = 0;
 };
 
 struct GatewayCounters {

@@ -34,11 +34,14 @@ struct Exchange : OutcomeSink, std::enable_shared_from_this<Exchange> {
   explicit Exchange(const asio::any_io_executor& ex) : executor(ex), wake(ex) {
     wake.expires_at(asio::steady_timer::time_point::max());
   }
-  void deliver(Outcome o, std::optional<std::size_t> e, Duration q) override {
-    asio::post(executor, [self = shared_from_this(), o, e, q] {
+  void deliver(Outcome o, std::optional<Pool::Dispatch> d, Duration q) override {
+    // The handle travels in a shared_ptr (the posted function must be copyable); if the post
+    // never runs, destroying it releases the handle.
+    auto held = std::make_shared<std::optional<Pool::Dispatch>>(std::move(d));
+    asio::post(executor, [self = shared_from_this(), o, held, q] {
       self->done = true;
       self->outcome = o;
-      self->endpoint = e;
+      self->dispatch = std::move(*held);
       self->queued = q;
       self->wake.cancel();
     });
@@ -47,7 +50,7 @@ struct Exchange : OutcomeSink, std::enable_shared_from_this<Exchange> {
   asio::steady_timer wake;
   bool done = false;
   Outcome outcome;
-  std::optional<std::size_t> endpoint;
+  std::optional<Pool::Dispatch> dispatch;  // the endpoint and its ledger handle
   Duration queued{};
   Ticket ticket;
   bool finished = false;  // the exchange is over: the watch must not touch anything
@@ -123,18 +126,20 @@ bool wantsStream(const nlohmann::json& body) {
   return it != body.end() && it->is_boolean() && it->get<bool>();
 }
 
-// Proxies to `endpoint` (its in-flight count already taken by Pool::pick) and releases it.
+// Proxies to the dispatch's endpoint and releases its ledger handle when the upstream exchange
+// ends (done, failed, aborted or the client gone).
 asio::awaitable<bool> proxyTo(HttpServer::Shard& shard, beast::tcp_stream& stream,
                               http::request<http::string_body>& req, std::shared_ptr<Exchange> ex,
-                              std::size_t endpoint, long long queuedMs, bool streamed,
+                              Pool::Dispatch dispatch, long long queuedMs, bool streamed,
                               bool keepAlive) {
   Gateway& gw = shard.gw;
+  const std::size_t endpoint = dispatch.endpoint;
   ProxyRequest what{endpoint, gw.pool().url(endpoint), streamed, queuedMs, keepAlive};
   std::string error;
   unsigned status = 0;
   const ProxyResult r =
       co_await proxy(shard.upstream, gw.options(), req, stream, what, ex->abort, error, status);
-  gw.pool().release(endpoint);
+  dispatch.handle.release();
   switch (r) {
     case ProxyResult::kDone:
       gw.counters().count(int(status));
@@ -212,7 +217,7 @@ asio::awaitable<bool> handleCompletion(HttpServer::Shard& shard, beast::tcp_stre
       r.retryAfterS = 1;
       co_return co_await reply(std::move(r));
     }
-    const auto endpoint = gw.pool().pick(gw.detector(), now);
+    auto endpoint = gw.pool().pick(gw.detector(), now);
     if (!endpoint) {
       co_return co_await reply(
           replyForOutcome({QueueOutcome::kRejectedNoEndpoints, OutcomeCause::kNoEndpoints}, true));
@@ -220,7 +225,8 @@ asio::awaitable<bool> handleCompletion(HttpServer::Shard& shard, beast::tcp_stre
     ex->done = true;
     asio::co_spawn(stream.get_executor(), watchClient(ex, stream.socket(), counters),
                    asio::detached);
-    co_return co_await proxyTo(shard, stream, req, ex, *endpoint, 0, streamed, keepAlive);
+    co_return co_await proxyTo(shard, stream, req, ex, std::move(*endpoint), 0, streamed,
+                               keepAlive);
   }
 
   FlowRequest request;
@@ -236,7 +242,7 @@ asio::awaitable<bool> handleCompletion(HttpServer::Shard& shard, beast::tcp_stre
     auto [ec] = co_await ex->wake.async_wait(kUse);
     (void)ec;
   }
-  if (!ex->outcome.dispatched() || !ex->endpoint) {
+  if (!ex->outcome.dispatched() || !ex->dispatch) {
     if (ex->clientGone) co_return false;  // nobody to answer
     const bool pool_empty = gw.controller().poolRegime().empty;
     Reply r = ex->outcome.dispatched()
@@ -251,12 +257,15 @@ asio::awaitable<bool> handleCompletion(HttpServer::Shard& shard, beast::tcp_stre
   }
   if (ex->clientGone || ex->abort.aborted) {
     // Dispatched just as the client went away: do not spend a model-server slot on it.
-    gw.pool().release(*ex->endpoint);
+    ex->dispatch.reset();  // releases the ledger handle
     counters.queuedCancelled.fetch_add(1, std::memory_order_relaxed);
     co_return false;
   }
   const auto queued_ms = std::chrono::duration_cast<std::chrono::milliseconds>(ex->queued).count();
-  co_return co_await proxyTo(shard, stream, req, ex, *ex->endpoint, queued_ms, streamed, keepAlive);
+  Pool::Dispatch dispatch = std::move(*ex->dispatch);
+  ex->dispatch.reset();
+  co_return co_await proxyTo(shard, stream, req, ex, std::move(dispatch), queued_ms, streamed,
+                             keepAlive);
 }
 
 std::string modelsBody(const Gateway& gw) {

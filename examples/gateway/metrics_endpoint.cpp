@@ -123,7 +123,7 @@ std::string renderMetrics(Gateway& gw) {
          return double(e.inFlightRequests);
        }},
       {"holdback_gateway_endpoint_waiting_requests", "gauge",
-       "The waiting queue the detector sees (scraped, plus the scrape-lag credit).",
+       "The waiting queue the detector sees (scraped, corrected by the dispatch ledger).",
        [](const Pool::Counters&, const Endpoint& e, double, bool) { return e.waitingQueueSize; }},
       {"holdback_gateway_endpoint_kv_cache_usage", "gauge", "Scraped KV-cache usage (0..1).",
        [](const Pool::Counters&, const Endpoint& e, double, bool) { return e.kvCacheUsage; }},

@@ -18,7 +18,7 @@ constexpr const char* kUsage =
     "         [--max-body-bytes N (4194304)] [--upstream-timeout-s N (300)]\n"
     "         [--upstream-connect-ms N (2000)] [--upstream-max-idle N (64)]\n"
     "         [--upstream-idle-ms N (1500)] [--max-scrape-bytes N (1048576)]\n"
-    "         [--drain-timeout-s N (30)] [--no-scrape-lag-credit]\n"
+    "         [--drain-timeout-s N (30)] [--no-scrape-lag-credit (deprecated, no-op)]\n"
     "       holdback-gateway --print-default-config\n";
 
 template <typename T>
@@ -145,7 +145,11 @@ int parseArgs(int argc, char** argv, Options& o) {
         return 1;
       }
     } else if (arg == "--no-scrape-lag-credit" && !has_value) {
-      o.scrapeLagCredit = false;
+      std::fprintf(stderr,
+                   "holdback-gateway: warning: --no-scrape-lag-credit is deprecated and does "
+                   "nothing: the gateway feeds the library's dispatch ledger (set "
+                   "dispatchLedger.correction in the detector's config to turn the correction "
+                   "off)\n");
     } else {
       std::fprintf(stderr, "holdback-gateway: unknown argument \"%s\"\n%s", argv[i], kUsage);
       return 1;

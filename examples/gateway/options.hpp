@@ -20,7 +20,6 @@ struct Options {
   HostPort listen{"127.0.0.1", 0};
   int scrapeIntervalMs = 50;
   ObjectiveTable objectives = ObjectiveTable::builtin();
-  bool scrapeLagCredit = true;
   std::vector<std::string> models;  // --model: served by GET /v1/models instead of aggregating
 
   // Event loop and connection limits.

@@ -1,63 +1,46 @@
 #include "pool.hpp"
 
-#include <tuple>
-
 namespace holdback::gateway {
 
-Pool::Pool(std::vector<std::string> urls, std::vector<HostPort> hosts, bool scrapeLagCredit)
-    : lag_credit_(scrapeLagCredit) {
+Pool::Pool(std::vector<std::string> urls, std::vector<HostPort> hosts, DispatchLedgerOptions ledger,
+           EndpointCapacity capacity)
+    : ledger_(ledger), picker_(urls.size()) {
   for (std::size_t i = 0; i < urls.size(); ++i) {
     auto s = std::make_unique<State>();
     s->url = std::move(urls[i]);
     s->host = std::move(hosts[i]);
+    ids_.push_back(ledger_.registerEndpoint(s->url, capacity));
     states_.push_back(std::move(s));
   }
   view_.resize(states_.size());
   for (std::size_t i = 0; i < states_.size(); ++i) view_[i].name = states_[i]->url;
   pick_view_ = view_;
-  pick_indices_.resize(states_.size());
   pick_up_.resize(states_.size());
 }
 
-double Pool::scrapeLagCredit(const State& s) const {
-  const std::uint64_t dispatches = s.dispatches.load(std::memory_order_relaxed);
-  return lag_credit_ && dispatches > s.dispatchesAtScrape
-             ? double(dispatches - s.dispatchesAtScrape)
-             : 0.0;
-}
-
-void Pool::fill(Endpoint& e, const State& s) const {
-  e.updateTime = s.updateTime;
-  e.waitingQueueSize = s.waiting + scrapeLagCredit(s);
-  e.kvCacheUsage = s.kvCacheUsage;
-  e.runningRequests = s.running;
-  e.inFlightRequests = s.inFlight.load(std::memory_order_relaxed);
-}
-
 std::span<const Endpoint> Pool::endpoints(TimePoint) noexcept {
-  std::lock_guard lock(mu_);
-  for (std::size_t i = 0; i < states_.size(); ++i) fill(view_[i], *states_[i]);
+  ledger_.fill(view_, ids_);
   return view_;
 }
 
 void Pool::snapshot(std::vector<Endpoint>& out) const {
   out.resize(states_.size());
-  std::lock_guard lock(mu_);
   for (std::size_t i = 0; i < states_.size(); ++i) {
     if (out[i].name != states_[i]->url) out[i].name = states_[i]->url;
-    fill(out[i], *states_[i]);
   }
+  ledger_.fill(out, ids_);
 }
 
 void Pool::recordScrape(std::size_t i, const VllmTelemetry& telemetry, TimePoint at,
-                        std::uint64_t dispatchCountBefore, std::size_t skippedLines) {
+                        const ScrapeMark& mark, std::size_t skippedLines) {
+  const Scrape scrape{.updateTime = at,
+                      .waitingQueueSize = telemetry.waiting,
+                      .runningRequests = telemetry.running,
+                      .kvCacheUsage = telemetry.kvCacheUsage};
+  (void)ledger_.installScrape(ids_[i], scrape, mark);
   std::lock_guard lock(mu_);
   State& s = *states_[i];
-  s.waiting = telemetry.waiting;
-  s.running = telemetry.running;
-  s.kvCacheUsage = telemetry.kvCacheUsage;
   s.updateTime = at;
-  s.dispatchesAtScrape = dispatchCountBefore;
   s.up = true;
   ++s.scrapes;
   s.skippedLines += skippedLines;
@@ -85,36 +68,18 @@ bool Pool::anyUp() const {
   return false;
 }
 
-std::optional<std::size_t> Pool::pick(const SaturationDetector& detector, TimePoint now) {
+std::optional<Pool::Dispatch> Pool::pick(const SaturationDetector& detector, TimePoint now) {
   if (states_.empty()) return std::nullopt;
   std::lock_guard pick_lock(pick_mu_);
-  snapshot(pick_view_);
-  std::vector<char>& up = pick_up_;
   {
     std::lock_guard lock(mu_);
-    for (std::size_t i = 0; i < states_.size(); ++i) up[i] = states_[i]->up ? 1 : 0;
+    for (std::size_t i = 0; i < states_.size(); ++i) pick_up_[i] = states_[i]->up ? 1 : 0;
   }
-  const FilterResult filtered = detector.filter(pick_view_, now, pick_indices_);
-  std::size_t kept = filtered.kept;
-  if (kept == 0) {  // nothing passed (a detector without fail-open): every endpoint is a candidate
-    for (std::size_t i = 0; i < states_.size(); ++i) pick_indices_[i] = i;
-    kept = states_.size();
-  }
-  std::size_t best = pick_indices_[0];
-  auto key = [&](std::size_t i) {
-    return std::make_tuple(!up[i], pick_view_[i].inFlightRequests, pick_view_[i].waitingQueueSize,
-                           i);
-  };
-  for (std::size_t k = 1; k < kept; ++k) {
-    if (key(pick_indices_[k]) < key(best)) best = pick_indices_[k];
-  }
-  states_[best]->inFlight.fetch_add(1, std::memory_order_relaxed);
-  states_[best]->dispatches.fetch_add(1, std::memory_order_relaxed);
-  return best;
-}
-
-void Pool::release(std::size_t i) noexcept {
-  states_[i]->inFlight.fetch_sub(1, std::memory_order_relaxed);
+  ledger_.fill(pick_view_, ids_);
+  const auto best = picker_.pick(pick_view_, detector, now, pick_up_);
+  if (!best) return std::nullopt;
+  states_[*best]->dispatches.fetch_add(1, std::memory_order_relaxed);
+  return Dispatch{*best, ledger_.dispatch(ids_[*best])};
 }
 
 Pool::Counters Pool::counters(std::size_t i) const {

@@ -64,7 +64,7 @@ asio::awaitable<void> scrapeLoop(Gateway& gw, std::size_t i, tcp::endpoint targe
   const auto interval = std::chrono::milliseconds(gw.options().scrapeIntervalMs);
   for (std::uint64_t round = 0;; ++round) {
     Pool& pool = gw.pool();
-    const std::uint64_t dispatches_before = pool.dispatchCount(i);
+    const ScrapeMark mark = pool.mark(i);  // right before GET /metrics
     bool too_large = false;
     const auto body =
         co_await get(stream, connected, target, "/metrics", gw.options().maxScrapeBytes, too_large);
@@ -78,7 +78,7 @@ asio::awaitable<void> scrapeLoop(Gateway& gw, std::size_t i, tcp::endpoint targe
       const ParsedMetrics parsed = parsePrometheusText(*body);
       const auto telemetry = extractVllmTelemetry(parsed);
       if (telemetry) {
-        pool.recordScrape(i, *telemetry, Clock::now(), dispatches_before, parsed.skippedLines);
+        pool.recordScrape(i, *telemetry, Clock::now(), mark, parsed.skippedLines);
       } else {
         pool.recordScrapeFailure(i, parsed.skippedLines);
       }

@@ -63,16 +63,23 @@ struct ServerOptions {
   std::int64_t kvCapacityTokens = 16384;
   std::string model = "fake-model";
   int threads = 256;
+  // Misbehaviour for tests: when set, /metrics reports these instead of the real gauges.
+  std::optional<double> fakeWaiting;
+  std::optional<double> fakeKv;
 };
 
 constexpr const char* kUsage =
     "usage: holdback-model-server [--host 127.0.0.1] [--port 0] [--slots 8] [--token-ms 20]\n"
     "                             [--prefill-ms 50] [--kv-capacity-tokens 16384]\n"
     "                             [--model fake-model] [--threads 256]\n"
+    "                             [--fake-waiting N] [--fake-kv X]\n"
     "A fake vLLM-like model server: continuous batching over --slots sequences (FIFO queue),\n"
     "one token every --token-ms after --prefill-ms, vLLM metrics on GET /metrics.\n"
     "--threads is the HTTP worker pool (one per open connection; keep it above the number of\n"
-    "concurrent requests). Prints `listening on http://HOST:PORT` once it accepts.\n";
+    "concurrent requests). Prints `listening on http://HOST:PORT` once it accepts.\n"
+    "--fake-waiting / --fake-kv (tests): report these as vllm:num_requests_waiting / the KV usage\n"
+    "gauges whatever the real state (e.g. --fake-kv 50: a server reporting percent, not a\n"
+    "fraction); requests are still served normally.\n";
 
 template <typename T>
 bool parseNumber(std::string_view text, T& out) {
@@ -127,6 +134,15 @@ std::optional<int> parseArgs(int argc, char** argv, ServerOptions& o) {
       if (!ok) std::fprintf(stderr, "holdback-model-server: --model must not be empty\n");
     } else if (arg == "--threads") {
       ok = positive(o.threads, 1);
+    } else if (arg == "--fake-waiting" || arg == "--fake-kv") {
+      double v = 0.0;
+      ok = parseNumber(value, v) && v >= 0.0;
+      if (!ok) {
+        std::fprintf(stderr, "holdback-model-server: %s: '%s' is not a number >= 0\n", arg.c_str(),
+                     value.c_str());
+      } else {
+        (arg == "--fake-waiting" ? o.fakeWaiting : o.fakeKv) = v;
+      }
     } else {
       std::fprintf(stderr, "holdback-model-server: unknown option %s\n%s", arg.c_str(), kUsage);
       return 2;
@@ -357,11 +373,11 @@ class ModelServer {
     gauge("vllm:num_requests_running", "Number of requests in model execution batches.",
           static_cast<double>(s.running));
     gauge("vllm:num_requests_waiting", "Number of requests waiting to be processed.",
-          static_cast<double>(s.waiting));
-    gauge("vllm:kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage.", s.kvCacheUsage);
+          options_.fakeWaiting.value_or(static_cast<double>(s.waiting)));
+    const double kv = options_.fakeKv.value_or(s.kvCacheUsage);
+    gauge("vllm:kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage.", kv);
     gauge("vllm:gpu_cache_usage_perc",
-          "GPU KV-cache usage. 1 means 100 percent usage (older name of kv_cache_usage_perc).",
-          s.kvCacheUsage);
+          "GPU KV-cache usage. 1 means 100 percent usage (older name of kv_cache_usage_perc).", kv);
     counter("vllm:request_success_total", "Count of successfully processed requests.",
             counters_.success.load(),
             {Label{"finished_reason", "length"}, Label{"model_name", options_.model}});

@@ -12,14 +12,14 @@ namespace {
 
 using namespace std::chrono_literals;
 
-Pool makePool(std::size_t n, bool lagCredit) {
+Pool makePool(std::size_t n, DispatchLedgerOptions ledger = {}) {
   std::vector<std::string> urls;
   std::vector<HostPort> hosts;
   for (std::size_t i = 0; i < n; ++i) {
     urls.push_back("http://127.0.0.1:" + std::to_string(8001 + i));
     hosts.push_back({"127.0.0.1", int(8001 + i)});
   }
-  return Pool(std::move(urls), std::move(hosts), lagCredit);
+  return Pool(std::move(urls), std::move(hosts), ledger);
 }
 
 std::unique_ptr<UtilizationDetector> detector() {
@@ -32,7 +32,7 @@ std::unique_ptr<UtilizationDetector> detector() {
 const TimePoint t0 = TimePoint{} + 100s;
 
 TEST(Pool, NoMetricsYetMeansNoUpdateTime) {
-  Pool pool = makePool(2, true);
+  Pool pool = makePool(2);
   const auto view = pool.endpoints(t0);
   ASSERT_EQ(view.size(), 2u);
   EXPECT_EQ(view[0].name, "http://127.0.0.1:8001");
@@ -41,8 +41,8 @@ TEST(Pool, NoMetricsYetMeansNoUpdateTime) {
 }
 
 TEST(Pool, ScrapeSetsTelemetryAndAFailedScrapeKeepsTheOldTimestamp) {
-  Pool pool = makePool(1, true);
-  pool.recordScrape(0, {.waiting = 2, .running = 3, .kvCacheUsage = 0.4}, t0, 0, 1);
+  Pool pool = makePool(1);
+  pool.recordScrape(0, {.waiting = 2, .running = 3, .kvCacheUsage = 0.4}, t0, {}, 1);
   auto view = pool.endpoints(t0);
   EXPECT_EQ(view[0].updateTime, t0);
   EXPECT_EQ(view[0].waitingQueueSize, 2.0);
@@ -59,66 +59,104 @@ TEST(Pool, ScrapeSetsTelemetryAndAFailedScrapeKeepsTheOldTimestamp) {
   EXPECT_FALSE(c.up);
 }
 
-TEST(Pool, PicksTheLeastLoadedKeptEndpointAndCountsItInFlight) {
-  Pool pool = makePool(3, false);
+TEST(Pool, PicksThroughTheLibraryPickerAndHoldsALedgerHandlePerDispatch) {
+  Pool pool = makePool(3);
   auto d = detector();
-  pool.recordScrape(0, {.waiting = 1, .kvCacheUsage = 0.1}, t0, 0, 0);
-  pool.recordScrape(1, {.waiting = 0, .kvCacheUsage = 0.1}, t0, 0, 0);
-  pool.recordScrape(2, {.waiting = 9, .kvCacheUsage = 0.1}, t0, 0, 0);  // filtered out (>= 4)
-  // In-flight first, then waiting: 1 (0 waiting), then 0, then 1 and 0 alternate; never 2.
+  pool.recordScrape(0, {.waiting = 1, .kvCacheUsage = 0.1}, t0, {}, 0);
+  pool.recordScrape(1, {.waiting = 0, .kvCacheUsage = 0.1}, t0, {}, 0);
+  pool.recordScrape(2, {.waiting = 9, .kvCacheUsage = 0.1}, t0, {}, 0);  // filtered out (>= 4)
+  // EndpointPicker: in flight first, then (ledger-corrected) waiting: 1 (0 waiting), then 0,
+  // then 1 and 0 alternate; never 2.
+  std::vector<Pool::Dispatch> held;
   std::vector<std::size_t> picks;
-  picks.reserve(4);
-  for (int i = 0; i < 4; ++i) picks.push_back(*pool.pick(*d, t0));
+  for (int i = 0; i < 4; ++i) {
+    held.push_back(*pool.pick(*d, t0));
+    picks.push_back(held.back().endpoint);
+    EXPECT_TRUE(held.back().handle.active());
+  }
   EXPECT_EQ(picks, (std::vector<std::size_t>{1, 0, 1, 0}));
   EXPECT_EQ(pool.endpoints(t0)[1].inFlightRequests, 2);
-  pool.release(1);
-  pool.release(1);
-  EXPECT_EQ(*pool.pick(*d, t0), 1u);
+  EXPECT_EQ(pool.inFlight(1), 2);
+  held[0].handle.release();  // the two dispatches to endpoint 1 end
+  held[2].handle.release();
+  EXPECT_EQ(pool.inFlight(1), 0);
+  EXPECT_EQ(pool.endpoints(t0)[1].inFlightRequests, 0);
+  EXPECT_EQ(pool.pick(*d, t0)->endpoint, 1u);  // its handle is destroyed at once: released
+  EXPECT_EQ(pool.inFlight(1), 0);
   EXPECT_EQ(pool.counters(1).dispatches, 3u);
   EXPECT_EQ(pool.counters(2).dispatches, 0u);
 }
 
 TEST(Pool, FailOpenPrefersEndpointsWhoseLastScrapeSucceeded) {
-  Pool pool = makePool(2, false);
+  Pool pool = makePool(2);
   auto d = detector();
   // Both over the queue threshold: the filter keeps nothing and fails open.
-  pool.recordScrape(0, {.waiting = 8}, t0, 0, 0);
-  pool.recordScrape(1, {.waiting = 8}, t0, 0, 0);
+  pool.recordScrape(0, {.waiting = 8}, t0, {}, 0);
+  pool.recordScrape(1, {.waiting = 8}, t0, {}, 0);
   pool.recordScrapeFailure(0);  // endpoint 0 stopped answering
-  for (int i = 0; i < 3; ++i) EXPECT_EQ(*pool.pick(*d, t0), 1u);
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(pool.pick(*d, t0)->endpoint, 1u);
 }
 
 TEST(Pool, AFailedScrapeStillCountsItsSkippedLinesAndUpReflectsTheLastScrape) {
   // A server serving garbage: every line skipped, the gauges missing, so the scrape fails; the
   // skipped lines must still show (they say why).
-  Pool pool = makePool(2, false);
+  Pool pool = makePool(2);
   EXPECT_FALSE(pool.anyUp());
   pool.recordScrapeFailure(0, 7);
   EXPECT_EQ(pool.counters(0).skippedLines, 7u);
   EXPECT_FALSE(pool.up(0));
   EXPECT_FALSE(pool.anyUp());
-  pool.recordScrape(1, VllmTelemetry{}, TimePoint{} + 1s, 0, 0);
+  pool.recordScrape(1, VllmTelemetry{}, TimePoint{} + 1s, {}, 0);
   EXPECT_TRUE(pool.up(1));
   EXPECT_TRUE(pool.anyUp());
 }
 
-TEST(Pool, ScrapeLagCreditCountsDispatchesTheLastScrapeCannotHaveSeen) {
-  Pool pool = makePool(1, true);
+TEST(Pool, TheLedgerCountsDispatchesSinceTheScrapesMarkUntilTheyComplete) {
+  Pool pool = makePool(1);
   auto d = detector();
-  pool.recordScrape(0, {.waiting = 0}, t0, 0, 0);
-  (void)pool.pick(*d, t0);
-  (void)pool.pick(*d, t0);
+  pool.recordScrape(0, {.waiting = 0}, t0, pool.mark(0), 0);
+  auto a = pool.pick(*d, t0);
+  const ScrapeMark mark = pool.mark(0);  // a scrape sent after the first dispatch...
+  auto b = pool.pick(*d, t0);
+  // ...without a known slot count, each dispatch not yet completed counts as waiting.
   EXPECT_EQ(pool.endpoints(t0)[0].waitingQueueSize, 2.0);
-  // A scrape that started after the first dispatch and before the second saw only the first.
-  pool.recordScrape(0, {.waiting = 1}, t0 + 50ms, 1, 0);
-  EXPECT_EQ(pool.endpoints(t0 + 50ms)[0].waitingQueueSize, 2.0);  // 1 scraped + 1 credit
-  pool.recordScrape(0, {.waiting = 0}, t0 + 100ms, pool.dispatchCount(0), 0);
+  // The scrape saw `a` (1 waiting); only `b` is added to it.
+  pool.recordScrape(0, {.waiting = 1}, t0 + 50ms, mark, 0);
+  EXPECT_EQ(pool.endpoints(t0 + 50ms)[0].waitingQueueSize, 2.0);
+  EXPECT_EQ(pool.endpoints(t0 + 50ms)[0].inFlightRequests, 2);
+  // Completions offset the dispatches but never lower the scraped figure.
+  a->handle.release();
+  b.reset();  // a request abandoned (client gone): destroying its handle completes it
+  EXPECT_EQ(pool.endpoints(t0 + 50ms)[0].waitingQueueSize, 1.0);
+  EXPECT_EQ(pool.inFlight(0), 0);
+  pool.recordScrape(0, {.waiting = 0}, t0 + 100ms, pool.mark(0), 0);
   EXPECT_EQ(pool.endpoints(t0 + 100ms)[0].waitingQueueSize, 0.0);
+}
 
-  Pool no_credit = makePool(1, false);
-  no_credit.recordScrape(0, {.waiting = 0}, t0, 0, 0);
-  (void)no_credit.pick(*d, t0);
-  EXPECT_EQ(no_credit.endpoints(t0)[0].waitingQueueSize, 0.0);
+TEST(Pool, ClosedLoopTrafficBetweenTwoScrapesDoesNotAccumulate) {
+  // The old scrape-lag credit counted every dispatch since the scrape as waiting, completed or
+  // not, which capped the gateway at ~60 req/s over an idle server (issue 14). The ledger nets
+  // completions: one request in flight at a time reads as one, however many went through.
+  Pool pool = makePool(1);
+  auto d = detector();
+  pool.recordScrape(0, {.waiting = 0}, t0, pool.mark(0), 0);
+  for (int i = 0; i < 100; ++i) {
+    auto dispatch = pool.pick(*d, t0);
+    ASSERT_TRUE(dispatch.has_value());
+    EXPECT_LE(pool.endpoints(t0)[0].waitingQueueSize, 1.0);
+  }
+  EXPECT_EQ(pool.endpoints(t0)[0].waitingQueueSize, 0.0);
+  EXPECT_LT(d->saturation(pool.endpoints(t0), t0), 1.0);
+  EXPECT_EQ(pool.counters(0).dispatches, 100u);
+}
+
+TEST(Pool, LedgerCorrectionCanBeTurnedOff) {
+  Pool pool = makePool(1, {.correction = false});
+  auto d = detector();
+  pool.recordScrape(0, {.waiting = 0}, t0, pool.mark(0), 0);
+  auto a = pool.pick(*d, t0);
+  EXPECT_EQ(pool.endpoints(t0)[0].waitingQueueSize, 0.0);
+  EXPECT_EQ(pool.endpoints(t0)[0].inFlightRequests, 1);
 }
 
 }  // namespace
