@@ -21,12 +21,13 @@
 //   interactive = prompt "i" (1 token) + 8 output tokens:  90 ms of generation, 9 KV tokens;
 //   batch       = prompt "b" (1 token) + 48 output tokens: 490 ms of generation, 49 KV tokens.
 //   Detector: utilization, queueDepthThreshold 8, kvCacheUtilThreshold 1.0, so an endpoint's
-//   score is max(waiting / 8, KV usage). Holdback: batch (-1) ceiling 0.4, interactive (10) 1.0:
-//   batch is gated once the pool's mean score reaches 0.4, i.e. at 4 running batch sequences
-//   (4 * 49 / 200 / 2 = 0.49), which leaves about 2 of the 4 slots of each server free for
-//   interactive work. Without holdback (threshold 1.0) batch fills all 8 slots and ~8 waiting
-//   per server before anything is gated, and interactive requests queue behind it in the servers'
-//   FIFO queues (~1 s).
+//   score is max(waiting / 8, KV usage), and for the holdback gateway also running / 4 (the slot
+//   term, corrected between scrapes by the dispatch ledger; see gatewayConfig). Holdback: batch
+//   (-1) ceiling 0.4, interactive (10) 1.0: batch is gated once the pool's mean score reaches 0.4,
+//   i.e. at 4 running batch sequences (4 * 49 / 200 / 2 = 0.49), which leaves about 2 of the 4
+//   slots of each server free for interactive work. Without holdback (threshold 1.0) batch fills
+//   all 8 slots and ~8 waiting per server before anything is gated, and interactive requests queue
+//   behind it in the servers' FIFO queues (~1 s).
 #include <gtest/gtest.h>
 #include <httplib.h>
 #include <sys/wait.h>
@@ -67,6 +68,13 @@ std::string gatewayConfig(bool holdback) {
                      "parameters": {"strategy": "static", "ceilings": {"10": 1.0, "-1": 0.4}}})"
                                       : R"({"type": "static-usage-limit-policy", "name": "policy",
                      "parameters": {"threshold": 1.0}})";
+  // The holdback gateway's detector also has the slot term (maxRunningRequests 4, the servers'
+  // --slots): its score counts the gateway's dispatches since the last scrape as running through
+  // the dispatch ledger. The KV figure alone (without it) lags: a batch sequence's KV grows
+  // while it generates, so KV usage reads far below the final 49 tokens per sequence and batch
+  // would fill the slots before the mean reached 0.4 (the gateway's former scrape-lag credit
+  // hid this by counting every dispatch as waiting until the next scrape).
+  const std::string slotTerm = holdback ? R"(, "maxRunningRequests": 4)" : "";
   return R"({
   "apiVersion": "inference.networking.x-k8s.io/v1alpha1",
   "kind": "EndpointPickerConfig",
@@ -77,7 +85,8 @@ std::string gatewayConfig(bool holdback) {
     {"type": "utilization-detector", "name": "vllm",
      "parameters": {"queueDepthThreshold": 8, "kvCacheUtilThreshold": 1.0,
                     "metricsStalenessThreshold": "400ms", "headroom": 0.2,
-                    "stalenessPolicy": "saturated"}}
+                    "stalenessPolicy": "saturated")" +
+         slotTerm + R"(}}
   ],
   "flowControl": {
     "usageLimitPolicyPluginRef": "policy",
