@@ -310,11 +310,15 @@ HOLDBACK_INLINE ScrapeMark DispatchLedger::mark(EndpointId id) const noexcept {
   return detail::readCounters(*slot);
 }
 
-HOLDBACK_INLINE void DispatchLedger::storeScrape(detail::LedgerSlot& slot, const Scrape& scrape,
-                                                 const ScrapeMark& base) noexcept {
+namespace detail {
+
+// A free function, not a member: a member of the exported DispatchLedger taking a detail:: type
+// would be exported (check_exports.sh forbids detail:: in exported signatures).
+HOLDBACK_INLINE void storeScrape(LedgerSlot& slot, const Scrape& scrape, const ScrapeMark& base,
+                                 double budgetQueueDepth) noexcept {
   // Budget: free slots (when maxRunning is known) + free queue, from the scraped figures.
   std::int32_t budget = 0;
-  const double queue = static_cast<double>(options_.budgetQueueDepth);
+  const double queue = budgetQueueDepth;
   if (detail::validCount(scrape.waitingQueueSize) && detail::validCount(scrape.runningRequests)) {
     double free = queue - scrape.waitingQueueSize;
     if (free < 0.0) free = 0.0;
@@ -338,11 +342,13 @@ HOLDBACK_INLINE void DispatchLedger::storeScrape(detail::LedgerSlot& slot, const
   detail::endWrite(slot);
 }
 
+}  // namespace detail
+
 HOLDBACK_INLINE bool DispatchLedger::installScrape(EndpointId id, const Scrape& scrape,
                                                    const ScrapeMark& mark) noexcept {
   detail::LedgerSlot* slot = slotOf(id);
   if (slot == nullptr) return false;
-  storeScrape(*slot, scrape, mark);
+  detail::storeScrape(*slot, scrape, mark, static_cast<double>(options_.budgetQueueDepth));
   return true;
 }
 
@@ -365,7 +371,7 @@ HOLDBACK_INLINE bool DispatchLedger::installScrape(EndpointId id, const Scrape& 
       base.dispatchedTokens -= back_tokens;
     }
   }
-  storeScrape(*slot, scrape, base);
+  detail::storeScrape(*slot, scrape, base, static_cast<double>(options_.budgetQueueDepth));
   return true;
 }
 

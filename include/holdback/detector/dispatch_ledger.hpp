@@ -320,7 +320,6 @@ class HOLDBACK_API DispatchLedger {
   [[nodiscard]] std::optional<std::uint32_t> indexOf(std::string_view name) const noexcept;
   static void fillOne(Endpoint& e, const detail::LedgerSlot* slot,
                       const DispatchLedgerOptions& options) noexcept;
-  void storeScrape(detail::LedgerSlot& slot, const Scrape& scrape, const ScrapeMark& base) noexcept;
 
   DispatchLedgerOptions options_;
   std::array<std::atomic<Chunk*>, kMaxChunks> chunks_{};
