@@ -170,9 +170,14 @@ void checkUtilization(const UtilizationDetector& d, std::span<const Endpoint> po
   for (std::size_t i = 0; i < pool.size(); ++i) {
     const UtilizationDetector::Observation o = d.observe(pool[i], now);
     if (o == UtilizationDetector::Observation::kFresh) all_unobservable = false;
-    if (o == UtilizationDetector::Observation::kStale &&
-        d.options().stalenessPolicy == StalenessPolicy::kIgnore) {
-      all_unobservable = false;  // leaves the aggregate instead of scoring 1.0
+    // Stale (and, with strict validation, invalid) endpoints leave the aggregate under the
+    // ignore policy instead of scoring 1.0.
+    const bool like_stale =
+        o == UtilizationDetector::Observation::kStale ||
+        (o == UtilizationDetector::Observation::kInvalid &&
+         d.options().telemetryValidation == TelemetryValidation::kStrict);
+    if (like_stale && d.options().stalenessPolicy == StalenessPolicy::kIgnore) {
+      all_unobservable = false;
     }
     if (o == UtilizationDetector::Observation::kFresh &&
         pool[i].waitingQueueSize < d.queueLimit() && pool[i].kvCacheUsage < d.kvCacheLimit()) {
