@@ -20,7 +20,7 @@ void Dispatcher::stop() {
 }
 
 void Dispatcher::arrived() noexcept {
-  waiting_.fetch_add(1, std::memory_order_relaxed);
+  waiting_.fetch_add(1);  // seq_cst: pairs with the driver's ticking_/waiting_ (see loop())
 }
 
 void Dispatcher::dispatchNow() noexcept {
@@ -29,7 +29,11 @@ void Dispatcher::dispatchNow() noexcept {
     const DispatchResult r = controller_.dispatchCycle(Clock::now());
     if (r.kind != DispatchResult::Kind::kDispatched) break;
   }
-  if (waiting_.load(std::memory_order_relaxed) > 0) {
+  // Requests still wait (gated, or another thread is between arrived() and its own cycle). A
+  // driver that is already ticking retries within one tick without being told; only an idle one
+  // (sleeping until the next arrival) is woken. Waking it on every request cost a futex call and
+  // two context switches per request under load.
+  if (waiting_.load() > 0 && !ticking_.load()) {
     {
       std::lock_guard lock(mu_);
       arrival_ = true;
@@ -55,11 +59,16 @@ void Dispatcher::loop() {
   std::unique_lock lock(mu_);
   while (!stop_) {
     const bool work = waiting_.load(std::memory_order_relaxed) > 0;
+    // Going idle: the driver clears ticking_ and then reads waiting_; a request's thread bumps
+    // waiting_ and then (in dispatchNow) reads ticking_. All four are sequentially consistent, so
+    // one of the two sees the other: the driver stays awake, or the request wakes it.
     if (!arrival_) {
       if (work) {
         cv_.wait_for(lock, tick_, [&] { return stop_ || arrival_; });
       } else {
-        cv_.wait_for(lock, 5s, [&] { return stop_ || arrival_; });
+        ticking_.store(false);
+        if (waiting_.load() == 0) cv_.wait_for(lock, 5s, [&] { return stop_ || arrival_; });
+        ticking_.store(true);
       }
     }
     if (stop_) break;

@@ -69,6 +69,9 @@ class Dispatcher {
   std::condition_variable cv_;
   bool stop_ = false;     // guarded by mu_
   bool arrival_ = false;  // guarded by mu_
+  // False while the driver sleeps until the next arrival (nothing waits); true while it runs or
+  // retries every tick. Written under mu_, read without it by dispatchNow().
+  std::atomic<bool> ticking_{true};
   std::thread thread_;
 
   mutable std::mutex rate_mu_;
