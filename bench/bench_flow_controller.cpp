@@ -18,12 +18,18 @@
 //        dispatchCycle on a shared controller (real time).
 //   BM_Cancel                               enqueue one request and cancel it through its ticket.
 //   BM_FloorDequePushPop                    one std::deque push_back + pop_front (the floor).
+//   BM_MemoryQueued                         (one iteration) heap bytes per band, per flow and per
+//        queued request, and the RSS growth of a controller holding 1 M queued requests across
+//        10 k flows.
 //
 // A constant detector (saturation 0.1 unless gated) and the stepwise policy (minCeiling 0.5); TTL
 // disabled; all calls with a fixed `now`.
 #include <benchmark/benchmark.h>
 
+#include <unistd.h>
+
 #include <any>
+#include <cstdio>
 #include <deque>
 #include <memory>
 #include <span>
@@ -182,6 +188,95 @@ void BM_Cancel(benchmark::State& state) {
   state.SetItemsProcessed(state.iterations());
 }
 
+// The resident set size of this process, from /proc/self/statm (0 where it is unavailable).
+std::size_t residentBytes() {
+  std::FILE* f = std::fopen("/proc/self/statm", "r");
+  if (f == nullptr) return 0;
+  unsigned long size = 0;
+  unsigned long resident = 0;
+  const int read = std::fscanf(f, "%lu %lu", &size, &resident);
+  std::fclose(f);
+  return read == 2 ? resident * static_cast<std::size_t>(sysconf(_SC_PAGESIZE)) : 0;
+}
+
+// Memory (issue 19), one iteration: heap bytes requested per band (creating a controller with 65
+// declared bands vs 1, / 64), per flow (10 k flows registered by an enqueue + cancel each, the
+// request memory recycled), per queued request (1 M requests queued over those 10 k flows, / 1 M),
+// and the growth of the process's RSS while the 1 M requests are queued.
+void BM_MemoryQueued(benchmark::State& state) {
+  constexpr int kFlows = 10'000;
+  constexpr int kRequests = 1'000'000;
+  const auto makeController = [](int bands) {
+    FlowControllerOptions o;
+    o.policy = std::move(PriorityHoldbackPolicy::create(
+                             {.strategy = HoldbackStrategy::kStepwiseSpread, .minCeiling = 0.5}))
+                   .value();
+    o.detector = std::make_shared<ConstantDetector>(0.1);
+    o.endpoints = std::make_shared<VectorEndpointSource>(VectorEndpointSource::named(1));
+    o.onOutcome = [](Completion&&) {};
+    o.defaultRequestTtl = Duration::zero();
+    o.maxRequests = 2 * kRequests;
+    for (int b = 0; b < bands; ++b) {
+      o.bands.push_back({.priority = b, .maxRequests = 2 * kRequests});
+    }
+    return std::move(FlowController::create(std::move(o))).value();
+  };
+  std::vector<std::string> ids;
+  for (int f = 0; f < kFlows; ++f) ids.push_back("tenant-" + std::to_string(f));
+  for (auto _ : state) {
+    std::size_t bytes_one_band = 0;
+    std::size_t bytes_many_bands = 0;
+    {
+      testing::AllocationCounter counter;
+      auto one = makeController(1);
+      bytes_one_band = counter.bytes();
+    }
+    {
+      testing::AllocationCounter counter;
+      auto many = makeController(65);
+      bytes_many_bands = counter.bytes();
+    }
+    const std::size_t rss_before = residentBytes();
+    auto fc = makeController(1);
+    const auto enqueue = [&](int f) {
+      FlowRequest r;
+      r.flowId = ids[static_cast<std::size_t>(f)];  // copied before the counted call
+      r.priority = 0;
+      r.sizeBytes = 100;
+      return r;
+    };
+    std::size_t flow_bytes = 0;
+    for (int f = 0; f < kFlows; ++f) {
+      FlowRequest r = enqueue(f);
+      testing::AllocationCounter counter;
+      fc->enqueue(std::move(r), kNow).cancel();
+      flow_bytes += counter.bytes();
+    }
+    std::size_t request_bytes = 0;
+    for (int i = 0; i < kRequests; ++i) {
+      FlowRequest r = enqueue(i % kFlows);
+      testing::AllocationCounter counter;
+      (void)fc->enqueue(std::move(r), kNow);
+      request_bytes += counter.bytes();
+    }
+    const std::size_t rss_after = residentBytes();
+    if (fc->stats().queuedRequests != static_cast<std::size_t>(kRequests)) {
+      state.SkipWithError("not every request was queued");
+    }
+    state.counters["bytes_per_band"] =
+        static_cast<double>(bytes_many_bands - bytes_one_band) / 64.0;
+    state.counters["bytes_per_flow"] = static_cast<double>(flow_bytes) / kFlows;
+    state.counters["bytes_per_queued_request"] = static_cast<double>(request_bytes) / kRequests;
+    state.counters["rss_growth_MiB"] =
+        static_cast<double>(rss_after - rss_before) / (1024.0 * 1024.0);
+    state.counters["rss_growth_per_request"] =
+        static_cast<double>(rss_after - rss_before) / kRequests;
+    state.PauseTiming();
+    fc.reset();
+    state.ResumeTiming();
+  }
+}
+
 void BM_FloorDequePushPop(benchmark::State& state) {
   std::deque<int> q(kDepth, 1);
   int i = 0;
@@ -216,6 +311,7 @@ BENCHMARK(BM_EnqueueDispatchRoundTrip);
 BENCHMARK(BM_EnqueueContended)->Threads(1)->Threads(2)->Threads(4)->UseRealTime();
 BENCHMARK(BM_Cancel);
 BENCHMARK(BM_FloorDequePushPop);
+BENCHMARK(BM_MemoryQueued)->Iterations(1)->Unit(benchmark::kMillisecond);
 
 }  // namespace
 }  // namespace holdback

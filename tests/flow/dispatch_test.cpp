@@ -345,5 +345,56 @@ TEST_F(FlowControllerTest, DispatchCycleDoesNotAllocate) {
   }
 }
 
+// Issue 19: a request's memory (its record, index node and queue node) is recycled through the
+// controller's bounded pool, so enqueue + dispatch make no heap allocation once the pool holds
+// what the queue depth needs; memory the pool did not use between two expiry passes goes back
+// to the system.
+TEST_F(FlowControllerTest, RoundTripsAllocateNothingInSteadyStateAndIdleMemoryIsReturned) {
+  auto o = options();
+  o.onOutcome = [](Completion&&) {};  // the recorder's vector would allocate
+  o.bands = {{.priority = 5}, {.priority = 0, .fairness = roundRobinFairness()}};
+  auto fc = make(std::move(o));
+  // Flow ids longer than the small-string buffer: the caller's string is moved, not copied.
+  std::vector<FlowRequest> requests;
+  const auto refill = [&] {
+    requests.clear();
+    requests.reserve(600);
+    for (int i = 0; i < 600; ++i) {
+      requests.push_back(request("a-flow-id-longer-than-sso-" + std::to_string(i % 7),
+                                 i % 2 == 0 ? 5 : 0, i));
+    }
+  };
+  refill();
+  for (int i = 0; i < 100; ++i) (void)fc->enqueue(std::move(requests[i]), t0);  // depth 100
+  for (int i = 0; i < 100; ++i) fc->dispatchCycle(t0);                          // into the pool
+  for (int i = 0; i < 50; ++i) (void)fc->enqueue(std::move(requests[100 + i]), t0);
+  {
+    holdback::testing::AllocationCounter counter;
+    for (int i = 150; i < 600; ++i) {  // depth stays 50: every request reuses pooled memory
+      (void)fc->enqueue(std::move(requests[i]), t0);
+      ASSERT_EQ(fc->dispatchCycle(t0).kind, Kind::kDispatched);
+    }
+    EXPECT_EQ(counter.count(), 0u);
+  }
+  // Cancel also returns the memory to the pool.
+  refill();
+  {
+    holdback::testing::AllocationCounter counter;
+    for (int i = 0; i < 50; ++i) EXPECT_TRUE(fc->enqueue(std::move(requests[i]), t0).cancel());
+    EXPECT_EQ(counter.count(), 0u);
+  }
+  // Idle: two expiry passes without a request hand the pool's memory back, so the next request
+  // allocates its memory again (3 allocations: record, index node, queue node).
+  while (fc->dispatchCycle(t0).kind == Kind::kDispatched) {
+  }
+  fc->expire(t0);
+  fc->expire(t0);
+  {
+    holdback::testing::AllocationCounter counter;
+    (void)fc->enqueue(std::move(requests[100]), t0);
+    EXPECT_EQ(counter.count(), 3u);
+  }
+}
+
 }  // namespace
 }  // namespace holdback

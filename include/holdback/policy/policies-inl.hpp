@@ -173,6 +173,17 @@ HOLDBACK_INLINE PriorityHoldbackPolicy::PriorityHoldbackPolicy(PriorityHoldbackO
   c_min_ = options_.minCeiling.value_or(0.0);
   sigmoid_lo_ = logistic(0.0, options_.sigmoidSteepness, options_.sigmoidMidpoint);
   sigmoid_span_ = logistic(1.0, options_.sigmoidSteepness, options_.sigmoidMidpoint) - sigmoid_lo_;
+  if (options_.strategy == HoldbackStrategy::kStatic && !options_.ceilings.empty()) {
+    const auto& entries = options_.ceilings;
+    for (const StaticCeiling& e : entries) {
+      static_key_.push_back(e.priority);
+      static_hit_.push_back(e.ceiling);
+      static_miss_.push_back(options_.defaultCeiling.value_or(e.ceiling));
+    }
+    static_key_.push_back(INT64_MIN);
+    static_hit_.push_back(entries.back().ceiling);
+    static_miss_.push_back(options_.defaultCeiling.value_or(entries.back().ceiling));
+  }
 }
 
 HOLDBACK_INLINE Result<std::unique_ptr<PriorityHoldbackPolicy>> PriorityHoldbackPolicy::create(

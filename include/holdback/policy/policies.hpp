@@ -64,7 +64,9 @@ class HOLDBACK_API StaticUsageLimitPolicy final : public UsageLimitPolicy {
 
  private:
   StaticUsageLimitPolicy(StaticUsageLimitOptions options, std::string name)
-      : UsageLimitPolicy(std::move(name)), options_(options) {}
+      : UsageLimitPolicy(std::move(name)), options_(options) {
+    uniform_ceiling_ = options_.threshold;  // create() validated it into (0, 1]
+  }
   StaticUsageLimitOptions options_;
 };
 
@@ -146,15 +148,28 @@ class HOLDBACK_API PriorityHoldbackPolicy final : public UsageLimitPolicy {
     return (logistic(x, options_.sigmoidSteepness, options_.sigmoidMidpoint) - sigmoid_lo_) /
            sigmoid_span_;
   }
-  [[nodiscard]] double staticCeiling(Priority p) const noexcept;
+  void computeScalar(std::span<const Priority> priorities,
+                     std::span<double> ceilings) const noexcept;
+  void computeStatic(std::span<const Priority> priorities,
+                     std::span<double> ceilings) const noexcept;
+  [[nodiscard]] std::size_t staticIndex(Priority p) const noexcept;
 
   PriorityHoldbackOptions options_;  // static entries sorted highest priority first
   double c_min_ = 0.0;
   double c_max_ = 1.0;
   double sigmoid_lo_ = 0.0;    // sigma(0)
   double sigmoid_span_ = 1.0;  // sigma(1) - sigma(0)
+  // Static only, M + 1 entries (the last a sentinel): the listed priorities highest first, their
+  // ceilings, and the ceiling of an unlisted priority whose first listed priority below it is at
+  // that position (defaultCeiling, else that entry's ceiling, else the lowest listed ceiling).
+  std::vector<std::int64_t> static_key_;
+  std::vector<double> static_hit_;
+  std::vector<double> static_miss_;
 };
 
+// The loops below index with a 32-bit counter (int32 -> double converts two at a time; a 64-bit
+// one does not vectorize without AVX-512) and keep the reference's evaluation order, so every
+// ceiling is bit-identical to the scalar form (tests/policy/policy_fast_path_test.cpp).
 inline void PriorityHoldbackPolicy::compute(double /*saturation*/,
                                             std::span<const Priority> priorities,
                                             std::span<double> ceilings) noexcept {
@@ -163,10 +178,86 @@ inline void PriorityHoldbackPolicy::compute(double /*saturation*/,
     ceilings[0] = c_max_;
     return;
   }
+  if (n > static_cast<std::size_t>(INT32_MAX)) {  // beyond any real band count: stay correct
+    computeScalar(priorities, ceilings);
+    return;
+  }
+  const auto count = static_cast<std::int32_t>(n);
   const double spread = c_max_ - c_min_;
   const double last = static_cast<double>(n - 1);
+  double* const out = ceilings.data();
+  const Priority* const in = priorities.data();
 
-  // Value-domain strategies need the observed range [pMin, pMax].
+  // Value-domain strategies need the observed range [pMin, pMax] (exact in int32).
+  double p_min = 0.0;
+  double range = 0.0;
+  const bool value_domain = options_.strategy == HoldbackStrategy::kLinearProportional ||
+                            (options_.strategy == HoldbackStrategy::kSigmoidSmoothed &&
+                             options_.sigmoidDomain == SigmoidDomain::kValue);
+  if (value_domain) {
+    Priority lo = in[0];
+    Priority hi = in[0];
+    for (std::int32_t i = 1; i < count; ++i) {
+      lo = in[i] < lo ? in[i] : lo;
+      hi = in[i] > hi ? in[i] : hi;
+    }
+    if (lo == hi) {  // all equal: no differentiation, work-conserving
+      for (std::int32_t i = 0; i < count; ++i) out[i] = c_max_;
+      return;
+    }
+    p_min = static_cast<double>(lo);
+    range = static_cast<double>(hi) - p_min;
+  }
+
+  switch (options_.strategy) {
+    case HoldbackStrategy::kStepwiseSpread:
+      for (std::int32_t i = 0; i < count; ++i) {
+        out[i] = c_max_ - static_cast<double>(i) * spread / last;
+      }
+      break;
+    case HoldbackStrategy::kLinearProportional:
+      for (std::int32_t i = 0; i < count; ++i) {
+        const double r = (static_cast<double>(in[i]) - p_min) / range;
+        out[i] = c_min_ + r * spread;
+      }
+      break;
+    case HoldbackStrategy::kSigmoidSmoothed: {
+      if (!(sigmoid_span_ > 0.0)) {  // S(x) = x, the k -> 0 limit
+        computeScalar(priorities, ceilings);
+        break;
+      }
+      // Three passes so that the exp() pass is a bare loop: x_i, then the logistic, then the
+      // normalization; the same operations in the same order as normalizedSigmoid().
+      const double k = options_.sigmoidSteepness;
+      const double x0 = options_.sigmoidMidpoint;
+      if (value_domain) {
+        for (std::int32_t i = 0; i < count; ++i) {
+          out[i] = -k * ((static_cast<double>(in[i]) - p_min) / range - x0);
+        }
+      } else {
+        for (std::int32_t i = 0; i < count; ++i) {
+          out[i] = -k * ((1.0 - static_cast<double>(i) / last) - x0);
+        }
+      }
+      for (std::int32_t i = 0; i < count; ++i) out[i] = std::exp(out[i]);
+      for (std::int32_t i = 0; i < count; ++i) {
+        out[i] = c_min_ + ((1.0 / (1.0 + out[i]) - sigmoid_lo_) / sigmoid_span_) * spread;
+      }
+      break;
+    }
+    case HoldbackStrategy::kStatic:
+      computeStatic(priorities, ceilings);
+      break;
+  }
+}
+
+// The reference form, one element at a time (used beyond INT32_MAX priorities and for the
+// sigmoid's k -> 0 limit).
+inline void PriorityHoldbackPolicy::computeScalar(std::span<const Priority> priorities,
+                                                  std::span<double> ceilings) const noexcept {
+  const std::size_t n = priorities.size();
+  const double spread = c_max_ - c_min_;
+  const double last = static_cast<double>(n - 1);
   double p_min = 0.0;
   double p_max = 0.0;
   const bool value_domain = options_.strategy == HoldbackStrategy::kLinearProportional ||
@@ -179,13 +270,12 @@ inline void PriorityHoldbackPolicy::compute(double /*saturation*/,
       if (v < p_min) p_min = v;
       if (v > p_max) p_max = v;
     }
-    if (p_max == p_min) {  // all equal: no differentiation, work-conserving
+    if (p_max == p_min) {
       for (double& c : ceilings) c = c_max_;
       return;
     }
   }
   const double range = p_max - p_min;
-
   switch (options_.strategy) {
     case HoldbackStrategy::kStepwiseSpread:
       for (std::size_t i = 0; i < n; ++i) {
@@ -206,28 +296,45 @@ inline void PriorityHoldbackPolicy::compute(double /*saturation*/,
       }
       break;
     case HoldbackStrategy::kStatic:
-      for (std::size_t i = 0; i < n; ++i) ceilings[i] = staticCeiling(priorities[i]);
+      computeStatic(priorities, ceilings);
       break;
   }
 }
 
-inline double PriorityHoldbackPolicy::staticCeiling(Priority p) const noexcept {
-  // options_.ceilings is sorted by priority, highest first. Find the first entry <= p.
-  const auto& entries = options_.ceilings;
+// The static map. Priorities usually arrive highest first, as the entries are sorted, so the
+// search resumes where the previous one ended (a merge walk, O(N + M), over a sentinel-terminated
+// copy of the entries' priorities); an out-of-order priority restarts with a binary search. The
+// ceiling of a miss at each position is precomputed (static_miss_), so each element is one
+// compare and one select after the walk.
+inline void PriorityHoldbackPolicy::computeStatic(std::span<const Priority> priorities,
+                                                  std::span<double> ceilings) const noexcept {
+  const std::int64_t* const keys = static_key_.data();
+  const double* const hit = static_hit_.data();
+  const double* const miss = static_miss_.data();
+  std::size_t at = 0;
+  std::int64_t previous = INT64_MAX;
+  for (std::size_t i = 0; i < priorities.size(); ++i) {
+    const std::int64_t p = priorities[i];
+    if (p > previous) at = staticIndex(priorities[i]);
+    while (keys[at] > p) ++at;  // the sentinel (INT64_MIN) stops it
+    previous = p;
+    ceilings[i] = keys[at] == p ? hit[at] : miss[at];
+  }
+}
+
+// The first entry whose priority is <= p (entries sorted highest first); M when none is.
+inline std::size_t PriorityHoldbackPolicy::staticIndex(Priority p) const noexcept {
   std::size_t lo = 0;
-  std::size_t hi = entries.size();
+  std::size_t hi = static_key_.size() - 1;
   while (lo < hi) {
     const std::size_t mid = lo + (hi - lo) / 2;
-    if (entries[mid].priority > p) {
+    if (static_key_[mid] > p) {
       lo = mid + 1;
     } else {
       hi = mid;
     }
   }
-  if (lo < entries.size() && entries[lo].priority == p) return entries[lo].ceiling;
-  if (options_.defaultCeiling) return *options_.defaultCeiling;
-  if (lo < entries.size()) return entries[lo].ceiling;  // nearest listed priority below p
-  return entries.back().ceiling;                        // p is below every listed priority
+  return lo;
 }
 
 // ---------------------------------------------------------------------------------------------

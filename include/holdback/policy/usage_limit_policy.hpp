@@ -33,6 +33,9 @@
 #include <string>
 #include <string_view>
 #include <utility>
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 
 #include "holdback/core/types.hpp"
 
@@ -57,7 +60,35 @@ inline namespace HOLDBACK_ABI_NAMESPACE {
 // The monotonizing sweep. Clamps each ceiling into [0, 1] (NaN -> 0.0), then, right to left,
 // raises c[i] to c[i+1] where it is lower. Afterwards c[0] >= c[1] >= ... >= c[n-1], all in [0, 1].
 // Raising (not lowering) is deliberate: it never gates a band that the strategy left open.
+//
+// isMonotoneUnit() first checks, in one branch-free pass the compiler vectorizes, whether the
+// input is already non-increasing with c[0] <= 1 and c[n-1] >= 0 (which puts every element in
+// [0, 1] and excludes NaN, since a NaN fails every comparison). On such input the sweep is the
+// identity, bit for bit (-0.0 included), so it is skipped; the built-in strategies produce such
+// input, so they pay one compare per element instead of the serial sweep.
+[[nodiscard]] inline bool isMonotoneUnit(std::span<const double> c) noexcept {
+  const std::size_t n = c.size();
+  if (n == 0) return true;
+  int bad = static_cast<int>(!(c[0] <= 1.0)) | static_cast<int>(!(c[n - 1] >= 0.0));
+  std::size_t i = 0;
+#if defined(__SSE2__)
+  // GCC 12 does not vectorize the scalar loop (a compare feeding an OR reduction); 'not greater
+  // or equal' is true for NaN, like the scalar !(a >= b).
+  __m128d bad_a = _mm_setzero_pd();
+  __m128d bad_b = _mm_setzero_pd();
+  for (; i + 4 < n; i += 4) {
+    bad_a = _mm_or_pd(bad_a, _mm_cmpnge_pd(_mm_loadu_pd(c.data() + i), _mm_loadu_pd(c.data() + i + 1)));
+    bad_b = _mm_or_pd(bad_b, _mm_cmpnge_pd(_mm_loadu_pd(c.data() + i + 2),
+                                           _mm_loadu_pd(c.data() + i + 3)));
+  }
+  bad |= _mm_movemask_pd(_mm_or_pd(bad_a, bad_b));
+#endif
+  for (; i + 1 < n; ++i) bad |= static_cast<int>(!(c[i] >= c[i + 1]));
+  return bad == 0;
+}
+
 inline void monotonize(std::span<double> ceilings) noexcept {
+  if (isMonotoneUnit(ceilings)) return;
   double floor = 0.0;
   for (std::size_t i = ceilings.size(); i-- > 0;) {
     double c = ceilings[i];
@@ -80,6 +111,10 @@ class HOLDBACK_API UsageLimitPolicy {
                     std::span<double> ceilings) noexcept {
     const std::size_t n = priorities.size() < ceilings.size() ? priorities.size() : ceilings.size();
     if (n == 0) return;
+    if (uniform_ceiling_ >= 0.0) {  // a constant in [0, 1]: monotone by construction
+      for (std::size_t i = 0; i < n; ++i) ceilings[i] = uniform_ceiling_;
+      return;
+    }
     compute(normalizeSaturation(saturation), priorities.first(n), ceilings.first(n));
     monotonize(ceilings.first(n));
   }
@@ -126,7 +161,12 @@ class HOLDBACK_API UsageLimitPolicy {
   }
 
  private:
+  friend class StaticUsageLimitPolicy;
   std::string name_;
+  // Set only by StaticUsageLimitPolicy (its validated threshold, in (0, 1]): computeLimit() then
+  // fills it without the virtual call or the sweep, which would both be the identity. Negative
+  // (unset) for every other policy.
+  double uniform_ceiling_ = -1.0;
 };
 
 }  // namespace HOLDBACK_ABI_NAMESPACE

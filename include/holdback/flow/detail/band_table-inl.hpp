@@ -25,27 +25,53 @@ HOLDBACK_INLINE Band::Band(Priority p, std::uint64_t max_requests, std::uint64_t
 // ---------------------------------------------------------------------------------------------
 // Memory
 
-HOLDBACK_INLINE PreparedItem BandTable::prepare(RequestId id, FlowRequest&& request,
+HOLDBACK_INLINE BandTable::BandTable() {
+  spare_.reserve(kMaxSpareItems);  // the pool never grows its own array later
+}
+
+HOLDBACK_INLINE PreparedItem BandTable::acquire(RequestId id, FlowRequest&& request,
                                                 TimePoint now) {
-  // A scratch index per thread: its bucket array survives extract(), so building the node costs
-  // one allocation, outside the owner's lock.
-  thread_local ItemIndex scratch_index;
-  auto item = std::make_unique<Item>();
-  Item* raw = item.get();
+  PreparedItem out;
+  if (!spare_.empty()) {
+    out = std::move(spare_.back());
+    spare_.pop_back();
+    if (spare_.size() < spare_low_water_) spare_low_water_ = spare_.size();
+    out.index_node.key() = id;
+  } else {  // the pool is empty: the table is growing (not the steady state)
+    auto item = std::make_unique<Item>();
+    out.item = item.get();
+    // scratch_index_'s bucket array survives extract(): one allocation for the node.
+    out.index_node = scratch_index_.extract(scratch_index_.emplace(id, std::move(item)).first);
+    ItemSet scratch_queue(ItemLess{nullptr});  // one element: the comparator is never called
+    out.queue_node = scratch_queue.extract(scratch_queue.insert(out.item).first);
+  }
+  Item* raw = out.item;
   raw->id = id;
   raw->flowId = std::move(request.flowId);
   raw->requestedPriority = request.priority;
   raw->payload = std::move(request.payload);
+  raw->flow = nullptr;
+  raw->view = QueuedRequestView{};
   raw->view.flowId = raw->flowId;
   raw->view.sizeBytes = request.sizeBytes;
   raw->view.enqueueTime = now;
   raw->view.deadline = request.deadline;
-  PreparedItem out;
-  out.item = raw;
-  out.index_node = scratch_index.extract(scratch_index.emplace(id, std::move(item)).first);
-  ItemSet scratch_queue(ItemLess{nullptr});  // one element: the comparator is never called
-  out.queue_node = scratch_queue.extract(scratch_queue.insert(raw).first);
   return out;
+}
+
+HOLDBACK_INLINE void BandTable::recycle(PreparedItem&& memory, Retired& freed) noexcept {
+  Item* item = memory.item;
+  item->payload.reset();  // the host's payload is never kept alive by the pool
+  item->flowId.clear();
+  if (spare_.size() < kMaxSpareItems) {
+    spare_.push_back(std::move(memory));  // capacity reserved: no allocation
+  } else {
+    freed = std::move(memory);
+  }
+}
+
+HOLDBACK_INLINE void BandTable::release(PreparedItem&& prepared, Retired& freed) noexcept {
+  recycle(std::move(prepared), freed);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -142,6 +168,7 @@ HOLDBACK_INLINE Band* BandTable::reshapeBand(std::unique_ptr<Band>& slot,
     moved->last_active = flow->last_active;
     Flow* raw = moved.get();
     band->flows.emplace(raw->id, std::move(moved));
+    band->flow_index.emplace(std::string_view(raw->id), raw);
     while (!flow->items.empty()) {
       auto node = flow->items.extract(flow->items.begin());
       Item* item = node.value();
@@ -198,12 +225,20 @@ HOLDBACK_INLINE void BandTable::setDesired(std::span<const Priority> priorities)
 }
 
 HOLDBACK_INLINE void BandTable::collectGarbage(TimePoint now, Duration flow_idle_timeout,
-                                               Duration band_idle_timeout) {
+                                               Duration band_idle_timeout,
+                                               std::vector<Retired>& freed) {
+  // The pool's memory no request needed since the last collection goes back to the system.
+  for (std::size_t i = 0; i < spare_low_water_ && !spare_.empty(); ++i) {
+    freed.push_back(std::move(spare_.back()));
+    spare_.pop_back();
+  }
+  spare_low_water_ = spare_.size();
   std::vector<Band*> idle_bands;
   for (auto& [p, band] : bands_) {
     for (auto it = band->flows.begin(); it != band->flows.end();) {
       Flow* f = it->second.get();
       if (f->items.empty() && elapsed(f->last_active, now) >= flow_idle_timeout) {
+        band->flow_index.erase(std::string_view(f->id));
         it = band->flows.erase(it);
       } else {
         ++it;
@@ -272,12 +307,14 @@ HOLDBACK_INLINE ItemSet::node_type BandTable::removeFromQueue(Item* item, TimePo
 HOLDBACK_INLINE void BandTable::insert(PreparedItem&& prepared, Band* band,
                                        Duration effective_ttl) {
   Item* item = prepared.item;
-  auto flow_it = band->flows.find(std::string_view(item->flowId));
-  if (flow_it == band->flows.end()) {
+  auto flow_it = band->flow_index.find(std::string_view(item->flowId));
+  if (flow_it == band->flow_index.end()) {
     auto flow = std::make_unique<Flow>(item->flowId, band, band->ordering.get());
-    flow_it = band->flows.emplace(flow->id, std::move(flow)).first;
+    Flow* raw = flow.get();
+    band->flows.emplace(flow->id, std::move(flow));
+    flow_it = band->flow_index.emplace(std::string_view(raw->id), raw).first;
   }
-  item->flow = flow_it->second.get();
+  item->flow = flow_it->second;
   item->view.priority = band->prio;
   item->view.effectiveTtl = effective_ttl;
   item->view.sequence = next_sequence_++;
@@ -313,7 +350,7 @@ HOLDBACK_INLINE Retired BandTable::finalize(Item* item, Outcome outcome, TimePoi
                                             Completion& c) noexcept {
   Band* band = item->flow->band;
   Retired retired;
-  retired.queue_node = removeFromQueue(item, now);
+  ItemSet::node_type queue_node = removeFromQueue(item, now);
   total_requests_ -= 1;
   total_bytes_ -= item->view.sizeBytes;
   countOutcome(band, outcome.kind);
@@ -329,7 +366,11 @@ HOLDBACK_INLINE Retired BandTable::finalize(Item* item, Outcome outcome, TimePoi
   if (outcome.kind == QueueOutcome::kDispatched) {
     recordQueueDuration(band, elapsed(c.enqueueTime, now));
   }
-  retired.index_node = items_.extract(c.id);
+  PreparedItem memory;
+  memory.item = item;
+  memory.queue_node = std::move(queue_node);
+  memory.index_node = items_.extract(c.id);
+  recycle(std::move(memory), retired);
   return retired;
 }
 

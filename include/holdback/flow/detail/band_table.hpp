@@ -14,8 +14,11 @@
 //   - Flow/Band/global queued_requests and queued_bytes are the sums over their items.
 //   - Band 0 always exists; `ordered_` lists the bands highest first, and the scratch buffers of
 //     the dispatch cycle have capacity for every band.
-//   - Items are allocated and freed outside the owner's lock (PreparedItem / Retired); the
-//     table's own operations do not allocate in steady state.
+//   - Requests' memory (Item + index node + queue node) is recycled through a bounded pool
+//     (spare_): the table's own operations do not allocate in steady state, and memory beyond the
+//     pool, or unused by it between two collectGarbage() calls, is handed back as Retired, to be
+//     freed after the owner's lock.
+//   - Band::flow_index holds exactly the flows of Band::flows.
 //
 // Locking: none of its own. The owner (ControllerCore) guards the whole table with its mutex
 // (HOLDBACK_GUARDED_BY), and every method must be called with that lock held.
@@ -157,6 +160,9 @@ struct Band final : BandView {
   std::unique_ptr<FairnessState> fairness_state;
 
   std::map<std::string, std::unique_ptr<Flow>, std::less<>> flows;
+  // The same flows by hash of their id (the enqueue path's lookup, independent of the flow count);
+  // keys view Flow::id.
+  std::unordered_map<std::string_view, Flow*> flow_index;
   HeadSet heads;     // non-empty flows by head
   ActiveSet active;  // non-empty flows by id
   std::size_t queued_requests = 0;
@@ -172,19 +178,23 @@ struct Band final : BandView {
   std::uint32_t demand_slot = 0xffffffffu;
 };
 
-// A request's memory, allocated before the owner's lock is taken (enqueue allocates nothing
-// under the lock in steady state).
+// A request's memory: its Item (owned by the index node) and its flow queue's node. The table
+// keeps a bounded pool of them (BandTable::spare_), so a request reuses the memory of an earlier
+// one and enqueue/dispatch make no heap allocation in steady state.
 struct PreparedItem {
   Item* item = nullptr;             // owned by index_node
   ItemIndex::node_type index_node;  // the id -> Item node
   ItemSet::node_type queue_node;    // the flow queue's node
 };
 
-// What finalize() removed; destroy it after the owner's lock is released (frees off the lock).
-struct Retired {
-  ItemIndex::node_type index_node;
-  ItemSet::node_type queue_node;
-};
+// What finalize() removed and the pool did not keep (empty when it did); destroy it after the
+// owner's lock is released (frees off the lock).
+using Retired = PreparedItem;
+
+// Requests' memory the pool keeps at most (about 300 KB); above it, finalized requests' memory is
+// freed (after the lock). collectGarbage() also frees what the pool did not need since the last
+// collection, so an idle controller returns it.
+inline constexpr std::size_t kMaxSpareItems = 1024;
 
 // The band topology's reloadable settings.
 struct BandTopology {
@@ -196,8 +206,13 @@ struct BandTopology {
 
 class BandTable {
  public:
-  // Allocates a request's nodes (no lock needed; the item is not in the table yet).
-  static PreparedItem prepare(RequestId id, FlowRequest&& request, TimePoint now);
+  BandTable();
+  // Moves a request into memory from the pool (allocating only when the pool is empty). The
+  // item is not queued yet: insert() queues it, or release() returns it to the pool.
+  PreparedItem acquire(RequestId id, FlowRequest&& request, TimePoint now);
+  // Returns an acquired, never-inserted item's memory to the pool (or into `freed`, to free
+  // after the lock).
+  void release(PreparedItem&& prepared, Retired& freed) noexcept;
 
   // --- topology ----------------------------------------------------------------------------
 
@@ -214,8 +229,11 @@ class BandTable {
   // The control plane's desired priorities: provisions missing bands, removes idle undesired
   // dynamic ones now.
   void setDesired(std::span<const Priority> priorities);
-  // Idle flows, then idle undesired dynamically provisioned bands.
-  void collectGarbage(TimePoint now, Duration flow_idle_timeout, Duration band_idle_timeout);
+  // Idle flows, then idle undesired dynamically provisioned bands; the pool's memory unused since
+  // the last collection goes into `freed` (free it after the lock).
+  void collectGarbage(TimePoint now, Duration flow_idle_timeout, Duration band_idle_timeout,
+                      std::vector<Retired>& freed);
+  [[nodiscard]] std::size_t spareItems() const noexcept { return spare_.size(); }
 
   // --- queues ------------------------------------------------------------------------------
 
@@ -224,7 +242,7 @@ class BandTable {
   void insert(PreparedItem&& prepared, Band* band, Duration effective_ttl);
   [[nodiscard]] Item* find(RequestId id) const noexcept;
   // Removes a queued item from every index, counts its outcome, fills `completion`; the memory
-  // comes back in the Retired value.
+  // goes back to the pool, or comes back in the Retired value when the pool is full.
   Retired finalize(Item* item, Outcome outcome, TimePoint now, Completion& completion) noexcept;
   // Counts the outcome of a request that was never queued (a rejection) in `band`.
   void countOutcome(Band* band, QueueOutcome outcome) noexcept;
@@ -263,6 +281,10 @@ class BandTable {
   std::map<Priority, BandCounters> counters_;
   std::array<std::uint64_t, kNumQueueOutcomes> outcomes_{};
   ItemIndex items_;
+  ItemIndex scratch_index_;           // builds index nodes (always empty between calls)
+  std::vector<PreparedItem> spare_;  // the pool, at most kMaxSpareItems
+  std::size_t spare_low_water_ = 0;  // the pool's smallest size since the last collectGarbage
+  void recycle(PreparedItem&& memory, Retired& freed) noexcept;
   std::vector<Priority> desired_;
   std::size_t total_requests_ = 0;
   std::uint64_t total_bytes_ = 0;

@@ -58,13 +58,14 @@ HOLDBACK_INLINE void ControllerCore::deliver(Completion&& c) const noexcept {
 HOLDBACK_INLINE RequestId ControllerCore::enqueue(FlowRequest&& request, TimePoint now,
                                                   bool& queued) noexcept {
   const RequestId id = next_id_.fetch_add(1, std::memory_order_relaxed);
-  // The request's memory, before the lock (destroyed after it when the request is rejected).
-  PreparedItem prepared;
-  if (!request.flowId.empty()) prepared = BandTable::prepare(id, std::move(request), now);
   std::optional<Completion> rejected;
+  Retired freed;  // memory the pool did not keep: freed after the lock
   queued = false;
   {
     MutexLock lock(mu_);
+    // The request's memory comes from the table's pool (a heap allocation only while it grows).
+    PreparedItem prepared;
+    if (!request.flowId.empty()) prepared = table_.acquire(id, std::move(request), now);
     Outcome outcome{QueueOutcome::kDispatched, OutcomeCause::kNone};
     Band* band = nullptr;
     TtlResolution ttl;
@@ -106,6 +107,7 @@ HOLDBACK_INLINE RequestId ControllerCore::enqueue(FlowRequest&& request, TimePoi
       if (prepared.item != nullptr) {  // the flow id and payload were moved into the item
         c.flowId = std::move(prepared.item->flowId);
         c.payload = std::move(prepared.item->payload);
+        table_.release(std::move(prepared), freed);
       } else {
         c.flowId = std::move(request.flowId);
         c.payload = std::move(request.payload);
@@ -364,7 +366,7 @@ HOLDBACK_INLINE std::size_t ControllerCore::expireImpl(TimePoint now,
     for (std::size_t i = 0; i < victims.size(); ++i) {
       retired.push_back(table_.finalize(victims[i].first, victims[i].second, now, finalized[i]));
     }
-    table_.collectGarbage(now, flow_idle_timeout_, band_idle_timeout_);
+    table_.collectGarbage(now, flow_idle_timeout_, band_idle_timeout_, retired);
     reapLeases(now);
   }
   for (Completion& c : finalized) deliver(std::move(c));

@@ -14,8 +14,10 @@
 //   OrderingPolicy comparators. They must be O(bands) / O(log n), must not block and must not
 //   call the controller. Never under mu_: the endpoint source, the detector (the sampler runs
 //   before mu_ is taken), the clock (read before mu_), the outcome callback (completions are
-//   collected under mu_ and delivered after it is released) and memory allocation for a request
-//   (PreparedItem before, Retired after). Create-only collaborators (endpoints, onOutcome,
+//   collected under mu_ and delivered after it is released) and, in steady state, heap
+//   allocation for a request: its memory comes from the table's bounded pool under mu_ (a heap
+//   allocation only while the queues grow past the pool) and memory the pool does not keep is
+//   freed after mu_ is released (Retired). Create-only collaborators (endpoints, onOutcome,
 //   clock, timings) are const members, read without a lock.
 //
 // Thread safety: thread-safe.
