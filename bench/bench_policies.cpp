@@ -13,7 +13,12 @@
 //                                                                       static-map, soft)
 //   BM_FloorExp/<N>                 N exp() calls into the buffer      (floor of sigmoid)
 //   BM_ComputeLimitDemand/reservation/<N>  reservation-holdback-policy with a demand view
-//                                   (N in {8, 64}; compare with BM_FloorMulAdd/<N>)
+//                                   (refill sizing, the default; N in {8, 64}; compare with
+//                                   BM_FloorMulAdd/<N> + BM_FloorRefillQuantile/<N>)
+//   BM_ComputeLimitDemand/reservation-occupancy/<N>  the same with the occupancy sizing (compare
+//                                   with BM_FloorMulAdd/<N> + BM_FloorPoissonQuantile/<N>)
+//   BM_FloorRefillQuantile/<N>      N refillReserve() calls (the refill sizing's quantile)
+//   BM_FloorPoissonQuantile/<N>     N poissonReserve() calls at the benchmark's occupancies
 //   BM_ConfigParseValidate          parse + validate + build the sigmoid EndpointPickerConfig of
 //                                   examples/configs (cold path)
 #include <benchmark/benchmark.h>
@@ -77,11 +82,12 @@ void computeLimit(benchmark::State& state, const std::string& strategy) {
 
 // reservation-holdback-policy with a demand view (issue 15): every band has occupancy 1 + i/4,
 // arrivals 2/s, holding time 0.5 s, request unit 1/64; epsilon 0.01, minCeiling 0.5.
-void BM_ComputeLimitDemand(benchmark::State& state) {
+void computeLimitDemand(benchmark::State& state, ReservationSizing sizing) {
   const auto n = static_cast<std::size_t>(state.range(0));
   const auto priorities = workPriorities(n);
-  auto policy =
-      std::move(ReservationPolicy::create({.minCeiling = 0.5, .minReserve = 1.0})).value();
+  auto policy = std::move(ReservationPolicy::create(
+                              {.minCeiling = 0.5, .minReserve = 1.0, .sizing = sizing}))
+                    .value();
   std::vector<BandDemand> bands(n);
   for (std::size_t i = 0; i < n; ++i) {
     bands[i].occupancy = 1.0 + static_cast<double>(i) / 4.0;
@@ -96,6 +102,38 @@ void BM_ComputeLimitDemand(benchmark::State& state) {
   for (auto _ : state) {
     policy->computeLimit(0.7, priorities, ceilings, view);
     benchmark::DoNotOptimize(ceilings.data());
+    benchmark::ClobberMemory();
+  }
+  state.SetItemsProcessed(state.iterations() * state.range(0));
+}
+
+// The quantiles alone, at the figures BM_ComputeLimitDemand's bands produce: rho_i = 2 i / 128
+// (arrivals 2/s per band above, a full pool of 64 turning over every 0.5 s) and occupancy sums
+// sum_{j<i} (1 + j / 4).
+void BM_FloorRefillQuantile(benchmark::State& state) {
+  const auto n = static_cast<std::size_t>(state.range(0));
+  std::vector<double> out(n);
+  for (auto _ : state) {
+    for (std::size_t i = 0; i < n; ++i) {
+      out[i] = ReservationPolicy::refillReserve(2.0 * static_cast<double>(i) / 128.0, 0.01);
+    }
+    benchmark::DoNotOptimize(out.data());
+    benchmark::ClobberMemory();
+  }
+  state.SetItemsProcessed(state.iterations() * state.range(0));
+}
+
+void BM_FloorPoissonQuantile(benchmark::State& state) {
+  const auto n = static_cast<std::size_t>(state.range(0));
+  const double z = ReservationPolicy::inverseNormal(0.99);
+  std::vector<double> out(n);
+  for (auto _ : state) {
+    double a = 0.0;
+    for (std::size_t i = 0; i < n; ++i) {
+      out[i] = ReservationPolicy::poissonReserve(a, 0.01, z);
+      a += 1.0 + static_cast<double>(i) / 4.0;
+    }
+    benchmark::DoNotOptimize(out.data());
     benchmark::ClobberMemory();
   }
   state.SetItemsProcessed(state.iterations() * state.range(0));
@@ -182,9 +220,20 @@ int registerAll() {
                   benchmark::RegisterBenchmark("BM_FloorExp", BM_FloorExp)}) {
     for (const int n : kSizes) b->Arg(n);
   }
-  benchmark::RegisterBenchmark("BM_ComputeLimitDemand/reservation", BM_ComputeLimitDemand)
-      ->Arg(8)
-      ->Arg(64);
+  for (auto* b : {benchmark::RegisterBenchmark("BM_ComputeLimitDemand/reservation",
+                                               [](benchmark::State& st) {
+                                                 computeLimitDemand(st, ReservationSizing::kRefill);
+                                               }),
+                  benchmark::RegisterBenchmark("BM_ComputeLimitDemand/reservation-occupancy",
+                                               [](benchmark::State& st) {
+                                                 computeLimitDemand(
+                                                     st, ReservationSizing::kOccupancy);
+                                               }),
+                  benchmark::RegisterBenchmark("BM_FloorRefillQuantile", BM_FloorRefillQuantile),
+                  benchmark::RegisterBenchmark("BM_FloorPoissonQuantile",
+                                               BM_FloorPoissonQuantile)}) {
+    b->Arg(8)->Arg(64);
+  }
   benchmark::RegisterBenchmark("BM_ConfigParseValidate", BM_ConfigParseValidate);
   return 0;
 }

@@ -44,11 +44,30 @@ config::Json staticMap(const Scenario& s) {
   return plugin("priority-holdback-policy", {{"strategy", "static"}, {"ceilings", ceilings}});
 }
 
-// Reservation sized from measured demand (issue 15): epsilon, minCeiling from the scenario,
-// one request of reserve at least (a burst's onset before the estimate rises).
-config::Json reservation(const Scenario& s, double epsilon) {
-  return plugin("reservation-holdback-policy",
-                {{"epsilon", epsilon}, {"minCeiling", s.minCeiling}, {"minReserve", 1.0}});
+// Reservation sized from measured demand (issue 15): minCeiling from the scenario, one request
+// of reserve at least, demand decaying over 2 s (docs/simulation.md has the sensitivity to
+// epsilon and the decay time). `extra` is merged into the parameters.
+config::Json reservation(const Scenario& s, double epsilon, config::Json extra = nullptr) {
+  config::Json p = {{"epsilon", epsilon},
+                    {"minCeiling", s.minCeiling},
+                    {"minReserve", 1.0},
+                    {"decayTime", "2s"}};
+  if (!extra.is_null()) p.merge_patch(extra);
+  return plugin("reservation-holdback-policy", std::move(p));
+}
+
+// The DAGOR-style trim: when the highest class's p95 queue wait exceeds 50 ms its reserve grows
+// 1.5x every 500 ms, else shrinks by 0.5 request; the other classes have a 10 s target (in
+// effect none: their wait is what the holdback costs them).
+config::Json feedback(const Scenario& s) {
+  Priority top = s.classes.empty() ? 0 : s.classes.front().priority;
+  for (const TrafficClass& c : s.classes) top = std::max(top, c.priority);
+  return {{"feedback",
+           {{"targetWait", "10s"},
+            {"targets", {{std::to_string(top), "50ms"}}},
+            {"increase", 1.5},
+            {"decrease", 0.5},
+            {"interval", "500ms"}}}};
 }
 
 config::Json staticOne(const Scenario&) {
@@ -86,11 +105,26 @@ std::vector<Arm> allArms() {
        .policy = [](S s) { return holdback("stepwise-spread", s); },
        .priorityDomain = PriorityDomain::kActive},
       {.name = "reservation",
-       .description = "reservation sized from measured demand, epsilon 1 %, minReserve 1",
+       .description = "reservation sized from measured demand (refill sizing), epsilon 1 %",
        .policy = [](S s) { return reservation(s, 0.01); }},
       {.name = "reservation-0.1%",
-       .description = "reservation sized from measured demand, epsilon 0.1 %, minReserve 1",
+       .description = "reservation sized from measured demand (refill sizing), epsilon 0.1 %",
        .policy = [](S s) { return reservation(s, 0.001); }},
+      {.name = "reservation-occupancy",
+       .description = "reservation, occupancy sizing (the first version), epsilon 1 %, decay 5 s",
+       .policy = [](S s) {
+         return reservation(s, 0.01, {{"sizing", "occupancy"}, {"decayTime", "5s"}});
+       }},
+      {.name = "feedback",
+       .description = "feedback trim alone (DAGOR-style anchor): no demand sizing, minReserve 1",
+       .policy = [](S s) {
+         config::Json extra = feedback(s);
+         extra["poissonSizing"] = false;
+         return reservation(s, 0.01, std::move(extra));
+       }},
+      {.name = "reservation+feedback",
+       .description = "reservation (epsilon 1 %) with the feedback trim",
+       .policy = [](S s) { return reservation(s, 0.01, feedback(s)); }},
   };
   return arms;
 }

@@ -86,11 +86,12 @@ ArmResult Simulation::collect() {
   out.dispatchesPerScrape = percentiles(dispatchesPerScrape_);
   out.dispatchesPerScrapeMax = dispatchesPerScrape_.empty() ? 0.0 : dispatchesPerScrape_.back();
 
-  // The windows (a time may be in several: onset is inside burst, everything is in all) and the
-  // seconds of [0, end) in each.
-  enum Window : std::uint8_t { kBurst, kIdle, kOnset, kAll };
-  const std::vector<Window> windows =
-      hasWindows() ? std::vector<Window>{kBurst, kIdle, kOnset, kAll} : std::vector<Window>{kAll};
+  // The windows (a time may be in several: onset and settled split burst, everything is in all)
+  // and the seconds of [0, end) in each.
+  enum Window : std::uint8_t { kBurst, kIdle, kOnset, kSettled, kAll };
+  const std::vector<Window> windows = hasWindows()
+                                          ? std::vector<Window>{kBurst, kIdle, kOnset, kSettled, kAll}
+                                          : std::vector<Window>{kAll};
   auto in = [&](Window w, Nanos t) {
     switch (w) {
       case kBurst:
@@ -99,6 +100,8 @@ ArmResult Simulation::collect() {
         return !burstAt(t);
       case kOnset:
         return onsetAt(t);
+      case kSettled:
+        return burstAt(t) && !onsetAt(t);
       case kAll:
         break;
     }
@@ -117,7 +120,7 @@ ArmResult Simulation::collect() {
     }
     if (nw > 1) windowSeconds[kIdle] = toSeconds(end_ - covered[kBurst]);
   }
-  static constexpr const char* kNames[] = {"burst", "idle", "onset", "all"};
+  static constexpr const char* kNames[] = {"burst", "idle", "onset", "settled", "all"};
 
   for (std::size_t c = 0; c < s_.classes.size(); ++c) {
     ClassResult cr;

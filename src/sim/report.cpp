@@ -131,7 +131,12 @@ std::string intervalsCsv(const Scenario& scenario, const std::vector<ArmResult>&
   for (const TrafficClass& c : scenario.classes) {
     out << ",ceiling_" << c.name << ",queued_" << c.name;
   }
-  out << ",server_queue,running\n";
+  out << ",server_queue,running";
+  // The free room each class's ceiling keeps for the classes above it, in requests (slot
+  // equivalents of saturation): (1 - ceiling) x the pool's slots.
+  for (const TrafficClass& c : scenario.classes) out << ",reserve_" << c.name;
+  out << '\n';
+  const double poolSlots = static_cast<double>(scenario.pool.endpoints) * scenario.pool.slots;
   for (const ArmResult& a : arms) {
     for (const IntervalSample& s : a.samples) {
       out << a.arm.name << ',' << csvNumber(s.time) << ',' << csvNumber(s.saturation);
@@ -142,7 +147,11 @@ std::string intervalsCsv(const Scenario& scenario, const std::vector<ArmResult>&
       std::size_t r = 0;
       for (const std::size_t x : s.serverQueue) q += x;
       for (const std::size_t x : s.running) r += x;
-      out << ',' << q << ',' << r << '\n';
+      out << ',' << q << ',' << r;
+      for (std::size_t c = 0; c < scenario.classes.size(); ++c) {
+        out << ',' << csvNumber((1.0 - s.ceilings[c]) * poolSlots);
+      }
+      out << '\n';
     }
   }
   return out.str();
@@ -231,7 +240,7 @@ std::string gnuplotScript(const Scenario& scenario, const std::vector<ArmResult>
   for (const ArmResult& a : arms) {
     if (!a.arm.flowControl) continue;
     g << "set output 'bands-" << a.arm.name << ".png'\n"
-      << "set multiplot layout 2,1 title 'arm " << a.arm.name << "'\n"
+      << "set multiplot layout 3,1 title 'arm " << a.arm.name << "'\n"
       << "set title 'ceiling per band, and saturation'\nset ylabel 'ceiling'\n"
       << "set yrange [0:1.05]\n"
       << "plot 'intervals.csv' using (strcol(1) eq '" << a.arm.name
@@ -247,6 +256,14 @@ std::string gnuplotScript(const Scenario& scenario, const std::vector<ArmResult>
       g << (c ? ", " : "") << "'intervals.csv' using (strcol(1) eq '" << a.arm.name
         << "' ? $2 : NaN):" << 5 + 2 * c << " with lines lw 2 title '" << scenario.classes[c].name
         << "'";
+    }
+    const std::size_t reserveColumn = 6 + 2 * scenario.classes.size();
+    g << "\nset title 'reserve kept below each band (requests: (1 - ceiling) x slots)'\n"
+      << "set ylabel 'requests'\nplot ";
+    for (std::size_t c = 0; c < scenario.classes.size(); ++c) {
+      g << (c ? ", " : "") << "'intervals.csv' using (strcol(1) eq '" << a.arm.name
+        << "' ? $2 : NaN):" << reserveColumn + c << " with lines lw 2 title '"
+        << scenario.classes[c].name << "'";
     }
     g << "\nunset multiplot\nset yrange [*:*]\n";
   }

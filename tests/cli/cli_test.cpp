@@ -238,12 +238,22 @@ TEST(CliTest, CeilingsWithDemandFiguresSizeTheReservation) {
                                " --priorities 100,0 --saturation 0.3 --demand 100=4,2,0.5"
                                " --demand=0=20 --request-unit 0.05");
   ASSERT_EQ(busy.exitCode, 0) << busy.err;
-  // Occupancy 4 at the top: the 99 % Poisson quantile (9) plus arrivals over the refill time,
-  // in units of 0.05, comes off band 0's ceiling.
+  // Refill sizing (the default): 2 arrivals/s above; the pool (1 / 0.05 = 20 requests) turns
+  // over at 20 / 0.5 s = 40/s; rho = 0.05, 0.05^2 <= 1 %: 2 requests of 0.05 off band 0.
   EXPECT_DOUBLE_EQ(ceilingOf(idle.out, 0), 1.0) << idle.out;
-  EXPECT_LT(ceilingOf(busy.out, 0), 0.6) << busy.out;
-  EXPECT_GT(ceilingOf(busy.out, 0), 0.0) << busy.out;
+  EXPECT_NEAR(ceilingOf(busy.out, 0), 0.9, 1e-12) << busy.out;
   EXPECT_DOUBLE_EQ(ceilingOf(busy.out, 100), 1.0) << busy.out;
+  // Occupancy sizing: occupancy 4 at the top, the 99 % Poisson quantile (9) plus arrivals over
+  // the refill time.
+  const std::string occupancy = writeTemp(
+      "reservation-occupancy.json",
+      R"({"type":"reservation-holdback-policy","parameters":{"sizing":"occupancy"}})");
+  const CliRun occ = holdback("ceilings --config " + occupancy +
+                              " --priorities 100,0 --saturation 0.3 --demand 100=4,2,0.5"
+                              " --demand=0=20 --request-unit 0.05");
+  ASSERT_EQ(occ.exitCode, 0) << occ.err;
+  EXPECT_LT(ceilingOf(occ.out, 0), 0.6) << occ.out;
+  EXPECT_GT(ceilingOf(occ.out, 0), 0.0) << occ.out;
 }
 
 TEST(CliTest, CeilingsDemandUsageErrors) {

@@ -79,7 +79,8 @@ TEST(ReservationPoisson, InverseNormalKnownValues) {
 
 // The worked example of docs/policies.md: 64 slots (u = 1/64), three bands.
 TEST(ReservationPolicy, WorkedExampleSizesEachBandForTheBandsAboveIt) {
-  auto policy = make({.epsilon = 0.01, .refillHorizon = 0ns});
+  auto policy =
+      make({.epsilon = 0.01, .refillHorizon = 0ns, .sizing = ReservationSizing::kOccupancy});
   const std::vector<Priority> priorities{10, 0, -1};
   const std::vector<BandDemand> demand{
       {.occupancy = 1.2, .arrivalRate = 1.0, .holdingTime = 1.17, .inFlight = 1.0},
@@ -95,6 +96,63 @@ TEST(ReservationPolicy, WorkedExampleSizesEachBandForTheBandsAboveIt) {
   EXPECT_NEAR(ceilings[2] * 64, 47.0, 1e-9);
 }
 
+TEST(ReservationRefill, ReserveIsTheSmallestRWithRhoToTheRBelowEpsilon) {
+  EXPECT_EQ(ReservationPolicy::refillReserve(0.0, 0.01), 1.0);
+  EXPECT_EQ(ReservationPolicy::refillReserve(-1.0, 0.01), 1.0);
+  EXPECT_EQ(ReservationPolicy::refillReserve(std::numeric_limits<double>::quiet_NaN(), 0.01), 1.0);
+  EXPECT_EQ(ReservationPolicy::refillReserve(1e-6, 0.01), 1.0);
+  EXPECT_EQ(ReservationPolicy::refillReserve(0.1, 0.01), 2.0);   // 0.1^2 = 0.01
+  EXPECT_EQ(ReservationPolicy::refillReserve(0.5, 0.01), 7.0);   // 0.5^7 = 0.0078 < 0.5^6
+  EXPECT_EQ(ReservationPolicy::refillReserve(0.5, 0.001), 10.0);  // 0.5^10 = 0.00098
+  EXPECT_EQ(ReservationPolicy::refillReserve(1.0, 0.01), INFINITY);
+  EXPECT_EQ(ReservationPolicy::refillReserve(INFINITY, 0.01), INFINITY);
+  for (const double rho : {0.05, 0.2, 0.37, 0.6, 0.9, 0.99}) {
+    const double r = ReservationPolicy::refillReserve(rho, 0.01);
+    EXPECT_LE(std::pow(rho, r), 0.01 * (1 + 1e-12)) << rho;
+    EXPECT_GT(std::pow(rho, r - 1.0), 0.01) << rho;
+  }
+}
+
+// docs/policies.md's refill example: 64 slots, the idle window of the simulator's scenario.
+TEST(ReservationPolicy, RefillWorkedExampleIdleAndBurst) {
+  auto policy = make({.epsilon = 0.01, .minCeiling = 0.5});
+  const std::vector<Priority> priorities{10, 0, -1};
+  std::vector<BandDemand> demand{
+      {.occupancy = 1.2, .arrivalRate = 1.0, .holdingTime = 1.17, .inFlight = 1.0},
+      {.occupancy = 7.0, .arrivalRate = 3.0, .holdingTime = 2.4, .inFlight = 7.0},
+      {.occupancy = 60.0, .arrivalRate = 20.0, .holdingTime = 2.66, .inFlight = 48.0}};
+  // M = 64 x (1 / 1.17 + 7 / 2.4 + 48 / 2.66) / 56 = 24.9 completions/s when full.
+  const double m = 64.0 * (1.0 / 1.17 + 7.0 / 2.4 + 48.0 / 2.66) / 56.0;
+  std::vector<double> reserves(3);
+  policy->reserves(priorities, DemandView{.bands = demand, .requestUnit = 1.0 / 64}, reserves);
+  EXPECT_EQ(reserves[1], std::ceil(std::log(0.01) / std::log(1.0 / m)));  // rho 0.04: 2
+  EXPECT_EQ(reserves[2], std::ceil(std::log(0.01) / std::log(4.0 / m)));  // rho 0.16: 3
+  EXPECT_EQ(reserves[1], 2.0);
+  EXPECT_EQ(reserves[2], 3.0);
+  std::vector<double> ceilings(3, 1.0);
+  policy->computeLimit(0.9, priorities, ceilings,
+                       DemandView{.bands = demand, .requestUnit = 1.0 / 64});
+  EXPECT_DOUBLE_EQ(ceilings[2], 61.0 / 64);  // batch may fill 61 of 64 slots (stepwise: 32)
+  // A burst: 24 interactive arrivals/s. rho = 27 / 37.8 = 0.72: 14 slots kept free.
+  demand[0] = {.occupancy = 28.0, .arrivalRate = 24.0, .holdingTime = 1.17, .inFlight = 28.0};
+  demand[2].inFlight = 29.0;
+  const double burst_m = 64.0 * (28.0 / 1.17 + 7.0 / 2.4 + 29.0 / 2.66) / 64.0;
+  policy->computeLimit(1.0, priorities, ceilings,
+                       DemandView{.bands = demand, .requestUnit = 1.0 / 64});
+  EXPECT_DOUBLE_EQ(ceilings[2],
+                   1.0 - std::ceil(std::log(0.01) / std::log(27.0 / burst_m)) / 64);
+  // Higher demand beyond the pool's turnover: batch is held at minCeiling.
+  demand[0].arrivalRate = 60.0;
+  policy->computeLimit(1.0, priorities, ceilings,
+                       DemandView{.bands = demand, .requestUnit = 1.0 / 64});
+  EXPECT_DOUBLE_EQ(ceilings[2], 0.5);
+  // No completion measured yet and arrivals above: minCeiling too.
+  for (BandDemand& d : demand) d.holdingTime = 0.0;
+  policy->computeLimit(1.0, priorities, ceilings,
+                       DemandView{.bands = demand, .requestUnit = 1.0 / 64});
+  EXPECT_DOUBLE_EQ(ceilings[1], 0.5);
+}
+
 TEST(ReservationPolicy, IdleHigherBandsGiveCapacityBack) {
   auto policy = make({.epsilon = 0.001});
   const std::vector<Priority> priorities{10, -1};
@@ -106,7 +164,7 @@ TEST(ReservationPolicy, IdleHigherBandsGiveCapacityBack) {
 }
 
 TEST(ReservationPolicy, RefillTermCoversArrivalsWhileASlotFrees) {
-  auto policy = make({.epsilon = 0.01});
+  auto policy = make({.epsilon = 0.01, .sizing = ReservationSizing::kOccupancy});
   const std::vector<Priority> priorities{10, -1};
   // 50 batch leases of 2.5 s: one ends every 50 ms; 20 req/s arrive above: +1 request.
   const std::vector<BandDemand> demand{{.occupancy = 0.0, .arrivalRate = 20.0},
@@ -116,7 +174,8 @@ TEST(ReservationPolicy, RefillTermCoversArrivalsWhileASlotFrees) {
   EXPECT_DOUBLE_EQ(reserves[0], 0.0);
   EXPECT_NEAR(reserves[1], 1.0 + 20.0 * 0.05, 1e-12);
   // A configured horizon replaces the estimate.
-  auto fixed = make({.epsilon = 0.01, .refillHorizon = 200ms});
+  auto fixed =
+      make({.epsilon = 0.01, .refillHorizon = 200ms, .sizing = ReservationSizing::kOccupancy});
   fixed->reserves(priorities, DemandView{.bands = demand}, reserves);
   EXPECT_NEAR(reserves[1], 1.0 + 20.0 * 0.2, 1e-12);
 }
@@ -127,7 +186,8 @@ TEST(ReservationPolicy, BoundsMinReserveAndPerBandEpsilon) {
                       .minCeiling = 0.3,
                       .maxCeiling = 0.95,
                       .minReserve = 4.0,
-                      .refillHorizon = 0ns});
+                      .refillHorizon = 0ns,
+                      .sizing = ReservationSizing::kOccupancy});
   const std::vector<Priority> priorities{10, 0, -1};
   const std::vector<BandDemand> demand{{.occupancy = 1.2}, {.occupancy = 0.0}, {}};
   std::vector<double> reserves(3);
@@ -286,6 +346,52 @@ TEST(ReservationConfig, LoadsEveryParameter) {
   EXPECT_EQ(options.smoothing.rise, std::chrono::milliseconds(200));
   EXPECT_EQ(options.smoothing.decay, std::chrono::seconds(8));
   EXPECT_TRUE(policy->usesDemand());
+}
+
+TEST(ReservationConfig, LoadsSizingAndFeedback) {
+  std::shared_ptr<UsageLimitPolicy> policy;
+  EXPECT_TRUE(loadErrors(R"({"sizing":"occupancy","poissonSizing":false,
+                             "feedback":{"targetWait":"40ms","targets":{"100":"20ms"},
+                                         "increase":2,"decrease":0.25,"maxExtra":16,
+                                         "interval":"250ms"}})",
+                         &policy)
+                  .empty());
+  ASSERT_NE(policy, nullptr);
+  const auto& options = dynamic_cast<const ReservationPolicy&>(*policy).options();
+  EXPECT_EQ(options.sizing, ReservationSizing::kOccupancy);
+  EXPECT_FALSE(options.poissonSizing);
+  EXPECT_TRUE(options.feedback.enabled);
+  EXPECT_EQ(options.feedback.targetWait, std::chrono::milliseconds(40));
+  ASSERT_EQ(options.feedback.targets.size(), 1u);
+  EXPECT_EQ(options.feedback.targets[0].priority, 100);
+  EXPECT_EQ(options.feedback.targets[0].wait, std::chrono::milliseconds(20));
+  EXPECT_EQ(options.feedback.increase, 2.0);
+  EXPECT_EQ(options.feedback.decrease, 0.25);
+  EXPECT_EQ(options.feedback.maxExtra, 16.0);
+  EXPECT_EQ(options.feedback.interval, std::chrono::milliseconds(250));
+  EXPECT_TRUE(loadErrors(R"({"feedback":{"enabled":false}})", &policy).empty());
+  EXPECT_FALSE(dynamic_cast<const ReservationPolicy&>(*policy).options().feedback.enabled);
+  EXPECT_TRUE(loadErrors("{}", &policy).empty());
+  EXPECT_EQ(dynamic_cast<const ReservationPolicy&>(*policy).options().sizing,
+            ReservationSizing::kRefill);
+}
+
+TEST(ReservationConfig, FeedbackProblemsCarryTheirPaths) {
+  const auto errors = loadErrors(
+      R"({"sizing":"greedy","poissonSizing":1,
+          "feedback":{"targetWait":3,"targets":{"x":"1ms","7":5},"increase":1,"decrease":0,
+                      "maxExtra":-1,"interval":"0s","speed":2}})");
+  std::string all;
+  for (const auto& e : errors) all += e + "\n";
+  for (const char* path :
+       {"/parameters/sizing", "/parameters/poissonSizing", "/parameters/feedback/targetWait",
+        "/parameters/feedback/targets/x", "/parameters/feedback/targets/7",
+        "/parameters/feedback/increase", "/parameters/feedback/decrease",
+        "/parameters/feedback/maxExtra", "/parameters/feedback/interval",
+        "/parameters/feedback/speed"}) {
+    EXPECT_NE(all.find(std::string(path) + ":"), std::string::npos) << path << "\n" << all;
+  }
+  EXPECT_FALSE(loadErrors(R"({"feedback":[1]})").empty());
 }
 
 TEST(ReservationConfig, DefaultsNeedNoParameters) {

@@ -141,7 +141,7 @@ TEST(SimEvaluationTest, JsonFollowsTheDocumentedSchema) {
             expectNumberOrNull(w["unloadedTtftMs"][key], key);
           }
         }
-        EXPECT_EQ(names, (std::vector<std::string>{"all", "burst", "idle", "onset"}));
+        EXPECT_EQ(names, (std::vector<std::string>{"all", "burst", "idle", "onset", "settled"}));
       }
     }
   }
@@ -222,7 +222,8 @@ std::string withoutNewWindows(const std::string& table) {
   std::string out;
   std::string line;
   while (std::getline(in, line)) {
-    if (line.find("  onset ") != std::string::npos || line.find("  all  ") != std::string::npos) {
+    if (line.find("  onset ") != std::string::npos || line.find("  all  ") != std::string::npos ||
+        line.find("  settled") != std::string::npos) {
       continue;
     }
     out += line + "\n";
@@ -271,7 +272,7 @@ TEST(SimEvaluationTest, ReplicasEachCountTheirOwnInFlight) {
 }
 
 // The catalog's shapes: burst-after-idle starts idle and has three 30 s bursts of 24 req/s;
-// short-bursts ten 5 s bursts; onset is the first 2 s of each burst.
+// short-bursts ten 5 s bursts; onset is the first 2 s of each burst, settled the rest.
 TEST(SimEvaluationTest, CatalogScenariosHaveTheDocumentedShape) {
   Arm none;
   ASSERT_TRUE(findArm("none", none));
@@ -299,6 +300,7 @@ TEST(SimEvaluationTest, CatalogScenariosHaveTheDocumentedShape) {
     EXPECT_NEAR(n("idle"), e.idle, 5 * std::sqrt(e.idle)) << e.name;
     EXPECT_NEAR(n("onset"), e.onset, 5 * std::sqrt(e.onset)) << e.name;
     EXPECT_EQ(n("all"), n("burst") + n("idle")) << e.name;
+    EXPECT_EQ(n("burst"), n("onset") + n("settled")) << e.name;
   }
   Scenario unknown;
   EXPECT_FALSE(findScenario("no-such", unknown));

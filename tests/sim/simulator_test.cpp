@@ -128,6 +128,8 @@ TEST(SimulatorTest, SeriesAndCsv) {
   EXPECT_EQ(requests.rfind("arm,class,priority,endpoint,", 0), 0u);
   const std::string intervals = intervalsCsv(s, arms);
   EXPECT_NE(intervals.find("ceiling_batch,queued_batch"), std::string::npos);
+  EXPECT_NE(intervals.find(",running,reserve_interactive,reserve_standard,reserve_batch\n"),
+            std::string::npos);
   EXPECT_NE(intervals.find("\nstepwise,5.000000,"), std::string::npos);
   const std::string summary = summaryCsv(arms);
   EXPECT_NE(summary.find("\nstepwise,interactive,100,burst,"), std::string::npos);

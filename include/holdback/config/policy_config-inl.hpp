@@ -216,6 +216,53 @@ HOLDBACK_INLINE std::optional<ReservationOptions> parseReservationOptions(
     return parsed;
   };
   if (const auto v = duration("refillHorizon")) options.refillHorizon = *v;
+  if (const auto v = reader.oneOf("sizing", {"refill", "occupancy"})) {
+    options.sizing = *v == "occupancy" ? ReservationSizing::kOccupancy : ReservationSizing::kRefill;
+  }
+  if (const auto v = reader.boolean("poissonSizing")) options.poissonSizing = *v;
+  if (const Json* fb = reader.value("feedback")) {
+    ParamReader sub(fb, reader.pathOf("feedback"), diagnostics);
+    if (sub.valid()) {
+      ReservationFeedback& f = options.feedback;
+      f.enabled = sub.boolean("enabled").value_or(true);
+      auto subDuration = [&](std::string_view key) -> std::optional<Duration> {
+        const Json* v = sub.value(key);
+        if (v == nullptr) return std::nullopt;
+        const auto parsed = v->is_string() ? parseDuration(v->get<std::string>()) : std::nullopt;
+        if (!parsed) sub.error(key, mismatch(*v, R"(a duration string such as "50ms")"));
+        return parsed;
+      };
+      if (const auto v = subDuration("targetWait")) f.targetWait = *v;
+      if (const auto v = subDuration("interval")) f.interval = *v;
+      if (const auto v = sub.number("increase")) f.increase = *v;
+      if (const auto v = sub.number("decrease")) f.decrease = *v;
+      if (const auto v = sub.number("maxExtra")) f.maxExtra = *v;
+      if (const Json* map = sub.value("targets")) {
+        const std::string at = sub.pathOf("targets");
+        if (!map->is_object()) {
+          diagnostics.error(at, mismatch(*map, "an object mapping priority to a wait target"));
+        } else {
+          for (const auto& [key, value] : map->items()) {
+            const auto priority = parseIntegerKey(key, detail::kPriorityMin,
+                                                  detail::kPriorityMax);
+            if (!priority) {
+              diagnostics.error(joinPath(at, key), "\"" + key + "\" is not an integer priority");
+            }
+            const auto wait =
+                value.is_string() ? parseDuration(value.get<std::string>()) : std::nullopt;
+            if (!wait) {
+              diagnostics.error(joinPath(at, key),
+                                mismatch(value, R"(a duration string such as "50ms")"));
+            }
+            if (priority && wait) {
+              f.targets.push_back({.priority = static_cast<Priority>(*priority), .wait = *wait});
+            }
+          }
+        }
+      }
+      sub.finish();
+    }
+  }
   if (const auto v = duration("riseTime")) options.smoothing.rise = *v;
   if (const auto v = duration("decayTime")) options.smoothing.decay = *v;
   if (const Json* map = reader.value("epsilons")) {

@@ -114,6 +114,13 @@ HOLDBACK_INLINE double ReservationPolicy::poissonReserve(double a, double epsilo
   return std::ceil(q - 0.5) + 1.0;
 }
 
+HOLDBACK_INLINE double ReservationPolicy::refillReserve(double rho, double epsilon) noexcept {
+  if (!(rho > 0.0)) return 1.0;
+  if (!(rho < 1.0)) return INFINITY;
+  if (!(epsilon > 0.0)) epsilon = 1e-12;
+  return std::max(1.0, std::ceil(std::log(epsilon) / std::log(rho)));
+}
+
 HOLDBACK_INLINE void ReservationPolicy::validate(const ReservationOptions& options,
                                                  const std::string& path,
                                                  Diagnostics& diagnostics) {
@@ -287,14 +294,24 @@ HOLDBACK_INLINE void ReservationPolicy::reserves(std::span<const Priority> prior
   // Suffix sums of the lower bands' lease-release rates (inFlight / holdingTime), so T_i is O(1).
   // Computed on the fly from the bottom: out[] holds the rates first, then the reserves.
   double release = 0.0;
+  double held = 0.0;  // in flight in the bands whose holding time is known
   for (std::size_t i = n; i-- > 0;) {
     if (have) {
       const BandDemand& d = demand.bands[i];
       const double hold = finiteNonNegative(d.holdingTime);
-      if (hold > 0.0) release += finiteNonNegative(d.inFlight) / hold;
+      if (hold > 0.0) {
+        release += finiteNonNegative(d.inFlight) / hold;
+        held += finiteNonNegative(d.inFlight);
+      }
     }
     out[i] = release;  // release rate of bands i..n-1
   }
+  // The refill rate M of a full pool: capacity (1 / u requests) x the mean release rate per
+  // in-flight request; the current release rate when the capacity is unknown.
+  double unit = demand.requestUnit;
+  if (!(unit > 0.0 && std::isfinite(unit))) unit = options_.requestUnit.value_or(0.0);
+  const double total_release =
+      unit > 0.0 && held > 0.0 ? release / held / unit : release;
   double occupancy = 0.0;
   double arrivals = 0.0;
   double extras = 0.0;  // feedback extras of the bands above
@@ -310,8 +327,16 @@ HOLDBACK_INLINE void ReservationPolicy::reserves(std::span<const Priority> prior
       double z = 0.0;
       epsilonFor(priorities[i], eps, z);
       const double refill = horizon >= 0.0 ? horizon : (release_i > 0.0 ? 1.0 / release_i : 0.0);
-      const double r =
-          options_.poissonSizing ? poissonReserve(occupancy, eps, z) + arrivals * refill : 0.0;
+      double r = 0.0;
+      if (!options_.poissonSizing) {
+        r = 0.0;
+      } else if (options_.sizing == ReservationSizing::kRefill) {
+        const double rho = total_release > 0.0 ? arrivals / total_release
+                                               : (arrivals > 0.0 ? INFINITY : 0.0);
+        r = refillReserve(rho, eps);
+      } else {
+        r = poissonReserve(occupancy, eps, z) + arrivals * refill;
+      }
       out[i] = std::max(options_.minReserve, r) + extras;
     }
     extras += extraAt(i, priorities[i]);

@@ -7,32 +7,46 @@
 //   band i's ceiling is
 //
 //       c_i = clamp(1 - R_i * u, minCeiling, maxCeiling),   c_0 = maxCeiling
-//       R_i = max(minReserve, r(A_i, eps_i) + L_i * T_i)
+//       R_i = max(minReserve, r_i) + feedback extras of bands 0..i-1
 //
-//   A_i    sum of the smoothed occupancy (in flight + queued) of bands 0..i-1 (Little's a);
-//   r(a, eps)  the smallest r with P(Poisson(a) >= r) <= eps: a higher-band arrival finds one of
-//          the r reserved slots free with probability >= 1 - eps (by M/G/inf insensitivity the
-//          occupancy of an unconstrained class is Poisson(a) whatever its service times);
-//          r(0, eps) = 1, so one slot stays free for the first arrival of an idle higher band;
+//   The saturation the ceiling is compared with counts every request in flight, the higher
+//   bands' included, so R_i is *free* room: band i is dispatched only while more than R_i
+//   requests' worth of the pool is free. Two sizings of r_i (option `sizing`):
+//
+//   refill (default): r_i = the smallest r >= 1 with rho_i^r <= eps_i, rho_i = L_i / M.
+//     While band i waits at its ceiling the free room is a birth-death walk: a higher-band
+//     arrival takes one slot (rate L_i), any completion frees one (rate M). Its deficit below
+//     R_i is geometric with ratio rho_i, so an arrival finds the pool full with probability
+//     about rho_i^R: R_i = ceil(ln eps_i / ln rho_i). rho_i >= 1 (higher demand outruns the
+//     pool's turnover) gives an infinite reserve, i.e. minCeiling; no higher-band arrivals give
+//     1 slot (the first arrival of an idle band).
+//   occupancy: r_i = r(A_i, eps_i) + L_i * T_i, the Poisson quantile of the higher bands' whole
+//     occupancy plus their arrivals during a refill: the trunk-reservation equation of the
+//     design note. Conservative here, because the higher bands' in-flight requests are counted
+//     twice (in A_i and in the saturation); kept for comparison.
+//
 //   L_i    sum of the smoothed arrival rates of bands 0..i-1 (requests/s);
-//   T_i    the time a slot takes to free once the reserve is taken: `refillHorizon` when set,
-//          else 1 / (sum over bands i.. of inFlight_j / holdingTime_j), the rate at which the
-//          lower bands' leases end (0 when nothing lower is in flight); L_i * T_i covers the
-//          higher-band arrivals during that refill;
+//   M      the pool's turnover when full: (1 / u) x the mean release rate per in-flight request
+//          (sum of inFlight_j / holdingTime_j over the bands with a measured holding time,
+//          divided by their in-flight count); the current release rate when u is unknown; no
+//          completion measured yet = 0 (so any higher-band arrival rate means minCeiling);
+//   A_i    sum of the smoothed occupancy (in flight + queued) of bands 0..i-1 (Little's a);
+//   r(a, eps)  the smallest r with P(Poisson(a) >= r) <= eps; r(0, eps) = 1;
+//   T_i    `refillHorizon` when set, else 1 / (sum over bands i.. of inFlight_j / holdingTime_j);
 //   eps_i  the band's `epsilon` (per-priority override) or the default;
 //   u      saturation units per request: the view's requestUnit (the controller reports
 //          saturation / in-flight, 1 / maxConcurrency for the concurrency detector), else the
 //          configured `requestUnit`; when neither is known every band gets maxCeiling (nothing
 //          can be converted; with nothing in flight the pool is idle anyway).
 //   When the higher bands have no demand the reserve falls to max(minReserve, 1) slot: the policy
-//   is work-conserving in idle windows. The ceilings are non-increasing by construction (A_i, L_i
-//   and T_i grow down the list); the monotonizing sweep still runs.
+//   is work-conserving in idle windows. The ceilings are non-increasing by construction (L_i and
+//   A_i grow down the list); the monotonizing sweep still runs.
 //
-//   r(a, eps) is computed exactly (summing the Poisson probabilities, at most ~60 terms) for
-//   a <= 30 and by the Cornish-Fisher expansion a + z sqrt(a) + (z^2 - 1) / 6 + (z^3 - 7z) /
-//   (72 sqrt(a)) above (z = Phi^-1(1 - eps), computed once per epsilon at creation); the
-//   approximation is within one request of the exact quantile there (pinned by tests). Cost per
-//   band: at most ~60 multiply-adds, O(1) above a = 30.
+//   Cost per band: refill, two logarithms (ln eps could be cached; it is not, see
+//   docs/performance.md); occupancy, r(a, eps) exactly (summing the Poisson probabilities, at
+//   most ~60 terms) for a <= 30 and by the Cornish-Fisher expansion a + z sqrt(a) + (z^2 - 1) / 6
+//   + (z^3 - 7z) / (72 sqrt(a)) above (z = Phi^-1(1 - eps), computed once per epsilon at
+//   creation; within one request of the exact quantile there, pinned by tests).
 //
 // Without demand (an empty view, e.g. the three-argument computeLimit), A_i = L_i = 0: every band
 // below the top keeps max(minReserve, 1) request of reserve.
@@ -100,6 +114,12 @@ struct ReservationFeedback {
   std::chrono::nanoseconds interval = std::chrono::milliseconds(500);  // > 0
 };
 
+// How R_i is sized from the demand (see the file comment).
+enum class ReservationSizing : std::uint8_t {
+  kOccupancy,  // r(A_i, eps) + L_i T_i: the Poisson quantile of the higher bands' whole occupancy
+  kRefill,     // ceil(ln eps / ln rho_i), rho_i = L_i / M: free slots outlast the arrivals
+};
+
 struct ReservationOptions {
   // Default tail probability, in (0, 0.5]: 0.01 = a higher-band arrival finds a reserved slot
   // 99 % of the time.
@@ -123,6 +143,7 @@ struct ReservationOptions {
   // false: no Poisson sizing (R_i = minReserve + feedback extras only): the stand-alone feedback
   // anchor. true (default): the trunk-reservation sizing of the file comment.
   bool poissonSizing = true;
+  ReservationSizing sizing = ReservationSizing::kRefill;
   ReservationFeedback feedback;
 };
 
@@ -138,6 +159,9 @@ class HOLDBACK_API ReservationPolicy final : public UsageLimitPolicy {
 
   // r(a, eps) with z = Phi^-1(1 - eps) precomputed (see the file comment). a <= 0 or NaN -> 1.
   [[nodiscard]] static double poissonReserve(double a, double epsilon, double z) noexcept;
+  // The refill sizing's reserve: the smallest r >= 1 with rho^r <= eps; rho <= 0 or NaN -> 1,
+  // rho >= 1 -> infinity.
+  [[nodiscard]] static double refillReserve(double rho, double epsilon) noexcept;
   // Phi^-1(p) for p in (0, 1) (Acklam's rational approximation, relative error < 1.2e-9).
   [[nodiscard]] static double inverseNormal(double p) noexcept;
 

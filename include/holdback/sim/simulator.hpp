@@ -36,7 +36,7 @@
 //   Measurement: requests arriving in [0, duration) are measured; arrivals stop at `duration`
 //   and the run continues up to `drain` more seconds so that queued requests can finish. Windows:
 //   "burst" and "idle" are the on and off phases of the first on/off class, "onset" the first 2 s
-//   of each burst, "all" the whole of [0, duration). Throughput counts completions inside
+//   of each burst, "settled" the rest of each burst, "all" the whole of [0, duration). Throughput counts completions inside
 //   [0, duration) per window.
 //
 //   Gateway replicas (pool.gatewayReplicas = R): R gateways, each with its own FlowController,
@@ -71,8 +71,8 @@ struct Percentiles {
 };
 
 struct WindowStats {
-  // "burst", "idle", "onset" (the first 2 s of each burst) and "all" with an on/off class (the
-  // first one defines the windows), else "all" only.
+  // "burst", "idle", "onset" (the first 2 s of each burst), "settled" (each burst after its first
+  // 2 s) and "all" with an on/off class (the first one defines the windows), else "all" only.
   std::string window;
   std::size_t arrived = 0;
   Percentiles queueMs;                 // gateway queueing delay (arrival -> dispatch)
