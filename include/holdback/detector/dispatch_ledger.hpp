@@ -165,7 +165,7 @@ struct alignas(64) LedgerSlot {
   std::atomic<std::uint64_t> dispatchedTokens{0};
   std::atomic<std::uint64_t> completedRequests{0};
   std::atomic<std::uint64_t> completedTokens{0};
-  std::atomic<std::int64_t> maxRunning{0};
+  std::atomic<double> maxRunning{0.0};  // maxRunningRequests as a double; 0 = unknown
   std::atomic<double> kvPerToken{0.0};                 // 1 / kvCapacityTokens; 0 = unknown
   std::atomic<std::uint64_t> baseDispatchedTokens{0};  // under `sequence`
   std::atomic<std::uint64_t> baseCompletedTokens{0};   // under `sequence`
@@ -177,7 +177,8 @@ struct alignas(64) LedgerSlot {
   std::atomic<double> kvCacheUsage{0.0};
   std::atomic<std::uint64_t> baseDispatchedRequests{0};
   std::atomic<std::uint64_t> baseCompletedRequests{0};
-  std::atomic<std::int32_t> budget{-1};  // -1: no scrape installed
+  // The budget; -1: no scrape installed, -2: the scrape is not correctable (see -inl.hpp).
+  std::atomic<std::int32_t> budget{-1};
   // Odd while the slot is live (registration and removal each add one).
   std::atomic<std::uint32_t> generation{0};
 };
