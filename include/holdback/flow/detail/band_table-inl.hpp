@@ -40,6 +40,8 @@ HOLDBACK_INLINE PreparedItem BandTable::prepare(RequestId id, FlowRequest&& requ
   raw->view.sizeBytes = request.sizeBytes;
   raw->view.enqueueTime = now;
   raw->view.deadline = request.deadline;
+  raw->view.receivedTime = request.receivedTime.value_or(now);
+  raw->view.ttftObjective = request.ttftObjective;
   PreparedItem out;
   out.item = raw;
   out.index_node = scratch_index.extract(scratch_index.emplace(id, std::move(item)).first);
