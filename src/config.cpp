@@ -8,3 +8,4 @@
 #include "holdback/config/policy_config-inl.hpp"
 #include "holdback/config/detector_config-inl.hpp"
 #include "holdback/config/endpoint_picker_config-inl.hpp"
+#include "holdback/config/effective_config-inl.hpp"

@@ -7,3 +7,5 @@
 #include "holdback/flow/outcome-inl.hpp"
 #include "holdback/flow/pool_pressure-inl.hpp"
 #include "holdback/flow/runner-inl.hpp"
+#include "holdback/flow/slo_deadline_ordering-inl.hpp"
+#include "holdback/flow/program_aware_fairness-inl.hpp"

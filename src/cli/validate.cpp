@@ -5,6 +5,7 @@
 
 #include "common.hpp"
 #include "holdback/config/detector_config.hpp"
+#include "holdback/config/effective_config.hpp"
 #include "holdback/config/endpoint_picker_config.hpp"
 #include "holdback/config/policy_config.hpp"
 
@@ -24,9 +25,13 @@ stderr. Fields of the Go gateway's config that mean nothing to holdback (schedul
 scorers, ...) are accepted and listed as warnings.
 
   --json   print one JSON object on stdout instead:
-           {"ok": bool, "errors": [...], "warnings": [...]}, each problem
+           {"ok": bool, "errors": [...], "warnings": [...], "effective": {...}}, each problem
            {"path": "/plugins/2/parameters/minCeiling", "line": 7, "column": 19, "message": "..."}
-           (line and column are 0 when unknown, e.g. for JSON files)
+           (line and column are 0 when unknown, e.g. for JSON files). "effective" (only for a
+           valid whole EndpointPickerConfig) is the configuration after every default: gate,
+           policy and detector with their parameters, global limits, TTLs, the band templates
+           and every band with its limits, fairness and ordering (schemaVersion 1; see
+           docs/configuration.md, "Effective configuration").
 
 Exit codes: 0 valid (warnings may be printed), 1 invalid, 2 usage error (missing file, bad flag).
 )help";
@@ -61,6 +66,7 @@ int runValidate(int argc, char** argv) {
 
   Diagnostics diagnostics;
   std::string summary;
+  nlohmann::ordered_json effective;  // null unless a whole file loaded
   bool ok = false;
   if (const auto text = config::readTextFile(file); !text) {
     return usageError("validate", "cannot read file \"" + file + "\"");
@@ -76,6 +82,7 @@ int runValidate(int argc, char** argv) {
                     std::string(bundle.policy->type()) + "), saturation detector \"" +
                     std::string(bundle.detector->name()) + "\" (type " +
                     std::string(bundle.detector->type()) + ")";
+          effective = config::effectiveConfig(bundle);
           ok = true;
         }
       } else {
@@ -111,6 +118,7 @@ int runValidate(int argc, char** argv) {
     out["ok"] = ok;
     out["errors"] = toJson(diagnostics.errors());
     out["warnings"] = toJson(diagnostics.warnings());
+    if (ok && !effective.is_null()) out["effective"] = std::move(effective);
     std::cout << out.dump(2) << "\n";
     return ok ? kExitOk : kExitInvalid;
   }

@@ -255,6 +255,103 @@ TEST(EndpointPickerConfigTest, HostRegisteredTypesAreBuiltAndReferenced) {
       << plain.diagnostics().toString();
 }
 
+// Real Go files (shapes of the reference's own config-loader test cases): every field of the Go
+// schema loads. Flow-control fields are strict, the rest warns.
+TEST(EndpointPickerConfigTest, EveryGoSchemaFieldLoads) {
+  const std::string go = R"(
+apiVersion: llm-d.ai/v1alpha1
+kind: EndpointPickerConfig
+featureGates:
+- flowControl
+- dataLayer
+- prepareDataPlugins
+- enableLegacyMetrics=false
+- haPopulateNonLeaderDatastore=false
+plugins:
+- name: scorer
+  type: prefix-cache-scorer
+  parameters: {blockSize: 32}
+- type: max-score-picker
+- type: single-profile-handler
+- type: openai-parser
+- name: src
+  type: metrics-data-source
+- name: ext
+  type: core-metrics-extractor
+schedulingProfiles:
+- name: default
+  plugins:
+  - pluginRef: scorer
+    weight: 50
+  - pluginRef: max-score-picker
+dataLayer:
+  injectDefaults: false
+  sources:
+  - pluginRef: src
+    extractors:
+    - pluginRef: ext
+data:
+  sources: []
+requestHandler:
+  parsers:
+  - pluginRef: openai-parser
+parser:
+  pluginRef: openai-parser
+saturationDetector:
+  pluginRef: utilization-detector
+flowControl:
+  maxBytes: "1024"
+  defaultRequestTTL: 1m
+  usageLimitPolicyPluginRef: static-usage-limit-policy
+  saturationDetector:
+    pluginRef: utilization-detector
+)";
+  const auto loaded = loadEndpointPickerConfigText(go);
+  ASSERT_TRUE(loaded) << loaded.diagnostics().toString();
+  const ConfigBundle& b = *loaded.value();
+  EXPECT_TRUE(b.flowControlEnabled);
+  // The refs name undeclared defaults: the reference's loader adds them, so does holdback.
+  EXPECT_EQ(b.policy->type(), "static-usage-limit-policy");
+  EXPECT_EQ(b.detector->type(), "utilization-detector");
+  EXPECT_EQ(b.controller.maxBytes, 1024u);
+  std::set<std::string> warned;
+  for (const Diagnostic& w : loaded.diagnostics().warnings()) warned.insert(w.path);
+  for (const char* path :
+       {"/featureGates/1", "/featureGates/2", "/featureGates/3", "/featureGates/4",
+        "/schedulingProfiles", "/dataLayer", "/data", "/requestHandler", "/parser",
+        "/plugins/0/type", "/plugins/3/type"}) {
+    EXPECT_EQ(warned.count(path), 1u) << path << "\n" << loaded.diagnostics().toString();
+  }
+  // Flow-control fields stay strict, even next to the Go-only ones.
+  const auto bad = loadEndpointPickerConfigText(go + "  maxRequest: 5\n");
+  ASSERT_FALSE(bad);
+  EXPECT_NE(bad.diagnostics().toString().find("/flowControl/maxRequest"), std::string::npos);
+  // A gate the Go gateway does not register either is still an error.
+  const auto gate = loadEndpointPickerConfigText(
+      R"({"apiVersion": "llm-d.ai/v1alpha1", "kind": "EndpointPickerConfig",
+          "featureGates": ["unknown-gate"]})");
+  ASSERT_FALSE(gate);
+  EXPECT_NE(gate.diagnostics().toString().find("feature gate 'unknown-gate' is unknown"),
+            std::string::npos);
+  // A declared plugin of the default's name wins over the default; an undeclared other name is
+  // still an error.
+  const auto declared = loadEndpointPickerConfigText(
+      R"({"apiVersion": "llm-d.ai/v1alpha1", "kind": "EndpointPickerConfig",
+          "featureGates": ["flowControl"],
+          "plugins": [{"type": "static-usage-limit-policy", "parameters": {"threshold": 0.5}}],
+          "flowControl": {"usageLimitPolicyPluginRef": "static-usage-limit-policy"}})");
+  ASSERT_TRUE(declared) << declared.diagnostics().toString();
+  EXPECT_NE(describeBundle(*declared.value()).find("static-usage-limit-policy"),
+            std::string::npos);
+  const auto missing = loadEndpointPickerConfigText(
+      R"({"apiVersion": "llm-d.ai/v1alpha1", "kind": "EndpointPickerConfig",
+          "featureGates": ["flowControl"],
+          "flowControl": {"usageLimitPolicyPluginRef": "holdback"}})");
+  ASSERT_FALSE(missing);
+  EXPECT_NE(missing.diagnostics().toString().find("\"holdback\" names no plugin"),
+            std::string::npos);
+}
+
 // docs/configuration.md's field table lists exactly kEndpointPickerConfigFields, with the same
 // type, default and allowed values; and the loader's known keys are exactly those fields.
 TEST(EndpointPickerConfigDocsTest, FieldTableMatchesTheCode) {
@@ -329,7 +426,8 @@ TEST(EndpointPickerConfigDocsTest, FieldTableMatchesTheCode) {
             documented("band.", true));
   std::set<std::string> top = knownKeys(head + R"("zz": 1})", "/zz");
   // Accepted-and-ignored Go fields and the deprecated saturationDetector are documented apart.
-  for (const char* ignored : {"metadata", "schedulingProfiles", "data", "saturationDetector"}) {
+  for (const char* ignored : {"metadata", "schedulingProfiles", "dataLayer", "data",
+                              "requestHandler", "parser", "saturationDetector"}) {
     EXPECT_EQ(top.erase(ignored), 1u) << ignored;
   }
   std::set<std::string> documented_top = documented("", false);

@@ -16,6 +16,8 @@
 #include "holdback/config/duration.hpp"
 #include "holdback/config/quantity.hpp"
 #include "holdback/flow/options.hpp"
+#include "holdback/flow/program_aware_fairness.hpp"
+#include "holdback/flow/slo_deadline_ordering.hpp"
 
 namespace holdback {
 inline namespace HOLDBACK_ABI_NAMESPACE {
@@ -25,7 +27,9 @@ HOLDBACK_INLINE const std::vector<FieldInfo> kEndpointPickerConfigFields = {
     {"apiVersion", "string", "required",
      "llm-d.ai/v1alpha1 (inference.networking.x-k8s.io/v1alpha1 warns)"},
     {"kind", "string", "required", "EndpointPickerConfig"},
-    {"featureGates", "list of strings", "[]", "flowControl, flowControl=true, flowControl=false"},
+    {"featureGates", "list of strings", "[]",
+     "flowControl, flowControl=true, flowControl=false; the Go gates haPopulateNonLeaderDatastore, "
+     "dataLayer, prepareDataPlugins, enableLegacyMetrics warn"},
     {"plugins", "list of plugins", "[]", "type, name (default: type), parameters"},
     {"flowControl.maxBytes", "quantity", "0 (unlimited)", ">= 0"},
     {"flowControl.maxRequests", "quantity", "0 (unlimited)", ">= 0"},
@@ -60,9 +64,19 @@ static_assert(kDefaultBandMaxBytes == 1'000'000'000, "update the band.maxBytes r
 namespace detail {
 using namespace config;  // NOLINT(google-build-using-namespace): the config layer's internals
 
-// Top-level fields of the Go EndpointPickerConfig that mean nothing to holdback.
-// (schedulingProfiles and data, the data layer, per the issue; metadata appears in the seed.)
-inline constexpr std::string_view kIgnoredTopLevel[] = {"metadata", "schedulingProfiles", "data"};
+// The rule for a Go EndpointPickerConfig: every field of the Go schema loads. Flow-control fields
+// (flowControl, the deprecated top-level saturationDetector, the flow-control plugins and the
+// flowControl gate) are read strictly; the rest of the Go schema is accepted with a warning each.
+// Top-level fields of the Go schema that mean nothing to holdback: the scheduler
+// (schedulingProfiles), the data layer (dataLayer, and its pre-2026 name data), request handling
+// (requestHandler and its deprecated top-level parser); metadata appears in Kubernetes manifests.
+inline constexpr std::string_view kIgnoredTopLevel[] = {
+    "metadata", "schedulingProfiles", "dataLayer", "data", "requestHandler", "parser"};
+// Feature gates the Go gateway registers that do not concern flow control (their values are
+// still checked). haPopulateNonLeaderDatastore is on by default upstream; the other three are
+// the data-layer gates of earlier releases.
+inline constexpr std::string_view kIgnoredFeatureGates[] = {
+    "haPopulateNonLeaderDatastore", "dataLayer", "prepareDataPlugins", "enableLegacyMetrics"};
 
 template <class Interface>
 std::unique_ptr<Interface> noParameters(const PluginSpec& spec, Diagnostics& diagnostics,
@@ -70,6 +84,36 @@ std::unique_ptr<Interface> noParameters(const PluginSpec& spec, Diagnostics& dia
   ParamReader params(spec.parameters, spec.parametersPath(), diagnostics);
   params.finish();
   return made;
+}
+
+// program-aware-fairness parameters, spelled as upstream (seconds as numbers).
+HOLDBACK_INLINE std::unique_ptr<FairnessPolicy> parseProgramAwareFairness(
+    const PluginSpec& spec, Diagnostics& diagnostics) {
+  ParamReader params(spec.parameters, spec.parametersPath(), diagnostics);
+  ProgramAwareFairnessOptions o;
+  const std::size_t before = diagnostics.errorCount();
+  if (const auto v = params.string("strategy")) o.strategy = *v;
+  if (const auto v = params.number("lasWeightService")) o.weightService = *v;
+  if (const auto v = params.number("lasWeightHeadWait")) o.weightHeadWait = *v;
+  const auto seconds = [&](std::string_view key, Duration& out) {
+    const auto v = params.number(key);
+    if (!v) return;
+    if (!(*v >= -1e9 && *v <= 1e9)) {
+      params.error(key, formatNumber(*v) + " is not a number of seconds in [0, 1e9]");
+      return;
+    }
+    out = std::chrono::duration_cast<Duration>(std::chrono::duration<double>(*v));
+  };
+  seconds("lasHalfLifeSeconds", o.halfLife);
+  seconds("evictionTtlSeconds", o.evictionTtl);
+  seconds("evictionSweepSeconds", o.evictionSweep);
+  params.finish();
+  if (diagnostics.errorCount() > before) return nullptr;
+  ProgramAwareFairnessPolicy::validate(o, spec.parametersPath(), diagnostics);
+  if (diagnostics.errorCount() > before) return nullptr;
+  auto made = ProgramAwareFairnessPolicy::create(std::move(o), spec.name);
+  if (!made) return nullptr;
+  return std::move(made).value();
 }
 
 // A Kubernetes quantity: a string ("1Gi") or a JSON integer. Returns nullopt when absent or
@@ -224,7 +268,16 @@ class Loader {
         }
       }
       if (text != "flowControl") {
-        d_.error(path, "feature gate '" + text + "' is unknown or unregistered");
+        if (std::find(std::begin(kIgnoredFeatureGates), std::end(kIgnoredFeatureGates), text) !=
+            std::end(kIgnoredFeatureGates)) {
+          d_.warning(path, "feature gate '" + text +
+                               "' is a Go gateway gate that does not concern flow control; "
+                               "ignored");
+        } else {
+          d_.error(path, "feature gate '" + text + "' is unknown or unregistered; known: " +
+                             "flowControl, haPopulateNonLeaderDatastore, dataLayer, "
+                             "prepareDataPlugins, enableLegacyMetrics");
+        }
         continue;
       }
       bundle_.flowControlEnabled = value;
@@ -259,11 +312,12 @@ class Loader {
 
   // A band's fairnessPolicyRef / orderingPolicyRef. A name that is no plugin but is a built-in
   // type resolves to that type with defaults (the reference auto-injects fcfs and global-strict;
-  // holdback also the other two built-ins, so the reference's JSON example loads).
+  // holdback also the other built-ins, so the reference's JSON example loads), one instance per
+  // type for the whole file.
   template <class Interface>
   std::shared_ptr<const Interface> resolveBandPolicy(
       ParamReader& reader, std::string_view key,
-      const std::map<std::string, std::shared_ptr<const Interface>, std::less<>>& built,
+      std::map<std::string, std::shared_ptr<const Interface>, std::less<>>& built,
       const PluginRegistry<Interface>& registry, std::shared_ptr<const Interface> fcfs_or_strict,
       std::string_view kind) {
     const auto ref = reader.string(key);
@@ -272,7 +326,9 @@ class Loader {
     if (findPlugin(specs_, *ref) == nullptr && registry.contains(*ref)) {
       PluginSpec spec{*ref, *ref, nullptr, reader.pathOf(key)};
       auto made = registry.create(spec);
-      if (made) return std::shared_ptr<const Interface>(std::move(made).value());
+      // Kept under its type name, so that every band naming it shares one instance (a stateful
+      // policy such as program-aware-fairness shares its program table) and the host finds it.
+      if (made) return built.emplace(*ref, std::move(made).value()).first->second;
     }
     if (findPlugin(specs_, *ref) == nullptr && *ref == fcfs_or_strict->type()) {
       return fcfs_or_strict;
@@ -447,6 +503,10 @@ HOLDBACK_INLINE FairnessRegistry builtinFairnessRegistry() {
                  return detail::noParameters<FairnessPolicy>(
                      spec, diagnostics, std::make_unique<RoundRobinFairnessPolicy>());
                });
+  registry.add(std::string(ProgramAwareFairnessPolicy::kType),
+               [](const PluginSpec& spec, Diagnostics& diagnostics) {
+                 return detail::parseProgramAwareFairness(spec, diagnostics);
+               });
   return registry;
 }
 
@@ -461,6 +521,11 @@ HOLDBACK_INLINE OrderingRegistry builtinOrderingRegistry() {
                [](const PluginSpec& spec, Diagnostics& diagnostics) {
                  return detail::noParameters<OrderingPolicy>(spec, diagnostics,
                                                              std::make_unique<EdfOrderingPolicy>());
+               });
+  registry.add(std::string(SloDeadlineOrderingPolicy::kType),
+               [](const PluginSpec& spec, Diagnostics& diagnostics) {
+                 return detail::noParameters<OrderingPolicy>(
+                     spec, diagnostics, std::make_unique<SloDeadlineOrderingPolicy>());
                });
   return registry;
 }

@@ -17,8 +17,12 @@
 //                 defaultRequestTTL, noEndpointRequestTTL (Go durations, >= 0, §3.7 resolution),
 //                 usageLimitPolicyPluginRef, saturationDetector.pluginRef, enableEviction,
 //                 defaultPriorityBand, defaultNegativePriorityBand, priorityBands.
-//   metadata, schedulingProfiles, data, ...  accepted and ignored with a warning each.
-// Any other top-level key is an error (the Go decoder is strict too).
+//   metadata, schedulingProfiles, dataLayer, data, requestHandler, parser  (the rest of the Go
+//                 schema) accepted and ignored with a warning each, as are the Go gates
+//                 haPopulateNonLeaderDatastore, dataLayer, prepareDataPlugins, enableLegacyMetrics.
+// Any other top-level key is an error (the Go decoder is strict too). A policy or detector ref
+// naming static-usage-limit-policy / utilization-detector that no plugin declares gets that
+// default, as the reference's loader adds them itself.
 //
 // Every problem is reported at once with its JSON path and, for YAML, line and column.
 //
@@ -38,6 +42,8 @@
 #include "holdback/config/plugin.hpp"
 #include "holdback/config/policy_config.hpp"
 #include "holdback/flow/fairness.hpp"
+#include "holdback/flow/program_aware_fairness.hpp"
+#include "holdback/flow/slo_deadline_ordering.hpp"
 #include "holdback/flow/flow_controller.hpp"
 
 namespace holdback {
@@ -47,9 +53,11 @@ namespace config {
 using FairnessRegistry = PluginRegistry<FairnessPolicy>;
 using OrderingRegistry = PluginRegistry<OrderingPolicy>;
 
-// global-strict-fairness-policy and round-robin-fairness-policy (no parameters).
+// global-strict-fairness-policy and round-robin-fairness-policy (no parameters),
+// program-aware-fairness (strategy, lasWeightService, lasWeightHeadWait, lasHalfLifeSeconds,
+// evictionTtlSeconds, evictionSweepSeconds).
 HOLDBACK_API FairnessRegistry builtinFairnessRegistry();
-// fcfs-ordering-policy and edf-ordering-policy (no parameters).
+// fcfs-ordering-policy, edf-ordering-policy and slo-deadline-ordering-policy (no parameters).
 HOLDBACK_API OrderingRegistry builtinOrderingRegistry();
 
 // The type registries a load uses. Default-constructed: the built-in types; a host adds its own

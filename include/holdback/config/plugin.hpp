@@ -158,7 +158,8 @@ void reportUnresolvedRef(const std::string& refPath, const std::string& ref,
 }
 
 // The plugin a ref selects among `built` (from buildPlugins). With a ref: the plugin it names,
-// or null after reportUnresolvedRef at `refPath` (a plugin that failed to build has already been
+// the default when the ref is `defaultName` and no plugin has that name, or null after
+// reportUnresolvedRef at `refPath` (a plugin that failed to build has already been
 // reported). Without a ref: the plugin named `defaultName` if one was built, else makeDefault().
 template <class Interface, class MakeDefault>
 std::shared_ptr<Interface> resolvePluginRef(
@@ -168,6 +169,9 @@ std::shared_ptr<Interface> resolvePluginRef(
     std::string_view kind, Diagnostics& diagnostics, MakeDefault makeDefault) {
   if (ref) {
     if (const auto it = built.find(*ref); it != built.end()) return it->second;
+    // A ref to the default's name that the file does not declare gets the default, as the
+    // reference's loader adds static-usage-limit-policy and utilization-detector itself.
+    if (*ref == defaultName && findPlugin(specs, *ref) == nullptr) return makeDefault();
     reportUnresolvedRef(refPath, *ref, specs, registry, kind, diagnostics);
     return nullptr;
   }

@@ -47,6 +47,10 @@ struct QueuedRequestView {
   std::optional<TimePoint> deadline;
   // Arrival order at the controller, unique and increasing.
   std::uint64_t sequence = 0;
+  // When the host received the request (FlowRequest::receivedTime; the enqueue time if unset).
+  TimePoint receivedTime{};
+  // The request's time-to-first-token objective (FlowRequest::ttftObjective), if any.
+  std::optional<Duration> ttftObjective;
 };
 
 // Thread safety: implementations must be thread-safe (one instance may serve many bands and

@@ -131,6 +131,13 @@ struct FlowRequest {
   // The caller's deadline: clamps the budget, and the request is evicted kEvictedTtl when it
   // passes whatever the regime (a client deadline counts as TTL expiry, as in the reference).
   std::optional<TimePoint> deadline;
+  // When the host received the request (before parsing, routing, ...); unset = the enqueue
+  // time. slo-deadline-ordering-policy orders by receivedTime + ttftObjective.
+  std::optional<TimePoint> receivedTime;
+  // The request's time-to-first-token objective (the gateway's x-llm-d-slo-ttft-ms header, see
+  // SloDeadlineOrderingPolicy::parseTtftHeader); unset = none (sorts after every request with
+  // one). Only ordering policies read it.
+  std::optional<Duration> ttftObjective;
   // Opaque to the library; handed back with the outcome.
   std::any payload;
 };

@@ -56,6 +56,8 @@ HOLDBACK_INLINE PreparedItem BandTable::acquire(RequestId id, FlowRequest&& requ
   raw->view.sizeBytes = request.sizeBytes;
   raw->view.enqueueTime = now;
   raw->view.deadline = request.deadline;
+  raw->view.receivedTime = request.receivedTime.value_or(now);
+  raw->view.ttftObjective = request.ttftObjective;
   return out;
 }
 

@@ -1,0 +1,191 @@
+// Implementation of holdback/config/effective_config.hpp: compiled into libholdback by
+// src/config.cpp, or included by the header itself in header-only mode (HOLDBACK_HEADER_ONLY).
+#pragma once
+
+#include "holdback/config/effective_config.hpp"
+
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "holdback/detector/detectors.hpp"
+#include "holdback/flow/options.hpp"
+#include "holdback/policy/policies.hpp"
+#include "holdback/policy/reservation.hpp"
+
+namespace holdback {
+inline namespace HOLDBACK_ABI_NAMESPACE {
+namespace detail {
+
+HOLDBACK_INLINE config::OrderedJson priorityMap(const std::vector<std::pair<Priority, double>>& entries) {
+  config::OrderedJson out = config::OrderedJson::object();
+  for (const auto& [priority, value] : entries) out[std::to_string(priority)] = value;
+  return out;
+}
+
+HOLDBACK_INLINE config::OrderedJson optionalNumber(const std::optional<double>& v) {
+  return v ? config::OrderedJson(*v) : config::OrderedJson(nullptr);
+}
+
+HOLDBACK_INLINE config::OrderedJson effectiveBand(std::optional<Priority> priority,
+                                                  std::uint64_t max_requests, std::uint64_t max_bytes,
+                                           const std::shared_ptr<const FairnessPolicy>& fairness,
+                                           const std::shared_ptr<const OrderingPolicy>& ordering) {
+  const FairnessPolicy& f = fairness ? *fairness : *globalStrictFairness();
+  const OrderingPolicy& o = ordering ? *ordering : *fcfsOrdering();
+  config::OrderedJson band = config::OrderedJson::object();
+  if (priority) band["priority"] = *priority;
+  band["maxRequests"] = max_requests;
+  band["maxBytes"] = max_bytes;
+  band["fairnessPolicy"] = {{"type", std::string(f.type())},
+                            {"parameters", config::effectiveParameters(f)}};
+  band["orderingPolicy"] = {{"type", std::string(o.type())},
+                            {"parameters", config::effectiveParameters(o)}};
+  return band;
+}
+
+}  // namespace detail
+
+namespace config {
+
+HOLDBACK_INLINE OrderedJson effectiveParameters(const UsageLimitPolicy& policy) {
+  if (const auto* p = dynamic_cast<const StaticUsageLimitPolicy*>(&policy)) {
+    return {{"threshold", p->options().threshold}};
+  }
+  if (const auto* p = dynamic_cast<const PriorityHoldbackPolicy*>(&policy)) {
+    const PriorityHoldbackOptions& o = p->options();
+    std::vector<std::pair<Priority, double>> ceilings;
+    for (const StaticCeiling& c : o.ceilings) ceilings.emplace_back(c.priority, c.ceiling);
+    OrderedJson out = {{"strategy", std::string(toString(o.strategy))},
+                {"minCeiling", detail::optionalNumber(o.minCeiling)},
+                {"maxCeiling", o.maxCeiling}};
+    if (o.strategy == HoldbackStrategy::kSigmoidSmoothed) {
+      out["sigmoidSteepness"] = o.sigmoidSteepness;
+      out["sigmoidMidpoint"] = o.sigmoidMidpoint;
+      out["sigmoidDomain"] = std::string(toString(o.sigmoidDomain));
+    }
+    if (o.strategy == HoldbackStrategy::kStatic) {
+      out["ceilings"] = detail::priorityMap(ceilings);
+      out["defaultCeiling"] = detail::optionalNumber(o.defaultCeiling);
+    }
+    return out;
+  }
+  if (const auto* p = dynamic_cast<const ReservationPolicy*>(&policy)) {
+    const ReservationOptions& o = p->options();
+    std::vector<std::pair<Priority, double>> epsilons;
+    for (const ReservationEpsilon& e : o.epsilons) epsilons.emplace_back(e.priority, e.epsilon);
+    return {{"epsilon", o.epsilon},
+            {"epsilons", detail::priorityMap(epsilons)},
+            {"minCeiling", o.minCeiling},
+            {"maxCeiling", o.maxCeiling},
+            {"minReserve", o.minReserve},
+            {"refillHorizon", o.refillHorizon ? OrderedJson(formatDuration(*o.refillHorizon)) : OrderedJson()},
+            {"requestUnit", detail::optionalNumber(o.requestUnit)},
+            {"riseTime", formatDuration(o.smoothing.rise)},
+            {"decayTime", formatDuration(o.smoothing.decay)}};
+  }
+  if (dynamic_cast<const SoftReflectiveCeilingPolicy*>(&policy) != nullptr) {
+    return OrderedJson::object();
+  }
+  return nullptr;
+}
+
+HOLDBACK_INLINE OrderedJson effectiveParameters(const SaturationDetector& detector) {
+  if (const auto* d = dynamic_cast<const UtilizationDetector*>(&detector)) {
+    const UtilizationDetectorOptions& o = d->options();
+    return {{"queueDepthThreshold", o.queueDepthThreshold},
+            {"kvCacheUtilThreshold", o.kvCacheUtilThreshold},
+            {"metricsStalenessThreshold", formatDuration(o.metricsStalenessThreshold)},
+            {"headroom", o.headroom},
+            {"aggregation", std::string(toString(o.aggregation))},
+            {"stalenessPolicy", std::string(toString(o.stalenessPolicy))},
+            {"maxRunningRequests", o.maxRunningRequests},
+            {"telemetryValidation", std::string(toString(o.telemetryValidation))},
+            {"endpointScoreCap", o.endpointScoreCap},
+            {"dispatchLedger",
+             {{"correction", o.ledger.correction},
+              {"scrapeMarginRequests", o.ledger.scrapeMarginRequests},
+              {"dispatchBudget", o.ledger.dispatchBudget},
+              {"budgetQueueDepth", o.ledger.budgetQueueDepth}}}};
+  }
+  if (const auto* d = dynamic_cast<const ConcurrencyDetector*>(&detector)) {
+    const ConcurrencyDetectorOptions& o = d->options();
+    return {{"concurrencyMode", std::string(toString(o.mode))},
+            {"maxConcurrency", o.maxConcurrency},
+            {"maxTokenConcurrency", o.maxTokenConcurrency},
+            {"headroom", o.headroom}};
+  }
+  return nullptr;
+}
+
+HOLDBACK_INLINE OrderedJson effectiveParameters(const FairnessPolicy& policy) {
+  if (const auto* p = dynamic_cast<const ProgramAwareFairnessPolicy*>(&policy)) {
+    const ProgramAwareFairnessOptions& o = p->options();
+    return {{"strategy", o.strategy},
+            {"lasWeightService", o.weightService},
+            {"lasWeightHeadWait", o.weightHeadWait},
+            {"lasHalfLifeSeconds", std::chrono::duration<double>(o.halfLife).count()},
+            {"evictionTtlSeconds", std::chrono::duration<double>(o.evictionTtl).count()},
+            {"evictionSweepSeconds", std::chrono::duration<double>(o.evictionSweep).count()}};
+  }
+  if (dynamic_cast<const GlobalStrictFairnessPolicy*>(&policy) != nullptr ||
+      dynamic_cast<const RoundRobinFairnessPolicy*>(&policy) != nullptr) {
+    return OrderedJson::object();
+  }
+  return nullptr;
+}
+
+HOLDBACK_INLINE OrderedJson effectiveParameters(const OrderingPolicy& policy) {
+  if (dynamic_cast<const FcfsOrderingPolicy*>(&policy) != nullptr ||
+      dynamic_cast<const EdfOrderingPolicy*>(&policy) != nullptr ||
+      dynamic_cast<const SloDeadlineOrderingPolicy*>(&policy) != nullptr) {
+    return OrderedJson::object();
+  }
+  return nullptr;
+}
+
+HOLDBACK_INLINE OrderedJson effectiveConfig(const ConfigBundle& bundle) {
+  const FlowControllerOptions& o = bundle.controller;
+  OrderedJson out = OrderedJson::object();
+  out["schemaVersion"] = kEffectiveConfigSchemaVersion;
+  out["flowControl"] = bundle.flowControlEnabled;
+  if (bundle.policy) {
+    out["usageLimitPolicy"] = {{"name", std::string(bundle.policy->name())},
+                               {"type", std::string(bundle.policy->type())},
+                               {"parameters", effectiveParameters(*bundle.policy)}};
+  }
+  if (bundle.detector) {
+    out["saturationDetector"] = {{"name", std::string(bundle.detector->name())},
+                                 {"type", std::string(bundle.detector->type())},
+                                 {"parameters", effectiveParameters(*bundle.detector)}};
+  }
+  out["maxRequests"] = o.maxRequests;
+  out["maxBytes"] = o.maxBytes;
+  const Duration ttl = o.defaultRequestTtl.value_or(kDefaultRequestTtl);
+  out["defaultRequestTTL"] = formatDuration(ttl);
+  out["noEndpointRequestTTL"] = formatDuration(o.noEndpointRequestTtl.value_or(ttl));
+  out["enableEviction"] = bundle.enableEviction;
+  out["defaultPriorityBand"] = detail::effectiveBand(
+      std::nullopt, o.defaultBand.maxRequests, o.defaultBand.maxBytes, o.defaultBand.fairness,
+      o.defaultBand.ordering);
+  out["defaultNegativePriorityBand"] =
+      o.defaultNegativeBand
+          ? detail::effectiveBand(std::nullopt, o.defaultNegativeBand->maxRequests,
+                                  o.defaultNegativeBand->maxBytes,
+                                  o.defaultNegativeBand->fairness, o.defaultNegativeBand->ordering)
+          : OrderedJson();
+  std::vector<BandOptions> bands = o.bands;
+  std::sort(bands.begin(), bands.end(),
+            [](const BandOptions& a, const BandOptions& b) { return a.priority > b.priority; });
+  OrderedJson list = OrderedJson::array();
+  for (const BandOptions& b : bands) {
+    list.push_back(
+        detail::effectiveBand(b.priority, b.maxRequests, b.maxBytes, b.fairness, b.ordering));
+  }
+  out["priorityBands"] = std::move(list);
+  return out;
+}
+
+}  // namespace config
+}  // namespace HOLDBACK_ABI_NAMESPACE
+}  // namespace holdback

@@ -1,0 +1,53 @@
+// The effective configuration of a loaded bundle: what the file asked for after every default
+// was applied, as one JSON object an operator (or a tool) can read. `holdback validate --json`
+// prints it under "effective".
+//
+// The shape is stable (schemaVersion 1; EffectiveConfigTest pins it, docs/configuration.md
+// documents it); fields are only ever added:
+//   schemaVersion         1
+//   flowControl           the feature gate (false: the host does not gate)
+//   usageLimitPolicy      {"name", "type", "parameters"}
+//   saturationDetector    {"name", "type", "parameters"}
+//   maxRequests, maxBytes global limits, 0 = unlimited
+//   defaultRequestTTL, noEndpointRequestTTL   Go duration strings ("60s"; "0s" = never expires)
+//   enableEviction        as written
+//   defaultPriorityBand   {"maxRequests", "maxBytes", "fairnessPolicy", "orderingPolicy"}
+//   defaultNegativePriorityBand   the same, or null (negative priorities use the default band)
+//   priorityBands         [{"priority", "maxRequests", "maxBytes", "fairnessPolicy",
+//                           "orderingPolicy"}], highest priority first
+// A policy or detector is {"name", "type", "parameters"}; fairness and ordering policies are
+// {"type", "parameters"}. "parameters" holds every parameter with its effective value for the
+// built-in types, and null for a host's own type (holdback cannot see inside it).
+//
+// Thread safety: thread-safe (a pure function of an immutable bundle).
+#pragma once
+
+#include "holdback/abi.hpp"
+
+#include "holdback/config/endpoint_picker_config.hpp"
+#include "holdback/config/json.hpp"
+
+namespace holdback {
+inline namespace HOLDBACK_ABI_NAMESPACE {
+namespace config {
+
+inline constexpr int kEffectiveConfigSchemaVersion = 1;
+
+// Keys in the documented order (insertion order), so the output reads like the doc.
+using OrderedJson = nlohmann::ordered_json;
+
+[[nodiscard]] HOLDBACK_API OrderedJson effectiveConfig(const ConfigBundle& bundle);
+
+// The effective parameters of one plugin (null for a type holdback does not know).
+[[nodiscard]] HOLDBACK_API OrderedJson effectiveParameters(const UsageLimitPolicy& policy);
+[[nodiscard]] HOLDBACK_API OrderedJson effectiveParameters(const SaturationDetector& detector);
+[[nodiscard]] HOLDBACK_API OrderedJson effectiveParameters(const FairnessPolicy& policy);
+[[nodiscard]] HOLDBACK_API OrderedJson effectiveParameters(const OrderingPolicy& policy);
+
+}  // namespace config
+}  // namespace HOLDBACK_ABI_NAMESPACE
+}  // namespace holdback
+
+#ifdef HOLDBACK_HEADER_ONLY
+#include "holdback/config/effective_config-inl.hpp"
+#endif

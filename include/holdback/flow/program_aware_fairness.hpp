@@ -1,0 +1,120 @@
+// program-aware-fairness: picks the program (flow) of a band by least attained service, with
+// head-of-queue wait as a second term (upstream-reference.md §5, upstream PRs #1534, #1839,
+// #2116; strategy "las").
+//
+//   programs          flow ids, shared across bands (one table per policy instance)
+//   attained service  sum of (inputTokens + 2 x outputTokens) the host reports per program,
+//                     decayed by 2^(-elapsed / halfLife) (halfLife 0 = no decay)
+//   pick              over the band's non-empty flows:
+//                       score = weightService x (1 - norm(service)) + weightHeadWait x norm(wait)
+//                     norm(v) = (v - min) / (max - min) over the candidates, 0.5 when max == min;
+//                     wait = now - head.enqueueTime. The highest score wins (strict >; ties go to
+//                     the smaller flow id, where upstream's map order is random).
+//   eviction          a program not reported for evictionTtl is forgotten (0 = never), checked at
+//                     most every evictionSweep by recordServed.
+//
+// How it stays cheap: min-max normalization cancels every term common to all candidates, so the
+// pick needs no clock (wait normalizes through the heads' enqueue times) and no decay arithmetic
+// (each program stores its service scaled to a reference epoch; decay is a common factor). A
+// pick is one pass over the band's non-empty flows (O(F log F) through BandView) plus a table
+// lookup per flow; its scratch buffer lives in the band's FairnessState and only grows.
+//
+// The host reports what each program was served when a request completes (recordServed); a
+// request that never reports costs its program nothing. dumpState() is the JSON snapshot an
+// operator fetches (upstream's DumpState): parameters, every program with its decayed service,
+// requests and mean queue wait, and Jain's fairness index over the programs' mean waits
+// ((sum x)^2 / (n sum x^2), 1.0 when n <= 1).
+//
+// Thread safety: thread-safe. pick() runs under the controller's lock and takes the policy's own
+// mutex briefly (never while calling host code); recordServed/attainedService/dumpState may be
+// called from any thread. A reload that builds a new instance starts with an empty table.
+#pragma once
+
+#include "holdback/abi.hpp"
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "holdback/core/diagnostics.hpp"
+#include "holdback/core/thread_annotations.hpp"
+#include "holdback/flow/fairness.hpp"
+
+namespace holdback {
+inline namespace HOLDBACK_ABI_NAMESPACE {
+
+struct ProgramAwareFairnessOptions {
+  // Upstream's only strategy: least attained service.
+  std::string strategy = "las";
+  double weightService = 0.8;   // lasWeightService, >= 0
+  double weightHeadWait = 0.2;  // lasWeightHeadWait, >= 0
+  Duration halfLife = std::chrono::seconds(60);          // lasHalfLifeSeconds, >= 0 (0 = none)
+  Duration evictionTtl = std::chrono::seconds(3600);     // evictionTtlSeconds, >= 0 (0 = never)
+  Duration evictionSweep = std::chrono::seconds(300);    // evictionSweepSeconds, > 0
+};
+
+class HOLDBACK_API ProgramAwareFairnessPolicy final : public FairnessPolicy {
+ public:
+  static constexpr std::string_view kType = "program-aware-fairness";
+  // Weight of an output token in attained service (an input token weighs 1).
+  static constexpr double kOutputTokenWeight = 2.0;
+
+  static Result<std::unique_ptr<ProgramAwareFairnessPolicy>> create(
+      ProgramAwareFairnessOptions options = {}, std::string name = std::string(kType));
+  // Appends one error per invalid field; `path` is the JSON pointer of the parameters object.
+  static void validate(const ProgramAwareFairnessOptions& options, const std::string& path,
+                       Diagnostics& diagnostics);
+
+  ~ProgramAwareFairnessPolicy() override;
+  [[nodiscard]] std::string_view type() const noexcept override { return kType; }
+  [[nodiscard]] std::string_view name() const noexcept { return name_; }
+  [[nodiscard]] const ProgramAwareFairnessOptions& options() const noexcept { return options_; }
+
+  [[nodiscard]] std::unique_ptr<FairnessState> newState() const override;
+  [[nodiscard]] const FlowQueueView* pick(const BandView& band,
+                                          FairnessState* state) const noexcept override;
+
+  // The host reports a completed request of program `flowId`: its input and output tokens, and
+  // optionally how long it waited in the queue (for the fairness index). Allocates only for a
+  // program it has not seen (or forgotten). Negative / non-finite figures count as 0.
+  void recordServed(std::string_view flowId, std::uint64_t inputTokens,
+                    std::uint64_t outputTokens, TimePoint now,
+                    std::optional<Duration> queueWait = std::nullopt) const;
+  // The program's decayed attained service at `now` (0 for an unknown program).
+  [[nodiscard]] double attainedService(std::string_view flowId, TimePoint now) const;
+  [[nodiscard]] std::size_t programCount() const;
+  // Jain's fairness index over the mean queue wait of the programs that reported a wait.
+  [[nodiscard]] double jainFairnessIndex() const;
+  // The JSON snapshot (one object, keys in a fixed order).
+  [[nodiscard]] std::string dumpState(TimePoint now) const;
+
+ private:
+  struct Program {
+    double scaledService = 0.0;  // service x 2^((lastUpdate - epoch) / halfLife), see above
+    TimePoint lastUpdate{};
+    std::uint64_t requests = 0;
+    double waitSeconds = 0.0;  // sum of reported queue waits
+    std::uint64_t waits = 0;
+  };
+  ProgramAwareFairnessPolicy(ProgramAwareFairnessOptions options, std::string name);
+  [[nodiscard]] double decayExponent(TimePoint t) const noexcept HOLDBACK_REQUIRES(mu_);
+  [[nodiscard]] double jainLocked() const HOLDBACK_REQUIRES(mu_);
+
+  const ProgramAwareFairnessOptions options_;
+  const std::string name_;
+  mutable Mutex mu_;
+  mutable std::map<std::string, Program, std::less<>> programs_ HOLDBACK_GUARDED_BY(mu_);
+  mutable TimePoint epoch_ HOLDBACK_GUARDED_BY(mu_){};
+  mutable bool has_epoch_ HOLDBACK_GUARDED_BY(mu_) = false;
+  mutable TimePoint last_sweep_ HOLDBACK_GUARDED_BY(mu_){};
+};
+
+}  // namespace HOLDBACK_ABI_NAMESPACE
+}  // namespace holdback
+
+#ifdef HOLDBACK_HEADER_ONLY
+#include "holdback/flow/program_aware_fairness-inl.hpp"
+#endif
