@@ -2,6 +2,7 @@
 // (include/holdback/flow/*-inl.hpp), one translation unit per layer. In header-only mode the
 // public headers include the same files.
 #include "holdback/flow/admission-inl.hpp"
+#include "holdback/flow/eviction-inl.hpp"
 #include "holdback/flow/fairness-inl.hpp"
 #include "holdback/flow/flow_controller-inl.hpp"
 #include "holdback/flow/outcome-inl.hpp"

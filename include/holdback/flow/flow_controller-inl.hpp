@@ -54,6 +54,7 @@ HOLDBACK_INLINE void validateFlowOptions(const FlowControllerOptions& o, Diagnos
   positive(o.bandIdleTimeout, "/bandIdleTimeout", "bandIdleTimeout");
   positive(o.leaseTimeout, "/leaseTimeout", "leaseTimeout");
   positive(o.runner.tickInterval, "/runner/tickInterval", "tickInterval");
+  validateEvictionOptions(o.eviction, "/eviction", create, d);
   if (o.bandIdleTimeout < o.flowIdleTimeout) {
     d.error("/bandIdleTimeout", "must be >= flowIdleTimeout (" +
                                     formatDuration(o.flowIdleTimeout) + "), but got " +
@@ -141,6 +142,11 @@ HOLDBACK_INLINE bool FlowController::cancel(RequestId id) noexcept {
 
 HOLDBACK_INLINE bool FlowController::release(RequestId id, TimePoint now) noexcept {
   return core_->release(id, now);
+}
+
+HOLDBACK_INLINE bool FlowController::updateLease(RequestId id, std::uint64_t footprintTokens,
+                                                 std::uint64_t generatedTokens) noexcept {
+  return core_->updateLease(id, footprintTokens, generatedTokens);
 }
 
 HOLDBACK_INLINE DispatchResult FlowController::dispatchCycle(TimePoint now) noexcept {

@@ -224,6 +224,15 @@ class HOLDBACK_API FlowController {
   // options.leaseTimeout, or one dispatched while the policy did not read demand (leases are
   // kept only when policy->usesDemand()). Never calls host code; O(1), no allocation.
   bool release(RequestId id, TimePoint now) noexcept;
+  // The release of a revoked lease (in-flight eviction, flow/eviction.hpp) is its confirmation:
+  // the revocation stops being outstanding and cools for confirmationGrace. A lease whose
+  // revocation timed out is already ended (release returns false).
+
+  // The host's token figures for a dispatched request's lease (footprint-aware eviction): its
+  // footprint (e.g. prompt + generated, the KV it holds) and the tokens generated so far (the
+  // work lost if it is revoked). False when no lease is held for `id`. O(1), no allocation.
+  bool updateLease(RequestId id, std::uint64_t footprintTokens,
+                   std::uint64_t generatedTokens) noexcept;
 
   // One dispatch decision; see the file comment. Samples the pool (endpoint source + detector,
   // under no controller lock), then dispatch(now, pressure).

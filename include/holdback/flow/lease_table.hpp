@@ -43,6 +43,7 @@ class LeaseTable {
     TimePoint dispatchedAt{};
     std::uint64_t tokens = 0;  // the host's estimate of the request's footprint; 0 = unknown
     bool revoked = false;      // an eviction was issued and not yet confirmed
+    std::uint64_t generated = 0;  // tokens generated so far (work lost if it is revoked)
   };
 
   explicit LeaseTable(std::size_t bandCapacity = 0) { reserveBands(bandCapacity); }
@@ -119,6 +120,15 @@ class LeaseTable {
     const std::uint32_t slot = findSlot(id);
     if (slot == kNone || slots_[slot].lease.revoked) return false;
     slots_[slot].lease.revoked = true;
+    return true;
+  }
+
+  // Sets a lease's footprint and generated tokens. False when unknown.
+  bool setTokens(Id id, std::uint64_t tokens, std::uint64_t generated) noexcept {
+    const std::uint32_t slot = findSlot(id);
+    if (slot == kNone) return false;
+    slots_[slot].lease.tokens = tokens;
+    slots_[slot].lease.generated = generated;
     return true;
   }
 

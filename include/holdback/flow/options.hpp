@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "holdback/detector/saturation_detector.hpp"
+#include "holdback/flow/eviction.hpp"
 #include "holdback/flow/fairness.hpp"
 #include "holdback/flow/pool_pressure.hpp"
 #include "holdback/policy/usage_limit_policy.hpp"
@@ -120,9 +121,14 @@ struct FlowControllerOptions {
 
   // A dispatched request holds a lease until the host calls FlowController::release (or
   // Ticket::release); expire() drops leases older than this (a host that never releases does
-  // not grow memory). Leases are kept only while the policy reads demand (usesDemand()).
+  // not grow memory). Leases are kept only while the policy reads demand (usesDemand()) or
+  // eviction is enabled.
   // Reloadable.
   Duration leaseTimeout = kDefaultLeaseTimeout;
+
+  // In-flight eviction (flow/eviction.hpp, docs/eviction.md). Reloadable except `evict`. While
+  // enabled, every dispatched request holds a lease (as with a demand-reading policy).
+  EvictionOptions eviction;
 
   // The clock for enqueue(request) / cancel / shutdown() without `now` and for the runner;
   // default steady_clock::now. Never called under a controller lock.

@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <optional>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "holdback/core/types.hpp"
@@ -33,6 +34,8 @@ struct DispatchResult {
   double saturation = 0.0;
   // Requests found dead at the head of a band (expired) and evicted during this cycle.
   std::size_t evicted = 0;
+  // In-flight requests this cycle revoked (flow/eviction.hpp); their evict callbacks have run.
+  std::size_t revoked = 0;
 };
 
 // "dispatched", "gated", "nothing-queued", "stopped".
@@ -64,6 +67,35 @@ struct BandStats {
   double queueDurationSumSeconds = 0.0;
 };
 
+// Upper bounds (seconds) of the revocation confirmation histogram; a final +Inf bucket follows.
+inline constexpr std::array<double, 12> kRevocationConfirmationBucketsSeconds{
+    0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0};
+
+// In-flight eviction and leases (flow/eviction.hpp).
+struct EvictionStats {
+  bool enabled = false;
+  // Revocations issued, by the victim's priority (ascending priority).
+  std::vector<std::pair<Priority, std::uint64_t>> issuedByPriority;
+  std::uint64_t issued = 0;
+  std::uint64_t confirmed = 0;
+  std::uint64_t timedOut = 0;
+  // Decisions where wait-vs-evict expected enough natural releases and revoked nothing (or less).
+  std::uint64_t deferred = 0;
+  // Saturation units: the last decision's target (s - ceiling) and the debits still pending.
+  double reclaimTarget = 0.0;
+  double pendingReclaim = 0.0;
+  std::size_t outstanding = 0;  // revoked, not yet confirmed
+  std::size_t cooling = 0;      // confirmed, within the grace
+  // Leases: held now, and how the ended ones ended (indexed by LeaseEnd).
+  std::size_t leases = 0;
+  std::uint64_t leasesStarted = 0;
+  std::array<std::uint64_t, 4> leaseEnds{};
+  // Issue-to-confirmation latency of confirmed revocations: per-bucket (not cumulative) counts
+  // and the sum; the count is `confirmed`.
+  std::array<std::uint64_t, kRevocationConfirmationBucketsSeconds.size() + 1> confirmationBuckets{};
+  double confirmationSumSeconds = 0.0;
+};
+
 struct FlowControllerStats {
   std::vector<BandStats> bands;  // highest priority first
   std::size_t queuedRequests = 0;
@@ -77,6 +109,7 @@ struct FlowControllerStats {
   std::uint64_t cycles = 0;
   std::array<std::uint64_t, kNumQueueOutcomes> outcomes{};
   bool stopped = false;
+  EvictionStats eviction;
 };
 
 }  // namespace HOLDBACK_ABI_NAMESPACE

@@ -4,6 +4,9 @@
 
 #include "holdback/flow/detail/controller_core.hpp"
 
+#include <algorithm>
+#include <cmath>
+#include <limits>
 #include <utility>
 
 namespace holdback {
@@ -20,6 +23,10 @@ HOLDBACK_INLINE ControllerCore::Settings ControllerCore::settingsOf(FlowControll
   s.priorityDomain = o.priorityDomain;
   s.activityWindow = o.activityWindow;
   s.leaseTimeout = o.leaseTimeout;
+  s.eviction = o.eviction;
+  s.eviction.evict = nullptr;  // create-only: evict_
+  if (!s.eviction.filter) s.eviction.filter = std::make_shared<SheddableEvictionFilter>();
+  if (!s.eviction.order) s.eviction.order = std::make_shared<PriorityThenTimeEvictionOrder>();
   return s;
 }
 
@@ -35,11 +42,15 @@ HOLDBACK_INLINE BandTopology ControllerCore::topologyOf(FlowControllerOptions& o
 HOLDBACK_INLINE ControllerCore::ControllerCore(FlowControllerOptions options)
     : on_outcome_(std::move(options.onOutcome)),
       clock_(std::move(options.clock)),
+      evict_(std::move(options.eviction.evict)),
       flow_idle_timeout_(options.flowIdleTimeout),
       band_idle_timeout_(options.bandIdleTimeout),
       sampler_(std::move(options.endpoints), std::move(options.detector)) {
   MutexLock lock(mu_);
   settings_ = settingsOf(options);
+  // Stop-and-wait keeps outstanding + cooling within one decision's cap.
+  outstanding_.reserve(kMaxRevocationsPerDecisionLimit);
+  cooling_.reserve(kMaxRevocationsPerDecisionLimit);
   table_.applyBands(topologyOf(options), options.bands);
 }
 
@@ -142,11 +153,272 @@ HOLDBACK_INLINE bool ControllerCore::release(RequestId id, TimePoint now) noexce
   MutexLock lock(mu_);
   const std::optional<LeaseTable::Lease> lease = leases_.remove(id);
   if (!lease) return false;
+  if (lease->revoked) {  // the confirmation of a revocation
+    for (std::size_t i = 0; i < outstanding_.size(); ++i) {
+      if (outstanding_[i].id == id) {
+        endOutstanding(i, now, /*timedOut=*/false);
+        break;
+      }
+    }
+    eviction_stats_.leaseEnds[static_cast<std::size_t>(LeaseEnd::kRevokedConfirmed)] += 1;
+    return true;  // its holding time was cut short: not a holding-time sample
+  }
+  eviction_stats_.leaseEnds[static_cast<std::size_t>(LeaseEnd::kReleased)] += 1;
   if (lease->band < demand_slots_.size()) {
     demand_slots_[lease->band].estimator.completed(
         std::chrono::duration<double>(now - lease->dispatchedAt).count());
   }
   return true;
+}
+
+HOLDBACK_INLINE bool ControllerCore::updateLease(RequestId id, std::uint64_t footprint,
+                                                  std::uint64_t generated) noexcept {
+  MutexLock lock(mu_);
+  return leases_.setTokens(id, footprint, generated);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Eviction (flow/eviction.hpp)
+
+HOLDBACK_INLINE void ControllerCore::endOutstanding(std::size_t i, TimePoint now,
+                                                    bool timedOut) noexcept {
+  const Outstanding o = outstanding_[i];
+  outstanding_[i] = outstanding_.back();
+  outstanding_.pop_back();
+  cooling_.push_back(Cooling{now + settings_.eviction.confirmationGrace, o.credit});
+  if (timedOut) {
+    eviction_stats_.timedOut += 1;
+    return;
+  }
+  eviction_stats_.confirmed += 1;
+  const double latency = std::max(0.0, std::chrono::duration<double>(now - o.issuedAt).count());
+  std::size_t b = 0;
+  while (b < kRevocationConfirmationBucketsSeconds.size() &&
+         latency > kRevocationConfirmationBucketsSeconds[b]) {
+    ++b;
+  }
+  eviction_stats_.confirmationBuckets[b] += 1;
+  eviction_stats_.confirmationSumSeconds += latency;
+}
+
+HOLDBACK_INLINE void ControllerCore::retireRevocations(TimePoint now) noexcept {
+  for (std::size_t i = outstanding_.size(); i-- > 0;) {
+    if (elapsed(outstanding_[i].issuedAt, now) > settings_.eviction.confirmationTimeout) {
+      // Treated as confirmed: the lease ends here (a late release finds nothing).
+      if (leases_.remove(outstanding_[i].id)) {
+        eviction_stats_.leaseEnds[static_cast<std::size_t>(LeaseEnd::kRevokedTimedOut)] += 1;
+      }
+      endOutstanding(i, now, /*timedOut=*/true);
+    }
+  }
+  for (std::size_t i = cooling_.size(); i-- > 0;) {
+    if (now >= cooling_[i].expiresAt) {
+      pending_reclaim_ = std::max(0.0, pending_reclaim_ - cooling_[i].credit);
+      cooling_[i] = cooling_.back();
+      cooling_.pop_back();
+    }
+  }
+  if (outstanding_.empty() && cooling_.empty()) pending_reclaim_ = 0.0;  // no rounding residue
+}
+
+HOLDBACK_INLINE double ControllerCore::releaseChance(const LeaseTable::Lease& l, TimePoint now,
+                                                     double horizon) const noexcept {
+  if (l.band >= demand_slots_.size()) return 0.0;
+  const double hold = demand_slots_[l.band].estimator.demand().holdingTime;
+  if (!(hold > 0.0) || !std::isfinite(hold)) return 0.0;  // not measured: expect nothing
+  const double age = std::max(0.0, std::chrono::duration<double>(now - l.dispatchedAt).count());
+  // Younger than the band's holding time: it ends within the horizon iff it is due by then.
+  if (age < hold) return age + horizon >= hold ? 1.0 : 0.0;
+  // Overdue: memoryless beyond the mean.
+  return 1.0 - std::exp(-horizon / hold);
+}
+
+HOLDBACK_INLINE void ControllerCore::issuedFor(Priority victim) {
+  auto& by = eviction_stats_.issuedByPriority;
+  auto it = std::lower_bound(by.begin(), by.end(), victim,
+                             [](const auto& e, Priority p) { return e.first < p; });
+  if (it == by.end() || it->first != victim) it = by.insert(it, {victim, 0});
+  it->second += 1;
+}
+
+HOLDBACK_INLINE void ControllerCore::reclaim(TimePoint now, double s, std::size_t gated,
+                                             RevocationBatch& out) noexcept {
+  const EvictionOptions& ev = settings_.eviction;
+  retireRevocations(now);
+  if (!outstanding_.empty() || !cooling_.empty()) return;  // stop-and-wait: gate closed
+
+  // The eligible demand: the highest blocked band (from the gated one down) with queued work.
+  Band* demand = nullptr;
+  double ceiling = 0.0;
+  for (std::size_t j = gated; j < domain_bands_.size(); ++j) {
+    const double c = ceilings_[j];
+    if (!(c > 0.0) || !isGated(s, c) || domain_bands_[j]->queued_requests == 0) continue;
+    demand = domain_bands_[j];
+    ceiling = c;
+    break;
+  }
+  if (demand == nullptr) {
+    block_since_.reset();
+    return;
+  }
+  if (!block_since_ || block_prio_ != demand->prio) {
+    block_since_ = now;
+    block_prio_ = demand->prio;
+  }
+  const std::size_t in_flight = leases_.size();
+  if (in_flight == 0 || !std::isfinite(s)) return;
+
+  // Candidates: leases strictly below the demand band that the filter accepts.
+  candidates_.reserve(in_flight);
+  candidates_.clear();
+  double total_footprint = 0.0;
+  bool footprints_known = true;
+  for (std::uint32_t b = 0; b < demand_slots_.size(); ++b) {
+    const bool below = demand_slots_[b].prio < demand->prio;
+    leases_.newestFirst(b, [&](const LeaseTable::Lease& l) {
+      if (l.tokens == 0) footprints_known = false;
+      total_footprint += static_cast<double>(l.tokens);
+      if (!below || l.revoked) return true;
+      const EvictionCandidate c{l.id, l.priority, l.dispatchedAt, l.tokens, l.generated};
+      if (ev.filter->accept(c)) candidates_.push_back(Candidate{c, 0.0});
+      return true;
+    });
+  }
+  if (candidates_.empty()) return;
+
+  const double credit = s / static_cast<double>(in_flight);  // mean footprint, saturation units
+  if (!(credit > 0.0) || !std::isfinite(credit)) return;
+  const double target = s - ceiling;
+  double net = target - pending_reclaim_;
+  eviction_stats_.reclaimTarget = target;
+  if (net < 0.0 || (net == 0.0 && pending_reclaim_ > 0.0)) return;
+  const bool by_footprint = ev.footprintAware && footprints_known && total_footprint > 0.0;
+  for (Candidate& c : candidates_) {
+    c.credit = by_footprint ? s * static_cast<double>(c.lease.footprintTokens) / total_footprint
+                            : credit;
+  }
+
+  // How many (upstream): at least one, enough mean footprints to cover the net deficit.
+  const double ratio = std::min(net / credit, 1e9);
+  std::size_t need = std::max<std::size_t>(1, static_cast<std::size_t>(std::ceil(ratio)));
+
+  // Wait-vs-evict: the releases expected anyway within the remaining tolerance.
+  if (ev.waitForReleases.enabled) {
+    const double horizon =
+        std::chrono::duration<double>(ev.waitForReleases.tolerance - (now - *block_since_))
+            .count();
+    if (horizon > 0.0) {
+      double expected = 0.0;  // in leases, or in saturation units by footprint
+      for (std::uint32_t b = 0; b < demand_slots_.size(); ++b) {
+        leases_.newestFirst(b, [&](const LeaseTable::Lease& l) {
+          if (l.revoked) return true;
+          const double p = releaseChance(l, now, horizon);
+          expected += by_footprint ? p * s * static_cast<double>(l.tokens) / total_footprint : p;
+          return true;
+        });
+      }
+      if (by_footprint) {
+        if (net - expected < 0.0 || (net - expected == 0.0 && expected > 0.0)) {
+          eviction_stats_.deferred += 1;
+          return;
+        }
+        net -= expected;
+      } else {
+        const auto freed = static_cast<std::size_t>(std::floor(expected + 1e-9));
+        if (freed >= need) {
+          eviction_stats_.deferred += 1;
+          return;
+        }
+        need -= freed;
+      }
+    }
+  }
+
+  const std::size_t cap = std::min(ev.maxRevocationsPerDecision, candidates_.size());
+  std::size_t take = 0;
+  if (by_footprint) {
+    // Lowest priority first; within it, the fewest generated tokens per unit of credit; then the
+    // order policy. Take until the net deficit is covered (at least one).
+    const EvictionOrderPolicy& order = *ev.order;
+    std::sort(candidates_.begin(), candidates_.end(),
+              [&](const Candidate& a, const Candidate& b) {
+                if (a.lease.priority != b.lease.priority) return a.lease.priority < b.lease.priority;
+                const double ca = static_cast<double>(a.lease.generatedTokens) / a.credit;
+                const double cb = static_cast<double>(b.lease.generatedTokens) / b.credit;
+                if (ca != cb) return ca < cb;
+                return order.less(a.lease, b.lease);
+              });
+    double covered = 0.0;
+    double cost = 0.0;
+    while (take < cap && (take == 0 || covered < net)) {
+      covered += candidates_[take].credit;
+      cost += static_cast<double>(candidates_[take++].lease.generatedTokens);
+    }
+    // Greedy by rate can overpay at the last step: try each prefix of the greedy set completed by
+    // the cheapest single candidate (not of a higher priority) that covers what is left.
+    if (covered >= net) {
+      std::size_t best_k = take;  // keep the greedy set
+      std::size_t best_finisher = 0;
+      double prefix_credit = 0.0;
+      double prefix_cost = 0.0;
+      for (std::size_t k = 0; k < take; ++k) {
+        const double left = net - prefix_credit;
+        for (std::size_t f = k; f < candidates_.size(); ++f) {
+          const Candidate& c = candidates_[f];
+          if (c.lease.priority > candidates_[take - 1].lease.priority) break;
+          if (c.credit < left) continue;
+          const double total = prefix_cost + static_cast<double>(c.lease.generatedTokens);
+          if (total < cost) {
+            cost = total;
+            best_k = k;
+            best_finisher = f;
+          }
+        }
+        prefix_credit += candidates_[k].credit;
+        prefix_cost += static_cast<double>(candidates_[k].lease.generatedTokens);
+      }
+      if (best_k < take) {
+        std::swap(candidates_[best_k], candidates_[best_finisher]);
+        take = best_k + 1;
+      }
+    }
+  } else {
+    take = std::min(need, cap);
+    const EvictionOrderPolicy& order = *ev.order;
+    std::partial_sort(
+        candidates_.begin(), candidates_.begin() + static_cast<std::ptrdiff_t>(take),
+        candidates_.end(),
+        [&](const Candidate& a, const Candidate& b) { return order.less(a.lease, b.lease); });
+  }
+  for (std::size_t k = 0; k < take && !out.full(); ++k) {
+    const Candidate& c = candidates_[k];
+    if (!leases_.markRevoked(c.lease.id)) continue;
+    outstanding_.push_back(Outstanding{c.lease.id, now, c.credit});
+    pending_reclaim_ += c.credit;
+    eviction_stats_.issued += 1;
+    issuedFor(c.lease.priority);
+    Revocation& r = out.add();
+    r.id = c.lease.id;
+    r.priority = c.lease.priority;
+    r.demandPriority = demand->prio;
+    r.dispatchedAt = c.lease.dispatchedAt;
+    r.issuedAt = now;
+    r.footprintTokens = c.lease.footprintTokens;
+    r.generatedTokens = c.lease.generatedTokens;
+    r.credit = c.credit;
+    r.disposition = kEvictedHttp;
+  }
+}
+
+HOLDBACK_INLINE void ControllerCore::deliverRevocations(const RevocationBatch& batch) const noexcept {
+  for (std::size_t i = 0; i < batch.size(); ++i) {
+    HOLDBACK_TRY {
+      evict_(batch.at(i));
+    }
+    HOLDBACK_CATCH_ALL {
+      // The host's callback threw: the revocation stays outstanding and times out.
+    }
+  }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -201,7 +473,18 @@ HOLDBACK_INLINE void ControllerCore::reapLeases(TimePoint now) noexcept {
         return false;
       });
       if (oldest == 0) break;
-      leases_.remove(oldest);
+      const std::optional<LeaseTable::Lease> gone = leases_.remove(oldest);
+      if (gone && gone->revoked) {  // an outstanding revocation: it ends timed out
+        for (std::size_t i = 0; i < outstanding_.size(); ++i) {
+          if (outstanding_[i].id == oldest) {
+            endOutstanding(i, now, /*timedOut=*/true);
+            break;
+          }
+        }
+        eviction_stats_.leaseEnds[static_cast<std::size_t>(LeaseEnd::kRevokedTimedOut)] += 1;
+      } else {
+        eviction_stats_.leaseEnds[static_cast<std::size_t>(LeaseEnd::kReaped)] += 1;
+      }
     }
   }
 }
@@ -239,6 +522,7 @@ HOLDBACK_INLINE DispatchResult ControllerCore::dispatchImpl(TimePoint now,
                                                             const PoolPressure* pressure) noexcept {
   DispatchResult result;
   FinalizedBatch finalized;  // destroyed (the requests' memory freed) after the lock
+  RevocationBatch revocations;  // their evict callbacks run after the lock
   {
     MutexLock lock(mu_);
     if (pressure != nullptr) applyPressure(now, *pressure, true);
@@ -268,6 +552,7 @@ HOLDBACK_INLINE DispatchResult ControllerCore::dispatchImpl(TimePoint now,
     }
     ceilings_.assign(domain_bands_.size(), 1.0);
     const bool demand_on = demandOn();
+    const bool leases_on = demand_on || settings_.eviction.enabled;
     if (demand_on) {
       updateDemand(now);
       DemandView view;
@@ -292,6 +577,8 @@ HOLDBACK_INLINE DispatchResult ControllerCore::dispatchImpl(TimePoint now,
         band->counters->gated_cycles += 1;
         result.kind = DispatchResult::Kind::kGated;
         result.priority = band->prio;
+        if (settings_.eviction.enabled && evict_) reclaim(now, s, i, revocations);
+        result.revoked = revocations.size();
         break;
       }
       while (band->queued_requests > 0) {
@@ -312,9 +599,10 @@ HOLDBACK_INLINE DispatchResult ControllerCore::dispatchImpl(TimePoint now,
         result.kind = DispatchResult::Kind::kDispatched;
         result.priority = band->prio;
         result.id = head->id;
-        if (demand_on) {
+        if (block_since_ && band->prio >= block_prio_) block_since_.reset();  // served
+        if (leases_on) {
           const std::uint32_t slot = demandSlotOf(band);
-          leases_.add(head->id, slot, band->prio, now);
+          if (leases_.add(head->id, slot, band->prio, now)) eviction_stats_.leasesStarted += 1;
           demand_slots_[slot].estimator.dispatched(
               std::chrono::duration<double>(elapsed(head->view.enqueueTime, now)).count());
         }
@@ -327,6 +615,7 @@ HOLDBACK_INLINE DispatchResult ControllerCore::dispatchImpl(TimePoint now,
     }
   }
   for (std::size_t i = 0; i < finalized.size(); ++i) deliver(std::move(finalized.at(i).completion));
+  deliverRevocations(revocations);
   return result;
 }
 
@@ -368,6 +657,7 @@ HOLDBACK_INLINE std::size_t ControllerCore::expireImpl(TimePoint now,
     }
     table_.collectGarbage(now, flow_idle_timeout_, band_idle_timeout_, retired);
     reapLeases(now);
+    retireRevocations(now);
   }
   for (Completion& c : finalized) deliver(std::move(c));
   return finalized.size();
@@ -383,6 +673,9 @@ HOLDBACK_INLINE Diagnostics ControllerCore::reconfigure(FlowControllerOptions o)
   Diagnostics d;
   // The create-only collaborators and timings are kept from create() (not validated here).
   validateFlowOptions(o, d, /*create=*/false);
+  if (o.eviction.enabled && !evict_) {
+    d.error("/eviction/enabled", "eviction needs the evict callback given at create()");
+  }
   if (d.hasErrors()) return d;
   // The detector takes effect from the next sample; the sampler never makes this wait.
   sampler_.setDetector(std::move(o.detector));
@@ -438,6 +731,12 @@ HOLDBACK_INLINE FlowControllerStats ControllerCore::stats() const {
   out.poolEmpty = regime_.empty;
   out.cycles = cycles_;
   out.stopped = stopped_;
+  out.eviction = eviction_stats_;
+  out.eviction.enabled = settings_.eviction.enabled;
+  out.eviction.pendingReclaim = pending_reclaim_;
+  out.eviction.outstanding = outstanding_.size();
+  out.eviction.cooling = cooling_.size();
+  out.eviction.leases = leases_.size();
   return out;
 }
 

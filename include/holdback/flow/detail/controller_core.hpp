@@ -35,6 +35,7 @@
 
 #include "holdback/core/thread_annotations.hpp"
 #include "holdback/flow/detail/band_table.hpp"
+#include "holdback/flow/eviction.hpp"
 #include "holdback/flow/flow_controller.hpp"
 #include "holdback/flow/lease_table.hpp"
 #include "holdback/flow/pool_pressure.hpp"
@@ -83,6 +84,19 @@ class FinalizedBatch {
   std::size_t size_ = 0;
 };
 
+// The revocations of one cycle, on the stack (their evict callbacks run after the lock).
+class RevocationBatch {
+ public:
+  [[nodiscard]] std::size_t size() const noexcept { return size_; }
+  [[nodiscard]] bool full() const noexcept { return size_ == items_.size(); }
+  Revocation& add() noexcept { return items_[size_++]; }
+  [[nodiscard]] const Revocation& at(std::size_t i) const noexcept { return items_[i]; }
+
+ private:
+  std::array<Revocation, kMaxRevocationsPerDecisionLimit> items_{};
+  std::size_t size_ = 0;
+};
+
 class ControllerCore {
  public:
   // `options` must be valid (FlowController::validate) and have a clock.
@@ -96,6 +110,8 @@ class ControllerCore {
       HOLDBACK_EXCLUDES(mu_);
   bool cancel(RequestId id) noexcept HOLDBACK_EXCLUDES(mu_);
   bool release(RequestId id, TimePoint now) noexcept HOLDBACK_EXCLUDES(mu_);
+  bool updateLease(RequestId id, std::uint64_t footprint, std::uint64_t generated) noexcept
+      HOLDBACK_EXCLUDES(mu_);
   DispatchResult dispatchCycle(TimePoint now) noexcept HOLDBACK_EXCLUDES(mu_);
   DispatchResult dispatch(TimePoint now, const PoolPressure& pressure) noexcept
       HOLDBACK_EXCLUDES(mu_);
@@ -123,6 +139,22 @@ class ControllerCore {
     PriorityDomain priorityDomain = PriorityDomain::kProvisioned;
     Duration activityWindow{};
     Duration leaseTimeout{};
+    EvictionOptions eviction;  // filter and order never null; evict is evict_
+  };
+  // A revocation issued and not yet confirmed, and a confirmed one within its grace.
+  struct Outstanding {
+    RequestId id = 0;
+    TimePoint issuedAt{};
+    double credit = 0.0;
+  };
+  struct Cooling {
+    TimePoint expiresAt{};
+    double credit = 0.0;
+  };
+  // A victim candidate with its credit (saturation units it frees).
+  struct Candidate {
+    EvictionCandidate lease;
+    double credit = 0.0;
   };
   // One band priority's demand: its estimator, the arrivals since the last update. Slot i is
   // band i of leases_. Slots are added when a priority is first seen and kept (a priority that
@@ -154,10 +186,27 @@ class ControllerCore {
   // cycle's domain_bands_.
   void updateDemand(TimePoint now) noexcept HOLDBACK_REQUIRES(mu_);
   void reapLeases(TimePoint now) noexcept HOLDBACK_REQUIRES(mu_);
+  [[nodiscard]] bool leasesOn() const noexcept HOLDBACK_REQUIRES(mu_) {
+    return demandOn() || settings_.eviction.enabled;
+  }
+  // Eviction (flow/eviction.hpp). reclaim: the HoL block at domain band `gated`.
+  void reclaim(TimePoint now, double s, std::size_t gated, RevocationBatch& out) noexcept
+      HOLDBACK_REQUIRES(mu_);
+  // Retires timed-out outstanding revocations and expired cooling debits.
+  void retireRevocations(TimePoint now) noexcept HOLDBACK_REQUIRES(mu_);
+  // Moves outstanding revocation `i` to cooling (confirmed or timed out).
+  void endOutstanding(std::size_t i, TimePoint now, bool timedOut) noexcept
+      HOLDBACK_REQUIRES(mu_);
+  // The chance (0..1) that lease `l` ends on its own within `horizon` seconds (wait-vs-evict).
+  [[nodiscard]] double releaseChance(const LeaseTable::Lease& l, TimePoint now,
+                                     double horizon) const noexcept HOLDBACK_REQUIRES(mu_);
+  void issuedFor(Priority victim) HOLDBACK_REQUIRES(mu_);
+  void deliverRevocations(const RevocationBatch& batch) const noexcept;
 
   // Create-only: read without a lock.
   const std::function<void(Completion&&)> on_outcome_;
   const std::function<TimePoint()> clock_;
+  const std::function<void(const Revocation&)> evict_;
   const Duration flow_idle_timeout_;
   const Duration band_idle_timeout_;
 
@@ -182,6 +231,14 @@ class ControllerCore {
   std::vector<DemandSlot> demand_slots_ HOLDBACK_GUARDED_BY(mu_);
   std::vector<BandDemand> demand_view_ HOLDBACK_GUARDED_BY(mu_);
   std::optional<TimePoint> last_demand_update_ HOLDBACK_GUARDED_BY(mu_);
+  // Eviction: pacing state, counters, the demand block being served, the victims' scratch.
+  std::vector<Outstanding> outstanding_ HOLDBACK_GUARDED_BY(mu_);
+  std::vector<Cooling> cooling_ HOLDBACK_GUARDED_BY(mu_);
+  double pending_reclaim_ HOLDBACK_GUARDED_BY(mu_) = 0.0;
+  EvictionStats eviction_stats_ HOLDBACK_GUARDED_BY(mu_);
+  std::optional<TimePoint> block_since_ HOLDBACK_GUARDED_BY(mu_);
+  Priority block_prio_ HOLDBACK_GUARDED_BY(mu_) = 0;
+  std::vector<Candidate> candidates_ HOLDBACK_GUARDED_BY(mu_);
 };
 
 }  // namespace detail

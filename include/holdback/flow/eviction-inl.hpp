@@ -1,0 +1,69 @@
+// Implementation of holdback/flow/eviction.hpp (compiled by src/flow.cpp, or included by the
+// header in header-only mode). The controller's part (trigger, sizing, pacing) is in
+// flow/detail/controller_core-inl.hpp.
+#pragma once
+
+#include "holdback/flow/eviction.hpp"
+
+#include <string>
+
+#include "holdback/core/text.hpp"
+#include "holdback/detector/detectors.hpp"
+
+namespace holdback {
+inline namespace HOLDBACK_ABI_NAMESPACE {
+
+HOLDBACK_INLINE std::string_view toString(LeaseEnd end) noexcept {
+  switch (end) {
+    case LeaseEnd::kReleased:
+      return "released";
+    case LeaseEnd::kRevokedConfirmed:
+      return "revoked-confirmed";
+    case LeaseEnd::kRevokedTimedOut:
+      return "revoked-timed-out";
+    case LeaseEnd::kReaped:
+      return "reaped";
+  }
+  return "unknown";
+}
+
+HOLDBACK_INLINE void validateEvictionOptions(const EvictionOptions& o, std::string_view path,
+                                             bool requireEvict, Diagnostics& d) {
+  const std::string base(path);
+  if (o.maxRevocationsPerDecision < 1 ||
+      o.maxRevocationsPerDecision > kMaxRevocationsPerDecisionLimit) {
+    d.error(base + "/maxRevocationsPerDecision",
+            "must be between 1 and " + std::to_string(kMaxRevocationsPerDecisionLimit) +
+                ", but got " + std::to_string(o.maxRevocationsPerDecision));
+  }
+  if (o.confirmationTimeout <= Duration::zero()) {
+    d.error(base + "/confirmationTimeout",
+            "must be positive, but got " + formatDuration(o.confirmationTimeout));
+  }
+  if (o.confirmationGrace < Duration::zero()) {
+    d.error(base + "/confirmationGrace",
+            "cannot be negative, but got " + formatDuration(o.confirmationGrace));
+  }
+  if (o.waitForReleases.enabled && o.waitForReleases.tolerance <= Duration::zero()) {
+    d.error(base + "/waitForReleases/tolerance",
+            "must be positive, but got " + formatDuration(o.waitForReleases.tolerance));
+  }
+  if (requireEvict && o.enabled && !o.evict) {
+    d.error(base + "/evict", "required when eviction is enabled: the host's evict callback");
+  }
+}
+
+HOLDBACK_INLINE Duration deriveEvictionGrace(const SaturationDetector* detector,
+                                             Duration scrapeInterval,
+                                             Duration engineBudget) noexcept {
+  if (dynamic_cast<const ConcurrencyDetector*>(detector) != nullptr) {
+    return kInFlightSensorEvictionGrace;
+  }
+  if (const auto* util = dynamic_cast<const UtilizationDetector*>(detector)) {
+    return scrapeInterval + util->options().metricsStalenessThreshold + engineBudget;
+  }
+  return kDefaultEvictionConfirmationGrace;
+}
+
+}  // namespace HOLDBACK_ABI_NAMESPACE
+}  // namespace holdback

@@ -1,0 +1,219 @@
+// In-flight eviction: when higher-priority work is blocked at the head of the line, revoke a few
+// dispatched sheddable requests so that their capacity comes back (upstream-reference.md §3.4,
+// adaptive-holdback.md §1.3 and M3). docs/eviction.md has the full semantics and the host
+// contract.
+//
+// The pieces
+//   - Leases: every request the FlowController dispatches holds a lease (flow/lease_table.hpp)
+//     while eviction is enabled or the policy reads demand, until the host calls
+//     FlowController::release(id, now). The host may tell the lease its tokens
+//     (FlowController::updateLease: footprint and tokens generated so far).
+//   - The trigger: a dispatch cycle stops at a gated band (head-of-line block). Scanning from that
+//     band down, the first band with queued work, a ceiling > 0 and saturation >= its ceiling is
+//     the eligible demand. Only leases of a priority strictly below it are candidates, and only
+//     those the EvictionFilter accepts.
+//   - Sizing (upstream's deficit / credit): target = s - ceiling(demand band); credit = s / leases
+//     (mean lease footprint in saturation units); net = target - pendingReclaim; nothing when
+//     net < 0 or (net == 0 and something is pending); else n = max(1, ceil(net / credit)),
+//     capped at maxRevocationsPerDecision and the candidates.
+//   - Pacing (stop-and-wait): a revocation is outstanding until the host confirms its end
+//     (release(id) of a revoked lease), then cooling for confirmationGrace (the time the sensor
+//     needs to see the slot free), then its debit expires. A new decision is taken only when
+//     nothing is outstanding or cooling. An outstanding revocation older than
+//     confirmationTimeout is treated as confirmed (outcome timed_out; its lease ends).
+//   - Actuation: the victims are chosen under the controller's lock (marked revoked there, so a
+//     lease is revoked at most once); EvictionOptions::evict(revocation) is called for each after
+//     every library lock is released, on the thread that ran the cycle.
+//   Better than upstream v1 (both off by default):
+//   - waitForReleases: before revoking, count the releases expected anyway within the demand
+//     band's remaining tolerance (tolerance minus how long the block has lasted), from every
+//     lease's age and its band's measured holding time; evict only the shortfall.
+//   - footprintAware: when every lease has a footprint (updateLease), a lease's credit is its
+//     share of the footprint (s * footprint / total), and the victims are those that cover the
+//     deficit destroying the fewest generated tokens (lowest priority first, then fewest
+//     generated tokens per unit of credit).
+//
+// The victim's client is answered HTTP 429 with drop reason "evicted" (kEvictedHttp): the host
+// owns that reply; the request's queue outcome stays kDispatched (it was dispatched, exactly
+// once), its lease ends kRevoked.
+//
+// Thread safety: the policies must be thread-safe (const, called under the controller's lock:
+// O(1), no blocking, no controller calls); the value types are thread-compatible.
+#pragma once
+
+#include "holdback/abi.hpp"
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string_view>
+
+#include "holdback/core/diagnostics.hpp"
+#include "holdback/core/types.hpp"
+#include "holdback/detector/saturation_detector.hpp"
+#include "holdback/flow/outcome.hpp"
+
+namespace holdback {
+inline namespace HOLDBACK_ABI_NAMESPACE {
+
+// ---------------------------------------------------------------------------------------------
+// Defaults (upstream-reference.md §3.4)
+
+inline constexpr std::size_t kDefaultMaxRevocationsPerDecision = 2;
+// The largest cap a configuration may ask for (the cycle keeps its victims on the stack).
+inline constexpr std::size_t kMaxRevocationsPerDecisionLimit = 32;
+inline constexpr Duration kDefaultEvictionConfirmationTimeout = std::chrono::seconds(10);
+// Upstream's library default; hosts derive it from the detector (deriveEvictionGrace).
+inline constexpr Duration kDefaultEvictionConfirmationGrace = std::chrono::milliseconds(500);
+// Grace for sensors that see a slot free in the same event as the confirmation (in-flight counts).
+inline constexpr Duration kInFlightSensorEvictionGrace = std::chrono::milliseconds(10);
+// Engine budget to reclaim an aborted request's memory (added for scraped sensors).
+inline constexpr Duration kDefaultEngineReclaimBudget = std::chrono::milliseconds(250);
+inline constexpr Duration kDefaultScrapeInterval = std::chrono::milliseconds(50);
+inline constexpr Duration kDefaultWaitTolerance = std::chrono::milliseconds(100);
+
+inline constexpr std::string_view kSheddableEvictionFilterType = "sheddable-eviction-filter";
+inline constexpr std::string_view kPriorityThenTimeEvictionOrderType =
+    "priority-then-time-eviction-order-policy";
+
+// What the victim's client is answered (upstream: 429, x-llm-d-request-dropped-reason: evicted).
+inline constexpr HttpDisposition kEvictedHttp{429, "evicted"};
+
+// ---------------------------------------------------------------------------------------------
+// Victim policies
+
+// One in-flight request as the filter and the order see it.
+struct EvictionCandidate {
+  RequestId id = 0;
+  Priority priority = 0;  // the band it was dispatched from
+  TimePoint dispatchedAt{};
+  std::uint64_t footprintTokens = 0;  // updateLease; 0 = unknown
+  std::uint64_t generatedTokens = 0;  // updateLease; work destroyed when it is revoked
+};
+
+// Which in-flight requests may be revoked at all.
+// Thread safety: implementations must be thread-safe (called under the controller's lock).
+class HOLDBACK_API EvictionFilter {
+ public:
+  virtual ~EvictionFilter() = default;
+  [[nodiscard]] virtual std::string_view name() const noexcept = 0;
+  [[nodiscard]] virtual bool accept(const EvictionCandidate& candidate) const noexcept = 0;
+};
+
+// Which candidates go first: a strict weak order, `less(a, b)` = a is revoked before b.
+// Thread safety: implementations must be thread-safe (called under the controller's lock).
+class HOLDBACK_API EvictionOrderPolicy {
+ public:
+  virtual ~EvictionOrderPolicy() = default;
+  [[nodiscard]] virtual std::string_view name() const noexcept = 0;
+  [[nodiscard]] virtual bool less(const EvictionCandidate& a,
+                                  const EvictionCandidate& b) const noexcept = 0;
+};
+
+// sheddable-eviction-filter: priority < 0 only (the user-facing contract "may be killed").
+// Thread safety: thread-safe (stateless).
+class HOLDBACK_API SheddableEvictionFilter final : public EvictionFilter {
+ public:
+  [[nodiscard]] std::string_view name() const noexcept override {
+    return kSheddableEvictionFilterType;
+  }
+  [[nodiscard]] bool accept(const EvictionCandidate& c) const noexcept override {
+    return c.priority < 0;
+  }
+};
+
+// priority-then-time-eviction-order-policy: lowest priority first; equal priority, the most
+// recently dispatched first (least invested work); then the higher id (deterministic).
+// Thread safety: thread-safe (stateless).
+class HOLDBACK_API PriorityThenTimeEvictionOrder final : public EvictionOrderPolicy {
+ public:
+  [[nodiscard]] std::string_view name() const noexcept override {
+    return kPriorityThenTimeEvictionOrderType;
+  }
+  [[nodiscard]] bool less(const EvictionCandidate& a,
+                          const EvictionCandidate& b) const noexcept override {
+    if (a.priority != b.priority) return a.priority < b.priority;
+    if (a.dispatchedAt != b.dispatchedAt) return a.dispatchedAt > b.dispatchedAt;
+    return a.id > b.id;
+  }
+};
+
+// ---------------------------------------------------------------------------------------------
+// Host actuation
+
+// What EvictionOptions::evict receives: the host aborts request `id` upstream (the model server
+// frees the slot), answers its client `disposition` (429 "evicted"; streaming: an error event),
+// and calls FlowController::release(id, now) once the request has ended (the confirmation).
+struct Revocation {
+  RequestId id = 0;
+  Priority priority = 0;        // the victim's band
+  Priority demandPriority = 0;  // the blocked band it makes room for
+  TimePoint dispatchedAt{};
+  TimePoint issuedAt{};  // the `now` of the cycle that decided it
+  std::uint64_t footprintTokens = 0;
+  std::uint64_t generatedTokens = 0;
+  // Saturation units this revocation is expected to free (its debit).
+  double credit = 0.0;
+  HttpDisposition disposition = kEvictedHttp;
+};
+
+// How a lease ended.
+enum class LeaseEnd : std::uint8_t {
+  kReleased,          // the host released it (the request ended on its own)
+  kRevokedConfirmed,  // revoked, and the host confirmed its end (release of a revoked lease)
+  kRevokedTimedOut,   // revoked, and not confirmed within confirmationTimeout
+  kReaped,            // never released within FlowControllerOptions::leaseTimeout
+};
+// "released", "revoked-confirmed", "revoked-timed-out", "reaped".
+[[nodiscard]] HOLDBACK_API std::string_view toString(LeaseEnd end) noexcept;
+
+// Wait-vs-evict (better than upstream v1).
+struct WaitForReleasesOptions {
+  bool enabled = false;
+  // How long the blocked band may wait (e.g. its TTFT budget); > 0.
+  Duration tolerance = kDefaultWaitTolerance;
+};
+
+struct EvictionOptions {
+  // Reloadable. Requires `evict` (given at create()).
+  bool enabled = false;
+  // At most this many revocations per decision; 1 .. kMaxRevocationsPerDecisionLimit.
+  std::size_t maxRevocationsPerDecision = kDefaultMaxRevocationsPerDecision;
+  // An unconfirmed revocation counts as confirmed after this long; > 0.
+  Duration confirmationTimeout = kDefaultEvictionConfirmationTimeout;
+  // How long a confirmed revocation still debits (the sensor's lag); >= 0. Derive it from the
+  // detector with deriveEvictionGrace().
+  Duration confirmationGrace = kDefaultEvictionConfirmationGrace;
+  // nullptr = SheddableEvictionFilter / PriorityThenTimeEvictionOrder.
+  std::shared_ptr<const EvictionFilter> filter;
+  std::shared_ptr<const EvictionOrderPolicy> order;
+  WaitForReleasesOptions waitForReleases;
+  bool footprintAware = false;
+  // Create-only (reconfigure keeps the first one). Called with no library lock held, once per
+  // revoked lease, on the thread whose dispatch cycle decided it; may call any controller method.
+  // It may arrive after the request ended on its own (the host then just ignores it). Exceptions
+  // are swallowed (the revocation then times out).
+  std::function<void(const Revocation&)> evict;
+};
+
+// Checks every field (paths under `path`, e.g. "/eviction"); `requireEvict` = false skips the
+// callback check (a reconfigure keeps the create-time callback).
+HOLDBACK_API void validateEvictionOptions(const EvictionOptions& options, std::string_view path,
+                                          bool requireEvict, Diagnostics& diagnostics);
+
+// The grace upstream wires from the detector: kInFlightSensorEvictionGrace for the concurrency
+// detector (its counts drop with the confirmation); for the utilization detector (scraped
+// metrics) scrapeInterval + its metricsStalenessThreshold + engineBudget (500 ms with the
+// defaults); kDefaultEvictionConfirmationGrace for any other detector (or nullptr).
+[[nodiscard]] HOLDBACK_API Duration deriveEvictionGrace(
+    const SaturationDetector* detector, Duration scrapeInterval = kDefaultScrapeInterval,
+    Duration engineBudget = kDefaultEngineReclaimBudget) noexcept;
+
+}  // namespace HOLDBACK_ABI_NAMESPACE
+}  // namespace holdback
+
+#ifdef HOLDBACK_HEADER_ONLY
+#include "holdback/flow/eviction-inl.hpp"
+#endif

@@ -1,0 +1,407 @@
+// In-flight eviction (flow/eviction.hpp): upstream's reclamation vectors (upstream-reference.md
+// §3.4) through the real FlowController, pacing, timeouts, the host contract, and the two
+// improvements (wait-vs-evict, footprint-aware victims).
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "alloc_counter.hpp"
+#include "flow_controller_fixture.hpp"
+#include "holdback/detector/detectors.hpp"
+#include "holdback/flow/eviction.hpp"
+#include "holdback/flow/flow_controller.hpp"
+
+namespace holdback {
+namespace {
+
+using namespace std::chrono_literals;
+using testing::FlowControllerTest;
+using testing::request;
+using Kind = DispatchResult::Kind;
+
+// Ceilings by priority (1.0 for the others).
+class FixedCeilingPolicy final : public UsageLimitPolicy {
+ public:
+  explicit FixedCeilingPolicy(std::map<Priority, double> c)
+      : UsageLimitPolicy("fixed"), c_(std::move(c)) {}
+  [[nodiscard]] std::string_view type() const noexcept override { return "fixed"; }
+
+ protected:
+  void compute(double, std::span<const Priority> p, std::span<double> ceilings) noexcept override {
+    for (std::size_t i = 0; i < p.size(); ++i) {
+      auto it = c_.find(p[i]);
+      ceilings[i] = it == c_.end() ? 1.0 : it->second;
+    }
+  }
+
+ private:
+  std::map<Priority, double> c_;
+};
+
+class EvictionTest : public FlowControllerTest {
+ protected:
+  std::vector<Revocation> revoked;  // the evict callback's calls, in order
+  std::function<void(const Revocation&)> onEvict;
+
+  FlowControllerOptions evicting(std::shared_ptr<UsageLimitPolicy> policy = testing::staticPolicy()) {
+    auto o = options(std::move(policy));
+    o.bands = {{.priority = 10}, {.priority = 0}, {.priority = -1}};
+    o.eviction.enabled = true;
+    o.eviction.confirmationGrace = 100ms;
+    o.eviction.confirmationTimeout = 5s;
+    o.eviction.evict = [this](const Revocation& r) {
+      revoked.push_back(r);
+      if (onEvict) onEvict(r);
+    };
+    return o;
+  }
+
+  // Dispatches `n` requests of `priority` at saturation 0; returns their ids (oldest first).
+  std::vector<RequestId> preload(FlowController& fc, std::size_t n, Priority priority,
+                                 TimePoint at) {
+    detector->set(0.0);
+    std::vector<RequestId> ids;
+    for (std::size_t i = 0; i < n; ++i) {
+      fc.enqueue(request("load" + std::to_string(priority), priority), at);
+      const DispatchResult r = fc.dispatchCycle(at + std::chrono::milliseconds(i));
+      EXPECT_EQ(r.kind, Kind::kDispatched);
+      ids.push_back(r.id);
+    }
+    return ids;
+  }
+  std::vector<std::size_t> decisions;  // revocations per cycle that revoked any
+  DispatchResult cycle(FlowController& fc, TimePoint at) {
+    const std::size_t before = revoked.size();
+    const DispatchResult r = fc.dispatchCycle(at);
+    EXPECT_EQ(r.revoked, revoked.size() - before);
+    if (r.revoked > 0) decisions.push_back(r.revoked);
+    return r;
+  }
+};
+
+// upstream reclamation_test vectors, cap 2: (inFlight, evictable, s, c) -> EvictN calls.
+struct Vector {
+  std::size_t inFlight;
+  std::size_t evictable;
+  double s;
+  std::vector<std::size_t> calls;
+};
+
+TEST_F(EvictionTest, UpstreamSizingVectors) {
+  const std::vector<Vector> vectors{
+      {6, 6, 1.2, {1}},   // credit 0.2, target 0.2 -> 1
+      {4, 4, 2.0, {2}},   // credit 0.5, target 1.0 -> 2 (cap 2)
+      {4, 1, 2.0, {1}},   // capped by evictable
+      {10, 10, 1.0, {1}}, // boundary s == c: at least one
+      {0, 0, 1.5, {}},    // nothing in flight
+  };
+  for (const Vector& v : vectors) {
+    SCOPED_TRACE(std::to_string(v.inFlight) + "/" + std::to_string(v.evictable) +
+                 " s=" + std::to_string(v.s));
+    revoked.clear();
+    decisions.clear();
+    auto fc = make(evicting());
+    preload(*fc, v.evictable, -1, t0);
+    preload(*fc, v.inFlight - v.evictable, 0, t0);  // in flight, not sheddable
+    fc->enqueue(request("hp", 10), t0 + 1s);
+    detector->set(v.s);
+    EXPECT_EQ(cycle(*fc, t0 + 1s).kind, Kind::kGated);
+    EXPECT_EQ(decisions, v.calls);
+    for (const Revocation& r : revoked) {
+      EXPECT_EQ(r.priority, -1);
+      EXPECT_EQ(r.demandPriority, 10);
+      EXPECT_EQ(r.disposition.status, 429);
+      EXPECT_EQ(r.disposition.dropReason, "evicted");
+    }
+  }
+}
+
+TEST_F(EvictionTest, VictimsAreNewestFirstWithinTheLowestPriority) {
+  auto fc = make(evicting());
+  const auto minus1 = preload(*fc, 3, -1, t0);
+  const auto minus5 = preload(*fc, 2, -5, t0 + 10ms);
+  preload(*fc, 1, 0, t0 + 20ms);
+  fc->enqueue(request("hp", 10), t0 + 1s);
+  detector->set(2.0);  // credit 2/6, target 1.0 -> 3, cap 2
+  cycle(*fc, t0 + 1s);
+  ASSERT_EQ(revoked.size(), 2u);
+  EXPECT_EQ(revoked[0].id, minus5[1]);  // lowest priority, newest
+  EXPECT_EQ(revoked[1].id, minus5[0]);
+}
+
+TEST_F(EvictionTest, OnlyDemandStrictlyAboveTheVictimTriggers) {
+  // Demand at -1 (the victims' own band) never revokes (no same-band churn).
+  auto fc = make(evicting());
+  preload(*fc, 6, -1, t0);
+  fc->enqueue(request("same", -1), t0 + 1s);
+  detector->set(1.2);
+  EXPECT_EQ(cycle(*fc, t0 + 1s).kind, Kind::kGated);
+  EXPECT_TRUE(revoked.empty());
+  // A registered but empty high band does not either.
+  fc->dispatchCycle(t0 + 2s);
+  EXPECT_TRUE(revoked.empty());
+  // Demand at 0 above victims at -1 does.
+  fc->enqueue(request("mid", 0), t0 + 3s);
+  cycle(*fc, t0 + 3s);
+  EXPECT_EQ(revoked.size(), 1u);
+}
+
+TEST_F(EvictionTest, UnattainableOrUnblockedDemandBandsAreSkipped) {
+  // upstream maybeReclaim: s = 1.0, one queued item, 6 in flight, victims at -1.
+  for (double ceiling : {0.0, 0.9}) {
+    revoked.clear();
+    auto fc = make(evicting());
+    preload(*fc, 6, -1, t0);
+    auto fixed = evicting(std::make_shared<FixedCeilingPolicy>(
+        std::map<Priority, double>{{10, ceiling}, {0, ceiling}, {-1, ceiling}}));
+    fixed.eviction.evict = nullptr;  // the callback from create() stays
+    ASSERT_FALSE(fc->reconfigure(std::move(fixed)).hasErrors());
+    fc->enqueue(request("hp", 10), t0 + 1s);
+    detector->set(1.0);
+    cycle(*fc, t0 + 1s);
+    EXPECT_EQ(revoked.size(), ceiling == 0.0 ? 0u : 1u) << "ceiling " << ceiling;
+  }
+}
+
+TEST_F(EvictionTest, StopAndWaitPacingWithGrace) {
+  auto fc = make(evicting());
+  const auto ids = preload(*fc, 4, -1, t0);
+  fc->enqueue(request("hp", 10), t0 + 1s);
+  detector->set(2.0);
+  cycle(*fc, t0 + 1s);
+  ASSERT_EQ(revoked.size(), 2u);
+  for (int i = 1; i <= 11; ++i) cycle(*fc, t0 + 1s + std::chrono::milliseconds(i));
+  EXPECT_EQ(revoked.size(), 2u);  // outstanding: gate closed
+  EXPECT_TRUE(fc->release(revoked[0].id, t0 + 1100ms));  // confirmation
+  cycle(*fc, t0 + 1101ms);
+  EXPECT_EQ(revoked.size(), 2u);
+  EXPECT_TRUE(fc->release(revoked[1].id, t0 + 1200ms));
+  cycle(*fc, t0 + 1250ms);
+  EXPECT_EQ(revoked.size(), 2u);  // cooling for the grace
+  EXPECT_EQ(fc->stats().eviction.cooling, 1u);  // the first one cooled off at +1200 ms
+  cycle(*fc, t0 + 1301ms);  // grace elapsed: open, still blocked -> the next decision
+  EXPECT_EQ(revoked.size(), 3u);  // 2 leases left: credit 1.0, target 1.0 -> 1
+  const EvictionStats st = fc->stats().eviction;
+  EXPECT_EQ(st.issued, 3u);
+  EXPECT_EQ(st.confirmed, 2u);
+  EXPECT_EQ(st.timedOut, 0u);
+  EXPECT_EQ(st.outstanding, 1u);
+  EXPECT_EQ(st.leaseEnds[static_cast<std::size_t>(LeaseEnd::kRevokedConfirmed)], 2u);
+  EXPECT_EQ(st.confirmationBuckets[6] + st.confirmationBuckets[5], 2u);  // 100 ms and 200 ms
+  EXPECT_NEAR(st.confirmationSumSeconds, 0.3, 1e-9);
+  (void)ids;
+}
+
+TEST_F(EvictionTest, UnconfirmedRevocationTimesOutThenCools) {
+  auto fc = make(evicting());
+  preload(*fc, 4, -1, t0);
+  fc->enqueue(request("hp", 10), t0 + 1s);
+  detector->set(2.0);
+  cycle(*fc, t0 + 1s);
+  ASSERT_EQ(revoked.size(), 2u);
+  cycle(*fc, t0 + 6001ms);  // timeout + 1 ms: treated as confirmed, grace restarts
+  EXPECT_EQ(revoked.size(), 2u);
+  EvictionStats st = fc->stats().eviction;
+  EXPECT_EQ(st.timedOut, 2u);
+  EXPECT_EQ(st.cooling, 2u);
+  EXPECT_EQ(st.leaseEnds[static_cast<std::size_t>(LeaseEnd::kRevokedTimedOut)], 2u);
+  EXPECT_FALSE(fc->release(revoked[0].id, t0 + 6050ms));  // late confirm: a no-op
+  cycle(*fc, t0 + 6102ms);
+  EXPECT_EQ(revoked.size(), 3u);  // open again
+  st = fc->stats().eviction;
+  EXPECT_EQ(st.confirmed, 0u);
+  EXPECT_EQ(st.leases, 2u);  // 4 - 2 timed out (one of the two left is outstanding)
+  EXPECT_EQ(st.outstanding, 1u);
+}
+
+TEST_F(EvictionTest, PendingDebitsSuppressRepeatDecisions) {
+  // Zero grace: the debit of a confirmed revocation expires at once; but while it is
+  // outstanding, saturated cycles issue nothing more.
+  auto o = evicting();
+  o.eviction.confirmationGrace = 0ms;
+  auto fc = make(std::move(o));
+  preload(*fc, 6, -1, t0);
+  fc->enqueue(request("hp", 10), t0 + 1s);
+  detector->set(1.2);
+  for (int i = 0; i < 11; ++i) cycle(*fc, t0 + 1s + std::chrono::milliseconds(i));
+  EXPECT_EQ(decisions, (std::vector<std::size_t>{1}));
+  EXPECT_NEAR(fc->stats().eviction.pendingReclaim, 0.2, 1e-12);
+  EXPECT_NEAR(fc->stats().eviction.reclaimTarget, 0.2, 1e-12);
+}
+
+TEST_F(EvictionTest, EvictCallbackRunsWithoutTheLockAndMayConfirmAtOnce) {
+  auto fc = make(evicting());
+  preload(*fc, 4, -1, t0);
+  onEvict = [&](const Revocation& r) {
+    (void)fc->stats();  // would deadlock under the controller's lock
+    EXPECT_TRUE(fc->release(r.id, r.issuedAt));
+  };
+  fc->enqueue(request("hp", 10), t0 + 1s);
+  detector->set(2.0);
+  cycle(*fc, t0 + 1s);
+  EXPECT_EQ(revoked.size(), 2u);
+  EXPECT_EQ(fc->stats().eviction.confirmed, 2u);
+  EXPECT_EQ(fc->stats().eviction.confirmationBuckets[0], 2u);
+}
+
+TEST_F(EvictionTest, ReleasedLeasesAreNeverRevokedAndRevokedOnesOnlyOnce) {
+  auto o = evicting();
+  o.eviction.confirmationGrace = 0ms;
+  auto fc = make(std::move(o));
+  const auto ids = preload(*fc, 4, -1, t0);
+  EXPECT_TRUE(fc->release(ids[3], t0 + 500ms));  // the newest ended on its own
+  fc->enqueue(request("hp", 10), t0 + 1s);
+  detector->set(1.0);  // 3 leases, boundary -> 1
+  cycle(*fc, t0 + 1s);
+  ASSERT_EQ(revoked.size(), 1u);
+  EXPECT_EQ(revoked[0].id, ids[2]);
+  EXPECT_TRUE(fc->release(ids[2], t0 + 1010ms));
+  EXPECT_FALSE(fc->release(ids[2], t0 + 1020ms));
+  cycle(*fc, t0 + 1030ms);
+  ASSERT_EQ(revoked.size(), 2u);
+  EXPECT_EQ(revoked[1].id, ids[1]);
+}
+
+TEST_F(EvictionTest, DisabledOrWithoutVictimsNothingHappens) {
+  auto o = evicting();
+  o.eviction.enabled = false;
+  auto fc = make(std::move(o));
+  preload(*fc, 4, -1, t0);
+  fc->enqueue(request("hp", 10), t0 + 1s);
+  detector->set(2.0);
+  cycle(*fc, t0 + 1s);
+  EXPECT_TRUE(revoked.empty());
+  EXPECT_FALSE(fc->stats().eviction.enabled);
+
+  // Turned on by reconfigure (the callback from create() stays).
+  auto again = evicting();
+  again.eviction.evict = nullptr;
+  EXPECT_FALSE(fc->reconfigure(std::move(again)).hasErrors());
+  cycle(*fc, t0 + 2s);
+  EXPECT_TRUE(revoked.empty());  // the leases were dispatched while leases were not kept
+  EXPECT_TRUE(fc->stats().eviction.enabled);
+}
+
+TEST_F(EvictionTest, ValidationNamesPathsAndValues) {
+  auto o = evicting();
+  o.eviction.maxRevocationsPerDecision = 0;
+  o.eviction.confirmationTimeout = 0ms;
+  o.eviction.confirmationGrace = -1ms;
+  o.eviction.waitForReleases = {.enabled = true, .tolerance = 0ms};
+  o.eviction.evict = nullptr;
+  Diagnostics d;
+  FlowController::validate(o, d);
+  const std::string text = d.toString();
+  EXPECT_NE(text.find("/eviction/maxRevocationsPerDecision"), std::string::npos) << text;
+  EXPECT_NE(text.find("between 1 and 32, but got 0"), std::string::npos) << text;
+  EXPECT_NE(text.find("/eviction/confirmationTimeout"), std::string::npos) << text;
+  EXPECT_NE(text.find("/eviction/confirmationGrace"), std::string::npos) << text;
+  EXPECT_NE(text.find("/eviction/waitForReleases/tolerance"), std::string::npos) << text;
+  EXPECT_NE(text.find("/eviction/evict"), std::string::npos) << text;
+
+  // reconfigure cannot enable eviction on a controller created without a callback.
+  auto plain = make(options());
+  auto enable = evicting();
+  EXPECT_TRUE(plain->reconfigure(std::move(enable)).hasErrors());
+}
+
+TEST_F(EvictionTest, GraceIsDerivedFromTheDetector) {
+  auto conc = std::move(ConcurrencyDetector::create({})).value();
+  auto util = std::move(UtilizationDetector::create({})).value();
+  EXPECT_EQ(deriveEvictionGrace(conc.get()), 10ms);
+  EXPECT_EQ(deriveEvictionGrace(util.get()), 500ms);  // 50 + 200 + 250
+  EXPECT_EQ(deriveEvictionGrace(util.get(), 1s), 1450ms);
+  EXPECT_EQ(deriveEvictionGrace(nullptr), kDefaultEvictionConfirmationGrace);
+}
+
+TEST_F(EvictionTest, BuiltInPolicies) {
+  SheddableEvictionFilter filter;
+  PriorityThenTimeEvictionOrder order;
+  EXPECT_EQ(filter.name(), "sheddable-eviction-filter");
+  EXPECT_EQ(order.name(), "priority-then-time-eviction-order-policy");
+  EXPECT_TRUE(filter.accept({.priority = -1}));
+  EXPECT_FALSE(filter.accept({.priority = 0}));
+  const EvictionCandidate oldLow{1, -5, t0, 0, 0}, newLow{2, -5, t0 + 1s, 0, 0},
+      newHigh{3, -1, t0 + 2s, 0, 0};
+  EXPECT_TRUE(order.less(newLow, oldLow));
+  EXPECT_TRUE(order.less(oldLow, newHigh));
+  EXPECT_FALSE(order.less(oldLow, oldLow));
+  EXPECT_EQ(toString(LeaseEnd::kRevokedTimedOut), "revoked-timed-out");
+}
+
+TEST_F(EvictionTest, WaitForReleasesEvictsOnlyTheShortfall) {
+  auto o = evicting();
+  o.eviction.waitForReleases = {.enabled = true, .tolerance = 200ms};
+  auto fc = make(std::move(o));
+  // Measure a 1 s holding time at band -1.
+  const auto first = preload(*fc, 1, -1, t0);
+  ASSERT_TRUE(fc->release(first[0], t0 + 1s));
+  // Four leases: two dispatched at t0+1s (due at t0+2s), two at t0+1.8s (due at t0+2.8s).
+  preload(*fc, 2, -1, t0 + 1s - 1ms);
+  preload(*fc, 2, -1, t0 + 1800ms);
+  fc->enqueue(request("hp", 10), t0 + 1850ms);
+  detector->set(1.5);  // credit 0.375, target 0.5 -> 2 needed
+  cycle(*fc, t0 + 1850ms);  // the two old ones are due within 200 ms: wait
+  EXPECT_TRUE(revoked.empty());
+  EXPECT_EQ(fc->stats().eviction.deferred, 1u);
+  // They do not end. At t0+2.04s 10 ms of tolerance are left; the two old leases are overdue
+  // (memoryless beyond the mean: 1 - e^-0.01 each): 2 needed, none expected.
+  cycle(*fc, t0 + 2040ms);
+  EXPECT_EQ(revoked.size(), 2u);
+}
+
+TEST_F(EvictionTest, WaitForReleasesWithoutHoldingTimeEvictsLikeUpstream) {
+  auto o = evicting();
+  o.eviction.waitForReleases = {.enabled = true, .tolerance = 200ms};
+  auto fc = make(std::move(o));
+  preload(*fc, 4, -1, t0);
+  fc->enqueue(request("hp", 10), t0 + 1s);
+  detector->set(2.0);
+  cycle(*fc, t0 + 1s);
+  EXPECT_EQ(revoked.size(), 2u);  // nothing measured: nothing expected
+}
+
+TEST_F(EvictionTest, FootprintAwareCoversTheDeficitDestroyingFewestTokens) {
+  auto o = evicting();
+  o.eviction.footprintAware = true;
+  o.eviction.maxRevocationsPerDecision = 4;
+  auto fc = make(std::move(o));
+  const auto ids = preload(*fc, 4, -1, t0);
+  // Footprints 100, 100, 400, 400 (total 1000); generated 90, 10, 50, 300.
+  ASSERT_TRUE(fc->updateLease(ids[0], 100, 90));
+  ASSERT_TRUE(fc->updateLease(ids[1], 100, 10));
+  ASSERT_TRUE(fc->updateLease(ids[2], 400, 50));
+  ASSERT_TRUE(fc->updateLease(ids[3], 400, 300));
+  EXPECT_FALSE(fc->updateLease(999999, 1, 1));
+  fc->enqueue(request("hp", 10), t0 + 1s);
+  detector->set(1.3);  // target 0.3 saturation units: ids[2] alone frees 0.52 at 50 tokens
+  cycle(*fc, t0 + 1s);
+  ASSERT_EQ(revoked.size(), 1u);
+  // Greedy by rate would take ids[1] (10 tokens for 0.13) and ids[2] (60 tokens in all); ids[2]
+  // alone covers 0.3 for 50.
+  EXPECT_EQ(revoked[0].id, ids[2]);
+  EXPECT_NEAR(revoked[0].credit, 0.52, 1e-12);
+  EXPECT_EQ(revoked[0].generatedTokens, 50u);
+}
+
+TEST_F(EvictionTest, GatedCyclesWithEvictionDoNotAllocate) {
+  auto fc = make(evicting());
+  preload(*fc, 8, -1, t0);
+  fc->enqueue(request("hp", 10), t0 + 1s);
+  detector->set(1.5);
+  cycle(*fc, t0 + 1s);  // warm-up: scratch sized, first decision
+  ASSERT_FALSE(revoked.empty());
+  revoked.reserve(64);
+  for (const Revocation& r : std::vector<Revocation>(revoked)) fc->release(r.id, t0 + 1010ms);
+  testing::AllocationCounter counter;
+  for (int i = 0; i < 500; ++i) fc->dispatchCycle(t0 + 1200ms + std::chrono::milliseconds(i));
+  EXPECT_EQ(counter.count(), 0u);
+}
+
+}  // namespace
+}  // namespace holdback
