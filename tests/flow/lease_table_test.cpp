@@ -95,7 +95,9 @@ TEST(LeaseTable, SteadyStateDoesNotAllocate) {
   testing::AllocationCounter counter;
   for (int round = 0; round < 10000; ++round, ++id) {
     ASSERT_TRUE(table.add(id, id % 3, 0, at(round)));
-    if (round >= 500) ASSERT_TRUE(table.remove(id - 500).has_value());
+    if (round >= 500) {
+      ASSERT_TRUE(table.remove(id - 500).has_value());
+    }
   }
   EXPECT_EQ(counter.count(), 0u);
 }
