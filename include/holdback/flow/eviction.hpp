@@ -193,6 +193,7 @@ struct EvictionOptions {
   bool footprintAware = false;
   // Create-only (reconfigure keeps the first one). Called with no library lock held, once per
   // revoked lease, on the thread whose dispatch cycle decided it; may call any controller method.
+  // Only leases whose kDispatched outcome callback has returned are revoked (never before it).
   // It may arrive after the request ended on its own (the host then just ignores it). Exceptions
   // are swallowed (the revocation then times out).
   std::function<void(const Revocation&)> evict;

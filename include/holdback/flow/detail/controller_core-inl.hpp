@@ -276,7 +276,7 @@ HOLDBACK_INLINE void ControllerCore::reclaim(TimePoint now, double s, std::size_
     leases_.newestFirst(b, [&](const LeaseTable::Lease& l) {
       if (l.tokens == 0) footprints_known = false;
       total_footprint += static_cast<double>(l.tokens);
-      if (!below || l.revoked) return true;
+      if (!below || l.revoked || !l.delivered) return true;
       const EvictionCandidate c{l.id, l.priority, l.dispatchedAt, l.tokens, l.generated};
       if (ev.filter->accept(c)) candidates_.push_back(Candidate{c, 0.0});
       return true;
@@ -521,6 +521,7 @@ HOLDBACK_INLINE DispatchResult ControllerCore::dispatchImpl(TimePoint now,
   DispatchResult result;
   FinalizedBatch finalized;  // destroyed (the requests' memory freed) after the lock
   RevocationBatch revocations;  // their evict callbacks run after the lock
+  bool leased = false;          // a lease to mark delivered after the outcome callback
   {
     MutexLock lock(mu_);
     if (pressure != nullptr) applyPressure(now, *pressure, true);
@@ -600,7 +601,10 @@ HOLDBACK_INLINE DispatchResult ControllerCore::dispatchImpl(TimePoint now,
         if (block_since_ && band->prio >= block_prio_) block_since_.reset();  // served
         if (leases_on) {
           const std::uint32_t slot = demandSlotOf(band);
-          if (leases_.add(head->id, slot, band->prio, now)) eviction_stats_.leasesStarted += 1;
+          if (leases_.add(head->id, slot, band->prio, now)) {
+            eviction_stats_.leasesStarted += 1;
+            leased = settings_.eviction.enabled;
+          }
           demand_slots_[slot].estimator.dispatched(
               std::chrono::duration<double>(elapsed(head->view.enqueueTime, now)).count());
         }
@@ -613,6 +617,10 @@ HOLDBACK_INLINE DispatchResult ControllerCore::dispatchImpl(TimePoint now,
     }
   }
   for (std::size_t i = 0; i < finalized.size(); ++i) deliver(std::move(finalized.at(i).completion));
+  if (leased) {  // only now may the host be asked to evict it (never before its dispatch)
+    MutexLock lock(mu_);
+    leases_.markDelivered(result.id);
+  }
   deliverRevocations(revocations);
   return result;
 }
