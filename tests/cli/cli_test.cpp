@@ -181,14 +181,7 @@ TEST(CliValidateWholeFileTest, JsonOutputListsErrorsAndWarningsWithPositions) {
   EXPECT_EQ(ok.out, R"({
   "ok": true,
   "errors": [],
-  "warnings": [
-    {
-      "path": "/flowControl/enableEviction",
-      "line": 0,
-      "column": 0,
-      "message": "in-flight eviction is not implemented by holdback; ignored"
-    }
-  ]
+  "warnings": []
 }
 )");
   EXPECT_EQ(holdback("validate --json=1 " + kGolden + "reference-minimal.json").exitCode, 2);
