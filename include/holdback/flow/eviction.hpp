@@ -26,7 +26,7 @@
 //     every library lock is released, on the thread that ran the cycle.
 //   Better than upstream v1 (both off by default):
 //   - waitForReleases: before revoking, count the releases expected anyway within the demand
-//     band's remaining tolerance (tolerance minus how long the block has lasted), from every
+//     band's remaining tolerance (tolerance minus the wait of the band's head request), from every
 //     lease's age and its band's measured holding time; evict only the shortfall.
 //   - footprintAware: when every lease has a footprint (updateLease), a lease's credit is its
 //     share of the footprint (s * footprint / total), and the victims are those that cover the

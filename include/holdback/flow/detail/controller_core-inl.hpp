@@ -255,14 +255,7 @@ HOLDBACK_INLINE void ControllerCore::reclaim(TimePoint now, double s, std::size_
     ceiling = c;
     break;
   }
-  if (demand == nullptr) {
-    block_since_.reset();
-    return;
-  }
-  if (!block_since_ || block_prio_ != demand->prio) {
-    block_since_ = now;
-    block_prio_ = demand->prio;
-  }
+  if (demand == nullptr) return;
   const std::size_t in_flight = leases_.size();
   if (in_flight == 0 || !std::isfinite(s)) return;
 
@@ -302,9 +295,13 @@ HOLDBACK_INLINE void ControllerCore::reclaim(TimePoint now, double s, std::size_
 
   // Wait-vs-evict: the releases expected anyway within the remaining tolerance.
   if (ev.waitForReleases.enabled) {
+    // The demand band's head (its oldest request under FCFS) has waited this long already.
+    Duration waited{0};
+    if (const FlowQueueView* f = demand->bestHeadFlow(); f != nullptr && f->size() > 0) {
+      waited = elapsed((*static_cast<const Flow*>(f)->items.begin())->view.enqueueTime, now);
+    }
     const double horizon =
-        std::chrono::duration<double>(ev.waitForReleases.tolerance - (now - *block_since_))
-            .count();
+        std::chrono::duration<double>(ev.waitForReleases.tolerance - waited).count();
     if (horizon > 0.0) {
       double expected = 0.0;  // in leases, or in saturation units by footprint
       for (std::uint32_t b = 0; b < demand_slots_.size(); ++b) {
@@ -598,7 +595,6 @@ HOLDBACK_INLINE DispatchResult ControllerCore::dispatchImpl(TimePoint now,
         result.kind = DispatchResult::Kind::kDispatched;
         result.priority = band->prio;
         result.id = head->id;
-        if (block_since_ && band->prio >= block_prio_) block_since_.reset();  // served
         if (leases_on) {
           const std::uint32_t slot = demandSlotOf(band);
           if (leases_.add(head->id, slot, band->prio, now)) {

@@ -229,13 +229,11 @@ class ControllerCore {
   std::vector<DemandSlot> demand_slots_ HOLDBACK_GUARDED_BY(mu_);
   std::vector<BandDemand> demand_view_ HOLDBACK_GUARDED_BY(mu_);
   std::optional<TimePoint> last_demand_update_ HOLDBACK_GUARDED_BY(mu_);
-  // Eviction: pacing state, counters, the demand block being served, the victims' scratch.
+  // Eviction: pacing state, counters, the victims' scratch.
   std::vector<Outstanding> outstanding_ HOLDBACK_GUARDED_BY(mu_);
   std::vector<Cooling> cooling_ HOLDBACK_GUARDED_BY(mu_);
   double pending_reclaim_ HOLDBACK_GUARDED_BY(mu_) = 0.0;
   EvictionStats eviction_stats_ HOLDBACK_GUARDED_BY(mu_);
-  std::optional<TimePoint> block_since_ HOLDBACK_GUARDED_BY(mu_);
-  Priority block_prio_ HOLDBACK_GUARDED_BY(mu_) = 0;
   std::vector<Candidate> candidates_ HOLDBACK_GUARDED_BY(mu_);
 };
 
