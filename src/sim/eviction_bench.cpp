@@ -68,15 +68,24 @@ class Bench {
     if (c_.waitTolerance > Duration{0}) {
       o.eviction.waitForReleases = {.enabled = true, .tolerance = c_.waitTolerance};
     }
+    o.eviction.footprintAware = c_.footprintAware;
     o.eviction.evict = [this](const Revocation& r) {
       terminations_.emplace(r.issuedAt + c_.terminationLatency, r.id);
+      r_.tokensLost += r.generatedTokens;
     };
     fc_ = std::move(FlowController::create(std::move(o))).value();
 
     // Preload: S sheddable leases, one second before the burst (churn reaches steady state).
     const TimePoint start = at(-1000);
-    for (std::size_t i = 0; i < c_.sheddable; ++i) enqueueSheddable(start);
-    cycles(start, /*preload=*/true);
+    if (c_.heterogeneous) {
+      while (occupied_ < c_.capacity) {  // fill the pool with leases of 1-3 units
+        enqueueSheddable(start);
+        cycles(start, /*preload=*/true);
+      }
+    } else {
+      for (std::size_t i = 0; i < c_.sheddable; ++i) enqueueSheddable(start);
+      cycles(start, /*preload=*/true);
+    }
 
     std::deque<TimePoint> arrivals;
     const std::size_t k = c_.shape == BurstShape::kSingle    ? 1
@@ -87,7 +96,7 @@ class Bench {
                                                             : at(0));
     }
     r_.highRequests = k;
-    if (c_.shape != BurstShape::kSustained) {
+    if (c_.shape != BurstShape::kSustained && !c_.heterogeneous) {  // the minimum is in 1-unit leases
       const MinEvictions m = minEvictionsRequired(c_.sheddable, k, c_.capacity, c_.ceiling);
       r_.minEvictions = m.evictions;
       r_.minAdmits = m.admits;
@@ -97,6 +106,7 @@ class Bench {
     for (long long ms = -999; ms <= end_ms; ++ms) {
       const TimePoint now = at(ms);
       endDue(now);
+      if (c_.heterogeneous && ms % 10 == 0) reportTokens(now);
       while (!arrivals.empty() && arrivals.front() <= now) {
         FlowRequest r;
         r.flowId = "interactive";
@@ -138,7 +148,19 @@ class Bench {
  private:
   struct Running {
     bool high = false;
+    std::size_t units = 1;
+    TimePoint since{};
+    double rate = 0.0;  // tokens per second (heterogeneous sheddable leases)
   };
+
+  void reportTokens(TimePoint now) {
+    for (const auto& [id, run] : running_) {
+      if (run.high) continue;
+      const double secs = std::chrono::duration<double>(now - run.since).count();
+      const auto generated = static_cast<std::uint64_t>(run.rate * std::max(0.0, secs));
+      fc_->updateLease(id, 100 * run.units + generated, generated);
+    }
+  }
 
   static TimePoint at(long long ms) { return TimePoint{} + std::chrono::hours(1) + milliseconds(ms); }
   static double msOf(TimePoint t) {
@@ -164,9 +186,10 @@ class Bench {
     const auto it = running_.find(id);
     if (it == running_.end()) return;  // ended already (e.g. churn before its termination)
     const bool high = it->second.high;
+    const std::size_t units = it->second.units;
     running_.erase(it);
-    occupied_ -= 1;
-    invisible_.push_back(now + c_.lag());
+    occupied_ -= units;
+    for (std::size_t u = 0; u < units; ++u) invisible_.push_back(now + c_.lag());
     fc_->release(id, now);
     if (high) {
       completed_ += 1;
@@ -200,9 +223,16 @@ class Bench {
       const DispatchResult d = fc_->dispatch(now, p);
       if (d.revoked > 0) r_.decisions += 1;
       if (d.kind != DispatchResult::Kind::kDispatched) return;
-      occupied_ += 1;
       const bool high = d.priority == kHigh;
-      running_[d.id] = Running{high};
+      Running run{high, 1, now, 0.0};
+      if (!high && c_.heterogeneous) {
+        const std::size_t n = sheddable_seq_++;
+        run.units = std::min<std::size_t>(1 + (n * 7) % 3, c_.capacity - std::min(occupied_, c_.capacity - 1));
+        run.rate = 20.0 * static_cast<double>(1 + (n * 3) % 5);
+        run.since = now - milliseconds(static_cast<long long>((n * 37) % 900));  // ages differ
+      }
+      occupied_ += run.units;
+      running_[d.id] = run;
       if (high) {
         const double wait = msOf(now) - msOf(high_arrival_[d.id]);
         waits_.push_back(wait);
@@ -231,6 +261,7 @@ class Bench {
   std::multimap<TimePoint, RequestId> churn_;
   std::vector<double> waits_;
   std::size_t completed_ = 0;
+  std::size_t sheddable_seq_ = 0;
   double last_completion_ms_ = 0.0;
   double last_ms_ = 0.0;
 };
@@ -297,6 +328,16 @@ std::vector<EvictionBenchCase> evictionBenchMatrix() {
       wait.waitTolerance = milliseconds(500);
       out.push_back(wait);
     }
+    if (shape != BurstShape::kSustained) {
+      for (bool aware : {false, true}) {  // footprints 1-3 units: upstream sizing vs holdback's
+        EvictionBenchCase h;
+        h.shape = shape;
+        h.grace = milliseconds(10);
+        h.heterogeneous = true;
+        h.footprintAware = aware;
+        out.push_back(h);
+      }
+    }
     EvictionBenchCase none;  // eviction off, no churn: no relief at all
     none.shape = shape;
     none.eviction = false;
@@ -310,14 +351,15 @@ std::string formatEvictionBenchTable(const std::vector<EvictionBenchCase>& cases
                                      const std::vector<EvictionBenchResult>& results) {
   std::ostringstream s;
   s << "| shape | sensor | mode | grace ms | first relief ms | last admit ms | admitted | "
-       "wait p50/p95 ms | revocations | min | over | goodput /s |\n"
-    << "|---|---|---|---|---|---|---|---|---|---|---|---|\n";
+       "wait p50/p95 ms | revocations | min | over | goodput /s | tokens lost |\n"
+    << "|---|---|---|---|---|---|---|---|---|---|---|---|---|\n";
   for (std::size_t i = 0; i < cases.size() && i < results.size(); ++i) {
     const EvictionBenchCase& c = cases[i];
     const EvictionBenchResult& r = results[i];
     std::string mode = c.eviction ? "evict" : "off";
     if (c.churnMean > Duration{0}) mode += "+churn";
     if (c.waitTolerance > Duration{0}) mode += "+wait";
+    if (c.heterogeneous) mode += c.footprintAware ? " (1-3 units, footprint-aware)" : " (1-3 units)";
     const auto ms = [](Duration d) {
       return fmt(std::chrono::duration<double, std::milli>(d).count());
     };
@@ -328,7 +370,8 @@ std::string formatEvictionBenchTable(const std::vector<EvictionBenchCase>& cases
       << r.highRequests << " | " << fmt(r.waitP50Ms) << " / " << fmt(r.waitP95Ms) << " | "
       << r.revocations << " | " << (r.minEvictions ? std::to_string(*r.minEvictions) : "-")
       << " | " << (r.overEviction ? std::to_string(*r.overEviction) : "-") << " | "
-      << fmt(r.goodput, 1) << " |\n";
+      << fmt(r.goodput, 1) << " | " << (c.heterogeneous ? std::to_string(r.tokensLost) : "-")
+      << " |\n";
   }
   return s.str();
 }

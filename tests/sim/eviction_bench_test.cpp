@@ -118,6 +118,20 @@ TEST(EvictionBenchTest, WaitVsEvictRevokesOnlyTheShortfallWithinTheTolerance) {
   EXPECT_LE(better.waitP95Ms, 1.1 * ms(wait.waitTolerance));  // still within the tolerance
 }
 
+TEST(EvictionBenchTest, FootprintAwareVictimsFreeMoreForFewerTokens) {
+  EvictionBenchCase plain;
+  plain.grace = 10ms;
+  plain.heterogeneous = true;
+  EvictionBenchCase aware = plain;
+  aware.footprintAware = true;
+  const EvictionBenchResult upstream = runEvictionBench(plain);
+  const EvictionBenchResult better = runEvictionBench(aware);
+  ASSERT_TRUE(upstream.firstReliefMs && better.firstReliefMs);
+  EXPECT_LT(better.revocations, upstream.revocations);
+  EXPECT_LT(better.tokensLost, upstream.tokensLost);
+  EXPECT_LT(*better.firstReliefMs, *upstream.firstReliefMs);
+}
+
 TEST(EvictionBenchTest, WithoutEvictionOrChurnThereIsNoRelief) {
   EvictionBenchCase off;
   off.eviction = false;

@@ -59,6 +59,11 @@ struct EvictionBenchCase {
   Duration churnMean{0};
   // Wait-vs-evict (holdback's improvement) with this tolerance; 0 = off.
   Duration waitTolerance{0};
+  // Heterogeneous sheddable leases: footprints of 1, 2 or 3 units (the pool still holds 20 units)
+  // generating 20-100 tokens/s each, reported with updateLease every 10 ms; footprintAware
+  // switches holdback's footprint-aware victims on.
+  bool heterogeneous = false;
+  bool footprintAware = false;
   std::uint64_t seed = 1;
 
   // Pool and timing (upstream's values).
@@ -84,6 +89,7 @@ struct EvictionBenchResult {
   std::uint64_t decisions = 0;  // dispatch cycles that revoked
   std::uint64_t deferred = 0;   // wait-vs-evict holds
   std::uint64_t churned = 0;    // sheddable leases that ended on their own
+  std::uint64_t tokensLost = 0;  // tokens the revoked leases had generated (heterogeneous)
   // Analytic minimum (single, batch32) and the excess over it.
   std::optional<std::size_t> minEvictions;
   std::optional<std::size_t> minAdmits;
@@ -103,7 +109,8 @@ struct MinEvictions {
 [[nodiscard]] EvictionBenchResult runEvictionBench(const EvictionBenchCase& c);
 
 // The documented matrix: shapes x sensors x graces {5, 50, 200, 500} ms (cap 2), the baselines
-// (eviction off, without and with 500 ms churn) and wait-vs-evict under churn.
+// (eviction off, without and with 500 ms churn), wait-vs-evict under churn, and heterogeneous
+// footprints with and without footprint-aware victims.
 [[nodiscard]] std::vector<EvictionBenchCase> evictionBenchMatrix();
 
 // A Markdown table, one row per case.
