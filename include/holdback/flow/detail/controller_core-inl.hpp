@@ -219,16 +219,29 @@ HOLDBACK_INLINE void ControllerCore::retireRevocations(TimePoint now) noexcept {
   if (outstanding_.empty() && cooling_.empty()) pending_reclaim_ = 0.0;  // no rounding residue
 }
 
-HOLDBACK_INLINE double ControllerCore::releaseChance(const LeaseTable::Lease& l, TimePoint now,
-                                                     double horizon) const noexcept {
-  if (l.band >= demand_slots_.size()) return 0.0;
-  const double hold = demand_slots_[l.band].estimator.demand().holdingTime;
+HOLDBACK_INLINE double ControllerCore::releaseChance(double hold, double age,
+                                                     double horizon) noexcept {
   if (!(hold > 0.0) || !std::isfinite(hold)) return 0.0;  // not measured: expect nothing
-  const double age = std::max(0.0, std::chrono::duration<double>(now - l.dispatchedAt).count());
+  age = std::max(0.0, age);
   // Younger than the band's holding time: it ends within the horizon iff it is due by then.
   if (age < hold) return age + horizon >= hold ? 1.0 : 0.0;
   // Overdue: memoryless beyond the mean.
   return 1.0 - std::exp(-horizon / hold);
+}
+
+HOLDBACK_INLINE void ControllerCore::collectCandidates(const LeaseTable& leases, std::uint32_t band,
+                                                       bool below, const EvictionFilter& filter,
+                                                       std::vector<Candidate>& out,
+                                                       double& totalFootprint,
+                                                       bool& footprintsKnown) {
+  leases.newestFirst(band, [&](const LeaseTable::Lease& l) {
+    if (l.tokens == 0) footprintsKnown = false;
+    totalFootprint += static_cast<double>(l.tokens);
+    if (!below || l.revoked || !l.delivered) return true;
+    const EvictionCandidate c{l.id, l.priority, l.dispatchedAt, l.tokens, l.generated};
+    if (filter.accept(c)) out.push_back(Candidate{c, 0.0});
+    return true;
+  });
 }
 
 HOLDBACK_INLINE void ControllerCore::issuedFor(Priority victim) {
@@ -265,15 +278,8 @@ HOLDBACK_INLINE void ControllerCore::reclaim(TimePoint now, double s, std::size_
   double total_footprint = 0.0;
   bool footprints_known = true;
   for (std::uint32_t b = 0; b < demand_slots_.size(); ++b) {
-    const bool below = demand_slots_[b].prio < demand->prio;
-    leases_.newestFirst(b, [&](const LeaseTable::Lease& l) {
-      if (l.tokens == 0) footprints_known = false;
-      total_footprint += static_cast<double>(l.tokens);
-      if (!below || l.revoked || !l.delivered) return true;
-      const EvictionCandidate c{l.id, l.priority, l.dispatchedAt, l.tokens, l.generated};
-      if (ev.filter->accept(c)) candidates_.push_back(Candidate{c, 0.0});
-      return true;
-    });
+    collectCandidates(leases_, b, demand_slots_[b].prio < demand->prio, *ev.filter, candidates_,
+                      total_footprint, footprints_known);
   }
   if (candidates_.empty()) return;
 
@@ -305,9 +311,11 @@ HOLDBACK_INLINE void ControllerCore::reclaim(TimePoint now, double s, std::size_
     if (horizon > 0.0) {
       double expected = 0.0;  // in leases, or in saturation units by footprint
       for (std::uint32_t b = 0; b < demand_slots_.size(); ++b) {
+        const double hold = demand_slots_[b].estimator.demand().holdingTime;
         leases_.newestFirst(b, [&](const LeaseTable::Lease& l) {
           if (l.revoked) return true;
-          const double p = releaseChance(l, now, horizon);
+          const double age = std::chrono::duration<double>(now - l.dispatchedAt).count();
+          const double p = releaseChance(hold, age, horizon);
           expected += by_footprint ? p * s * static_cast<double>(l.tokens) / total_footprint : p;
           return true;
         });
