@@ -13,6 +13,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "engine.hpp"
 #include "holdback/flow/flow_controller.hpp"
 #include "holdback/policy/policies.hpp"
 
@@ -39,15 +40,6 @@ class UnusedDetector final : public SaturationDetector {
   }
   std::string_view type() const noexcept override { return "eviction-bench"; }
 };
-
-double percentile(std::vector<double> v, double q) {
-  if (v.empty()) return 0.0;
-  std::sort(v.begin(), v.end());
-  const double rank = q * static_cast<double>(v.size() - 1);
-  const auto lo = static_cast<std::size_t>(std::floor(rank));
-  const std::size_t hi = std::min(lo + 1, v.size() - 1);
-  return v[lo] + (v[hi] - v[lo]) * (rank - static_cast<double>(lo));
-}
 
 class Bench {
  public:
@@ -128,8 +120,9 @@ class Bench {
     r_.revocations = st.issued;
     r_.confirmed = st.confirmed;
     r_.deferred = st.deferred;
-    r_.waitP50Ms = percentile(waits_, 0.5);
-    r_.waitP95Ms = percentile(waits_, 0.95);
+    const Percentiles waits = detail::percentiles(waits_);  // the simulator's nearest-rank rule
+    r_.waitP50Ms = waits.p50;
+    r_.waitP95Ms = waits.p95;
     if (r_.minEvictions && c_.eviction && c_.churnMean == Duration{0}) {
       r_.overEviction =
           static_cast<long long>(r_.revocations) - static_cast<long long>(*r_.minEvictions);
@@ -367,7 +360,8 @@ std::string formatEvictionBenchTable(const std::vector<EvictionBenchCase>& cases
       << (c.eviction ? ms(c.grace) : "-") << " | "
       << (r.firstReliefMs ? fmt(*r.firstReliefMs) : "none") << " | "
       << (r.lastAdmissionMs ? fmt(*r.lastAdmissionMs) : "-") << " | " << r.admitted << "/"
-      << r.highRequests << " | " << fmt(r.waitP50Ms) << " / " << fmt(r.waitP95Ms) << " | "
+      << r.highRequests << " | "
+      << (r.admitted > 0 ? fmt(r.waitP50Ms) + " / " + fmt(r.waitP95Ms) : std::string("-")) << " | "
       << r.revocations << " | " << (r.minEvictions ? std::to_string(*r.minEvictions) : "-")
       << " | " << (r.overEviction ? std::to_string(*r.overEviction) : "-") << " | "
       << fmt(r.goodput, 1) << " | " << (c.heterogeneous ? std::to_string(r.tokensLost) : "-")

@@ -82,6 +82,7 @@ struct EvictionBenchResult {
   std::size_t admitted = 0;
   std::optional<double> firstReliefMs;
   std::optional<double> lastAdmissionMs;
+  // Nearest rank (the simulator's rule); NaN without admissions.
   double waitP50Ms = 0.0;
   double waitP95Ms = 0.0;
   std::uint64_t revocations = 0;
