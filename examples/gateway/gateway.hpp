@@ -127,7 +127,7 @@ class Gateway {
   GatewayCounters counters_;
   mutable std::mutex models_mu_;
   std::vector<std::vector<std::string>> endpoint_models_;  // guarded by models_mu_
-  bool eviction_ = false;                                   // set by start()
+  bool eviction_ = false;                                  // set by start()
   std::mutex leases_mu_;
   std::unordered_map<RequestId, std::weak_ptr<OutcomeSink>> leases_;  // guarded by leases_mu_
 };
