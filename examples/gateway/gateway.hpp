@@ -67,7 +67,7 @@ struct GatewayCounters {
   std::atomic<std::uint64_t> clientTimeouts{0};      // header/body/idle timeouts
   std::atomic<std::uint64_t> clientErrors{0};        // 4xx the gateway answered itself
   std::atomic<std::int64_t> exchangesInProgress{0};  // requests read and not yet answered
-  std::atomic<std::uint64_t> evictionsActuated{0};   // revoked: upstream aborted, 429 evicted
+  std::atomic<std::uint64_t> evictionsActuated{0};   // revoked: upstream aborted (+ 429 evicted)
   std::atomic<std::uint64_t> evictionsTooLate{0};    // revoked after the request had ended
 
   void count(int status) noexcept {
