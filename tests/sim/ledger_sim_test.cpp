@@ -36,6 +36,7 @@ Scenario ledgerScenario(std::uint64_t seed) {
   Scenario s = defaultScenario();
   s.detector = DetectorKind::kUtilization;
   s.pool.dispatchLedger = true;
+  s.pool.slotTerm = false;  // the ledger alone (the tests that want the slot term set it)
   s.seed = seed;
   return s;
 }
@@ -117,7 +118,17 @@ TEST(LedgerSimTest, ScenarioKeysParseAndBadValuesNameTheirPath) {
   EXPECT_TRUE(s->pool.ledgerBudget);
   EXPECT_EQ(s->pool.lostCompletions, 0.1);
   EXPECT_TRUE(s->pool.slotTerm);
-  EXPECT_FALSE(defaultScenario().pool.dispatchLedger);  // off unless asked for
+  // On by default in the simulator (the simulated gateway feeds the ledger; the pool's slots
+  // are configuration it knows); a scenario can turn both off.
+  EXPECT_TRUE(defaultScenario().pool.dispatchLedger);
+  EXPECT_TRUE(defaultScenario().pool.slotTerm);
+  EXPECT_TRUE(Scenario{}.pool.dispatchLedger);
+  auto off = config::parseDocument("pool: {dispatchLedger: false, slotTerm: false}");
+  ASSERT_TRUE(off.ok());
+  const auto offScenario = parseScenario(off->json);
+  ASSERT_TRUE(offScenario.ok()) << offScenario.diagnostics().toString();
+  EXPECT_FALSE(offScenario->pool.dispatchLedger);
+  EXPECT_FALSE(offScenario->pool.slotTerm);
 
   auto bad = config::parseDocument(R"({"pool": {"lostCompletions": 1.5, "dispatchLedger": 3}})");
   ASSERT_TRUE(bad.ok());

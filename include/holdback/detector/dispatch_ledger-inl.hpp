@@ -45,19 +45,24 @@ namespace detail {
 // request counts agree, every completion read belongs to a dispatch read, and so do the tokens.
 // A few retries under a storm of dispatches; then the later counts are used (in flight then
 // includes dispatches made during the read: it errs high, never negative).
-[[nodiscard]] inline ScrapeMark readCounters(const LedgerSlot& s) noexcept {
+//
+// One attempt; false when a dispatch raced with the read.
+[[gnu::always_inline]] inline bool tryReadCounters(const LedgerSlot& s, ScrapeMark& m) noexcept {
   constexpr auto kAcquire = std::memory_order_acquire;
+  const std::uint64_t requests = s.dispatchedRequests.load(kAcquire);
+  m.completedRequests = s.completedRequests.load(kAcquire);
+  m.completedTokens = s.completedTokens.load(kAcquire);
+  m.dispatchedTokens = s.dispatchedTokens.load(kAcquire);
+  m.dispatchedRequests = s.dispatchedRequests.load(kAcquire);
+  return m.dispatchedRequests == requests;
+}
+
+[[nodiscard]] inline ScrapeMark readCounters(const LedgerSlot& s) noexcept {
   ScrapeMark m;
-  for (int attempt = 0;; ++attempt) {
-    const std::uint64_t requests = s.dispatchedRequests.load(kAcquire);
-    m.completedRequests = s.completedRequests.load(kAcquire);
-    m.completedTokens = s.completedTokens.load(kAcquire);
-    m.dispatchedTokens = s.dispatchedTokens.load(kAcquire);
-    m.dispatchedRequests = s.dispatchedRequests.load(kAcquire);
-    if (m.dispatchedRequests == requests || attempt == 8) [[likely]] {
-      return m;
-    }
+  for (int attempt = 0; attempt < 8; ++attempt) {
+    if (tryReadCounters(s, m)) break;
   }
+  return m;
 }
 
 // LedgerSlot::budget sentinels: no scrape installed yet; a scrape whose telemetry is not
@@ -79,27 +84,29 @@ struct ScrapeView {
 // Sequence-lock read; retries while a writer is active or the sequence moved. The field loads
 // are acquire, so the second sequence load cannot move before them (no fence needed: free on
 // x86, and ThreadSanitizer models it).
-[[nodiscard]] inline ScrapeView readScrape(const LedgerSlot& s) noexcept {
+// One attempt; false while a writer is active or when the sequence moved.
+[[gnu::always_inline]] inline bool tryReadScrape(const LedgerSlot& s, ScrapeView& v) noexcept {
   constexpr auto kAcquire = std::memory_order_acquire;
+  const std::uint64_t before = s.sequence.load(kAcquire);
+  v.updateTimeNs = s.updateTimeNs.load(kAcquire);
+  v.waiting = s.waiting.load(kAcquire);
+  v.running = s.running.load(kAcquire);
+  v.kv = s.kvCacheUsage.load(kAcquire);
+  v.base.dispatchedRequests = s.baseDispatchedRequests.load(kAcquire);
+  v.base.dispatchedTokens = s.baseDispatchedTokens.load(kAcquire);
+  v.base.completedRequests = s.baseCompletedRequests.load(kAcquire);
+  v.base.completedTokens = s.baseCompletedTokens.load(kAcquire);
+  v.budget = s.budget.load(kAcquire);
+  v.has = v.budget != kNoScrape;
+  v.correctable = v.budget >= 0;
+  return (before & 1U) == 0 && s.sequence.load(std::memory_order_relaxed) == before;
+}
+
+[[nodiscard]] inline ScrapeView readScrape(const LedgerSlot& s) noexcept {
   ScrapeView v;
-  for (;;) {
-    const std::uint64_t before = s.sequence.load(kAcquire);
-    if ((before & 1U) != 0) continue;
-    v.updateTimeNs = s.updateTimeNs.load(kAcquire);
-    v.waiting = s.waiting.load(kAcquire);
-    v.running = s.running.load(kAcquire);
-    v.kv = s.kvCacheUsage.load(kAcquire);
-    v.base.dispatchedRequests = s.baseDispatchedRequests.load(kAcquire);
-    v.base.dispatchedTokens = s.baseDispatchedTokens.load(kAcquire);
-    v.base.completedRequests = s.baseCompletedRequests.load(kAcquire);
-    v.base.completedTokens = s.baseCompletedTokens.load(kAcquire);
-    v.budget = s.budget.load(kAcquire);
-    v.has = v.budget != kNoScrape;
-    v.correctable = v.budget >= 0;
-    if (s.sequence.load(std::memory_order_relaxed) == before) [[likely]] {
-      return v;
-    }
+  while (!tryReadScrape(s, v)) {
   }
+  return v;
 }
 
 // Becomes the slot's only scrape writer (writers are rare: spin). The field stores that follow
@@ -422,16 +429,13 @@ HOLDBACK_INLINE std::optional<DispatchLedger::BudgetState> DispatchLedger::budge
       std::max<std::int64_t>(0, v.budget)};
 }
 
-// Always inlined into the fill loops (only they call it).
-[[gnu::always_inline]] inline void DispatchLedger::fillOne(
-    Endpoint& e, const detail::LedgerSlot* slot, const DispatchLedgerOptions& options) noexcept {
-  using detail::since;
-  if (slot == nullptr) {
-    detail::clearTelemetry(e);
-    return;
-  }
-  const detail::ScrapeView v = detail::readScrape(*slot);
-  const ScrapeMark c = detail::readCounters(*slot);
+namespace detail {
+
+// fill's figures for one endpoint from a consistent read of its slot (see "The algorithm").
+[[gnu::always_inline]] inline void fillFrom(Endpoint& e, const LedgerSlot& slotRef,
+                                            const ScrapeView& v, const ScrapeMark& c,
+                                            const DispatchLedgerOptions& options) noexcept {
+  const LedgerSlot* slot = &slotRef;
   e.inFlightRequests = std::max<std::int64_t>(0, since(c.dispatchedRequests, c.completedRequests));
   e.inFlightTokens = std::max<std::int64_t>(0, since(c.dispatchedTokens, c.completedTokens));
   if (!v.has) {
@@ -475,6 +479,34 @@ HOLDBACK_INLINE std::optional<DispatchLedger::BudgetState> DispatchLedger::budge
     const auto depth = static_cast<double>(options.budgetQueueDepth);
     if (e.waitingQueueSize < depth) e.waitingQueueSize = depth;
   }
+}
+
+// The same after a raced read (a scrape being installed, a dispatch during the read), with the
+// retry loops. Out of line: with the loops inlined into fill's loop, the compiler hoisted every
+// field address out of them and spilled the values read (BM_LedgerFill, docs/performance.md).
+[[gnu::noinline]] inline void fillRetry(Endpoint& e, const LedgerSlot& slot,
+                                        const DispatchLedgerOptions& options) noexcept {
+  const ScrapeView v = readScrape(slot);
+  const ScrapeMark c = readCounters(slot);
+  fillFrom(e, slot, v, c, options);
+}
+
+}  // namespace detail
+
+// Always inlined into the fill loops (only they call it).
+[[gnu::always_inline]] inline void DispatchLedger::fillOne(
+    Endpoint& e, const detail::LedgerSlot* slot, const DispatchLedgerOptions& options) noexcept {
+  if (slot == nullptr) {
+    detail::clearTelemetry(e);
+    return;
+  }
+  detail::ScrapeView v;
+  ScrapeMark c;
+  if (!detail::tryReadScrape(*slot, v) || !detail::tryReadCounters(*slot, c)) [[unlikely]] {
+    detail::fillRetry(e, *slot, options);
+    return;
+  }
+  detail::fillFrom(e, *slot, v, c, options);
 }
 
 HOLDBACK_INLINE void DispatchLedger::fill(std::span<Endpoint> endpoints,
