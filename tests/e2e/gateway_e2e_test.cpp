@@ -549,8 +549,8 @@ void GatewayMisbehavingServerE2ETest::startPool(int healthy) {
   bad_ = startServer("bad", {flag, "50"});
   good_ = startServer("good", {});
   if (healthy > 1) good2_ = startServer("good2", {});
-  std::vector<std::string> argv{HOLDBACK_GATEWAY, "--listen", "127.0.0.1:0",
-                                "--scrape-interval-ms", "25"};
+  std::vector<std::string> argv{HOLDBACK_GATEWAY, "--listen", "127.0.0.1:0", "--scrape-interval-ms",
+                                "25"};
   for (ChildProcess* p : {bad_.get(), good_.get(), good2_.get()}) {
     if (p == nullptr) continue;
     ASSERT_TRUE(p->startedOk()) << p->stderrTail();
@@ -614,7 +614,9 @@ TEST_P(GatewayMisbehavingServerE2ETest, InteractiveIsServedByTheHealthyServers) 
   check("interactive");
 }
 
-TEST_P(GatewayMisbehavingServerE2ETest, BatchIsServedByTheHealthyServers) { check("batch"); }
+TEST_P(GatewayMisbehavingServerE2ETest, BatchIsServedByTheHealthyServers) {
+  check("batch");
+}
 
 // The bound of the 1/N rule, pinned: with ONE idle server next to the misbehaving one the pool
 // reads at least 0.5, the batch ceiling, so batch waits (here: past the client's 2 s timeout)

@@ -141,6 +141,7 @@ HOLDBACK_INLINE DispatchLedger::DispatchLedger(DispatchLedgerOptions options) no
     : options_(options) {
   if (options_.scrapeMarginRequests < 0) options_.scrapeMarginRequests = 0;
   if (options_.budgetQueueDepth <= 0) options_.budgetQueueDepth = 1;
+  options_.replicas = std::clamp<std::int64_t>(options_.replicas, 1, options_.kMaxReplicas);
 }
 
 HOLDBACK_INLINE DispatchLedger::~DispatchLedger() {
@@ -153,6 +154,12 @@ HOLDBACK_INLINE void DispatchLedger::validate(const DispatchLedgerOptions& optio
     diagnostics.error(
         joinPath(path, "scrapeMarginRequests"),
         std::to_string(options.scrapeMarginRequests) + " is negative; expected an integer >= 0");
+  }
+  if (options.replicas < 1 || options.replicas > options.kMaxReplicas) {
+    diagnostics.error(joinPath(path, "replicas"),
+                      std::to_string(options.replicas) +
+                          " is out of range; expected an integer in [1, " +
+                          std::to_string(options.kMaxReplicas) + "]");
   }
   if (options.budgetQueueDepth <= 0) {
     diagnostics.error(joinPath(path, "budgetQueueDepth"),
@@ -227,8 +234,7 @@ HOLDBACK_INLINE EndpointId DispatchLedger::registerEndpoint(
     slot.budget.store(detail::kNoScrape, std::memory_order_release);
     detail::endWrite(slot);
     const EndpointCapacity cap = capacity.value_or(EndpointCapacity{});
-    slot.maxRunning.store(detail::slotCount(cap.maxRunningRequests),
-                          std::memory_order_relaxed);
+    slot.maxRunning.store(detail::slotCount(cap.maxRunningRequests), std::memory_order_relaxed);
     slot.kvPerToken.store(detail::perToken(cap.kvCapacityTokens), std::memory_order_relaxed);
     const std::uint32_t generation = slot.generation.load(std::memory_order_relaxed) + 1;
     slot.generation.store(generation, std::memory_order_release);
@@ -252,8 +258,7 @@ HOLDBACK_INLINE bool DispatchLedger::setCapacity(EndpointId id,
                                                  EndpointCapacity capacity) noexcept {
   detail::LedgerSlot* slot = slotOf(id);
   if (slot == nullptr) return false;
-  slot->maxRunning.store(detail::slotCount(capacity.maxRunningRequests),
-                         std::memory_order_relaxed);
+  slot->maxRunning.store(detail::slotCount(capacity.maxRunningRequests), std::memory_order_relaxed);
   slot->kvPerToken.store(detail::perToken(capacity.kvCapacityTokens), std::memory_order_relaxed);
   return true;
 }
@@ -453,8 +458,10 @@ namespace detail {
   if (options.correction) {
     const std::int64_t pending = since(c.dispatchedRequests, v.base.dispatchedRequests) -
                                  since(c.completedRequests, v.base.completedRequests);
+    // Each replica's own pending work, times the replicas (see DispatchLedgerOptions::replicas).
+    const auto replicas = static_cast<double>(options.replicas);
     if (pending > 0) {
-      const auto p = static_cast<double>(pending);
+      const double p = static_cast<double>(pending) * replicas;
       const double m = slot->maxRunning.load(std::memory_order_relaxed);
       if (m > 0.0) {
         const double free_slots = m > v.running ? m - v.running : 0.0;
@@ -470,12 +477,13 @@ namespace detail {
                                         since(c.completedTokens, v.base.completedTokens);
     const double per_token = slot->kvPerToken.load(std::memory_order_relaxed);
     if (per_token > 0.0 && pending_tokens > 0) {
-      const double kv = v.kv + static_cast<double>(pending_tokens) * per_token;
+      const double kv = v.kv + static_cast<double>(pending_tokens) * replicas * per_token;
       e.kvCacheUsage = kv < 1.0 ? kv : 1.0;
     }
   }
-  if (options.dispatchBudget &&
-      since(c.dispatchedRequests, v.base.dispatchedRequests) >= v.budget) {
+  // This replica's share of the budget: ceil(budget / replicas) (no multiplication to overflow).
+  if (options.dispatchBudget && since(c.dispatchedRequests, v.base.dispatchedRequests) >=
+                                    (v.budget + options.replicas - 1) / options.replicas) {
     const auto depth = static_cast<double>(options.budgetQueueDepth);
     if (e.waitingQueueSize < depth) e.waitingQueueSize = depth;
   }
