@@ -341,8 +341,9 @@ namespace detail {
 
 // A free function, not a member: a member of the exported DispatchLedger taking a detail:: type
 // would be exported (check_exports.sh forbids detail:: in exported signatures).
+// `budgetQueueDepth` and `replicas` are the ledger's (sanitized) options.
 HOLDBACK_INLINE void storeScrape(LedgerSlot& slot, const Scrape& scrape, const ScrapeMark& base,
-                                 double budgetQueueDepth) noexcept {
+                                 double budgetQueueDepth, std::int64_t replicas) noexcept {
   // Budget: free slots (when maxRunning is known) + free queue, from the scraped figures.
   std::int32_t budget = 0;
   const double queue = budgetQueueDepth;
@@ -354,7 +355,9 @@ HOLDBACK_INLINE void storeScrape(LedgerSlot& slot, const Scrape& scrape, const S
       const double slots = max_running - scrape.runningRequests;
       if (slots > 0.0) free += slots;
     }
-    budget = static_cast<std::int32_t>(std::floor(std::min(free, 2147483647.0)));
+    // This replica's share: ceil(free / replicas) (divided here, not in every fill).
+    free = std::ceil(std::floor(free) / static_cast<double>(replicas));
+    budget = static_cast<std::int32_t>(std::min(free, 2147483647.0));
   }
   // Decided here, once per scrape, rather than per endpoint in every fill. Invalid telemetry is
   // never corrected into something plausible; readings beyond 1e300 are valid but passed through
@@ -382,7 +385,8 @@ HOLDBACK_INLINE bool DispatchLedger::installScrape(EndpointId id, const Scrape& 
                                                    const ScrapeMark& mark) noexcept {
   detail::LedgerSlot* slot = slotOf(id);
   if (slot == nullptr) return false;
-  detail::storeScrape(*slot, scrape, mark, static_cast<double>(options_.budgetQueueDepth));
+  detail::storeScrape(*slot, scrape, mark, static_cast<double>(options_.budgetQueueDepth),
+                      options_.replicas);
   return true;
 }
 
@@ -405,7 +409,8 @@ HOLDBACK_INLINE bool DispatchLedger::installScrape(EndpointId id, const Scrape& 
       base.dispatchedTokens -= back_tokens;
     }
   }
-  detail::storeScrape(*slot, scrape, base, static_cast<double>(options_.budgetQueueDepth));
+  detail::storeScrape(*slot, scrape, base, static_cast<double>(options_.budgetQueueDepth),
+                      options_.replicas);
   return true;
 }
 
@@ -481,9 +486,8 @@ namespace detail {
       e.kvCacheUsage = kv < 1.0 ? kv : 1.0;
     }
   }
-  // This replica's share of the budget: ceil(budget / replicas) (no multiplication to overflow).
-  if (options.dispatchBudget && since(c.dispatchedRequests, v.base.dispatchedRequests) >=
-                                    (v.budget + options.replicas - 1) / options.replicas) {
+  if (options.dispatchBudget &&
+      since(c.dispatchedRequests, v.base.dispatchedRequests) >= v.budget) {  // already the share
     const auto depth = static_cast<double>(options.budgetQueueDepth);
     if (e.waitingQueueSize < depth) e.waitingQueueSize = depth;
   }

@@ -307,8 +307,8 @@ class HOLDBACK_API DispatchLedger {
   // ---- reads ----
   [[nodiscard]] InFlightLoad load(EndpointId id) const noexcept;
   [[nodiscard]] InFlightLoad load(std::string_view name) const noexcept;
-  // Dispatches since the last scrape's baseline, and what the budget allows (nullopt: no scrape
-  // or stale id). For diagnostics and tests.
+  // Dispatches since the last scrape's baseline, and what the budget allows this replica (its
+  // share: ceil(budget / replicas); nullopt: no scrape or stale id). For diagnostics and tests.
   struct BudgetState {
     std::int64_t dispatchedSinceScrape = 0;
     std::int64_t budget = 0;
