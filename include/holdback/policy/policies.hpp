@@ -159,6 +159,14 @@ class HOLDBACK_API PriorityHoldbackPolicy final : public UsageLimitPolicy {
   double c_max_ = 1.0;
   double sigmoid_lo_ = 0.0;    // sigma(0)
   double sigmoid_span_ = 1.0;  // sigma(1) - sigma(0)
+  // Rank-domain strategies (stepwise, sigmoid over ranks) only: for every n in
+  // [2, kRankTableMax], the n ceilings computeLimit() returns for n priorities (computed and
+  // swept once, at creation), at rankTableOffset(n). About 16 KB.
+  static constexpr std::size_t kRankTableMax = 64;
+  static constexpr std::size_t rankTableOffset(std::size_t n) noexcept {
+    return n * (n - 1) / 2 - 1;
+  }
+  std::vector<double> rank_table_;
   // Static only, M + 1 entries (the last a sentinel): the listed priorities highest first, their
   // ceilings, and the ceiling of an unlisted priority whose first listed priority below it is at
   // that position (defaultCeiling, else that entry's ceiling, else the lowest listed ceiling).
@@ -180,6 +188,11 @@ inline void PriorityHoldbackPolicy::compute(double /*saturation*/,
   }
   if (n > static_cast<std::size_t>(INT32_MAX)) {  // beyond any real band count: stay correct
     computeScalar(priorities, ceilings);
+    return;
+  }
+  if (n <= kRankTableMax && !rank_table_.empty()) {  // rank domain: depends on n alone
+    const double* row = rank_table_.data() + rankTableOffset(n);
+    for (std::size_t i = 0; i < n; ++i) ceilings[i] = row[i];
     return;
   }
   const auto count = static_cast<std::int32_t>(n);
