@@ -178,14 +178,16 @@ HOLDBACK_INLINE PriorityHoldbackPolicy::PriorityHoldbackPolicy(PriorityHoldbackO
                             options_.sigmoidDomain == SigmoidDomain::kRank);
   if (rank_domain) {
     // Rank strategies read only the list's length, so the rows are computed over dummy
-    // priorities, by the scalar reference form, and swept as computeLimit() would sweep them.
-    rank_table_.resize(rankTableOffset(kRankTableMax + 1));
+    // priorities (by compute(), while rank_table_ is still empty) and swept as computeLimit()
+    // would sweep them.
+    std::vector<double> table(rankTableOffset(kRankTableMax + 1));
     const std::vector<Priority> dummy(kRankTableMax, 0);
     for (std::size_t n = 2; n <= kRankTableMax; ++n) {
-      const std::span<double> row(rank_table_.data() + rankTableOffset(n), n);
-      computeScalar(std::span<const Priority>(dummy.data(), n), row);
+      const std::span<double> row(table.data() + rankTableOffset(n), n);
+      compute(0.0, std::span<const Priority>(dummy.data(), n), row);
       monotonize(row);
     }
+    rank_table_ = std::move(table);
   }
   if (options_.strategy == HoldbackStrategy::kStatic && !options_.ceilings.empty()) {
     const auto& entries = options_.ceilings;
