@@ -27,6 +27,9 @@
 #include <benchmark/benchmark.h>
 
 #include <unistd.h>
+#if defined(__GLIBC__)
+#include <malloc.h>
+#endif
 
 #include <any>
 #include <cstdio>
@@ -273,6 +276,9 @@ void BM_MemoryQueued(benchmark::State& state) {
         static_cast<double>(rss_after - rss_before) / kRequests;
     state.PauseTiming();
     fc.reset();
+#if defined(__GLIBC__)
+    malloc_trim(0);  // so that a repetition's RSS growth is not hidden by the last one's free memory
+#endif
     state.ResumeTiming();
   }
 }
