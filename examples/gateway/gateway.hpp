@@ -81,6 +81,10 @@ class Gateway {
 
   // GET /v1/models: --model names when given, else the union of what the model servers list.
   void setEndpointModels(std::size_t endpoint, std::vector<std::string> ids);
+  // A dispatched request completed: report its tokens to every program-aware-fairness policy of
+  // the bundle (input + 2 x output tokens of attained service for program `flowId`).
+  void reportServed(std::string_view flowId, std::uint64_t promptTokens,
+                    std::uint64_t completionTokens, Duration queued) const;
   [[nodiscard]] std::vector<std::string> models() const;
 
   // Retry-After for a 429 now (gateway_http.hpp retryAfterSeconds).
