@@ -14,6 +14,7 @@
 #include "holdback/config/endpoint_picker_config.hpp"
 #include "holdback/flow/program_aware_fairness.hpp"
 #include "holdback/flow/slo_deadline_ordering.hpp"
+#include "holdback/metrics/prometheus.hpp"
 #include "holdback/testing/flow_policy_conformance.hpp"
 
 namespace holdback {
@@ -352,6 +353,52 @@ const holdback::testing::FairnessFactory kFairness[] = {
 };
 INSTANTIATE_TEST_SUITE_P(All, FairnessPolicyConformanceTest, ::testing::ValuesIn(kFairness),
                          holdback::testing::FactoryName{});
+
+}  // namespace
+}  // namespace holdback
+
+namespace holdback {
+namespace {
+
+// ---------------------------------------------------------------------------------------------
+// Dispatch-cycle and enqueue duration histograms (FlowControllerOptions::durationMetrics).
+
+TEST_F(FlowControllerTest, DurationMetricsUseTheInjectedClockOnlyWhenEnabled) {
+  for (const bool enabled : {false, true}) {
+    int clock_calls = 0;
+    auto o = options();
+    o.durationMetrics = enabled;
+    // Every read advances 3 us: each measured call lasts exactly 3 us.
+    o.clock = [&] { return t0 + std::chrono::microseconds(3 * ++clock_calls); };
+    auto fc = make(std::move(o));
+    for (int i = 0; i < 5; ++i) fc->enqueue(request("f", 0, i), t0);
+    for (int i = 0; i < 7; ++i) fc->dispatchCycle(t0);
+    const FlowControllerStats s = fc->stats();
+    const std::string text = renderPrometheus(s);
+    if (!enabled) {
+      EXPECT_EQ(clock_calls, 0);  // no clock read on the hot paths
+      EXPECT_FALSE(s.dispatchCycleDuration);
+      EXPECT_FALSE(s.enqueueDuration);
+      EXPECT_EQ(text.find("dispatch_cycle_duration"), std::string::npos);
+      continue;
+    }
+    EXPECT_EQ(clock_calls, 2 * (5 + 7));
+    ASSERT_TRUE(s.dispatchCycleDuration);
+    ASSERT_TRUE(s.enqueueDuration);
+    EXPECT_EQ(s.dispatchCycleDuration->count, 7u);
+    EXPECT_EQ(s.enqueueDuration->count, 5u);
+    EXPECT_EQ(s.dispatchCycleDuration->buckets[2], 7u);  // (2.5 us, 5 us]
+    EXPECT_NEAR(s.enqueueDuration->sumSeconds, 5 * 3e-6, 1e-12);
+    EXPECT_NE(text.find("holdback_flow_control_dispatch_cycle_duration_seconds_bucket{le=\"5e-06\","
+                        "inference_pool=\"default\"} 7"),
+              std::string::npos)
+        << text;
+    EXPECT_NE(text.find("holdback_flow_control_request_enqueue_duration_seconds_count{"
+                        "inference_pool=\"default\"} 5"),
+              std::string::npos)
+        << text;
+  }
+}
 
 }  // namespace
 }  // namespace holdback

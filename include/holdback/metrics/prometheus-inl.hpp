@@ -211,6 +211,20 @@ HOLDBACK_INLINE std::string renderPrometheus(const FlowControllerStats& stats,
                 b.queueDurationBuckets, b.queueDurationSumSeconds);
   }
 
+  // Call durations (FlowControllerOptions::durationMetrics), unlabelled but for inference_pool.
+  if (stats.dispatchCycleDuration) {
+    w.family("flow_control_dispatch_cycle_duration_seconds", "histogram",
+             "Duration of dispatch cycles (pool sample, policy, fairness, ordering).");
+    w.histogram("flow_control_dispatch_cycle_duration_seconds", {}, kCallDurationBucketsSeconds,
+                stats.dispatchCycleDuration->buckets, stats.dispatchCycleDuration->sumSeconds);
+  }
+  if (stats.enqueueDuration) {
+    w.family("flow_control_request_enqueue_duration_seconds", "histogram",
+             "Duration of enqueue calls.");
+    w.histogram("flow_control_request_enqueue_duration_seconds", {}, kCallDurationBucketsSeconds,
+                stats.enqueueDuration->buckets, stats.enqueueDuration->sumSeconds);
+  }
+
   // holdback extensions (no Go counterpart).
   perBand(
       "flow_control_band_ceiling", "gauge",
