@@ -402,3 +402,51 @@ TEST_F(FlowControllerTest, DurationMetricsUseTheInjectedClockOnlyWhenEnabled) {
 
 }  // namespace
 }  // namespace holdback
+
+#include "holdback/metrics/stale_endpoints.hpp"
+
+namespace holdback {
+namespace {
+
+TEST(StaleEndpointMonitorTest, ReferenceVector) {
+  auto detector = std::move(UtilizationDetector::create(
+                                {.metricsStalenessThreshold = std::chrono::hours(1)}))
+                      .value();
+  std::vector<std::string> lines;
+  StaleEndpointMonitor monitor([&](std::string_view line) { lines.emplace_back(line); });
+  const TimePoint now = TimePoint{} + 10h;
+  std::vector<Endpoint> pool(3);
+  pool[0].updateTime = now;        // fresh
+  pool[1].updateTime = now - 2h;   // stale
+  // pool[2]: no metrics yet (stale)
+  EXPECT_EQ(monitor.update(*detector, pool, now), 2u);
+  EXPECT_EQ(lines.size(), 1u);
+  EXPECT_EQ(monitor.update(*detector, pool, now + 29s), 2u);
+  EXPECT_EQ(lines.size(), 1u);  // at most once per 30 s
+  EXPECT_EQ(monitor.update(*detector, {}, now + 30s), 0u);
+  EXPECT_EQ(monitor.count(), 0u);
+  EXPECT_EQ(monitor.update(*detector, pool, now + 31s), 2u);
+  EXPECT_EQ(lines.size(), 2u);  // 31 s after the first line
+  EXPECT_EQ(monitor.update(*detector, std::span<const Endpoint>(pool).first(1), now + 32s), 0u);
+  EXPECT_NE(lines[0].find("2 of 3 endpoints"), std::string::npos) << lines[0];
+  EXPECT_EQ(renderStaleEndpoints(2, "util", "p"),
+            "# HELP holdback_flow_control_stale_endpoints Endpoints whose metrics are missing, "
+            "stale or invalid, per saturation detector.\n"
+            "# TYPE holdback_flow_control_stale_endpoints gauge\n"
+            "holdback_flow_control_stale_endpoints{detector=\"util\",inference_pool=\"p\"} 2\n");
+}
+
+TEST_F(FlowControllerTest, OutcomeCounterIsLabelledAsUpstream) {
+  auto fc = make(options());
+  auto t = fc->enqueue(request("f", 0), t0);
+  t.cancel();
+  const std::string text = renderPrometheus(fc->stats());
+  EXPECT_NE(text.find("holdback_flow_control_requests_total{outcome=\"EvictedContextCancelled\","
+                      "priority=\"0\",inference_pool=\"default\"} 1"),
+            std::string::npos)
+      << text;
+  EXPECT_EQ(prometheusOutcomeLabel(QueueOutcome::kEvictedTtl), "EvictedTTL");
+}
+
+}  // namespace
+}  // namespace holdback

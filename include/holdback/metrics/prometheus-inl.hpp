@@ -138,6 +138,12 @@ HOLDBACK_INLINE double ratio(std::uint64_t used, std::uint64_t max) {
 
 }  // namespace detail
 
+HOLDBACK_INLINE std::string_view prometheusOutcomeLabel(QueueOutcome outcome) noexcept {
+  // Upstream's string form (#1636); toString() keeps holdback's name for the cancelled outcome.
+  if (outcome == QueueOutcome::kEvictedCancelled) return "EvictedContextCancelled";
+  return toString(outcome);
+}
+
 HOLDBACK_INLINE std::string renderPrometheus(const FlowControllerStats& stats,
                                              std::string_view pool) {
   using Label = PrometheusWriter::Label;
@@ -197,7 +203,7 @@ HOLDBACK_INLINE std::string renderPrometheus(const FlowControllerStats& stats,
     const std::string priority = std::to_string(b.priority);
     for (const QueueOutcome o : kAllQueueOutcomes) {
       w.sample("flow_control_requests_total",
-               {Label{"outcome", toString(o)}, Label{"priority", priority}},
+               {Label{"outcome", prometheusOutcomeLabel(o)}, Label{"priority", priority}},
                std::uint64_t{b.outcomes[static_cast<std::size_t>(o)]});
     }
   }
