@@ -3,3 +3,4 @@
 #include "holdback/metrics/prometheus-inl.hpp"
 #include "holdback/metrics/prometheus_parser-inl.hpp"
 #include "holdback/metrics/stale_endpoints-inl.hpp"
+#include "holdback/metrics/drop_summary-inl.hpp"

@@ -450,3 +450,28 @@ TEST_F(FlowControllerTest, OutcomeCounterIsLabelledAsUpstream) {
 
 }  // namespace
 }  // namespace holdback
+
+#include "holdback/metrics/drop_summary.hpp"
+
+namespace holdback {
+namespace {
+
+TEST_F(FlowControllerTest, DropSummaryIsBoundedAndRateLimited) {
+  auto o = options();
+  o.bands = {{.priority = 0}, {.priority = -10, .maxRequests = 1}};
+  auto fc = make(std::move(o));
+  DropSummary summary(std::chrono::seconds(1), 1);
+  EXPECT_EQ(summary.update(fc->stats(), t0), std::nullopt);  // baseline
+  fc->enqueue(request("a", -10), t0);                         // queued
+  for (int i = 0; i < 3; ++i) fc->enqueue(request("b", -10), t0);  // 3 x RejectedCapacity
+  auto t = fc->enqueue(request("c", 0), t0);
+  t.cancel();                                                 // 1 x EvictedCancelled
+  fc->dispatchCycle(t0);                                      // dispatches "a": not a drop
+  EXPECT_EQ(summary.update(fc->stats(), t0 + 500ms), std::nullopt);  // within the interval
+  EXPECT_EQ(summary.update(fc->stats(), t0 + 1s),
+            "dropped 4 requests in 1s: RejectedCapacity priority=-10: 3, +1 more");
+  EXPECT_EQ(summary.update(fc->stats(), t0 + 3s), std::nullopt);  // nothing new
+}
+
+}  // namespace
+}  // namespace holdback
