@@ -21,6 +21,7 @@
 #include <chrono>
 #include <cstddef>
 #include <memory>
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -80,7 +81,16 @@ enum class ProxyResult {
   kClientGone,        // the client went away; the upstream request was aborted
 };
 
+// Tokens the model server reports in a non-streamed response's "usage" object.
+struct TokenUsage {
+  bool known = false;
+  std::uint64_t promptTokens = 0;
+  std::uint64_t completionTokens = 0;
+};
+
 struct ProxyRequest {
+  // Filled from a non-streamed response when not null (program-aware-fairness's served tokens).
+  TokenUsage* usage = nullptr;
   std::size_t endpoint = 0;
   std::string endpointUrl;
   bool stream = false;
