@@ -144,6 +144,38 @@ HOLDBACK_INLINE std::string_view prometheusOutcomeLabel(QueueOutcome outcome) no
   return toString(outcome);
 }
 
+// In-flight eviction (flow/eviction.hpp), upstream's names (§3.4, §3.12); only while eviction is
+// enabled or has ever revoked.
+namespace detail {
+HOLDBACK_INLINE void renderEvictionMetrics(PrometheusWriter& w, const EvictionStats& e) {
+  using Label = PrometheusWriter::Label;
+  if (!e.enabled && e.issued == 0) return;
+  w.family("flow_control_revocations_issued_total", "counter",
+           "In-flight revocations issued, by the victim's priority.");
+  for (const auto& [priority, n] : e.issuedByPriority) {
+    const std::string p = std::to_string(priority);
+    w.sample("flow_control_revocations_issued_total", {Label{"priority", p}}, std::uint64_t{n});
+  }
+  w.family("flow_control_revocations_total", "counter",
+           "Revocations ended: confirmed by the host, or timed out.");
+  w.sample("flow_control_revocations_total", {Label{"outcome", "confirmed"}},
+           std::uint64_t{e.confirmed});
+  w.sample("flow_control_revocations_total", {Label{"outcome", "timed_out"}},
+           std::uint64_t{e.timedOut});
+  w.family("flow_control_reclaim_target", "gauge",
+           "Saturation to reclaim at the last eviction decision (saturation - ceiling).");
+  w.sample("flow_control_reclaim_target", {}, e.reclaimTarget);
+  w.family("flow_control_pending_reclaim", "gauge",
+           "Saturation debited by revocations outstanding or within their grace.");
+  w.sample("flow_control_pending_reclaim", {}, e.pendingReclaim);
+  w.family("flow_control_revocation_confirmation_seconds", "histogram",
+           "Time from issuing a revocation to the host's confirmation.");
+  w.histogram("flow_control_revocation_confirmation_seconds", {},
+              kRevocationConfirmationBucketsSeconds, e.confirmationBuckets,
+              e.confirmationSumSeconds);
+}
+}  // namespace detail
+
 HOLDBACK_INLINE std::string renderPrometheus(const FlowControllerStats& stats,
                                              std::string_view pool) {
   using Label = PrometheusWriter::Label;
@@ -242,6 +274,7 @@ HOLDBACK_INLINE std::string renderPrometheus(const FlowControllerStats& stats,
           [](const BandStats& b) { return std::uint64_t{b.gatedCycles}; });
   w.family("flow_control_dispatch_cycles_total", "counter", "Dispatch cycles run.");
   w.sample("flow_control_dispatch_cycles_total", {}, std::uint64_t{stats.cycles});
+  detail::renderEvictionMetrics(w, stats.eviction);
   return w.take();
 }
 
