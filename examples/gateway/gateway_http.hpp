@@ -82,6 +82,13 @@ struct Reply {
 // status 200 and is not used by the gateway.
 [[nodiscard]] Reply replyForOutcome(Outcome outcome, bool poolEmptyNow);
 
+// A dispatched request revoked by in-flight eviction (docs/eviction.md): `disposition`'s status
+// and drop reason (kEvictedHttp: 429 "evicted"), an OpenAI-style body saying why.
+[[nodiscard]] Reply replyForEviction(HttpDisposition disposition);
+// The same error as one server-sent event, for a stream whose head was already sent:
+// "data: {\"error\": {...}}\n\n".
+[[nodiscard]] std::string evictionEvent(HttpDisposition disposition);
+
 // The upstream could not be reached or failed before its response head arrived: 502, no drop
 // reason, `detail` (e.g. "Connection") in the message.
 [[nodiscard]] Reply replyForUpstreamFailure(std::string_view endpoint, std::string_view detail);

@@ -86,6 +86,13 @@ std::string renderMetrics(Gateway& gw) {
     family(g.name, g.type, g.help);
     sample(g.name, {}, g.value);
   }
+  family("holdback_gateway_evictions_total", "counter",
+         "Revocations (in-flight eviction) the gateway received: actuated (upstream request "
+         "aborted, client answered 429 evicted) or too_late (the request had already ended).");
+  sample("holdback_gateway_evictions_total", {{"result", "actuated"}},
+         double(gc.evictionsActuated.load(std::memory_order_relaxed)));
+  sample("holdback_gateway_evictions_total", {{"result", "too_late"}},
+         double(gc.evictionsTooLate.load(std::memory_order_relaxed)));
   family("holdback_gateway_pool_saturation", "gauge",
          "Pool saturation as the configured detector computes it now.");
   sample("holdback_gateway_pool_saturation", {}, detector_->saturation(snapshot, now));

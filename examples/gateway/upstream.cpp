@@ -99,11 +99,17 @@ asio::awaitable<ProxyResult> proxy(UpstreamPool& pool, const Options& options,
   up.body() = std::move(request.body());
   up.prepare_payload();
 
+  // Why the exchange was aborted: the client's hang-up, or a revocation (before or after the
+  // streamed head went out).
+  const auto aborted = [&abort](bool headSent) {
+    if (!abort.revoked) return ProxyResult::kClientGone;
+    return headSent ? ProxyResult::kRevokedMidStream : ProxyResult::kRevoked;
+  };
   for (int attempt = 0;; ++attempt) {
     bool reused = false;
     beast::error_code ec;
     std::unique_ptr<UpstreamConnection> conn = co_await pool.acquire(what.endpoint, reused, ec);
-    if (abort.aborted) co_return ProxyResult::kClientGone;
+    if (abort.aborted) co_return aborted(false);
     if (!conn) {
       error = "connect: " + ec.message();
       co_return ProxyResult::kFailedBeforeHead;
@@ -116,7 +122,7 @@ asio::awaitable<ProxyResult> proxy(UpstreamPool& pool, const Options& options,
 
     conn->stream.expires_after(timeout);
     auto [wec, wn] = co_await http::async_write(conn->stream, up, kUse);
-    if (abort.aborted) co_return ProxyResult::kClientGone;
+    if (abort.aborted) co_return aborted(false);
     if (wec) {
       if (reused && attempt == 0) continue;  // the server closed the idle connection: once more
       error = "send: " + wec.message();
@@ -125,7 +131,7 @@ asio::awaitable<ProxyResult> proxy(UpstreamPool& pool, const Options& options,
     http::response_parser<http::buffer_body> parser;
     parser.body_limit((std::numeric_limits<std::uint64_t>::max)());
     auto [hec, hn] = co_await http::async_read_header(conn->stream, conn->buffer, parser, kUse);
-    if (abort.aborted) co_return ProxyResult::kClientGone;
+    if (abort.aborted) co_return aborted(false);
     if (hec) {
       if (reused && attempt == 0 && conn->buffer.size() == 0 &&
           (hec == http::error::end_of_stream || hec == asio::error::connection_reset ||
@@ -176,7 +182,7 @@ asio::awaitable<ProxyResult> proxy(UpstreamPool& pool, const Options& options,
       conn->stream.expires_after(timeout);
       auto [rec, rn] = co_await http::async_read_some(conn->stream, conn->buffer, parser, kUse);
       if (rec == http::error::need_buffer) rec = {};
-      if (abort.aborted) co_return ProxyResult::kClientGone;
+      if (abort.aborted) co_return aborted(head_sent);
       if (rec) {
         error = "response body: " + rec.message();
         co_return head_sent ? ProxyResult::kTruncated : ProxyResult::kFailedBeforeHead;
