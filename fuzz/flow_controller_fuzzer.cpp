@@ -23,6 +23,8 @@
 
 #include "check.hpp"
 #include "holdback/flow/flow_controller.hpp"
+#include "holdback/flow/program_aware_fairness.hpp"
+#include "holdback/flow/slo_deadline_ordering.hpp"
 #include "holdback/policy/policies.hpp"
 
 namespace {
@@ -79,12 +81,37 @@ std::shared_ptr<UsageLimitPolicy> makePolicy(std::uint8_t kind) {
   }
 }
 
+// One program-aware instance for the whole run: the enqueue step reports tokens served to it, so
+// its picks see attained service that changes between cycles.
+const std::shared_ptr<ProgramAwareFairnessPolicy>& programAware() {
+  static const std::shared_ptr<ProgramAwareFairnessPolicy> instance =
+      std::move(ProgramAwareFairnessPolicy::create({.halfLife = std::chrono::milliseconds(50),
+                                                    .evictionTtl = std::chrono::milliseconds(200),
+                                                    .evictionSweep = std::chrono::milliseconds(20)}))
+          .value();
+  return instance;
+}
+
 std::shared_ptr<const FairnessPolicy> makeFairness(std::uint8_t kind) {
-  return kind % 2 ? roundRobinFairness() : globalStrictFairness();
+  switch (kind % 3) {
+    case 0:
+      return globalStrictFairness();
+    case 1:
+      return roundRobinFairness();
+    default:
+      return programAware();
+  }
 }
 
 std::shared_ptr<const OrderingPolicy> makeOrdering(std::uint8_t kind) {
-  return kind % 2 ? edfOrdering() : fcfsOrdering();
+  switch (kind % 3) {
+    case 0:
+      return fcfsOrdering();
+    case 1:
+      return edfOrdering();
+    default:
+      return sloDeadlineOrdering();
+  }
 }
 
 // The options create() and reconfigure() take, from the fuzzer's bytes. Some are invalid
@@ -201,6 +228,11 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         const std::uint8_t t = in.byte();
         if (t & 1) request.ttl = std::chrono::milliseconds(static_cast<int>(t) - 64);
         if (t & 2) request.deadline = now + std::chrono::milliseconds(static_cast<int>(t) - 100);
+        // TTFT objectives (negative ones included: no objective) and received times in the past
+        // or the future.
+        if (t & 4) request.ttftObjective = std::chrono::milliseconds(static_cast<int>(t) - 40);
+        if (t & 8) request.receivedTime = now - std::chrono::milliseconds(static_cast<int>(t) - 60);
+        if (t & 16) programAware()->recordServed(request.flowId, t, f, now);
         Ticket ticket = controller->enqueue(std::move(request), now);
         require(ticket.valid() && ids.insert(ticket.id()).second, "every ticket has a fresh id");
         require(delivered == delivered_before ||

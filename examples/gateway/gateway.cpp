@@ -6,6 +6,7 @@
 #include <set>
 
 #include "holdback/detector/detectors.hpp"
+#include "holdback/flow/program_aware_fairness.hpp"
 
 namespace holdback::gateway {
 
@@ -65,6 +66,15 @@ void Gateway::onOutcome(Completion&& c) {
     leases_[c.id] = *holder;
   }
   (*holder)->deliver(c.outcome, std::move(dispatch), c.finalizedAt - c.enqueueTime);
+}
+
+void Gateway::reportServed(std::string_view flowId, std::uint64_t promptTokens,
+                           std::uint64_t completionTokens, Duration queued) const {
+  for (const auto& [name, fairness] : bundle_->fairnessPolicies) {
+    if (const auto* p = dynamic_cast<const ProgramAwareFairnessPolicy*>(fairness.get())) {
+      p->recordServed(flowId, promptTokens, completionTokens, Clock::now(), queued);
+    }
+  }
 }
 
 void Gateway::onRevocation(const Revocation& r) {

@@ -25,6 +25,7 @@
 #include <array>
 #include <atomic>
 #include <cstdint>
+#include <cstdio>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -36,6 +37,7 @@
 #include "holdback/config/endpoint_picker_config.hpp"
 #include "holdback/flow/eviction.hpp"
 #include "holdback/flow/flow_controller.hpp"
+#include "holdback/metrics/stale_endpoints.hpp"
 #include "options.hpp"
 #include "pool.hpp"
 
@@ -99,6 +101,12 @@ class Gateway {
 
   // GET /v1/models: --model names when given, else the union of what the model servers list.
   void setEndpointModels(std::size_t endpoint, std::vector<std::string> ids);
+  // A dispatched request completed: report its tokens to every program-aware-fairness policy of
+  // the bundle (input + 2 x output tokens of attained service for program `flowId`).
+  void reportServed(std::string_view flowId, std::uint64_t promptTokens,
+                    std::uint64_t completionTokens, Duration queued) const;
+  // The stale-endpoints gauge's monitor (logs to stderr at most every 30 s while any is stale).
+  [[nodiscard]] StaleEndpointMonitor& staleEndpoints() const { return stale_endpoints_; }
   [[nodiscard]] std::vector<std::string> models() const;
 
   // Whether in-flight eviction is on (flowControl.enableEviction).
@@ -120,6 +128,10 @@ class Gateway {
 
   Options options_;
   std::shared_ptr<const config::ConfigBundle> bundle_;
+  mutable StaleEndpointMonitor stale_endpoints_{[](std::string_view line) {
+    std::fprintf(stderr, "holdback-gateway: warning: %.*s\n", static_cast<int>(line.size()),
+                 line.data());
+  }};
   std::shared_ptr<Pool> pool_;
   std::shared_ptr<const SaturationDetector> detector_;
   std::unique_ptr<FlowController> controller_;

@@ -1,5 +1,7 @@
 #include "http_server.hpp"
 
+#include "holdback/flow/slo_deadline_ordering.hpp"
+
 #include <sys/socket.h>
 
 #include <cerrno>
@@ -179,10 +181,10 @@ asio::awaitable<bool> answerEvicted(Gateway& gw, beast::tcp_stream& stream, Exch
 asio::awaitable<bool> proxyTo(HttpServer::Shard& shard, beast::tcp_stream& stream,
                               http::request<http::string_body>& req, std::shared_ptr<Exchange> ex,
                               Pool::Dispatch dispatch, long long queuedMs, bool streamed,
-                              bool keepAlive) {
+                              bool keepAlive, TokenUsage* usage = nullptr) {
   Gateway& gw = shard.gw;
   const std::size_t endpoint = dispatch.endpoint;
-  ProxyRequest what{endpoint, gw.pool().url(endpoint), streamed, queuedMs, keepAlive};
+  ProxyRequest what{usage, endpoint, gw.pool().url(endpoint), streamed, queuedMs, keepAlive};
   std::string error;
   unsigned status = 0;
   const ProxyResult r =
@@ -237,6 +239,7 @@ asio::awaitable<bool> handleCompletion(HttpServer::Shard& shard, beast::tcp_stre
     counters.count(r.status);
     co_return co_await writeReply(stream, r, keepAlive);
   };
+  const TimePoint received = Clock::now();
   const auto body = nlohmann::json::parse(req.body(), nullptr, false);
   if (body.is_discarded() || !body.is_object()) {
     counters.clientErrors.fetch_add(1, std::memory_order_relaxed);
@@ -290,8 +293,17 @@ asio::awaitable<bool> handleCompletion(HttpServer::Shard& shard, beast::tcp_stre
   }
 
   FlowRequest request;
-  request.flowId = std::move(flow);
+  request.flowId = flow;
   request.priority = priority;
+  // slo-deadline-ordering-policy: received time + the TTFT objective of the SLO header.
+  request.receivedTime = received;
+  const auto header = [&](std::string_view name) -> std::optional<std::string_view> {
+    const auto it = req.find(name);
+    if (it == req.end()) return std::nullopt;
+    return std::string_view(it->value().data(), it->value().size());
+  };
+  request.ttftObjective = SloDeadlineOrderingPolicy::ttftFromHeaders(
+      header(SloDeadlineOrderingPolicy::kHeader), header(SloDeadlineOrderingPolicy::kDeprecatedHeader));
   request.sizeBytes = req.body().size();
   request.payload = std::shared_ptr<OutcomeSink>(ex);
   gw.dispatcher().arrived();
@@ -331,8 +343,12 @@ asio::awaitable<bool> handleCompletion(HttpServer::Shard& shard, beast::tcp_stre
   const auto queued_ms = std::chrono::duration_cast<std::chrono::milliseconds>(ex->queued).count();
   Pool::Dispatch dispatch = std::move(*ex->dispatch);
   ex->dispatch.reset();
-  co_return co_await proxyTo(shard, stream, req, ex, std::move(dispatch), queued_ms, streamed,
-                             keepAlive);
+  TokenUsage usage;
+  const bool keep = co_await proxyTo(shard, stream, req, ex, std::move(dispatch), queued_ms,
+                                     streamed, keepAlive, &usage);
+  // program-aware-fairness: the tokens served (non-streamed responses carry "usage").
+  if (usage.known) gw.reportServed(flow, usage.promptTokens, usage.completionTokens, ex->queued);
+  co_return keep;
 }
 
 std::string modelsBody(const Gateway& gw) {

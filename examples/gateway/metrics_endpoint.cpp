@@ -22,6 +22,10 @@ std::string renderMetrics(Gateway& gw) {
   pool_->snapshot(snapshot);
   const TimePoint now = Clock::now();
   const auto* utilization = dynamic_cast<const UtilizationDetector*>(detector_);
+  if (utilization != nullptr) {
+    out += renderStaleEndpoints(gw.staleEndpoints().update(*utilization, snapshot, now),
+                                utilization->name(), "default");
+  }
 
   // The library's writer: one escaper (backslash, quote and newline) and one number format for
   // the library's series, the gateway's and the model server's.

@@ -1,5 +1,7 @@
 #include "upstream.hpp"
 
+#include <nlohmann/json.hpp>
+
 #include <sys/socket.h>
 
 #include <array>
@@ -218,6 +220,20 @@ asio::awaitable<ProxyResult> proxy(UpstreamPool& pool, const Options& options,
     res.set(kEndpointHeader, what.endpointUrl);
     res.set(kQueuedMsHeader, std::to_string(what.queuedMs));
     res.keep_alive(what.keepAlive);
+    if (what.usage != nullptr) {
+      const auto body = nlohmann::json::parse(collected, nullptr, false);
+      if (body.is_object() && body.contains("usage") && body["usage"].is_object()) {
+        const auto& usage = body["usage"];
+        const auto count = [&](const char* key) -> std::uint64_t {
+          return usage.contains(key) && usage[key].is_number_unsigned()
+                     ? usage[key].get<std::uint64_t>()
+                     : 0;
+        };
+        what.usage->known = true;
+        what.usage->promptTokens = count("prompt_tokens");
+        what.usage->completionTokens = count("completion_tokens");
+      }
+    }
     res.body() = std::move(collected);
     res.prepare_payload();
     client.expires_after(timeout);

@@ -23,6 +23,7 @@
 #include <chrono>
 #include <cstddef>
 #include <memory>
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -85,7 +86,16 @@ enum class ProxyResult {
   kRevokedMidStream,  // revoked after a streamed response's head (and maybe chunks) went out
 };
 
+// Tokens the model server reports in a non-streamed response's "usage" object.
+struct TokenUsage {
+  bool known = false;
+  std::uint64_t promptTokens = 0;
+  std::uint64_t completionTokens = 0;
+};
+
 struct ProxyRequest {
+  // Filled from a non-streamed response when not null (program-aware-fairness's served tokens).
+  TokenUsage* usage = nullptr;
   std::size_t endpoint = 0;
   std::string endpointUrl;
   bool stream = false;

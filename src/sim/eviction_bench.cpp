@@ -322,6 +322,16 @@ std::vector<EvictionBenchCase> evictionBenchMatrix() {
       out.push_back(wait);
     }
     if (shape != BurstShape::kSustained) {
+      for (SensorProfile sensor : {SensorProfile::kInFlight, SensorProfile::kLagging}) {
+        for (std::size_t cap : {1, 5}) {  // upstream: the cap has negligible effect
+          EvictionBenchCase k;
+          k.shape = shape;
+          k.sensor = sensor;
+          k.grace = sensor == SensorProfile::kInFlight ? milliseconds(50) : milliseconds(500);
+          k.cap = cap;
+          out.push_back(k);
+        }
+      }
       for (bool aware : {false, true}) {  // footprints 1-3 units: upstream sizing vs holdback's
         EvictionBenchCase h;
         h.shape = shape;
@@ -353,6 +363,7 @@ std::string formatEvictionBenchTable(const std::vector<EvictionBenchCase>& cases
     if (c.churnMean > Duration{0}) mode += "+churn";
     if (c.waitTolerance > Duration{0}) mode += "+wait";
     if (c.heterogeneous) mode += c.footprintAware ? " (1-3 units, footprint-aware)" : " (1-3 units)";
+    if (c.cap != 2) mode += " cap " + std::to_string(c.cap);
     const auto ms = [](Duration d) {
       return fmt(std::chrono::duration<double, std::milli>(d).count());
     };

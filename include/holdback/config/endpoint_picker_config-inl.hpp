@@ -116,7 +116,6 @@ HOLDBACK_INLINE std::unique_ptr<FairnessPolicy> parseProgramAwareFairness(
   seconds("evictionTtlSeconds", o.evictionTtl);
   seconds("evictionSweepSeconds", o.evictionSweep);
   params.finish();
-  if (diagnostics.errorCount() > before) return nullptr;
   ProgramAwareFairnessPolicy::validate(o, spec.parametersPath(), diagnostics);
   if (diagnostics.errorCount() > before) return nullptr;
   auto made = ProgramAwareFairnessPolicy::create(std::move(o), spec.name);

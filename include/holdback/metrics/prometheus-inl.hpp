@@ -138,6 +138,12 @@ HOLDBACK_INLINE double ratio(std::uint64_t used, std::uint64_t max) {
 
 }  // namespace detail
 
+HOLDBACK_INLINE std::string_view prometheusOutcomeLabel(QueueOutcome outcome) noexcept {
+  // Upstream's string form (#1636); toString() keeps holdback's name for the cancelled outcome.
+  if (outcome == QueueOutcome::kEvictedCancelled) return "EvictedContextCancelled";
+  return toString(outcome);
+}
+
 // In-flight eviction (flow/eviction.hpp), upstream's names (§3.4, §3.12); only while eviction is
 // enabled or has ever revoked.
 namespace detail {
@@ -229,7 +235,7 @@ HOLDBACK_INLINE std::string renderPrometheus(const FlowControllerStats& stats,
     const std::string priority = std::to_string(b.priority);
     for (const QueueOutcome o : kAllQueueOutcomes) {
       w.sample("flow_control_requests_total",
-               {Label{"outcome", toString(o)}, Label{"priority", priority}},
+               {Label{"outcome", prometheusOutcomeLabel(o)}, Label{"priority", priority}},
                std::uint64_t{b.outcomes[static_cast<std::size_t>(o)]});
     }
   }
@@ -241,6 +247,20 @@ HOLDBACK_INLINE std::string renderPrometheus(const FlowControllerStats& stats,
     const Label labels[] = {{"outcome", "Dispatched"}, {"priority", priority}};
     w.histogram("flow_control_request_queue_duration_seconds", labels, kQueueDurationBucketsSeconds,
                 b.queueDurationBuckets, b.queueDurationSumSeconds);
+  }
+
+  // Call durations (FlowControllerOptions::durationMetrics), unlabelled but for inference_pool.
+  if (stats.dispatchCycleDuration) {
+    w.family("flow_control_dispatch_cycle_duration_seconds", "histogram",
+             "Duration of dispatch cycles (pool sample, policy, fairness, ordering).");
+    w.histogram("flow_control_dispatch_cycle_duration_seconds", {}, kCallDurationBucketsSeconds,
+                stats.dispatchCycleDuration->buckets, stats.dispatchCycleDuration->sumSeconds);
+  }
+  if (stats.enqueueDuration) {
+    w.family("flow_control_request_enqueue_duration_seconds", "histogram",
+             "Duration of enqueue calls.");
+    w.histogram("flow_control_request_enqueue_duration_seconds", {}, kCallDurationBucketsSeconds,
+                stats.enqueueDuration->buckets, stats.enqueueDuration->sumSeconds);
   }
 
   // holdback extensions (no Go counterpart).

@@ -110,8 +110,8 @@ struct MinEvictions {
 [[nodiscard]] EvictionBenchResult runEvictionBench(const EvictionBenchCase& c);
 
 // The documented matrix: shapes x sensors x graces {5, 50, 200, 500} ms (cap 2), the baselines
-// (eviction off, without and with 500 ms churn), wait-vs-evict under churn, and heterogeneous
-// footprints with and without footprint-aware victims.
+// (eviction off, without and with 500 ms churn), wait-vs-evict under churn, caps 1 and 5 at the
+// matched grace, and heterogeneous footprints with and without footprint-aware victims.
 [[nodiscard]] std::vector<EvictionBenchCase> evictionBenchMatrix();
 
 // A Markdown table, one row per case.
