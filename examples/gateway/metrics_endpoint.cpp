@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "holdback/detector/detectors.hpp"
+#include "holdback/flow/eviction.hpp"
 #include "holdback/flow/flow_controller.hpp"
 #include "holdback/metrics/prometheus.hpp"
 
@@ -17,7 +18,8 @@ std::string renderMetrics(Gateway& gw) {
   Pool* pool_ = &gw.pool();
   const SaturationDetector* detector_ = &gw.detector();
   GatewayCounters& gc = gw.counters();
-  std::string out = renderPrometheus(gw.controller().stats(), "default");
+  const FlowControllerStats stats = gw.controller().stats();
+  std::string out = renderPrometheus(stats, "default");
   std::vector<Endpoint> snapshot;
   pool_->snapshot(snapshot);
   const TimePoint now = Clock::now();
@@ -94,6 +96,21 @@ std::string renderMetrics(Gateway& gw) {
          double(gc.evictionsActuated.load(std::memory_order_relaxed)));
   sample("holdback_gateway_evictions_total", {{"result", "too_late"}},
          double(gc.evictionsTooLate.load(std::memory_order_relaxed)));
+  // The controller's leases (one per dispatched request while eviction is on or the policy reads
+  // demand): the gateway ends each one exactly once, so after a drain `held` is 0 and the ends
+  // add up to the starts.
+  family("holdback_gateway_leases_held", "gauge",
+         "Controller leases held now (dispatched requests whose upstream exchange is not over).");
+  sample("holdback_gateway_leases_held", {}, double(stats.eviction.leases));
+  family("holdback_gateway_leases_started_total", "counter", "Controller leases started.");
+  sample("holdback_gateway_leases_started_total", {}, double(stats.eviction.leasesStarted));
+  family(
+      "holdback_gateway_leases_ended_total", "counter",
+      "Controller leases ended, by how: released, revoked-confirmed, revoked-timed-out, reaped.");
+  for (std::size_t i = 0; i < stats.eviction.leaseEnds.size(); ++i) {
+    sample("holdback_gateway_leases_ended_total", {{"end", std::string(toString(LeaseEnd(i)))}},
+           double(stats.eviction.leaseEnds[i]));
+  }
   family("holdback_gateway_pool_saturation", "gauge",
          "Pool saturation as the configured detector computes it now.");
   sample("holdback_gateway_pool_saturation", {}, detector_->saturation(snapshot, now));

@@ -334,6 +334,19 @@ TEST_F(GatewayEvictionE2ETest, InteractiveBurstEvictsBatchWithOneReplyEachAndUps
   EXPECT_EQ(actuated, double(evicted)) << m;
   EXPECT_EQ(confirmed, issued) << m;
   EXPECT_EQ(timed_out, 0.0) << m;
+  // Exactly one release per lease: after the drain none is held, every started lease ended, the
+  // revoked ones by their confirmation, the others released; none timed out or was reaped.
+  const double leases_started = metricSum(m, "holdback_gateway_leases_started_total");
+  EXPECT_EQ(metricSum(m, "holdback_gateway_leases_held"), 0.0) << m;
+  EXPECT_EQ(leases_started, metricSum(m, "holdback_gateway_leases_ended_total")) << m;
+  EXPECT_EQ(metricSum(m, "holdback_gateway_leases_ended_total", "end=\"revoked-confirmed\""),
+            issued)
+      << m;
+  EXPECT_EQ(metricSum(m, "holdback_gateway_leases_ended_total", "end=\"released\""),
+            leases_started - issued)
+      << m;
+  EXPECT_EQ(leases_started, double(held.batch.size() + held.interactive.size() + unloaded.size()))
+      << "one lease per dispatched request";
   if (std::system("command -v promtool >/dev/null 2>&1") == 0) {
     const std::string file = dir_ + "/metrics.txt";
     std::ofstream(file) << m;
