@@ -20,6 +20,9 @@
 //        d. the gateway's /metrics: revocations issued = actuated + too late, all confirmed
 //           (none timed out), the gateway's actuated count = the evicted replies the clients
 //           saw; `promtool check metrics` passes when promtool is installed;
+//   1b. churn: batch clients that hang up after 1 s while interactive bursts keep evicting
+//      (revocations racing with hang-ups and completions): interactive all served; the books
+//      balance (no lease left, ends = starts, every revocation confirmed or too late, none lost);
 //   2. control: the same flood and one burst through a gateway without eviction: the interactive
 //      median exceeds the bound (batch requests run 3 s), so the bound is one that eviction meets.
 //
@@ -353,6 +356,62 @@ TEST_F(GatewayEvictionE2ETest, InteractiveBurstEvictsBatchWithOneReplyEachAndUps
     EXPECT_EQ(std::system(("promtool check metrics < " + file + " >&2").c_str()), 0);
   } else {
     std::printf("[e2e-evict] SKIP promtool: not installed (Debian package prometheus)\n");
+  }
+
+  // Phase 1b: churn - revocations racing with client hang-ups. Every batch client gives up after
+  // 1 s (its request runs 3 s: the gateway sees the hang-up and aborts upstream), while bursts of
+  // interactive requests keep evicting. The races are not forced, only exercised; what must hold
+  // whatever the interleaving: every interactive request is served, and the books balance (no
+  // lease left, each ended once, every revocation confirmed, none timed out).
+  {
+    std::atomic<bool> on{true};
+    std::vector<std::thread> batch;
+    for (int i = 0; i < kBatchClients; ++i) {
+      batch.emplace_back([&, i] {
+        std::this_thread::sleep_for(i * 5ms);
+        auto c = clientFor(*gateway_, 1s);
+        while (on) send(c, "batch", i % 2 == 1, kBatchTokens, "batch-" + std::to_string(i));
+      });
+    }
+    std::this_thread::sleep_for(300ms);
+    std::mutex mu;
+    std::vector<Reply> churn_interactive;
+    for (int b = 0; b < 6; ++b) {
+      std::vector<std::thread> burst;
+      for (int i = 0; i < kBurst; ++i) {
+        burst.emplace_back([&, i] {
+          auto c = clientFor(*gateway_);
+          Reply r = send(c, "interactive", true, kInteractiveTokens, "chat-" + std::to_string(i));
+          std::lock_guard lock(mu);
+          churn_interactive.push_back(std::move(r));
+        });
+      }
+      for (auto& t : burst) t.join();
+      std::this_thread::sleep_for(200ms);
+    }
+    on = false;
+    for (auto& t : batch) t.join();
+    for (const Reply& r : churn_interactive) EXPECT_EQ(r.status, 200) << r.error << r.body;
+    ASSERT_TRUE(waitServersIdle(3s)) << "the model servers are still busy after the churn";
+    std::this_thread::sleep_for(100ms);  // the last aborted exchanges end their leases
+    const std::string c = getMetrics(*gateway_);
+    const double c_issued = metricSum(c, "holdback_flow_control_revocations_issued_total");
+    std::printf(
+        "[e2e-evict] churn: revocations issued %.0f (+%.0f), actuated %.0f, too late %.0f, "
+        "upstream aborted for hang-ups %.0f, leases started %.0f\n",
+        c_issued, c_issued - issued, metricSum(c, "holdback_gateway_evictions_total", "actuated"),
+        metricSum(c, "holdback_gateway_evictions_total", "too_late"),
+        metricSum(c, "holdback_gateway_upstream_aborted_total"),
+        metricSum(c, "holdback_gateway_leases_started_total"));
+    EXPECT_EQ(metricSum(c, "holdback_gateway_leases_held"), 0.0) << c;
+    EXPECT_EQ(metricSum(c, "holdback_gateway_leases_started_total"),
+              metricSum(c, "holdback_gateway_leases_ended_total"))
+        << c;
+    EXPECT_EQ(metricSum(c, "holdback_flow_control_revocations_total", "outcome=\"confirmed\""),
+              c_issued)
+        << c;
+    EXPECT_EQ(c_issued, metricSum(c, "holdback_gateway_evictions_total")) << c;
+    EXPECT_EQ(metricSum(c, "holdback_gateway_leases_ended_total", "end=\"reaped\""), 0.0);
   }
 
   // Phase 2: control - the same flood and one burst without eviction.
