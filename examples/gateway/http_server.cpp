@@ -160,8 +160,8 @@ bool wantsStream(const nlohmann::json& body) {
 // final server-sent event and the end of the chunked body. Nothing when the client is gone.
 asio::awaitable<bool> answerEvicted(Gateway& gw, beast::tcp_stream& stream, Exchange& ex,
                                     bool midStream, bool keepAlive) {
-  if (ex.clientGone) co_return false;
   gw.counters().evictionsActuated.fetch_add(1, std::memory_order_relaxed);
+  if (ex.clientGone) co_return false;
   gw.counters().count(ex.evictedAs.status);
   if (midStream) {
     const std::string event = evictionEvent(ex.evictedAs);
