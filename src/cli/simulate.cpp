@@ -46,6 +46,9 @@ Options:
   --replicas R      gateway replicas (pool.gatewayReplicas, 1-64): each has its own controller
                     and in-flight counts, all read the same scraped telemetry
   --scrape-ms MS    the scrape interval (pool.scrapeIntervalMs, default 50)
+  --revocation-ms MS
+                    in-flight eviction arms (*+evict): from the controller's revocation to the
+                    victim's slot being free (pool.revocationLatencyMs, default 50)
   --ledger on|off   utilization detector: each replica fills its view through its own
                     DispatchLedger (pool.dispatchLedger; default off, the scenario's value)
   --ledger-budget on|off
@@ -83,7 +86,7 @@ int runSimulate(int argc, char** argv) {
   Args args;
   if (auto error = parseArgs(argc, argv, 2,
                              {"scenario", "seed", "seeds", "duration", "arms", "detector",
-                              "replicas", "jobs", "format", "csv", "plot", "scrape-ms", "ledger",
+                              "replicas", "jobs", "format", "csv", "plot", "scrape-ms", "revocation-ms", "ledger",
                               "ledger-budget", "lost-completions", "slot-term"},
                              args)) {
     return usageError(kCommand, *error);
@@ -183,6 +186,13 @@ int runSimulate(int argc, char** argv) {
       }
       *field = *v == "on";
     }
+  }
+  if (auto ms = args.get("revocation-ms")) {
+    const auto v = parseDouble(*ms);
+    if (!v || !(*v >= 0.0 && *v <= 1e6)) {
+      return usageError(kCommand, "--revocation-ms needs a number of milliseconds in [0, 1e6]");
+    }
+    scenario.pool.revocationLatencyMs = *v;
   }
   if (auto lost = args.get("lost-completions")) {
     const auto v = parseDouble(*lost);

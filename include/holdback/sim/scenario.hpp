@@ -85,6 +85,10 @@ struct PoolSpec {
   // Utilization detector: the slot term (maxRunningRequests = slots), off by default as in the
   // library.
   bool slotTerm = false;
+  // In-flight eviction: from the controller's evict callback to the victim's slot being free
+  // (the host aborts the request on its server, which then frees the slot and its KV); the
+  // host confirms with FlowController::release at that moment. >= 0.
+  double revocationLatencyMs = 50.0;
 };
 
 struct Scenario {
