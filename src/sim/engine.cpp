@@ -60,7 +60,16 @@ Simulation::Simulation(const Scenario& s, const Arm& arm, const RunOptions& opti
     o.activityWindow = arm.activityWindow;
     if (arm.eviction) {
       o.eviction.enabled = true;
-      o.eviction.confirmationGrace = deriveEvictionGrace(detector_.get());
+      // The sensor's lag: upstream's derivation from the detector (10 ms in-flight counts;
+      // scrape + staleness + engine budget for scraped metrics). With the dispatch ledger an
+      // aborted request's completion is recorded at once but the view is floored at the scraped
+      // running count, so the freed slot shows at the next scrape: one scrape interval.
+      o.eviction.confirmationGrace =
+          gw.ledger ? std::chrono::duration_cast<Duration>(
+                          std::chrono::nanoseconds(fromMs(s.pool.scrapeIntervalMs)))
+                    : deriveEvictionGrace(detector_.get(),
+                                          std::chrono::duration_cast<Duration>(
+                                              std::chrono::nanoseconds(fromMs(s.pool.scrapeIntervalMs))));
       if (arm.maxRevocationsPerDecision > 0) {
         o.eviction.maxRevocationsPerDecision = arm.maxRevocationsPerDecision;
       }
