@@ -39,7 +39,8 @@ Options:
   --arms LIST       comma-separated arms (default: all): none, static-1.0, stepwise, linear,
                     sigmoid, static-map, soft-reflective, stepwise-active (stepwise over the
                     priorities active within the last second only), reservation and
-                    reservation-0.1% (reservation-holdback-policy, epsilon 1 % / 0.1 %)
+                    reservation-0.1% (reservation-holdback-policy, epsilon 1 % / 0.1 %);
+                    static-1.0+evict, stepwise+evict, reservation+evict add in-flight eviction
   --detector D      the saturation detector of the gateway: utilization (scraped queue and KV
                     telemetry), concurrency (the gateway's own in-flight counts) or both, one
                     table each (default: both for a built-in scenario, else the scenario's)
