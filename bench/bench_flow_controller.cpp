@@ -8,6 +8,11 @@
 //        allocs_per_enqueue, bytes_per_queued_request (heap bytes requested while enqueueing the
 //        D requests, divided by D).
 //   BM_DispatchCycleRoundRobin/<P>/<F>/top  the same with round-robin fairness.
+//   BM_DispatchCycleProgramAware/<P>/<F>/top   the same with program-aware-fairness (every
+//        flow has reported tokens served, so attained service differs per flow).
+//   BM_DispatchCycleSloDeadline/<P>/<F>/top    the same with slo-deadline-ordering-policy
+//        (global-strict fairness; request i carries a TTFT objective of i % 97 ms). Compare both
+//        with BM_DispatchCycle/<P>/<F>/top (global-strict / FCFS) of the same run.
 //   BM_DispatchGated/<P>                    the top band is gated (saturation 1.0, its
 //   ceiling 1.0),
 //        1024 requests wait in the lowest band: the cycle evaluates the pool and the policy and
@@ -27,6 +32,9 @@
 #include <benchmark/benchmark.h>
 
 #include <unistd.h>
+#if defined(__GLIBC__)
+#include <malloc.h>
+#endif
 
 #include <any>
 #include <cstdio>
@@ -39,6 +47,8 @@
 
 #include "../tests/alloc_counter.hpp"
 #include "holdback/flow/flow_controller.hpp"
+#include "holdback/flow/program_aware_fairness.hpp"
+#include "holdback/flow/slo_deadline_ordering.hpp"
 #include "holdback/policy/policies.hpp"
 
 namespace holdback {
@@ -59,6 +69,8 @@ class ConstantDetector final : public SaturationDetector {
 };
 
 constexpr int kDepth = 1024;
+
+enum class Policies { kStrictFcfs, kRoundRobin, kProgramAware, kSloDeadline };
 const TimePoint kNow{};
 
 struct Fixture {
@@ -68,7 +80,11 @@ struct Fixture {
   Priority lastBand = 0;
   int lastFlow = -1;
 
-  Fixture(int bands, int flows, double saturation, bool roundRobin) {
+  Policies policies = Policies::kStrictFcfs;
+  std::shared_ptr<ProgramAwareFairnessPolicy> programAware;
+  int sequence = 0;
+
+  Fixture(int bands, int flows, double saturation, Policies which) : policies(which) {
     FlowControllerOptions o;
     o.policy = std::move(PriorityHoldbackPolicy::create(
                              {.strategy = HoldbackStrategy::kStepwiseSpread, .minCeiling = 0.5}))
@@ -83,13 +99,29 @@ struct Fixture {
     };
     o.defaultRequestTtl = Duration::zero();
     o.defaultBand.maxRequests = 1'000'000;
+    std::shared_ptr<const FairnessPolicy> fairness;
+    std::shared_ptr<const OrderingPolicy> ordering;
+    if (which == Policies::kRoundRobin) fairness = roundRobinFairness();
+    if (which == Policies::kProgramAware) {
+      programAware = std::move(ProgramAwareFairnessPolicy::create()).value();
+      fairness = programAware;
+    }
+    if (which == Policies::kSloDeadline) ordering = sloDeadlineOrdering();
     for (int b = 0; b < bands; ++b) {
       o.bands.push_back({.priority = b,
                          .maxRequests = 1'000'000,
-                         .fairness = roundRobin ? roundRobinFairness() : nullptr});
+                         .fairness = fairness,
+                         .ordering = ordering});
     }
     fc = std::move(FlowController::create(std::move(o))).value();
     for (int f = 0; f < flows; ++f) flowIds.push_back("flow-" + std::to_string(f));
+    if (programAware) {
+      for (int f = 0; f < flows; ++f) {
+        programAware->recordServed(flowIds[static_cast<std::size_t>(f)],
+                                   static_cast<std::uint64_t>(100 + f % 37),
+                                   static_cast<std::uint64_t>(f % 101), kNow);
+      }
+    }
   }
 
   Ticket enqueue(Priority p, int f) {
@@ -98,6 +130,7 @@ struct Fixture {
     r.priority = p;
     r.sizeBytes = 100;
     r.payload = f;
+    if (policies == Policies::kSloDeadline) r.ttftObjective = std::chrono::milliseconds(++sequence % 97);
     return fc->enqueue(std::move(r), kNow);
   }
 
@@ -113,8 +146,8 @@ struct Fixture {
   }
 };
 
-void dispatchCycle(benchmark::State& state, int bands, int flows, bool lowest, bool roundRobin) {
-  Fixture fx(bands, flows, 0.1, roundRobin);
+void dispatchCycle(benchmark::State& state, int bands, int flows, bool lowest, Policies which) {
+  Fixture fx(bands, flows, 0.1, which);
   const std::size_t bytes = fx.fill(bands, flows, lowest ? 0 : bands - 1);
   std::size_t dispatchAllocs = 0;
   std::size_t enqueueAllocs = 0;
@@ -139,7 +172,7 @@ void dispatchCycle(benchmark::State& state, int bands, int flows, bool lowest, b
 
 void BM_DispatchGated(benchmark::State& state) {
   const int bands = static_cast<int>(state.range(0));
-  Fixture fx(bands, 1, 1.0, false);
+  Fixture fx(bands, 1, 1.0, Policies::kStrictFcfs);
   (void)fx.fill(bands, 1, 0);
   std::size_t allocs = 0;
   for (auto _ : state) {
@@ -152,7 +185,7 @@ void BM_DispatchGated(benchmark::State& state) {
 }
 
 void BM_EnqueueDispatchRoundTrip(benchmark::State& state) {
-  Fixture fx(1, 1, 0.1, false);
+  Fixture fx(1, 1, 0.1, Policies::kStrictFcfs);
   std::size_t allocs = 0;
   for (auto _ : state) {
     testing::AllocationCounter counter;
@@ -168,7 +201,7 @@ void BM_EnqueueDispatchRoundTrip(benchmark::State& state) {
 std::unique_ptr<Fixture> g_shared;
 
 void BM_EnqueueContended(benchmark::State& state) {
-  if (state.thread_index() == 0) g_shared = std::make_unique<Fixture>(1, 8, 0.1, false);
+  if (state.thread_index() == 0) g_shared = std::make_unique<Fixture>(1, 8, 0.1, Policies::kStrictFcfs);
   const int flow = state.thread_index() % 8;
   for (auto _ : state) {
     (void)g_shared->enqueue(0, flow);
@@ -179,7 +212,7 @@ void BM_EnqueueContended(benchmark::State& state) {
 }
 
 void BM_Cancel(benchmark::State& state) {
-  Fixture fx(1, 1, 0.1, false);
+  Fixture fx(1, 1, 0.1, Policies::kStrictFcfs);
   (void)fx.fill(1, 1, 0);
   for (auto _ : state) {
     Ticket t = fx.enqueue(0, 0);
@@ -273,6 +306,9 @@ void BM_MemoryQueued(benchmark::State& state) {
         static_cast<double>(rss_after - rss_before) / kRequests;
     state.PauseTiming();
     fc.reset();
+#if defined(__GLIBC__)
+    malloc_trim(0);  // so that a repetition's RSS growth is not hidden by the last one's free memory
+#endif
     state.ResumeTiming();
   }
 }
@@ -294,13 +330,24 @@ int registerAll() {
         const std::string name = "BM_DispatchCycle/" + std::to_string(p) + "/" + std::to_string(f) +
                                  (lowest ? "/lowest" : "/top");
         benchmark::RegisterBenchmark(
-            name.c_str(), [=](benchmark::State& s) { dispatchCycle(s, p, f, lowest, false); });
+            name.c_str(), [=](benchmark::State& s) { dispatchCycle(s, p, f, lowest, Policies::kStrictFcfs); });
       }
       const std::string rr =
           "BM_DispatchCycleRoundRobin/" + std::to_string(p) + "/" + std::to_string(f) + "/top";
       benchmark::RegisterBenchmark(
-          rr.c_str(), [=](benchmark::State& s) { dispatchCycle(s, p, f, false, true); });
+          rr.c_str(),
+          [=](benchmark::State& s) { dispatchCycle(s, p, f, false, Policies::kRoundRobin); });
     }
+  }
+  // The two policies of issue 18 at P x F = 8 x 1024 (and a smaller point for the trend).
+  for (const int f : {16, 1024}) {
+    const std::string suffix = "/8/" + std::to_string(f) + "/top";
+    benchmark::RegisterBenchmark(
+        ("BM_DispatchCycleProgramAware" + suffix).c_str(),
+        [=](benchmark::State& s) { dispatchCycle(s, 8, f, false, Policies::kProgramAware); });
+    benchmark::RegisterBenchmark(
+        ("BM_DispatchCycleSloDeadline" + suffix).c_str(),
+        [=](benchmark::State& s) { dispatchCycle(s, 8, f, false, Policies::kSloDeadline); });
   }
   return 0;
 }

@@ -172,10 +172,9 @@ void checkUtilization(const UtilizationDetector& d, std::span<const Endpoint> po
     if (o == UtilizationDetector::Observation::kFresh) all_unobservable = false;
     // Stale (and, with strict validation, invalid) endpoints leave the aggregate under the
     // ignore policy instead of scoring 1.0.
-    const bool like_stale =
-        o == UtilizationDetector::Observation::kStale ||
-        (o == UtilizationDetector::Observation::kInvalid &&
-         d.options().telemetryValidation == TelemetryValidation::kStrict);
+    const bool like_stale = o == UtilizationDetector::Observation::kStale ||
+                            (o == UtilizationDetector::Observation::kInvalid &&
+                             d.options().telemetryValidation == TelemetryValidation::kStrict);
     if (like_stale && d.options().stalenessPolicy == StalenessPolicy::kIgnore) {
       all_unobservable = false;
     }
@@ -269,6 +268,8 @@ void runLedger(Input& in) {
   options.dispatchBudget = (flags & 2) != 0;
   options.scrapeMarginRequests = pickInt(in);
   options.budgetQueueDepth = pickInt(in);
+  // From the flag byte (no extra input byte, so the corpus keeps its meaning): 0..31, 0 sanitized.
+  options.replicas = (flags & 4) != 0 ? (flags >> 3) : 1;
   DispatchLedger ledger(options);
   std::vector<ModelEndpoint> live;  // declared after the ledger: handles die first
   std::vector<EndpointId> dead;

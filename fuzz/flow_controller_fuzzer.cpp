@@ -7,7 +7,12 @@
 // reconfigure() finalizes nothing and a failed one changes no band; nothing is queued after
 // shutdown; and the counters add up (queued = enqueued - delivered; the stats' outcome
 // counters, global and summed over bands, equal the outcomes delivered, kind by kind).
+// In-flight eviction (options with eviction on, release and updateLease operations): evict is
+// called only for dispatched requests whose outcome was delivered, at most once per request, never
+// after its lease ended, for sheddable priorities only, and as many times as the cycle reports;
+// a revocation's release is its confirmation; the lease and revocation counters add up.
 #include <array>
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <limits>
@@ -18,6 +23,8 @@
 
 #include "check.hpp"
 #include "holdback/flow/flow_controller.hpp"
+#include "holdback/flow/program_aware_fairness.hpp"
+#include "holdback/flow/slo_deadline_ordering.hpp"
 #include "holdback/policy/policies.hpp"
 
 namespace {
@@ -74,12 +81,37 @@ std::shared_ptr<UsageLimitPolicy> makePolicy(std::uint8_t kind) {
   }
 }
 
+// One program-aware instance for the whole run: the enqueue step reports tokens served to it, so
+// its picks see attained service that changes between cycles.
+const std::shared_ptr<ProgramAwareFairnessPolicy>& programAware() {
+  static const std::shared_ptr<ProgramAwareFairnessPolicy> instance =
+      std::move(ProgramAwareFairnessPolicy::create({.halfLife = std::chrono::milliseconds(50),
+                                                    .evictionTtl = std::chrono::milliseconds(200),
+                                                    .evictionSweep = std::chrono::milliseconds(20)}))
+          .value();
+  return instance;
+}
+
 std::shared_ptr<const FairnessPolicy> makeFairness(std::uint8_t kind) {
-  return kind % 2 ? roundRobinFairness() : globalStrictFairness();
+  switch (kind % 3) {
+    case 0:
+      return globalStrictFairness();
+    case 1:
+      return roundRobinFairness();
+    default:
+      return programAware();
+  }
 }
 
 std::shared_ptr<const OrderingPolicy> makeOrdering(std::uint8_t kind) {
-  return kind % 2 ? edfOrdering() : fcfsOrdering();
+  switch (kind % 3) {
+    case 0:
+      return fcfsOrdering();
+    case 1:
+      return edfOrdering();
+    default:
+      return sloDeadlineOrdering();
+  }
 }
 
 // The options create() and reconfigure() take, from the fuzzer's bytes. Some are invalid
@@ -104,6 +136,16 @@ FlowControllerOptions readOptions(Input& in, std::shared_ptr<const SaturationDet
   if (flags & 8) options.noEndpointRequestTtl = std::chrono::milliseconds(in.byte() % 50 - 2);
   options.flowIdleTimeout = std::chrono::milliseconds(1 + in.byte() % 20);
   options.bandIdleTimeout = options.flowIdleTimeout + std::chrono::milliseconds(in.byte() % 20 - 1);
+  if (flags & 128) {  // in-flight eviction
+    const std::uint8_t e = in.byte();
+    options.eviction.enabled = (e & 1) != 0;
+    options.eviction.maxRevocationsPerDecision = e >> 5;  // 0 is invalid
+    options.eviction.confirmationGrace = std::chrono::milliseconds(static_cast<int>(e & 6) - 1);
+    options.eviction.confirmationTimeout = std::chrono::milliseconds((e >> 3) & 3);
+    options.eviction.waitForReleases = {.enabled = (e & 8) != 0,
+                                        .tolerance = std::chrono::milliseconds(e % 7)};
+    options.eviction.footprintAware = (e & 16) != 0;
+  }
   if (flags & 16) {
     for (int n = 1 + in.byte() % 3; n > 0; --n) {
       const std::uint8_t b = in.byte();
@@ -134,7 +176,26 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   std::uint64_t delivered = 0;
   std::array<std::uint64_t, kNumQueueOutcomes> delivered_by_kind{};
 
+  // Eviction bookkeeping: evict calls per id, and the ids whose lease the fuzzer ended.
+  std::map<RequestId, int> evicted;
+  std::set<RequestId> released;
+  std::uint64_t evict_calls = 0;
+  std::uint64_t confirmations = 0;
+  std::uint64_t releases = 0;
+
   FlowControllerOptions options = readOptions(in, detector, pool);
+  options.eviction.evict = [&](const Revocation& r) {
+    const auto it = outcomes.find(r.id);
+    require(it != outcomes.end() && it->second.kind == QueueOutcome::kDispatched,
+            "evict only for a request whose dispatch outcome was delivered");
+    require(++evicted[r.id] == 1, "a lease is revoked at most once");
+    require(released.count(r.id) == 0, "a released lease is never revoked");
+    require(r.priority < 0, "the default filter revokes sheddable requests only");
+    require(r.priority < r.demandPriority, "victims are strictly below the demand");
+    require(r.disposition.status == 429 && r.disposition.dropReason == "evicted",
+            "a victim's client is answered 429 evicted");
+    ++evict_calls;
+  };
   options.onOutcome = [&](Completion&& c) {
     Delivered& d = outcomes[c.id];
     ++d.count;
@@ -153,7 +214,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   bool stopped = false;
   for (int step = 0; step < 2000 && !in.empty(); ++step) {
     const std::uint64_t delivered_before = delivered;
-    const int op = in.byte() % 11;
+    const std::uint64_t evicts_before = evict_calls;
+    const int op = in.byte() % 13;
     switch (op) {
       case 0:
       case 1: {
@@ -166,6 +228,11 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         const std::uint8_t t = in.byte();
         if (t & 1) request.ttl = std::chrono::milliseconds(static_cast<int>(t) - 64);
         if (t & 2) request.deadline = now + std::chrono::milliseconds(static_cast<int>(t) - 100);
+        // TTFT objectives (negative ones included: no objective) and received times in the past
+        // or the future.
+        if (t & 4) request.ttftObjective = std::chrono::milliseconds(static_cast<int>(t) - 40);
+        if (t & 8) request.receivedTime = now - std::chrono::milliseconds(static_cast<int>(t) - 60);
+        if (t & 16) programAware()->recordServed(request.flowId, t, f, now);
         Ticket ticket = controller->enqueue(std::move(request), now);
         require(ticket.valid() && ids.insert(ticket.id()).second, "every ticket has a fresh id");
         require(delivered == delivered_before ||
@@ -203,6 +270,10 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         const bool dispatched = result.kind == DispatchResult::Kind::kDispatched;
         require(delivered == delivered_before + result.evicted + (dispatched ? 1 : 0),
                 "a cycle delivers its dispatch and its evictions");
+        require(evict_calls == evicts_before + result.revoked,
+                "a cycle calls evict once per revocation it reports");
+        require(result.revoked == 0 || result.kind == DispatchResult::Kind::kGated,
+                "revocations happen only at a head-of-line block");
         if (dispatched) {
           require(outcomes[result.id].kind == QueueOutcome::kDispatched,
                   "the dispatched request ends kDispatched");
@@ -239,6 +310,28 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
           pool->set(std::vector<Endpoint>(in.byte() % 3));
         }
         break;
+      case 11:
+      case 12:
+        if (!tickets.empty()) {
+          const RequestId id = tickets[in.byte() % tickets.size()].id();
+          const auto it = outcomes.find(id);
+          const bool was_dispatched =
+              it != outcomes.end() && it->second.kind == QueueOutcome::kDispatched;
+          if (op == 12) {
+            const bool updated = controller->updateLease(id, in.byte(), in.byte());
+            require(!updated || was_dispatched, "only a dispatched request holds a lease");
+            break;
+          }
+          const bool ended = controller->release(id, now);
+          require(!ended || was_dispatched, "only a dispatched request's lease is released");
+          require(!ended || released.insert(id).second, "a lease is released at most once");
+          require(evict_calls == evicts_before, "release calls no host code");
+          if (ended) {
+            ++releases;
+            if (evicted.count(id)) ++confirmations;
+          }
+        }
+        break;
       case 10: {
         const std::vector<Priority> bands_before = controller->bandPriorities();
         const Diagnostics result = controller->reconfigure(readOptions(in, detector, pool));
@@ -271,6 +364,22 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     require(by_band == delivered_by_kind, "the bands' outcome counters add up to the global ones");
     require(queued_in_bands == stats.queuedRequests && bytes_in_bands == stats.queuedBytes,
             "the bands' queues add up to the global queue");
+    const EvictionStats& ev = stats.eviction;
+    std::uint64_t ended = 0;
+    for (const std::uint64_t n : ev.leaseEnds) ended += n;
+    require(ev.leasesStarted == ended + ev.leases, "every lease is held or ended once");
+    require(ev.issued == evict_calls, "every revocation reaches the host once");
+    require(ev.confirmed + ev.timedOut + ev.outstanding == ev.issued,
+            "every revocation is outstanding, confirmed or timed out");
+    require(ev.confirmed == confirmations &&
+                ev.leaseEnds[static_cast<std::size_t>(LeaseEnd::kRevokedConfirmed)] == confirmations,
+            "a revoked lease's release is its confirmation");
+    require(ev.leaseEnds[static_cast<std::size_t>(LeaseEnd::kReleased)] +
+                    ev.leaseEnds[static_cast<std::size_t>(LeaseEnd::kRevokedConfirmed)] ==
+                releases,
+            "the lease ends count the releases");
+    require(ev.pendingReclaim >= 0.0 && std::isfinite(ev.pendingReclaim),
+            "the pending reclaim is finite and non-negative");
   }
   controller->shutdown(now);
   const FlowControllerStats stats = controller->stats();

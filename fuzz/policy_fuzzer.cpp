@@ -1,12 +1,16 @@
-// computeLimit of every built-in strategy with arbitrary options, saturation and priorities:
-// ceilings must be finite, within [0, 1] and non-increasing, whatever the input.
+// computeLimit of every built-in strategy with arbitrary options, saturation and priorities (and,
+// for the reservation policy, arbitrary demand figures): ceilings must be finite, within [0, 1]
+// and non-increasing, whatever the input.
 #include <cstdint>
+#include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <memory>
 #include <vector>
 
 #include "check.hpp"
 #include "holdback/policy/policies.hpp"
+#include "holdback/policy/reservation.hpp"
 
 namespace {
 
@@ -14,7 +18,25 @@ using holdback::fuzz::Input;
 
 std::unique_ptr<holdback::UsageLimitPolicy> makePolicy(Input& in) {
   using namespace holdback;
-  switch (in.take<std::uint8_t>() % 4) {
+  // Kinds 250-255 are the reservation policy (added later: the older corpus keeps its meaning).
+  const auto kind = in.take<std::uint8_t>();
+  if (kind >= 250) {
+    ReservationOptions options;
+    options.epsilon = in.take<double>();
+    options.minCeiling = in.take<double>();
+    options.maxCeiling = in.take<double>();
+    options.minReserve = in.take<double>();
+    if (in.take<std::uint8_t>() % 2) options.requestUnit = in.take<double>();
+    options.sizing = in.take<std::uint8_t>() % 2 ? ReservationSizing::kRefill
+                                                 : ReservationSizing::kOccupancy;
+    options.poissonSizing = in.take<std::uint8_t>() % 4 != 0;
+    options.feedback.enabled = in.take<std::uint8_t>() % 2;
+    options.feedback.interval = std::chrono::nanoseconds(1);
+    auto made = ReservationPolicy::create(std::move(options));
+    if (made) return std::move(made).value();
+    return nullptr;
+  }
+  switch (kind % 4) {
     case 0: {
       auto made = StaticUsageLimitPolicy::create({.threshold = in.take<double>()});
       if (made) return std::move(made).value();
@@ -58,6 +80,22 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     const std::size_t buffer = (in.take<std::uint8_t>() % 2) ? n : n / 2;
     std::vector<double> ceilings(buffer, 1.0);
     policy->computeLimit(saturation, priorities, ceilings);
+    fuzz::requireValidCeilings(ceilings);
+    if (!policy->usesDemand()) continue;
+    // The same with a demand view: any figures, aligned with the priorities or too short.
+    std::vector<BandDemand> bands(in.take<std::uint8_t>() % 2 ? n : n / 2);
+    for (BandDemand& b : bands) {
+      b = {.occupancy = in.take<double>(), .arrivalRate = in.take<double>(),
+           .holdingTime = in.take<double>(), .inFlight = in.take<double>(),
+           .queued = in.take<double>(), .waitP95 = in.take<double>(),
+           .completionRate = in.take<double>()};
+    }
+    const DemandView view{.bands = bands,
+                          .requestUnit = in.take<double>(),
+                          .now = std::chrono::steady_clock::time_point(
+                              std::chrono::nanoseconds(in.take<std::int64_t>()))};
+    std::fill(ceilings.begin(), ceilings.end(), 1.0);
+    policy->computeLimit(saturation, priorities, ceilings, view);
     fuzz::requireValidCeilings(ceilings);
   }
   return 0;

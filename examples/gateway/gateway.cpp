@@ -6,6 +6,7 @@
 #include <set>
 
 #include "holdback/detector/detectors.hpp"
+#include "holdback/flow/program_aware_fairness.hpp"
 
 namespace holdback::gateway {
 
@@ -34,6 +35,8 @@ bool Gateway::start() {
   fc.endpoints = pool_;
   fc.onOutcome = [this](Completion&& c) { onOutcome(std::move(c)); };
   fc.runner.enabled = false;  // the Dispatcher drives the cycles (idle when nothing is queued)
+  eviction_ = fc.eviction.enabled;
+  if (eviction_) fc.eviction.evict = [this](const Revocation& r) { onRevocation(r); };
   auto created = FlowController::create(std::move(fc));
   if (!created) {
     std::fprintf(stderr, "holdback-gateway: %s\n", created.diagnostics().toString().c_str());
@@ -58,7 +61,42 @@ void Gateway::onOutcome(Completion&& c) {
   if (holder == nullptr || !*holder) return;
   std::optional<Pool::Dispatch> dispatch;
   if (dispatched) dispatch = pool_->pick(*detector_, c.finalizedAt);
+  if (dispatched && eviction_) {
+    std::lock_guard lock(leases_mu_);
+    leases_[c.id] = *holder;
+  }
   (*holder)->deliver(c.outcome, std::move(dispatch), c.finalizedAt - c.enqueueTime);
+}
+
+void Gateway::reportServed(std::string_view flowId, std::uint64_t promptTokens,
+                           std::uint64_t completionTokens, Duration queued) const {
+  for (const auto& [name, fairness] : bundle_->fairnessPolicies) {
+    if (const auto* p = dynamic_cast<const ProgramAwareFairnessPolicy*>(fairness.get())) {
+      p->recordServed(flowId, promptTokens, completionTokens, Clock::now(), queued);
+    }
+  }
+}
+
+void Gateway::onRevocation(const Revocation& r) {
+  std::shared_ptr<OutcomeSink> sink;
+  {
+    std::lock_guard lock(leases_mu_);
+    if (const auto it = leases_.find(r.id); it != leases_.end()) sink = it->second.lock();
+  }
+  if (sink) {
+    sink->revoke(r.disposition);
+  } else {
+    // The request ended (and its lease was released) between the decision and this call.
+    counters_.evictionsTooLate.fetch_add(1, std::memory_order_relaxed);
+  }
+}
+
+void Gateway::endLease(RequestId id) {
+  if (eviction_) {
+    std::lock_guard lock(leases_mu_);
+    leases_.erase(id);
+  }
+  controller_->release(id, Clock::now());
 }
 
 void Gateway::setEndpointModels(std::size_t endpoint, std::vector<std::string> ids) {

@@ -8,22 +8,36 @@
 // decision sees the in-flight increment) and hands outcome and endpoint to the sink, which wakes
 // the request's coroutine on its own I/O thread.
 //
-// Thread safety: thread-safe (counters are atomics, the model list has its own mutex; start() and
-// shutdown() are called by the main thread).
+// In-flight eviction (flowControl.enableEviction, docs/eviction.md): every dispatched request's
+// sink is registered by its RequestId (onOutcome, before the sink learns of the dispatch, so the
+// lease is findable as soon as it is revocable). The controller's evict callback (on the dispatch
+// thread, no library lock held) looks the sink up and calls revoke(), which posts to the sink's
+// I/O thread; there the exchange aborts its upstream request and answers 429 `evicted`, or
+// ignores the revocation when the request has already ended. endLease() is the one place a
+// lease ends: it unregisters the sink and calls FlowController::release (for a revoked lease,
+// the confirmation). The host calls it exactly once per dispatched request, when the upstream
+// exchange is torn down (or was never started).
+//
+// Thread safety: thread-safe (counters are atomics, the model list and the lease registry have
+// their own mutexes; start() and shutdown() are called by the main thread).
 #pragma once
 
 #include <array>
 #include <atomic>
 #include <cstdint>
+#include <cstdio>
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "dispatcher.hpp"
 #include "holdback/config/endpoint_picker_config.hpp"
+#include "holdback/flow/eviction.hpp"
 #include "holdback/flow/flow_controller.hpp"
+#include "holdback/metrics/stale_endpoints.hpp"
 #include "options.hpp"
 #include "pool.hpp"
 
@@ -37,6 +51,10 @@ class OutcomeSink {
   // the whole upstream exchange).
   virtual void deliver(Outcome outcome, std::optional<Pool::Dispatch> dispatch,
                        Duration queued) = 0;
+  // In-flight eviction revoked this dispatched request: abort it upstream and answer its client
+  // `disposition` (or ignore it if the request already ended). Called from the dispatch thread,
+  // at most once, after deliver().
+  virtual void revoke(HttpDisposition disposition) = 0;
 };
 
 struct GatewayCounters {
@@ -51,6 +69,8 @@ struct GatewayCounters {
   std::atomic<std::uint64_t> clientTimeouts{0};      // header/body/idle timeouts
   std::atomic<std::uint64_t> clientErrors{0};        // 4xx the gateway answered itself
   std::atomic<std::int64_t> exchangesInProgress{0};  // requests read and not yet answered
+  std::atomic<std::uint64_t> evictionsActuated{0};   // revoked: upstream aborted, 429 evicted
+  std::atomic<std::uint64_t> evictionsTooLate{0};    // revoked after the request had ended
 
   void count(int status) noexcept {
     if (status >= 0 && status < int(responses.size())) {
@@ -81,7 +101,20 @@ class Gateway {
 
   // GET /v1/models: --model names when given, else the union of what the model servers list.
   void setEndpointModels(std::size_t endpoint, std::vector<std::string> ids);
+  // A dispatched request completed: report its tokens to every program-aware-fairness policy of
+  // the bundle (input + 2 x output tokens of attained service for program `flowId`).
+  void reportServed(std::string_view flowId, std::uint64_t promptTokens,
+                    std::uint64_t completionTokens, Duration queued) const;
+  // The stale-endpoints gauge's monitor (logs to stderr at most every 30 s while any is stale).
+  [[nodiscard]] StaleEndpointMonitor& staleEndpoints() const { return stale_endpoints_; }
   [[nodiscard]] std::vector<std::string> models() const;
+
+  // Whether in-flight eviction is on (flowControl.enableEviction).
+  [[nodiscard]] bool evictionEnabled() const noexcept { return eviction_; }
+  // Ends dispatched request `id`'s lease at most once per registration: unregisters its sink and
+  // calls FlowController::release(id, now). Call once per dispatched request, when its upstream
+  // exchange is over.
+  void endLease(RequestId id);
 
   // Retry-After for a 429 now (gateway_http.hpp retryAfterSeconds).
   [[nodiscard]] int retryAfter429() const;
@@ -90,10 +123,15 @@ class Gateway {
 
  private:
   void onOutcome(Completion&& c);
+  void onRevocation(const Revocation& r);
   void warnAboutStaleness() const;
 
   Options options_;
   std::shared_ptr<const config::ConfigBundle> bundle_;
+  mutable StaleEndpointMonitor stale_endpoints_{[](std::string_view line) {
+    std::fprintf(stderr, "holdback-gateway: warning: %.*s\n", static_cast<int>(line.size()),
+                 line.data());
+  }};
   std::shared_ptr<Pool> pool_;
   std::shared_ptr<const SaturationDetector> detector_;
   std::unique_ptr<FlowController> controller_;
@@ -101,6 +139,9 @@ class Gateway {
   GatewayCounters counters_;
   mutable std::mutex models_mu_;
   std::vector<std::vector<std::string>> endpoint_models_;  // guarded by models_mu_
+  bool eviction_ = false;                                   // set by start()
+  std::mutex leases_mu_;
+  std::unordered_map<RequestId, std::weak_ptr<OutcomeSink>> leases_;  // guarded by leases_mu_
 };
 
 }  // namespace holdback::gateway

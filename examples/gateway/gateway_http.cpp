@@ -80,6 +80,25 @@ Reply replyForOutcome(Outcome outcome, bool poolEmptyNow) {
   return reply;
 }
 
+namespace {
+constexpr std::string_view kEvictedMessage =
+    "evicted: the request was revoked while in progress to make room for higher-priority work "
+    "(in-flight eviction); retry later";
+}  // namespace
+
+Reply replyForEviction(HttpDisposition disposition) {
+  Reply reply;
+  reply.status = disposition.status;
+  reply.dropReason = std::string(disposition.dropReason);
+  reply.body = errorBody(disposition.status, "rate_limit_exceeded", kEvictedMessage);
+  return reply;
+}
+
+std::string evictionEvent(HttpDisposition disposition) {
+  return "data: " + errorBody(disposition.status, "rate_limit_exceeded", kEvictedMessage) +
+         "\n\n";
+}
+
 Reply replyForError(int status, std::string_view type, std::string_view message) {
   Reply reply;
   reply.status = status;

@@ -8,6 +8,11 @@
 //                                           interactive=10, batch=-1). Missing or unknown -> 0.
 //   x-gateway-inference-fairness-id: ID     the flow (fairness key); alias
 //                                           x-llm-d-inference-fairness-id; default "default-flow".
+//   x-llm-d-slo-ttft-ms: MS                 the TTFT objective (alias x-slo-ttft-ms; the new name
+//                                           wins) for slo-deadline-ordering-policy; junk or
+//                                           overflowing values mean none, as upstream.
+// Non-streamed responses' "usage" (prompt_tokens, completion_tokens) is reported to every
+// program-aware-fairness policy of the config as the program's served tokens.
 // Replies that are not proxied carry an OpenAI-style JSON error body
 //   {"error": {"message": ..., "type": ..., "code": STATUS}}
 // and, for flow-control drops, the header x-llm-d-request-dropped-reason (holdback::toHttp).
@@ -76,6 +81,13 @@ struct Reply {
 // (holdback::toHttp) with a JSON error body naming the outcome. For kDispatched this returns
 // status 200 and is not used by the gateway.
 [[nodiscard]] Reply replyForOutcome(Outcome outcome, bool poolEmptyNow);
+
+// A dispatched request revoked by in-flight eviction (docs/eviction.md): `disposition`'s status
+// and drop reason (kEvictedHttp: 429 "evicted"), an OpenAI-style body saying why.
+[[nodiscard]] Reply replyForEviction(HttpDisposition disposition);
+// The same error as one server-sent event, for a stream whose head was already sent:
+// "data: {\"error\": {...}}\n\n".
+[[nodiscard]] std::string evictionEvent(HttpDisposition disposition);
 
 // The upstream could not be reached or failed before its response head arrived: 502, no drop
 // reason, `detail` (e.g. "Connection") in the message.

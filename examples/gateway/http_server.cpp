@@ -1,5 +1,7 @@
 #include "http_server.hpp"
 
+#include "holdback/flow/slo_deadline_ordering.hpp"
+
 #include <sys/socket.h>
 
 #include <cerrno>
@@ -29,9 +31,10 @@ struct HttpServer::Shard {
 namespace {
 
 // One request's rendezvous with the controller (OutcomeSink), its ticket, and what a client
-// hang-up must undo. Lives on the connection's I/O thread; deliver() posts there.
+// hang-up or a revocation must undo. Lives on the connection's I/O thread; deliver() and revoke()
+// post there.
 struct Exchange : OutcomeSink, std::enable_shared_from_this<Exchange> {
-  explicit Exchange(const asio::any_io_executor& ex) : executor(ex), wake(ex) {
+  Exchange(const asio::any_io_executor& ex, Gateway& g) : executor(ex), wake(ex), gw(g) {
     wake.expires_at(asio::steady_timer::time_point::max());
   }
   void deliver(Outcome o, std::optional<Pool::Dispatch> d, Duration q) override {
@@ -41,13 +44,36 @@ struct Exchange : OutcomeSink, std::enable_shared_from_this<Exchange> {
     asio::post(executor, [self = shared_from_this(), o, held, q] {
       self->done = true;
       self->outcome = o;
+      self->leaseHeld = o.dispatched();
       self->dispatch = std::move(*held);
       self->queued = q;
       self->wake.cancel();
     });
   }
+  void revoke(HttpDisposition disposition) override {
+    asio::post(executor, [self = shared_from_this(), disposition] {
+      // Too late: the upstream exchange is over (the lease was released: this revocation raced
+      // with the natural completion, a failure or the client's hang-up), or the request never
+      // held a lease. The release already sent stands.
+      if (!self->leaseHeld || self->finished) {
+        self->gw.counters().evictionsTooLate.fetch_add(1, std::memory_order_relaxed);
+        return;
+      }
+      self->revoked = true;
+      self->evictedAs = disposition;
+      self->abort.revoked = true;
+      self->abort.abort();  // closes the upstream connection if one is in use
+    });
+  }
+  // The one release of this request's lease (no-op when none is held or it already ended).
+  void endLease() {
+    if (!leaseHeld) return;
+    leaseHeld = false;
+    gw.endLease(ticket.id());
+  }
   asio::any_io_executor executor;
   asio::steady_timer wake;
+  Gateway& gw;
   bool done = false;
   Outcome outcome;
   std::optional<Pool::Dispatch> dispatch;  // the endpoint and its ledger handle
@@ -55,6 +81,9 @@ struct Exchange : OutcomeSink, std::enable_shared_from_this<Exchange> {
   Ticket ticket;
   bool finished = false;  // the exchange is over: the watch must not touch anything
   bool clientGone = false;
+  bool leaseHeld = false;  // dispatched, and endLease() not yet called
+  bool revoked = false;    // in-flight eviction revoked it before its upstream exchange ended
+  HttpDisposition evictedAs = kEvictedHttp;
   AbortHandle abort;
 };
 
@@ -126,21 +155,53 @@ bool wantsStream(const nlohmann::json& body) {
   return it != body.end() && it->is_boolean() && it->get<bool>();
 }
 
+// A revoked request's one reply (its upstream request is already aborted): 429 `evicted` with
+// the JSON error body, or, when the streamed response's head is already out, the same error as a
+// final server-sent event and the end of the chunked body. Nothing when the client is gone.
+asio::awaitable<bool> answerEvicted(Gateway& gw, beast::tcp_stream& stream, Exchange& ex,
+                                    bool midStream, bool keepAlive) {
+  if (ex.clientGone) co_return false;
+  gw.counters().evictionsActuated.fetch_add(1, std::memory_order_relaxed);
+  gw.counters().count(ex.evictedAs.status);
+  if (midStream) {
+    const std::string event = evictionEvent(ex.evictedAs);
+    stream.expires_after(30s);
+    auto [ec, n] = co_await asio::async_write(stream, http::make_chunk(asio::buffer(event)), kUse);
+    if (!ec) std::tie(ec, n) = co_await asio::async_write(stream, http::make_chunk_last(), kUse);
+    stream.expires_never();
+    co_return !ec && keepAlive;
+  }
+  Reply r = replyForEviction(ex.evictedAs);
+  r.retryAfterS = gw.retryAfter429();
+  co_return co_await writeReply(stream, r, keepAlive);
+}
+
 // Proxies to the dispatch's endpoint and releases its ledger handle when the upstream exchange
 // ends (done, failed, aborted or the client gone).
 asio::awaitable<bool> proxyTo(HttpServer::Shard& shard, beast::tcp_stream& stream,
                               http::request<http::string_body>& req, std::shared_ptr<Exchange> ex,
                               Pool::Dispatch dispatch, long long queuedMs, bool streamed,
-                              bool keepAlive) {
+                              bool keepAlive, TokenUsage* usage = nullptr) {
   Gateway& gw = shard.gw;
   const std::size_t endpoint = dispatch.endpoint;
-  ProxyRequest what{endpoint, gw.pool().url(endpoint), streamed, queuedMs, keepAlive};
+  ProxyRequest what{usage, endpoint, gw.pool().url(endpoint), streamed, queuedMs, keepAlive};
   std::string error;
   unsigned status = 0;
   const ProxyResult r =
       co_await proxy(shard.upstream, gw.options(), req, stream, what, ex->abort, error, status);
+  // The upstream exchange is torn down: the ledger's slot and the controller's lease end here (for
+  // a revoked request, this release is the confirmation).
   dispatch.handle.release();
+  ex->endLease();
+  if (ex->revoked && r != ProxyResult::kRevoked && r != ProxyResult::kRevokedMidStream) {
+    // The revocation arrived after the upstream response had been read to its end: it completed.
+    gw.counters().evictionsTooLate.fetch_add(1, std::memory_order_relaxed);
+  }
   switch (r) {
+    case ProxyResult::kRevoked:
+    case ProxyResult::kRevokedMidStream:
+      co_return co_await answerEvicted(gw, stream, *ex, r == ProxyResult::kRevokedMidStream,
+                                       keepAlive);
     case ProxyResult::kDone:
       gw.counters().count(int(status));
       co_return keepAlive;
@@ -178,6 +239,7 @@ asio::awaitable<bool> handleCompletion(HttpServer::Shard& shard, beast::tcp_stre
     counters.count(r.status);
     co_return co_await writeReply(stream, r, keepAlive);
   };
+  const TimePoint received = Clock::now();
   const auto body = nlohmann::json::parse(req.body(), nullptr, false);
   if (body.is_discarded() || !body.is_object()) {
     counters.clientErrors.fetch_add(1, std::memory_order_relaxed);
@@ -195,11 +257,12 @@ asio::awaitable<bool> handleCompletion(HttpServer::Shard& shard, beast::tcp_stre
     co_return co_await reply(std::move(r));
   }
 
-  auto ex = std::make_shared<Exchange>(stream.get_executor());
+  auto ex = std::make_shared<Exchange>(stream.get_executor(), gw);
   struct Finish {
     Exchange& e;
     tcp::socket& s;
     ~Finish() {
+      e.endLease();  // a dispatched request that was never proxied (or a coroutine unwound)
       e.finished = true;
       beast::error_code ec;
       s.cancel(ec);  // ends the watch
@@ -230,8 +293,17 @@ asio::awaitable<bool> handleCompletion(HttpServer::Shard& shard, beast::tcp_stre
   }
 
   FlowRequest request;
-  request.flowId = std::move(flow);
+  request.flowId = flow;
   request.priority = priority;
+  // slo-deadline-ordering-policy: received time + the TTFT objective of the SLO header.
+  request.receivedTime = received;
+  const auto header = [&](std::string_view name) -> std::optional<std::string_view> {
+    const auto it = req.find(name);
+    if (it == req.end()) return std::nullopt;
+    return std::string_view(it->value().data(), it->value().size());
+  };
+  request.ttftObjective = SloDeadlineOrderingPolicy::ttftFromHeaders(
+      header(SloDeadlineOrderingPolicy::kHeader), header(SloDeadlineOrderingPolicy::kDeprecatedHeader));
   request.sizeBytes = req.body().size();
   request.payload = std::shared_ptr<OutcomeSink>(ex);
   gw.dispatcher().arrived();
@@ -255,17 +327,28 @@ asio::awaitable<bool> handleCompletion(HttpServer::Shard& shard, beast::tcp_stre
     }
     co_return co_await reply(std::move(r));
   }
+  if (ex->revoked && !ex->clientGone) {
+    // Revoked between its dispatch and the start of its upstream exchange: nothing to abort.
+    ex->dispatch.reset();  // releases the ledger handle
+    ex->endLease();
+    co_return co_await answerEvicted(gw, stream, *ex, false, keepAlive);
+  }
   if (ex->clientGone || ex->abort.aborted) {
     // Dispatched just as the client went away: do not spend a model-server slot on it.
     ex->dispatch.reset();  // releases the ledger handle
+    ex->endLease();
     counters.queuedCancelled.fetch_add(1, std::memory_order_relaxed);
     co_return false;
   }
   const auto queued_ms = std::chrono::duration_cast<std::chrono::milliseconds>(ex->queued).count();
   Pool::Dispatch dispatch = std::move(*ex->dispatch);
   ex->dispatch.reset();
-  co_return co_await proxyTo(shard, stream, req, ex, std::move(dispatch), queued_ms, streamed,
-                             keepAlive);
+  TokenUsage usage;
+  const bool keep = co_await proxyTo(shard, stream, req, ex, std::move(dispatch), queued_ms,
+                                     streamed, keepAlive, &usage);
+  // program-aware-fairness: the tokens served (non-streamed responses carry "usage").
+  if (usage.known) gw.reportServed(flow, usage.promptTokens, usage.completionTokens, ex->queued);
+  co_return keep;
 }
 
 std::string modelsBody(const Gateway& gw) {

@@ -22,6 +22,10 @@ std::string renderMetrics(Gateway& gw) {
   pool_->snapshot(snapshot);
   const TimePoint now = Clock::now();
   const auto* utilization = dynamic_cast<const UtilizationDetector*>(detector_);
+  if (utilization != nullptr) {
+    out += renderStaleEndpoints(gw.staleEndpoints().update(*utilization, snapshot, now),
+                                utilization->name(), "default");
+  }
 
   // The library's writer: one escaper (backslash, quote and newline) and one number format for
   // the library's series, the gateway's and the model server's.
@@ -82,6 +86,13 @@ std::string renderMetrics(Gateway& gw) {
     family(g.name, g.type, g.help);
     sample(g.name, {}, g.value);
   }
+  family("holdback_gateway_evictions_total", "counter",
+         "Revocations (in-flight eviction) the gateway received: actuated (upstream request "
+         "aborted, client answered 429 evicted) or too_late (the request had already ended).");
+  sample("holdback_gateway_evictions_total", {{"result", "actuated"}},
+         double(gc.evictionsActuated.load(std::memory_order_relaxed)));
+  sample("holdback_gateway_evictions_total", {{"result", "too_late"}},
+         double(gc.evictionsTooLate.load(std::memory_order_relaxed)));
   family("holdback_gateway_pool_saturation", "gauge",
          "Pool saturation as the configured detector computes it now.");
   sample("holdback_gateway_pool_saturation", {}, detector_->saturation(snapshot, now));

@@ -1,5 +1,7 @@
 #include "upstream.hpp"
 
+#include <nlohmann/json.hpp>
+
 #include <sys/socket.h>
 
 #include <array>
@@ -97,11 +99,17 @@ asio::awaitable<ProxyResult> proxy(UpstreamPool& pool, const Options& options,
   up.body() = std::move(request.body());
   up.prepare_payload();
 
+  // Why the exchange was aborted: the client's hang-up, or a revocation (before or after the
+  // streamed head went out).
+  const auto aborted = [&abort](bool headSent) {
+    if (!abort.revoked) return ProxyResult::kClientGone;
+    return headSent ? ProxyResult::kRevokedMidStream : ProxyResult::kRevoked;
+  };
   for (int attempt = 0;; ++attempt) {
     bool reused = false;
     beast::error_code ec;
     std::unique_ptr<UpstreamConnection> conn = co_await pool.acquire(what.endpoint, reused, ec);
-    if (abort.aborted) co_return ProxyResult::kClientGone;
+    if (abort.aborted) co_return aborted(false);
     if (!conn) {
       error = "connect: " + ec.message();
       co_return ProxyResult::kFailedBeforeHead;
@@ -114,7 +122,7 @@ asio::awaitable<ProxyResult> proxy(UpstreamPool& pool, const Options& options,
 
     conn->stream.expires_after(timeout);
     auto [wec, wn] = co_await http::async_write(conn->stream, up, kUse);
-    if (abort.aborted) co_return ProxyResult::kClientGone;
+    if (abort.aborted) co_return aborted(false);
     if (wec) {
       if (reused && attempt == 0) continue;  // the server closed the idle connection: once more
       error = "send: " + wec.message();
@@ -123,7 +131,7 @@ asio::awaitable<ProxyResult> proxy(UpstreamPool& pool, const Options& options,
     http::response_parser<http::buffer_body> parser;
     parser.body_limit((std::numeric_limits<std::uint64_t>::max)());
     auto [hec, hn] = co_await http::async_read_header(conn->stream, conn->buffer, parser, kUse);
-    if (abort.aborted) co_return ProxyResult::kClientGone;
+    if (abort.aborted) co_return aborted(false);
     if (hec) {
       if (reused && attempt == 0 && conn->buffer.size() == 0 &&
           (hec == http::error::end_of_stream || hec == asio::error::connection_reset ||
@@ -174,7 +182,7 @@ asio::awaitable<ProxyResult> proxy(UpstreamPool& pool, const Options& options,
       conn->stream.expires_after(timeout);
       auto [rec, rn] = co_await http::async_read_some(conn->stream, conn->buffer, parser, kUse);
       if (rec == http::error::need_buffer) rec = {};
-      if (abort.aborted) co_return ProxyResult::kClientGone;
+      if (abort.aborted) co_return aborted(head_sent);
       if (rec) {
         error = "response body: " + rec.message();
         co_return head_sent ? ProxyResult::kTruncated : ProxyResult::kFailedBeforeHead;
@@ -212,6 +220,20 @@ asio::awaitable<ProxyResult> proxy(UpstreamPool& pool, const Options& options,
     res.set(kEndpointHeader, what.endpointUrl);
     res.set(kQueuedMsHeader, std::to_string(what.queuedMs));
     res.keep_alive(what.keepAlive);
+    if (what.usage != nullptr) {
+      const auto body = nlohmann::json::parse(collected, nullptr, false);
+      if (body.is_object() && body.contains("usage") && body["usage"].is_object()) {
+        const auto& usage = body["usage"];
+        const auto count = [&](const char* key) -> std::uint64_t {
+          return usage.contains(key) && usage[key].is_number_unsigned()
+                     ? usage[key].get<std::uint64_t>()
+                     : 0;
+        };
+        what.usage->known = true;
+        what.usage->promptTokens = count("prompt_tokens");
+        what.usage->completionTokens = count("completion_tokens");
+      }
+    }
     res.body() = std::move(collected);
     res.prepare_payload();
     client.expires_after(timeout);

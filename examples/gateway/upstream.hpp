@@ -13,7 +13,9 @@
 // request that fails on a reused connection before any response byte (the server closed it as we
 // sent) is retried once on a new connection. Cancellation: the caller's ClientWatch closes the
 // upstream connection at once when the client goes away; proxy() then returns kClientGone and the
-// connection is not reused, so the model server sees the disconnect and frees the slot.
+// connection is not reused, so the model server sees the disconnect and frees the slot. A
+// revocation (in-flight eviction) aborts the same way with AbortHandle::revoked set; proxy() then
+// returns kRevoked or kRevokedMidStream, and the caller answers the client.
 //
 // Thread safety: not thread-safe; everything runs on the owning I/O thread.
 #pragma once
@@ -21,6 +23,7 @@
 #include <chrono>
 #include <cstddef>
 #include <memory>
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -64,6 +67,7 @@ class UpstreamPool {
 struct AbortHandle {
   UpstreamConnection* active = nullptr;  // the connection in use, if any
   bool aborted = false;
+  bool revoked = false;  // the abort is an in-flight eviction, not the client's hang-up
   void abort() {
     aborted = true;
     if (active != nullptr) {
@@ -78,9 +82,20 @@ enum class ProxyResult {
   kFailedBeforeHead,  // nothing was sent to the client: answer 502 (`error` says why)
   kTruncated,         // a streamed response broke off after its head was sent
   kClientGone,        // the client went away; the upstream request was aborted
+  kRevoked,           // revoked (in-flight eviction) before anything was sent to the client
+  kRevokedMidStream,  // revoked after a streamed response's head (and maybe chunks) went out
+};
+
+// Tokens the model server reports in a non-streamed response's "usage" object.
+struct TokenUsage {
+  bool known = false;
+  std::uint64_t promptTokens = 0;
+  std::uint64_t completionTokens = 0;
 };
 
 struct ProxyRequest {
+  // Filled from a non-streamed response when not null (program-aware-fairness's served tokens).
+  TokenUsage* usage = nullptr;
   std::size_t endpoint = 0;
   std::string endpointUrl;
   bool stream = false;

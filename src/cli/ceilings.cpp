@@ -37,9 +37,11 @@ Options:
   --demand P=OCC[,RATE[,HOLD]]
                      repeatable: the measured demand of priority P (one of --priorities):
                      occupancy OCC requests (in flight + queued), arrival rate RATE per second
-                     (default 0), holding time HOLD seconds (default 0 = not measured). With any
-                     --demand the policy gets a demand view (computeLimit with DemandView);
-                     priorities without one get zero demand. Each is a finite number >= 0.
+                     (default 0), holding time HOLD seconds (default 0 = not measured); all OCC
+                     is taken as in flight, completing at OCC / HOLD per second (0 without
+                     HOLD). With any --demand the policy gets a demand view (computeLimit with
+                     DemandView); priorities without one get zero demand. Each is a finite
+                     number >= 0.
   --request-unit U   saturation units per in-flight request in the demand view (a number in
                      (0, 1]; default: none, NaN, the policy's own requestUnit applies)
   --help             this text

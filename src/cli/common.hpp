@@ -66,5 +66,6 @@ int runCeilings(int argc, char** argv);
 int runValidate(int argc, char** argv);
 int runSaturation(int argc, char** argv);
 int runSimulate(int argc, char** argv);
+int runEvictionBench(int argc, char** argv);
 
 }  // namespace holdback::cli

@@ -16,6 +16,8 @@ Commands:
   saturation  run a saturation detector over an endpoint snapshot (saturation, filter)
   simulate   simulate a gateway and a pool of LLM servers under prioritized traffic, once per
              policy arm, driving the real flow controller (the main job; see docs/simulation.md)
+  eviction-bench  upstream's in-flight eviction benchmark shapes against the flow controller
+             (docs/eviction.md)
 
 Run 'holdback COMMAND --help' for the options of a command.
 
@@ -39,6 +41,7 @@ int main(int argc, char** argv) {
   if (command == "validate") return runValidate(argc, argv);
   if (command == "saturation") return runSaturation(argc, argv);
   if (command == "simulate") return runSimulate(argc, argv);
+  if (command == "eviction-bench") return runEvictionBench(argc, argv);
   std::cerr << "holdback: unknown command \"" << command << "\"\n\n" << kHelp;
   return kExitUsage;
 }

@@ -51,7 +51,7 @@ Options:
                     in-flight eviction arms (*+evict): from the controller's revocation to the
                     victim's slot being free (pool.revocationLatencyMs, default 50)
   --ledger on|off   utilization detector: each replica fills its view through its own
-                    DispatchLedger (pool.dispatchLedger; default off, the scenario's value)
+                    DispatchLedger (pool.dispatchLedger; default on, the scenario's value)
   --ledger-budget on|off
                     the ledger's per-scrape dispatch budget (pool.ledgerBudget)
   --lost-completions F
@@ -59,7 +59,7 @@ Options:
                     (pool.lostCompletions)
   --slot-term on|off
                     utilization detector: the slot term, maxRunningRequests = slots
-                    (pool.slotTerm; default off)
+                    (pool.slotTerm; default on: the pool's slots are configuration)
   --jobs N          threads (default: the machine's cores); the results do not depend on it
   --format F        table (default) or json (one JSON document on stdout; schema in
                     docs/simulation.md)

@@ -35,6 +35,7 @@ Simulation::Simulation(const Scenario& s, const Arm& arm, const RunOptions& opti
       DispatchLedgerOptions lo;
       lo.dispatchBudget = s.pool.ledgerBudget;
       lo.budgetQueueDepth = UtilizationDetectorOptions{}.queueDepthThreshold;
+      lo.replicas = static_cast<std::int64_t>(replicas);  // each replica sees 1/R of the work
       gw.ledger = std::make_unique<DispatchLedger>(lo);
       for (const Endpoint& e : gw.source->pool()) {
         gw.ids.push_back(gw.ledger->registerEndpoint(

@@ -194,12 +194,13 @@ std::string formatSummary(const Evaluation& e) {
     };
     const PoolSpec& pool = e.scenario.pool;
     if (report.detector == DetectorKind::kUtilization) {
-      if (pool.dispatchLedger) settings += "dispatch ledger, ";
+      // The ledger and the slot term are on by default: name them only when off.
+      if (!pool.dispatchLedger) settings += "no dispatch ledger, ";
       if (pool.dispatchLedger && pool.ledgerBudget) settings += "ledger budget, ";
       if (pool.dispatchLedger && pool.lostCompletions > 0.0) {
         settings += num(100.0 * pool.lostCompletions) + " % completions lost, ";
       }
-      if (pool.slotTerm) settings += "slot term, ";
+      if (!pool.slotTerm) settings += "no slot term, ";
     }
     if (pool.scrapeIntervalMs != PoolSpec{}.scrapeIntervalMs) {
       settings += "scrape " + num(pool.scrapeIntervalMs) + " ms, ";

@@ -201,10 +201,13 @@ TEST(UtilizationDetectorConfigTest, RejectionTable) {
        {"/parameters/endpointScoreCap: \"off\" is a string; expected a number > 0 or \"none\""}},
       {utilization(R"({"dispatchLedger":{"scrapeMarginRequests":-1,"budgetQueueDepth":0,"x":1}})"),
        {"/parameters/dispatchLedger/x: unknown key \"x\"; allowed keys: budgetQueueDepth, "
-        "correction, dispatchBudget, scrapeMarginRequests",
+        "correction, dispatchBudget, replicas, scrapeMarginRequests",
         "/parameters/dispatchLedger/scrapeMarginRequests: -1 is negative; expected an integer >= 0",
         "/parameters/dispatchLedger/budgetQueueDepth: 0 is not strictly positive; expected an "
         "integer > 0"}},
+      {utilization(R"({"dispatchLedger":{"replicas":0}})"),
+       {"/parameters/dispatchLedger/replicas: 0 is out of range; expected an integer in [1, "
+        "1024]"}},
       {utilization(R"({"dispatchLedger":{"correction":"yes"}})"),
        {"/parameters/dispatchLedger/correction: \"yes\" is a string; expected true or false"}},
   };
@@ -225,7 +228,7 @@ TEST(UtilizationDetectorConfigTest, ReadsIssue14Parameters) {
   const Loaded l = loadText(utilization(
       R"({"maxRunningRequests":64,"telemetryValidation":"reference","endpointScoreCap":"none",
           "dispatchLedger":{"correction":false,"scrapeMarginRequests":3,"dispatchBudget":true,
-                            "budgetQueueDepth":9}})"));
+                            "budgetQueueDepth":9,"replicas":4}})"));
   ASSERT_NE(l.detector, nullptr) << l.errors.front();
   const auto& o = dynamic_cast<UtilizationDetector&>(*l.detector).options();
   EXPECT_EQ(o.maxRunningRequests, 64);
@@ -235,6 +238,8 @@ TEST(UtilizationDetectorConfigTest, ReadsIssue14Parameters) {
   EXPECT_EQ(o.ledger.scrapeMarginRequests, 3);
   EXPECT_TRUE(o.ledger.dispatchBudget);
   EXPECT_EQ(o.ledger.budgetQueueDepth, 9);
+  EXPECT_EQ(o.ledger.replicas, 4);
+  EXPECT_EQ(d.ledger.replicas, 1);
   const Loaded cap = loadText(utilization(R"({"endpointScoreCap":2.5})"));
   ASSERT_NE(cap.detector, nullptr);
   EXPECT_EQ(dynamic_cast<UtilizationDetector&>(*cap.detector).options().endpointScoreCap, 2.5);

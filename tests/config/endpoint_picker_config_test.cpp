@@ -14,6 +14,7 @@
 
 #include "holdback/config/document.hpp"
 #include "holdback/config/duration.hpp"
+#include "holdback/flow/flow_controller.hpp"
 
 namespace holdback::config {
 namespace {
@@ -433,6 +434,54 @@ TEST(EndpointPickerConfigDocsTest, FieldTableMatchesTheCode) {
   std::set<std::string> documented_top = documented("", false);
   documented_top.erase("band");
   EXPECT_EQ(top, documented_top);
+}
+
+// flowControl.enableEviction with the host's actuator: the bundle's options build a controller
+// once the host adds evict; without it, create() names the missing callback.
+TEST(EndpointPickerConfigEvictionTest, BundleEnablesEvictionAndTheHostAddsTheActuator) {
+  const auto loaded = loadEndpointPickerConfigText(R"(
+apiVersion: llm-d.ai/v1alpha1
+kind: EndpointPickerConfig
+featureGates: [flowControl]
+plugins:
+  - name: conc
+    type: concurrency-detector
+flowControl:
+  saturationDetector: {pluginRef: conc}
+  enableEviction: true
+  eviction: {maxRevocationsPerDecision: 3, confirmationTimeout: 5s}
+)");
+  ASSERT_TRUE(loaded.ok()) << loaded.diagnostics().toString();
+  const ConfigBundle& bundle = *loaded.value();
+  EXPECT_TRUE(bundle.warnings.empty()) << bundle.warnings.toString();
+  const EvictionOptions& e = bundle.controller.eviction;
+  EXPECT_TRUE(e.enabled);
+  EXPECT_EQ(e.maxRevocationsPerDecision, 3u);
+  EXPECT_EQ(e.confirmationTimeout, std::chrono::seconds(5));
+  EXPECT_EQ(e.confirmationGrace, kInFlightSensorEvictionGrace);  // derived: concurrency detector
+  ASSERT_NE(e.filter, nullptr);
+  EXPECT_EQ(e.filter->name(), "sheddable-eviction-filter");
+  ASSERT_NE(e.order, nullptr);
+  EXPECT_EQ(e.order->name(), "priority-then-time-eviction-order-policy");
+
+  FlowControllerOptions o = bundle.controller;
+  o.endpoints = std::make_shared<VectorEndpointSource>();
+  o.onOutcome = [](Completion&&) {};
+  auto without = FlowController::create(o);
+  ASSERT_FALSE(without.ok());
+  EXPECT_NE(without.diagnostics().toString().find("/eviction/evict"), std::string::npos);
+  o.eviction.evict = [](const Revocation&) {};
+  auto with = FlowController::create(std::move(o));
+  ASSERT_TRUE(with.ok()) << with.diagnostics().toString();
+  EXPECT_TRUE(with.value()->stats().eviction.enabled);
+}
+
+TEST(EndpointPickerConfigEvictionTest, GateOffLeavesEvictionOff) {
+  const auto loaded = loadEndpointPickerConfigText(R"({"apiVersion": "llm-d.ai/v1alpha1",
+    "kind": "EndpointPickerConfig", "flowControl": {"enableEviction": true}})");
+  ASSERT_TRUE(loaded.ok()) << loaded.diagnostics().toString();
+  EXPECT_TRUE(loaded.value()->enableEviction);  // as written
+  EXPECT_FALSE(loaded.value()->controller.eviction.enabled);
 }
 
 }  // namespace

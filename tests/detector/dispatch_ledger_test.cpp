@@ -175,6 +175,40 @@ TEST(DispatchLedgerTest, MarginKeepsTheLastDispatchesPending) {
             "/l/scrapeMarginRequests: -4 is negative; expected an integer >= 0");
 }
 
+// R replicas, each with its own ledger over the same scrapes: each counts its own pending work R
+// times and gets ceil(budget / R) of the budget.
+TEST(DispatchLedgerTest, ReplicasScalePendingWorkAndSplitTheBudget) {
+  DispatchLedger ledger({.dispatchBudget = true, .budgetQueueDepth = 5, .replicas = 4});
+  const EndpointId a = ledger.registerEndpoint(
+      "a", EndpointCapacity{.maxRunningRequests = 16, .kvCapacityTokens = 1000});
+  ledger.installScrape(a, scrape(0, 10, 0.5));  // budget 6 free slots + 5 free queue = 11
+  std::vector<DispatchHandle> hs;
+  hs.push_back(ledger.dispatch(a, 50));
+  Endpoint e = filled(ledger, a);
+  EXPECT_EQ(e.runningRequests, 14.0);  // 10 + 1 x 4
+  EXPECT_EQ(e.waitingQueueSize, 0.0);
+  EXPECT_DOUBLE_EQ(e.kvCacheUsage, 0.7);  // 0.5 + 4 x 50 / 1000
+  hs.push_back(ledger.dispatch(a, 50));
+  e = filled(ledger, a);
+  EXPECT_EQ(e.runningRequests, 16.0);
+  EXPECT_EQ(e.waitingQueueSize, 2.0);    // 10 + 8 - 16
+  hs.push_back(ledger.dispatch(a, 50));  // 3 = ceil(11 / 4): this replica's share is spent
+  EXPECT_EQ(filled(ledger, a).waitingQueueSize, 6.0);  // 10 + 12 - 16 (already >= 5)
+  ledger.installScrape(a, scrape(0, 0, 0.0));          // budget 16 + 5 = 21, share 6
+  for (int i = 0; i < 5; ++i) hs.push_back(ledger.dispatch(a));
+  EXPECT_EQ(filled(ledger, a).waitingQueueSize, 4.0);  // 0 + 20 - 16: open
+  hs.push_back(ledger.dispatch(a));
+  EXPECT_EQ(filled(ledger, a).waitingQueueSize, 8.0);  // 24 - 16, spent as well
+  // Out of range: sanitized by the constructor, reported by validate().
+  EXPECT_EQ(DispatchLedger({.replicas = 0}).options().replicas, 1);
+  EXPECT_EQ(DispatchLedger({.replicas = 5000}).options().replicas, 1024);
+  Diagnostics d;
+  DispatchLedger::validate({.replicas = 0}, "/l", d);
+  ASSERT_EQ(d.errors().size(), 1u);
+  EXPECT_EQ(d.errors()[0].toString(),
+            "/l/replicas: 0 is out of range; expected an integer in [1, 1024]");
+}
+
 TEST(DispatchLedgerTest, BudgetClosesTheEndpointUntilTheNextScrape) {
   DispatchLedger ledger({.dispatchBudget = true, .budgetQueueDepth = 5});
   const EndpointId a = ledger.registerEndpoint("a", EndpointCapacity{.maxRunningRequests = 4});

@@ -102,5 +102,36 @@ TEST(RenderPrometheusTest, EscapesThePoolLabelAndSharesTheBandLoops) {
   EXPECT_GT(parsed.samples.size(), 10u);
 }
 
+TEST(RenderPrometheusTest, EvictionMetricsUseUpstreamNamesOnlyWhenEnabled) {
+  FlowControllerStats stats;
+  EXPECT_EQ(renderPrometheus(stats).find("revocations"), std::string::npos);
+  stats.eviction.enabled = true;
+  stats.eviction.issuedByPriority = {{-5, 2}, {-1, 3}};
+  stats.eviction.issued = 5;
+  stats.eviction.confirmed = 4;
+  stats.eviction.timedOut = 1;
+  stats.eviction.reclaimTarget = 0.25;
+  stats.eviction.pendingReclaim = 0.125;
+  stats.eviction.confirmationBuckets[2] = 3;  // (5 ms, 10 ms]
+  stats.eviction.confirmationBuckets[6] = 1;  // (100 ms, 250 ms]
+  stats.eviction.confirmationSumSeconds = 0.2;
+  const std::string text = renderPrometheus(stats, "p");
+  for (const char* line :
+       {"holdback_flow_control_revocations_issued_total{priority=\"-5\",inference_pool=\"p\"} 2\n",
+        "holdback_flow_control_revocations_issued_total{priority=\"-1\",inference_pool=\"p\"} 3\n",
+        "holdback_flow_control_revocations_total{outcome=\"confirmed\",inference_pool=\"p\"} 4\n",
+        "holdback_flow_control_revocations_total{outcome=\"timed_out\",inference_pool=\"p\"} 1\n",
+        "holdback_flow_control_reclaim_target{inference_pool=\"p\"} 0.25\n",
+        "holdback_flow_control_pending_reclaim{inference_pool=\"p\"} 0.125\n",
+        "holdback_flow_control_revocation_confirmation_seconds_bucket{le=\"0.01\",inference_pool="
+        "\"p\"} 3\n",
+        "holdback_flow_control_revocation_confirmation_seconds_bucket{le=\"0.25\",inference_pool="
+        "\"p\"} 4\n",
+        "holdback_flow_control_revocation_confirmation_seconds_count{inference_pool=\"p\"} 4\n"}) {
+    EXPECT_NE(text.find(line), std::string::npos) << line << "\n" << text;
+  }
+  EXPECT_EQ(parsePrometheusText(text).skippedLines, 0u);
+}
+
 }  // namespace
 }  // namespace holdback

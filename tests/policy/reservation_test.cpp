@@ -153,6 +153,29 @@ TEST(ReservationPolicy, RefillWorkedExampleIdleAndBurst) {
   EXPECT_DOUBLE_EQ(ceilings[1], 0.5);
 }
 
+// The controller's view carries measured completion rates: they, not inFlight / holdingTime,
+// give the turnover (the first completions are the shortest requests, so a holding-time
+// average starts short); nothing completed yet keeps the bands below at minCeiling.
+TEST(ReservationPolicy, RefillTurnoverIsTheMeasuredCompletionRate) {
+  auto policy = make({.epsilon = 0.01, .minCeiling = 0.25});
+  const std::vector<Priority> priorities{10, -1};
+  std::vector<BandDemand> demand{
+      {.arrivalRate = 4.0, .holdingTime = 0.2, .inFlight = 8.0, .completionRate = 4.0},
+      {.holdingTime = 0.5, .inFlight = 56.0, .completionRate = 16.0}};
+  // M = 64 x (4 + 16) / 64 = 20/s (holding times would say 64 x (40 + 112) / 64 = 152/s).
+  std::vector<double> reserves(2);
+  policy->reserves(priorities, DemandView{.bands = demand, .requestUnit = 1.0 / 64}, reserves);
+  EXPECT_EQ(reserves[1], std::ceil(std::log(0.01) / std::log(4.0 / 20.0)));  // 3
+  EXPECT_EQ(reserves[1], 3.0);
+  // Nothing completed yet, holding times from the first short completions: protective.
+  demand[0].completionRate = 1e-9;
+  demand[1].completionRate = 1e-9;
+  std::vector<double> ceilings(2, 1.0);
+  policy->computeLimit(0.9, priorities, ceilings,
+                       DemandView{.bands = demand, .requestUnit = 1.0 / 64});
+  EXPECT_DOUBLE_EQ(ceilings[1], 0.25);
+}
+
 TEST(ReservationPolicy, IdleHigherBandsGiveCapacityBack) {
   auto policy = make({.epsilon = 0.001});
   const std::vector<Priority> priorities{10, -1};
@@ -283,6 +306,20 @@ TEST(DemandEstimator, RisesFastDecaysSlowly) {
   for (int step = 0; step < 1000; ++step) estimator.update(0.001, 0.0, 0.0, 0.0);  // 1 s idle
   EXPECT_GT(estimator.demand().occupancy, 28.0 * 0.75);  // e^-0.2 = 0.82 kept after 1 s
   EXPECT_EQ(estimator.demand().inFlight, 0.0);
+}
+
+TEST(DemandEstimator, CompletionRateAveragesOverTheDecayTime) {
+  DemandEstimator estimator({.rise = 100ms, .decay = 1s});
+  // 20 completions/s: one every 50 ms step.
+  for (int step = 0; step < 200; ++step) {
+    estimator.completed(std::numeric_limits<double>::quiet_NaN());  // counted, hold ignored
+    estimator.update(0.05, 0.0, 10.0, 0.0);
+  }
+  EXPECT_NEAR(estimator.demand().completionRate, 20.0, 1e-3);
+  EXPECT_EQ(estimator.demand().holdingTime, 0.0);
+  // They stop: after one decay time about 37 % is left.
+  for (int step = 0; step < 20; ++step) estimator.update(0.05, 0.0, 10.0, 0.0);
+  EXPECT_NEAR(estimator.demand().completionRate, 20.0 * std::exp(-1.0), 0.01);
 }
 
 TEST(DemandEstimator, BadInputIsIgnored) {

@@ -36,6 +36,7 @@ Scenario ledgerScenario(std::uint64_t seed) {
   Scenario s = defaultScenario();
   s.detector = DetectorKind::kUtilization;
   s.pool.dispatchLedger = true;
+  s.pool.slotTerm = false;  // the ledger alone (the tests that want the slot term set it)
   s.seed = seed;
   return s;
 }
@@ -107,6 +108,24 @@ TEST(LedgerSimTest, LedgerWithSlotTermMatchesTheConcurrencyDetector) {
   EXPECT_GE(staticRef, 5.0 * ledger);
 }
 
+// The simulator's defaults (ledger + slot term) with 4 replicas, each ledger told the replica
+// count. Measured (seeds 1-5, default scenario): stepwise true load mean 0.55 (0.55-0.56), burst
+// p99 31 ms; static-1.0 load mean 1.08, largest server queue 4 (1.12 and 9-15 without the
+// replica scaling, which this test therefore also guards).
+TEST(LedgerSimTest, FourReplicasWithTheDefaults) {
+  Scenario s = defaultScenario();
+  s.detector = DetectorKind::kUtilization;
+  s.pool.gatewayReplicas = 4;
+  s.seed = 1;
+  ASSERT_TRUE(s.pool.dispatchLedger && s.pool.slotTerm);
+  const ArmResult stepwise = runNamed(s, "stepwise");
+  EXPECT_LE(stepwise.poolLoadMean, 1.05);
+  EXPECT_LE(burstP99(stepwise), 40.0);  // the unloaded floor is 31 ms
+  const ArmResult staticRef = runNamed(s, "static-1.0");
+  EXPECT_LE(staticRef.maxServerQueue, 6u);
+  EXPECT_LE(staticRef.poolLoadMean, 1.10);
+}
+
 TEST(LedgerSimTest, ScenarioKeysParseAndBadValuesNameTheirPath) {
   auto good = config::parseDocument(
       "pool: {dispatchLedger: true, ledgerBudget: true, lostCompletions: 0.1, slotTerm: true}");
@@ -117,7 +136,17 @@ TEST(LedgerSimTest, ScenarioKeysParseAndBadValuesNameTheirPath) {
   EXPECT_TRUE(s->pool.ledgerBudget);
   EXPECT_EQ(s->pool.lostCompletions, 0.1);
   EXPECT_TRUE(s->pool.slotTerm);
-  EXPECT_FALSE(defaultScenario().pool.dispatchLedger);  // off unless asked for
+  // On by default in the simulator (the simulated gateway feeds the ledger; the pool's slots
+  // are configuration it knows); a scenario can turn both off.
+  EXPECT_TRUE(defaultScenario().pool.dispatchLedger);
+  EXPECT_TRUE(defaultScenario().pool.slotTerm);
+  EXPECT_TRUE(Scenario{}.pool.dispatchLedger);
+  auto off = config::parseDocument("pool: {dispatchLedger: false, slotTerm: false}");
+  ASSERT_TRUE(off.ok());
+  const auto offScenario = parseScenario(off->json);
+  ASSERT_TRUE(offScenario.ok()) << offScenario.diagnostics().toString();
+  EXPECT_FALSE(offScenario->pool.dispatchLedger);
+  EXPECT_FALSE(offScenario->pool.slotTerm);
 
   auto bad = config::parseDocument(R"({"pool": {"lostCompletions": 1.5, "dispatchLedger": 3}})");
   ASSERT_TRUE(bad.ok());

@@ -9,6 +9,7 @@
 
 #include "holdback/config/endpoint_picker_config.hpp"
 #include "holdback/detector/detectors.hpp"
+#include "holdback/flow/eviction.hpp"
 
 namespace holdback::gateway {
 namespace {
@@ -64,6 +65,20 @@ TEST(UpstreamFailure, Is502WithoutDropReason) {
   ASSERT_FALSE(body.is_discarded());
   EXPECT_EQ(body["error"]["code"], 502);
   EXPECT_EQ(body["error"]["message"], "upstream http://127.0.0.1:9 failed: Connection");
+}
+
+TEST(Eviction, Is429EvictedWithAnOpenAiErrorBodyAndTheSameErrorAsOneEvent) {
+  const Reply reply = replyForEviction(kEvictedHttp);
+  EXPECT_EQ(reply.status, 429);
+  EXPECT_EQ(reply.dropReason, "evicted");
+  const auto body = nlohmann::json::parse(reply.body, nullptr, false);
+  ASSERT_FALSE(body.is_discarded()) << reply.body;
+  EXPECT_EQ(body["error"]["code"], 429);
+  EXPECT_EQ(body["error"]["type"], "rate_limit_exceeded");
+  EXPECT_NE(body["error"]["message"].get<std::string>().find("evicted"), std::string::npos);
+  // Streaming: one SSE event carrying the same body, then the blank line that ends it.
+  const std::string event = evictionEvent(kEvictedHttp);
+  EXPECT_EQ(event, "data: " + reply.body + "\n\n");
 }
 
 TEST(ErrorBody, InvalidUtf8IsReplacedNotThrown) {

@@ -126,8 +126,7 @@ HOLDBACK_INLINE std::optional<UtilizationDetectorOptions> parseUtilizationDetect
               *v == "ignore" ? StalenessPolicy::kIgnore : StalenessPolicy::kSaturated;
         }
         constexpr auto kMin = std::numeric_limits<std::int64_t>::min();
-        if (const auto v =
-                reader.integer("maxRunningRequests", kMin, detail::kInt64Max)) {
+        if (const auto v = reader.integer("maxRunningRequests", kMin, detail::kInt64Max)) {
           options.maxRunningRequests = *v;
         }
         if (const auto v = reader.oneOf("telemetryValidation", {"strict", "reference"})) {
@@ -151,14 +150,15 @@ HOLDBACK_INLINE std::optional<UtilizationDetectorOptions> parseUtilizationDetect
           ParamReader sub(ledger, reader.pathOf("dispatchLedger"), reader.diagnostics());
           if (sub.valid()) {
             if (const auto v = sub.boolean("correction")) options.ledger.correction = *v;
-            if (const auto v =
-                    sub.integer("scrapeMarginRequests", kMin, detail::kInt64Max)) {
+            if (const auto v = sub.integer("scrapeMarginRequests", kMin, detail::kInt64Max)) {
               options.ledger.scrapeMarginRequests = *v;
             }
             if (const auto v = sub.boolean("dispatchBudget")) options.ledger.dispatchBudget = *v;
-            if (const auto v =
-                    sub.integer("budgetQueueDepth", kMin, detail::kInt64Max)) {
+            if (const auto v = sub.integer("budgetQueueDepth", kMin, detail::kInt64Max)) {
               options.ledger.budgetQueueDepth = *v;
+            }
+            if (const auto v = sub.integer("replicas", 1, DispatchLedgerOptions::kMaxReplicas)) {
+              options.ledger.replicas = *v;
             }
             sub.finish();
           }

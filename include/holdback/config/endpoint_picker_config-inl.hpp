@@ -40,7 +40,15 @@ HOLDBACK_INLINE const std::vector<FieldInfo> kEndpointPickerConfigFields = {
      "a usage limit policy plugin name"},
     {"flowControl.saturationDetector.pluginRef", "string", "utilization-detector",
      "a saturation detector plugin name"},
-    {"flowControl.enableEviction", "boolean", "false", "true warns (not implemented)"},
+    {"flowControl.enableEviction", "boolean", "false",
+     "in-flight eviction (docs/eviction.md); the host supplies the evict callback"},
+    {"flowControl.eviction.maxRevocationsPerDecision", "integer", "2", "1 to 32"},
+    {"flowControl.eviction.confirmationTimeout", "duration", "10s", "> 0"},
+    {"flowControl.eviction.confirmationGrace", "duration", "from the detector (10ms / 500ms)",
+     ">= 0"},
+    {"flowControl.eviction.waitForReleasesTolerance", "duration", "unset (wait-vs-evict off)",
+     "> 0; sets wait-vs-evict on"},
+    {"flowControl.eviction.footprintAware", "boolean", "false", "footprint-aware victims"},
     {"flowControl.defaultPriorityBand", "band", "all defaults", "band fields; priority ignored"},
     {"flowControl.defaultNegativePriorityBand", "band", "defaultPriorityBand",
      "band fields; priority ignored"},
@@ -108,7 +116,6 @@ HOLDBACK_INLINE std::unique_ptr<FairnessPolicy> parseProgramAwareFairness(
   seconds("evictionTtlSeconds", o.evictionTtl);
   seconds("evictionSweepSeconds", o.evictionSweep);
   params.finish();
-  if (diagnostics.errorCount() > before) return nullptr;
   ProgramAwareFairnessPolicy::validate(o, spec.parametersPath(), diagnostics);
   if (diagnostics.errorCount() > before) return nullptr;
   auto made = ProgramAwareFairnessPolicy::create(std::move(o), spec.name);
@@ -290,7 +297,9 @@ class Loader {
       const int owners = int(registries_.policies.contains(spec.type)) +
                          int(registries_.detectors.contains(spec.type)) +
                          int(registries_.fairness.contains(spec.type)) +
-                         int(registries_.ordering.contains(spec.type));
+                         int(registries_.ordering.contains(spec.type)) +
+                         int(registries_.evictionFilters.contains(spec.type)) +
+                         int(registries_.evictionOrders.contains(spec.type));
       if (owners == 0) {
         d_.warning(spec.path + "/type", "\"" + spec.type +
                                             "\" is not a holdback plugin type (a Go gateway "
@@ -308,6 +317,59 @@ class Loader {
     for (auto& [name, p] : buildPlugins(specs_, registries_.ordering, d_)) {
       bundle_.orderingPolicies.emplace(name, std::move(p));
     }
+    eviction_filter_ = onlyPlugin(registries_.evictionFilters, "eviction filter");
+    eviction_order_ = onlyPlugin(registries_.evictionOrders, "eviction order policy");
+  }
+
+  // The one plugin of an eviction kind in the file (upstream wires one of each, by type); null
+  // when there is none (the built-in then) or more than one (an error at each extra one).
+  template <class Interface>
+  std::shared_ptr<const Interface> onlyPlugin(const PluginRegistry<Interface>& registry,
+                                              std::string_view kind) {
+    std::shared_ptr<const Interface> chosen;
+    std::string first;
+    for (const PluginSpec& spec : specs_) {
+      if (!registry.contains(spec.type)) continue;
+      if (!first.empty()) {
+        d_.error(spec.path, "a second " + std::string(kind) + " plugin ('" + spec.name +
+                                "'); only one is allowed (the first is '" + first + "')");
+        continue;
+      }
+      first = spec.name;
+      auto made = registry.create(spec);
+      d_.append(made.diagnostics());
+      if (made) chosen = std::move(made).value();
+    }
+    return chosen;
+  }
+
+  // flowControl.eviction (holdback extension), after enableEviction.
+  void readEviction(ParamReader& fc) {
+    EvictionOptions& e = bundle_.controller.eviction;
+    e.filter = eviction_filter_ ? eviction_filter_ : std::make_shared<SheddableEvictionFilter>();
+    e.order = eviction_order_ ? eviction_order_ : std::make_shared<PriorityThenTimeEvictionOrder>();
+    e.confirmationGrace = deriveEvictionGrace(bundle_.detector.get());
+    const Json* block = fc.value("eviction");
+    ParamReader ev(block != nullptr && !block->is_null() ? block : nullptr, fc.pathOf("eviction"),
+                   d_);
+    if (const auto n = ev.integer("maxRevocationsPerDecision", 1,
+                                  static_cast<std::int64_t>(kMaxRevocationsPerDecisionLimit))) {
+      e.maxRevocationsPerDecision = static_cast<std::size_t>(*n);
+    }
+    if (const auto t = readDuration(ev, "confirmationTimeout", "EvictionConfirmationTimeout")) {
+      e.confirmationTimeout = *t;
+    }
+    if (const auto g = readDuration(ev, "confirmationGrace", "EvictionConfirmationGrace")) {
+      e.confirmationGrace = *g;
+    }
+    if (const auto w = readDuration(ev, "waitForReleasesTolerance", "waitForReleasesTolerance")) {
+      e.waitForReleases = {.enabled = true, .tolerance = *w};
+    }
+    if (const auto f = ev.boolean("footprintAware")) e.footprintAware = *f;
+    ev.finish();
+    Diagnostics checked;
+    validateEvictionOptions(e, ev.path(), /*requireEvict=*/false, checked);
+    d_.append(checked);
   }
 
   // A band's fairnessPolicyRef / orderingPolicyRef. A name that is no plugin but is a built-in
@@ -411,11 +473,9 @@ class Loader {
     if (!o.noEndpointRequestTtl) o.noEndpointRequestTtl = o.defaultRequestTtl;
     if (const auto enable = fc.boolean("enableEviction")) {
       bundle_.enableEviction = *enable;
-      if (*enable) {
-        d_.warning("/flowControl/enableEviction",
-                   "in-flight eviction is not implemented by holdback; ignored");
-      }
+      o.eviction.enabled = *enable;
     }
+    readEviction(fc);
     o.defaultBand.fairness = globalStrictFairness();
     o.defaultBand.ordering = fcfsOrdering();
     if (const Json* t = fc.value("defaultPriorityBand"); t != nullptr && !t->is_null()) {
@@ -485,6 +545,8 @@ class Loader {
   ConfigBundle& bundle_;
   Diagnostics& d_;
   std::vector<PluginSpec> specs_;
+  std::shared_ptr<const EvictionFilter> eviction_filter_;
+  std::shared_ptr<const EvictionOrderPolicy> eviction_order_;
 };
 
 }  // namespace detail
@@ -506,6 +568,26 @@ HOLDBACK_INLINE FairnessRegistry builtinFairnessRegistry() {
   registry.add(std::string(ProgramAwareFairnessPolicy::kType),
                [](const PluginSpec& spec, Diagnostics& diagnostics) {
                  return detail::parseProgramAwareFairness(spec, diagnostics);
+               });
+  return registry;
+}
+
+HOLDBACK_INLINE EvictionFilterRegistry builtinEvictionFilterRegistry() {
+  EvictionFilterRegistry registry;
+  registry.add(std::string(kSheddableEvictionFilterType),
+               [](const PluginSpec& spec, Diagnostics& diagnostics) {
+                 return detail::noParameters<EvictionFilter>(
+                     spec, diagnostics, std::make_unique<SheddableEvictionFilter>());
+               });
+  return registry;
+}
+
+HOLDBACK_INLINE EvictionOrderRegistry builtinEvictionOrderRegistry() {
+  EvictionOrderRegistry registry;
+  registry.add(std::string(kPriorityThenTimeEvictionOrderType),
+               [](const PluginSpec& spec, Diagnostics& diagnostics) {
+                 return detail::noParameters<EvictionOrderPolicy>(
+                     spec, diagnostics, std::make_unique<PriorityThenTimeEvictionOrder>());
                });
   return registry;
 }
@@ -629,6 +711,18 @@ HOLDBACK_INLINE std::string describeBundle(const ConfigBundle& bundle) {
   for (const BandOptions& b : bands) {
     out += "band " + std::to_string(b.priority) + ": " +
            detail::describeBand(b.maxRequests, b.maxBytes, b.fairness, b.ordering) + "\n";
+  }
+  if (o.eviction.enabled) {
+    const EvictionOptions& e = o.eviction;
+    out += "eviction: " + std::string(e.filter ? e.filter->name() : kSheddableEvictionFilterType) +
+           ", " + std::string(e.order ? e.order->name() : kPriorityThenTimeEvictionOrderType) +
+           ", at most " + std::to_string(e.maxRevocationsPerDecision) + " per decision, grace " +
+           formatDuration(e.confirmationGrace) + ", timeout " +
+           formatDuration(e.confirmationTimeout) +
+           (e.waitForReleases.enabled
+                ? ", wait for releases within " + formatDuration(e.waitForReleases.tolerance)
+                : std::string()) +
+           (e.footprintAware ? ", footprint-aware" : "") + "\n";
   }
   return out;
 }

@@ -16,6 +16,9 @@
 //   flowControl   strict: maxBytes, maxRequests (Kubernetes quantities, >= 0, 0 = unlimited),
 //                 defaultRequestTTL, noEndpointRequestTTL (Go durations, >= 0, §3.7 resolution),
 //                 usageLimitPolicyPluginRef, saturationDetector.pluginRef, enableEviction,
+//                 eviction (holdback extension: maxRevocationsPerDecision, confirmationTimeout,
+//                 confirmationGrace (default: derived from the detector), waitForReleasesTolerance,
+//                 footprintAware),
 //                 defaultPriorityBand, defaultNegativePriorityBand, priorityBands.
 //   metadata, schedulingProfiles, dataLayer, data, requestHandler, parser  (the rest of the Go
 //                 schema) accepted and ignored with a warning each, as are the Go gates
@@ -41,6 +44,7 @@
 #include "holdback/config/document.hpp"
 #include "holdback/config/plugin.hpp"
 #include "holdback/config/policy_config.hpp"
+#include "holdback/flow/eviction.hpp"
 #include "holdback/flow/fairness.hpp"
 #include "holdback/flow/program_aware_fairness.hpp"
 #include "holdback/flow/slo_deadline_ordering.hpp"
@@ -52,6 +56,8 @@ namespace config {
 
 using FairnessRegistry = PluginRegistry<FairnessPolicy>;
 using OrderingRegistry = PluginRegistry<OrderingPolicy>;
+using EvictionFilterRegistry = PluginRegistry<EvictionFilter>;
+using EvictionOrderRegistry = PluginRegistry<EvictionOrderPolicy>;
 
 // global-strict-fairness-policy and round-robin-fairness-policy (no parameters),
 // program-aware-fairness (strategy, lasWeightService, lasWeightHeadWait, lasHalfLifeSeconds,
@@ -59,6 +65,9 @@ using OrderingRegistry = PluginRegistry<OrderingPolicy>;
 HOLDBACK_API FairnessRegistry builtinFairnessRegistry();
 // fcfs-ordering-policy, edf-ordering-policy and slo-deadline-ordering-policy (no parameters).
 HOLDBACK_API OrderingRegistry builtinOrderingRegistry();
+// sheddable-eviction-filter and priority-then-time-eviction-order-policy (no parameters).
+HOLDBACK_API EvictionFilterRegistry builtinEvictionFilterRegistry();
+HOLDBACK_API EvictionOrderRegistry builtinEvictionOrderRegistry();
 
 // The type registries a load uses. Default-constructed: the built-in types; a host adds its own
 // with e.g. registries.policies.add("my-policy", factory). A plugin type must be registered in
@@ -68,6 +77,8 @@ struct Registries {
   DetectorRegistry detectors = builtinDetectorRegistry();
   FairnessRegistry fairness = builtinFairnessRegistry();
   OrderingRegistry ordering = builtinOrderingRegistry();
+  EvictionFilterRegistry evictionFilters = builtinEvictionFilterRegistry();
+  EvictionOrderRegistry evictionOrders = builtinEvictionOrderRegistry();
 };
 
 inline constexpr std::string_view kApiVersion = "llm-d.ai/v1alpha1";
@@ -86,8 +97,9 @@ struct ConfigBundle {
   // Every band and template holds explicit fairness and ordering policies (never null). With the
   // gate off these are the defaults (static policy, threshold 1.0).
   FlowControllerOptions controller;
-  // flowControl.enableEviction as written (accepted; in-flight eviction is not implemented,
-  // a warning says so when true).
+  // flowControl.enableEviction as written (controller.eviction.enabled when the gate is on). The
+  // host adds controller.eviction.evict (its actuator) before FlowController::create; the filter
+  // and order are the eviction plugins of the file (at most one of each) or the built-ins.
   bool enableEviction = false;
   // Every plugin that was built, by name.
   std::map<std::string, std::shared_ptr<UsageLimitPolicy>, std::less<>> policies;

@@ -56,6 +56,34 @@ HOLDBACK_INLINE std::vector<StaticCeiling> parseStaticCeilings(const Json& map,
   return out;
 }
 
+
+// A duration-string field of `reader` (an error naming what is allowed otherwise).
+HOLDBACK_INLINE std::optional<Duration> durationField(ParamReader& reader, std::string_view key) {
+  const Json* v = reader.value(key);
+  if (v == nullptr) return std::nullopt;
+  const auto parsed = v->is_string() ? parseDuration(v->get<std::string>()) : std::nullopt;
+  if (!parsed) reader.error(key, mismatch(*v, R"(a duration string such as "300ms" or "5s")"));
+  return parsed;
+}
+
+// An object keyed by integer priority at `at`: `add(priority, value)` for every entry whose key
+// is a priority and whose value `read` accepts (read returns nullopt to reject it).
+template <class Read, class Add>
+void readPriorityMap(const Json& map, const std::string& at, std::string_view expected,
+                     Diagnostics& diagnostics, Read read, Add add) {
+  if (!map.is_object()) {
+    diagnostics.error(at, mismatch(map, "an object mapping priority to " + std::string(expected)));
+    return;
+  }
+  for (const auto& [key, value] : map.items()) {
+    const auto priority = parseIntegerKey(key, kPriorityMin, kPriorityMax);
+    if (!priority) diagnostics.error(joinPath(at, key), "\"" + key + "\" is not an integer priority");
+    const auto parsed = read(value);
+    if (!parsed) diagnostics.error(joinPath(at, key), mismatch(value, expected));
+    if (priority && parsed) add(static_cast<Priority>(*priority), *parsed);
+  }
+}
+
 }  // namespace detail
 
 namespace config {
@@ -206,16 +234,12 @@ HOLDBACK_INLINE std::optional<ReservationOptions> parseReservationOptions(
   if (const auto v = reader.number("maxCeiling")) options.maxCeiling = *v;
   if (const auto v = reader.number("minReserve")) options.minReserve = *v;
   if (const auto v = reader.number("requestUnit")) options.requestUnit = *v;
-  auto duration = [&](std::string_view key) -> std::optional<Duration> {
-    const Json* v = reader.value(key);
-    if (v == nullptr) return std::nullopt;
-    const auto parsed = v->is_string() ? parseDuration(v->get<std::string>()) : std::nullopt;
-    if (!parsed) {
-      reader.error(key, mismatch(*v, R"(a duration string such as "300ms" or "5s")"));
-    }
-    return parsed;
+  auto durationOf = [](const Json& v) -> std::optional<Duration> {
+    return v.is_string() ? parseDuration(v.get<std::string>()) : std::nullopt;
   };
-  if (const auto v = duration("refillHorizon")) options.refillHorizon = *v;
+  if (const auto v = detail::durationField(reader, "refillHorizon")) options.refillHorizon = *v;
+  if (const auto v = detail::durationField(reader, "riseTime")) options.smoothing.rise = *v;
+  if (const auto v = detail::durationField(reader, "decayTime")) options.smoothing.decay = *v;
   if (const auto v = reader.oneOf("sizing", {"refill", "occupancy"})) {
     options.sizing = *v == "occupancy" ? ReservationSizing::kOccupancy : ReservationSizing::kRefill;
   }
@@ -225,66 +249,25 @@ HOLDBACK_INLINE std::optional<ReservationOptions> parseReservationOptions(
     if (sub.valid()) {
       ReservationFeedback& f = options.feedback;
       f.enabled = sub.boolean("enabled").value_or(true);
-      auto subDuration = [&](std::string_view key) -> std::optional<Duration> {
-        const Json* v = sub.value(key);
-        if (v == nullptr) return std::nullopt;
-        const auto parsed = v->is_string() ? parseDuration(v->get<std::string>()) : std::nullopt;
-        if (!parsed) sub.error(key, mismatch(*v, R"(a duration string such as "50ms")"));
-        return parsed;
-      };
-      if (const auto v = subDuration("targetWait")) f.targetWait = *v;
-      if (const auto v = subDuration("interval")) f.interval = *v;
+      if (const auto v = detail::durationField(sub, "targetWait")) f.targetWait = *v;
+      if (const auto v = detail::durationField(sub, "interval")) f.interval = *v;
       if (const auto v = sub.number("increase")) f.increase = *v;
       if (const auto v = sub.number("decrease")) f.decrease = *v;
       if (const auto v = sub.number("maxExtra")) f.maxExtra = *v;
       if (const Json* map = sub.value("targets")) {
-        const std::string at = sub.pathOf("targets");
-        if (!map->is_object()) {
-          diagnostics.error(at, mismatch(*map, "an object mapping priority to a wait target"));
-        } else {
-          for (const auto& [key, value] : map->items()) {
-            const auto priority = parseIntegerKey(key, detail::kPriorityMin,
-                                                  detail::kPriorityMax);
-            if (!priority) {
-              diagnostics.error(joinPath(at, key), "\"" + key + "\" is not an integer priority");
-            }
-            const auto wait =
-                value.is_string() ? parseDuration(value.get<std::string>()) : std::nullopt;
-            if (!wait) {
-              diagnostics.error(joinPath(at, key),
-                                mismatch(value, R"(a duration string such as "50ms")"));
-            }
-            if (priority && wait) {
-              f.targets.push_back({.priority = static_cast<Priority>(*priority), .wait = *wait});
-            }
-          }
-        }
+        detail::readPriorityMap(*map, sub.pathOf("targets"), "a duration string such as \"50ms\"",
+                                diagnostics, durationOf, [&](Priority p, Duration wait) {
+                                  f.targets.push_back({.priority = p, .wait = wait});
+                                });
       }
       sub.finish();
     }
   }
-  if (const auto v = duration("riseTime")) options.smoothing.rise = *v;
-  if (const auto v = duration("decayTime")) options.smoothing.decay = *v;
   if (const Json* map = reader.value("epsilons")) {
-    const std::string at = reader.pathOf("epsilons");
-    if (!map->is_object()) {
-      diagnostics.error(at, mismatch(*map, "an object mapping priority to epsilon"));
-    } else {
-      for (const auto& [key, value] : map->items()) {
-        const auto priority = parseIntegerKey(key, detail::kPriorityMin,
-                                              detail::kPriorityMax);
-        if (!priority) {
-          diagnostics.error(joinPath(at, key), "\"" + key + "\" is not an integer priority");
-        }
-        if (!value.is_number()) {
-          diagnostics.error(joinPath(at, key), mismatch(value, "an epsilon in (0.0, 0.5]"));
-        }
-        if (priority && value.is_number()) {
-          options.epsilons.push_back(
-              {.priority = static_cast<Priority>(*priority), .epsilon = value.get<double>()});
-        }
-      }
-    }
+    detail::readPriorityMap(
+        *map, reader.pathOf("epsilons"), "an epsilon in (0.0, 0.5]", diagnostics,
+        [](const Json& v) { return v.is_number() ? std::optional(v.get<double>()) : std::nullopt; },
+        [&](Priority p, double eps) { options.epsilons.push_back({.priority = p, .epsilon = eps}); });
   }
   reader.finish();
   Diagnostics checks;

@@ -45,19 +45,24 @@ namespace detail {
 // request counts agree, every completion read belongs to a dispatch read, and so do the tokens.
 // A few retries under a storm of dispatches; then the later counts are used (in flight then
 // includes dispatches made during the read: it errs high, never negative).
-[[nodiscard]] inline ScrapeMark readCounters(const LedgerSlot& s) noexcept {
+//
+// One attempt; false when a dispatch raced with the read.
+[[gnu::always_inline]] inline bool tryReadCounters(const LedgerSlot& s, ScrapeMark& m) noexcept {
   constexpr auto kAcquire = std::memory_order_acquire;
+  const std::uint64_t requests = s.dispatchedRequests.load(kAcquire);
+  m.completedRequests = s.completedRequests.load(kAcquire);
+  m.completedTokens = s.completedTokens.load(kAcquire);
+  m.dispatchedTokens = s.dispatchedTokens.load(kAcquire);
+  m.dispatchedRequests = s.dispatchedRequests.load(kAcquire);
+  return m.dispatchedRequests == requests;
+}
+
+[[nodiscard]] inline ScrapeMark readCounters(const LedgerSlot& s) noexcept {
   ScrapeMark m;
-  for (int attempt = 0;; ++attempt) {
-    const std::uint64_t requests = s.dispatchedRequests.load(kAcquire);
-    m.completedRequests = s.completedRequests.load(kAcquire);
-    m.completedTokens = s.completedTokens.load(kAcquire);
-    m.dispatchedTokens = s.dispatchedTokens.load(kAcquire);
-    m.dispatchedRequests = s.dispatchedRequests.load(kAcquire);
-    if (m.dispatchedRequests == requests || attempt == 8) [[likely]] {
-      return m;
-    }
+  for (int attempt = 0; attempt < 8; ++attempt) {
+    if (tryReadCounters(s, m)) break;
   }
+  return m;
 }
 
 // LedgerSlot::budget sentinels: no scrape installed yet; a scrape whose telemetry is not
@@ -79,27 +84,29 @@ struct ScrapeView {
 // Sequence-lock read; retries while a writer is active or the sequence moved. The field loads
 // are acquire, so the second sequence load cannot move before them (no fence needed: free on
 // x86, and ThreadSanitizer models it).
-[[nodiscard]] inline ScrapeView readScrape(const LedgerSlot& s) noexcept {
+// One attempt; false while a writer is active or when the sequence moved.
+[[gnu::always_inline]] inline bool tryReadScrape(const LedgerSlot& s, ScrapeView& v) noexcept {
   constexpr auto kAcquire = std::memory_order_acquire;
+  const std::uint64_t before = s.sequence.load(kAcquire);
+  v.updateTimeNs = s.updateTimeNs.load(kAcquire);
+  v.waiting = s.waiting.load(kAcquire);
+  v.running = s.running.load(kAcquire);
+  v.kv = s.kvCacheUsage.load(kAcquire);
+  v.base.dispatchedRequests = s.baseDispatchedRequests.load(kAcquire);
+  v.base.dispatchedTokens = s.baseDispatchedTokens.load(kAcquire);
+  v.base.completedRequests = s.baseCompletedRequests.load(kAcquire);
+  v.base.completedTokens = s.baseCompletedTokens.load(kAcquire);
+  v.budget = s.budget.load(kAcquire);
+  v.has = v.budget != kNoScrape;
+  v.correctable = v.budget >= 0;
+  return (before & 1U) == 0 && s.sequence.load(std::memory_order_relaxed) == before;
+}
+
+[[nodiscard]] inline ScrapeView readScrape(const LedgerSlot& s) noexcept {
   ScrapeView v;
-  for (;;) {
-    const std::uint64_t before = s.sequence.load(kAcquire);
-    if ((before & 1U) != 0) continue;
-    v.updateTimeNs = s.updateTimeNs.load(kAcquire);
-    v.waiting = s.waiting.load(kAcquire);
-    v.running = s.running.load(kAcquire);
-    v.kv = s.kvCacheUsage.load(kAcquire);
-    v.base.dispatchedRequests = s.baseDispatchedRequests.load(kAcquire);
-    v.base.dispatchedTokens = s.baseDispatchedTokens.load(kAcquire);
-    v.base.completedRequests = s.baseCompletedRequests.load(kAcquire);
-    v.base.completedTokens = s.baseCompletedTokens.load(kAcquire);
-    v.budget = s.budget.load(kAcquire);
-    v.has = v.budget != kNoScrape;
-    v.correctable = v.budget >= 0;
-    if (s.sequence.load(std::memory_order_relaxed) == before) [[likely]] {
-      return v;
-    }
+  while (!tryReadScrape(s, v)) {
   }
+  return v;
 }
 
 // Becomes the slot's only scrape writer (writers are rare: spin). The field stores that follow
@@ -134,6 +141,7 @@ HOLDBACK_INLINE DispatchLedger::DispatchLedger(DispatchLedgerOptions options) no
     : options_(options) {
   if (options_.scrapeMarginRequests < 0) options_.scrapeMarginRequests = 0;
   if (options_.budgetQueueDepth <= 0) options_.budgetQueueDepth = 1;
+  options_.replicas = std::clamp<std::int64_t>(options_.replicas, 1, options_.kMaxReplicas);
 }
 
 HOLDBACK_INLINE DispatchLedger::~DispatchLedger() {
@@ -146,6 +154,12 @@ HOLDBACK_INLINE void DispatchLedger::validate(const DispatchLedgerOptions& optio
     diagnostics.error(
         joinPath(path, "scrapeMarginRequests"),
         std::to_string(options.scrapeMarginRequests) + " is negative; expected an integer >= 0");
+  }
+  if (options.replicas < 1 || options.replicas > options.kMaxReplicas) {
+    diagnostics.error(joinPath(path, "replicas"),
+                      std::to_string(options.replicas) +
+                          " is out of range; expected an integer in [1, " +
+                          std::to_string(options.kMaxReplicas) + "]");
   }
   if (options.budgetQueueDepth <= 0) {
     diagnostics.error(joinPath(path, "budgetQueueDepth"),
@@ -220,8 +234,7 @@ HOLDBACK_INLINE EndpointId DispatchLedger::registerEndpoint(
     slot.budget.store(detail::kNoScrape, std::memory_order_release);
     detail::endWrite(slot);
     const EndpointCapacity cap = capacity.value_or(EndpointCapacity{});
-    slot.maxRunning.store(detail::slotCount(cap.maxRunningRequests),
-                          std::memory_order_relaxed);
+    slot.maxRunning.store(detail::slotCount(cap.maxRunningRequests), std::memory_order_relaxed);
     slot.kvPerToken.store(detail::perToken(cap.kvCapacityTokens), std::memory_order_relaxed);
     const std::uint32_t generation = slot.generation.load(std::memory_order_relaxed) + 1;
     slot.generation.store(generation, std::memory_order_release);
@@ -245,8 +258,7 @@ HOLDBACK_INLINE bool DispatchLedger::setCapacity(EndpointId id,
                                                  EndpointCapacity capacity) noexcept {
   detail::LedgerSlot* slot = slotOf(id);
   if (slot == nullptr) return false;
-  slot->maxRunning.store(detail::slotCount(capacity.maxRunningRequests),
-                         std::memory_order_relaxed);
+  slot->maxRunning.store(detail::slotCount(capacity.maxRunningRequests), std::memory_order_relaxed);
   slot->kvPerToken.store(detail::perToken(capacity.kvCapacityTokens), std::memory_order_relaxed);
   return true;
 }
@@ -329,8 +341,9 @@ namespace detail {
 
 // A free function, not a member: a member of the exported DispatchLedger taking a detail:: type
 // would be exported (check_exports.sh forbids detail:: in exported signatures).
+// `budgetQueueDepth` and `replicas` are the ledger's (sanitized) options.
 HOLDBACK_INLINE void storeScrape(LedgerSlot& slot, const Scrape& scrape, const ScrapeMark& base,
-                                 double budgetQueueDepth) noexcept {
+                                 double budgetQueueDepth, std::int64_t replicas) noexcept {
   // Budget: free slots (when maxRunning is known) + free queue, from the scraped figures.
   std::int32_t budget = 0;
   const double queue = budgetQueueDepth;
@@ -342,7 +355,9 @@ HOLDBACK_INLINE void storeScrape(LedgerSlot& slot, const Scrape& scrape, const S
       const double slots = max_running - scrape.runningRequests;
       if (slots > 0.0) free += slots;
     }
-    budget = static_cast<std::int32_t>(std::floor(std::min(free, 2147483647.0)));
+    // This replica's share: ceil(free / replicas) (divided here, not in every fill).
+    free = std::ceil(std::floor(free) / static_cast<double>(replicas));
+    budget = static_cast<std::int32_t>(std::min(free, 2147483647.0));
   }
   // Decided here, once per scrape, rather than per endpoint in every fill. Invalid telemetry is
   // never corrected into something plausible; readings beyond 1e300 are valid but passed through
@@ -370,7 +385,8 @@ HOLDBACK_INLINE bool DispatchLedger::installScrape(EndpointId id, const Scrape& 
                                                    const ScrapeMark& mark) noexcept {
   detail::LedgerSlot* slot = slotOf(id);
   if (slot == nullptr) return false;
-  detail::storeScrape(*slot, scrape, mark, static_cast<double>(options_.budgetQueueDepth));
+  detail::storeScrape(*slot, scrape, mark, static_cast<double>(options_.budgetQueueDepth),
+                      options_.replicas);
   return true;
 }
 
@@ -393,7 +409,8 @@ HOLDBACK_INLINE bool DispatchLedger::installScrape(EndpointId id, const Scrape& 
       base.dispatchedTokens -= back_tokens;
     }
   }
-  detail::storeScrape(*slot, scrape, base, static_cast<double>(options_.budgetQueueDepth));
+  detail::storeScrape(*slot, scrape, base, static_cast<double>(options_.budgetQueueDepth),
+                      options_.replicas);
   return true;
 }
 
@@ -422,16 +439,13 @@ HOLDBACK_INLINE std::optional<DispatchLedger::BudgetState> DispatchLedger::budge
       std::max<std::int64_t>(0, v.budget)};
 }
 
-// Always inlined into the fill loops (only they call it).
-[[gnu::always_inline]] inline void DispatchLedger::fillOne(
-    Endpoint& e, const detail::LedgerSlot* slot, const DispatchLedgerOptions& options) noexcept {
-  using detail::since;
-  if (slot == nullptr) {
-    detail::clearTelemetry(e);
-    return;
-  }
-  const detail::ScrapeView v = detail::readScrape(*slot);
-  const ScrapeMark c = detail::readCounters(*slot);
+namespace detail {
+
+// fill's figures for one endpoint from a consistent read of its slot (see "The algorithm").
+[[gnu::always_inline]] inline void fillFrom(Endpoint& e, const LedgerSlot& slotRef,
+                                            const ScrapeView& v, const ScrapeMark& c,
+                                            const DispatchLedgerOptions& options) noexcept {
+  const LedgerSlot* slot = &slotRef;
   e.inFlightRequests = std::max<std::int64_t>(0, since(c.dispatchedRequests, c.completedRequests));
   e.inFlightTokens = std::max<std::int64_t>(0, since(c.dispatchedTokens, c.completedTokens));
   if (!v.has) {
@@ -449,8 +463,10 @@ HOLDBACK_INLINE std::optional<DispatchLedger::BudgetState> DispatchLedger::budge
   if (options.correction) {
     const std::int64_t pending = since(c.dispatchedRequests, v.base.dispatchedRequests) -
                                  since(c.completedRequests, v.base.completedRequests);
+    // Each replica's own pending work, times the replicas (see DispatchLedgerOptions::replicas).
+    const auto replicas = static_cast<double>(options.replicas);
     if (pending > 0) {
-      const auto p = static_cast<double>(pending);
+      const double p = static_cast<double>(pending) * replicas;
       const double m = slot->maxRunning.load(std::memory_order_relaxed);
       if (m > 0.0) {
         const double free_slots = m > v.running ? m - v.running : 0.0;
@@ -466,15 +482,43 @@ HOLDBACK_INLINE std::optional<DispatchLedger::BudgetState> DispatchLedger::budge
                                         since(c.completedTokens, v.base.completedTokens);
     const double per_token = slot->kvPerToken.load(std::memory_order_relaxed);
     if (per_token > 0.0 && pending_tokens > 0) {
-      const double kv = v.kv + static_cast<double>(pending_tokens) * per_token;
+      const double kv = v.kv + static_cast<double>(pending_tokens) * replicas * per_token;
       e.kvCacheUsage = kv < 1.0 ? kv : 1.0;
     }
   }
   if (options.dispatchBudget &&
-      since(c.dispatchedRequests, v.base.dispatchedRequests) >= v.budget) {
+      since(c.dispatchedRequests, v.base.dispatchedRequests) >= v.budget) {  // already the share
     const auto depth = static_cast<double>(options.budgetQueueDepth);
     if (e.waitingQueueSize < depth) e.waitingQueueSize = depth;
   }
+}
+
+// The same after a raced read (a scrape being installed, a dispatch during the read), with the
+// retry loops. Out of line: with the loops inlined into fill's loop, the compiler hoisted every
+// field address out of them and spilled the values read (BM_LedgerFill, docs/performance.md).
+[[gnu::noinline]] inline void fillRetry(Endpoint& e, const LedgerSlot& slot,
+                                        const DispatchLedgerOptions& options) noexcept {
+  const ScrapeView v = readScrape(slot);
+  const ScrapeMark c = readCounters(slot);
+  fillFrom(e, slot, v, c, options);
+}
+
+}  // namespace detail
+
+// Always inlined into the fill loops (only they call it).
+[[gnu::always_inline]] inline void DispatchLedger::fillOne(
+    Endpoint& e, const detail::LedgerSlot* slot, const DispatchLedgerOptions& options) noexcept {
+  if (slot == nullptr) {
+    detail::clearTelemetry(e);
+    return;
+  }
+  detail::ScrapeView v;
+  ScrapeMark c;
+  if (!detail::tryReadScrape(*slot, v) || !detail::tryReadCounters(*slot, c)) [[unlikely]] {
+    detail::fillRetry(e, *slot, options);
+    return;
+  }
+  detail::fillFrom(e, *slot, v, c, options);
 }
 
 HOLDBACK_INLINE void DispatchLedger::fill(std::span<Endpoint> endpoints,

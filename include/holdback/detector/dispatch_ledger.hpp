@@ -30,6 +30,8 @@
 //       waiting' = waiting + max(0, running + pending - M)          the rest queues
 //     M unknown:  running' = running + pending, waiting' = waiting + pending   (conservative)
 //     KV capacity K known (kvCapacityTokens > 0): kv' = min(1, kv + pendingTokens / K)
+//     R gateway replicas (options.replicas > 1), each with its own ledger: pending and
+//     pendingTokens are multiplied by R (every replica assumed to dispatch as this one does)
 //   Completions since the scrape offset dispatches since the scrape but never lower the scraped
 //   figures below what the server reported (the next scrape shows freed capacity).
 //   An endpoint without a scrape gets updateTime = nullopt (no metrics: stale) and zero telemetry.
@@ -43,7 +45,8 @@
 //   (budgetQueueDepth - waiting), floored at 0. Once the dispatches since the scrape (gross, not
 //   net of completions) reach it, fill() reports waiting' >= budgetQueueDepth, so a utilization
 //   detector whose queueDepthThreshold is budgetQueueDepth scores the endpoint >= 1 and its
-//   filter drops it until the next scrape. It counts no completions, so forgotten completions
+//   filter drops it until the next scrape. With R replicas each gets budget / R (its dispatches
+//   count R times). It counts no completions, so forgotten completions
 //   cannot close an endpoint for longer than one scrape interval.
 //
 // Bad input (each defined; nothing throws, nothing underflows)
@@ -154,6 +157,13 @@ struct DispatchLedgerOptions {
   // The budget's free queue, and the waiting figure written for an endpoint whose budget is
   // spent; > 0. Set it to the utilization detector's queueDepthThreshold.
   std::int64_t budgetQueueDepth = 5;
+  // Gateway replicas that dispatch to the same endpoints, each with its own ledger (it sees only
+  // its own dispatches; all read the same scrapes); in [1, kMaxReplicas]. The correction assumes
+  // every replica dispatched as much since the scrape as this one (arrivals spread evenly):
+  // pending work counts `replicas` times, and the budget is split evenly (a replica's spend
+  // counts `replicas` times against it).
+  std::int64_t replicas = 1;
+  static constexpr std::int64_t kMaxReplicas = 1024;
 };
 
 namespace detail {
@@ -166,7 +176,7 @@ struct alignas(64) LedgerSlot {
   std::atomic<std::uint64_t> completedRequests{0};
   std::atomic<std::uint64_t> completedTokens{0};
   std::atomic<double> maxRunning{0.0};  // maxRunningRequests as a double; 0 = unknown
-  std::atomic<double> kvPerToken{0.0};                 // 1 / kvCapacityTokens; 0 = unknown
+  std::atomic<double> kvPerToken{0.0};  // 1 / kvCapacityTokens; 0 = unknown
   std::atomic<std::uint64_t> baseDispatchedTokens{0};  // under `sequence`
   std::atomic<std::uint64_t> baseCompletedTokens{0};   // under `sequence`
   // The last scrape and its baseline, published under `sequence` (odd while being written).
@@ -297,8 +307,8 @@ class HOLDBACK_API DispatchLedger {
   // ---- reads ----
   [[nodiscard]] InFlightLoad load(EndpointId id) const noexcept;
   [[nodiscard]] InFlightLoad load(std::string_view name) const noexcept;
-  // Dispatches since the last scrape's baseline, and what the budget allows (nullopt: no scrape
-  // or stale id). For diagnostics and tests.
+  // Dispatches since the last scrape's baseline, and what the budget allows this replica (its
+  // share: ceil(budget / replicas); nullopt: no scrape or stale id). For diagnostics and tests.
   struct BudgetState {
     std::int64_t dispatchedSinceScrape = 0;
     std::int64_t budget = 0;

@@ -26,7 +26,7 @@
 //     every library lock is released, on the thread that ran the cycle.
 //   Better than upstream v1 (both off by default):
 //   - waitForReleases: before revoking, count the releases expected anyway within the demand
-//     band's remaining tolerance (tolerance minus how long the block has lasted), from every
+//     band's remaining tolerance (tolerance minus the wait of the band's head request), from every
 //     lease's age and its band's measured holding time; evict only the shortfall.
 //   - footprintAware: when every lease has a footprint (updateLease), a lease's credit is its
 //     share of the footprint (s * footprint / total), and the victims are those that cover the
@@ -193,6 +193,7 @@ struct EvictionOptions {
   bool footprintAware = false;
   // Create-only (reconfigure keeps the first one). Called with no library lock held, once per
   // revoked lease, on the thread whose dispatch cycle decided it; may call any controller method.
+  // Only leases whose kDispatched outcome callback has returned are revoked (never before it).
   // It may arrive after the request ended on its own (the host then just ignores it). Exceptions
   // are swallowed (the revocation then times out).
   std::function<void(const Revocation&)> evict;

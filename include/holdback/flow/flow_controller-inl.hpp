@@ -6,6 +6,9 @@
 
 #include "holdback/flow/flow_controller.hpp"
 
+#include <array>
+#include <atomic>
+
 #include "holdback/core/text.hpp"
 
 #include <set>
@@ -98,6 +101,38 @@ HOLDBACK_INLINE void FlowController::validate(const FlowControllerOptions& o, Di
   detail::validateFlowOptions(o, d, /*create=*/true);
 }
 
+// Two histograms of atomic buckets: record() is wait-free and allocation-free.
+struct FlowController::DurationRecorder {
+  struct Histogram {
+    std::array<std::atomic<std::uint64_t>, kCallDurationBucketsSeconds.size() + 1> buckets{};
+    std::atomic<std::uint64_t> sumNanos{0};
+    std::atomic<std::uint64_t> count{0};
+
+    void record(Duration d) noexcept {
+      const double seconds = d > Duration::zero() ? std::chrono::duration<double>(d).count() : 0.0;
+      std::size_t i = 0;
+      while (i < kCallDurationBucketsSeconds.size() && seconds > kCallDurationBucketsSeconds[i]) {
+        ++i;
+      }
+      buckets[i].fetch_add(1, std::memory_order_relaxed);
+      sumNanos.fetch_add(d > Duration::zero() ? static_cast<std::uint64_t>(d.count()) : 0,
+                         std::memory_order_relaxed);
+      count.fetch_add(1, std::memory_order_relaxed);
+    }
+    [[nodiscard]] DurationHistogram snapshot() const noexcept {
+      DurationHistogram h;
+      for (std::size_t i = 0; i < buckets.size(); ++i) {
+        h.buckets[i] = buckets[i].load(std::memory_order_relaxed);
+      }
+      h.sumSeconds = static_cast<double>(sumNanos.load(std::memory_order_relaxed)) * 1e-9;
+      h.count = count.load(std::memory_order_relaxed);
+      return h;
+    }
+  };
+  Histogram dispatchCycle;
+  Histogram enqueue;
+};
+
 HOLDBACK_INLINE Result<std::unique_ptr<FlowController>> FlowController::create(
     FlowControllerOptions options) {
   Diagnostics diagnostics;
@@ -109,9 +144,11 @@ HOLDBACK_INLINE Result<std::unique_ptr<FlowController>> FlowController::create(
   const RunnerOptions runner = options.runner;
   const Duration expiry_interval = options.expiryInterval;
   std::function<TimePoint()> clock = options.clock;
+  const bool duration_metrics = options.durationMetrics;
   auto core = std::make_shared<detail::ControllerCore>(std::move(options));
   std::unique_ptr<FlowController> controller(new FlowController());
   controller->core_ = std::move(core);
+  if (duration_metrics) controller->durations_ = std::make_unique<DurationRecorder>();
   if (runner.enabled) {
     controller->runner_ = std::make_unique<FlowControllerRunner>(
         *controller, std::move(clock), runner.tickInterval, expiry_interval);
@@ -127,6 +164,13 @@ HOLDBACK_INLINE FlowController::~FlowController() {
 
 HOLDBACK_INLINE Ticket FlowController::enqueue(FlowRequest request, TimePoint now) noexcept {
   bool queued = false;
+  if (durations_) {
+    const TimePoint start = core_->now();
+    const RequestId id = core_->enqueue(std::move(request), now, queued);
+    durations_->enqueue.record(core_->now() - start);
+    if (queued && runner_) runner_->notifyArrival();
+    return Ticket(core_, id);
+  }
   const RequestId id = core_->enqueue(std::move(request), now, queued);
   if (queued && runner_) runner_->notifyArrival();
   return Ticket(core_, id);
@@ -150,12 +194,20 @@ HOLDBACK_INLINE bool FlowController::updateLease(RequestId id, std::uint64_t foo
 }
 
 HOLDBACK_INLINE DispatchResult FlowController::dispatchCycle(TimePoint now) noexcept {
-  return core_->dispatchCycle(now);
+  if (!durations_) return core_->dispatchCycle(now);
+  const TimePoint start = core_->now();
+  const DispatchResult result = core_->dispatchCycle(now);
+  durations_->dispatchCycle.record(core_->now() - start);
+  return result;
 }
 
 HOLDBACK_INLINE DispatchResult FlowController::dispatch(TimePoint now,
                                                         const PoolPressure& pressure) noexcept {
-  return core_->dispatch(now, pressure);
+  if (!durations_) return core_->dispatch(now, pressure);
+  const TimePoint start = core_->now();
+  const DispatchResult result = core_->dispatch(now, pressure);
+  durations_->dispatchCycle.record(core_->now() - start);
+  return result;
 }
 
 HOLDBACK_INLINE std::size_t FlowController::expire(TimePoint now) noexcept {
@@ -186,7 +238,12 @@ HOLDBACK_INLINE void FlowController::shutdown() noexcept {
 }
 
 HOLDBACK_INLINE FlowControllerStats FlowController::stats() const {
-  return core_->stats();
+  FlowControllerStats stats = core_->stats();
+  if (durations_) {
+    stats.dispatchCycleDuration = durations_->dispatchCycle.snapshot();
+    stats.enqueueDuration = durations_->enqueue.snapshot();
+  }
+  return stats;
 }
 
 HOLDBACK_INLINE std::vector<Priority> FlowController::bandPriorities() const {

@@ -287,7 +287,10 @@ class HOLDBACK_API FlowController {
 
  private:
   FlowController();  // create() fills the members (no detail type in an exported signature)
+  // Lock-free duration histograms (options.durationMetrics; null when disabled).
+  struct DurationRecorder;
   std::shared_ptr<detail::ControllerCore> core_;
+  std::unique_ptr<DurationRecorder> durations_;  // outlives the runner, which records into it
   std::unique_ptr<FlowControllerRunner> runner_;
 };
 

@@ -44,6 +44,7 @@ class LeaseTable {
     std::uint64_t tokens = 0;  // the host's estimate of the request's footprint; 0 = unknown
     bool revoked = false;      // an eviction was issued and not yet confirmed
     std::uint64_t generated = 0;  // tokens generated so far (work lost if it is revoked)
+    bool delivered = false;       // its dispatch outcome has reached the host (revocable)
   };
 
   explicit LeaseTable(std::size_t bandCapacity = 0) { reserveBands(bandCapacity); }
@@ -123,6 +124,13 @@ class LeaseTable {
     return true;
   }
 
+  // Marks a lease's dispatch outcome delivered. False when unknown.
+  bool markDelivered(Id id) noexcept {
+    const std::uint32_t slot = findSlot(id);
+    if (slot == kNone) return false;
+    slots_[slot].lease.delivered = true;
+    return true;
+  }
   // Sets a lease's footprint and generated tokens. False when unknown.
   bool setTokens(Id id, std::uint64_t tokens, std::uint64_t generated) noexcept {
     const std::uint32_t slot = findSlot(id);

@@ -133,6 +133,11 @@ struct FlowControllerOptions {
   // The clock for enqueue(request) / cancel / shutdown() without `now` and for the runner;
   // default steady_clock::now. Never called under a controller lock.
   std::function<TimePoint()> clock;
+  // Measure every dispatchCycle/dispatch and enqueue with `clock` (two calls each) into the
+  // histograms of stats() (Prometheus: flow_control_dispatch_cycle_duration_seconds,
+  // flow_control_request_enqueue_duration_seconds). False (default): the clock is not called
+  // on those paths. Not reloadable. Recording is lock-free and does not allocate.
+  bool durationMetrics = false;
   RunnerOptions runner;
 };
 

@@ -96,6 +96,19 @@ struct EvictionStats {
   double confirmationSumSeconds = 0.0;
 };
 
+// Upper bounds (seconds) of the dispatch-cycle and enqueue duration histograms (1 us .. 1 s); a
+// final +Inf bucket follows.
+inline constexpr std::array<double, 14> kCallDurationBucketsSeconds{
+    1e-6, 2.5e-6, 5e-6, 1e-5, 2.5e-5, 5e-5, 1e-4, 2.5e-4, 5e-4, 1e-3, 5e-3, 1e-2, 0.1, 1.0};
+
+// A duration histogram (FlowControllerOptions::durationMetrics): per-bucket (not cumulative)
+// counts over kCallDurationBucketsSeconds plus the overflow bucket, the sum and the count.
+struct DurationHistogram {
+  std::array<std::uint64_t, kCallDurationBucketsSeconds.size() + 1> buckets{};
+  double sumSeconds = 0.0;
+  std::uint64_t count = 0;
+};
+
 struct FlowControllerStats {
   std::vector<BandStats> bands;  // highest priority first
   std::size_t queuedRequests = 0;
@@ -110,6 +123,10 @@ struct FlowControllerStats {
   std::array<std::uint64_t, kNumQueueOutcomes> outcomes{};
   bool stopped = false;
   EvictionStats eviction;
+  // With FlowControllerOptions::durationMetrics: how long dispatchCycle/dispatch and enqueue took,
+  // measured with options.clock (nullopt when disabled).
+  std::optional<DurationHistogram> dispatchCycleDuration;
+  std::optional<DurationHistogram> enqueueDuration;
 };
 
 }  // namespace HOLDBACK_ABI_NAMESPACE

@@ -138,6 +138,44 @@ HOLDBACK_INLINE double ratio(std::uint64_t used, std::uint64_t max) {
 
 }  // namespace detail
 
+HOLDBACK_INLINE std::string_view prometheusOutcomeLabel(QueueOutcome outcome) noexcept {
+  // Upstream's string form (#1636); toString() keeps holdback's name for the cancelled outcome.
+  if (outcome == QueueOutcome::kEvictedCancelled) return "EvictedContextCancelled";
+  return toString(outcome);
+}
+
+// In-flight eviction (flow/eviction.hpp), upstream's names (§3.4, §3.12); only while eviction is
+// enabled or has ever revoked.
+namespace detail {
+HOLDBACK_INLINE void renderEvictionMetrics(PrometheusWriter& w, const EvictionStats& e) {
+  using Label = PrometheusWriter::Label;
+  if (!e.enabled && e.issued == 0) return;
+  w.family("flow_control_revocations_issued_total", "counter",
+           "In-flight revocations issued, by the victim's priority.");
+  for (const auto& [priority, n] : e.issuedByPriority) {
+    const std::string p = std::to_string(priority);
+    w.sample("flow_control_revocations_issued_total", {Label{"priority", p}}, std::uint64_t{n});
+  }
+  w.family("flow_control_revocations_total", "counter",
+           "Revocations ended: confirmed by the host, or timed out.");
+  w.sample("flow_control_revocations_total", {Label{"outcome", "confirmed"}},
+           std::uint64_t{e.confirmed});
+  w.sample("flow_control_revocations_total", {Label{"outcome", "timed_out"}},
+           std::uint64_t{e.timedOut});
+  w.family("flow_control_reclaim_target", "gauge",
+           "Saturation to reclaim at the last eviction decision (saturation - ceiling).");
+  w.sample("flow_control_reclaim_target", {}, e.reclaimTarget);
+  w.family("flow_control_pending_reclaim", "gauge",
+           "Saturation debited by revocations outstanding or within their grace.");
+  w.sample("flow_control_pending_reclaim", {}, e.pendingReclaim);
+  w.family("flow_control_revocation_confirmation_seconds", "histogram",
+           "Time from issuing a revocation to the host's confirmation.");
+  w.histogram("flow_control_revocation_confirmation_seconds", {},
+              kRevocationConfirmationBucketsSeconds, e.confirmationBuckets,
+              e.confirmationSumSeconds);
+}
+}  // namespace detail
+
 HOLDBACK_INLINE std::string renderPrometheus(const FlowControllerStats& stats,
                                              std::string_view pool) {
   using Label = PrometheusWriter::Label;
@@ -197,7 +235,7 @@ HOLDBACK_INLINE std::string renderPrometheus(const FlowControllerStats& stats,
     const std::string priority = std::to_string(b.priority);
     for (const QueueOutcome o : kAllQueueOutcomes) {
       w.sample("flow_control_requests_total",
-               {Label{"outcome", toString(o)}, Label{"priority", priority}},
+               {Label{"outcome", prometheusOutcomeLabel(o)}, Label{"priority", priority}},
                std::uint64_t{b.outcomes[static_cast<std::size_t>(o)]});
     }
   }
@@ -211,6 +249,20 @@ HOLDBACK_INLINE std::string renderPrometheus(const FlowControllerStats& stats,
                 b.queueDurationBuckets, b.queueDurationSumSeconds);
   }
 
+  // Call durations (FlowControllerOptions::durationMetrics), unlabelled but for inference_pool.
+  if (stats.dispatchCycleDuration) {
+    w.family("flow_control_dispatch_cycle_duration_seconds", "histogram",
+             "Duration of dispatch cycles (pool sample, policy, fairness, ordering).");
+    w.histogram("flow_control_dispatch_cycle_duration_seconds", {}, kCallDurationBucketsSeconds,
+                stats.dispatchCycleDuration->buckets, stats.dispatchCycleDuration->sumSeconds);
+  }
+  if (stats.enqueueDuration) {
+    w.family("flow_control_request_enqueue_duration_seconds", "histogram",
+             "Duration of enqueue calls.");
+    w.histogram("flow_control_request_enqueue_duration_seconds", {}, kCallDurationBucketsSeconds,
+                stats.enqueueDuration->buckets, stats.enqueueDuration->sumSeconds);
+  }
+
   // holdback extensions (no Go counterpart).
   perBand(
       "flow_control_band_ceiling", "gauge",
@@ -222,6 +274,7 @@ HOLDBACK_INLINE std::string renderPrometheus(const FlowControllerStats& stats,
           [](const BandStats& b) { return std::uint64_t{b.gatedCycles}; });
   w.family("flow_control_dispatch_cycles_total", "counter", "Dispatch cycles run.");
   w.sample("flow_control_dispatch_cycles_total", {}, std::uint64_t{stats.cycles});
+  detail::renderEvictionMetrics(w, stats.eviction);
   return w.take();
 }
 

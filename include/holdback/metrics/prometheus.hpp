@@ -77,6 +77,10 @@ class HOLDBACK_API PrometheusWriter {
   std::string out_;
 };
 
+// The `outcome` label of flow_control_requests_total as upstream spells it (#1636): toString(),
+// except kEvictedCancelled -> "EvictedContextCancelled".
+[[nodiscard]] HOLDBACK_API std::string_view prometheusOutcomeLabel(QueueOutcome outcome) noexcept;
+
 // Prometheus text exposition (version 0.0.4) of a snapshot, metric names of the reference §3.12
 // with the prefix holdback_ instead of llm_d_epp_. `pool` is the inference_pool label value.
 [[nodiscard]] HOLDBACK_API std::string renderPrometheus(const FlowControllerStats& stats,

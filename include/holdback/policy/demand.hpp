@@ -13,6 +13,9 @@
 //                  after 5);
 //     holdingTime  seconds a dispatched request holds its slot, an average over completions
 //                  (0 until the first completion);
+//     completionRate  leases ended per second, a symmetric average over `decay` (starts at 0:
+//                  the turnover is learnt, not assumed; free of the inspection bias of
+//                  holdingTime, whose first samples are the shortest requests);
 //     waitP95      seconds, an approximate 95th percentile of the queue wait of the band's recent
 //                  dispatches: an exponentially weighted mean plus twice the weighted mean absolute
 //                  deviation (about the p95 of a normal wait; cheap and allocation-free);
@@ -47,6 +50,7 @@ struct BandDemand {
   double inFlight = 0.0;     // instantaneous
   double queued = 0.0;       // instantaneous
   double waitP95 = 0.0;      // approximate p95 queue wait (seconds) of recent dispatches
+  double completionRate = 0.0;  // leases ended per second, averaged over `decay`
 };
 
 // What a demand-aware policy receives besides saturation and priorities. `bands` is aligned with
@@ -91,10 +95,14 @@ class DemandEstimator {
     rate_fast_ += alpha(dtSeconds, rise) * (arrivals / dtSeconds - rate_fast_);
     demand_.arrivalRate = asymmetric(demand_.arrivalRate, rate_fast_, dtSeconds, rise, decay);
     demand_.occupancy = asymmetric(demand_.occupancy, inFlight + queued, dtSeconds, rise, decay);
+    demand_.completionRate +=
+        alpha(dtSeconds, decay) * (completions_ / dtSeconds - demand_.completionRate);
+    completions_ = 0.0;
   }
 
   // A dispatched request of this band ended after holding its slot `seconds`.
   void completed(double holdSeconds) noexcept {
+    completions_ += 1.0;
     if (!(holdSeconds >= 0.0) || !std::isfinite(holdSeconds)) return;
     if (demand_.holdingTime <= 0.0) {
       demand_.holdingTime = holdSeconds;
@@ -137,6 +145,7 @@ class DemandEstimator {
   DemandSmoothing smoothing_;
   BandDemand demand_;
   double rate_fast_ = 0.0;
+  double completions_ = 0.0;  // since the previous update
   double wait_mean_ = 0.0;
   double wait_dev_ = 0.0;
   std::uint64_t wait_samples_ = 0;

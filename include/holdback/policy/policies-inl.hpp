@@ -173,6 +173,22 @@ HOLDBACK_INLINE PriorityHoldbackPolicy::PriorityHoldbackPolicy(PriorityHoldbackO
   c_min_ = options_.minCeiling.value_or(0.0);
   sigmoid_lo_ = logistic(0.0, options_.sigmoidSteepness, options_.sigmoidMidpoint);
   sigmoid_span_ = logistic(1.0, options_.sigmoidSteepness, options_.sigmoidMidpoint) - sigmoid_lo_;
+  const bool rank_domain = options_.strategy == HoldbackStrategy::kStepwiseSpread ||
+                           (options_.strategy == HoldbackStrategy::kSigmoidSmoothed &&
+                            options_.sigmoidDomain == SigmoidDomain::kRank);
+  if (rank_domain) {
+    // Rank strategies read only the list's length, so the rows are computed over dummy
+    // priorities (by compute(), while rank_table_ is still empty) and swept as computeLimit()
+    // would sweep them.
+    std::vector<double> table(rankTableOffset(kRankTableMax + 1));
+    const std::vector<Priority> dummy(kRankTableMax, 0);
+    for (std::size_t n = 2; n <= kRankTableMax; ++n) {
+      const std::span<double> row(table.data() + rankTableOffset(n), n);
+      compute(0.0, std::span<const Priority>(dummy.data(), n), row);
+      monotonize(row);
+    }
+    rank_table_ = std::move(table);
+  }
   if (options_.strategy == HoldbackStrategy::kStatic && !options_.ceilings.empty()) {
     const auto& entries = options_.ceilings;
     for (const StaticCeiling& e : entries) {

@@ -141,15 +141,15 @@ class HOLDBACK_API PriorityHoldbackPolicy final : public UsageLimitPolicy {
   static double logistic(double x, double k, double x0) noexcept {
     return 1.0 / (1.0 + std::exp(-k * (x - x0)));
   }
-  // S(x) = (sigma(x) - sigma(0)) / (sigma(1) - sigma(0)), with S(0) = 0 and S(1) = 1. When
-  // sigma(1) - sigma(0) underflows (k tiny), S(x) = x, the k -> 0 limit.
-  [[nodiscard]] double normalizedSigmoid(double x) const noexcept {
-    if (!(sigmoid_span_ > 0.0)) return x;
-    return (logistic(x, options_.sigmoidSteepness, options_.sigmoidMidpoint) - sigmoid_lo_) /
-           sigmoid_span_;
+  // f(i) for i = 0..n-1, with a 32-bit i when n fits (see compute()).
+  template <class F>
+  static void forEachRank(std::size_t n, F&& f) noexcept {
+    if (n <= static_cast<std::size_t>(INT32_MAX)) {
+      for (std::int32_t i = 0; i < static_cast<std::int32_t>(n); ++i) f(i);
+    } else {
+      for (std::size_t i = 0; i < n; ++i) f(i);
+    }
   }
-  void computeScalar(std::span<const Priority> priorities,
-                     std::span<double> ceilings) const noexcept;
   void computeStatic(std::span<const Priority> priorities,
                      std::span<double> ceilings) const noexcept;
   [[nodiscard]] std::size_t staticIndex(Priority p) const noexcept;
@@ -159,6 +159,14 @@ class HOLDBACK_API PriorityHoldbackPolicy final : public UsageLimitPolicy {
   double c_max_ = 1.0;
   double sigmoid_lo_ = 0.0;    // sigma(0)
   double sigmoid_span_ = 1.0;  // sigma(1) - sigma(0)
+  // Rank-domain strategies (stepwise, sigmoid over ranks) only: for every n in
+  // [2, kRankTableMax], the n ceilings computeLimit() returns for n priorities (computed and
+  // swept once, at creation), at rankTableOffset(n). About 16 KB.
+  static constexpr std::size_t kRankTableMax = 64;
+  static constexpr std::size_t rankTableOffset(std::size_t n) noexcept {
+    return n * (n - 1) / 2 - 1;
+  }
+  std::vector<double> rank_table_;
   // Static only, M + 1 entries (the last a sentinel): the listed priorities highest first, their
   // ceilings, and the ceiling of an unlisted priority whose first listed priority below it is at
   // that position (defaultCeiling, else that entry's ceiling, else the lowest listed ceiling).
@@ -167,9 +175,11 @@ class HOLDBACK_API PriorityHoldbackPolicy final : public UsageLimitPolicy {
   std::vector<double> static_miss_;
 };
 
-// The loops below index with a 32-bit counter (int32 -> double converts two at a time; a 64-bit
-// one does not vectorize without AVX-512) and keep the reference's evaluation order, so every
-// ceiling is bit-identical to the scalar form (tests/policy/policy_fast_path_test.cpp).
+// The strategies keep the reference's evaluation order, so every ceiling is bit-identical to the
+// one-element-at-a-time form (tests/policy/policy_fast_path_test.cpp). Rank positions are
+// counted in 32 bits where they fit (int32 -> double converts two at a time in SSE2, so the loop
+// vectorizes; size_t -> double does not); the sigmoid runs in passes so that the exp() pass is a
+// bare loop.
 inline void PriorityHoldbackPolicy::compute(double /*saturation*/,
                                             std::span<const Priority> priorities,
                                             std::span<double> ceilings) noexcept {
@@ -178,11 +188,11 @@ inline void PriorityHoldbackPolicy::compute(double /*saturation*/,
     ceilings[0] = c_max_;
     return;
   }
-  if (n > static_cast<std::size_t>(INT32_MAX)) {  // beyond any real band count: stay correct
-    computeScalar(priorities, ceilings);
+  if (n <= kRankTableMax && !rank_table_.empty()) {  // rank domain: depends on n alone
+    const double* row = rank_table_.data() + rankTableOffset(n);
+    for (std::size_t i = 0; i < n; ++i) ceilings[i] = row[i];
     return;
   }
-  const auto count = static_cast<std::int32_t>(n);
   const double spread = c_max_ - c_min_;
   const double last = static_cast<double>(n - 1);
   double* const out = ceilings.data();
@@ -197,12 +207,12 @@ inline void PriorityHoldbackPolicy::compute(double /*saturation*/,
   if (value_domain) {
     Priority lo = in[0];
     Priority hi = in[0];
-    for (std::int32_t i = 1; i < count; ++i) {
+    for (std::size_t i = 1; i < n; ++i) {
       lo = in[i] < lo ? in[i] : lo;
       hi = in[i] > hi ? in[i] : hi;
     }
     if (lo == hi) {  // all equal: no differentiation, work-conserving
-      for (std::int32_t i = 0; i < count; ++i) out[i] = c_max_;
+      for (std::size_t i = 0; i < n; ++i) out[i] = c_max_;
       return;
     }
     p_min = static_cast<double>(lo);
@@ -211,90 +221,34 @@ inline void PriorityHoldbackPolicy::compute(double /*saturation*/,
 
   switch (options_.strategy) {
     case HoldbackStrategy::kStepwiseSpread:
-      for (std::int32_t i = 0; i < count; ++i) {
-        out[i] = c_max_ - static_cast<double>(i) * spread / last;
-      }
+      forEachRank(n, [&](auto i) { out[i] = c_max_ - static_cast<double>(i) * spread / last; });
       break;
     case HoldbackStrategy::kLinearProportional:
-      for (std::int32_t i = 0; i < count; ++i) {
+      for (std::size_t i = 0; i < n; ++i) {
         const double r = (static_cast<double>(in[i]) - p_min) / range;
         out[i] = c_min_ + r * spread;
       }
       break;
     case HoldbackStrategy::kSigmoidSmoothed: {
-      if (!(sigmoid_span_ > 0.0)) {  // S(x) = x, the k -> 0 limit
-        computeScalar(priorities, ceilings);
+      // x_i, then the logistic 1 / (1 + exp(-k (x - x0))), then S(x) = (sigma(x) - sigma(0)) /
+      // (sigma(1) - sigma(0)); S(x) = x when that span underflows (k -> 0).
+      if (value_domain) {
+        for (std::size_t i = 0; i < n; ++i) out[i] = (static_cast<double>(in[i]) - p_min) / range;
+      } else {
+        forEachRank(n, [&](auto i) { out[i] = 1.0 - static_cast<double>(i) / last; });
+      }
+      if (!(sigmoid_span_ > 0.0)) {
+        for (std::size_t i = 0; i < n; ++i) out[i] = c_min_ + out[i] * spread;
         break;
       }
-      // Three passes so that the exp() pass is a bare loop: x_i, then the logistic, then the
-      // normalization; the same operations in the same order as normalizedSigmoid().
       const double k = options_.sigmoidSteepness;
       const double x0 = options_.sigmoidMidpoint;
-      if (value_domain) {
-        for (std::int32_t i = 0; i < count; ++i) {
-          out[i] = -k * ((static_cast<double>(in[i]) - p_min) / range - x0);
-        }
-      } else {
-        for (std::int32_t i = 0; i < count; ++i) {
-          out[i] = -k * ((1.0 - static_cast<double>(i) / last) - x0);
-        }
-      }
-      for (std::int32_t i = 0; i < count; ++i) out[i] = std::exp(out[i]);
-      for (std::int32_t i = 0; i < count; ++i) {
+      for (std::size_t i = 0; i < n; ++i) out[i] = std::exp(-k * (out[i] - x0));
+      for (std::size_t i = 0; i < n; ++i) {
         out[i] = c_min_ + ((1.0 / (1.0 + out[i]) - sigmoid_lo_) / sigmoid_span_) * spread;
       }
       break;
     }
-    case HoldbackStrategy::kStatic:
-      computeStatic(priorities, ceilings);
-      break;
-  }
-}
-
-// The reference form, one element at a time (used beyond INT32_MAX priorities and for the
-// sigmoid's k -> 0 limit).
-inline void PriorityHoldbackPolicy::computeScalar(std::span<const Priority> priorities,
-                                                  std::span<double> ceilings) const noexcept {
-  const std::size_t n = priorities.size();
-  const double spread = c_max_ - c_min_;
-  const double last = static_cast<double>(n - 1);
-  double p_min = 0.0;
-  double p_max = 0.0;
-  const bool value_domain = options_.strategy == HoldbackStrategy::kLinearProportional ||
-                            (options_.strategy == HoldbackStrategy::kSigmoidSmoothed &&
-                             options_.sigmoidDomain == SigmoidDomain::kValue);
-  if (value_domain) {
-    p_min = p_max = static_cast<double>(priorities[0]);
-    for (const Priority p : priorities) {
-      const double v = static_cast<double>(p);
-      if (v < p_min) p_min = v;
-      if (v > p_max) p_max = v;
-    }
-    if (p_max == p_min) {
-      for (double& c : ceilings) c = c_max_;
-      return;
-    }
-  }
-  const double range = p_max - p_min;
-  switch (options_.strategy) {
-    case HoldbackStrategy::kStepwiseSpread:
-      for (std::size_t i = 0; i < n; ++i) {
-        ceilings[i] = c_max_ - static_cast<double>(i) * spread / last;
-      }
-      break;
-    case HoldbackStrategy::kLinearProportional:
-      for (std::size_t i = 0; i < n; ++i) {
-        const double r = (static_cast<double>(priorities[i]) - p_min) / range;
-        ceilings[i] = c_min_ + r * spread;
-      }
-      break;
-    case HoldbackStrategy::kSigmoidSmoothed:
-      for (std::size_t i = 0; i < n; ++i) {
-        const double x = value_domain ? (static_cast<double>(priorities[i]) - p_min) / range
-                                      : 1.0 - static_cast<double>(i) / last;
-        ceilings[i] = c_min_ + normalizedSigmoid(x) * spread;
-      }
-      break;
     case HoldbackStrategy::kStatic:
       computeStatic(priorities, ceilings);
       break;

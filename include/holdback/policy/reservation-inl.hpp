@@ -294,24 +294,27 @@ HOLDBACK_INLINE void ReservationPolicy::reserves(std::span<const Priority> prior
   // Suffix sums of the lower bands' lease-release rates (inFlight / holdingTime), so T_i is O(1).
   // Computed on the fly from the bottom: out[] holds the rates first, then the reserves.
   double release = 0.0;
-  double held = 0.0;  // in flight in the bands whose holding time is known
+  double completions = 0.0;  // measured completions per second, all bands
+  double in_flight = 0.0;
   for (std::size_t i = n; i-- > 0;) {
     if (have) {
       const BandDemand& d = demand.bands[i];
       const double hold = finiteNonNegative(d.holdingTime);
-      if (hold > 0.0) {
-        release += finiteNonNegative(d.inFlight) / hold;
-        held += finiteNonNegative(d.inFlight);
-      }
+      const double held = hold > 0.0 ? finiteNonNegative(d.inFlight) / hold : 0.0;
+      release += held;
+      // A view without completion rates (a host's own) falls back to inFlight / holdingTime.
+      const double rate = finiteNonNegative(d.completionRate);
+      completions += rate > 0.0 ? rate : held;
+      in_flight += finiteNonNegative(d.inFlight);
     }
     out[i] = release;  // release rate of bands i..n-1
   }
-  // The refill rate M of a full pool: capacity (1 / u requests) x the mean release rate per
-  // in-flight request; the current release rate when the capacity is unknown.
+  // The turnover M of a full pool: capacity (1 / u requests) x the measured completions per
+  // in-flight request; the measured completion rate when the capacity is unknown.
   double unit = demand.requestUnit;
   if (!(unit > 0.0 && std::isfinite(unit))) unit = options_.requestUnit.value_or(0.0);
   const double total_release =
-      unit > 0.0 && held > 0.0 ? release / held / unit : release;
+      unit > 0.0 && in_flight > 0.0 ? completions / in_flight / unit : completions;
   double occupancy = 0.0;
   double arrivals = 0.0;
   double extras = 0.0;  // feedback extras of the bands above

@@ -26,10 +26,13 @@
 //     twice (in A_i and in the saturation); kept for comparison.
 //
 //   L_i    sum of the smoothed arrival rates of bands 0..i-1 (requests/s);
-//   M      the pool's turnover when full: (1 / u) x the mean release rate per in-flight request
-//          (sum of inFlight_j / holdingTime_j over the bands with a measured holding time,
-//          divided by their in-flight count); the current release rate when u is unknown; no
-//          completion measured yet = 0 (so any higher-band arrival rate means minCeiling);
+//   M      the pool's turnover when full: (1 / u) x the measured completions per second per
+//          in-flight request, sum_j completionRate_j / sum_j inFlight_j (a band whose
+//          completionRate is 0 counts inFlight_j / holdingTime_j instead: a host's own view);
+//          the completion rate itself when u is unknown. Nothing completed yet = 0, so any
+//          higher-band arrival rate means minCeiling: the policy starts protective. The
+//          completion rate, not 1 / holdingTime, because the first completions are the
+//          shortest requests: a holding-time average starts biased short (and M high);
 //   A_i    sum of the smoothed occupancy (in flight + queued) of bands 0..i-1 (Little's a);
 //   r(a, eps)  the smallest r with P(Poisson(a) >= r) <= eps; r(0, eps) = 1;
 //   T_i    `refillHorizon` when set, else 1 / (sum over bands i.. of inFlight_j / holdingTime_j);

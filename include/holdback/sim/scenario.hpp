@@ -77,18 +77,22 @@ struct PoolSpec {
   int gatewayReplicas = 1;
   // Utilization detector only: every replica feeds its own DispatchLedger (its own dispatches and
   // completions, every scrape installed with its sample time) and fills its Endpoint view through
-  // it before every detector call. Off: the scraped figures as they are plus an InFlightTracker's
-  // counts (the behaviour before issue 14). The concurrency detector ignores it.
-  bool dispatchLedger = false;
+  // it before every detector call. On by default: the simulated gateway is a host that feeds the
+  // ledger, and the library's correction is on wherever the host feeds it (docs/simulation.md,
+  // "Detector defaults"). Off: the scraped figures as they are plus an InFlightTracker's counts
+  // (the behaviour before issue 14). The concurrency detector ignores it.
+  bool dispatchLedger = true;
   // The ledger's per-scrape dispatch budget (DispatchLedgerOptions::dispatchBudget, with
   // budgetQueueDepth = the detector's queueDepthThreshold, 5).
   bool ledgerBudget = false;
   // Fault: this fraction of completions is never reported to the ledger, in [0, 1]; drawn from
   // its own seeded stream, so runs stay deterministic. Ledger only.
   double lostCompletions = 0.0;
-  // Utilization detector: the slot term (maxRunningRequests = slots), off by default as in the
-  // library.
-  bool slotTerm = false;
+  // Utilization detector: the slot term (maxRunningRequests = slots). On by default: the
+  // simulated pool's slots are its servers' --max-num-seqs, configuration a deployment knows
+  // (the library's detector leaves it off by default for parity with the reference, which has no
+  // slot figure). Off: the KV-dominated roofline of the reference.
+  bool slotTerm = true;
 };
 
 struct Scenario {

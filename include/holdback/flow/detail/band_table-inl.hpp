@@ -20,7 +20,8 @@ HOLDBACK_INLINE Band::Band(Priority p, std::uint64_t max_requests, std::uint64_t
       fairness(fairness_policy ? std::move(fairness_policy) : globalStrictFairness()),
       ordering(ordering_policy ? std::move(ordering_policy) : fcfsOrdering()),
       fairness_state(fairness->newState()),
-      heads(HeadLess{ItemLess{ordering.get()}}) {}
+      heads(HeadLess{ItemLess{ordering.get()}}),
+      track_active(fairness->type() != GlobalStrictFairnessPolicy::kType) {}
 
 // ---------------------------------------------------------------------------------------------
 // Memory
@@ -262,17 +263,19 @@ HOLDBACK_INLINE void BandTable::addToQueue(Item* item, ItemSet::node_type&& node
   Band* b = f->band;
   if (f->items.empty()) {
     item->position = f->items.insert(std::move(node)).position;
-    if (f->spare_head) {
-      b->heads.insert(std::move(f->spare_head));
-      b->active.insert(std::move(f->spare_active));
-    } else {
-      b->heads.insert(f);
-      b->active.insert(f);
+    // The hint: under arrival order a flow that becomes non-empty has the newest head, so it
+    // goes last (amortized O(1) instead of O(log F) comparisons).
+    f->head_pos = f->spare_head ? b->heads.insert(b->heads.end(), std::move(f->spare_head))
+                                : b->heads.insert(b->heads.end(), f);
+    if (b->track_active) {
+      f->active_pos = f->spare_active ? b->active.insert(std::move(f->spare_active)).position
+                                      : b->active.insert(f).first;
     }
+    b->active_count += 1;
   } else if (f->items.key_comp()(item, *f->items.begin())) {
-    auto head_node = b->heads.extract(f);
+    auto head_node = b->heads.extract(f->head_pos);
     item->position = f->items.insert(std::move(node)).position;
-    b->heads.insert(std::move(head_node));
+    f->head_pos = b->heads.insert(std::move(head_node)).position;
   } else {
     item->position = f->items.insert(std::move(node)).position;
   }
@@ -287,14 +290,15 @@ HOLDBACK_INLINE ItemSet::node_type BandTable::removeFromQueue(Item* item, TimePo
   Band* b = f->band;
   ItemSet::node_type node;
   if (*f->items.begin() == item) {
-    auto head_node = b->heads.extract(f);
+    auto head_node = b->heads.extract(f->head_pos);  // by position: no comparator call
     node = f->items.extract(f->items.begin());
     if (f->items.empty()) {
-      f->spare_active = b->active.extract(f);
+      if (b->track_active) f->spare_active = b->active.extract(f->active_pos);
+      b->active_count -= 1;
       f->spare_head = std::move(head_node);
       f->last_active = now;
     } else {
-      b->heads.insert(std::move(head_node));
+      f->head_pos = b->heads.insert(std::move(head_node)).position;
     }
   } else {
     node = f->items.extract(item->position);  // no search, no comparator call
@@ -407,7 +411,7 @@ HOLDBACK_INLINE void BandTable::fillStats(FlowControllerStats& out) const {
       b.maxRequests = band.maxRequests;
       b.maxBytes = band.maxBytes;
       b.flows = band.flows.size();
-      b.activeFlows = band.active.size();
+      b.activeFlows = band.active_count;
       b.lastCeiling = band.last_ceiling;
     }
     out.bands.push_back(b);

@@ -84,13 +84,31 @@ struct HeadLess {
   bool operator()(const Flow* a, const Flow* b) const noexcept;
 };
 
+// The first 8 bytes of `s`, big-endian, zero-padded: comparing two prefixes as integers orders
+// as comparing those bytes lexicographically (as unsigned chars, like string_view's compare), so
+// equal prefixes are the only case that needs the full comparison.
+inline std::uint64_t idPrefix(std::string_view s) noexcept {
+  std::uint64_t p = 0;
+  const std::size_t n = s.size() < 8 ? s.size() : 8;
+  for (std::size_t i = 0; i < n; ++i) p = (p << 8) | static_cast<unsigned char>(s[i]);
+  return n == 0 ? 0 : p << (8 * (8 - n));
+}
+
+// Orders flows by id (lexicographic), the prefix first.
 struct IdLess {
   using is_transparent = void;
-  static std::string_view key(const Flow* f) noexcept;
-  static std::string_view key(std::string_view s) noexcept { return s; }
+  struct Key {
+    std::uint64_t prefix;
+    std::string_view id;
+  };
+  static Key key(const Flow* f) noexcept;
+  static Key key(std::string_view s) noexcept { return {idPrefix(s), s}; }
   template <class A, class B>
   bool operator()(const A& a, const B& b) const noexcept {
-    return key(a) < key(b);
+    const Key ka = key(a);
+    const Key kb = key(b);
+    if (ka.prefix != kb.prefix) return ka.prefix < kb.prefix;
+    return ka.id < kb.id;
   }
 };
 
@@ -101,7 +119,7 @@ using ActiveSet = std::set<Flow*, IdLess>;
 
 struct Flow final : FlowQueueView {
   Flow(std::string flow_id, Band* owner, const OrderingPolicy* ordering)
-      : id(std::move(flow_id)), band(owner), items(ItemLess{ordering}) {}
+      : id(std::move(flow_id)), id_prefix(idPrefix(id)), band(owner), items(ItemLess{ordering}) {}
   std::string_view flowId() const noexcept override { return id; }
   std::size_t size() const noexcept override { return items.size(); }
   std::uint64_t bytes() const noexcept override { return queued_bytes; }
@@ -110,6 +128,7 @@ struct Flow final : FlowQueueView {
   }
 
   std::string id;
+  std::uint64_t id_prefix;  // idPrefix(id)
   Band* band;
   ItemSet items;
   std::uint64_t queued_bytes = 0;
@@ -117,14 +136,17 @@ struct Flow final : FlowQueueView {
   // The flow's nodes of its band's heads/active sets while it is empty (see the invariants).
   HeadSet::node_type spare_head;
   ActiveSet::node_type spare_active;
+  // Its positions in those sets while it is non-empty (removal without a search).
+  HeadSet::iterator head_pos;
+  ActiveSet::iterator active_pos;
 };
 
 inline bool HeadLess::operator()(const Flow* a, const Flow* b) const noexcept {
   return item(*a->items.begin(), *b->items.begin());
 }
 
-inline std::string_view IdLess::key(const Flow* f) noexcept {
-  return f->id;
+inline IdLess::Key IdLess::key(const Flow* f) noexcept {
+  return {f->id_prefix, f->id};
 }
 
 struct BandCounters {
@@ -140,14 +162,16 @@ struct Band final : BandView {
        std::shared_ptr<const OrderingPolicy> ordering_policy);
 
   Priority priority() const noexcept override { return prio; }
-  std::size_t activeFlowCount() const noexcept override { return active.size(); }
+  std::size_t activeFlowCount() const noexcept override { return active_count; }
   const FlowQueueView* bestHeadFlow() const noexcept override {
     return heads.empty() ? nullptr : *heads.begin();
   }
   const FlowQueueView* firstActiveFlow() const noexcept override {
+    if (!track_active) return nextNonEmptyFlow(flows.begin());
     return active.empty() ? nullptr : *active.begin();
   }
   const FlowQueueView* nextActiveFlowAfter(std::string_view flow_id) const noexcept override {
+    if (!track_active) return nextNonEmptyFlow(flows.upper_bound(flow_id));
     auto it = active.upper_bound(flow_id);
     return it == active.end() ? nullptr : *it;
   }
@@ -164,7 +188,12 @@ struct Band final : BandView {
   // keys view Flow::id.
   std::unordered_map<std::string_view, Flow*> flow_index;
   HeadSet heads;     // non-empty flows by head
-  ActiveSet active;  // non-empty flows by id
+  ActiveSet active;  // non-empty flows by id (only while track_active)
+  std::size_t active_count = 0;  // non-empty flows
+  // False for the built-in global-strict fairness, which only reads bestHeadFlow(): the band
+  // then skips the by-id index (an O(log F) string-ordered insert and erase each time a flow
+  // becomes non-empty or empty), and the by-id views scan `flows` instead.
+  bool track_active = true;
   std::size_t queued_requests = 0;
   std::uint64_t queued_bytes = 0;
 
@@ -176,6 +205,15 @@ struct Band final : BandView {
   BandCounters* counters = nullptr;
   // The controller's demand slot for this priority (ControllerCore::demandSlotOf); a cache.
   std::uint32_t demand_slot = 0xffffffffu;
+
+ private:
+  template <class It>
+  const FlowQueueView* nextNonEmptyFlow(It it) const noexcept {
+    for (; it != flows.end(); ++it) {
+      if (!it->second->items.empty()) return it->second.get();
+    }
+    return nullptr;
+  }
 };
 
 // A request's memory: its Item (owned by the index node) and its flow queue's node. The table

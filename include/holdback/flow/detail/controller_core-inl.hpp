@@ -221,16 +221,29 @@ HOLDBACK_INLINE void ControllerCore::retireRevocations(TimePoint now) noexcept {
   if (outstanding_.empty() && cooling_.empty()) pending_reclaim_ = 0.0;  // no rounding residue
 }
 
-HOLDBACK_INLINE double ControllerCore::releaseChance(const LeaseTable::Lease& l, TimePoint now,
-                                                     double horizon) const noexcept {
-  if (l.band >= demand_slots_.size()) return 0.0;
-  const double hold = demand_slots_[l.band].estimator.demand().holdingTime;
+HOLDBACK_INLINE double ControllerCore::releaseChance(double hold, double age,
+                                                     double horizon) noexcept {
   if (!(hold > 0.0) || !std::isfinite(hold)) return 0.0;  // not measured: expect nothing
-  const double age = std::max(0.0, std::chrono::duration<double>(now - l.dispatchedAt).count());
+  age = std::max(0.0, age);
   // Younger than the band's holding time: it ends within the horizon iff it is due by then.
   if (age < hold) return age + horizon >= hold ? 1.0 : 0.0;
   // Overdue: memoryless beyond the mean.
   return 1.0 - std::exp(-horizon / hold);
+}
+
+HOLDBACK_INLINE void ControllerCore::collectCandidates(const LeaseTable& leases, std::uint32_t band,
+                                                       bool below, const EvictionFilter& filter,
+                                                       std::vector<Candidate>& out,
+                                                       double& totalFootprint,
+                                                       bool& footprintsKnown) {
+  leases.newestFirst(band, [&](const LeaseTable::Lease& l) {
+    if (l.tokens == 0) footprintsKnown = false;
+    totalFootprint += static_cast<double>(l.tokens);
+    if (!below || l.revoked || !l.delivered) return true;
+    const EvictionCandidate c{l.id, l.priority, l.dispatchedAt, l.tokens, l.generated};
+    if (filter.accept(c)) out.push_back(Candidate{c, 0.0});
+    return true;
+  });
 }
 
 HOLDBACK_INLINE void ControllerCore::issuedFor(Priority victim) {
@@ -257,14 +270,7 @@ HOLDBACK_INLINE void ControllerCore::reclaim(TimePoint now, double s, std::size_
     ceiling = c;
     break;
   }
-  if (demand == nullptr) {
-    block_since_.reset();
-    return;
-  }
-  if (!block_since_ || block_prio_ != demand->prio) {
-    block_since_ = now;
-    block_prio_ = demand->prio;
-  }
+  if (demand == nullptr) return;
   const std::size_t in_flight = leases_.size();
   if (in_flight == 0 || !std::isfinite(s)) return;
 
@@ -275,14 +281,10 @@ HOLDBACK_INLINE void ControllerCore::reclaim(TimePoint now, double s, std::size_
   bool footprints_known = true;
   for (std::uint32_t b = 0; b < demand_slots_.size(); ++b) {
     const bool below = demand_slots_[b].prio < demand->prio;
-    leases_.newestFirst(b, [&](const LeaseTable::Lease& l) {
-      if (l.tokens == 0) footprints_known = false;
-      total_footprint += static_cast<double>(l.tokens);
-      if (!below || l.revoked) return true;
-      const EvictionCandidate c{l.id, l.priority, l.dispatchedAt, l.tokens, l.generated};
-      if (ev.filter->accept(c)) candidates_.push_back(Candidate{c, 0.0});
-      return true;
-    });
+    // Bands at or above the demand matter only for the footprint total.
+    if (!below && !ev.footprintAware) continue;
+    collectCandidates(leases_, b, below, *ev.filter, candidates_, total_footprint,
+                      footprints_known);
   }
   if (candidates_.empty()) return;
 
@@ -304,15 +306,21 @@ HOLDBACK_INLINE void ControllerCore::reclaim(TimePoint now, double s, std::size_
 
   // Wait-vs-evict: the releases expected anyway within the remaining tolerance.
   if (ev.waitForReleases.enabled) {
+    // The demand band's head (its oldest request under FCFS) has waited this long already.
+    Duration waited{0};
+    if (const FlowQueueView* f = demand->bestHeadFlow(); f != nullptr && f->size() > 0) {
+      waited = elapsed((*static_cast<const Flow*>(f)->items.begin())->view.enqueueTime, now);
+    }
     const double horizon =
-        std::chrono::duration<double>(ev.waitForReleases.tolerance - (now - *block_since_))
-            .count();
+        std::chrono::duration<double>(ev.waitForReleases.tolerance - waited).count();
     if (horizon > 0.0) {
       double expected = 0.0;  // in leases, or in saturation units by footprint
       for (std::uint32_t b = 0; b < demand_slots_.size(); ++b) {
+        const double hold = demand_slots_[b].estimator.demand().holdingTime;
         leases_.newestFirst(b, [&](const LeaseTable::Lease& l) {
           if (l.revoked) return true;
-          const double p = releaseChance(l, now, horizon);
+          const double age = std::chrono::duration<double>(now - l.dispatchedAt).count();
+          const double p = releaseChance(hold, age, horizon);
           expected += by_footprint ? p * s * static_cast<double>(l.tokens) / total_footprint : p;
           return true;
         });
@@ -523,6 +531,7 @@ HOLDBACK_INLINE DispatchResult ControllerCore::dispatchImpl(TimePoint now,
   DispatchResult result;
   FinalizedBatch finalized;  // destroyed (the requests' memory freed) after the lock
   RevocationBatch revocations;  // their evict callbacks run after the lock
+  bool leased = false;          // a lease to mark delivered after the outcome callback
   {
     MutexLock lock(mu_);
     if (pressure != nullptr) applyPressure(now, *pressure, true);
@@ -599,10 +608,12 @@ HOLDBACK_INLINE DispatchResult ControllerCore::dispatchImpl(TimePoint now,
         result.kind = DispatchResult::Kind::kDispatched;
         result.priority = band->prio;
         result.id = head->id;
-        if (block_since_ && band->prio >= block_prio_) block_since_.reset();  // served
         if (leases_on) {
           const std::uint32_t slot = demandSlotOf(band);
-          if (leases_.add(head->id, slot, band->prio, now)) eviction_stats_.leasesStarted += 1;
+          if (leases_.add(head->id, slot, band->prio, now)) {
+            eviction_stats_.leasesStarted += 1;
+            leased = settings_.eviction.enabled;
+          }
           demand_slots_[slot].estimator.dispatched(
               std::chrono::duration<double>(elapsed(head->view.enqueueTime, now)).count());
         }
@@ -615,6 +626,10 @@ HOLDBACK_INLINE DispatchResult ControllerCore::dispatchImpl(TimePoint now,
     }
   }
   for (std::size_t i = 0; i < finalized.size(); ++i) deliver(std::move(finalized.at(i).completion));
+  if (leased) {  // only now may the host be asked to evict it (never before its dispatch)
+    MutexLock lock(mu_);
+    leases_.markDelivered(result.id);
+  }
   deliverRevocations(revocations);
   return result;
 }

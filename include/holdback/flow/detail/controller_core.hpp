@@ -197,10 +197,15 @@ class ControllerCore {
   // Moves outstanding revocation `i` to cooling (confirmed or timed out).
   void endOutstanding(std::size_t i, TimePoint now, bool timedOut) noexcept
       HOLDBACK_REQUIRES(mu_);
-  // The chance (0..1) that lease `l` ends on its own within `horizon` seconds (wait-vs-evict).
-  [[nodiscard]] double releaseChance(const LeaseTable::Lease& l, TimePoint now,
-                                     double horizon) const noexcept HOLDBACK_REQUIRES(mu_);
+  // The chance (0..1) that a lease of age `age` in a band holding `hold` seconds on average
+  // ends on its own within `horizon` seconds (wait-vs-evict); 0 when `hold` is not measured.
+  [[nodiscard]] static double releaseChance(double hold, double age, double horizon) noexcept;
   void issuedFor(Priority victim) HOLDBACK_REQUIRES(mu_);
+  // Appends band `band`'s revocable leases the filter accepts (when `below`: the band is under
+  // the demand) and sums every lease's footprint (footprintsKnown: none is 0).
+  static void collectCandidates(const LeaseTable& leases, std::uint32_t band, bool below,
+                                const EvictionFilter& filter, std::vector<Candidate>& out,
+                                double& totalFootprint, bool& footprintsKnown);
   void deliverRevocations(const RevocationBatch& batch) const noexcept;
 
   // Create-only: read without a lock.
@@ -231,13 +236,11 @@ class ControllerCore {
   std::vector<DemandSlot> demand_slots_ HOLDBACK_GUARDED_BY(mu_);
   std::vector<BandDemand> demand_view_ HOLDBACK_GUARDED_BY(mu_);
   std::optional<TimePoint> last_demand_update_ HOLDBACK_GUARDED_BY(mu_);
-  // Eviction: pacing state, counters, the demand block being served, the victims' scratch.
+  // Eviction: pacing state, counters, the victims' scratch.
   std::vector<Outstanding> outstanding_ HOLDBACK_GUARDED_BY(mu_);
   std::vector<Cooling> cooling_ HOLDBACK_GUARDED_BY(mu_);
   double pending_reclaim_ HOLDBACK_GUARDED_BY(mu_) = 0.0;
   EvictionStats eviction_stats_ HOLDBACK_GUARDED_BY(mu_);
-  std::optional<TimePoint> block_since_ HOLDBACK_GUARDED_BY(mu_);
-  Priority block_prio_ HOLDBACK_GUARDED_BY(mu_) = 0;
   std::vector<Candidate> candidates_ HOLDBACK_GUARDED_BY(mu_);
 };
 

@@ -1,0 +1,411 @@
+// End to end, in-flight eviction (docs/eviction.md, docs/gateway.md "In-flight eviction"):
+// holdback-gateway with `flowControl.enableEviction: true` in front of two holdback-model-server
+// processes, on loopback.
+//
+//   0. unloaded: interactive requests alone -> their median latency (the baseline B);
+//   1. eviction gateway: a batch flood fills every slot of the pool (12 closed-loop batch clients
+//      for 8 slots; batch is not held back: static-usage-limit-policy, threshold 1.0, upstream's
+//      recommended static-1.0+evict), then two bursts of 4 interactive requests at once arrive:
+//        a. every interactive request is served (200, complete stream) within
+//           bound = 2 B + 4 x (grace + 50 ms) (stop-and-wait frees one slot per decision here:
+//           the pool is exactly at its ceiling, so each decision revokes one lease);
+//        b. evictions happened, and every evicted client got exactly one reply: a non-streaming
+//           batch request 429 with drop reason `evicted` and the OpenAI-style JSON body, a
+//           streaming one its 200 stream ended by one error event (no [DONE]); nothing else but
+//           200 (no transport error; the next request on the same keep-alive connection works);
+//        c. the model servers prove the upstream aborts: their completed-request counters equal
+//           the 200s (no evicted request ran to its end), the tokens they generated for evicted
+//           requests are fewer than those requests asked for, and both are idle at once after
+//           the drain;
+//        d. the gateway's /metrics: revocations issued = actuated + too late, all confirmed
+//           (none timed out), the gateway's actuated count = the evicted replies the clients
+//           saw; `promtool check metrics` passes when promtool is installed;
+//   2. control: the same flood and one burst through a gateway without eviction: the interactive
+//      median exceeds the bound (batch requests run 3 s), so the bound is one that eviction meets.
+//
+// Sizing (model servers: 4 slots, 10 ms per token, 20 ms prefill, KV large enough not to bind):
+//   interactive = 8 output tokens (~110 ms); batch = 300 output tokens (~3 s).
+//   Detector: utilization with the slot term (maxRunningRequests 4) corrected between scrapes by
+//   the dispatch ledger, so an aborted request's slot shows as free at once; hence the
+//   confirmation grace of 100 ms (a few 25 ms scrape intervals) instead of the default derived
+//   for a lagging sensor (scrape interval + staleness threshold + 250 ms).
+#include <gtest/gtest.h>
+#include <httplib.h>
+#include <sys/wait.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <map>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "child_process.hpp"
+#include "e2e_support.hpp"
+
+namespace holdback_e2e {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using namespace std::chrono_literals;
+
+constexpr int kBatchClients = 12;  // 8 slots in the pool: 4 more wait in the gateway
+constexpr int kBatchTokens = 300;
+constexpr int kInteractiveTokens = 8;
+constexpr int kBurst = 4;
+constexpr auto kGrace = 100ms;
+
+double msSince(Clock::time_point t0, Clock::time_point t = Clock::now()) {
+  return std::chrono::duration<double, std::milli>(t - t0).count();
+}
+
+std::string gatewayConfig(bool eviction) {
+  return R"({
+  "apiVersion": "inference.networking.x-k8s.io/v1alpha1",
+  "kind": "EndpointPickerConfig",
+  "featureGates": ["flowControl"],
+  "plugins": [
+    {"type": "static-usage-limit-policy", "name": "policy", "parameters": {"threshold": 1.0}},
+    {"type": "utilization-detector", "name": "vllm",
+     "parameters": {"queueDepthThreshold": 8, "kvCacheUtilThreshold": 1.0,
+                    "metricsStalenessThreshold": "400ms", "stalenessPolicy": "saturated",
+                    "maxRunningRequests": 4}}
+  ],
+  "flowControl": {
+    "usageLimitPolicyPluginRef": "policy",
+    "saturationDetector": {"pluginRef": "vllm"},
+    "defaultRequestTTL": "60s",
+    "enableEviction": )" +
+         std::string(eviction ? "true" : "false") + R"(,
+    "eviction": {"confirmationGrace": "100ms"},
+    "priorityBands": [{"priority": 10}, {"priority": -1}]
+  }
+})";
+}
+
+struct Reply {
+  int status = -1;  // -1: transport error
+  std::string error;
+  double ms = 0.0;
+  std::string dropReason;
+  std::string body;
+  bool stream = false;
+};
+
+Reply send(httplib::Client& c, const std::string& objective, bool stream, int maxTokens,
+           const std::string& flow) {
+  const std::string body = std::string(R"({"model": "fake-model", "prompt": "x", "max_tokens": )") +
+                           std::to_string(maxTokens) + (stream ? R"(, "stream": true})" : "}");
+  httplib::Headers headers{{"x-gateway-inference-objective", objective},
+                           {"x-gateway-inference-fairness-id", flow}};
+  Reply r;
+  r.stream = stream;
+  const auto start = Clock::now();
+  auto res = c.Post("/v1/completions", headers, body, "application/json");
+  r.ms = msSince(start);
+  if (!res) {
+    r.error = httplib::to_string(res.error());
+    return r;
+  }
+  r.status = res->status;
+  r.dropReason = res->get_header_value("x-llm-d-request-dropped-reason");
+  r.body = res->body;
+  return r;
+}
+
+// A streamed body cut by a revocation: some token events, then exactly one error event (429,
+// evicted), and no [DONE].
+bool endsWithOneEvictionEvent(const std::string& body) {
+  const auto first = body.find("data: {\"error\"");
+  if (first == std::string::npos || body.find("data: {\"error\"", first + 1) != std::string::npos)
+    return false;
+  if (body.find("data: [DONE]") != std::string::npos) return false;
+  const std::string tail = body.substr(first);
+  return tail.find("\"code\":429") != std::string::npos &&
+         tail.find("evicted") != std::string::npos && tail.size() >= 2 &&
+         tail.compare(tail.size() - 2, 2, "\n\n") == 0 &&
+         tail.find("data: ", 6) == std::string::npos;  // the last event
+}
+
+httplib::Client clientFor(const ChildProcess& p, std::chrono::seconds readTimeout = 30s) {
+  httplib::Client c(p.host(), p.port());
+  c.set_connection_timeout(5s);
+  c.set_read_timeout(readTimeout);
+  c.set_write_timeout(5s);
+  c.set_tcp_nodelay(true);
+  c.set_keep_alive(true);
+  return c;
+}
+
+std::string getMetrics(const ChildProcess& p) {
+  auto c = clientFor(p, 5s);
+  auto r = c.Get("/metrics");
+  return r && r->status == 200 ? r->body : std::string();
+}
+
+struct PhaseResult {
+  std::vector<Reply> interactive;
+  std::vector<Reply> batch;
+  bool filled = false;  // every slot was taken by batch before the first burst
+};
+
+class GatewayEvictionE2ETest : public ::testing::Test {
+ protected:
+  void SetUp() override { dir_ = makeScratchDir("holdback-gateway-eviction-e2e"); }
+  void TearDown() override {
+    if (!HasFailure()) return;
+    for (auto* p : {gateway_.get(), server_a_.get(), server_b_.get()}) {
+      if (p != nullptr) std::cerr << p->stderrTail() << "\n";
+    }
+  }
+
+  std::unique_ptr<ChildProcess> startServer(const std::string& name) {
+    return std::make_unique<ChildProcess>(
+        name,
+        std::vector<std::string>{HOLDBACK_MODEL_SERVER, "--port", "0", "--slots", "4", "--token-ms",
+                                 "10", "--prefill-ms", "20", "--kv-capacity-tokens", "100000",
+                                 "--model", "fake-model"},
+        dir_);
+  }
+
+  std::unique_ptr<ChildProcess> startGateway(const std::string& name, bool eviction) {
+    const std::string config = dir_ + "/" + name + ".json";
+    std::ofstream(config) << gatewayConfig(eviction);
+    return std::make_unique<ChildProcess>(
+        name,
+        std::vector<std::string>{HOLDBACK_GATEWAY, "--endpoint", server_a_->url(), "--endpoint",
+                                 server_b_->url(), "--config", config, "--listen", "127.0.0.1:0",
+                                 "--scrape-interval-ms", "25"},
+        dir_);
+  }
+
+  int serversRunning() {
+    int n = 0;
+    for (auto* s : {server_a_.get(), server_b_.get()}) {
+      n += int(metricValue(getMetrics(*s), "vllm:num_requests_running").value_or(0));
+    }
+    return n;
+  }
+
+  double serversSum(std::string_view name) {
+    double n = 0;
+    for (auto* s : {server_a_.get(), server_b_.get()}) n += metricSum(getMetrics(*s), name);
+    return n;
+  }
+
+  bool waitServersIdle(std::chrono::milliseconds timeout) {
+    const auto deadline = Clock::now() + timeout;
+    while (Clock::now() < deadline) {
+      bool idle = true;
+      for (auto* s : {server_a_.get(), server_b_.get()}) {
+        const std::string m = getMetrics(*s);
+        if (metricValue(m, "vllm:num_requests_running").value_or(1) != 0 ||
+            metricValue(m, "vllm:num_requests_waiting").value_or(1) != 0) {
+          idle = false;
+        }
+      }
+      if (idle) return true;
+      std::this_thread::sleep_for(20ms);
+    }
+    return false;
+  }
+
+  // The batch flood (half the clients streaming), `bursts` bursts of kBurst interactive
+  // requests at once (the first once every slot is busy, the next 700 ms after the previous one
+  // ended), then the drain: each batch client finishes the request it has in flight.
+  PhaseResult phase(const ChildProcess& gw, int bursts) {
+    PhaseResult out;
+    std::mutex mu;
+    std::atomic<bool> on{true};
+    std::vector<std::thread> batch;
+    for (int i = 0; i < kBatchClients; ++i) {
+      batch.emplace_back([&, i] {
+        std::this_thread::sleep_for(i * 5ms);
+        auto c = clientFor(gw, 60s);
+        while (on) {
+          Reply r = send(c, "batch", i % 2 == 1, kBatchTokens, "batch-" + std::to_string(i));
+          std::lock_guard lock(mu);
+          out.batch.push_back(std::move(r));
+        }
+      });
+    }
+    const auto fill_deadline = Clock::now() + 3s;
+    while (Clock::now() < fill_deadline && serversRunning() < 8) std::this_thread::sleep_for(20ms);
+    out.filled = serversRunning() == 8;
+    std::this_thread::sleep_for(100ms);
+    for (int b = 0; b < bursts; ++b) {
+      if (b > 0) std::this_thread::sleep_for(700ms);
+      std::vector<std::thread> burst;
+      for (int i = 0; i < kBurst; ++i) {
+        burst.emplace_back([&, i] {
+          auto c = clientFor(gw);
+          Reply r = send(c, "interactive", true, kInteractiveTokens, "chat-" + std::to_string(i));
+          std::lock_guard lock(mu);
+          out.interactive.push_back(std::move(r));
+        });
+      }
+      for (auto& t : burst) t.join();
+    }
+    on = false;
+    for (auto& t : batch) t.join();
+    return out;
+  }
+
+  std::string dir_;
+  std::unique_ptr<ChildProcess> server_a_, server_b_, gateway_;
+};
+
+TEST_F(GatewayEvictionE2ETest, InteractiveBurstEvictsBatchWithOneReplyEachAndUpstreamAborts) {
+  server_a_ = startServer("model-server-a");
+  server_b_ = startServer("model-server-b");
+  ASSERT_TRUE(server_a_->startedOk()) << server_a_->error();
+  ASSERT_TRUE(server_b_->startedOk()) << server_b_->error();
+  gateway_ = startGateway("gateway-eviction", true);
+  ASSERT_TRUE(gateway_->startedOk()) << gateway_->error();
+  std::this_thread::sleep_for(200ms);
+
+  // Phase 0: unloaded baseline.
+  std::vector<double> unloaded;
+  {
+    auto c = clientFor(*gateway_);
+    for (int i = 0; i < 8; ++i) {
+      const Reply r = send(c, "interactive", true, kInteractiveTokens, "chat-0");
+      ASSERT_EQ(r.status, 200) << r.error;
+      unloaded.push_back(r.ms);
+    }
+  }
+  const double baseline = median(unloaded);
+  const double bound =
+      2.0 * baseline + kBurst * std::chrono::duration<double, std::milli>(kGrace + 50ms).count();
+  const double success0 = serversSum("vllm:request_success_total");
+  const double tokens0 = serversSum("vllm:generation_tokens_total");
+
+  // Phase 1: flood + bursts through the eviction gateway.
+  const PhaseResult held = phase(*gateway_, 2);
+  ASSERT_TRUE(held.filled) << "the batch flood never filled the 8 slots";
+  ASSERT_TRUE(waitServersIdle(2s)) << "the model servers are still busy after the drain";
+  std::vector<double> interactive_ms;
+  int interactive_ok = 0;
+  for (const Reply& r : held.interactive) {
+    EXPECT_EQ(r.status, 200) << r.error << r.body;
+    if (r.status != 200) continue;
+    const SseSummary s = summarizeSse(r.body);
+    EXPECT_TRUE(s.done && s.events == kInteractiveTokens) << r.body;
+    EXPECT_LE(r.ms, bound) << "interactive request not served within the bound";
+    interactive_ms.push_back(r.ms);
+    ++interactive_ok;
+  }
+  int batch_ok = 0, evicted_json = 0, evicted_stream = 0, other = 0;
+  for (const Reply& r : held.batch) {
+    if (r.status == 429) {
+      const auto body = nlohmann::json::parse(r.body, nullptr, false);
+      const bool ok = !r.stream && r.dropReason == "evicted" && !body.is_discarded() &&
+                      body["error"]["code"] == 429;
+      EXPECT_TRUE(ok) << r.dropReason << " " << r.body;
+      evicted_json += ok ? 1 : 0;
+      continue;
+    }
+    if (r.status == 200 && r.stream) {
+      const SseSummary s = summarizeSse(r.body);
+      if (s.done && s.events == kBatchTokens) {
+        ++batch_ok;
+      } else {
+        const bool ok = endsWithOneEvictionEvent(r.body);
+        EXPECT_TRUE(ok) << "a streamed batch reply neither complete nor ended by one eviction "
+                           "event: "
+                        << r.body.substr(r.body.size() > 400 ? r.body.size() - 400 : 0);
+        evicted_stream += ok ? 1 : 0;
+      }
+      continue;
+    }
+    if (r.status == 200) {
+      ++batch_ok;
+      continue;
+    }
+    ++other;
+    ADD_FAILURE() << "batch reply " << r.status << " " << r.error << " " << r.body;
+  }
+  const int evicted = evicted_json + evicted_stream;
+  const std::string m = getMetrics(*gateway_);
+  const double issued = metricSum(m, "holdback_flow_control_revocations_issued_total");
+  const double issued_batch =
+      metricSum(m, "holdback_flow_control_revocations_issued_total", "priority=\"-1\"");
+  const double confirmed =
+      metricSum(m, "holdback_flow_control_revocations_total", "outcome=\"confirmed\"");
+  const double timed_out =
+      metricSum(m, "holdback_flow_control_revocations_total", "outcome=\"timed_out\"");
+  const double actuated = metricSum(m, "holdback_gateway_evictions_total", "result=\"actuated\"");
+  const double too_late = metricSum(m, "holdback_gateway_evictions_total", "result=\"too_late\"");
+  const double success = serversSum("vllm:request_success_total") - success0;
+  const double tokens = serversSum("vllm:generation_tokens_total") - tokens0;
+  const double ok_tokens = double(batch_ok) * kBatchTokens + interactive_ok * kInteractiveTokens;
+  std::printf(
+      "[e2e-evict] unloaded interactive median %.1f ms; bound 2B + %d x (grace %lld + 50) ms = "
+      "%.1f ms\n"
+      "[e2e-evict] eviction: interactive median %.1f ms, max %.1f ms (n=%zu); batch %zu replies: "
+      "%d x 200, %d evicted (429 %d, stream %d), %d other\n"
+      "[e2e-evict] revocations issued %.0f (batch %.0f), confirmed %.0f, timed out %.0f; gateway "
+      "actuated %.0f, too late %.0f; servers: %.0f completed (200s: %d), %.0f tokens generated "
+      "beyond the 200s' %.0f for %d evicted requests of %d tokens\n",
+      baseline, kBurst, static_cast<long long>(kGrace.count()), bound, median(interactive_ms),
+      interactive_ms.empty() ? 0.0 : *std::max_element(interactive_ms.begin(), interactive_ms.end()),
+      interactive_ms.size(), held.batch.size(), batch_ok, evicted, evicted_json, evicted_stream,
+      other, issued, issued_batch, confirmed, timed_out, actuated, too_late, success,
+      batch_ok + interactive_ok, tokens - ok_tokens, ok_tokens, evicted, kBatchTokens);
+  // a. every interactive request served within the bound (checked per reply above).
+  EXPECT_EQ(interactive_ok, 2 * kBurst);
+  // b. evictions happened; each evicted client got one reply (429 or a terminated stream).
+  EXPECT_GE(evicted, 1);
+  EXPECT_LE(evicted, 4 * kBurst) << "runaway over-eviction";
+  EXPECT_EQ(other, 0);
+  // c. upstream aborts: no evicted request completed at its model server, and each generated
+  // fewer tokens than it asked for.
+  EXPECT_EQ(success, double(batch_ok + interactive_ok));
+  EXPECT_GE(tokens, ok_tokens);
+  EXPECT_LT(tokens - ok_tokens, double(evicted) * kBatchTokens);
+  // d. the books balance.
+  EXPECT_EQ(issued, issued_batch) << "only batch (priority < 0) may be revoked";
+  EXPECT_EQ(issued, actuated + too_late) << m;
+  EXPECT_EQ(actuated, double(evicted)) << m;
+  EXPECT_EQ(confirmed, issued) << m;
+  EXPECT_EQ(timed_out, 0.0) << m;
+  if (std::system("command -v promtool >/dev/null 2>&1") == 0) {
+    const std::string file = dir_ + "/metrics.txt";
+    std::ofstream(file) << m;
+    EXPECT_EQ(std::system(("promtool check metrics < " + file + " >&2").c_str()), 0);
+  } else {
+    std::printf("[e2e-evict] SKIP promtool: not installed (Debian package prometheus)\n");
+  }
+
+  // Phase 2: control - the same flood and one burst without eviction.
+  const int status = gateway_->stop(std::chrono::milliseconds(8000));
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+  gateway_ = startGateway("gateway-control", false);
+  ASSERT_TRUE(gateway_->startedOk()) << gateway_->error();
+  std::this_thread::sleep_for(200ms);
+  const PhaseResult control = phase(*gateway_, 1);
+  ASSERT_TRUE(control.filled);
+  std::vector<double> control_ms;
+  for (const Reply& r : control.interactive) {
+    EXPECT_EQ(r.status, 200) << r.error;
+    control_ms.push_back(r.ms);
+  }
+  for (const Reply& r : control.batch) EXPECT_EQ(r.status, 200) << r.error << r.body;
+  std::printf("[e2e-evict] control (no eviction): interactive median %.1f ms (n=%zu)\n",
+              median(control_ms), control_ms.size());
+  EXPECT_GT(median(control_ms), bound) << "the bound does not distinguish eviction from none";
+  for (ChildProcess* p : {gateway_.get(), server_a_.get(), server_b_.get()}) {
+    const int s = p->stop(std::chrono::milliseconds(8000));
+    EXPECT_TRUE(WIFEXITED(s) && WEXITSTATUS(s) == 0) << p->name() << " wait status " << s;
+  }
+}
+
+}  // namespace
+}  // namespace holdback_e2e
