@@ -69,7 +69,7 @@ struct GatewayCounters {
   std::atomic<std::uint64_t> clientTimeouts{0};      // header/body/idle timeouts
   std::atomic<std::uint64_t> clientErrors{0};        // 4xx the gateway answered itself
   std::atomic<std::int64_t> exchangesInProgress{0};  // requests read and not yet answered
-  std::atomic<std::uint64_t> evictionsActuated{0};   // revoked: upstream aborted, 429 evicted
+  std::atomic<std::uint64_t> evictionsActuated{0};   // revoked: upstream aborted (+ 429 evicted)
   std::atomic<std::uint64_t> evictionsTooLate{0};    // revoked after the request had ended
 
   void count(int status) noexcept {
@@ -105,6 +105,8 @@ class Gateway {
   // the bundle (input + 2 x output tokens of attained service for program `flowId`).
   void reportServed(std::string_view flowId, std::uint64_t promptTokens,
                     std::uint64_t completionTokens, Duration queued) const;
+  // {"<plugin name>": <dumpState JSON>, ...} for every program-aware-fairness policy.
+  [[nodiscard]] std::string programAwareState() const;
   // The stale-endpoints gauge's monitor (logs to stderr at most every 30 s while any is stale).
   [[nodiscard]] StaleEndpointMonitor& staleEndpoints() const { return stale_endpoints_; }
   [[nodiscard]] std::vector<std::string> models() const;
@@ -139,7 +141,7 @@ class Gateway {
   GatewayCounters counters_;
   mutable std::mutex models_mu_;
   std::vector<std::vector<std::string>> endpoint_models_;  // guarded by models_mu_
-  bool eviction_ = false;                                   // set by start()
+  bool eviction_ = false;                                  // set by start()
   std::mutex leases_mu_;
   std::unordered_map<RequestId, std::weak_ptr<OutcomeSink>> leases_;  // guarded by leases_mu_
 };

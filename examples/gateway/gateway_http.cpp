@@ -95,8 +95,7 @@ Reply replyForEviction(HttpDisposition disposition) {
 }
 
 std::string evictionEvent(HttpDisposition disposition) {
-  return "data: " + errorBody(disposition.status, "rate_limit_exceeded", kEvictedMessage) +
-         "\n\n";
+  return "data: " + errorBody(disposition.status, "rate_limit_exceeded", kEvictedMessage) + "\n\n";
 }
 
 Reply replyForError(int status, std::string_view type, std::string_view message) {

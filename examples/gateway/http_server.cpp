@@ -160,8 +160,8 @@ bool wantsStream(const nlohmann::json& body) {
 // final server-sent event and the end of the chunked body. Nothing when the client is gone.
 asio::awaitable<bool> answerEvicted(Gateway& gw, beast::tcp_stream& stream, Exchange& ex,
                                     bool midStream, bool keepAlive) {
-  if (ex.clientGone) co_return false;
   gw.counters().evictionsActuated.fetch_add(1, std::memory_order_relaxed);
+  if (ex.clientGone) co_return false;
   gw.counters().count(ex.evictedAs.status);
   if (midStream) {
     const std::string event = evictionEvent(ex.evictedAs);
@@ -382,7 +382,8 @@ asio::awaitable<bool> route(HttpServer::Shard& shard, beast::tcp_stream& stream,
     }
     co_return co_await handleCompletion(shard, stream, req, keepAlive);
   }
-  if (path == "/metrics" || path == "/healthz" || path == "/readyz" || path == "/v1/models") {
+  if (path == "/metrics" || path == "/healthz" || path == "/readyz" || path == "/v1/models" ||
+      path == "/debug/program-aware-fairness") {
     if (!get) {
       co_return co_await clientError(405, "invalid_request_error",
                                      "method " + std::string(req.method_string()) +
@@ -395,6 +396,10 @@ asio::awaitable<bool> route(HttpServer::Shard& shard, beast::tcp_stream& stream,
     }
     if (path == "/healthz")
       co_return co_await writeText(stream, 200, "ok", "text/plain", keepAlive);
+    if (path == "/debug/program-aware-fairness") {
+      co_return co_await writeText(stream, 200, gw.programAwareState(), "application/json",
+                                   keepAlive);
+    }
     if (path == "/v1/models") {
       co_return co_await writeText(stream, 200, modelsBody(gw), "application/json", keepAlive);
     }

@@ -88,7 +88,8 @@ std::string renderMetrics(Gateway& gw) {
   }
   family("holdback_gateway_evictions_total", "counter",
          "Revocations (in-flight eviction) the gateway received: actuated (upstream request "
-         "aborted, client answered 429 evicted) or too_late (the request had already ended).");
+         "aborted; the client, unless gone, answered 429 evicted) or too_late (the request had "
+         "already ended).");
   sample("holdback_gateway_evictions_total", {{"result", "actuated"}},
          double(gc.evictionsActuated.load(std::memory_order_relaxed)));
   sample("holdback_gateway_evictions_total", {{"result", "too_late"}},

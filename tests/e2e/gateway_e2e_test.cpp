@@ -44,6 +44,7 @@
 
 #include "child_process.hpp"
 #include "e2e_support.hpp"
+#include "gateway_support.hpp"
 
 namespace holdback_e2e {
 namespace {
@@ -57,10 +58,6 @@ constexpr int kInteractiveTokens = 8;
 constexpr int kBatchTokens = 48;
 constexpr auto kStaleness = 400ms;
 constexpr auto kStalenessSlack = 600ms;  // a few scrape intervals + scheduling noise
-
-double msSince(Clock::time_point t0, Clock::time_point t = Clock::now()) {
-  return std::chrono::duration<double, std::milli>(t - t0).count();
-}
 
 // The policy/detector pair of the test; `holdback` false gives the control gateway.
 std::string gatewayConfig(bool holdback) {
@@ -176,22 +173,6 @@ class Traffic {
   std::vector<std::string> error_samples_;
 };
 
-httplib::Client clientFor(const ChildProcess& p, std::chrono::seconds readTimeout = 30s) {
-  httplib::Client c(p.host(), p.port());
-  c.set_connection_timeout(5s);
-  c.set_read_timeout(readTimeout);
-  c.set_write_timeout(5s);
-  c.set_tcp_nodelay(true);
-  c.set_keep_alive(true);
-  return c;
-}
-
-std::string getMetrics(const ChildProcess& p) {
-  auto c = clientFor(p, 5s);
-  auto r = c.Get("/metrics");
-  return r && r->status == 200 ? r->body : std::string();
-}
-
 // What one flood phase measured.
 struct FloodResult {
   std::vector<double> interactiveMs;  // sent after the warm-up
@@ -215,23 +196,12 @@ class GatewayE2ETest : public ::testing::Test {
   }
 
   std::unique_ptr<ChildProcess> startServer(const std::string& name) {
-    return std::make_unique<ChildProcess>(
-        name,
-        std::vector<std::string>{HOLDBACK_MODEL_SERVER, "--port", "0", "--slots", "4", "--token-ms",
-                                 "10", "--prefill-ms", "20", "--kv-capacity-tokens", "200",
-                                 "--model", "fake-model"},
-        dir_);
+    return startModelServer(name, dir_, 200);
   }
 
   std::unique_ptr<ChildProcess> startGateway(const std::string& name, bool holdback) {
-    const std::string config = dir_ + "/" + name + ".json";
-    std::ofstream(config) << gatewayConfig(holdback);
-    return std::make_unique<ChildProcess>(
-        name,
-        std::vector<std::string>{HOLDBACK_GATEWAY, "--endpoint", server_a_->url(), "--endpoint",
-                                 server_b_->url(), "--config", config, "--listen", "127.0.0.1:0",
-                                 "--scrape-interval-ms", "25"},
-        dir_);
+    return startGatewayWith(name, dir_, gatewayConfig(holdback),
+                            {server_a_.get(), server_b_.get()});
   }
 
   // Interactive requests alone, for `duration`.
@@ -318,22 +288,8 @@ class GatewayE2ETest : public ::testing::Test {
     return out;
   }
 
-  // Waits until both model servers report nothing running or waiting.
   bool waitServersIdle(std::chrono::milliseconds timeout) {
-    const auto deadline = Clock::now() + timeout;
-    while (Clock::now() < deadline) {
-      bool idle = true;
-      for (auto* s : {server_a_.get(), server_b_.get()}) {
-        const std::string m = getMetrics(*s);
-        if (metricValue(m, "vllm:num_requests_running").value_or(1) != 0 ||
-            metricValue(m, "vllm:num_requests_waiting").value_or(1) != 0) {
-          idle = false;
-        }
-      }
-      if (idle) return true;
-      std::this_thread::sleep_for(20ms);
-    }
-    return false;
+    return holdback_e2e::waitServersIdle({server_a_.get(), server_b_.get()}, timeout);
   }
 
   std::string dir_;

@@ -49,6 +49,7 @@
 
 #include "child_process.hpp"
 #include "e2e_support.hpp"
+#include "gateway_support.hpp"
 
 namespace holdback_e2e {
 namespace {
@@ -61,10 +62,6 @@ constexpr int kBatchTokens = 300;
 constexpr int kInteractiveTokens = 8;
 constexpr int kBurst = 4;
 constexpr auto kGrace = 100ms;
-
-double msSince(Clock::time_point t0, Clock::time_point t = Clock::now()) {
-  return std::chrono::duration<double, std::milli>(t - t0).count();
-}
 
 std::string gatewayConfig(bool eviction) {
   return R"({
@@ -134,22 +131,6 @@ bool endsWithOneEvictionEvent(const std::string& body) {
          tail.find("data: ", 6) == std::string::npos;  // the last event
 }
 
-httplib::Client clientFor(const ChildProcess& p, std::chrono::seconds readTimeout = 30s) {
-  httplib::Client c(p.host(), p.port());
-  c.set_connection_timeout(5s);
-  c.set_read_timeout(readTimeout);
-  c.set_write_timeout(5s);
-  c.set_tcp_nodelay(true);
-  c.set_keep_alive(true);
-  return c;
-}
-
-std::string getMetrics(const ChildProcess& p) {
-  auto c = clientFor(p, 5s);
-  auto r = c.Get("/metrics");
-  return r && r->status == 200 ? r->body : std::string();
-}
-
 struct PhaseResult {
   std::vector<Reply> interactive;
   std::vector<Reply> batch;
@@ -167,23 +148,12 @@ class GatewayEvictionE2ETest : public ::testing::Test {
   }
 
   std::unique_ptr<ChildProcess> startServer(const std::string& name) {
-    return std::make_unique<ChildProcess>(
-        name,
-        std::vector<std::string>{HOLDBACK_MODEL_SERVER, "--port", "0", "--slots", "4", "--token-ms",
-                                 "10", "--prefill-ms", "20", "--kv-capacity-tokens", "100000",
-                                 "--model", "fake-model"},
-        dir_);
+    return startModelServer(name, dir_, 100000);
   }
 
   std::unique_ptr<ChildProcess> startGateway(const std::string& name, bool eviction) {
-    const std::string config = dir_ + "/" + name + ".json";
-    std::ofstream(config) << gatewayConfig(eviction);
-    return std::make_unique<ChildProcess>(
-        name,
-        std::vector<std::string>{HOLDBACK_GATEWAY, "--endpoint", server_a_->url(), "--endpoint",
-                                 server_b_->url(), "--config", config, "--listen", "127.0.0.1:0",
-                                 "--scrape-interval-ms", "25"},
-        dir_);
+    return startGatewayWith(name, dir_, gatewayConfig(eviction),
+                            {server_a_.get(), server_b_.get()});
   }
 
   int serversRunning() {
@@ -201,20 +171,7 @@ class GatewayEvictionE2ETest : public ::testing::Test {
   }
 
   bool waitServersIdle(std::chrono::milliseconds timeout) {
-    const auto deadline = Clock::now() + timeout;
-    while (Clock::now() < deadline) {
-      bool idle = true;
-      for (auto* s : {server_a_.get(), server_b_.get()}) {
-        const std::string m = getMetrics(*s);
-        if (metricValue(m, "vllm:num_requests_running").value_or(1) != 0 ||
-            metricValue(m, "vllm:num_requests_waiting").value_or(1) != 0) {
-          idle = false;
-        }
-      }
-      if (idle) return true;
-      std::this_thread::sleep_for(20ms);
-    }
-    return false;
+    return holdback_e2e::waitServersIdle({server_a_.get(), server_b_.get()}, timeout);
   }
 
   // The batch flood (half the clients streaming), `bursts` bursts of kBurst interactive
@@ -355,7 +312,8 @@ TEST_F(GatewayEvictionE2ETest, InteractiveBurstEvictsBatchWithOneReplyEachAndUps
       "actuated %.0f, too late %.0f; servers: %.0f completed (200s: %d), %.0f tokens generated "
       "beyond the 200s' %.0f for %d evicted requests of %d tokens\n",
       baseline, kBurst, static_cast<long long>(kGrace.count()), bound, median(interactive_ms),
-      interactive_ms.empty() ? 0.0 : *std::max_element(interactive_ms.begin(), interactive_ms.end()),
+      interactive_ms.empty() ? 0.0
+                             : *std::max_element(interactive_ms.begin(), interactive_ms.end()),
       interactive_ms.size(), held.batch.size(), batch_ok, evicted, evicted_json, evicted_stream,
       other, issued, issued_batch, confirmed, timed_out, actuated, too_late, success,
       batch_ok + interactive_ok, tokens - ok_tokens, ok_tokens, evicted, kBatchTokens);

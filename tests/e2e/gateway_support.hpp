@@ -1,0 +1,93 @@
+// Shared helpers of the gateway end-to-end tests (httplib clients against ChildProcess servers).
+#pragma once
+
+#include <httplib.h>
+
+#include <chrono>
+#include <fstream>
+#include <initializer_list>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "child_process.hpp"
+#include "e2e_support.hpp"
+
+namespace holdback_e2e {
+
+inline double msSince(std::chrono::steady_clock::time_point t0,
+                      std::chrono::steady_clock::time_point t = std::chrono::steady_clock::now()) {
+  return std::chrono::duration<double, std::milli>(t - t0).count();
+}
+
+// A keep-alive client with TCP_NODELAY; `readTimeout` bounds each response.
+inline httplib::Client clientFor(const ChildProcess& p,
+                                 std::chrono::seconds readTimeout = std::chrono::seconds(30)) {
+  httplib::Client c(p.host(), p.port());
+  c.set_connection_timeout(std::chrono::seconds(5));
+  c.set_read_timeout(readTimeout);
+  c.set_write_timeout(std::chrono::seconds(5));
+  c.set_tcp_nodelay(true);
+  c.set_keep_alive(true);
+  return c;
+}
+
+// GET /metrics, or "" when it fails.
+inline std::string getMetrics(const ChildProcess& p) {
+  auto c = clientFor(p, std::chrono::seconds(5));
+  auto r = c.Get("/metrics");
+  return r && r->status == 200 ? r->body : std::string();
+}
+
+// Waits until every model server reports nothing running or waiting; false on the timeout.
+inline bool waitServersIdle(std::initializer_list<const ChildProcess*> servers,
+                            std::chrono::milliseconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (std::chrono::steady_clock::now() < deadline) {
+    bool idle = true;
+    for (const ChildProcess* s : servers) {
+      const std::string m = getMetrics(*s);
+      if (metricValue(m, "vllm:num_requests_running").value_or(1) != 0 ||
+          metricValue(m, "vllm:num_requests_waiting").value_or(1) != 0) {
+        idle = false;
+      }
+    }
+    if (idle) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return false;
+}
+
+// The fake model server of the gateway tests: 4 slots, 10 ms per token, 20 ms prefill.
+inline std::unique_ptr<ChildProcess> startModelServer(const std::string& name,
+                                                      const std::string& dir,
+                                                      int kvCapacityTokens) {
+  return std::make_unique<ChildProcess>(
+      name,
+      std::vector<std::string>{HOLDBACK_MODEL_SERVER, "--port", "0", "--slots", "4", "--token-ms",
+                               "10", "--prefill-ms", "20", "--kv-capacity-tokens",
+                               std::to_string(kvCapacityTokens), "--model", "fake-model"},
+      dir);
+}
+
+// holdback-gateway in front of `servers` with `config` (written to DIR/NAME.json), scraping
+// every 25 ms.
+inline std::unique_ptr<ChildProcess> startGatewayWith(
+    const std::string& name, const std::string& dir, const std::string& config,
+    std::initializer_list<const ChildProcess*> servers) {
+  const std::string file = dir + "/" + name + ".json";
+  std::ofstream(file) << config;
+  std::vector<std::string> argv{HOLDBACK_GATEWAY};
+  for (const ChildProcess* s : servers) {
+    argv.push_back("--endpoint");
+    argv.push_back(s->url());
+  }
+  for (const char* a :
+       {"--config", file.c_str(), "--listen", "127.0.0.1:0", "--scrape-interval-ms", "25"}) {
+    argv.emplace_back(a);
+  }
+  return std::make_unique<ChildProcess>(name, std::move(argv), dir);
+}
+
+}  // namespace holdback_e2e
