@@ -3,7 +3,8 @@
 // they build must work:
 //   - a policy that loads produces valid ceilings;
 //   - a detector that loads gives a finite saturation >= 0;
-//   - a bundle that loads builds a FlowController (the loader accepts nothing create() rejects),
+//   - a bundle that loads builds a FlowController once the host adds its callbacks (the loader
+//     accepts nothing create() rejects),
 //     the controller runs a few requests to one outcome each, and the same bundle hot-reloads
 //     into it (applyBundle) without errors.
 #include <cstdint>
@@ -59,6 +60,7 @@ void checkBundle(const config::ConfigBundle& bundle) {
   options.endpoints = std::make_shared<VectorEndpointSource>(somePool());
   int delivered = 0;
   options.onOutcome = [&](Completion&&) { ++delivered; };
+  options.eviction.evict = [](const Revocation&) {};  // the host's actuator (enableEviction)
   auto made = FlowController::create(std::move(options));
   require(made.ok(), "a loaded bundle builds a FlowController");
   FlowController& controller = *made.value();

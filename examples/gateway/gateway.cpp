@@ -8,6 +8,8 @@
 #include "holdback/detector/detectors.hpp"
 #include "holdback/flow/program_aware_fairness.hpp"
 
+#include <nlohmann/json.hpp>
+
 namespace holdback::gateway {
 
 using namespace std::chrono_literals;
@@ -97,6 +99,17 @@ void Gateway::endLease(RequestId id) {
     leases_.erase(id);
   }
   controller_->release(id, Clock::now());
+}
+
+std::string Gateway::programAwareState() const {
+  std::string out = "{";
+  for (const auto& [name, fairness] : bundle_->fairnessPolicies) {
+    if (const auto* p = dynamic_cast<const ProgramAwareFairnessPolicy*>(fairness.get())) {
+      out += (out.size() > 1 ? ", " : "") + nlohmann::json(name).dump() + ": " +
+             p->dumpState(Clock::now());
+    }
+  }
+  return out + "}";
 }
 
 void Gateway::setEndpointModels(std::size_t endpoint, std::vector<std::string> ids) {

@@ -105,6 +105,8 @@ class Gateway {
   // the bundle (input + 2 x output tokens of attained service for program `flowId`).
   void reportServed(std::string_view flowId, std::uint64_t promptTokens,
                     std::uint64_t completionTokens, Duration queued) const;
+  // {"<plugin name>": <dumpState JSON>, ...} for every program-aware-fairness policy.
+  [[nodiscard]] std::string programAwareState() const;
   // The stale-endpoints gauge's monitor (logs to stderr at most every 30 s while any is stale).
   [[nodiscard]] StaleEndpointMonitor& staleEndpoints() const { return stale_endpoints_; }
   [[nodiscard]] std::vector<std::string> models() const;

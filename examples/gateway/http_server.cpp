@@ -382,7 +382,8 @@ asio::awaitable<bool> route(HttpServer::Shard& shard, beast::tcp_stream& stream,
     }
     co_return co_await handleCompletion(shard, stream, req, keepAlive);
   }
-  if (path == "/metrics" || path == "/healthz" || path == "/readyz" || path == "/v1/models") {
+  if (path == "/metrics" || path == "/healthz" || path == "/readyz" || path == "/v1/models" ||
+      path == "/debug/program-aware-fairness") {
     if (!get) {
       co_return co_await clientError(405, "invalid_request_error",
                                      "method " + std::string(req.method_string()) +
@@ -395,6 +396,10 @@ asio::awaitable<bool> route(HttpServer::Shard& shard, beast::tcp_stream& stream,
     }
     if (path == "/healthz")
       co_return co_await writeText(stream, 200, "ok", "text/plain", keepAlive);
+    if (path == "/debug/program-aware-fairness") {
+      co_return co_await writeText(stream, 200, gw.programAwareState(), "application/json",
+                                   keepAlive);
+    }
     if (path == "/v1/models") {
       co_return co_await writeText(stream, 200, modelsBody(gw), "application/json", keepAlive);
     }

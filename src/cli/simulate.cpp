@@ -39,13 +39,17 @@ Options:
   --arms LIST       comma-separated arms (default: all): none, static-1.0, stepwise, linear,
                     sigmoid, static-map, soft-reflective, stepwise-active (stepwise over the
                     priorities active within the last second only), reservation and
-                    reservation-0.1% (reservation-holdback-policy, epsilon 1 % / 0.1 %)
+                    reservation-0.1% (reservation-holdback-policy, epsilon 1 % / 0.1 %);
+                    static-1.0+evict, stepwise+evict, reservation+evict add in-flight eviction
   --detector D      the saturation detector of the gateway: utilization (scraped queue and KV
                     telemetry), concurrency (the gateway's own in-flight counts) or both, one
                     table each (default: both for a built-in scenario, else the scenario's)
   --replicas R      gateway replicas (pool.gatewayReplicas, 1-64): each has its own controller
                     and in-flight counts, all read the same scraped telemetry
   --scrape-ms MS    the scrape interval (pool.scrapeIntervalMs, default 50)
+  --revocation-ms MS
+                    in-flight eviction arms (*+evict): from the controller's revocation to the
+                    victim's slot being free (pool.revocationLatencyMs, default 50)
   --ledger on|off   utilization detector: each replica fills its view through its own
                     DispatchLedger (pool.dispatchLedger; default on, the scenario's value)
   --ledger-budget on|off
@@ -83,7 +87,7 @@ int runSimulate(int argc, char** argv) {
   Args args;
   if (auto error = parseArgs(argc, argv, 2,
                              {"scenario", "seed", "seeds", "duration", "arms", "detector",
-                              "replicas", "jobs", "format", "csv", "plot", "scrape-ms", "ledger",
+                              "replicas", "jobs", "format", "csv", "plot", "scrape-ms", "revocation-ms", "ledger",
                               "ledger-budget", "lost-completions", "slot-term"},
                              args)) {
     return usageError(kCommand, *error);
@@ -183,6 +187,13 @@ int runSimulate(int argc, char** argv) {
       }
       *field = *v == "on";
     }
+  }
+  if (auto ms = args.get("revocation-ms")) {
+    const auto v = parseDouble(*ms);
+    if (!v || !(*v >= 0.0 && *v <= 1e6)) {
+      return usageError(kCommand, "--revocation-ms needs a number of milliseconds in [0, 1e6]");
+    }
+    scenario.pool.revocationLatencyMs = *v;
   }
   if (auto lost = args.get("lost-completions")) {
     const auto v = parseDouble(*lost);

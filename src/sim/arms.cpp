@@ -125,6 +125,19 @@ std::vector<Arm> allArms() {
       {.name = "reservation+feedback",
        .description = "reservation (epsilon 1 %) with the feedback trim",
        .policy = [](S s) { return reservation(s, 0.01, feedback(s)); }},
+      // In-flight eviction (issue 16): the arm's policy plus the controller's eviction.
+      {.name = "static-1.0+evict",
+       .description = "static-1.0 with in-flight eviction (upstream's recommended setup)",
+       .policy = staticOne,
+       .eviction = true},
+      {.name = "stepwise+evict",
+       .description = "stepwise-spread holdback with in-flight eviction",
+       .policy = [](S s) { return holdback("stepwise-spread", s); },
+       .eviction = true},
+      {.name = "reservation+evict",
+       .description = "reservation (epsilon 1 %) with in-flight eviction",
+       .policy = [](S s) { return reservation(s, 0.01); },
+       .eviction = true},
   };
   return arms;
 }

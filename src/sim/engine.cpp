@@ -59,6 +59,23 @@ Simulation::Simulation(const Scenario& s, const Arm& arm, const RunOptions& opti
     o.clock = [this] { return at(now_); };
     o.priorityDomain = arm.priorityDomain;
     o.activityWindow = arm.activityWindow;
+    if (arm.eviction) {
+      o.eviction.enabled = true;
+      // The sensor's lag: upstream's derivation from the detector (10 ms in-flight counts;
+      // scrape + staleness + engine budget for scraped metrics). With the dispatch ledger an
+      // aborted request's completion is recorded at once but the view is floored at the scraped
+      // running count, so the freed slot shows at the next scrape: one scrape interval.
+      o.eviction.confirmationGrace =
+          gw.ledger ? std::chrono::duration_cast<Duration>(
+                          std::chrono::nanoseconds(fromMs(s.pool.scrapeIntervalMs)))
+                    : deriveEvictionGrace(detector_.get(),
+                                          std::chrono::duration_cast<Duration>(
+                                              std::chrono::nanoseconds(fromMs(s.pool.scrapeIntervalMs))));
+      if (arm.maxRevocationsPerDecision > 0) {
+        o.eviction.maxRevocationsPerDecision = arm.maxRevocationsPerDecision;
+      }
+      o.eviction.evict = [this, g](const Revocation& r) { onRevocation(g, r); };
+    }
     gw.fc = std::move(FlowController::create(std::move(o))).value();
   }
 }
@@ -88,7 +105,11 @@ ArmResult Simulation::run() {
     handle(e);
   }
   for (Gateway& gw : gateways_) {
-    if (gw.fc) gw.fc->shutdown(at(now_));
+    if (!gw.fc) continue;
+    const EvictionStats ev = gw.fc->stats().eviction;
+    revocationsConfirmed_ += ev.confirmed;
+    revocationsTimedOut_ += ev.timedOut;
+    gw.fc->shutdown(at(now_));
   }
   return collect();
 }
@@ -177,6 +198,9 @@ void Simulation::handle(const Event& e) {
       for (Gateway& gw : gateways_) (void)gw.fc->expire(at(now_));
       schedule(now_ + kSecond, EventType::kExpire, 0);
       break;
+    case EventType::kRevoke:
+      abort(e.index);
+      break;
     case EventType::kSample:
       sample();
       schedule(now_ + fromMs(options_.sampleIntervalMs), EventType::kSample, 0);
@@ -192,6 +216,12 @@ void Simulation::arrive(std::size_t c) {
   r.input = sampleLength(tc.inputTokens, rngs_[c]);
   r.output = sampleLength(tc.outputTokens, rngs_[c]);
   r.arrival = now_;
+  submit(r);
+}
+
+// A new request (an arrival or a retry) reaches the gateways: round-robin over the replicas.
+void Simulation::submit(Request r) {
+  const TrafficClass& tc = s_.classes[r.cls];
   r.gateway = static_cast<std::uint32_t>(arrivals_++ % gateways_.size());  // round-robin
   const std::size_t id = requests_.size();
   requests_.push_back(r);
@@ -226,6 +256,7 @@ void Simulation::onOutcome(std::size_t /*gateway*/, Completion&& c) {
   const std::size_t id = *std::any_cast<std::size_t>(&c.payload);
   if (c.outcome.dispatched()) {
     requests_[id].leaseId = c.id;
+    if (arm_.eviction) gateways_[requests_[id].gateway].leases.emplace(c.id, id);
     route(id);
     return;
   }
@@ -240,6 +271,19 @@ void Simulation::replace(std::size_t id) {
   if (s_.classes[c].arrival.process == ArrivalProcess::kBacklog && now_ < end_) {
     schedule(now_, EventType::kArrival, c);
   }
+}
+
+// The controller revoked a lease (called from its dispatch cycle, no library lock held): the host
+// aborts the request on its server; the abort lands pool.revocationLatencyMs later. A lease that
+// ended on its own meanwhile (no longer in the map) is ignored, as the contract allows.
+void Simulation::onRevocation(std::size_t gateway, const Revocation& rev) {
+  ++revocationsIssued_;
+  const auto it = gateways_[gateway].leases.find(rev.id);
+  if (it == gateways_[gateway].leases.end()) return;
+  Request& r = requests_[it->second];
+  if (r.revoking) return;
+  r.revoking = true;
+  schedule(now_ + fromMs(s_.pool.revocationLatencyMs), EventType::kRevoke, it->second);
 }
 
 void Simulation::route(std::size_t id) {

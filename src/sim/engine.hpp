@@ -15,6 +15,7 @@
 #include <queue>
 #include <span>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "holdback/detector/detectors.hpp"
@@ -86,7 +87,8 @@ enum class EventType : std::uint8_t {
   kStep,
   kComplete,
   kExpire,
-  kSample
+  kSample,
+  kRevoke  // the host's abort reaches the victim's server (pool.revocationLatencyMs after evict)
 };
 
 struct Event {
@@ -97,7 +99,17 @@ struct Event {
   bool operator>(const Event& o) const { return time != o.time ? time > o.time : seq > o.seq; }
 };
 
-enum class State : std::uint8_t { kQueued, kServerQueue, kRunning, kDone, kRejected, kEvicted };
+// kEvicted: the controller evicted the request from its queue (TTL); kRevoked: in-flight
+// eviction aborted it on its server (its client retries it as a new request).
+enum class State : std::uint8_t {
+  kQueued,
+  kServerQueue,
+  kRunning,
+  kDone,
+  kRejected,
+  kEvicted,
+  kRevoked
+};
 
 struct Request {
   std::uint32_t cls = 0;
@@ -113,6 +125,8 @@ struct Request {
   State state = State::kQueued;
   std::uint32_t gateway = 0;  // the replica the request arrived at
   RequestId leaseId = 0;      // the controller's id once dispatched (released at completion)
+  bool revoking = false;      // evict was called; the abort reaches the server after the latency
+  std::int64_t retryOf = -1;  // the revoked request this one retries
 };
 
 struct Server {
@@ -145,6 +159,8 @@ struct Gateway {
   // inFlight, and the ids of the endpoints in it (ids[i] is pool()[i]).
   std::unique_ptr<DispatchLedger> ledger;
   std::vector<EndpointId> ids;
+  // Arms with eviction: the request behind each lease the controller may revoke.
+  std::unordered_map<RequestId, std::size_t> leases;
   // Refreshes the replica's Endpoint view from its ledger (no-op without one).
   void fill() {
     if (ledger) ledger->fill(source->pool(), ids);
@@ -176,6 +192,8 @@ class Simulation {
   void onOutcome(std::size_t gateway, Completion&& c);
   void replace(std::size_t id);
   void route(std::size_t id);
+  void submit(Request r);
+  void onRevocation(std::size_t gateway, const Revocation& rev);
 
   // pool_model.cpp
   [[nodiscard]] Nanos tpot(std::size_t running) const;
@@ -183,6 +201,8 @@ class Simulation {
   void step(std::size_t e);
   void finish(std::size_t id);
   void complete(std::size_t id);
+  void abort(std::size_t id);
+  void releaseSlot(std::size_t id, bool running);
   void scrape();
 
   // measure.cpp
@@ -214,6 +234,12 @@ class Simulation {
   std::uint64_t dispatchesSinceScrape_ = 0;
   std::vector<double> dispatchesPerScrape_;
   std::vector<IntervalSample> samples_;
+  std::uint64_t revocationsIssued_ = 0;
+  std::uint64_t aborted_ = 0;
+  std::uint64_t revocationsConfirmed_ = 0;
+  std::uint64_t revocationsTimedOut_ = 0;
+  std::uint64_t wastedTokens_ = 0;
+  std::uint64_t repaidPrefillTokens_ = 0;
 };
 
 // Nearest-rank percentiles and the mean; sorts `v`.

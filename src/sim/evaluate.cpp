@@ -186,6 +186,13 @@ Evaluation evaluate(const Scenario& scenario, const EvaluationOptions& options) 
         cs.rejected = over(ns, [&](std::size_t s) { return double(cls(s).rejected); });
         cs.evicted = over(ns, [&](std::size_t s) { return double(cls(s).evicted); });
         cs.unfinished = over(ns, [&](std::size_t s) { return double(cls(s).unfinished); });
+        cs.revoked = over(ns, [&](std::size_t s) { return double(cls(s).revoked); });
+        cs.wastedTokens = over(ns, [&](std::size_t s) { return double(cls(s).wastedTokens); });
+        cs.repaidPrefillTokens =
+            over(ns, [&](std::size_t s) { return double(cls(s).repaidPrefillTokens); });
+        cs.wastedPct = over(ns, [&](std::size_t s) {
+          return 100.0 * ratio(double(cls(s).wastedTokens), double(cls(s).generatedTokens));
+        });
         for (const WindowStats& w0 : first.windows) {
           const std::string& name = w0.window;
           auto win = [&](std::size_t s) { return *windowOf(cls(s), name); };
@@ -241,6 +248,17 @@ Evaluation evaluate(const Scenario& scenario, const EvaluationOptions& options) 
       sum.wastedTokens = over(ns, [&](std::size_t s) { return double(r(s).wastedTokens); });
       sum.repaidPrefillTokens =
           over(ns, [&](std::size_t s) { return double(r(s).repaidPrefillTokens); });
+      sum.eviction = options.arms[a].eviction;
+      sum.revocationsIssued =
+          over(ns, [&](std::size_t s) { return double(r(s).revocationsIssued); });
+      sum.evictionsPerTopRequest = over(ns, [&](std::size_t s) {
+        const ClassResult* top = nullptr;
+        for (const ClassResult& c : r(s).classes) {
+          if (top == nullptr || c.priority > top->priority) top = &c;
+        }
+        return top == nullptr ? kNoValue
+                              : ratio(double(r(s).inFlightEvictions), double(top->arrived));
+      });
       report.arms.push_back(std::move(sum));
     }
     if (ns > 0) {

@@ -1,5 +1,6 @@
 // The reports of an evaluation over seeds (include/holdback/sim/evaluate.hpp): the JSON document,
 // the summary table and the Pareto data and script.
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <sstream>
@@ -92,6 +93,10 @@ std::string formatJson(const Evaluation& e) {
         sink.put("rejected", c.rejected);
         sink.put("evicted", c.evicted);
         sink.put("unfinished", c.unfinished);
+        sink.put("revoked", c.revoked);
+        sink.put("wastedTokens", c.wastedTokens);
+        sink.put("repaidPrefillTokens", c.repaidPrefillTokens);
+        sink.put("wastedPct", c.wastedPct);
         cj["spread"] = std::move(spread);
         aj["classes"].push_back(std::move(cj));
       }
@@ -114,6 +119,9 @@ std::string formatJson(const Evaluation& e) {
       sink2.put("evictions", a.evictions);
       sink2.put("wastedTokens", a.wastedTokens);
       sink2.put("repaidPrefillTokens", a.repaidPrefillTokens);
+      aj["eviction"] = a.eviction;
+      sink2.put("revocationsIssued", a.revocationsIssued);
+      sink2.put("evictionsPerTopRequest", a.evictionsPerTopRequest);
       aj["spread"] = std::move(spread2);
       rj["arms"].push_back(std::move(aj));
     }
@@ -245,6 +253,44 @@ std::string formatSummary(const Evaluation& e) {
           << padLeft(cell(a.dispatchesPerScrapeP50, 0, spread), wide)
           << padLeft(cell(a.dispatchesPerScrapeP99, 0, spread), wide)
           << padLeft(cell(a.dispatchesPerScrapeMax, 0, spread), wide) << "\n";
+    }
+    const bool anyEviction = std::any_of(report.arms.begin(), report.arms.end(),
+                                         [](const ArmSummary& a) { return a.eviction; });
+    if (!anyEviction) continue;
+    const ClassSummary& b0 = report.arms.front().classes[bottom];
+    out << "in-flight eviction (revocation latency " << num(pool.revocationLatencyMs)
+        << " ms): revocations issued, requests aborted per " << t0.name << " request, "
+        << b0.name << " output tokens wasted (% of generated), prefill tokens paid again, "
+        << t0.name << " TTFT p99 / unloaded in " << (windows ? "idle and settled" : "all")
+        << ", " << b0.name << " goodput % of static-1.0" << (windows ? " in idle and burst" : "")
+        << "\n";
+    const std::size_t w2 = std::max<std::size_t>(wide, 16);
+    out << padRight("arm", 20) << padLeft("issued", w2) << padLeft("per top req", w2)
+        << padLeft("wasted %", w2) << padLeft("re-paid prefill", w2);
+    if (windows) {
+      out << padLeft("x unl. idle", w2) << padLeft("x unl. settled", w2)
+          << padLeft("% static idle", w2) << padLeft("% static burst", w2);
+    } else {
+      out << padLeft("x unloaded", w2) << padLeft("% static", w2);
+    }
+    out << "\n";
+    for (const ArmSummary& a : report.arms) {
+      const ClassSummary& t = a.classes[top];
+      const ClassSummary& b = a.classes[bottom];
+      out << padRight(a.name, 20) << padLeft(cell(a.revocationsIssued, 0, spread), w2)
+          << padLeft(cell(a.evictionsPerTopRequest, 3, spread), w2)
+          << padLeft(cell(b.wastedPct, 2, spread), w2)
+          << padLeft(cell(b.repaidPrefillTokens, 0, spread), w2);
+      if (windows) {
+        out << padLeft(cell(find(t, "idle")->ttftP99OverUnloaded, 1, spread), w2)
+            << padLeft(cell(find(t, "settled")->ttftP99OverUnloaded, 1, spread), w2)
+            << padLeft(cell(find(b, "idle")->outputTokensPctOfStatic, 0, spread), w2)
+            << padLeft(cell(find(b, "burst")->outputTokensPctOfStatic, 0, spread), w2);
+      } else {
+        out << padLeft(cell(find(t, "all")->ttftP99OverUnloaded, 1, spread), w2)
+            << padLeft(cell(find(b, "all")->outputTokensPctOfStatic, 0, spread), w2);
+      }
+      out << "\n";
     }
   }
   return out.str();

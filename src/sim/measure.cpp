@@ -85,6 +85,12 @@ ArmResult Simulation::collect() {
   out.maxServerQueue = maxServerQueue_;
   out.dispatchesPerScrape = percentiles(dispatchesPerScrape_);
   out.dispatchesPerScrapeMax = dispatchesPerScrape_.empty() ? 0.0 : dispatchesPerScrape_.back();
+  out.revocationsIssued = revocationsIssued_;
+  out.revocationsConfirmed = revocationsConfirmed_;
+  out.revocationsTimedOut = revocationsTimedOut_;
+  out.inFlightEvictions = aborted_;
+  out.wastedTokens = wastedTokens_;
+  out.repaidPrefillTokens = repaidPrefillTokens_;
 
   // The windows (a time may be in several: onset and settled split burst, everything is in all)
   // and the seconds of [0, end) in each.
@@ -141,6 +147,11 @@ ArmResult Simulation::collect() {
       }
       if (r.arrival >= end_) continue;
       ++cr.arrived;
+      if (r.state == State::kDone) {
+        cr.generatedTokens += static_cast<std::uint64_t>(r.output);
+      } else if (r.firstToken >= 0 && r.firstToken <= now_) {
+        cr.generatedTokens += static_cast<std::uint64_t>(r.generated);
+      }
       switch (r.state) {
         case State::kDone:
           ++cr.completed;
@@ -151,6 +162,11 @@ ArmResult Simulation::collect() {
         case State::kEvicted:
           ++cr.evicted;
           break;
+        case State::kRevoked:
+          ++cr.revoked;
+          cr.wastedTokens += static_cast<std::uint64_t>(r.firstToken >= 0 ? r.generated : 0);
+          cr.repaidPrefillTokens += static_cast<std::uint64_t>(r.admitted >= 0 ? r.input : 0);
+          break;
         default:
           ++cr.unfinished;
           break;
@@ -160,10 +176,10 @@ ArmResult Simulation::collect() {
         ++arrived[w];
         rejected[w] += r.state == State::kRejected ? 1 : 0;
         evicted[w] += r.state == State::kEvicted ? 1 : 0;
-        unfinished[w] +=
-            r.state != State::kDone && r.state != State::kRejected && r.state != State::kEvicted
-                ? 1
-                : 0;
+        unfinished[w] += r.state != State::kDone && r.state != State::kRejected &&
+                                 r.state != State::kEvicted && r.state != State::kRevoked
+                             ? 1
+                             : 0;
         if (r.dispatched >= 0) {
           queue[w].push_back(static_cast<double>(r.dispatched - r.arrival) / 1e6);
         }
@@ -203,10 +219,13 @@ ArmResult Simulation::collect() {
       rec.dispatched = sec(r.dispatched);
       rec.admitted = sec(r.admitted);
       rec.firstToken = r.firstToken <= now_ ? sec(r.firstToken) : kNoValue;
-      rec.finished = r.state == State::kDone ? sec(r.finished) : kNoValue;
+      rec.finished =
+          r.state == State::kDone || r.state == State::kRevoked ? sec(r.finished) : kNoValue;
+      rec.retryOf = r.retryOf;
       rec.outcome = r.state == State::kDone       ? "completed"
                     : r.state == State::kRejected ? "rejected"
                     : r.state == State::kEvicted  ? "evicted"
+                    : r.state == State::kRevoked  ? "revoked"
                                                   : "unfinished";
       out.requests.push_back(std::move(rec));
     }

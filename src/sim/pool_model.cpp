@@ -65,6 +65,7 @@ void Simulation::step(std::size_t e) {
 
 // Exponential service.
 void Simulation::finish(std::size_t id) {
+  if (requests_[id].state != State::kRunning) return;  // aborted by a revocation meanwhile
   Server& sv = servers_[static_cast<std::size_t>(requests_[id].endpoint)];
   sv.running.erase(std::find(sv.running.begin(), sv.running.end(), id));
   complete(id);
@@ -73,13 +74,26 @@ void Simulation::finish(std::size_t id) {
 
 void Simulation::complete(std::size_t id) {
   Request& r = requests_[id];
-  const auto e = static_cast<std::size_t>(r.endpoint);
   r.state = State::kDone;
   r.finished = now_;
-  if (s_.pool.service == ServiceModel::kTokens) servers_[e].kvTokens -= r.input + r.generated - 1;
+  releaseSlot(id, true);
+  replace(id);
+}
+
+// The request left its server (completed or aborted): its KV is free, its lease ends (the
+// controller's release; for a revoked lease the confirmation) and the gateway's counts drop.
+void Simulation::releaseSlot(std::size_t id, bool running) {
+  Request& r = requests_[id];
+  const auto e = static_cast<std::size_t>(r.endpoint);
+  if (running && s_.pool.service == ServiceModel::kTokens) {
+    servers_[e].kvTokens -= r.input + r.generated - 1;
+  }
   Gateway& gw = gateways_[r.gateway];
   // The request's slot is free: end its lease (feeds the demand a reservation policy reads).
-  if (gw.fc && r.leaseId != 0) (void)gw.fc->release(r.leaseId, at(now_));
+  if (gw.fc && r.leaseId != 0) {
+    gw.leases.erase(r.leaseId);
+    (void)gw.fc->release(r.leaseId, at(now_));
+  }
   if (gw.ledger) {
     // pool.lostCompletions: the fault of a host that forgets to report some completions.
     const bool lost = s_.pool.lostCompletions > 0.0 && lossRng_.uniform() < s_.pool.lostCompletions;
@@ -89,7 +103,38 @@ void Simulation::complete(std::size_t id) {
     inFlight_[id].release();
     gw.inFlight->fill(gw.source->pool());
   }
-  replace(id);
+}
+
+// A revocation's abort reaches the server: the request leaves its queue or its batch (the output
+// it generated is lost), its slot goes to the next queued request, and its client sends it again
+// (same lengths; the retry pays its prefill again). A request that ended meanwhile is left alone.
+void Simulation::abort(std::size_t id) {
+  Request& r = requests_[id];
+  if (r.state != State::kServerQueue && r.state != State::kRunning) return;
+  const auto e = static_cast<std::size_t>(r.endpoint);
+  Server& sv = servers_[e];
+  const bool running = r.state == State::kRunning;
+  if (running) {
+    sv.running.erase(std::find(sv.running.begin(), sv.running.end(), id));
+    if (r.firstToken > now_) r.firstToken = -1;  // still in prefill: no token yet
+  } else {
+    sv.queue.erase(std::find(sv.queue.begin(), sv.queue.end(), id));
+  }
+  r.state = State::kRevoked;
+  r.finished = now_;
+  ++aborted_;
+  const std::int64_t wasted = r.firstToken >= 0 ? r.generated : 0;
+  wastedTokens_ += static_cast<std::uint64_t>(wasted);
+  if (running) repaidPrefillTokens_ += static_cast<std::uint64_t>(r.input);
+  releaseSlot(id, running);
+  Request retry;
+  retry.cls = r.cls;
+  retry.input = r.input;
+  retry.output = r.output;
+  retry.arrival = now_;
+  retry.retryOf = static_cast<std::int64_t>(id);
+  admit(e);
+  submit(retry);  // may grow requests_: no reference into it from here on
 }
 
 // Every replica reads the same scraped telemetry (its in-flight counts stay its own).

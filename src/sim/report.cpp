@@ -51,6 +51,11 @@ std::string formatTable(const Scenario& scenario, const std::vector<ArmResult>& 
                                                    static_cast<double>(a.cyclesWithWork);
     out << "\n== arm " << a.arm.name << ": head-of-line blocked " << fixed(hol, 1)
         << " % of cycles with queued work, mean saturation " << fixed(a.meanSaturation, 2) << "\n";
+    if (a.arm.eviction) {
+      out << "in-flight eviction: " << a.revocationsIssued << " revocations issued, "
+          << a.inFlightEvictions << " requests aborted (retried), " << a.wastedTokens
+          << " output tokens wasted, " << a.repaidPrefillTokens << " prefill tokens paid again\n";
+    }
     out << pad("class", 12, false) << pad("prio", 5) << "  " << pad("window", 6, false)
         << pad("n", 6) << pad("gateway queue", 22) << pad("TTFT", 24) << pad("done/s", 8)
         << pad("tok/s", 8) << pad("rej", 5) << pad("evict", 6) << pad("unfin", 6) << "\n";
@@ -183,7 +188,7 @@ std::string summaryCsv(const std::vector<ArmResult>& arms) {
   std::ostringstream out;
   out << "arm,class,priority,window,arrived,queue_p50_ms,queue_p95_ms,queue_p99_ms,ttft_p50_ms,"
          "ttft_p95_ms,ttft_p99_ms,completed_per_s,output_tokens_per_s,rejected,evicted,unfinished,"
-         "hol_blocked_share\n";
+         "hol_blocked_share,revoked,wasted_tokens,repaid_prefill_tokens,generated_tokens\n";
   for (const ArmResult& a : arms) {
     const double hol = a.cyclesWithWork == 0 ? 0.0
                                              : static_cast<double>(a.gatedCycles) /
@@ -196,7 +201,8 @@ std::string summaryCsv(const std::vector<ArmResult>& arms) {
             << csvNumber(w.ttftMs.p95) << ',' << csvNumber(w.ttftMs.p99) << ','
             << csvNumber(w.completedPerSecond) << ',' << csvNumber(w.outputTokensPerSecond) << ','
             << c.rejected << ',' << c.evicted << ',' << c.unfinished << ',' << csvNumber(hol)
-            << '\n';
+            << ',' << c.revoked << ',' << c.wastedTokens << ',' << c.repaidPrefillTokens << ','
+            << c.generatedTokens << '\n';
       }
     }
   }

@@ -177,6 +177,7 @@ Result<Scenario> parseScenario(const config::Json& document) {
     if (auto v = pr.boolean("dispatchLedger")) s.pool.dispatchLedger = *v;
     if (auto v = pr.boolean("ledgerBudget")) s.pool.ledgerBudget = *v;
     if (auto v = pr.boolean("slotTerm")) s.pool.slotTerm = *v;
+    readPositive(pr, "revocationLatencyMs", s.pool.revocationLatencyMs, 1e6, true);
     if (auto v = pr.number("lostCompletions")) {
       if (!(*v >= 0.0 && *v <= 1.0)) {
         pr.error("lostCompletions", "must be a fraction in [0, 1]");

@@ -326,6 +326,8 @@ TEST_F(EvictionTest, BuiltInPolicies) {
   EXPECT_EQ(order.name(), "priority-then-time-eviction-order-policy");
   EXPECT_TRUE(filter.accept({.priority = -1}));
   EXPECT_FALSE(filter.accept({.priority = 0}));
+  EXPECT_TRUE(filter.mayAccept(-1));
+  EXPECT_FALSE(filter.mayAccept(0));
   const EvictionCandidate oldLow{1, -5, t0, 0, 0}, newLow{2, -5, t0 + 1s, 0, 0},
       newHigh{3, -1, t0 + 2s, 0, 0};
   EXPECT_TRUE(order.less(newLow, oldLow));

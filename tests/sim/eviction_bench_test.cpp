@@ -45,7 +45,9 @@ EvictionBenchResult run(BurstShape shape, SensorProfile sensor, Duration grace) 
   return runEvictionBench(c);
 }
 
-double ms(Duration d) { return std::chrono::duration<double, std::milli>(d).count(); }
+double ms(Duration d) {
+  return std::chrono::duration<double, std::milli>(d).count();
+}
 
 TEST(EvictionBenchTest, ReliefIsConfirmationPlusGracePerDecisionAtMatchedGrace) {
   // Epoch model: each decision waits for its confirmation (3 ms) and, but for the last, the grace;
@@ -62,13 +64,14 @@ TEST(EvictionBenchTest, ReliefIsConfirmationPlusGracePerDecisionAtMatchedGrace) 
         // single needs 3 revocations: 2 (cap) then 1, two decisions before the first relief.
         const double decisions = 2;
         ASSERT_TRUE(r.firstReliefMs.has_value());
-        EXPECT_DOUBLE_EQ(*r.firstReliefMs,
-                         decisions * ms(c.terminationLatency) + (decisions - 1) * ms(grace) +
-                             ms(c.lag()));
+        EXPECT_DOUBLE_EQ(*r.firstReliefMs, decisions * ms(c.terminationLatency) +
+                                               (decisions - 1) * ms(grace) + ms(c.lag()));
         ASSERT_TRUE(r.overEviction.has_value());
         EXPECT_EQ(*r.overEviction, 0) << "no over-eviction at a matched grace";
         EXPECT_EQ(r.admitted, *r.minAdmits);
-        if (shape == BurstShape::kSingle) EXPECT_EQ(r.decisions, 2u);
+        if (shape == BurstShape::kSingle) {
+          EXPECT_EQ(r.decisions, 2u);
+        }
       }
     }
   }
@@ -114,7 +117,7 @@ TEST(EvictionBenchTest, WaitVsEvictRevokesOnlyTheShortfallWithinTheTolerance) {
   const EvictionBenchResult upstream = runEvictionBench(base);
   const EvictionBenchResult better = runEvictionBench(wait);
   EXPECT_EQ(better.admitted, upstream.admitted);
-  EXPECT_LT(better.revocations * 2, upstream.revocations);  // less than half the kills
+  EXPECT_LT(better.revocations * 2, upstream.revocations);    // less than half the kills
   EXPECT_LE(better.waitP95Ms, 1.1 * ms(wait.waitTolerance));  // still within the tolerance
 }
 

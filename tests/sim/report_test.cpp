@@ -103,9 +103,11 @@ TEST(SimEvaluationTest, JsonFollowsTheDocumentedSchema) {
     ASSERT_EQ(report["arms"].size(), 3u);
     for (const Json& arm : report["arms"]) {
       EXPECT_TRUE(arm["name"].is_string());
-      EXPECT_EQ(arm.size(), 7u) << arm.dump().substr(0, 200);
-      for (const char* key : {"evictions", "wastedTokens", "repaidPrefillTokens"}) {
-        EXPECT_EQ(arm[key], 0) << key;  // reserved until in-flight eviction exists
+      EXPECT_EQ(arm.size(), 10u) << arm.dump().substr(0, 200);
+      EXPECT_EQ(arm["eviction"], false);  // these arms have no in-flight eviction
+      for (const char* key : {"evictions", "wastedTokens", "repaidPrefillTokens",
+                              "revocationsIssued", "evictionsPerTopRequest"}) {
+        EXPECT_EQ(arm[key], 0) << key;
         expectRange(arm["spread"][key], key);
       }
       const Json& signal = arm["signal"];
@@ -121,8 +123,9 @@ TEST(SimEvaluationTest, JsonFollowsTheDocumentedSchema) {
       for (const Json& c : arm["classes"]) {
         EXPECT_TRUE(c["name"].is_string());
         EXPECT_TRUE(c["priority"].is_number_integer());
-        EXPECT_EQ(c.size(), 7u);
-        for (const char* key : {"rejected", "evicted", "unfinished"}) {
+        EXPECT_EQ(c.size(), 11u);
+        for (const char* key : {"rejected", "evicted", "unfinished", "revoked", "wastedTokens",
+                                "repaidPrefillTokens", "wastedPct"}) {
           expectNumberOrNull(c[key], key);
           expectRange(c["spread"][key], key);
         }

@@ -100,6 +100,12 @@ class HOLDBACK_API EvictionFilter {
   virtual ~EvictionFilter() = default;
   [[nodiscard]] virtual std::string_view name() const noexcept = 0;
   [[nodiscard]] virtual bool accept(const EvictionCandidate& candidate) const noexcept = 0;
+  // False when no lease of band `priority` can be accepted: the band is not walked at all (a
+  // cycle then costs O(bands), not O(leases)). The default walks every band.
+  [[nodiscard]] virtual bool mayAccept(Priority priority) const noexcept {
+    (void)priority;
+    return true;
+  }
 };
 
 // Which candidates go first: a strict weak order, `less(a, b)` = a is revoked before b.
@@ -122,6 +128,7 @@ class HOLDBACK_API SheddableEvictionFilter final : public EvictionFilter {
   [[nodiscard]] bool accept(const EvictionCandidate& c) const noexcept override {
     return c.priority < 0;
   }
+  [[nodiscard]] bool mayAccept(Priority priority) const noexcept override { return priority < 0; }
 };
 
 // priority-then-time-eviction-order-policy: lowest priority first; equal priority, the most

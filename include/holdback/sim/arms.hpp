@@ -35,9 +35,16 @@ struct Arm {
   std::function<config::Json(const Scenario&)> policy;
   PriorityDomain priorityDomain = PriorityDomain::kProvisioned;
   Duration activityWindow = std::chrono::seconds(1);
+  // In-flight eviction (issue 16): the controller revokes sheddable in-flight requests at a
+  // head-of-line block (FlowControllerOptions::eviction, grace from deriveEvictionGrace, the
+  // built-in filter and order); the simulated host aborts the victim on its server after
+  // pool.revocationLatencyMs and its client retries it.
+  bool eviction = false;
+  std::size_t maxRevocationsPerDecision = 0;  // 0: the library's default (2)
 };
 
-// none, static-1.0, stepwise, linear, sigmoid, static-map, soft-reflective, stepwise-active.
+// none, static-1.0, stepwise, linear, sigmoid, static-map, soft-reflective, stepwise-active,
+// reservation..., static-1.0+evict, stepwise+evict, reservation+evict.
 [[nodiscard]] std::vector<Arm> allArms();
 // Looks an arm up by name; false when unknown.
 [[nodiscard]] bool findArm(std::string_view name, Arm& out);

@@ -59,6 +59,9 @@ struct ClassSummary {
   Priority priority = 0;
   std::vector<WindowSummary> windows;
   Spread rejected, evicted, unfinished;
+  // In-flight eviction: revoked requests, output tokens destroyed, prefill tokens paid again,
+  // and the wasted share of the class's generated output tokens in %.
+  Spread revoked, wastedTokens, repaidPrefillTokens, wastedPct;
   std::vector<WindowSummary> unloaded;  // the baseline's windows (ttft and queue only meaningful)
 };
 
@@ -69,6 +72,10 @@ struct ArmSummary {
   Spread saturationMean, saturationP99, poolLoadMean, poolLoadP99, maxServerQueue;
   Spread dispatchesPerScrapeP50, dispatchesPerScrapeP99, dispatchesPerScrapeMax;
   Spread evictions, wastedTokens, repaidPrefillTokens;
+  // Arms with eviction: revocations issued, and requests aborted per measured request of the top
+  // (highest priority) class.
+  bool eviction = false;
+  Spread revocationsIssued, evictionsPerTopRequest;
 };
 
 struct DetectorReport {

@@ -66,6 +66,10 @@ struct PoolSpec {
   double tpotPerRunningMs = 0.25;
   std::int64_t kvCapacityTokens = 32768;
   double scrapeIntervalMs = 50.0;
+  // In-flight eviction: from the controller's evict callback to the victim's slot being free
+  // (the host aborts the request on its server, which then frees the slot and its KV); the
+  // host confirms with FlowController::release at that moment. >= 0.
+  double revocationLatencyMs = 50.0;
   ServiceModel service = ServiceModel::kTokens;
   double meanServiceMs = 1000.0;  // exponential service only
   // Gateway replicas: each has its own FlowController and its own in-flight counts, arrivals are

@@ -95,6 +95,14 @@ struct ClassResult {
   std::uint64_t rejected = 0;
   std::uint64_t evicted = 0;
   std::uint64_t unfinished = 0;  // measured requests still queued or running when the run ended
+  // In-flight eviction: measured requests revoked on their server (each is retried by its
+  // client as a new request), the output tokens they had generated (wasted), the prefill tokens
+  // their retries pay again, and every output token the class's requests generated (completed,
+  // revoked or unfinished; the denominator of the wasted share).
+  std::uint64_t revoked = 0;
+  std::uint64_t wastedTokens = 0;
+  std::uint64_t repaidPrefillTokens = 0;
+  std::uint64_t generatedTokens = 0;
 };
 
 // One request, for the per-request CSV (times in seconds; NaN when it never happened).
@@ -107,8 +115,11 @@ struct RequestRecord {
   double dispatched = kNoValue;
   double admitted = kNoValue;
   double firstToken = kNoValue;
-  double finished = kNoValue;
-  std::string outcome;  // completed, rejected, evicted, unfinished
+  double finished = kNoValue;  // completed or revoked (the abort)
+  std::string outcome;  // completed, rejected, evicted, revoked, unfinished
+  // A retry of a revoked request: the index (in ArmResult::requests) of the request it repeats;
+  // -1 for an original request.
+  std::int64_t retryOf = -1;
 };
 
 // One sample of the gateway every sampleInterval, for the per-interval CSV.
@@ -140,9 +151,16 @@ struct ArmResult {
   std::size_t maxServerQueue = 0;
   Percentiles dispatchesPerScrape;
   double dispatchesPerScrapeMax = 0.0;
-  // In-flight eviction (not implemented yet: always 0): requests evicted from a server, the
-  // output tokens they had generated (wasted) and the prefill tokens paid again on retry.
+  // In-flight eviction (arms with Arm::eviction): revocations the controller issued, requests
+  // actually aborted on a server (a victim that ends on its own within the revocation latency is
+  // not), the output tokens they had generated (wasted) and the prefill tokens paid again on
+  // retry (the input of every aborted request that had been admitted to a slot).
+  std::uint64_t revocationsIssued = 0;
   std::uint64_t inFlightEvictions = 0;
+  // How the controller saw them end (EvictionStats, summed over the replicas at the end of the
+  // run): confirmed by the host's release, or timed out.
+  std::uint64_t revocationsConfirmed = 0;
+  std::uint64_t revocationsTimedOut = 0;
   std::uint64_t wastedTokens = 0;
   std::uint64_t repaidPrefillTokens = 0;
   std::vector<RequestRecord> requests;  // when RunOptions::collectSeries

@@ -98,8 +98,7 @@ class RequestViewGenerator : public SeededGenerator {
 
   TimePoint time() {
     static constexpr std::int64_t kSpecial[] = {std::numeric_limits<std::int64_t>::min(),
-                                                std::numeric_limits<std::int64_t>::max(), 0, -1,
-                                                1};
+                                                std::numeric_limits<std::int64_t>::max(), 0, -1, 1};
     if (pick(8) == 0) return TimePoint(Duration(oneOf(kSpecial)));
     return TimePoint(std::chrono::milliseconds(between<std::int64_t>(0, 50)));  // many ties
   }
@@ -143,11 +142,15 @@ TEST_P(OrderingPolicyConformanceTest, LessIsAStrictWeakOrdering) {
     ASSERT_FALSE(ab && ba) << "asymmetric";
     const bool bc = policy->less(b, c);
     const bool ac = policy->less(a, c);
-    if (ab && bc) ASSERT_TRUE(ac) << "transitive";
+    if (ab && bc) {
+      ASSERT_TRUE(ac) << "transitive";
+    }
     const bool cb = policy->less(c, b);
     const bool ca = policy->less(c, a);
     // Incomparability (neither less) is transitive.
-    if (!ab && !ba && !bc && !cb) ASSERT_TRUE(!ac && !ca) << "incomparability transitive";
+    if (!ab && !ba && !bc && !cb) {
+      ASSERT_TRUE(!ac && !ca) << "incomparability transitive";
+    }
   }
 }
 
@@ -179,7 +182,8 @@ TEST_P(OrderingPolicyConformanceTest, ControllerDispatchesAFlowInLessOrder) {
     r.flowId = "flow";
     r.payload = i;
     const TimePoint at = t0 + std::chrono::milliseconds(gen.between<int>(0, 20));
-    if (gen.pick(2) == 0) r.ttl = std::chrono::milliseconds(gen.between<int>(1100, 100000));  // none expires
+    if (gen.pick(2) == 0)
+      r.ttl = std::chrono::milliseconds(gen.between<int>(1100, 100000));  // none expires
     if (gen.pick(2) == 0) r.ttftObjective = std::chrono::milliseconds(gen.between<int>(0, 50));
     if (gen.pick(2) == 0) r.receivedTime = at - std::chrono::milliseconds(gen.between<int>(0, 5));
     QueuedRequestView v;
@@ -201,7 +205,9 @@ TEST_P(OrderingPolicyConformanceTest, ControllerDispatchesAFlowInLessOrder) {
     const QueuedRequestView& prev = views[static_cast<std::size_t>(recorder.dispatched[i - 1])];
     const QueuedRequestView& next = views[static_cast<std::size_t>(recorder.dispatched[i])];
     ASSERT_FALSE(policy->less(next, prev)) << "position " << i;
-    if (!policy->less(prev, next)) ASSERT_LT(prev.sequence, next.sequence) << "position " << i;
+    if (!policy->less(prev, next)) {
+      ASSERT_LT(prev.sequence, next.sequence) << "position " << i;
+    }
   }
 }
 

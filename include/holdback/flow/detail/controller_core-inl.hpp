@@ -280,8 +280,9 @@ HOLDBACK_INLINE void ControllerCore::reclaim(TimePoint now, double s, std::size_
   double total_footprint = 0.0;
   bool footprints_known = true;
   for (std::uint32_t b = 0; b < demand_slots_.size(); ++b) {
-    const bool below = demand_slots_[b].prio < demand->prio;
-    // Bands at or above the demand matter only for the footprint total.
+    const bool below =
+        demand_slots_[b].prio < demand->prio && ev.filter->mayAccept(demand_slots_[b].prio);
+    // Bands at or above the demand (or refused by the filter) matter only for the footprint total.
     if (!below && !ev.footprintAware) continue;
     collectCandidates(leases_, b, below, *ev.filter, candidates_, total_footprint,
                       footprints_known);
