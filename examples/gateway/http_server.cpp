@@ -1,7 +1,5 @@
 #include "http_server.hpp"
 
-#include "holdback/flow/slo_deadline_ordering.hpp"
-
 #include <sys/socket.h>
 
 #include <cerrno>
@@ -13,6 +11,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "holdback/flow/slo_deadline_ordering.hpp"
 #include "metrics_endpoint.hpp"
 #include "upstream.hpp"
 
