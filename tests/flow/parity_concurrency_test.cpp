@@ -57,8 +57,10 @@ TEST_F(FlowControllerTest, ProgramAwareAndDurationMetricsUnderConcurrency) {
     done.fetch_add(1);
   });
   EXPECT_EQ(done.load(), 4);
-  while (fc->dispatchCycle(TimePoint{} + std::chrono::hours(2)).kind ==
-         DispatchResult::Kind::kDispatched) {
+  // Drain what the cycling thread left (it may finish before the enqueuing one), within the
+  // requests' 60 s default TTL: past it they would expire instead of being dispatched.
+  const TimePoint drain = TimePoint{} + std::chrono::hours(1) + std::chrono::seconds(1);
+  while (fc->dispatchCycle(drain).kind == DispatchResult::Kind::kDispatched) {
   }
   const FlowControllerStats s = fc->stats();
   EXPECT_EQ(s.queuedRequests, 0u);
