@@ -1,5 +1,8 @@
 // detail::BandTable internals (issue 19): the flow-id order of the active set compares an 8-byte
 // prefix first; it must order exactly as the string comparison it replaced, for every input.
+// detail/ headers are not self-contained in header-only mode (band_table.hpp reaches
+// flow_controller.hpp, whose -inl includes band_table-inl.hpp): enter through the public header.
+#include "holdback/flow/flow_controller.hpp"
 #include "holdback/flow/detail/band_table.hpp"
 
 #include <gtest/gtest.h>
