@@ -230,7 +230,14 @@ HOLDBACK_INLINE void ReservationPolicy::updateFeedback(std::span<const Priority>
   const std::int64_t now_ns =
       std::chrono::duration_cast<std::chrono::nanoseconds>(demand.now.time_since_epoch()).count();
   const std::int64_t last = last_feedback_ns_.load(std::memory_order_relaxed);
-  if (last != kNoPriority && now_ns - last < fb.interval.count()) return;
+  if (last != kNoPriority) {
+    // Not before one interval has passed; a clock that went back waits too. Unsigned arithmetic:
+    // arbitrary timestamps (far apart, of either sign) must not overflow the difference.
+    if (now_ns < last) return;
+    const std::uint64_t since =
+        static_cast<std::uint64_t>(now_ns) - static_cast<std::uint64_t>(last);
+    if (since < static_cast<std::uint64_t>(std::max<std::int64_t>(0, fb.interval.count()))) return;
+  }
   bool expected = false;
   if (!feedback_busy_.compare_exchange_strong(expected, true, std::memory_order_acquire)) return;
   last_feedback_ns_.store(now_ns, std::memory_order_relaxed);
@@ -334,8 +341,8 @@ HOLDBACK_INLINE void ReservationPolicy::reserves(std::span<const Priority> prior
       if (!options_.poissonSizing) {
         r = 0.0;
       } else if (options_.sizing == ReservationSizing::kRefill) {
-        const double rho = total_release > 0.0 ? arrivals / total_release
-                                               : (arrivals > 0.0 ? INFINITY : 0.0);
+        const double rho =
+            total_release > 0.0 ? arrivals / total_release : (arrivals > 0.0 ? INFINITY : 0.0);
         r = refillReserve(rho, eps);
       } else {
         r = poissonReserve(occupancy, eps, z) + arrivals * refill;
