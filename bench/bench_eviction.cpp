@@ -78,8 +78,9 @@ void gatedEviction(benchmark::State& state, int leases, Mode mode) {
 
 int registerAll() {
   for (const int leases : {16, 1024}) {
-    for (const auto& [mode, name] : {std::pair{Mode::kOff, "off"}, std::pair{Mode::kClosed, "closed"},
-                                     std::pair{Mode::kNoVictims, "no-victims"}}) {
+    for (const auto& [mode, name] :
+         {std::pair{Mode::kOff, "off"}, std::pair{Mode::kClosed, "closed"},
+          std::pair{Mode::kNoVictims, "no-victims"}}) {
       const std::string full = "BM_GatedEviction/" + std::to_string(leases) + "/" + name;
       benchmark::RegisterBenchmark(full.c_str(), [leases, mode = mode](benchmark::State& s) {
         gatedEviction(s, leases, mode);

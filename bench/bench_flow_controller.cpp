@@ -108,10 +108,8 @@ struct Fixture {
     }
     if (which == Policies::kSloDeadline) ordering = sloDeadlineOrdering();
     for (int b = 0; b < bands; ++b) {
-      o.bands.push_back({.priority = b,
-                         .maxRequests = 1'000'000,
-                         .fairness = fairness,
-                         .ordering = ordering});
+      o.bands.push_back(
+          {.priority = b, .maxRequests = 1'000'000, .fairness = fairness, .ordering = ordering});
     }
     fc = std::move(FlowController::create(std::move(o))).value();
     for (int f = 0; f < flows; ++f) flowIds.push_back("flow-" + std::to_string(f));
@@ -130,7 +128,8 @@ struct Fixture {
     r.priority = p;
     r.sizeBytes = 100;
     r.payload = f;
-    if (policies == Policies::kSloDeadline) r.ttftObjective = std::chrono::milliseconds(++sequence % 97);
+    if (policies == Policies::kSloDeadline)
+      r.ttftObjective = std::chrono::milliseconds(++sequence % 97);
     return fc->enqueue(std::move(r), kNow);
   }
 
@@ -201,7 +200,8 @@ void BM_EnqueueDispatchRoundTrip(benchmark::State& state) {
 std::unique_ptr<Fixture> g_shared;
 
 void BM_EnqueueContended(benchmark::State& state) {
-  if (state.thread_index() == 0) g_shared = std::make_unique<Fixture>(1, 8, 0.1, Policies::kStrictFcfs);
+  if (state.thread_index() == 0)
+    g_shared = std::make_unique<Fixture>(1, 8, 0.1, Policies::kStrictFcfs);
   const int flow = state.thread_index() % 8;
   for (auto _ : state) {
     (void)g_shared->enqueue(0, flow);
@@ -307,7 +307,8 @@ void BM_MemoryQueued(benchmark::State& state) {
     state.PauseTiming();
     fc.reset();
 #if defined(__GLIBC__)
-    malloc_trim(0);  // so that a repetition's RSS growth is not hidden by the last one's free memory
+    malloc_trim(
+        0);  // so that a repetition's RSS growth is not hidden by the last one's free memory
 #endif
     state.ResumeTiming();
   }
@@ -329,14 +330,15 @@ int registerAll() {
       for (const bool lowest : {false, true}) {
         const std::string name = "BM_DispatchCycle/" + std::to_string(p) + "/" + std::to_string(f) +
                                  (lowest ? "/lowest" : "/top");
-        benchmark::RegisterBenchmark(
-            name.c_str(), [=](benchmark::State& s) { dispatchCycle(s, p, f, lowest, Policies::kStrictFcfs); });
+        benchmark::RegisterBenchmark(name.c_str(), [=](benchmark::State& s) {
+          dispatchCycle(s, p, f, lowest, Policies::kStrictFcfs);
+        });
       }
       const std::string rr =
           "BM_DispatchCycleRoundRobin/" + std::to_string(p) + "/" + std::to_string(f) + "/top";
-      benchmark::RegisterBenchmark(
-          rr.c_str(),
-          [=](benchmark::State& s) { dispatchCycle(s, p, f, false, Policies::kRoundRobin); });
+      benchmark::RegisterBenchmark(rr.c_str(), [=](benchmark::State& s) {
+        dispatchCycle(s, p, f, false, Policies::kRoundRobin);
+      });
     }
   }
   // The two policies of issue 18 at P x F = 8 x 1024 (and a smaller point for the trend).

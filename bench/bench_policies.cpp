@@ -85,9 +85,9 @@ void computeLimit(benchmark::State& state, const std::string& strategy) {
 void computeLimitDemand(benchmark::State& state, ReservationSizing sizing) {
   const auto n = static_cast<std::size_t>(state.range(0));
   const auto priorities = workPriorities(n);
-  auto policy = std::move(ReservationPolicy::create(
-                              {.minCeiling = 0.5, .minReserve = 1.0, .sizing = sizing}))
-                    .value();
+  auto policy =
+      std::move(ReservationPolicy::create({.minCeiling = 0.5, .minReserve = 1.0, .sizing = sizing}))
+          .value();
   std::vector<BandDemand> bands(n);
   for (std::size_t i = 0; i < n; ++i) {
     bands[i].occupancy = 1.0 + static_cast<double>(i) / 4.0;
@@ -220,18 +220,15 @@ int registerAll() {
                   benchmark::RegisterBenchmark("BM_FloorExp", BM_FloorExp)}) {
     for (const int n : kSizes) b->Arg(n);
   }
-  for (auto* b : {benchmark::RegisterBenchmark("BM_ComputeLimitDemand/reservation",
-                                               [](benchmark::State& st) {
-                                                 computeLimitDemand(st, ReservationSizing::kRefill);
-                                               }),
-                  benchmark::RegisterBenchmark("BM_ComputeLimitDemand/reservation-occupancy",
-                                               [](benchmark::State& st) {
-                                                 computeLimitDemand(
-                                                     st, ReservationSizing::kOccupancy);
-                                               }),
-                  benchmark::RegisterBenchmark("BM_FloorRefillQuantile", BM_FloorRefillQuantile),
-                  benchmark::RegisterBenchmark("BM_FloorPoissonQuantile",
-                                               BM_FloorPoissonQuantile)}) {
+  for (auto* b :
+       {benchmark::RegisterBenchmark(
+            "BM_ComputeLimitDemand/reservation",
+            [](benchmark::State& st) { computeLimitDemand(st, ReservationSizing::kRefill); }),
+        benchmark::RegisterBenchmark(
+            "BM_ComputeLimitDemand/reservation-occupancy",
+            [](benchmark::State& st) { computeLimitDemand(st, ReservationSizing::kOccupancy); }),
+        benchmark::RegisterBenchmark("BM_FloorRefillQuantile", BM_FloorRefillQuantile),
+        benchmark::RegisterBenchmark("BM_FloorPoissonQuantile", BM_FloorPoissonQuantile)}) {
     b->Arg(8)->Arg(64);
   }
   benchmark::RegisterBenchmark("BM_ConfigParseValidate", BM_ConfigParseValidate);

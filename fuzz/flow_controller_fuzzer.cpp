@@ -85,9 +85,10 @@ std::shared_ptr<UsageLimitPolicy> makePolicy(std::uint8_t kind) {
 // its picks see attained service that changes between cycles.
 const std::shared_ptr<ProgramAwareFairnessPolicy>& programAware() {
   static const std::shared_ptr<ProgramAwareFairnessPolicy> instance =
-      std::move(ProgramAwareFairnessPolicy::create({.halfLife = std::chrono::milliseconds(50),
-                                                    .evictionTtl = std::chrono::milliseconds(200),
-                                                    .evictionSweep = std::chrono::milliseconds(20)}))
+      std::move(
+          ProgramAwareFairnessPolicy::create({.halfLife = std::chrono::milliseconds(50),
+                                              .evictionTtl = std::chrono::milliseconds(200),
+                                              .evictionSweep = std::chrono::milliseconds(20)}))
           .value();
   return instance;
 }
@@ -371,9 +372,10 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     require(ev.issued == evict_calls, "every revocation reaches the host once");
     require(ev.confirmed + ev.timedOut + ev.outstanding == ev.issued,
             "every revocation is outstanding, confirmed or timed out");
-    require(ev.confirmed == confirmations &&
-                ev.leaseEnds[static_cast<std::size_t>(LeaseEnd::kRevokedConfirmed)] == confirmations,
-            "a revoked lease's release is its confirmation");
+    require(
+        ev.confirmed == confirmations &&
+            ev.leaseEnds[static_cast<std::size_t>(LeaseEnd::kRevokedConfirmed)] == confirmations,
+        "a revoked lease's release is its confirmation");
     require(ev.leaseEnds[static_cast<std::size_t>(LeaseEnd::kReleased)] +
                     ev.leaseEnds[static_cast<std::size_t>(LeaseEnd::kRevokedConfirmed)] ==
                 releases,

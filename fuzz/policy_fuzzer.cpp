@@ -1,9 +1,9 @@
 // computeLimit of every built-in strategy with arbitrary options, saturation and priorities (and,
 // for the reservation policy, arbitrary demand figures): ceilings must be finite, within [0, 1]
 // and non-increasing, whatever the input.
-#include <cstdint>
 #include <algorithm>
 #include <chrono>
+#include <cstdint>
 #include <cstring>
 #include <memory>
 #include <vector>
@@ -27,8 +27,8 @@ std::unique_ptr<holdback::UsageLimitPolicy> makePolicy(Input& in) {
     options.maxCeiling = in.take<double>();
     options.minReserve = in.take<double>();
     if (in.take<std::uint8_t>() % 2) options.requestUnit = in.take<double>();
-    options.sizing = in.take<std::uint8_t>() % 2 ? ReservationSizing::kRefill
-                                                 : ReservationSizing::kOccupancy;
+    options.sizing =
+        in.take<std::uint8_t>() % 2 ? ReservationSizing::kRefill : ReservationSizing::kOccupancy;
     options.poissonSizing = in.take<std::uint8_t>() % 4 != 0;
     options.feedback.enabled = in.take<std::uint8_t>() % 2;
     options.feedback.interval = std::chrono::nanoseconds(1);
@@ -85,9 +85,12 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     // The same with a demand view: any figures, aligned with the priorities or too short.
     std::vector<BandDemand> bands(in.take<std::uint8_t>() % 2 ? n : n / 2);
     for (BandDemand& b : bands) {
-      b = {.occupancy = in.take<double>(), .arrivalRate = in.take<double>(),
-           .holdingTime = in.take<double>(), .inFlight = in.take<double>(),
-           .queued = in.take<double>(), .waitP95 = in.take<double>(),
+      b = {.occupancy = in.take<double>(),
+           .arrivalRate = in.take<double>(),
+           .holdingTime = in.take<double>(),
+           .inFlight = in.take<double>(),
+           .queued = in.take<double>(),
+           .waitP95 = in.take<double>(),
            .completionRate = in.take<double>()};
     }
     const DemandView view{.bands = bands,

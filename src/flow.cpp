@@ -7,6 +7,6 @@
 #include "holdback/flow/flow_controller-inl.hpp"
 #include "holdback/flow/outcome-inl.hpp"
 #include "holdback/flow/pool_pressure-inl.hpp"
+#include "holdback/flow/program_aware_fairness-inl.hpp"
 #include "holdback/flow/runner-inl.hpp"
 #include "holdback/flow/slo_deadline_ordering-inl.hpp"
-#include "holdback/flow/program_aware_fairness-inl.hpp"

@@ -302,7 +302,8 @@ asio::awaitable<bool> handleCompletion(HttpServer::Shard& shard, beast::tcp_stre
     return std::string_view(it->value().data(), it->value().size());
   };
   request.ttftObjective = SloDeadlineOrderingPolicy::ttftFromHeaders(
-      header(SloDeadlineOrderingPolicy::kHeader), header(SloDeadlineOrderingPolicy::kDeprecatedHeader));
+      header(SloDeadlineOrderingPolicy::kHeader),
+      header(SloDeadlineOrderingPolicy::kDeprecatedHeader));
   request.sizeBytes = req.body().size();
   request.payload = std::shared_ptr<OutcomeSink>(ex);
   gw.dispatcher().arrived();

@@ -22,8 +22,8 @@
 
 #include <chrono>
 #include <cstddef>
-#include <memory>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 

@@ -85,11 +85,12 @@ bool writeFile(const std::filesystem::path& path, const std::string& text) {
 int runSimulate(int argc, char** argv) {
   constexpr std::string_view kCommand = "simulate";
   Args args;
-  if (auto error = parseArgs(argc, argv, 2,
-                             {"scenario", "seed", "seeds", "duration", "arms", "detector",
-                              "replicas", "jobs", "format", "csv", "plot", "scrape-ms", "revocation-ms", "ledger",
-                              "ledger-budget", "lost-completions", "slot-term"},
-                             args)) {
+  if (auto error =
+          parseArgs(argc, argv, 2,
+                    {"scenario", "seed", "seeds", "duration", "arms", "detector", "replicas",
+                     "jobs", "format", "csv", "plot", "scrape-ms", "revocation-ms", "ledger",
+                     "ledger-budget", "lost-completions", "slot-term"},
+                    args)) {
     return usageError(kCommand, *error);
   }
   if (args.help) {

@@ -48,10 +48,8 @@ config::Json staticMap(const Scenario& s) {
 // of reserve at least, demand decaying over 2 s (docs/simulation.md has the sensitivity to
 // epsilon and the decay time). `extra` is merged into the parameters.
 config::Json reservation(const Scenario& s, double epsilon, config::Json extra = nullptr) {
-  config::Json p = {{"epsilon", epsilon},
-                    {"minCeiling", s.minCeiling},
-                    {"minReserve", 1.0},
-                    {"decayTime", "2s"}};
+  config::Json p = {
+      {"epsilon", epsilon}, {"minCeiling", s.minCeiling}, {"minReserve", 1.0}, {"decayTime", "2s"}};
   if (!extra.is_null()) p.merge_patch(extra);
   return plugin("reservation-holdback-policy", std::move(p));
 }
@@ -112,16 +110,18 @@ std::vector<Arm> allArms() {
        .policy = [](S s) { return reservation(s, 0.001); }},
       {.name = "reservation-occupancy",
        .description = "reservation, occupancy sizing (the first version), epsilon 1 %, decay 5 s",
-       .policy = [](S s) {
-         return reservation(s, 0.01, {{"sizing", "occupancy"}, {"decayTime", "5s"}});
-       }},
+       .policy =
+           [](S s) {
+             return reservation(s, 0.01, {{"sizing", "occupancy"}, {"decayTime", "5s"}});
+           }},
       {.name = "feedback",
        .description = "feedback trim alone (DAGOR-style anchor): no demand sizing, minReserve 1",
-       .policy = [](S s) {
-         config::Json extra = feedback(s);
-         extra["poissonSizing"] = false;
-         return reservation(s, 0.01, std::move(extra));
-       }},
+       .policy =
+           [](S s) {
+             config::Json extra = feedback(s);
+             extra["poissonSizing"] = false;
+             return reservation(s, 0.01, std::move(extra));
+           }},
       {.name = "reservation+feedback",
        .description = "reservation (epsilon 1 %) with the feedback trim",
        .policy = [](S s) { return reservation(s, 0.01, feedback(s)); }},

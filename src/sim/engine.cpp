@@ -66,11 +66,12 @@ Simulation::Simulation(const Scenario& s, const Arm& arm, const RunOptions& opti
       // aborted request's completion is recorded at once but the view is floored at the scraped
       // running count, so the freed slot shows at the next scrape: one scrape interval.
       o.eviction.confirmationGrace =
-          gw.ledger ? std::chrono::duration_cast<Duration>(
-                          std::chrono::nanoseconds(fromMs(s.pool.scrapeIntervalMs)))
-                    : deriveEvictionGrace(detector_.get(),
-                                          std::chrono::duration_cast<Duration>(
-                                              std::chrono::nanoseconds(fromMs(s.pool.scrapeIntervalMs))));
+          gw.ledger
+              ? std::chrono::duration_cast<Duration>(
+                    std::chrono::nanoseconds(fromMs(s.pool.scrapeIntervalMs)))
+              : deriveEvictionGrace(detector_.get(),
+                                    std::chrono::duration_cast<Duration>(
+                                        std::chrono::nanoseconds(fromMs(s.pool.scrapeIntervalMs))));
       if (arm.maxRevocationsPerDecision > 0) {
         o.eviction.maxRevocationsPerDecision = arm.maxRevocationsPerDecision;
       }

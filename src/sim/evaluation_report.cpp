@@ -259,11 +259,10 @@ std::string formatSummary(const Evaluation& e) {
     if (!anyEviction) continue;
     const ClassSummary& b0 = report.arms.front().classes[bottom];
     out << "in-flight eviction (revocation latency " << num(pool.revocationLatencyMs)
-        << " ms): revocations issued, requests aborted per " << t0.name << " request, "
-        << b0.name << " output tokens wasted (% of generated), prefill tokens paid again, "
-        << t0.name << " TTFT p99 / unloaded in " << (windows ? "idle and settled" : "all")
-        << ", " << b0.name << " goodput % of static-1.0" << (windows ? " in idle and burst" : "")
-        << "\n";
+        << " ms): revocations issued, requests aborted per " << t0.name << " request, " << b0.name
+        << " output tokens wasted (% of generated), prefill tokens paid again, " << t0.name
+        << " TTFT p99 / unloaded in " << (windows ? "idle and settled" : "all") << ", " << b0.name
+        << " goodput % of static-1.0" << (windows ? " in idle and burst" : "") << "\n";
     const std::size_t w2 = std::max<std::size_t>(wide, 16);
     out << padRight("arm", 20) << padLeft("issued", w2) << padLeft("per top req", w2)
         << padLeft("wasted %", w2) << padLeft("re-paid prefill", w2);

@@ -88,7 +88,8 @@ class Bench {
                                                             : at(0));
     }
     r_.highRequests = k;
-    if (c_.shape != BurstShape::kSustained && !c_.heterogeneous) {  // the minimum is in 1-unit leases
+    if (c_.shape != BurstShape::kSustained &&
+        !c_.heterogeneous) {  // the minimum is in 1-unit leases
       const MinEvictions m = minEvictionsRequired(c_.sheddable, k, c_.capacity, c_.ceiling);
       r_.minEvictions = m.evictions;
       r_.minAdmits = m.admits;
@@ -128,9 +129,9 @@ class Bench {
           static_cast<long long>(r_.revocations) - static_cast<long long>(*r_.minEvictions);
     }
     if (c_.shape == BurstShape::kSustained) {
-      r_.goodput = last_completion_ms_ > 0 ? static_cast<double>(completed_) /
-                                                 (last_completion_ms_ / 1000.0)
-                                           : 0.0;
+      r_.goodput = last_completion_ms_ > 0
+                       ? static_cast<double>(completed_) / (last_completion_ms_ / 1000.0)
+                       : 0.0;
     } else if (r_.lastAdmissionMs) {
       r_.goodput = static_cast<double>(r_.admitted) / (std::max(*r_.lastAdmissionMs, 1.0) / 1000.0);
     }
@@ -155,7 +156,9 @@ class Bench {
     }
   }
 
-  static TimePoint at(long long ms) { return TimePoint{} + std::chrono::hours(1) + milliseconds(ms); }
+  static TimePoint at(long long ms) {
+    return TimePoint{} + std::chrono::hours(1) + milliseconds(ms);
+  }
   static double msOf(TimePoint t) {
     return std::chrono::duration<double, std::milli>(t - at(0)).count();
   }
@@ -170,8 +173,7 @@ class Bench {
   // The sensor: occupancy with freed units visible only after the lag.
   double saturation(TimePoint now) {
     while (!invisible_.empty() && invisible_.front() <= now) invisible_.pop_front();
-    return static_cast<double>(occupied_ + invisible_.size()) /
-           static_cast<double>(c_.capacity);
+    return static_cast<double>(occupied_ + invisible_.size()) / static_cast<double>(c_.capacity);
   }
 
   // Frees request `id`'s unit and ends its lease (for a revoked one: the confirmation).
@@ -220,7 +222,8 @@ class Bench {
       Running run{high, 1, now, 0.0};
       if (!high && c_.heterogeneous) {
         const std::size_t n = sheddable_seq_++;
-        run.units = std::min<std::size_t>(1 + (n * 7) % 3, c_.capacity - std::min(occupied_, c_.capacity - 1));
+        run.units = std::min<std::size_t>(1 + (n * 7) % 3,
+                                          c_.capacity - std::min(occupied_, c_.capacity - 1));
         run.rate = 20.0 * static_cast<double>(1 + (n * 3) % 5);
         run.since = now - milliseconds(static_cast<long long>((n * 37) % 900));  // ages differ
       }
@@ -283,8 +286,7 @@ std::string_view toString(SensorProfile sensor) noexcept {
   return sensor == SensorProfile::kInFlight ? "in-flight" : "lagging";
 }
 
-MinEvictions minEvictionsRequired(std::size_t s, std::size_t k, std::size_t c,
-                                  double h) noexcept {
+MinEvictions minEvictionsRequired(std::size_t s, std::size_t k, std::size_t c, double h) noexcept {
   const long long max_below = static_cast<long long>(std::ceil(h * static_cast<double>(c))) - 1;
   if (max_below < 0) return {0, 0};
   const auto admittable =
@@ -294,7 +296,9 @@ MinEvictions minEvictionsRequired(std::size_t s, std::size_t k, std::size_t c,
   return {static_cast<std::size_t>(ev), static_cast<std::size_t>(admittable)};
 }
 
-EvictionBenchResult runEvictionBench(const EvictionBenchCase& c) { return Bench(c).run(); }
+EvictionBenchResult runEvictionBench(const EvictionBenchCase& c) {
+  return Bench(c).run();
+}
 
 std::vector<EvictionBenchCase> evictionBenchMatrix() {
   std::vector<EvictionBenchCase> out;
@@ -362,7 +366,8 @@ std::string formatEvictionBenchTable(const std::vector<EvictionBenchCase>& cases
     std::string mode = c.eviction ? "evict" : "off";
     if (c.churnMean > Duration{0}) mode += "+churn";
     if (c.waitTolerance > Duration{0}) mode += "+wait";
-    if (c.heterogeneous) mode += c.footprintAware ? " (1-3 units, footprint-aware)" : " (1-3 units)";
+    if (c.heterogeneous)
+      mode += c.footprintAware ? " (1-3 units, footprint-aware)" : " (1-3 units)";
     if (c.cap != 2) mode += " cap " + std::to_string(c.cap);
     const auto ms = [](Duration d) {
       return fmt(std::chrono::duration<double, std::milli>(d).count());
@@ -373,10 +378,9 @@ std::string formatEvictionBenchTable(const std::vector<EvictionBenchCase>& cases
       << (r.lastAdmissionMs ? fmt(*r.lastAdmissionMs) : "-") << " | " << r.admitted << "/"
       << r.highRequests << " | "
       << (r.admitted > 0 ? fmt(r.waitP50Ms) + " / " + fmt(r.waitP95Ms) : std::string("-")) << " | "
-      << r.revocations << " | " << (r.minEvictions ? std::to_string(*r.minEvictions) : "-")
-      << " | " << (r.overEviction ? std::to_string(*r.overEviction) : "-") << " | "
-      << fmt(r.goodput, 1) << " | " << (c.heterogeneous ? std::to_string(r.tokensLost) : "-")
-      << " |\n";
+      << r.revocations << " | " << (r.minEvictions ? std::to_string(*r.minEvictions) : "-") << " | "
+      << (r.overEviction ? std::to_string(*r.overEviction) : "-") << " | " << fmt(r.goodput, 1)
+      << " | " << (c.heterogeneous ? std::to_string(r.tokensLost) : "-") << " |\n";
   }
   return s.str();
 }

@@ -95,9 +95,9 @@ ArmResult Simulation::collect() {
   // The windows (a time may be in several: onset and settled split burst, everything is in all)
   // and the seconds of [0, end) in each.
   enum Window : std::uint8_t { kBurst, kIdle, kOnset, kSettled, kAll };
-  const std::vector<Window> windows = hasWindows()
-                                          ? std::vector<Window>{kBurst, kIdle, kOnset, kSettled, kAll}
-                                          : std::vector<Window>{kAll};
+  const std::vector<Window> windows =
+      hasWindows() ? std::vector<Window>{kBurst, kIdle, kOnset, kSettled, kAll}
+                   : std::vector<Window>{kAll};
   auto in = [&](Window w, Nanos t) {
     switch (w) {
       case kBurst:

@@ -200,8 +200,8 @@ std::string summaryCsv(const std::vector<ArmResult>& arms) {
             << ',' << csvNumber(w.queueMs.p99) << ',' << csvNumber(w.ttftMs.p50) << ','
             << csvNumber(w.ttftMs.p95) << ',' << csvNumber(w.ttftMs.p99) << ','
             << csvNumber(w.completedPerSecond) << ',' << csvNumber(w.outputTokensPerSecond) << ','
-            << c.rejected << ',' << c.evicted << ',' << c.unfinished << ',' << csvNumber(hol)
-            << ',' << c.revoked << ',' << c.wastedTokens << ',' << c.repaidPrefillTokens << ','
+            << c.rejected << ',' << c.evicted << ',' << c.unfinished << ',' << csvNumber(hol) << ','
+            << c.revoked << ',' << c.wastedTokens << ',' << c.repaidPrefillTokens << ','
             << c.generatedTokens << '\n';
       }
     }

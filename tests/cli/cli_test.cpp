@@ -248,9 +248,9 @@ TEST(CliTest, CeilingsWithDemandFiguresSizeTheReservation) {
   EXPECT_DOUBLE_EQ(ceilingOf(busy.out, 100), 1.0) << busy.out;
   // Occupancy sizing: occupancy 4 at the top, the 99 % Poisson quantile (9) plus arrivals over
   // the refill time.
-  const std::string occupancy = writeTemp(
-      "reservation-occupancy.json",
-      R"({"type":"reservation-holdback-policy","parameters":{"sizing":"occupancy"}})");
+  const std::string occupancy =
+      writeTemp("reservation-occupancy.json",
+                R"({"type":"reservation-holdback-policy","parameters":{"sizing":"occupancy"}})");
   const CliRun occ = holdback("ceilings --config " + occupancy +
                               " --priorities 100,0 --saturation 0.3 --demand 100=4,2,0.5"
                               " --demand=0=20 --request-unit 0.05");

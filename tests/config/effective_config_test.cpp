@@ -25,8 +25,8 @@ std::string readFile(const fs::path& path) {
 // The documented shape is pinned byte for byte: <config>.effective.json next to each config.
 // HOLDBACK_UPDATE_GOLDEN=1 rewrites them (review the diff: the shape may only grow).
 TEST(EffectiveConfigTest, ShapeIsPinnedByGoldenFiles) {
-  for (const char* name : {"reference-minimal.json", "reference-full.yaml", "defaults-only.json",
-                           "gate-off.yaml"}) {
+  for (const char* name :
+       {"reference-minimal.json", "reference-full.yaml", "defaults-only.json", "gate-off.yaml"}) {
     const auto loaded = loadEndpointPickerConfigFile((kGoldenDir / name).string());
     ASSERT_TRUE(loaded) << name << "\n" << loaded.diagnostics().toString();
     const std::string got = effectiveConfig(*loaded.value()).dump(2) + "\n";

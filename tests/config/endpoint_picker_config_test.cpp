@@ -317,10 +317,9 @@ flowControl:
   EXPECT_EQ(b.controller.maxBytes, 1024u);
   std::set<std::string> warned;
   for (const Diagnostic& w : loaded.diagnostics().warnings()) warned.insert(w.path);
-  for (const char* path :
-       {"/featureGates/1", "/featureGates/2", "/featureGates/3", "/featureGates/4",
-        "/schedulingProfiles", "/dataLayer", "/data", "/requestHandler", "/parser",
-        "/plugins/0/type", "/plugins/3/type"}) {
+  for (const char* path : {"/featureGates/1", "/featureGates/2", "/featureGates/3",
+                           "/featureGates/4", "/schedulingProfiles", "/dataLayer", "/data",
+                           "/requestHandler", "/parser", "/plugins/0/type", "/plugins/3/type"}) {
     EXPECT_EQ(warned.count(path), 1u) << path << "\n" << loaded.diagnostics().toString();
   }
   // Flow-control fields stay strict, even next to the Go-only ones.
@@ -342,8 +341,7 @@ flowControl:
           "plugins": [{"type": "static-usage-limit-policy", "parameters": {"threshold": 0.5}}],
           "flowControl": {"usageLimitPolicyPluginRef": "static-usage-limit-policy"}})");
   ASSERT_TRUE(declared) << declared.diagnostics().toString();
-  EXPECT_NE(describeBundle(*declared.value()).find("static-usage-limit-policy"),
-            std::string::npos);
+  EXPECT_NE(describeBundle(*declared.value()).find("static-usage-limit-policy"), std::string::npos);
   const auto missing = loadEndpointPickerConfigText(
       R"({"apiVersion": "llm-d.ai/v1alpha1", "kind": "EndpointPickerConfig",
           "featureGates": ["flowControl"],

@@ -3,6 +3,7 @@
 // detail/ headers are not self-contained in header-only mode (band_table.hpp reaches
 // flow_controller.hpp, whose -inl includes band_table-inl.hpp): enter through the public header.
 #include "holdback/flow/flow_controller.hpp"
+// (a separate block, so that include sorting keeps the order)
 #include "holdback/flow/detail/band_table.hpp"
 
 #include <gtest/gtest.h>

@@ -360,8 +360,8 @@ TEST_F(FlowControllerTest, RoundTripsAllocateNothingInSteadyStateAndIdleMemoryIs
     requests.clear();
     requests.reserve(600);
     for (int i = 0; i < 600; ++i) {
-      requests.push_back(request("a-flow-id-longer-than-sso-" + std::to_string(i % 7),
-                                 i % 2 == 0 ? 5 : 0, i));
+      requests.push_back(
+          request("a-flow-id-longer-than-sso-" + std::to_string(i % 7), i % 2 == 0 ? 5 : 0, i));
     }
   };
   refill();

@@ -30,11 +30,11 @@ TEST(EvictionConcurrencyTest, EveryRequestLeaseAndRevocationEndsOnce) {
   auto tick = [&] { return t0 + std::chrono::microseconds(100 * clock_ticks.fetch_add(1)); };
 
   std::mutex mu;
-  std::unordered_map<RequestId, int> outcomes;    // id -> outcomes delivered
+  std::unordered_map<RequestId, int> outcomes;     // id -> outcomes delivered
   std::unordered_map<RequestId, Priority> bandOf;  // dispatched id -> band
-  std::unordered_map<RequestId, int> evicts;      // id -> evict calls
-  std::vector<RequestId> running;                 // dispatched, not yet released by us
-  std::vector<RequestId> toConfirm;               // revoked, awaiting the host's confirmation
+  std::unordered_map<RequestId, int> evicts;       // id -> evict calls
+  std::vector<RequestId> running;                  // dispatched, not yet released by us
+  std::vector<RequestId> toConfirm;                // revoked, awaiting the host's confirmation
   std::atomic<std::uint64_t> releasedTrue{0};
   std::atomic<std::uint64_t> confirmedByUs{0};
   std::atomic<bool> stop{false};

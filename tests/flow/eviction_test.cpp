@@ -48,7 +48,8 @@ class EvictionTest : public FlowControllerTest {
   std::vector<Revocation> revoked;  // the evict callback's calls, in order
   std::function<void(const Revocation&)> onEvict;
 
-  FlowControllerOptions evicting(std::shared_ptr<UsageLimitPolicy> policy = testing::staticPolicy()) {
+  FlowControllerOptions evicting(
+      std::shared_ptr<UsageLimitPolicy> policy = testing::staticPolicy()) {
     auto o = options(std::move(policy));
     o.bands = {{.priority = 10}, {.priority = 0}, {.priority = -1}};
     o.eviction.enabled = true;
@@ -94,11 +95,11 @@ struct Vector {
 
 TEST_F(EvictionTest, UpstreamSizingVectors) {
   const std::vector<Vector> vectors{
-      {6, 6, 1.2, {1}},   // credit 0.2, target 0.2 -> 1
-      {4, 4, 2.0, {2}},   // credit 0.5, target 1.0 -> 2 (cap 2)
-      {4, 1, 2.0, {1}},   // capped by evictable
-      {10, 10, 1.0, {1}}, // boundary s == c: at least one
-      {0, 0, 1.5, {}},    // nothing in flight
+      {6, 6, 1.2, {1}},    // credit 0.2, target 0.2 -> 1
+      {4, 4, 2.0, {2}},    // credit 0.5, target 1.0 -> 2 (cap 2)
+      {4, 1, 2.0, {1}},    // capped by evictable
+      {10, 10, 1.0, {1}},  // boundary s == c: at least one
+      {0, 0, 1.5, {}},     // nothing in flight
   };
   for (const Vector& v : vectors) {
     SCOPED_TRACE(std::to_string(v.inFlight) + "/" + std::to_string(v.evictable) +
@@ -176,15 +177,15 @@ TEST_F(EvictionTest, StopAndWaitPacingWithGrace) {
   cycle(*fc, t0 + 1s);
   ASSERT_EQ(revoked.size(), 2u);
   for (int i = 1; i <= 11; ++i) cycle(*fc, t0 + 1s + std::chrono::milliseconds(i));
-  EXPECT_EQ(revoked.size(), 2u);  // outstanding: gate closed
+  EXPECT_EQ(revoked.size(), 2u);                         // outstanding: gate closed
   EXPECT_TRUE(fc->release(revoked[0].id, t0 + 1100ms));  // confirmation
   cycle(*fc, t0 + 1101ms);
   EXPECT_EQ(revoked.size(), 2u);
   EXPECT_TRUE(fc->release(revoked[1].id, t0 + 1200ms));
   cycle(*fc, t0 + 1250ms);
-  EXPECT_EQ(revoked.size(), 2u);  // cooling for the grace
+  EXPECT_EQ(revoked.size(), 2u);                // cooling for the grace
   EXPECT_EQ(fc->stats().eviction.cooling, 1u);  // the first one cooled off at +1200 ms
-  cycle(*fc, t0 + 1301ms);  // grace elapsed: open, still blocked -> the next decision
+  cycle(*fc, t0 + 1301ms);        // grace elapsed: open, still blocked -> the next decision
   EXPECT_EQ(revoked.size(), 3u);  // 2 leases left: credit 1.0, target 1.0 -> 1
   const EvictionStats st = fc->stats().eviction;
   EXPECT_EQ(st.issued, 3u);
@@ -347,7 +348,7 @@ TEST_F(EvictionTest, WaitForReleasesEvictsOnlyTheShortfall) {
   preload(*fc, 2, -1, t0 + 1s - 1ms);
   preload(*fc, 2, -1, t0 + 1800ms);
   fc->enqueue(request("hp", 10), t0 + 1850ms);
-  detector->set(1.5);  // credit 0.375, target 0.5 -> 2 needed
+  detector->set(1.5);       // credit 0.375, target 0.5 -> 2 needed
   cycle(*fc, t0 + 1850ms);  // the two old ones are due within 200 ms: wait
   EXPECT_TRUE(revoked.empty());
   EXPECT_EQ(fc->stats().eviction.deferred, 1u);

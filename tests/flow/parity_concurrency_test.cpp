@@ -20,10 +20,10 @@ using testing::FlowControllerTest;
 using testing::request;
 
 TEST_F(FlowControllerTest, ProgramAwareAndDurationMetricsUnderConcurrency) {
-  std::shared_ptr<ProgramAwareFairnessPolicy> policy = std::move(ProgramAwareFairnessPolicy::create(
-                              {.evictionTtl = std::chrono::milliseconds(5),
-                               .evictionSweep = std::chrono::milliseconds(1)}))
-                    .value();
+  std::shared_ptr<ProgramAwareFairnessPolicy> policy =
+      std::move(ProgramAwareFairnessPolicy::create({.evictionTtl = std::chrono::milliseconds(5),
+                                                    .evictionSweep = std::chrono::milliseconds(1)}))
+          .value();
   std::shared_ptr<const FairnessPolicy> shared = policy;
   auto o = options();
   o.bands = {{.priority = 0, .fairness = shared}, {.priority = 5, .fairness = shared}};

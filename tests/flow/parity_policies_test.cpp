@@ -150,8 +150,8 @@ TEST(ProgramAwareFairnessTest, RejectsInvalidParameters) {
   EXPECT_FALSE(ProgramAwareFairnessPolicy::create({.halfLife = -1s}));
   EXPECT_FALSE(ProgramAwareFairnessPolicy::create({.evictionTtl = -1s}));
   EXPECT_FALSE(ProgramAwareFairnessPolicy::create({.evictionSweep = Duration::zero()}));
-  EXPECT_TRUE(ProgramAwareFairnessPolicy::create({.halfLife = Duration::zero(),
-                                                  .evictionTtl = Duration::zero()}));
+  EXPECT_TRUE(ProgramAwareFairnessPolicy::create(
+      {.halfLife = Duration::zero(), .evictionTtl = Duration::zero()}));
 }
 
 TEST_F(FlowControllerTest, ProgramAwarePicksLeastAttainedService) {
@@ -266,9 +266,9 @@ flowControl:
                                       "evictionSweepSeconds": 0, "bogus": 1}}]})");
   ASSERT_FALSE(bad);
   const std::string errors = bad.diagnostics().toString();
-  for (const char* path : {"/plugins/0/parameters/strategy", "/plugins/0/parameters/lasWeightService",
-                           "/plugins/0/parameters/evictionSweepSeconds",
-                           "/plugins/0/parameters/bogus"}) {
+  for (const char* path :
+       {"/plugins/0/parameters/strategy", "/plugins/0/parameters/lasWeightService",
+        "/plugins/0/parameters/evictionSweepSeconds", "/plugins/0/parameters/bogus"}) {
     EXPECT_NE(errors.find(path), std::string::npos) << path << "\n" << errors;
   }
 }
@@ -409,15 +409,15 @@ namespace holdback {
 namespace {
 
 TEST(StaleEndpointMonitorTest, ReferenceVector) {
-  auto detector = std::move(UtilizationDetector::create(
-                                {.metricsStalenessThreshold = std::chrono::hours(1)}))
-                      .value();
+  auto detector =
+      std::move(UtilizationDetector::create({.metricsStalenessThreshold = std::chrono::hours(1)}))
+          .value();
   std::vector<std::string> lines;
   StaleEndpointMonitor monitor([&](std::string_view line) { lines.emplace_back(line); });
   const TimePoint now = TimePoint{} + 10h;
   std::vector<Endpoint> pool(3);
-  pool[0].updateTime = now;        // fresh
-  pool[1].updateTime = now - 2h;   // stale
+  pool[0].updateTime = now;       // fresh
+  pool[1].updateTime = now - 2h;  // stale
   // pool[2]: no metrics yet (stale)
   EXPECT_EQ(monitor.update(*detector, pool, now), 2u);
   EXPECT_EQ(lines.size(), 1u);
@@ -461,12 +461,12 @@ TEST_F(FlowControllerTest, DropSummaryIsBoundedAndRateLimited) {
   o.bands = {{.priority = 0}, {.priority = -10, .maxRequests = 1}};
   auto fc = make(std::move(o));
   DropSummary summary(std::chrono::seconds(1), 1);
-  EXPECT_EQ(summary.update(fc->stats(), t0), std::nullopt);  // baseline
-  fc->enqueue(request("a", -10), t0);                         // queued
+  EXPECT_EQ(summary.update(fc->stats(), t0), std::nullopt);        // baseline
+  fc->enqueue(request("a", -10), t0);                              // queued
   for (int i = 0; i < 3; ++i) fc->enqueue(request("b", -10), t0);  // 3 x RejectedCapacity
   auto t = fc->enqueue(request("c", 0), t0);
-  t.cancel();                                                 // 1 x EvictedCancelled
-  fc->dispatchCycle(t0);                                      // dispatches "a": not a drop
+  t.cancel();                                                        // 1 x EvictedCancelled
+  fc->dispatchCycle(t0);                                             // dispatches "a": not a drop
   EXPECT_EQ(summary.update(fc->stats(), t0 + 500ms), std::nullopt);  // within the interval
   EXPECT_EQ(summary.update(fc->stats(), t0 + 1s),
             "dropped 4 requests in 1s: RejectedCapacity priority=-10: 3, +1 more");

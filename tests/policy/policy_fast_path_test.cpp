@@ -209,9 +209,9 @@ TEST(PolicyFastPathTest, StrategiesMatchTheScalarReferenceBitForBit) {
     auto policy = std::move(made).value();
     std::vector<double> actual(priorities.size(), 1.0);
     policy->computeLimit(0.7, priorities, actual);
-    expectBitIdentical(actual, referenceHoldback(o, priorities),
-                       "round " + std::to_string(round) + " strategy " +
-                           std::string(toString(o.strategy)));
+    expectBitIdentical(
+        actual, referenceHoldback(o, priorities),
+        "round " + std::to_string(round) + " strategy " + std::string(toString(o.strategy)));
   }
 }
 

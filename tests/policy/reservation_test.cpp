@@ -101,8 +101,8 @@ TEST(ReservationRefill, ReserveIsTheSmallestRWithRhoToTheRBelowEpsilon) {
   EXPECT_EQ(ReservationPolicy::refillReserve(-1.0, 0.01), 1.0);
   EXPECT_EQ(ReservationPolicy::refillReserve(std::numeric_limits<double>::quiet_NaN(), 0.01), 1.0);
   EXPECT_EQ(ReservationPolicy::refillReserve(1e-6, 0.01), 1.0);
-  EXPECT_EQ(ReservationPolicy::refillReserve(0.1, 0.01), 2.0);   // 0.1^2 = 0.01
-  EXPECT_EQ(ReservationPolicy::refillReserve(0.5, 0.01), 7.0);   // 0.5^7 = 0.0078 < 0.5^6
+  EXPECT_EQ(ReservationPolicy::refillReserve(0.1, 0.01), 2.0);    // 0.1^2 = 0.01
+  EXPECT_EQ(ReservationPolicy::refillReserve(0.5, 0.01), 7.0);    // 0.5^7 = 0.0078 < 0.5^6
   EXPECT_EQ(ReservationPolicy::refillReserve(0.5, 0.001), 10.0);  // 0.5^10 = 0.00098
   EXPECT_EQ(ReservationPolicy::refillReserve(1.0, 0.01), INFINITY);
   EXPECT_EQ(ReservationPolicy::refillReserve(INFINITY, 0.01), INFINITY);
@@ -139,8 +139,7 @@ TEST(ReservationPolicy, RefillWorkedExampleIdleAndBurst) {
   const double burst_m = 64.0 * (28.0 / 1.17 + 7.0 / 2.4 + 29.0 / 2.66) / 64.0;
   policy->computeLimit(1.0, priorities, ceilings,
                        DemandView{.bands = demand, .requestUnit = 1.0 / 64});
-  EXPECT_DOUBLE_EQ(ceilings[2],
-                   1.0 - std::ceil(std::log(0.01) / std::log(27.0 / burst_m)) / 64);
+  EXPECT_DOUBLE_EQ(ceilings[2], 1.0 - std::ceil(std::log(0.01) / std::log(27.0 / burst_m)) / 64);
   // Higher demand beyond the pool's turnover: batch is held at minCeiling.
   demand[0].arrivalRate = 60.0;
   policy->computeLimit(1.0, priorities, ceilings,
@@ -420,12 +419,11 @@ TEST(ReservationConfig, FeedbackProblemsCarryTheirPaths) {
                       "maxExtra":-1,"interval":"0s","speed":2}})");
   std::string all;
   for (const auto& e : errors) all += e + "\n";
-  for (const char* path :
-       {"/parameters/sizing", "/parameters/poissonSizing", "/parameters/feedback/targetWait",
-        "/parameters/feedback/targets/x", "/parameters/feedback/targets/7",
-        "/parameters/feedback/increase", "/parameters/feedback/decrease",
-        "/parameters/feedback/maxExtra", "/parameters/feedback/interval",
-        "/parameters/feedback/speed"}) {
+  for (const char* path : {"/parameters/sizing", "/parameters/poissonSizing",
+                           "/parameters/feedback/targetWait", "/parameters/feedback/targets/x",
+                           "/parameters/feedback/targets/7", "/parameters/feedback/increase",
+                           "/parameters/feedback/decrease", "/parameters/feedback/maxExtra",
+                           "/parameters/feedback/interval", "/parameters/feedback/speed"}) {
     EXPECT_NE(all.find(std::string(path) + ":"), std::string::npos) << path << "\n" << all;
   }
   EXPECT_FALSE(loadErrors(R"({"feedback":[1]})").empty());

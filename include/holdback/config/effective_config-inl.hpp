@@ -17,7 +17,8 @@ namespace holdback {
 inline namespace HOLDBACK_ABI_NAMESPACE {
 namespace detail {
 
-HOLDBACK_INLINE config::OrderedJson priorityMap(const std::vector<std::pair<Priority, double>>& entries) {
+HOLDBACK_INLINE config::OrderedJson priorityMap(
+    const std::vector<std::pair<Priority, double>>& entries) {
   config::OrderedJson out = config::OrderedJson::object();
   for (const auto& [priority, value] : entries) out[std::to_string(priority)] = value;
   return out;
@@ -27,10 +28,10 @@ HOLDBACK_INLINE config::OrderedJson optionalNumber(const std::optional<double>& 
   return v ? config::OrderedJson(*v) : config::OrderedJson(nullptr);
 }
 
-HOLDBACK_INLINE config::OrderedJson effectiveBand(std::optional<Priority> priority,
-                                                  std::uint64_t max_requests, std::uint64_t max_bytes,
-                                           const std::shared_ptr<const FairnessPolicy>& fairness,
-                                           const std::shared_ptr<const OrderingPolicy>& ordering) {
+HOLDBACK_INLINE config::OrderedJson effectiveBand(
+    std::optional<Priority> priority, std::uint64_t max_requests, std::uint64_t max_bytes,
+    const std::shared_ptr<const FairnessPolicy>& fairness,
+    const std::shared_ptr<const OrderingPolicy>& ordering) {
   const FairnessPolicy& f = fairness ? *fairness : *globalStrictFairness();
   const OrderingPolicy& o = ordering ? *ordering : *fcfsOrdering();
   config::OrderedJson band = config::OrderedJson::object();
@@ -57,8 +58,8 @@ HOLDBACK_INLINE OrderedJson effectiveParameters(const UsageLimitPolicy& policy) 
     std::vector<std::pair<Priority, double>> ceilings;
     for (const StaticCeiling& c : o.ceilings) ceilings.emplace_back(c.priority, c.ceiling);
     OrderedJson out = {{"strategy", std::string(toString(o.strategy))},
-                {"minCeiling", detail::optionalNumber(o.minCeiling)},
-                {"maxCeiling", o.maxCeiling}};
+                       {"minCeiling", detail::optionalNumber(o.minCeiling)},
+                       {"maxCeiling", o.maxCeiling}};
     if (o.strategy == HoldbackStrategy::kSigmoidSmoothed) {
       out["sigmoidSteepness"] = o.sigmoidSteepness;
       out["sigmoidMidpoint"] = o.sigmoidMidpoint;
@@ -79,7 +80,8 @@ HOLDBACK_INLINE OrderedJson effectiveParameters(const UsageLimitPolicy& policy) 
             {"minCeiling", o.minCeiling},
             {"maxCeiling", o.maxCeiling},
             {"minReserve", o.minReserve},
-            {"refillHorizon", o.refillHorizon ? OrderedJson(formatDuration(*o.refillHorizon)) : OrderedJson()},
+            {"refillHorizon",
+             o.refillHorizon ? OrderedJson(formatDuration(*o.refillHorizon)) : OrderedJson()},
             {"requestUnit", detail::optionalNumber(o.requestUnit)},
             {"riseTime", formatDuration(o.smoothing.rise)},
             {"decayTime", formatDuration(o.smoothing.decay)}};
@@ -165,14 +167,14 @@ HOLDBACK_INLINE OrderedJson effectiveConfig(const ConfigBundle& bundle) {
   out["defaultRequestTTL"] = formatDuration(ttl);
   out["noEndpointRequestTTL"] = formatDuration(o.noEndpointRequestTtl.value_or(ttl));
   out["enableEviction"] = bundle.enableEviction;
-  out["defaultPriorityBand"] = detail::effectiveBand(
-      std::nullopt, o.defaultBand.maxRequests, o.defaultBand.maxBytes, o.defaultBand.fairness,
-      o.defaultBand.ordering);
+  out["defaultPriorityBand"] =
+      detail::effectiveBand(std::nullopt, o.defaultBand.maxRequests, o.defaultBand.maxBytes,
+                            o.defaultBand.fairness, o.defaultBand.ordering);
   out["defaultNegativePriorityBand"] =
       o.defaultNegativeBand
           ? detail::effectiveBand(std::nullopt, o.defaultNegativeBand->maxRequests,
-                                  o.defaultNegativeBand->maxBytes,
-                                  o.defaultNegativeBand->fairness, o.defaultNegativeBand->ordering)
+                                  o.defaultNegativeBand->maxBytes, o.defaultNegativeBand->fairness,
+                                  o.defaultNegativeBand->ordering)
           : OrderedJson();
   std::vector<BandOptions> bands = o.bands;
   std::sort(bands.begin(), bands.end(),

@@ -46,9 +46,9 @@
 #include "holdback/config/policy_config.hpp"
 #include "holdback/flow/eviction.hpp"
 #include "holdback/flow/fairness.hpp"
+#include "holdback/flow/flow_controller.hpp"
 #include "holdback/flow/program_aware_fairness.hpp"
 #include "holdback/flow/slo_deadline_ordering.hpp"
-#include "holdback/flow/flow_controller.hpp"
 
 namespace holdback {
 inline namespace HOLDBACK_ABI_NAMESPACE {

@@ -56,7 +56,6 @@ HOLDBACK_INLINE std::vector<StaticCeiling> parseStaticCeilings(const Json& map,
   return out;
 }
 
-
 // A duration-string field of `reader` (an error naming what is allowed otherwise).
 HOLDBACK_INLINE std::optional<Duration> durationField(ParamReader& reader, std::string_view key) {
   const Json* v = reader.value(key);
@@ -77,7 +76,8 @@ void readPriorityMap(const Json& map, const std::string& at, std::string_view ex
   }
   for (const auto& [key, value] : map.items()) {
     const auto priority = parseIntegerKey(key, kPriorityMin, kPriorityMax);
-    if (!priority) diagnostics.error(joinPath(at, key), "\"" + key + "\" is not an integer priority");
+    if (!priority)
+      diagnostics.error(joinPath(at, key), "\"" + key + "\" is not an integer priority");
     const auto parsed = read(value);
     if (!parsed) diagnostics.error(joinPath(at, key), mismatch(value, expected));
     if (priority && parsed) add(static_cast<Priority>(*priority), *parsed);
@@ -267,7 +267,9 @@ HOLDBACK_INLINE std::optional<ReservationOptions> parseReservationOptions(
     detail::readPriorityMap(
         *map, reader.pathOf("epsilons"), "an epsilon in (0.0, 0.5]", diagnostics,
         [](const Json& v) { return v.is_number() ? std::optional(v.get<double>()) : std::nullopt; },
-        [&](Priority p, double eps) { options.epsilons.push_back({.priority = p, .epsilon = eps}); });
+        [&](Priority p, double eps) {
+          options.epsilons.push_back({.priority = p, .epsilon = eps});
+        });
   }
   reader.finish();
   Diagnostics checks;

@@ -59,9 +59,8 @@ HOLDBACK_INLINE void validateFlowOptions(const FlowControllerOptions& o, Diagnos
   positive(o.runner.tickInterval, "/runner/tickInterval", "tickInterval");
   validateEvictionOptions(o.eviction, "/eviction", create, d);
   if (o.bandIdleTimeout < o.flowIdleTimeout) {
-    d.error("/bandIdleTimeout", "must be >= flowIdleTimeout (" +
-                                    formatDuration(o.flowIdleTimeout) + "), but got " +
-                                    formatDuration(o.bandIdleTimeout));
+    d.error("/bandIdleTimeout", "must be >= flowIdleTimeout (" + formatDuration(o.flowIdleTimeout) +
+                                    "), but got " + formatDuration(o.bandIdleTimeout));
   }
 }
 

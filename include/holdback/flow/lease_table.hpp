@@ -41,8 +41,8 @@ class LeaseTable {
     std::uint32_t band = 0;
     Priority priority = 0;
     TimePoint dispatchedAt{};
-    std::uint64_t tokens = 0;  // the host's estimate of the request's footprint; 0 = unknown
-    bool revoked = false;      // an eviction was issued and not yet confirmed
+    std::uint64_t tokens = 0;     // the host's estimate of the request's footprint; 0 = unknown
+    bool revoked = false;         // an eviction was issued and not yet confirmed
     std::uint64_t generated = 0;  // tokens generated so far (work lost if it is revoked)
     bool delivered = false;       // its dispatch outcome has reached the host (revocable)
   };

@@ -68,8 +68,7 @@ HOLDBACK_INLINE void ProgramAwareFairnessPolicy::validate(const ProgramAwareFair
   }
   const auto weight = [&](std::string_view key, double v) {
     if (!std::isfinite(v) || v < 0.0) {
-      diagnostics.error(joinPath(path, key),
-                        formatNumber(v) + " must be a finite number >= 0");
+      diagnostics.error(joinPath(path, key), formatNumber(v) + " must be a finite number >= 0");
     }
   };
   weight("lasWeightService", o.weightService);
@@ -128,8 +127,12 @@ HOLDBACK_INLINE const FlowQueueView* ProgramAwareFairnessPolicy::pick(
       if (const auto it = programs_.find(f->flowId()); it != programs_.end()) {
         service = it->second.scaledService;
       }
-      HOLDBACK_TRY { s->scratch.push_back({f, service, head->enqueueTime}); }
-      HOLDBACK_CATCH_ALL { return band.bestHeadFlow(); }
+      HOLDBACK_TRY {
+        s->scratch.push_back({f, service, head->enqueueTime});
+      }
+      HOLDBACK_CATCH_ALL {
+        return band.bestHeadFlow();
+      }
       if (s->scratch.size() == 1) {
         min_service = max_service = service;
       } else {
@@ -161,12 +164,9 @@ HOLDBACK_INLINE const FlowQueueView* ProgramAwareFairnessPolicy::pick(
   return best;
 }
 
-HOLDBACK_INLINE void ProgramAwareFairnessPolicy::recordServed(std::string_view flowId,
-                                                              std::uint64_t inputTokens,
-                                                              std::uint64_t outputTokens,
-                                                              TimePoint now,
-                                                              std::optional<Duration> queueWait)
-    const {
+HOLDBACK_INLINE void ProgramAwareFairnessPolicy::recordServed(
+    std::string_view flowId, std::uint64_t inputTokens, std::uint64_t outputTokens, TimePoint now,
+    std::optional<Duration> queueWait) const {
   const double tokens = double(inputTokens) + kOutputTokenWeight * double(outputTokens);
   MutexLock lock(mu_);
   if (!has_epoch_) {

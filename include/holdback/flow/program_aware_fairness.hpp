@@ -49,11 +49,11 @@ inline namespace HOLDBACK_ABI_NAMESPACE {
 struct ProgramAwareFairnessOptions {
   // Upstream's only strategy: least attained service.
   std::string strategy = "las";
-  double weightService = 0.8;   // lasWeightService, >= 0
-  double weightHeadWait = 0.2;  // lasWeightHeadWait, >= 0
-  Duration halfLife = std::chrono::seconds(60);          // lasHalfLifeSeconds, >= 0 (0 = none)
-  Duration evictionTtl = std::chrono::seconds(3600);     // evictionTtlSeconds, >= 0 (0 = never)
-  Duration evictionSweep = std::chrono::seconds(300);    // evictionSweepSeconds, > 0
+  double weightService = 0.8;                          // lasWeightService, >= 0
+  double weightHeadWait = 0.2;                         // lasWeightHeadWait, >= 0
+  Duration halfLife = std::chrono::seconds(60);        // lasHalfLifeSeconds, >= 0 (0 = none)
+  Duration evictionTtl = std::chrono::seconds(3600);   // evictionTtlSeconds, >= 0 (0 = never)
+  Duration evictionSweep = std::chrono::seconds(300);  // evictionSweepSeconds, > 0
 };
 
 class HOLDBACK_API ProgramAwareFairnessPolicy final : public FairnessPolicy {
@@ -80,9 +80,8 @@ class HOLDBACK_API ProgramAwareFairnessPolicy final : public FairnessPolicy {
   // The host reports a completed request of program `flowId`: its input and output tokens, and
   // optionally how long it waited in the queue (for the fairness index). Allocates only for a
   // program it has not seen (or forgotten). Negative / non-finite figures count as 0.
-  void recordServed(std::string_view flowId, std::uint64_t inputTokens,
-                    std::uint64_t outputTokens, TimePoint now,
-                    std::optional<Duration> queueWait = std::nullopt) const;
+  void recordServed(std::string_view flowId, std::uint64_t inputTokens, std::uint64_t outputTokens,
+                    TimePoint now, std::optional<Duration> queueWait = std::nullopt) const;
   // The program's decayed attained service at `now` (0 for an unknown program).
   [[nodiscard]] double attainedService(std::string_view flowId, TimePoint now) const;
   [[nodiscard]] std::size_t programCount() const;

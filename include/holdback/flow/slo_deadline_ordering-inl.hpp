@@ -12,8 +12,8 @@
 namespace holdback {
 inline namespace HOLDBACK_ABI_NAMESPACE {
 
-HOLDBACK_INLINE TimePoint SloDeadlineOrderingPolicy::deadlineOf(
-    const QueuedRequestView& r) noexcept {
+HOLDBACK_INLINE TimePoint
+SloDeadlineOrderingPolicy::deadlineOf(const QueuedRequestView& r) noexcept {
   if (!r.ttftObjective || *r.ttftObjective < Duration::zero()) return TimePoint::max();
   if (r.receivedTime > TimePoint::max() - *r.ttftObjective) return TimePoint::max();
   return r.receivedTime + *r.ttftObjective;

@@ -44,12 +44,12 @@ namespace holdback {
 inline namespace HOLDBACK_ABI_NAMESPACE {
 
 struct BandDemand {
-  double occupancy = 0.0;    // smoothed in-flight + queued requests
-  double arrivalRate = 0.0;  // smoothed arrivals per second
-  double holdingTime = 0.0;  // smoothed seconds per dispatched request; 0 = not measured yet
-  double inFlight = 0.0;     // instantaneous
-  double queued = 0.0;       // instantaneous
-  double waitP95 = 0.0;      // approximate p95 queue wait (seconds) of recent dispatches
+  double occupancy = 0.0;       // smoothed in-flight + queued requests
+  double arrivalRate = 0.0;     // smoothed arrivals per second
+  double holdingTime = 0.0;     // smoothed seconds per dispatched request; 0 = not measured yet
+  double inFlight = 0.0;        // instantaneous
+  double queued = 0.0;          // instantaneous
+  double waitP95 = 0.0;         // approximate p95 queue wait (seconds) of recent dispatches
   double completionRate = 0.0;  // leases ended per second, averaged over `decay`
 };
 

@@ -77,9 +77,10 @@ inline namespace HOLDBACK_ABI_NAMESPACE {
   __m128d bad_a = _mm_setzero_pd();
   __m128d bad_b = _mm_setzero_pd();
   for (; i + 4 < n; i += 4) {
-    bad_a = _mm_or_pd(bad_a, _mm_cmpnge_pd(_mm_loadu_pd(c.data() + i), _mm_loadu_pd(c.data() + i + 1)));
-    bad_b = _mm_or_pd(bad_b, _mm_cmpnge_pd(_mm_loadu_pd(c.data() + i + 2),
-                                           _mm_loadu_pd(c.data() + i + 3)));
+    bad_a =
+        _mm_or_pd(bad_a, _mm_cmpnge_pd(_mm_loadu_pd(c.data() + i), _mm_loadu_pd(c.data() + i + 1)));
+    bad_b = _mm_or_pd(
+        bad_b, _mm_cmpnge_pd(_mm_loadu_pd(c.data() + i + 2), _mm_loadu_pd(c.data() + i + 3)));
   }
   bad |= _mm_movemask_pd(_mm_or_pd(bad_a, bad_b));
 #endif

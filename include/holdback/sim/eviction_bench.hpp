@@ -87,9 +87,9 @@ struct EvictionBenchResult {
   double waitP95Ms = 0.0;
   std::uint64_t revocations = 0;
   std::uint64_t confirmed = 0;
-  std::uint64_t decisions = 0;  // dispatch cycles that revoked
-  std::uint64_t deferred = 0;   // wait-vs-evict holds
-  std::uint64_t churned = 0;    // sheddable leases that ended on their own
+  std::uint64_t decisions = 0;   // dispatch cycles that revoked
+  std::uint64_t deferred = 0;    // wait-vs-evict holds
+  std::uint64_t churned = 0;     // sheddable leases that ended on their own
   std::uint64_t tokensLost = 0;  // tokens the revoked leases had generated (heterogeneous)
   // Analytic minimum (single, batch32) and the excess over it.
   std::optional<std::size_t> minEvictions;

@@ -36,8 +36,8 @@
 //   Measurement: requests arriving in [0, duration) are measured; arrivals stop at `duration`
 //   and the run continues up to `drain` more seconds so that queued requests can finish. Windows:
 //   "burst" and "idle" are the on and off phases of the first on/off class, "onset" the first 2 s
-//   of each burst, "settled" the rest of each burst, "all" the whole of [0, duration). Throughput counts completions inside
-//   [0, duration) per window.
+//   of each burst, "settled" the rest of each burst, "all" the whole of [0, duration). Throughput
+//   counts completions inside [0, duration) per window.
 //
 //   Gateway replicas (pool.gatewayReplicas = R): R gateways, each with its own FlowController,
 //   in-flight counts and picker; arrivals go round-robin over them; all read the same scrape.
@@ -116,7 +116,7 @@ struct RequestRecord {
   double admitted = kNoValue;
   double firstToken = kNoValue;
   double finished = kNoValue;  // completed or revoked (the abort)
-  std::string outcome;  // completed, rejected, evicted, revoked, unfinished
+  std::string outcome;         // completed, rejected, evicted, revoked, unfinished
   // A retry of a revoked request: the index (in ArmResult::requests) of the request it repeats;
   // -1 for an original request.
   std::int64_t retryOf = -1;

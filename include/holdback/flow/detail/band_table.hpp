@@ -187,8 +187,8 @@ struct Band final : BandView {
   // The same flows by hash of their id (the enqueue path's lookup, independent of the flow count);
   // keys view Flow::id.
   std::unordered_map<std::string_view, Flow*> flow_index;
-  HeadSet heads;     // non-empty flows by head
-  ActiveSet active;  // non-empty flows by id (only while track_active)
+  HeadSet heads;                 // non-empty flows by head
+  ActiveSet active;              // non-empty flows by id (only while track_active)
   std::size_t active_count = 0;  // non-empty flows
   // False for the built-in global-strict fairness, which only reads bestHeadFlow(): the band
   // then skips the by-id index (an O(log F) string-ordered insert and erase each time a flow
@@ -319,7 +319,7 @@ class BandTable {
   std::map<Priority, BandCounters> counters_;
   std::array<std::uint64_t, kNumQueueOutcomes> outcomes_{};
   ItemIndex items_;
-  ItemIndex scratch_index_;           // builds index nodes (always empty between calls)
+  ItemIndex scratch_index_;          // builds index nodes (always empty between calls)
   std::vector<PreparedItem> spare_;  // the pool, at most kMaxSpareItems
   std::size_t spare_low_water_ = 0;  // the pool's smallest size since the last collectGarbage
   void recycle(PreparedItem&& memory, Retired& freed) noexcept;

@@ -172,7 +172,7 @@ HOLDBACK_INLINE bool ControllerCore::release(RequestId id, TimePoint now) noexce
 }
 
 HOLDBACK_INLINE bool ControllerCore::updateLease(RequestId id, std::uint64_t footprint,
-                                                  std::uint64_t generated) noexcept {
+                                                 std::uint64_t generated) noexcept {
   MutexLock lock(mu_);
   return leases_.setTokens(id, footprint, generated);
 }
@@ -297,8 +297,8 @@ HOLDBACK_INLINE void ControllerCore::reclaim(TimePoint now, double s, std::size_
   if (net < 0.0 || (net == 0.0 && pending_reclaim_ > 0.0)) return;
   const bool by_footprint = ev.footprintAware && footprints_known && total_footprint > 0.0;
   for (Candidate& c : candidates_) {
-    c.credit = by_footprint ? s * static_cast<double>(c.lease.footprintTokens) / total_footprint
-                            : credit;
+    c.credit =
+        by_footprint ? s * static_cast<double>(c.lease.footprintTokens) / total_footprint : credit;
   }
 
   // How many (upstream): at least one, enough mean footprints to cover the net deficit.
@@ -349,14 +349,13 @@ HOLDBACK_INLINE void ControllerCore::reclaim(TimePoint now, double s, std::size_
     // Lowest priority first; within it, the fewest generated tokens per unit of credit; then the
     // order policy. Take until the net deficit is covered (at least one).
     const EvictionOrderPolicy& order = *ev.order;
-    std::sort(candidates_.begin(), candidates_.end(),
-              [&](const Candidate& a, const Candidate& b) {
-                if (a.lease.priority != b.lease.priority) return a.lease.priority < b.lease.priority;
-                const double ca = static_cast<double>(a.lease.generatedTokens) / a.credit;
-                const double cb = static_cast<double>(b.lease.generatedTokens) / b.credit;
-                if (ca != cb) return ca < cb;
-                return order.less(a.lease, b.lease);
-              });
+    std::sort(candidates_.begin(), candidates_.end(), [&](const Candidate& a, const Candidate& b) {
+      if (a.lease.priority != b.lease.priority) return a.lease.priority < b.lease.priority;
+      const double ca = static_cast<double>(a.lease.generatedTokens) / a.credit;
+      const double cb = static_cast<double>(b.lease.generatedTokens) / b.credit;
+      if (ca != cb) return ca < cb;
+      return order.less(a.lease, b.lease);
+    });
     double covered = 0.0;
     double cost = 0.0;
     while (take < cap && (take == 0 || covered < net)) {
@@ -394,10 +393,10 @@ HOLDBACK_INLINE void ControllerCore::reclaim(TimePoint now, double s, std::size_
   } else {
     take = std::min(need, cap);
     const EvictionOrderPolicy& order = *ev.order;
-    std::partial_sort(
-        candidates_.begin(), candidates_.begin() + static_cast<std::ptrdiff_t>(take),
-        candidates_.end(),
-        [&](const Candidate& a, const Candidate& b) { return order.less(a.lease, b.lease); });
+    std::partial_sort(candidates_.begin(), candidates_.begin() + static_cast<std::ptrdiff_t>(take),
+                      candidates_.end(), [&](const Candidate& a, const Candidate& b) {
+                        return order.less(a.lease, b.lease);
+                      });
   }
   for (std::size_t k = 0; k < take && !out.full(); ++k) {
     const Candidate& c = candidates_[k];
@@ -419,7 +418,8 @@ HOLDBACK_INLINE void ControllerCore::reclaim(TimePoint now, double s, std::size_
   }
 }
 
-HOLDBACK_INLINE void ControllerCore::deliverRevocations(const RevocationBatch& batch) const noexcept {
+HOLDBACK_INLINE void ControllerCore::deliverRevocations(
+    const RevocationBatch& batch) const noexcept {
   for (std::size_t i = 0; i < batch.size(); ++i) {
     HOLDBACK_TRY {
       evict_(batch.at(i));
@@ -530,7 +530,7 @@ HOLDBACK_INLINE DispatchResult ControllerCore::dispatch(TimePoint now,
 HOLDBACK_INLINE DispatchResult ControllerCore::dispatchImpl(TimePoint now,
                                                             const PoolPressure* pressure) noexcept {
   DispatchResult result;
-  FinalizedBatch finalized;  // destroyed (the requests' memory freed) after the lock
+  FinalizedBatch finalized;     // destroyed (the requests' memory freed) after the lock
   RevocationBatch revocations;  // their evict callbacks run after the lock
   bool leased = false;          // a lease to mark delivered after the outcome callback
   {

@@ -195,8 +195,7 @@ class ControllerCore {
   // Retires timed-out outstanding revocations and expired cooling debits.
   void retireRevocations(TimePoint now) noexcept HOLDBACK_REQUIRES(mu_);
   // Moves outstanding revocation `i` to cooling (confirmed or timed out).
-  void endOutstanding(std::size_t i, TimePoint now, bool timedOut) noexcept
-      HOLDBACK_REQUIRES(mu_);
+  void endOutstanding(std::size_t i, TimePoint now, bool timedOut) noexcept HOLDBACK_REQUIRES(mu_);
   // The chance (0..1) that a lease of age `age` in a band holding `hold` seconds on average
   // ends on its own within `horizon` seconds (wait-vs-evict); 0 when `hold` is not measured.
   [[nodiscard]] static double releaseChance(double hold, double age, double horizon) noexcept;
