@@ -8,19 +8,15 @@
 #include <sstream>
 #include <string>
 
+#include "golden_files.hpp"
+
 namespace holdback::config {
 namespace {
 
 namespace fs = std::filesystem;
 
-const fs::path kGoldenDir = fs::path(HOLDBACK_SOURCE_DIR) / "tests" / "golden";
-
-std::string readFile(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
+using testing::kGoldenDir;
+using testing::readFile;
 
 // The documented shape is pinned byte for byte: <config>.effective.json next to each config.
 // HOLDBACK_UPDATE_GOLDEN=1 rewrites them (review the diff: the shape may only grow).

@@ -16,19 +16,15 @@
 #include "holdback/config/duration.hpp"
 #include "holdback/flow/flow_controller.hpp"
 
+#include "golden_files.hpp"
+
 namespace holdback::config {
 namespace {
 
 namespace fs = std::filesystem;
 
-const fs::path kGoldenDir = fs::path(HOLDBACK_SOURCE_DIR) / "tests" / "golden";
-
-std::string readFile(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
+using testing::kGoldenDir;
+using testing::readFile;
 
 // What a golden .expected file holds: every diagnostic, then "ok" and the stack, or "invalid".
 std::string render(const BundleResult& result) {
