@@ -20,61 +20,276 @@ HOLDBACK_INLINE Band::Band(Priority p, std::uint64_t max_requests, std::uint64_t
       fairness(fairness_policy ? std::move(fairness_policy) : globalStrictFairness()),
       ordering(ordering_policy ? std::move(ordering_policy) : fcfsOrdering()),
       fairness_state(fairness->newState()),
-      heads(HeadLess{ItemLess{ordering.get()}}),
+      heads(HeadLess{
+          ItemLess{ordering.get(), dynamic_cast<const FcfsOrderingPolicy*>(ordering.get()) != nullptr}}),
       track_active(fairness->type() != GlobalStrictFairnessPolicy::kType) {}
+
+// ---------------------------------------------------------------------------------------------
+// A flow's queue (treap)
+
+// A bijective mix (splitmix64's finalizer) of the unique sequence: distinct pseudo-random heap
+// priorities, not chosen by the host.
+HOLDBACK_INLINE std::uint64_t ItemQueue::rank(const Item* item) noexcept {
+  std::uint64_t z = item->sequence + 0x9E3779B97F4A7C15ull;
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+HOLDBACK_INLINE void ItemQueue::rotateUp(Item* x) noexcept {
+  Item* p = x->parent;
+  Item* g = p->parent;
+  if (p->left == x) {
+    p->left = x->right;
+    if (x->right != nullptr) x->right->parent = p;
+    x->right = p;
+  } else {
+    p->right = x->left;
+    if (x->left != nullptr) x->left->parent = p;
+    x->left = p;
+  }
+  p->parent = x;
+  x->parent = g;
+  if (g == nullptr) {
+    root_ = x;
+  } else if (g->left == p) {
+    g->left = x;
+  } else {
+    g->right = x;
+  }
+}
+
+HOLDBACK_INLINE void ItemQueue::insert(Item* x) noexcept {
+  x->left = nullptr;
+  x->right = nullptr;
+  count_ += 1;
+  if (root_ == nullptr) {
+    x->parent = nullptr;
+    root_ = first_ = last_ = x;
+    return;
+  }
+  // ItemLess is a strict total order (ties broken by the unique sequence).
+  Item* p = nullptr;
+  bool left = false;
+  if (!less_(x, last_)) {  // after the last (every FCFS arrival): no descent
+    p = last_;
+    last_ = x;
+  } else if (less_(x, first_)) {
+    p = first_;
+    left = true;
+    first_ = x;
+  } else {
+    p = root_;
+    for (;;) {
+      left = less_(x, p);
+      Item* child = left ? p->left : p->right;
+      if (child == nullptr) break;
+      p = child;
+    }
+  }
+  x->parent = p;
+  (left ? p->left : p->right) = x;
+  const std::uint64_t r = rank(x);
+  while (x->parent != nullptr && rank(x->parent) < r) rotateUp(x);
+}
+
+HOLDBACK_INLINE void ItemQueue::erase(Item* x) noexcept {
+  // Rotations keep the in-order sequence, so neighbours found now stay the neighbours.
+  if (x == first_) first_ = next(x);
+  if (x == last_) last_ = prev(x);
+  while (x->left != nullptr && x->right != nullptr) {
+    rotateUp(rank(x->left) > rank(x->right) ? x->left : x->right);
+  }
+  Item* child = x->left != nullptr ? x->left : x->right;
+  Item* p = x->parent;
+  if (child != nullptr) child->parent = p;
+  if (p == nullptr) {
+    root_ = child;
+  } else if (p->left == x) {
+    p->left = child;
+  } else {
+    p->right = child;
+  }
+  x->parent = x->left = x->right = nullptr;
+  count_ -= 1;
+}
+
+HOLDBACK_INLINE Item* ItemQueue::next(const Item* x) noexcept {
+  if (x->right != nullptr) {
+    Item* n = x->right;
+    while (n->left != nullptr) n = n->left;
+    return n;
+  }
+  Item* p = x->parent;
+  while (p != nullptr && p->right == x) {
+    x = p;
+    p = p->parent;
+  }
+  return p;
+}
+
+HOLDBACK_INLINE Item* ItemQueue::prev(const Item* x) noexcept {
+  if (x->left != nullptr) {
+    Item* n = x->left;
+    while (n->right != nullptr) n = n->right;
+    return n;
+  }
+  Item* p = x->parent;
+  while (p != nullptr && p->left == x) {
+    x = p;
+    p = p->parent;
+  }
+  return p;
+}
+
+// ---------------------------------------------------------------------------------------------
+// The id index
+
+HOLDBACK_INLINE Item* IdIndex::find(RequestId id) const noexcept {
+  if (size_ == 0) return nullptr;
+  for (Item* it = buckets_[slot(id)]; it != nullptr; it = it->hash_next) {
+    if (it->id == id) return it;
+  }
+  return nullptr;
+}
+
+HOLDBACK_INLINE std::vector<Item*> IdIndex::rehash(std::size_t buckets) {
+  std::vector<Item*> old(buckets, nullptr);
+  old.swap(buckets_);
+  shift_ = 64;
+  for (std::size_t n = buckets; n > 1; n >>= 1) shift_ -= 1;
+  for (Item* head : old) {
+    while (head != nullptr) {
+      Item* next = head->hash_next;
+      Item*& b = buckets_[slot(head->id)];
+      head->hash_next = b;
+      b = head;
+      head = next;
+    }
+  }
+  return old;
+}
+
+HOLDBACK_INLINE void IdIndex::insert(Item* item) {
+  if (size_ + 1 > buckets_.size()) (void)rehash(std::max(kMinBuckets, buckets_.size() * 2));
+  Item*& b = buckets_[slot(item->id)];
+  item->hash_next = b;
+  b = item;
+  size_ += 1;
+}
+
+HOLDBACK_INLINE void IdIndex::erase(Item* item) noexcept {
+  Item** link = &buckets_[slot(item->id)];
+  while (*link != item) link = &(*link)->hash_next;
+  *link = item->hash_next;
+  item->hash_next = nullptr;
+  size_ -= 1;
+}
+
+HOLDBACK_INLINE void IdIndex::shrinkToFit(std::vector<Item*>& old) {
+  std::size_t target = buckets_.size();
+  while (target > kMinBuckets && size_ * 4 < target) target /= 2;
+  if (target != buckets_.size()) old = rehash(target);
+}
 
 // ---------------------------------------------------------------------------------------------
 // Memory
 
 HOLDBACK_INLINE BandTable::BandTable() {
-  spare_.reserve(kMaxSpareItems);  // the pool never grows its own array later
+  for (auto& pool : spare_) pool.reserve(kMaxSpareItems);  // the pools never grow their arrays
 }
 
-HOLDBACK_INLINE PreparedItem BandTable::acquire(RequestId id, FlowRequest&& request,
+HOLDBACK_INLINE BandTable::~BandTable() {
+  std::vector<Item*> all;
+  all.reserve(items_.size());
+  items_.forEach([&](Item* item) { all.push_back(item); });
+  for (Item* item : all) destroyItem(item);
+  for (auto& pool : spare_)
+    for (Item* item : pool) destroyItem(item);
+}
+
+HOLDBACK_INLINE PreparedItem BandTable::acquire(RequestId id, const FlowRequest& request,
                                                 TimePoint now) {
-  PreparedItem out;
-  if (!spare_.empty()) {
-    out = std::move(spare_.back());
-    spare_.pop_back();
-    if (spare_.size() < spare_low_water_) spare_low_water_ = spare_.size();
-    out.index_node.key() = id;
-  } else {  // the pool is empty: the table is growing (not the steady state)
-    auto item = std::make_unique<Item>();
-    out.item = item.get();
-    // scratch_index_'s bucket array survives extract(): one allocation for the node.
-    out.index_node = scratch_index_.extract(scratch_index_.emplace(id, std::move(item)).first);
-    ItemSet scratch_queue(ItemLess{nullptr});  // one element: the comparator is never called
-    out.queue_node = scratch_queue.extract(scratch_queue.insert(out.item).first);
+  // A full record only for a request that sets one of its fields.
+  const bool full = request.payload.has_value() || request.deadline.has_value() ||
+                    request.ttftObjective.has_value() ||
+                    (request.receivedTime.has_value() && *request.receivedTime != now);
+  std::vector<Item*>& pool = spare_[full ? 1 : 0];
+  std::size_t& low_water = spare_low_water_[full ? 1 : 0];
+  Item* item = nullptr;
+  if (!pool.empty()) {
+    item = pool.back();
+    pool.pop_back();
+    if (pool.size() < low_water) low_water = pool.size();
+  } else if (full) {  // the pool is empty: the table is growing (not the steady state)
+    item = new FullItem();
+    item->flags = Item::kFull;
+  } else {
+    item = new Item();
   }
-  Item* raw = out.item;
-  raw->id = id;
-  raw->flowId = std::move(request.flowId);
-  raw->requestedPriority = request.priority;
-  raw->payload = std::move(request.payload);
-  raw->flow = nullptr;
-  raw->view = QueuedRequestView{};
-  raw->view.flowId = raw->flowId;
-  raw->view.sizeBytes = request.sizeBytes;
-  raw->view.enqueueTime = now;
-  raw->view.deadline = request.deadline;
-  raw->view.receivedTime = request.receivedTime.value_or(now);
-  raw->view.ttftObjective = request.ttftObjective;
-  return out;
+  item->hash_next = item->parent = item->left = item->right = nullptr;
+  item->flow = nullptr;
+  item->id = id;
+  item->sequence = 0;
+  item->sizeBytes = request.sizeBytes;
+  item->enqueueTime = now;
+  item->effectiveTtl = Duration{0};
+  item->requestedPriority = request.priority;
+  item->flags = full ? Item::kFull : 0;
+  if (full) {
+    auto* f = static_cast<FullItem*>(item);
+    f->receivedTime = request.receivedTime.value_or(now);
+    if (request.deadline) {
+      f->deadline = *request.deadline;
+      f->flags |= Item::kHasDeadline;
+    }
+    if (request.ttftObjective) {
+      f->ttftObjective = *request.ttftObjective;
+      f->flags |= Item::kHasTtft;
+    }
+  }
+  return PreparedItem{item};
 }
 
-HOLDBACK_INLINE void BandTable::recycle(PreparedItem&& memory, Retired& freed) noexcept {
-  Item* item = memory.item;
-  item->payload.reset();  // the host's payload is never kept alive by the pool
-  item->flowId.clear();
-  if (spare_.size() < kMaxSpareItems) {
-    spare_.push_back(std::move(memory));  // capacity reserved: no allocation
+HOLDBACK_INLINE void BandTable::recycle(Item* item, Retired& freed) noexcept {
+  if (std::any* payload = item->payload()) payload->reset();  // never kept alive by the pool
+  item->flow = nullptr;
+  std::vector<Item*>& pool = spare_[item->full() ? 1 : 0];
+  if (pool.size() < kMaxSpareItems) {
+    pool.push_back(item);  // capacity reserved: no allocation
   } else {
-    freed = std::move(memory);
+    freed.item = item;
   }
+}
+
+HOLDBACK_INLINE void BandTable::keepIdBuffer(Flow* flow, std::string&& text) {
+  std::uint32_t i = free_id_buffers_;
+  if (i == kNoIdBuffer) {
+    i = static_cast<std::uint32_t>(id_buffers_.size());
+    id_buffers_.emplace_back();  // growth (more such requests queued than ever before)
+  } else {
+    free_id_buffers_ = id_buffers_[i].next;
+  }
+  IdBuffer& b = id_buffers_[i];
+  b.text = std::move(text);
+  b.next = flow->id_buffers;
+  flow->id_buffers = i;
+  used_id_buffers_ += 1;
+}
+
+HOLDBACK_INLINE void BandTable::takeIdBuffer(Flow* flow, std::string& out) noexcept {
+  const std::uint32_t i = flow->id_buffers;
+  if (i == kNoIdBuffer) return;
+  IdBuffer& b = id_buffers_[i];
+  out = std::move(b.text);
+  flow->id_buffers = b.next;
+  b.next = free_id_buffers_;
+  free_id_buffers_ = i;
+  used_id_buffers_ -= 1;
 }
 
 HOLDBACK_INLINE void BandTable::release(PreparedItem&& prepared, Retired& freed) noexcept {
-  recycle(std::move(prepared), freed);
+  recycle(std::exchange(prepared.item, nullptr), freed);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -167,18 +382,18 @@ HOLDBACK_INLINE Band* BandTable::reshapeBand(std::unique_ptr<Band>& slot,
   band->last_activity = old->last_activity;
   band->last_ceiling = old->last_ceiling;
   for (auto& [id, flow] : old->flows) {
-    auto moved = std::make_unique<Flow>(flow->id, band.get(), band->ordering.get());
+    auto moved = std::make_unique<Flow>(flow->id, band.get(), band->itemLess());
     moved->last_active = flow->last_active;
+    moved->id_buffers = std::exchange(flow->id_buffers, kNoIdBuffer);
     Flow* raw = moved.get();
     band->flows.emplace(raw->id, std::move(moved));
     band->flow_index.emplace(std::string_view(raw->id), raw);
     while (!flow->items.empty()) {
-      auto node = flow->items.extract(flow->items.begin());
-      Item* item = node.value();
+      Item* item = flow->items.front();
+      flow->items.erase(item);
       item->flow = raw;
-      item->view.priority = band->prio;
       // The band's totals are rebuilt by addToQueue.
-      addToQueue(item, std::move(node));
+      addToQueue(item);
     }
   }
   slot = std::move(band);
@@ -231,11 +446,24 @@ HOLDBACK_INLINE void BandTable::collectGarbage(TimePoint now, Duration flow_idle
                                                Duration band_idle_timeout,
                                                std::vector<Retired>& freed) {
   // The pool's memory no request needed since the last collection goes back to the system.
-  for (std::size_t i = 0; i < spare_low_water_ && !spare_.empty(); ++i) {
-    freed.push_back(std::move(spare_.back()));
-    spare_.pop_back();
+  for (std::size_t k = 0; k < spare_.size(); ++k) {
+    std::vector<Item*>& pool = spare_[k];
+    for (std::size_t i = 0; i < spare_low_water_[k] && !pool.empty(); ++i) {
+      freed.emplace_back().item = pool.back();
+      pool.pop_back();
+    }
+    spare_low_water_[k] = pool.size();
   }
-  spare_low_water_ = spare_.size();
+  if (used_id_buffers_ == 0 && id_buffers_.capacity() > 0) {
+    freed.emplace_back().id_buffers = std::move(id_buffers_);
+    id_buffers_ = {};
+    free_id_buffers_ = kNoIdBuffer;
+  }
+  {
+    std::vector<Item*> old_buckets;
+    items_.shrinkToFit(old_buckets);
+    if (!old_buckets.empty()) freed.emplace_back().buckets = std::move(old_buckets);
+  }
   std::vector<Band*> idle_bands;
   for (auto& [p, band] : bands_) {
     for (auto it = band->flows.begin(); it != band->flows.end();) {
@@ -258,11 +486,11 @@ HOLDBACK_INLINE void BandTable::collectGarbage(TimePoint now, Duration flow_idle
 // ---------------------------------------------------------------------------------------------
 // Queues
 
-HOLDBACK_INLINE void BandTable::addToQueue(Item* item, ItemSet::node_type&& node) {
+HOLDBACK_INLINE void BandTable::addToQueue(Item* item) noexcept {
   Flow* f = item->flow;
   Band* b = f->band;
   if (f->items.empty()) {
-    item->position = f->items.insert(std::move(node)).position;
+    f->items.insert(item);
     // The hint: under arrival order a flow that becomes non-empty has the newest head, so it
     // goes last (amortized O(1) instead of O(log F) comparisons).
     f->head_pos = f->spare_head ? b->heads.insert(b->heads.end(), std::move(f->spare_head))
@@ -272,26 +500,25 @@ HOLDBACK_INLINE void BandTable::addToQueue(Item* item, ItemSet::node_type&& node
                                       : b->active.insert(f).first;
     }
     b->active_count += 1;
-  } else if (f->items.key_comp()(item, *f->items.begin())) {
+  } else if (f->items.key_comp()(item, f->items.front())) {
     auto head_node = b->heads.extract(f->head_pos);
-    item->position = f->items.insert(std::move(node)).position;
+    f->items.insert(item);
     f->head_pos = b->heads.insert(std::move(head_node)).position;
   } else {
-    item->position = f->items.insert(std::move(node)).position;
+    f->items.insert(item);
   }
-  f->queued_bytes += item->view.sizeBytes;
+  f->queued_bytes += item->sizeBytes;
   b->queued_requests += 1;
-  b->queued_bytes += item->view.sizeBytes;
+  b->queued_bytes += item->sizeBytes;
 }
 
-// Removes `item` from its flow and band indexes (no allocation: nodes are reused or returned).
-HOLDBACK_INLINE ItemSet::node_type BandTable::removeFromQueue(Item* item, TimePoint now) noexcept {
+// Removes `item` from its flow and band indexes (no allocation: nodes are reused).
+HOLDBACK_INLINE void BandTable::removeFromQueue(Item* item, TimePoint now) noexcept {
   Flow* f = item->flow;
   Band* b = f->band;
-  ItemSet::node_type node;
-  if (*f->items.begin() == item) {
+  if (f->items.front() == item) {
     auto head_node = b->heads.extract(f->head_pos);  // by position: no comparator call
-    node = f->items.extract(f->items.begin());
+    f->items.erase(item);
     if (f->items.empty()) {
       if (b->track_active) f->spare_active = b->active.extract(f->active_pos);
       b->active_count -= 1;
@@ -301,38 +528,42 @@ HOLDBACK_INLINE ItemSet::node_type BandTable::removeFromQueue(Item* item, TimePo
       f->head_pos = b->heads.insert(std::move(head_node)).position;
     }
   } else {
-    node = f->items.extract(item->position);  // no search, no comparator call
+    f->items.erase(item);  // no search, no comparator call
   }
-  f->queued_bytes -= item->view.sizeBytes;
+  f->queued_bytes -= item->sizeBytes;
   b->queued_requests -= 1;
-  b->queued_bytes -= item->view.sizeBytes;
+  b->queued_bytes -= item->sizeBytes;
   if (b->queued_requests == 0) b->last_activity = std::max(b->last_activity, now);
-  return node;
 }
 
-HOLDBACK_INLINE void BandTable::insert(PreparedItem&& prepared, Band* band,
+HOLDBACK_INLINE void BandTable::insert(PreparedItem&& prepared, FlowRequest& request, Band* band,
                                        Duration effective_ttl) {
-  Item* item = prepared.item;
-  auto flow_it = band->flow_index.find(std::string_view(item->flowId));
+  Item* item = std::exchange(prepared.item, nullptr);
+  auto flow_it = band->flow_index.find(std::string_view(request.flowId));
   if (flow_it == band->flow_index.end()) {
-    auto flow = std::make_unique<Flow>(item->flowId, band, band->ordering.get());
+    auto flow = std::make_unique<Flow>(std::string(request.flowId), band, band->itemLess());
     Flow* raw = flow.get();
-    band->flows.emplace(flow->id, std::move(flow));
+    band->flows.emplace(raw->id, std::move(flow));
     flow_it = band->flow_index.emplace(std::string_view(raw->id), raw).first;
   }
-  item->flow = flow_it->second;
-  item->view.priority = band->prio;
-  item->view.effectiveTtl = effective_ttl;
-  item->view.sequence = next_sequence_++;
-  items_.insert(std::move(prepared.index_node));
-  addToQueue(item, std::move(prepared.queue_node));
+  Flow* flow = flow_it->second;
+  if (request.flowId.capacity() > std::string().capacity()) {
+    // A heap buffer holding the flow's id: kept for this request's completion, so finalizing
+    // does not allocate (growing the flow's array does: a burst, not the steady state).
+    keepIdBuffer(flow, std::move(request.flowId));
+  }
+  if (std::any* payload = item->payload()) *payload = std::move(request.payload);
+  item->flow = flow;
+  item->effectiveTtl = effective_ttl;
+  item->sequence = next_sequence_++;
+  items_.insert(item);
+  addToQueue(item);
   total_requests_ += 1;
-  total_bytes_ += item->view.sizeBytes;
+  total_bytes_ += item->sizeBytes;
 }
 
 HOLDBACK_INLINE Item* BandTable::find(RequestId id) const noexcept {
-  auto it = items_.find(id);
-  return it == items_.end() ? nullptr : it->second.get();
+  return items_.find(id);
 }
 
 HOLDBACK_INLINE void BandTable::recordQueueDuration(Band* band, Duration waited) noexcept {
@@ -354,38 +585,39 @@ HOLDBACK_INLINE void BandTable::countOutcome(Band* band, QueueOutcome outcome) n
 
 HOLDBACK_INLINE Retired BandTable::finalize(Item* item, Outcome outcome, TimePoint now,
                                             Completion& c) noexcept {
-  Band* band = item->flow->band;
+  Flow* flow = item->flow;
+  Band* band = flow->band;
   Retired retired;
-  ItemSet::node_type queue_node = removeFromQueue(item, now);
+  removeFromQueue(item, now);
+  items_.erase(item);
   total_requests_ -= 1;
-  total_bytes_ -= item->view.sizeBytes;
+  total_bytes_ -= item->sizeBytes;
   countOutcome(band, outcome.kind);
   c.id = item->id;
-  c.flowId = std::move(item->flowId);
+  // The flow id: in the buffer a request of this flow brought (every request whose id does not
+  // fit the small-string buffer left one), so no allocation.
+  takeIdBuffer(flow, c.flowId);
+  c.flowId.assign(flow->id);
   c.requestedPriority = item->requestedPriority;
   c.bandPriority = band->prio;
-  c.sizeBytes = item->view.sizeBytes;
+  c.sizeBytes = item->sizeBytes;
   c.outcome = outcome;
-  c.enqueueTime = item->view.enqueueTime;
+  c.enqueueTime = item->enqueueTime;
   c.finalizedAt = now;
-  c.payload = std::move(item->payload);
+  if (std::any* payload = item->payload()) c.payload = std::move(*payload);
   if (outcome.kind == QueueOutcome::kDispatched) {
     recordQueueDuration(band, elapsed(c.enqueueTime, now));
   }
-  PreparedItem memory;
-  memory.item = item;
-  memory.queue_node = std::move(queue_node);
-  memory.index_node = items_.extract(c.id);
-  recycle(std::move(memory), retired);
+  recycle(item, retired);
   return retired;
 }
 
 HOLDBACK_INLINE std::vector<Item*> BandTable::allItems() const {
   std::vector<Item*> all;
   all.reserve(items_.size());
-  for (const auto& [id, item] : items_) all.push_back(item.get());
+  items_.forEach([&](Item* item) { all.push_back(item); });
   std::sort(all.begin(), all.end(),
-            [](const Item* a, const Item* b) { return a->view.sequence < b->view.sequence; });
+            [](const Item* a, const Item* b) { return a->sequence < b->sequence; });
   return all;
 }
 

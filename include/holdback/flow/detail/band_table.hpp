@@ -55,28 +55,147 @@ struct Flow;
 struct Band;
 struct Item;
 
-// Orders a flow's queue: the band's OrderingPolicy, then the arrival sequence.
+// Orders a flow's queue: the band's OrderingPolicy, then the arrival sequence. The built-in FCFS
+// policy is compared on the records directly; any other policy sees QueuedRequestViews built
+// from the records for the call (makeView).
 struct ItemLess {
   const OrderingPolicy* ordering = nullptr;
+  bool fcfs = false;  // `ordering` is the built-in FcfsOrderingPolicy
   bool operator()(const Item* a, const Item* b) const noexcept;
 };
 
+// A queued request's record: one pooled block that is also its node in the id index (a hash
+// chain) and in its flow's queue (a treap). The flow id and the band priority are the flow's
+// (`flow`); the fields few requests set (payload, caller deadline, TTFT objective, a receive
+// time other than the enqueue time) live in FullItem, allocated only for requests that set one
+// (kFull), so a plain request costs 88 bytes.
 struct Item {
-  QueuedRequestView view;
+  static constexpr std::uint8_t kFull = 1;         // the record is a FullItem
+  static constexpr std::uint8_t kHasDeadline = 2;  // FullItem::deadline is set
+  static constexpr std::uint8_t kHasTtft = 4;      // FullItem::ttftObjective is set
+
+  Item* hash_next = nullptr;  // the id index's chain
+  Item* parent = nullptr;     // the flow queue's treap (see ItemQueue)
+  Item* left = nullptr;
+  Item* right = nullptr;
+  Flow* flow = nullptr;  // while queued
   RequestId id = 0;
-  std::string flowId;
+  std::uint64_t sequence = 0;  // arrival order at the controller (QueuedRequestView::sequence)
+  std::uint64_t sizeBytes = 0;
+  TimePoint enqueueTime{};
+  Duration effectiveTtl{0};
   Priority requestedPriority = 0;
-  std::any payload;
-  Flow* flow = nullptr;
-  // Its position in flow->items while queued (removal without a search).
-  std::set<Item*, ItemLess>::iterator position;
+  std::uint8_t flags = 0;
+
+  [[nodiscard]] bool full() const noexcept { return (flags & kFull) != 0; }
+  [[nodiscard]] std::optional<TimePoint> deadline() const noexcept;
+  [[nodiscard]] TimePoint receivedTime() const noexcept;
+  [[nodiscard]] std::optional<Duration> ttftObjective() const noexcept;
+  // The payload slot (full records only; nullptr otherwise).
+  [[nodiscard]] std::any* payload() noexcept;
 };
 
-inline bool ItemLess::operator()(const Item* a, const Item* b) const noexcept {
-  if (ordering->less(a->view, b->view)) return true;
-  if (ordering->less(b->view, a->view)) return false;
-  return a->view.sequence < b->view.sequence;
+struct FullItem final : Item {
+  TimePoint receivedTime{};
+  TimePoint deadline{};
+  Duration ttftObjective{0};
+  std::any payload;
+};
+
+inline std::optional<TimePoint> Item::deadline() const noexcept {
+  if ((flags & kHasDeadline) == 0) return std::nullopt;
+  return static_cast<const FullItem*>(this)->deadline;
 }
+inline TimePoint Item::receivedTime() const noexcept {
+  return full() ? static_cast<const FullItem*>(this)->receivedTime : enqueueTime;
+}
+inline std::optional<Duration> Item::ttftObjective() const noexcept {
+  if ((flags & kHasTtft) == 0) return std::nullopt;
+  return static_cast<const FullItem*>(this)->ttftObjective;
+}
+inline std::any* Item::payload() noexcept {
+  return full() ? &static_cast<FullItem*>(this)->payload : nullptr;
+}
+
+// Frees a record of either size.
+inline void destroyItem(Item* item) noexcept {
+  if (item == nullptr) return;
+  if (item->full()) {
+    delete static_cast<FullItem*>(item);
+  } else {
+    delete item;
+  }
+}
+
+// The public view of a queued record (for OrderingPolicy::less and FlowQueueView::head).
+QueuedRequestView makeView(const Item& item) noexcept;
+
+// One flow's queue, ordered by ItemLess: an intrusive treap over the records' links, whose
+// heap priorities are a hash of the (unique) arrival sequence, so its expected depth is
+// O(log n) whatever the order of arrival; the first and last records are cached, so FCFS
+// enqueue (at the end) and dispatch (at the front) compare O(1) times. No allocation.
+class ItemQueue {
+ public:
+  explicit ItemQueue(ItemLess less) noexcept : less_(less) {}
+  ItemQueue(const ItemQueue&) = delete;
+  ItemQueue& operator=(const ItemQueue&) = delete;
+
+  [[nodiscard]] bool empty() const noexcept { return count_ == 0; }
+  [[nodiscard]] std::size_t size() const noexcept { return count_; }
+  // The record that goes first; nullptr when empty.
+  [[nodiscard]] Item* front() const noexcept { return first_; }
+  [[nodiscard]] const ItemLess& key_comp() const noexcept { return less_; }
+  void insert(Item* item) noexcept;
+  void erase(Item* item) noexcept;  // no comparison
+  // In-order successor; nullptr after the last.
+  [[nodiscard]] static Item* next(const Item* item) noexcept;
+  template <class F>
+  void forEach(F&& f) const {
+    for (Item* it = first_; it != nullptr; it = next(it)) f(it);
+  }
+
+ private:
+  [[nodiscard]] static Item* prev(const Item* item) noexcept;
+  [[nodiscard]] static std::uint64_t rank(const Item* item) noexcept;
+  void rotateUp(Item* item) noexcept;  // item takes its parent's place
+
+  ItemLess less_;
+  Item* root_ = nullptr;
+  Item* first_ = nullptr;
+  Item* last_ = nullptr;
+  std::size_t count_ = 0;
+};
+
+// Queued records by id: an intrusive hash table (chains through Item::hash_next, a power-of-two
+// bucket array grown at load factor 1, shrunk when a collection finds it sparse).
+class IdIndex {
+ public:
+  [[nodiscard]] Item* find(RequestId id) const noexcept;
+  // Allocates only when the bucket array grows.
+  void insert(Item* item);
+  void erase(Item* item) noexcept;
+  [[nodiscard]] std::size_t size() const noexcept { return size_; }
+  // Halves the bucket array while it is more than 4x larger than needed (not below the
+  // minimum); the old array goes into `old`, to free after the owner's lock.
+  void shrinkToFit(std::vector<Item*>& old);
+  template <class F>
+  void forEach(F&& f) const {
+    for (Item* head : buckets_)
+      for (Item* it = head; it != nullptr; it = it->hash_next) f(it);
+  }
+
+ private:
+  static constexpr std::size_t kMinBuckets = 64;
+  [[nodiscard]] std::size_t slot(RequestId id) const noexcept {
+    return static_cast<std::size_t>((id * 0x9E3779B97F4A7C15ull) >> shift_);
+  }
+  // Moves every record into a new array of `buckets` (a power of two); returns the old array.
+  std::vector<Item*> rehash(std::size_t buckets);
+
+  std::vector<Item*> buckets_;
+  unsigned shift_ = 64;
+  std::size_t size_ = 0;
+};
 
 // Orders non-empty flows by their heads.
 struct HeadLess {
@@ -112,25 +231,33 @@ struct IdLess {
   }
 };
 
-using ItemSet = std::set<Item*, ItemLess>;
-using ItemIndex = std::unordered_map<RequestId, std::unique_ptr<Item>>;
 using HeadSet = std::set<Flow*, HeadLess>;
+inline constexpr std::uint32_t kNoIdBuffer = 0xffffffffu;
+
+// A request's flow-id string kept for its completion, in its flow's list (or the free list).
+struct IdBuffer {
+  std::string text;
+  std::uint32_t next = kNoIdBuffer;
+};
 using ActiveSet = std::set<Flow*, IdLess>;
 
 struct Flow final : FlowQueueView {
-  Flow(std::string flow_id, Band* owner, const OrderingPolicy* ordering)
-      : id(std::move(flow_id)), id_prefix(idPrefix(id)), band(owner), items(ItemLess{ordering}) {}
+  Flow(std::string flow_id, Band* owner, ItemLess less)
+      : id(std::move(flow_id)), id_prefix(idPrefix(id)), band(owner), items(less) {}
   std::string_view flowId() const noexcept override { return id; }
   std::size_t size() const noexcept override { return items.size(); }
   std::uint64_t bytes() const noexcept override { return queued_bytes; }
+  // Valid until the flow's queue changes (fairness policies read it within one pick).
   const QueuedRequestView* head() const noexcept override {
-    return items.empty() ? nullptr : &(*items.begin())->view;
+    if (items.empty()) return nullptr;
+    head_view = makeView(*items.front());
+    return &head_view;
   }
 
   std::string id;
   std::uint64_t id_prefix;  // idPrefix(id)
   Band* band;
-  ItemSet items;
+  ItemQueue items;
   std::uint64_t queued_bytes = 0;
   TimePoint last_active{};
   // The flow's nodes of its band's heads/active sets while it is empty (see the invariants).
@@ -139,10 +266,15 @@ struct Flow final : FlowQueueView {
   // Its positions in those sets while it is non-empty (removal without a search).
   HeadSet::iterator head_pos;
   ActiveSet::iterator active_pos;
+  // Its list in BandTable's id buffers (kNoIdBuffer: empty): the heap buffers of its queued
+  // requests' flow-id strings (ids longer than the small-string buffer), one per such request,
+  // moved into its completion (Completion::flowId), so a finalization does not allocate.
+  std::uint32_t id_buffers = kNoIdBuffer;
+  mutable QueuedRequestView head_view;  // head()'s result
 };
 
 inline bool HeadLess::operator()(const Flow* a, const Flow* b) const noexcept {
-  return item(*a->items.begin(), *b->items.begin());
+  return item(a->items.front(), b->items.front());
 }
 
 inline IdLess::Key IdLess::key(const Flow* f) noexcept {
@@ -162,6 +294,8 @@ struct Band final : BandView {
        std::shared_ptr<const OrderingPolicy> ordering_policy);
 
   Priority priority() const noexcept override { return prio; }
+  // The order of this band's flow queues.
+  [[nodiscard]] ItemLess itemLess() const noexcept { return heads.key_comp().item; }
   std::size_t activeFlowCount() const noexcept override { return active_count; }
   const FlowQueueView* bestHeadFlow() const noexcept override {
     return heads.empty() ? nullptr : *heads.begin();
@@ -216,22 +350,68 @@ struct Band final : BandView {
   }
 };
 
-// A request's memory: its Item (owned by the index node) and its flow queue's node. The table
-// keeps a bounded pool of them (BandTable::spare_), so a request reuses the memory of an earlier
-// one and enqueue/dispatch make no heap allocation in steady state.
+// Record and ordering helpers that need Flow and Band complete.
+inline QueuedRequestView makeView(const Item& item) noexcept {
+  QueuedRequestView v;
+  v.flowId = item.flow->id;
+  v.priority = item.flow->band->prio;
+  v.sizeBytes = item.sizeBytes;
+  v.enqueueTime = item.enqueueTime;
+  v.effectiveTtl = item.effectiveTtl;
+  v.deadline = item.deadline();
+  v.sequence = item.sequence;
+  v.receivedTime = item.receivedTime();
+  v.ttftObjective = item.ttftObjective();
+  return v;
+}
+
+inline bool ItemLess::operator()(const Item* a, const Item* b) const noexcept {
+  if (fcfs) {  // FcfsOrderingPolicy::less, on the records
+    if (a->enqueueTime != b->enqueueTime) return a->enqueueTime < b->enqueueTime;
+    return a->sequence < b->sequence;
+  }
+  const QueuedRequestView va = makeView(*a);
+  const QueuedRequestView vb = makeView(*b);
+  if (ordering->less(va, vb)) return true;
+  if (ordering->less(vb, va)) return false;
+  return a->sequence < b->sequence;
+}
+
+// A request's record taken from the pool (or allocated when the pool is empty) and not queued
+// yet.
 struct PreparedItem {
-  Item* item = nullptr;             // owned by index_node
-  ItemIndex::node_type index_node;  // the id -> Item node
-  ItemSet::node_type queue_node;    // the flow queue's node
+  Item* item = nullptr;
 };
 
-// What finalize() removed and the pool did not keep (empty when it did); destroy it after the
-// owner's lock is released (frees off the lock).
-using Retired = PreparedItem;
+// Memory the table let go of under the owner's lock: freed when this is destroyed, after the
+// lock (a record the pool did not keep, an old bucket array, idle flow-id buffers).
+struct Retired {
+  Retired() = default;
+  Retired(Retired&& other) noexcept
+      : item(std::exchange(other.item, nullptr)),
+        buckets(std::move(other.buckets)),
+        id_buffers(std::move(other.id_buffers)) {}
+  Retired& operator=(Retired&& other) noexcept {
+    if (this != &other) {
+      destroyItem(item);
+      item = std::exchange(other.item, nullptr);
+      buckets = std::move(other.buckets);
+      id_buffers = std::move(other.id_buffers);
+    }
+    return *this;
+  }
+  Retired(const Retired&) = delete;
+  Retired& operator=(const Retired&) = delete;
+  ~Retired() { destroyItem(item); }
 
-// Requests' memory the pool keeps at most (about 300 KB); above it, finalized requests' memory is
-// freed (after the lock). collectGarbage() also frees what the pool did not need since the last
-// collection, so an idle controller returns it.
+  Item* item = nullptr;
+  std::vector<Item*> buckets;
+  std::vector<IdBuffer> id_buffers;
+};
+
+// Records the pool keeps at most, per size (about 90 KB of plain and 128 KB of full records);
+// above it, finalized requests' records are freed (after the lock). collectGarbage() also frees what the
+// pool did not need since the last collection, so an idle controller returns it.
 inline constexpr std::size_t kMaxSpareItems = 1024;
 
 // The band topology's reloadable settings.
@@ -245,11 +425,15 @@ struct BandTopology {
 class BandTable {
  public:
   BandTable();
-  // Moves a request into memory from the pool (allocating only when the pool is empty). The
-  // item is not queued yet: insert() queues it, or release() returns it to the pool.
-  PreparedItem acquire(RequestId id, FlowRequest&& request, TimePoint now);
-  // Returns an acquired, never-inserted item's memory to the pool (or into `freed`, to free
-  // after the lock).
+  ~BandTable();  // frees every record, queued or pooled
+  BandTable(const BandTable&) = delete;
+  BandTable& operator=(const BandTable&) = delete;
+  // Copies a request's fields into a record from the pool (allocating only when the pool is
+  // empty); leaves its flow id and payload in `request`. The record is not queued yet: insert()
+  // queues it, or release() returns it to the pool.
+  PreparedItem acquire(RequestId id, const FlowRequest& request, TimePoint now);
+  // Returns an acquired, never-inserted record to the pool (or into `freed`, to free after the
+  // lock).
   void release(PreparedItem&& prepared, Retired& freed) noexcept;
 
   // --- topology ----------------------------------------------------------------------------
@@ -271,16 +455,20 @@ class BandTable {
   // the last collection goes into `freed` (free it after the lock).
   void collectGarbage(TimePoint now, Duration flow_idle_timeout, Duration band_idle_timeout,
                       std::vector<Retired>& freed);
-  [[nodiscard]] std::size_t spareItems() const noexcept { return spare_.size(); }
+  [[nodiscard]] std::size_t spareItems() const noexcept {
+    return spare_[0].size() + spare_[1].size();
+  }
 
   // --- queues ------------------------------------------------------------------------------
 
-  // Queues a prepared item in `band` (finds or creates its flow). Fills the item's band-level
-  // view fields (priority, effective TTL, sequence).
-  void insert(PreparedItem&& prepared, Band* band, Duration effective_ttl);
+  // Queues a prepared record in `band` (finds or creates its flow); moves the request's payload
+  // into the record and its flow id into the new flow or the pool of id buffers (the request
+  // keeps it when neither takes it). Fills the effective TTL and the sequence.
+  void insert(PreparedItem&& prepared, FlowRequest& request, Band* band, Duration effective_ttl);
   [[nodiscard]] Item* find(RequestId id) const noexcept;
-  // Removes a queued item from every index, counts its outcome, fills `completion`; the memory
-  // goes back to the pool, or comes back in the Retired value when the pool is full.
+  // Removes a queued record from every index, counts its outcome, fills `completion` (its flow
+  // id in a pooled buffer when one fits); the record goes back to the pool, or comes back in the
+  // Retired value when the pool is full.
   Retired finalize(Item* item, Outcome outcome, TimePoint now, Completion& completion) noexcept;
   // Counts the outcome of a request that was never queued (a rejection) in `band`.
   void countOutcome(Band* band, QueueOutcome outcome) noexcept;
@@ -289,8 +477,7 @@ class BandTable {
   template <class F>
   void forEachItem(F&& f) const {
     for (const auto& [p, band] : bands_)
-      for (const auto& [id, flow] : band->flows)
-        for (Item* item : flow->items) f(item);
+      for (const auto& [id, flow] : band->flows) flow->items.forEach(f);
   }
 
   [[nodiscard]] std::size_t totalRequests() const noexcept { return total_requests_; }
@@ -309,8 +496,8 @@ class BandTable {
                     std::shared_ptr<const OrderingPolicy> ordering);
   void removeBand(Band* band);
   void rebuildOrder();
-  static void addToQueue(Item* item, ItemSet::node_type&& node);
-  static ItemSet::node_type removeFromQueue(Item* item, TimePoint now) noexcept;
+  static void addToQueue(Item* item) noexcept;
+  static void removeFromQueue(Item* item, TimePoint now) noexcept;
   static void recordQueueDuration(Band* band, Duration waited) noexcept;
 
   BandTopology topology_;
@@ -318,11 +505,20 @@ class BandTable {
   std::vector<Band*> ordered_;  // highest first
   std::map<Priority, BandCounters> counters_;
   std::array<std::uint64_t, kNumQueueOutcomes> outcomes_{};
-  ItemIndex items_;
-  ItemIndex scratch_index_;          // builds index nodes (always empty between calls)
-  std::vector<PreparedItem> spare_;  // the pool, at most kMaxSpareItems
-  std::size_t spare_low_water_ = 0;  // the pool's smallest size since the last collectGarbage
-  void recycle(PreparedItem&& memory, Retired& freed) noexcept;
+  IdIndex items_;
+  // The pools of plain and full (FullItem) records, at most kMaxSpareItems each, with their
+  // smallest sizes since the last collectGarbage.
+  std::array<std::vector<Item*>, 2> spare_;
+  std::array<std::size_t, 2> spare_low_water_{};
+  // Flow-id buffers (Flow::id_buffers): one per queued request whose flow id is on the heap; the
+  // array grows with the number of such requests (a burst) and is released by a collection that
+  // finds none queued.
+  std::vector<IdBuffer> id_buffers_;
+  std::uint32_t free_id_buffers_ = kNoIdBuffer;
+  std::size_t used_id_buffers_ = 0;
+  void keepIdBuffer(Flow* flow, std::string&& text);
+  void takeIdBuffer(Flow* flow, std::string& out) noexcept;
+  void recycle(Item* item, Retired& freed) noexcept;
   std::vector<Priority> desired_;
   std::size_t total_requests_ = 0;
   std::uint64_t total_bytes_ = 0;

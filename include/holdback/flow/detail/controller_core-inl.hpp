@@ -76,7 +76,7 @@ HOLDBACK_INLINE RequestId ControllerCore::enqueue(FlowRequest&& request, TimePoi
     MutexLock lock(mu_);
     // The request's memory comes from the table's pool (a heap allocation only while it grows).
     PreparedItem prepared;
-    if (!request.flowId.empty()) prepared = table_.acquire(id, std::move(request), now);
+    if (!request.flowId.empty()) prepared = table_.acquire(id, request, now);
     Outcome outcome{QueueOutcome::kDispatched, OutcomeCause::kNone};
     Band* band = nullptr;
     TtlResolution ttl;
@@ -115,18 +115,13 @@ HOLDBACK_INLINE RequestId ControllerCore::enqueue(FlowRequest&& request, TimePoi
       c.outcome = outcome;
       c.enqueueTime = now;
       c.finalizedAt = now;
-      if (prepared.item != nullptr) {  // the flow id and payload were moved into the item
-        c.flowId = std::move(prepared.item->flowId);
-        c.payload = std::move(prepared.item->payload);
-        table_.release(std::move(prepared), freed);
-      } else {
-        c.flowId = std::move(request.flowId);
-        c.payload = std::move(request.payload);
-      }
+      if (prepared.item != nullptr) table_.release(std::move(prepared), freed);
+      c.flowId = std::move(request.flowId);
+      c.payload = std::move(request.payload);
       rejected = std::move(c);
     } else {
       if (demandOn()) demand_slots_[demandSlotOf(band)].arrivals += 1.0;
-      table_.insert(std::move(prepared), band, ttl.effectiveTtl);
+      table_.insert(std::move(prepared), request, band, ttl.effectiveTtl);
       queued = true;
     }
   }
@@ -310,7 +305,7 @@ HOLDBACK_INLINE void ControllerCore::reclaim(TimePoint now, double s, std::size_
     // The demand band's head (its oldest request under FCFS) has waited this long already.
     Duration waited{0};
     if (const FlowQueueView* f = demand->bestHeadFlow(); f != nullptr && f->size() > 0) {
-      waited = elapsed((*static_cast<const Flow*>(f)->items.begin())->view.enqueueTime, now);
+      waited = elapsed(static_cast<const Flow*>(f)->items.front()->enqueueTime, now);
     }
     const double horizon =
         std::chrono::duration<double>(ev.waitForReleases.tolerance - waited).count();
@@ -513,7 +508,7 @@ HOLDBACK_INLINE void ControllerCore::applyPressure(TimePoint now, const PoolPres
 
 HOLDBACK_INLINE std::optional<Outcome> ControllerCore::deadOutcomeOf(const Item& item,
                                                                      TimePoint now) const noexcept {
-  return deadOutcome(item.view.deadline, item.view.enqueueTime, item.view.effectiveTtl,
+  return deadOutcome(item.deadline(), item.enqueueTime, item.effectiveTtl,
                      settings_.noEndpointTtl, regime_, now);
 }
 
@@ -595,7 +590,7 @@ HOLDBACK_INLINE DispatchResult ControllerCore::dispatchImpl(TimePoint now,
         const FlowQueueView* picked = band->fairness->pick(*band, band->fairness_state.get());
         if (picked == nullptr || picked->size() == 0) break;  // nothing eligible: next band
         const Flow* flow = static_cast<const Flow*>(picked);
-        Item* head = *flow->items.begin();
+        Item* head = flow->items.front();
         if (finalized.full()) {  // too many dead heads this cycle
           done = true;
           break;
@@ -616,7 +611,7 @@ HOLDBACK_INLINE DispatchResult ControllerCore::dispatchImpl(TimePoint now,
             leased = settings_.eviction.enabled;
           }
           demand_slots_[slot].estimator.dispatched(
-              std::chrono::duration<double>(elapsed(head->view.enqueueTime, now)).count());
+              std::chrono::duration<double>(elapsed(head->enqueueTime, now)).count());
         }
         FinalizedBatch::Entry& e = finalized.add();
         e.retired = table_.finalize(head, {QueueOutcome::kDispatched, OutcomeCause::kNone}, now,
@@ -660,9 +655,8 @@ HOLDBACK_INLINE std::size_t ControllerCore::expireImpl(TimePoint now,
     const Duration no_endpoint_ttl = settings_.noEndpointTtl;
     const PoolRegime regime = regime_;
     table_.forEachItem([&](Item* item) {
-      const QueuedRequestView& v = item->view;
-      if (auto dead = deadOutcome(v.deadline, v.enqueueTime, v.effectiveTtl, no_endpoint_ttl,
-                                  regime, now)) {
+      if (auto dead = deadOutcome(item->deadline(), item->enqueueTime, item->effectiveTtl,
+                                  no_endpoint_ttl, regime, now)) {
         victims.emplace_back(item, *dead);
       }
     });
