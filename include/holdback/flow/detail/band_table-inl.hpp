@@ -210,20 +210,23 @@ HOLDBACK_INLINE BandTable::~BandTable() {
 
 HOLDBACK_INLINE PreparedItem BandTable::acquire(RequestId id, const FlowRequest& request,
                                                 TimePoint now) {
-  // A full record only for a request that sets one of its fields.
-  const bool full = request.payload.has_value() || request.deadline.has_value() ||
-                    request.ttftObjective.has_value() ||
-                    (request.receivedTime.has_value() && *request.receivedTime != now);
-  std::vector<Item*>& pool = spare_[full ? 1 : 0];
-  std::size_t& low_water = spare_low_water_[full ? 1 : 0];
+  // The smallest record that holds the fields the request sets.
+  const bool extras = request.deadline.has_value() || request.ttftObjective.has_value() ||
+                      (request.receivedTime.has_value() && *request.receivedTime != now);
+  const Item::Kind kind = extras                         ? Item::kFullKind
+                          : request.payload.has_value() ? Item::kWithPayload
+                                                        : Item::kPlain;
+  std::vector<Item*>& pool = spare_[kind];
+  std::size_t& low_water = spare_low_water_[kind];
   Item* item = nullptr;
   if (!pool.empty()) {
     item = pool.back();
     pool.pop_back();
     if (pool.size() < low_water) low_water = pool.size();
-  } else if (full) {  // the pool is empty: the table is growing (not the steady state)
+  } else if (kind == Item::kFullKind) {  // the pool is empty: the table is growing
     item = new FullItem();
-    item->flags = Item::kFull;
+  } else if (kind == Item::kWithPayload) {
+    item = new PayloadItem();
   } else {
     item = new Item();
   }
@@ -235,8 +238,8 @@ HOLDBACK_INLINE PreparedItem BandTable::acquire(RequestId id, const FlowRequest&
   item->enqueueTime = now;
   item->effectiveTtl = Duration{0};
   item->requestedPriority = request.priority;
-  item->flags = full ? Item::kFull : 0;
-  if (full) {
+  item->flags = kind;
+  if (kind == Item::kFullKind) {
     auto* f = static_cast<FullItem*>(item);
     f->receivedTime = request.receivedTime.value_or(now);
     if (request.deadline) {
@@ -254,7 +257,7 @@ HOLDBACK_INLINE PreparedItem BandTable::acquire(RequestId id, const FlowRequest&
 HOLDBACK_INLINE void BandTable::recycle(Item* item, Retired& freed) noexcept {
   if (std::any* payload = item->payload()) payload->reset();  // never kept alive by the pool
   item->flow = nullptr;
-  std::vector<Item*>& pool = spare_[item->full() ? 1 : 0];
+  std::vector<Item*>& pool = spare_[item->kind()];
   if (pool.size() < kMaxSpareItems) {
     pool.push_back(item);  // capacity reserved: no allocation
   } else {

@@ -7,17 +7,21 @@
 //   removed); the desired priority set.
 //
 // Invariants (hold between calls)
-//   - Every queued Item is in exactly one Flow's `items` and in `items_` under its id.
+//   - Every queued Item is in exactly one Flow's `items` (linked through its own treap links) and
+//     in `items_` under its id (chained through its own hash link): a request is one allocation.
 //   - A Band's `heads` and `active` hold exactly its non-empty flows (`heads` ordered by head
 //     item, `active` by flow id); an empty flow keeps the two spare set nodes instead, so a flow
 //     going empty and non-empty again does not allocate.
 //   - Flow/Band/global queued_requests and queued_bytes are the sums over their items.
+//   - A flow's id is stored once, in the Flow; a queued request whose flow id string was on the
+//     heap left that buffer in its flow's list of id buffers (one each), which its completion
+//     takes back, so a finalization does not allocate.
 //   - Band 0 always exists; `ordered_` lists the bands highest first, and the scratch buffers of
 //     the dispatch cycle have capacity for every band.
-//   - Requests' memory (Item + index node + queue node) is recycled through a bounded pool
-//     (spare_): the table's own operations do not allocate in steady state, and memory beyond the
-//     pool, or unused by it between two collectGarbage() calls, is handed back as Retired, to be
-//     freed after the owner's lock.
+//   - Records are recycled through bounded pools (spare_, one per record size): the table's own
+//     operations do not allocate in steady state, and memory beyond the pools, or unused by them
+//     between two collectGarbage() calls, is handed back as Retired, to be freed after the
+//     owner's lock.
 //   - Band::flow_index holds exactly the flows of Band::flows.
 //
 // Locking: none of its own. The owner (ControllerCore) guards the whole table with its mutex
@@ -66,13 +70,15 @@ struct ItemLess {
 
 // A queued request's record: one pooled block that is also its node in the id index (a hash
 // chain) and in its flow's queue (a treap). The flow id and the band priority are the flow's
-// (`flow`); the fields few requests set (payload, caller deadline, TTFT objective, a receive
-// time other than the enqueue time) live in FullItem, allocated only for requests that set one
-// (kFull), so a plain request costs 88 bytes.
+// (`flow`). Three sizes, each with its own pool: a plain record (88 bytes), a PayloadItem for a
+// request with a payload (104), a FullItem for one that also sets a caller deadline, a TTFT
+// objective or a receive time other than its enqueue time (128).
 struct Item {
-  static constexpr std::uint8_t kFull = 1;         // the record is a FullItem
-  static constexpr std::uint8_t kHasDeadline = 2;  // FullItem::deadline is set
-  static constexpr std::uint8_t kHasTtft = 4;      // FullItem::ttftObjective is set
+  enum Kind : std::uint8_t { kPlain = 0, kWithPayload = 1, kFullKind = 2 };
+  static constexpr std::size_t kKinds = 3;
+  static constexpr std::uint8_t kHasDeadline = 4;  // FullItem::deadline is set
+  static constexpr std::uint8_t kHasTtft = 8;      // FullItem::ttftObjective is set
+  static constexpr std::uint8_t kKindMask = 3;
 
   Item* hash_next = nullptr;  // the id index's chain
   Item* parent = nullptr;     // the flow queue's treap (see ItemQueue)
@@ -85,21 +91,24 @@ struct Item {
   TimePoint enqueueTime{};
   Duration effectiveTtl{0};
   Priority requestedPriority = 0;
-  std::uint8_t flags = 0;
+  std::uint8_t flags = 0;  // the Kind, kHasDeadline, kHasTtft
 
-  [[nodiscard]] bool full() const noexcept { return (flags & kFull) != 0; }
+  [[nodiscard]] Kind kind() const noexcept { return static_cast<Kind>(flags & kKindMask); }
   [[nodiscard]] std::optional<TimePoint> deadline() const noexcept;
   [[nodiscard]] TimePoint receivedTime() const noexcept;
   [[nodiscard]] std::optional<Duration> ttftObjective() const noexcept;
-  // The payload slot (full records only; nullptr otherwise).
+  // The payload slot (nullptr for a plain record).
   [[nodiscard]] std::any* payload() noexcept;
 };
 
-struct FullItem final : Item {
+struct PayloadItem : Item {
+  std::any payload;
+};
+
+struct FullItem final : PayloadItem {
   TimePoint receivedTime{};
   TimePoint deadline{};
   Duration ttftObjective{0};
-  std::any payload;
 };
 
 inline std::optional<TimePoint> Item::deadline() const noexcept {
@@ -107,23 +116,28 @@ inline std::optional<TimePoint> Item::deadline() const noexcept {
   return static_cast<const FullItem*>(this)->deadline;
 }
 inline TimePoint Item::receivedTime() const noexcept {
-  return full() ? static_cast<const FullItem*>(this)->receivedTime : enqueueTime;
+  return kind() == kFullKind ? static_cast<const FullItem*>(this)->receivedTime : enqueueTime;
 }
 inline std::optional<Duration> Item::ttftObjective() const noexcept {
   if ((flags & kHasTtft) == 0) return std::nullopt;
   return static_cast<const FullItem*>(this)->ttftObjective;
 }
 inline std::any* Item::payload() noexcept {
-  return full() ? &static_cast<FullItem*>(this)->payload : nullptr;
+  return kind() == kPlain ? nullptr : &static_cast<PayloadItem*>(this)->payload;
 }
 
-// Frees a record of either size.
+// Frees a record of any size.
 inline void destroyItem(Item* item) noexcept {
   if (item == nullptr) return;
-  if (item->full()) {
-    delete static_cast<FullItem*>(item);
-  } else {
-    delete item;
+  switch (item->kind()) {
+    case Item::kFullKind:
+      delete static_cast<FullItem*>(item);
+      break;
+    case Item::kWithPayload:
+      delete static_cast<PayloadItem*>(item);
+      break;
+    default:
+      delete item;
   }
 }
 
@@ -409,7 +423,7 @@ struct Retired {
   std::vector<IdBuffer> id_buffers;
 };
 
-// Records the pool keeps at most, per size (about 90 KB of plain and 128 KB of full records);
+// Records the pool keeps at most, per size (88 to 128 KB each);
 // above it, finalized requests' records are freed (after the lock). collectGarbage() also frees what the
 // pool did not need since the last collection, so an idle controller returns it.
 inline constexpr std::size_t kMaxSpareItems = 1024;
@@ -456,7 +470,9 @@ class BandTable {
   void collectGarbage(TimePoint now, Duration flow_idle_timeout, Duration band_idle_timeout,
                       std::vector<Retired>& freed);
   [[nodiscard]] std::size_t spareItems() const noexcept {
-    return spare_[0].size() + spare_[1].size();
+    std::size_t n = 0;
+    for (const auto& pool : spare_) n += pool.size();
+    return n;
   }
 
   // --- queues ------------------------------------------------------------------------------
@@ -506,10 +522,10 @@ class BandTable {
   std::map<Priority, BandCounters> counters_;
   std::array<std::uint64_t, kNumQueueOutcomes> outcomes_{};
   IdIndex items_;
-  // The pools of plain and full (FullItem) records, at most kMaxSpareItems each, with their
-  // smallest sizes since the last collectGarbage.
-  std::array<std::vector<Item*>, 2> spare_;
-  std::array<std::size_t, 2> spare_low_water_{};
+  // The pools of records by Item::Kind, at most kMaxSpareItems each, with their smallest sizes
+  // since the last collectGarbage.
+  std::array<std::vector<Item*>, Item::kKinds> spare_;
+  std::array<std::size_t, Item::kKinds> spare_low_water_{};
   // Flow-id buffers (Flow::id_buffers): one per queued request whose flow id is on the heap; the
   // array grows with the number of such requests (a burst) and is released by a collection that
   // finds none queued.
