@@ -59,38 +59,15 @@ HOLDBACK_INLINE void ItemQueue::rotateUp(Item* x) noexcept {
   }
 }
 
-HOLDBACK_INLINE void ItemQueue::insert(Item* x) noexcept {
-  x->left = nullptr;
-  x->right = nullptr;
-  count_ += 1;
-  if (root_ == nullptr) {
-    x->parent = nullptr;
-    root_ = first_ = last_ = x;
-    return;
+HOLDBACK_INLINE void ItemQueue::insert(Item* x, const QueuedRequestView* view) noexcept {
+  if (less_.fcfs) {
+    insertWith(x, [&](const Item* other) { return less_(x, other); });
+  } else if (view != nullptr) {
+    insertWith(x, [&](const Item* other) { return less_(*view, x, makeView(*other), other); });
+  } else {  // x's view once per insert, not once per comparison
+    const QueuedRequestView own = makeView(*x);
+    insertWith(x, [&](const Item* other) { return less_(own, x, makeView(*other), other); });
   }
-  // ItemLess is a strict total order (ties broken by the unique sequence).
-  Item* p = nullptr;
-  bool left = false;
-  if (!less_(x, last_)) {  // after the last (every FCFS arrival): no descent
-    p = last_;
-    last_ = x;
-  } else if (less_(x, first_)) {
-    p = first_;
-    left = true;
-    first_ = x;
-  } else {
-    p = root_;
-    for (;;) {
-      left = less_(x, p);
-      Item* child = left ? p->left : p->right;
-      if (child == nullptr) break;
-      p = child;
-    }
-  }
-  x->parent = p;
-  (left ? p->left : p->right) = x;
-  const std::uint64_t r = rank(x);
-  while (x->parent != nullptr && rank(x->parent) < r) rotateUp(x);
 }
 
 HOLDBACK_INLINE void ItemQueue::erase(Item* x) noexcept {
@@ -492,8 +469,10 @@ HOLDBACK_INLINE void BandTable::collectGarbage(TimePoint now, Duration flow_idle
 HOLDBACK_INLINE void BandTable::addToQueue(Item* item) noexcept {
   Flow* f = item->flow;
   Band* b = f->band;
+  const ItemLess& less = f->items.key_comp();
   if (f->items.empty()) {
     f->items.insert(item);
+    if (!less.fcfs) f->refreshHeadView();  // HeadLess's key
     // The hint: under arrival order a flow that becomes non-empty has the newest head, so it
     // goes last (amortized O(1) instead of O(log F) comparisons).
     f->head_pos = f->spare_head ? b->heads.insert(b->heads.end(), std::move(f->spare_head))
@@ -503,12 +482,25 @@ HOLDBACK_INLINE void BandTable::addToQueue(Item* item) noexcept {
                                       : b->active.insert(f).first;
     }
     b->active_count += 1;
-  } else if (f->items.key_comp()(item, f->items.front())) {
-    auto head_node = b->heads.extract(f->head_pos);
-    f->items.insert(item);
-    f->head_pos = b->heads.insert(std::move(head_node)).position;
+  } else if (less.fcfs) {
+    if (less(item, f->items.front())) {
+      auto head_node = b->heads.extract(f->head_pos);
+      f->items.insert(item);
+      f->head_pos = b->heads.insert(std::move(head_node)).position;
+    } else {
+      f->items.insert(item);
+    }
   } else {
-    f->items.insert(item);
+    const QueuedRequestView view = makeView(*item);
+    f->refreshHeadView();
+    if (less(view, item, f->head_view, f->items.front())) {
+      auto head_node = b->heads.extract(f->head_pos);
+      f->items.insert(item, &view);
+      f->head_view = view;
+      f->head_pos = b->heads.insert(std::move(head_node)).position;
+    } else {
+      f->items.insert(item, &view);
+    }
   }
   f->queued_bytes += item->sizeBytes;
   b->queued_requests += 1;
@@ -528,6 +520,7 @@ HOLDBACK_INLINE void BandTable::removeFromQueue(Item* item, TimePoint now) noexc
       f->spare_head = std::move(head_node);
       f->last_active = now;
     } else {
+      if (!f->items.key_comp().fcfs) f->refreshHeadView();  // HeadLess's key
       f->head_pos = b->heads.insert(std::move(head_node)).position;
     }
   } else {

@@ -66,6 +66,9 @@ struct ItemLess {
   const OrderingPolicy* ordering = nullptr;
   bool fcfs = false;  // `ordering` is the built-in FcfsOrderingPolicy
   bool operator()(const Item* a, const Item* b) const noexcept;
+  // The same with the records' views at hand (a policy other than FCFS).
+  bool operator()(const QueuedRequestView& va, const Item* a, const QueuedRequestView& vb,
+                  const Item* b) const noexcept;
 };
 
 // A queued request's record: one pooled block that is also its node in the id index (a hash
@@ -159,7 +162,9 @@ class ItemQueue {
   // The record that goes first; nullptr when empty.
   [[nodiscard]] Item* front() const noexcept { return first_; }
   [[nodiscard]] const ItemLess& key_comp() const noexcept { return less_; }
-  void insert(Item* item) noexcept;
+  // `view`: the item's view, when the caller has it (saves building it for a policy other than
+  // FCFS).
+  void insert(Item* item, const QueuedRequestView* view = nullptr) noexcept;
   void erase(Item* item) noexcept;  // no comparison
   // In-order successor; nullptr after the last.
   [[nodiscard]] static Item* next(const Item* item) noexcept;
@@ -172,6 +177,41 @@ class ItemQueue {
   [[nodiscard]] static Item* prev(const Item* item) noexcept;
   [[nodiscard]] static std::uint64_t rank(const Item* item) noexcept;
   void rotateUp(Item* item) noexcept;  // item takes its parent's place
+  // Inserts x; before(other) tells whether x goes before `other`.
+  template <class Before>
+  void insertWith(Item* x, Before&& before) noexcept {
+    x->left = nullptr;
+    x->right = nullptr;
+    count_ += 1;
+    if (root_ == nullptr) {
+      x->parent = nullptr;
+      root_ = first_ = last_ = x;
+      return;
+    }
+    // ItemLess is a strict total order (ties broken by the unique sequence).
+    Item* p = nullptr;
+    bool left = false;
+    if (!before(last_)) {  // after the last (every FCFS arrival): no descent
+      p = last_;
+      last_ = x;
+    } else if (before(first_)) {
+      p = first_;
+      left = true;
+      first_ = x;
+    } else {
+      p = root_;
+      for (;;) {
+        left = before(p);
+        Item* child = left ? p->left : p->right;
+        if (child == nullptr) break;
+        p = child;
+      }
+    }
+    x->parent = p;
+    (left ? p->left : p->right) = x;
+    const std::uint64_t r = rank(x);
+    while (x->parent != nullptr && rank(x->parent) < r) rotateUp(x);
+  }
 
   ItemLess less_;
   Item* root_ = nullptr;
@@ -264,9 +304,11 @@ struct Flow final : FlowQueueView {
   // Valid until the flow's queue changes (fairness policies read it within one pick).
   const QueuedRequestView* head() const noexcept override {
     if (items.empty()) return nullptr;
-    head_view = makeView(*items.front());
+    refreshHeadView();
     return &head_view;
   }
+  // head_view := the view of the head, unless it already is (sequences are unique).
+  void refreshHeadView() const noexcept;
 
   std::string id;
   std::uint64_t id_prefix;  // idPrefix(id)
@@ -284,11 +326,14 @@ struct Flow final : FlowQueueView {
   // requests' flow-id strings (ids longer than the small-string buffer), one per such request,
   // moved into its completion (Completion::flowId), so a finalization does not allocate.
   std::uint32_t id_buffers = kNoIdBuffer;
-  mutable QueuedRequestView head_view;  // head()'s result
+  // The head's view: head()'s result, and HeadLess's key under a policy other than FCFS (then
+  // kept current whenever the head changes).
+  mutable QueuedRequestView head_view;
 };
 
 inline bool HeadLess::operator()(const Flow* a, const Flow* b) const noexcept {
-  return item(a->items.front(), b->items.front());
+  if (item.fcfs) return item(a->items.front(), b->items.front());
+  return item(a->head_view, a->items.front(), b->head_view, b->items.front());
 }
 
 inline IdLess::Key IdLess::key(const Flow* f) noexcept {
@@ -379,16 +424,24 @@ inline QueuedRequestView makeView(const Item& item) noexcept {
   return v;
 }
 
+inline bool ItemLess::operator()(const QueuedRequestView& va, const Item* a,
+                                  const QueuedRequestView& vb, const Item* b) const noexcept {
+  if (ordering->less(va, vb)) return true;
+  if (ordering->less(vb, va)) return false;
+  return a->sequence < b->sequence;
+}
+
 inline bool ItemLess::operator()(const Item* a, const Item* b) const noexcept {
   if (fcfs) {  // FcfsOrderingPolicy::less, on the records
     if (a->enqueueTime != b->enqueueTime) return a->enqueueTime < b->enqueueTime;
     return a->sequence < b->sequence;
   }
-  const QueuedRequestView va = makeView(*a);
-  const QueuedRequestView vb = makeView(*b);
-  if (ordering->less(va, vb)) return true;
-  if (ordering->less(vb, va)) return false;
-  return a->sequence < b->sequence;
+  return (*this)(makeView(*a), a, makeView(*b), b);
+}
+
+inline void Flow::refreshHeadView() const noexcept {
+  const Item* front = items.front();
+  if (head_view.sequence != front->sequence) head_view = makeView(*front);
 }
 
 // A request's record taken from the pool (or allocated when the pool is empty) and not queued
