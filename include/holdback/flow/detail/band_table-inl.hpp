@@ -20,8 +20,8 @@ HOLDBACK_INLINE Band::Band(Priority p, std::uint64_t max_requests, std::uint64_t
       fairness(fairness_policy ? std::move(fairness_policy) : globalStrictFairness()),
       ordering(ordering_policy ? std::move(ordering_policy) : fcfsOrdering()),
       fairness_state(fairness->newState()),
-      heads(HeadLess{
-          ItemLess{ordering.get(), dynamic_cast<const FcfsOrderingPolicy*>(ordering.get()) != nullptr}}),
+      heads(HeadLess{ItemLess{ordering.get(),
+                              dynamic_cast<const FcfsOrderingPolicy*>(ordering.get()) != nullptr}}),
       track_active(fairness->type() != GlobalStrictFairnessPolicy::kType) {}
 
 // ---------------------------------------------------------------------------------------------
@@ -190,7 +190,7 @@ HOLDBACK_INLINE PreparedItem BandTable::acquire(RequestId id, const FlowRequest&
   // The smallest record that holds the fields the request sets.
   const bool extras = request.deadline.has_value() || request.ttftObjective.has_value() ||
                       (request.receivedTime.has_value() && *request.receivedTime != now);
-  const Item::Kind kind = extras                         ? Item::kFullKind
+  const Item::Kind kind = extras                        ? Item::kFullKind
                           : request.payload.has_value() ? Item::kWithPayload
                                                         : Item::kPlain;
   std::vector<Item*>& pool = spare_[kind];

@@ -425,7 +425,7 @@ inline QueuedRequestView makeView(const Item& item) noexcept {
 }
 
 inline bool ItemLess::operator()(const QueuedRequestView& va, const Item* a,
-                                  const QueuedRequestView& vb, const Item* b) const noexcept {
+                                 const QueuedRequestView& vb, const Item* b) const noexcept {
   if (ordering->less(va, vb)) return true;
   if (ordering->less(vb, va)) return false;
   return a->sequence < b->sequence;
@@ -476,9 +476,9 @@ struct Retired {
   std::vector<IdBuffer> id_buffers;
 };
 
-// Records the pool keeps at most, per size (88 to 128 KB each);
-// above it, finalized requests' records are freed (after the lock). collectGarbage() also frees what the
-// pool did not need since the last collection, so an idle controller returns it.
+// Records each pool (one per record size) keeps at most: 88 to 128 KB each. Above it, finalized
+// requests' records are freed (after the lock); collectGarbage() also frees what the pools did
+// not need since the last collection, so an idle controller returns it.
 inline constexpr std::size_t kMaxSpareItems = 1024;
 
 // The band topology's reloadable settings.

@@ -508,8 +508,8 @@ HOLDBACK_INLINE void ControllerCore::applyPressure(TimePoint now, const PoolPres
 
 HOLDBACK_INLINE std::optional<Outcome> ControllerCore::deadOutcomeOf(const Item& item,
                                                                      TimePoint now) const noexcept {
-  return deadOutcome(item.deadline(), item.enqueueTime, item.effectiveTtl,
-                     settings_.noEndpointTtl, regime_, now);
+  return deadOutcome(item.deadline(), item.enqueueTime, item.effectiveTtl, settings_.noEndpointTtl,
+                     regime_, now);
 }
 
 HOLDBACK_INLINE DispatchResult ControllerCore::dispatchCycle(TimePoint now) noexcept {
