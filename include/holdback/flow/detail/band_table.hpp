@@ -286,6 +286,8 @@ struct IdLess {
 };
 
 using HeadSet = std::set<Flow*, HeadLess>;
+using ActiveSet = std::set<Flow*, IdLess>;
+
 inline constexpr std::uint32_t kNoIdBuffer = 0xffffffffu;
 
 // A request's flow-id string kept for its completion, in its flow's list (or the free list).
@@ -293,7 +295,6 @@ struct IdBuffer {
   std::string text;
   std::uint32_t next = kNoIdBuffer;
 };
-using ActiveSet = std::set<Flow*, IdLess>;
 
 struct Flow final : FlowQueueView {
   Flow(std::string flow_id, Band* owner, ItemLess less)
