@@ -184,7 +184,7 @@ class HOLDBACK_API PriorityHoldbackPolicy final : public UsageLimitPolicy {
   // entry; a reader copies it and keeps the copy only if `version` did not move meanwhile. `size`
   // 0 means empty. The priorities are stored two to a word (the bytes of priorities 2j and 2j + 1;
   // an odd list's last word has a zero second half), so the comparison loads half as many
-  // words. Relaxed atomics throughout (plain loads and stores on x86-64).
+  // words. The entry's stores are releases and its loads acquires (plain moves on x86-64).
   static constexpr std::size_t kMemoMax = 64;
   struct Memo {
     std::atomic<std::uint64_t> version{0};
@@ -322,27 +322,29 @@ inline bool PriorityHoldbackPolicy::memoLookup(std::span<const Priority> priorit
                                                std::span<double> ceilings) const noexcept {
   const std::size_t n = priorities.size();
   const std::uint64_t v = memo_.version.load(std::memory_order_acquire);
-  if ((v & 1U) != 0 || memo_.size.load(std::memory_order_relaxed) != n) return false;
+  if ((v & 1U) != 0 || memo_.size.load(std::memory_order_acquire) != n) return false;
   const Priority* const p = priorities.data();
   std::uint64_t diff = 0;
   std::size_t i = 0;
   for (; i + 4 <= n; i += 4) {  // unrolled: each load stands alone, nothing to vectorize
-    diff |= (memo_.key[i / 2].load(std::memory_order_relaxed) ^ keyWord(p + i, 2)) |
-            (memo_.key[i / 2 + 1].load(std::memory_order_relaxed) ^ keyWord(p + i + 2, 2));
+    diff |= (memo_.key[i / 2].load(std::memory_order_acquire) ^ keyWord(p + i, 2)) |
+            (memo_.key[i / 2 + 1].load(std::memory_order_acquire) ^ keyWord(p + i + 2, 2));
   }
   for (; i < n; i += 2) {
-    diff |= memo_.key[i / 2].load(std::memory_order_relaxed) ^ keyWord(p + i, n - i);
+    diff |= memo_.key[i / 2].load(std::memory_order_acquire) ^ keyWord(p + i, n - i);
   }
   if (diff != 0) return false;
   double* const c = ceilings.data();
   for (i = 0; i + 4 <= n; i += 4) {
-    c[i] = memo_.value[i].load(std::memory_order_relaxed);
-    c[i + 1] = memo_.value[i + 1].load(std::memory_order_relaxed);
-    c[i + 2] = memo_.value[i + 2].load(std::memory_order_relaxed);
-    c[i + 3] = memo_.value[i + 3].load(std::memory_order_relaxed);
+    c[i] = memo_.value[i].load(std::memory_order_acquire);
+    c[i + 1] = memo_.value[i + 1].load(std::memory_order_acquire);
+    c[i + 2] = memo_.value[i + 2].load(std::memory_order_acquire);
+    c[i + 3] = memo_.value[i + 3].load(std::memory_order_acquire);
   }
-  for (; i < n; ++i) c[i] = memo_.value[i].load(std::memory_order_relaxed);
-  std::atomic_thread_fence(std::memory_order_acquire);
+  for (; i < n; ++i) c[i] = memo_.value[i].load(std::memory_order_acquire);
+  // The loads above are acquires (plain loads on x86-64), so this one cannot move before them,
+  // and a value written by a rewrite shows this load that rewrite's odd version (no fences:
+  // ThreadSanitizer does not model them).
   return memo_.version.load(std::memory_order_relaxed) == v;  // else a writer overlapped the copy
 }
 
@@ -354,13 +356,12 @@ inline void PriorityHoldbackPolicy::memoStore(std::span<const Priority> prioriti
       !memo_.version.compare_exchange_strong(v, v + 1, std::memory_order_relaxed)) {
     return;
   }
-  std::atomic_thread_fence(std::memory_order_release);
   const std::size_t n = priorities.size();
-  memo_.size.store(n, std::memory_order_relaxed);
+  memo_.size.store(n, std::memory_order_release);
   for (std::size_t i = 0; i < n; i += 2) {
-    memo_.key[i / 2].store(keyWord(priorities.data() + i, n - i), std::memory_order_relaxed);
+    memo_.key[i / 2].store(keyWord(priorities.data() + i, n - i), std::memory_order_release);
   }
-  for (std::size_t i = 0; i < n; ++i) memo_.value[i].store(ceilings[i], std::memory_order_relaxed);
+  for (std::size_t i = 0; i < n; ++i) memo_.value[i].store(ceilings[i], std::memory_order_release);
   memo_.version.store(v + 2, std::memory_order_release);
 }
 

@@ -31,6 +31,7 @@
 #include <new>
 #include <optional>
 #include <span>
+#include <type_traits>
 #include <vector>
 
 #include "holdback/core/thread_annotations.hpp"
@@ -84,16 +85,25 @@ class FinalizedBatch {
   std::size_t size_ = 0;
 };
 
-// The revocations of one cycle, on the stack (their evict callbacks run after the lock).
+// The revocations of one cycle, on the stack (their evict callbacks run after the lock). Like
+// FinalizedBatch, only the slots used are constructed: every cycle makes one, and initializing
+// all 32 (2.5 KB) was about a tenth of an enqueue + dispatch round trip.
 class RevocationBatch {
  public:
+  static_assert(std::is_trivially_destructible_v<Revocation>);
+  RevocationBatch() noexcept {}  // NOLINT: the storage is deliberately left uninitialized
   [[nodiscard]] std::size_t size() const noexcept { return size_; }
-  [[nodiscard]] bool full() const noexcept { return size_ == items_.size(); }
-  Revocation& add() noexcept { return items_[size_++]; }
-  [[nodiscard]] const Revocation& at(std::size_t i) const noexcept { return items_[i]; }
+  [[nodiscard]] bool full() const noexcept { return size_ == kMaxRevocationsPerDecisionLimit; }
+  Revocation& add() noexcept { return *::new (&storage_[size_++]) Revocation(); }
+  [[nodiscard]] const Revocation& at(std::size_t i) const noexcept {
+    return *std::launder(reinterpret_cast<const Revocation*>(&storage_[i]));
+  }
 
  private:
-  std::array<Revocation, kMaxRevocationsPerDecisionLimit> items_{};
+  struct alignas(Revocation) Slot {
+    unsigned char bytes[sizeof(Revocation)];
+  };
+  std::array<Slot, kMaxRevocationsPerDecisionLimit> storage_;
   std::size_t size_ = 0;
 };
 
