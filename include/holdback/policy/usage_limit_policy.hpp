@@ -113,7 +113,7 @@ class HOLDBACK_API UsageLimitPolicy {
     const std::size_t n = priorities.size() < ceilings.size() ? priorities.size() : ceilings.size();
     if (n == 0) return;
     if (uniform_ceiling_ >= 0.0) {  // a constant in [0, 1]: monotone by construction
-      for (std::size_t i = 0; i < n; ++i) ceilings[i] = uniform_ceiling_;
+      fillUniform(ceilings.first(n));
       return;
     }
     if (computes_swept_) {  // a built-in strategy that returns swept ceilings itself
@@ -178,6 +178,22 @@ class HOLDBACK_API UsageLimitPolicy {
                             std::span<double> ceilings) noexcept {
     compute(saturation, priorities, ceilings);
     monotonize(ceilings);
+  }
+
+  void fillUniform(std::span<double> ceilings) const noexcept {
+    // A local copy (the stores could alias the member), four elements per iteration (as one
+    // two-store loop gcc 12 ran the N = 64 fill at half the speed of the floor's fill).
+    const double u = uniform_ceiling_;
+    double* const c = ceilings.data();
+    const std::size_t n = ceilings.size();
+    std::size_t i = 0;
+    for (; i + 4 <= n; i += 4) {
+      c[i] = u;
+      c[i + 1] = u;
+      c[i + 2] = u;
+      c[i + 3] = u;
+    }
+    for (; i < n; ++i) c[i] = u;
   }
 
   std::string name_;
