@@ -5,6 +5,8 @@
 //   BM_ComputeLimit/<strategy>/<N>  strategies static (static-usage-limit 1.0), stepwise, linear,
 //                                   sigmoid (rank domain), static-map (one entry per priority),
 //                                   soft-reflective; N in {2, 8, 64, 1024}
+//   BM_ComputeLimitChanging/<strategy>/<N>  linear and static-map with the priority list
+//                                   changing on every call (their memo never hits)
 //   BM_Monotonize/<N>               monotonize() of an adversarial increasing input (every
 //                                   element is raised), refilled from a copy each iteration
 //   BM_FloorFill/<N>                fill N doubles                     (floor of static,
@@ -74,6 +76,25 @@ void computeLimit(benchmark::State& state, const std::string& strategy) {
   std::vector<double> ceilings(priorities.size(), 1.0);
   for (auto _ : state) {
     policy->computeLimit(0.7, priorities, ceilings);
+    benchmark::DoNotOptimize(ceilings.data());
+    benchmark::ClobberMemory();
+  }
+  state.SetItemsProcessed(state.iterations() * state.range(0));
+}
+
+// The same with a priority list that changes on every call (two lists alternate; the second is
+// the first with its last priority lowered by 1): the value-domain and static strategies cannot
+// return their memo of the previous list and compute, sweep and store the new one each time.
+void computeLimitChanging(benchmark::State& state, const std::string& strategy) {
+  const auto priorities = workPriorities(static_cast<std::size_t>(state.range(0)));
+  auto other = priorities;
+  other.back() -= 1;
+  auto policy = makePolicy(strategy, priorities);
+  std::vector<double> ceilings(priorities.size(), 1.0);
+  bool flip = false;
+  for (auto _ : state) {
+    policy->computeLimit(0.7, flip ? other : priorities, ceilings);
+    flip = !flip;
     benchmark::DoNotOptimize(ceilings.data());
     benchmark::ClobberMemory();
   }
@@ -212,6 +233,12 @@ int registerAll() {
     auto* b = benchmark::RegisterBenchmark(
         (std::string("BM_ComputeLimit/") + strategy).c_str(),
         [s = std::string(strategy)](benchmark::State& st) { computeLimit(st, s); });
+    for (const int n : kSizes) b->Arg(n);
+  }
+  for (const char* strategy : {"linear", "static-map"}) {
+    auto* b = benchmark::RegisterBenchmark(
+        (std::string("BM_ComputeLimitChanging/") + strategy).c_str(),
+        [s = std::string(strategy)](benchmark::State& st) { computeLimitChanging(st, s); });
     for (const int n : kSizes) b->Arg(n);
   }
   for (auto* b : {benchmark::RegisterBenchmark("BM_Monotonize", BM_Monotonize),

@@ -54,5 +54,38 @@ TEST(PriorityHoldbackConcurrencyTest, ConcurrentCallersSeeIdenticalCeilings) {
   for (const int m : mismatches) EXPECT_EQ(m, 0);
 }
 
+// The memo of the value-domain and static strategies (one list, a sequence lock): callers that
+// alternate between lists replace it under each other's reads, and every caller still gets the
+// ceilings of its own list.
+TEST(PriorityHoldbackConcurrencyTest, MemoUnderConcurrentlyChangingListsReturnsEachListsCeilings) {
+  for (const HoldbackStrategy strategy :
+       {HoldbackStrategy::kLinearProportional, HoldbackStrategy::kStatic}) {
+    PriorityHoldbackOptions o{.strategy = strategy, .minCeiling = 0.2};
+    if (strategy == HoldbackStrategy::kStatic) o.ceilings = {{100, 0.9}, {50, 0.6}, {0, 0.3}};
+    auto policy = std::move(PriorityHoldbackPolicy::create(o)).value();
+    const std::vector<std::vector<Priority>> lists{
+        {100, 50, 0, -1}, {100, 50, 0, -2}, {100, 60, 0}, {100, 50, 25, 10, 0, -1, -5, -9, -20}};
+    std::vector<std::vector<double>> expected;
+    for (const auto& list : lists) {
+      // A fresh policy for each list: its first call computes.
+      auto fresh = std::move(PriorityHoldbackPolicy::create(o)).value();
+      expected.emplace_back(list.size(), 1.0);
+      fresh->computeLimit(0.5, list, expected.back());
+    }
+    std::vector<int> mismatches(4, 0);
+    testing::runConcurrently(4, [&](int t) {
+      std::vector<double> c;
+      for (int i = 0; i < 5000; ++i) {
+        // Thread t mostly repeats its own list (memo hits) and every 3rd call takes the next one.
+        const std::size_t k = (static_cast<std::size_t>(t) + (i % 3 == 0 ? 1U : 0U)) % lists.size();
+        c.assign(lists[k].size(), 1.0);
+        policy->computeLimit(0.5, lists[k], c);
+        if (c != expected[k]) ++mismatches[static_cast<std::size_t>(t)];
+      }
+    });
+    for (const int m : mismatches) EXPECT_EQ(m, 0);
+  }
+}
+
 }  // namespace
 }  // namespace holdback

@@ -207,11 +207,68 @@ TEST(PolicyFastPathTest, StrategiesMatchTheScalarReferenceBitForBit) {
     auto made = PriorityHoldbackPolicy::create(o);
     ASSERT_TRUE(made.ok()) << made.diagnostics().toString();
     auto policy = std::move(made).value();
+    // The first call computes (and remembers) the list; the second returns the memo (value and
+    // static strategies) or the table row (rank strategies); then a different list (the memo is
+    // replaced), then the first again, at other saturations (which the strategies ignore).
+    auto changed = priorities;
+    changed.back() =
+        changed.back() == std::numeric_limits<Priority>::min() ? 0 : changed.back() - 1;
+    const std::vector<double> expected = referenceHoldback(o, priorities);
+    const std::vector<double> expected_changed = referenceHoldback(o, changed);
+    const std::string what =
+        "round " + std::to_string(round) + " strategy " + std::string(toString(o.strategy));
     std::vector<double> actual(priorities.size(), 1.0);
-    policy->computeLimit(0.7, priorities, actual);
-    expectBitIdentical(
-        actual, referenceHoldback(o, priorities),
-        "round " + std::to_string(round) + " strategy " + std::string(toString(o.strategy)));
+    for (const double s : {0.7, 0.7, 0.0, kNaN, 2.0}) {
+      actual.assign(priorities.size(), 1.0);
+      policy->computeLimit(s, priorities, actual);
+      expectBitIdentical(actual, expected, what);
+      EXPECT_TRUE(isMonotoneUnit(actual)) << what;
+      if (s == 0.0) {
+        actual.assign(priorities.size(), 1.0);
+        policy->computeLimit(s, changed, actual);
+        expectBitIdentical(actual, expected_changed, what + " (changed list)");
+      }
+    }
+  }
+}
+
+// The memo holds one list of at most 64 priorities: shorter and longer lists, lists that differ
+// only in their last (odd-position or even-position) priority, and a prefix of the remembered
+// list are all recomputed, never mistaken for it.
+TEST(PolicyFastPathTest, MemoIsReturnedOnlyForTheSameList) {
+  for (const HoldbackStrategy strategy :
+       {HoldbackStrategy::kLinearProportional, HoldbackStrategy::kStatic}) {
+    PriorityHoldbackOptions o{.strategy = strategy, .minCeiling = 0.25};
+    if (strategy == HoldbackStrategy::kStatic) {
+      o.ceilings = {{100, 1.0}, {0, 0.5}, {-100, 0.1}};
+      o.defaultCeiling = 0.3;
+    }
+    auto policy = std::move(PriorityHoldbackPolicy::create(o)).value();
+    for (const std::size_t n : {2U, 3U, 7U, 8U, 9U, 63U, 64U, 65U}) {
+      std::vector<Priority> base(n);
+      for (std::size_t i = 0; i < n; ++i) base[i] = 100 - static_cast<Priority>(3 * i);
+      std::vector<std::vector<Priority>> lists{base};
+      auto last = base;
+      last.back() = -100;
+      lists.push_back(last);
+      auto second_last = base;
+      second_last[n - 2] = base.back();
+      lists.push_back(second_last);
+      lists.emplace_back(base.begin(), base.end() - 1);
+      auto longer = base;
+      longer.push_back(-100);
+      lists.push_back(longer);
+      for (int repeat = 0; repeat < 2; ++repeat) {
+        for (const auto& list : lists) {
+          std::vector<double> actual(list.size(), 1.0);
+          policy->computeLimit(0.5, list, actual);
+          expectBitIdentical(actual, referenceHoldback(o, list),
+                             "n " + std::to_string(n) + " list of " + std::to_string(list.size()));
+          policy->computeLimit(0.5, list, actual);  // the memo of that list, where n <= 64
+          expectBitIdentical(actual, referenceHoldback(o, list), "again");
+        }
+      }
+    }
   }
 }
 
@@ -223,9 +280,15 @@ TEST(PolicyFastPathTest, ComputeLimitDoesNotAllocate) {
   std::vector<Priority> priorities(64);
   for (std::size_t i = 0; i < priorities.size(); ++i) priorities[i] = 100 - static_cast<int>(i);
   std::vector<double> ceilings(64, 1.0);
+  auto linear =
+      std::move(PriorityHoldbackPolicy::create(
+                    {.strategy = HoldbackStrategy::kLinearProportional, .minCeiling = 0.5}))
+          .value();
   const testing::AllocationCounter allocations;
   stat->computeLimit(0.5, priorities, ceilings);
   step->computeLimit(0.5, priorities, ceilings);
+  linear->computeLimit(0.5, priorities, ceilings);  // computes and remembers
+  linear->computeLimit(0.5, priorities, ceilings);  // the memo
   EXPECT_EQ(allocations.count(), 0u);
 }
 

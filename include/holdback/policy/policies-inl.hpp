@@ -189,6 +189,7 @@ HOLDBACK_INLINE PriorityHoldbackPolicy::PriorityHoldbackPolicy(PriorityHoldbackO
     }
     rank_table_ = std::move(table);
   }
+  computes_swept_ = true;  // computeSwept(): the table, the memo, else compute() + the sweep
   if (options_.strategy == HoldbackStrategy::kStatic && !options_.ceilings.empty()) {
     const auto& entries = options_.ceilings;
     for (const StaticCeiling& e : entries) {

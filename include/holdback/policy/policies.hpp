@@ -20,6 +20,7 @@
 #include <atomic>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <memory>
 #include <optional>
 #include <span>
@@ -115,7 +116,13 @@ struct PriorityHoldbackOptions {
 // conservation). Priorities are expected highest first and unique; other input still yields
 // finite, bounded, non-increasing ceilings (value-domain strategies use the true minimum and
 // maximum of the list; rank strategies use list positions).
-// Thread safety: thread-safe (immutable after creation).
+// Ceilings from a table or a memo: a rank-domain strategy reads a row computed per list length at
+// creation (N <= 64); the value-domain and static strategies keep the last priority list they
+// computed (N <= 64) and its ceilings, and return those when called with the same list again (a
+// flow controller passes the same band list every cycle until its bands change). Either gives
+// exactly the ceilings the computation would.
+// Thread safety: thread-safe (the options and the table are immutable after creation; the memo is
+// a sequence lock over atomics, rewritten by at most one caller at a time).
 class HOLDBACK_API PriorityHoldbackPolicy final : public UsageLimitPolicy {
  public:
   static constexpr std::string_view kType = "priority-holdback-policy";
@@ -150,6 +157,11 @@ class HOLDBACK_API PriorityHoldbackPolicy final : public UsageLimitPolicy {
       for (std::size_t i = 0; i < n; ++i) f(i);
     }
   }
+  void computeSwept(double saturation, std::span<const Priority> priorities,
+                    std::span<double> ceilings) noexcept override;
+  [[nodiscard]] bool memoLookup(std::span<const Priority> priorities,
+                                std::span<double> ceilings) const noexcept;
+  void memoStore(std::span<const Priority> priorities, std::span<const double> ceilings) noexcept;
   void computeStatic(std::span<const Priority> priorities,
                      std::span<double> ceilings) const noexcept;
   [[nodiscard]] std::size_t staticIndex(Priority p) const noexcept;
@@ -167,6 +179,27 @@ class HOLDBACK_API PriorityHoldbackPolicy final : public UsageLimitPolicy {
     return n * (n - 1) / 2 - 1;
   }
   std::vector<double> rank_table_;
+  // Value-domain and static strategies only: the last list of at most kMemoMax priorities that
+  // computeSwept() computed, and its swept ceilings. `version` is odd while a caller rewrites the
+  // entry; a reader copies it and keeps the copy only if `version` did not move meanwhile. `size`
+  // 0 means empty. The priorities are stored two to a word (the bytes of priorities 2j and 2j + 1;
+  // an odd list's last word has a zero second half), so the comparison loads half as many
+  // words. The entry's stores are releases and its loads acquires (plain moves on x86-64).
+  static constexpr std::size_t kMemoMax = 64;
+  struct Memo {
+    std::atomic<std::uint64_t> version{0};
+    std::atomic<std::size_t> size{0};
+    std::atomic<std::uint64_t> key[kMemoMax / 2];
+    std::atomic<double> value[kMemoMax];
+  };
+  static std::uint64_t keyWord(const Priority* p, std::size_t left) noexcept {
+    std::uint64_t w = 0;
+    std::memcpy(&w, p, left >= 2 ? 8 : 4);
+    return w;
+  }
+  void computeAndRemember(double saturation, std::span<const Priority> priorities,
+                          std::span<double> ceilings) noexcept;
+  Memo memo_;
   // Static only, M + 1 entries (the last a sentinel): the listed priorities highest first, their
   // ceilings, and the ceiling of an unlisted priority whose first listed priority below it is at
   // that position (defaultCeiling, else that entry's ceiling, else the lowest listed ceiling).
@@ -260,6 +293,78 @@ inline void PriorityHoldbackPolicy::compute(double /*saturation*/,
 // copy of the entries' priorities); an out-of-order priority restarts with a binary search. The
 // ceiling of a miss at each position is precomputed (static_miss_), so each element is one
 // compare and one select after the walk.
+inline void PriorityHoldbackPolicy::computeSwept(double saturation,
+                                                 std::span<const Priority> priorities,
+                                                 std::span<double> ceilings) noexcept {
+  const std::size_t n = priorities.size();
+  if (n == 1) {  // maxCeiling, validated into (0, 1]: the sweep would be the identity
+    ceilings[0] = c_max_;
+    return;
+  }
+  if (n <= kRankTableMax && !rank_table_.empty()) {  // rows swept at creation
+    const double* row = rank_table_.data() + rankTableOffset(n);
+    for (std::size_t i = 0; i < n; ++i) ceilings[i] = row[i];
+    return;
+  }
+  if (n <= kMemoMax && memoLookup(priorities, ceilings)) return;
+  computeAndRemember(saturation, priorities, ceilings);
+}
+
+// Out of line, so that the table and memo paths above need no saved registers.
+[[gnu::noinline]] inline void PriorityHoldbackPolicy::computeAndRemember(
+    double saturation, std::span<const Priority> priorities, std::span<double> ceilings) noexcept {
+  compute(saturation, priorities, ceilings);
+  monotonize(ceilings);
+  if (priorities.size() <= kMemoMax && rank_table_.empty()) memoStore(priorities, ceilings);
+}
+
+inline bool PriorityHoldbackPolicy::memoLookup(std::span<const Priority> priorities,
+                                               std::span<double> ceilings) const noexcept {
+  const std::size_t n = priorities.size();
+  const std::uint64_t v = memo_.version.load(std::memory_order_acquire);
+  if ((v & 1U) != 0 || memo_.size.load(std::memory_order_acquire) != n) return false;
+  const Priority* const p = priorities.data();
+  std::uint64_t diff = 0;
+  std::size_t i = 0;
+  for (; i + 4 <= n; i += 4) {  // unrolled: each load stands alone, nothing to vectorize
+    diff |= (memo_.key[i / 2].load(std::memory_order_acquire) ^ keyWord(p + i, 2)) |
+            (memo_.key[i / 2 + 1].load(std::memory_order_acquire) ^ keyWord(p + i + 2, 2));
+  }
+  for (; i < n; i += 2) {
+    diff |= memo_.key[i / 2].load(std::memory_order_acquire) ^ keyWord(p + i, n - i);
+  }
+  if (diff != 0) return false;
+  double* const c = ceilings.data();
+  for (i = 0; i + 4 <= n; i += 4) {
+    c[i] = memo_.value[i].load(std::memory_order_acquire);
+    c[i + 1] = memo_.value[i + 1].load(std::memory_order_acquire);
+    c[i + 2] = memo_.value[i + 2].load(std::memory_order_acquire);
+    c[i + 3] = memo_.value[i + 3].load(std::memory_order_acquire);
+  }
+  for (; i < n; ++i) c[i] = memo_.value[i].load(std::memory_order_acquire);
+  // The loads above are acquires (plain loads on x86-64), so this one cannot move before them,
+  // and a value written by a rewrite shows this load that rewrite's odd version (no fences:
+  // ThreadSanitizer does not model them).
+  return memo_.version.load(std::memory_order_relaxed) == v;  // else a writer overlapped the copy
+}
+
+inline void PriorityHoldbackPolicy::memoStore(std::span<const Priority> priorities,
+                                              std::span<const double> ceilings) noexcept {
+  std::uint64_t v = memo_.version.load(std::memory_order_relaxed);
+  // Another caller is rewriting it: leave it to that one.
+  if ((v & 1U) != 0 ||
+      !memo_.version.compare_exchange_strong(v, v + 1, std::memory_order_relaxed)) {
+    return;
+  }
+  const std::size_t n = priorities.size();
+  memo_.size.store(n, std::memory_order_release);
+  for (std::size_t i = 0; i < n; i += 2) {
+    memo_.key[i / 2].store(keyWord(priorities.data() + i, n - i), std::memory_order_release);
+  }
+  for (std::size_t i = 0; i < n; ++i) memo_.value[i].store(ceilings[i], std::memory_order_release);
+  memo_.version.store(v + 2, std::memory_order_release);
+}
+
 inline void PriorityHoldbackPolicy::computeStatic(std::span<const Priority> priorities,
                                                   std::span<double> ceilings) const noexcept {
   const std::int64_t* const keys = static_key_.data();

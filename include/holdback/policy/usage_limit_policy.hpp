@@ -113,7 +113,11 @@ class HOLDBACK_API UsageLimitPolicy {
     const std::size_t n = priorities.size() < ceilings.size() ? priorities.size() : ceilings.size();
     if (n == 0) return;
     if (uniform_ceiling_ >= 0.0) {  // a constant in [0, 1]: monotone by construction
-      for (std::size_t i = 0; i < n; ++i) ceilings[i] = uniform_ceiling_;
+      fillUniform(ceilings.first(n));
+      return;
+    }
+    if (computes_swept_) {  // a built-in strategy that returns swept ceilings itself
+      computeSwept(normalizeSaturation(saturation), priorities.first(n), ceilings.first(n));
       return;
     }
     compute(normalizeSaturation(saturation), priorities.first(n), ceilings.first(n));
@@ -163,11 +167,41 @@ class HOLDBACK_API UsageLimitPolicy {
 
  private:
   friend class StaticUsageLimitPolicy;
+  friend class PriorityHoldbackPolicy;
+
+  // compute() followed by the sweep. computeLimit() calls it instead of those two only when
+  // computes_swept_ is set, which only the built-in PriorityHoldbackPolicy does: its override
+  // returns, bit for bit, what compute() + monotonize() would (tests/policy/
+  // policy_fast_path_test.cpp fuzzes that), from a table or a memo where it can. A host's
+  // policy cannot set the flag, so its output is always swept here.
+  virtual void computeSwept(double saturation, std::span<const Priority> priorities,
+                            std::span<double> ceilings) noexcept {
+    compute(saturation, priorities, ceilings);
+    monotonize(ceilings);
+  }
+
+  void fillUniform(std::span<double> ceilings) const noexcept {
+    // A local copy (the stores could alias the member), four elements per iteration (as one
+    // two-store loop gcc 12 ran the N = 64 fill at half the speed of the floor's fill).
+    const double u = uniform_ceiling_;
+    double* const c = ceilings.data();
+    const std::size_t n = ceilings.size();
+    std::size_t i = 0;
+    for (; i + 4 <= n; i += 4) {
+      c[i] = u;
+      c[i + 1] = u;
+      c[i + 2] = u;
+      c[i + 3] = u;
+    }
+    for (; i < n; ++i) c[i] = u;
+  }
+
   std::string name_;
   // Set only by StaticUsageLimitPolicy (its validated threshold, in (0, 1]): computeLimit() then
   // fills it without the virtual call or the sweep, which would both be the identity. Negative
   // (unset) for every other policy.
   double uniform_ceiling_ = -1.0;
+  bool computes_swept_ = false;  // see computeSwept()
 };
 
 }  // namespace HOLDBACK_ABI_NAMESPACE
