@@ -50,6 +50,8 @@ class UpstreamPool {
   void release(std::size_t i, std::unique_ptr<UpstreamConnection> c);
 
   [[nodiscard]] const tcp::endpoint& target(std::size_t i) const { return targets_[i]; }
+  // "IP:PORT" of endpoint i, the Host header of requests to it.
+  [[nodiscard]] const std::string& hostHeader(std::size_t i) const { return host_headers_[i]; }
   // Closes every idle connection (shutdown, with the I/O threads stopped).
   void clear() {
     for (auto& v : idle_) v.clear();
@@ -58,6 +60,7 @@ class UpstreamPool {
  private:
   asio::any_io_executor ex_;
   std::vector<tcp::endpoint> targets_;
+  std::vector<std::string> host_headers_;
   const Options& options_;
   GatewayCounters& counters_;
   std::vector<std::vector<std::unique_ptr<UpstreamConnection>>> idle_;
