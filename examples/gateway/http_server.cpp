@@ -440,6 +440,7 @@ asio::awaitable<void> session(HttpServer::Shard& shard, tcp::socket socket) {
   } open{counters};
   beast::error_code ignored;
   socket.set_option(tcp::no_delay(true), ignored);
+  socket.non_blocking(true, ignored);  // proxy()'s replies try one immediate send first
   beast::tcp_stream stream(std::move(socket));
   beast::flat_buffer buffer;
   const Options& o = gw.options();

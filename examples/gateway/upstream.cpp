@@ -59,6 +59,27 @@ void appendResponseHead(std::string& out, const http::response_header<>& upstrea
   out.append("\r\n");
 }
 
+// Writes all of `buffers` to `s`: first with one non-blocking send, which on a socket in
+// non-blocking mode (UpstreamPool and the client sessions set it) almost always takes the whole
+// message, so the coroutine neither suspends nor arms the stream's timer; what the socket did
+// not take is written asynchronously under `timeout`. Returns the error, if any.
+template <class Buffers>
+asio::awaitable<beast::error_code> writeAll(beast::tcp_stream& s, const Buffers& buffers,
+                                            std::chrono::seconds timeout) {
+  beast::error_code ec;
+  std::size_t sent = 0;
+  if (s.socket().non_blocking()) {
+    sent = s.socket().write_some(buffers, ec);
+    if (!ec && sent == beast::buffer_bytes(buffers)) co_return ec;
+    if (ec && ec != asio::error::would_block && ec != asio::error::try_again) co_return ec;
+  }
+  beast::buffers_suffix<Buffers> rest(buffers);
+  rest.consume(sent);
+  s.expires_after(timeout);
+  auto [wec, wn] = co_await asio::async_write(s, rest, kUse);
+  co_return wec;
+}
+
 // An idle kept-alive connection is usable when the server has neither closed it nor sent
 // anything unasked.
 bool stillOpen(UpstreamConnection& c) {
@@ -106,6 +127,7 @@ asio::awaitable<std::unique_ptr<UpstreamConnection>> UpstreamPool::acquire(std::
     co_return nullptr;
   }
   c->stream.socket().set_option(tcp::no_delay(true), ec);
+  c->stream.socket().non_blocking(true, ec);  // for writeAll's first, immediate send
   ec = {};
   counters_.upstreamConnects.fetch_add(1, std::memory_order_relaxed);
   co_return c;
@@ -171,8 +193,7 @@ asio::awaitable<ProxyResult> proxy(UpstreamPool& pool, const Options& options,
       ~Clear() { a.active = nullptr; }
     } clear{abort};
 
-    conn->stream.expires_after(timeout);
-    auto [wec, wn] = co_await asio::async_write(conn->stream, up, kUse);
+    const beast::error_code wec = co_await writeAll(conn->stream, up, timeout);
     if (abort.aborted) co_return aborted(false);
     if (wec) {
       if (reused && attempt == 0) continue;  // the server closed the idle connection: once more
@@ -181,6 +202,7 @@ asio::awaitable<ProxyResult> proxy(UpstreamPool& pool, const Options& options,
     }
     http::response_parser<http::buffer_body> parser;
     parser.body_limit((std::numeric_limits<std::uint64_t>::max)());
+    conn->stream.expires_after(timeout);
     auto [hec, hn] = co_await http::async_read_header(conn->stream, conn->buffer, parser, kUse);
     if (abort.aborted) co_return aborted(false);
     if (hec) {
@@ -266,8 +288,7 @@ asio::awaitable<ProxyResult> proxy(UpstreamPool& pool, const Options& options,
     out.reserve(512);
     appendResponseHead(out, parser.get(), content_type, what, collected.size());
     const std::array<asio::const_buffer, 2> reply{asio::buffer(out), asio::buffer(collected)};
-    client.expires_after(timeout);
-    auto [cec, cn] = co_await asio::async_write(client, reply, kUse);
+    const beast::error_code cec = co_await writeAll(client, reply, timeout);
     client.expires_never();
     co_return cec ? ProxyResult::kClientGone : ProxyResult::kDone;
   }
