@@ -18,9 +18,7 @@ Gateway::Gateway(Options options, std::shared_ptr<const config::ConfigBundle> bu
     : options_(std::move(options)), bundle_(std::move(bundle)) {
   endpoint_models_.resize(options_.endpoints.size());
   for (const auto& [name, fairness] : bundle_->fairnessPolicies) {
-    if (dynamic_cast<const ProgramAwareFairnessPolicy*>(fairness.get()) != nullptr) {
-      reports_served_ = true;
-    }
+    reports_served_ = reports_served_ || fairness->type() == ProgramAwareFairnessPolicy::kType;
   }
 }
 

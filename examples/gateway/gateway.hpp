@@ -105,8 +105,8 @@ class Gateway {
   // the bundle (input + 2 x output tokens of attained service for program `flowId`).
   void reportServed(std::string_view flowId, std::uint64_t promptTokens,
                     std::uint64_t completionTokens, Duration queued) const;
-  // Whether the bundle has a program-aware-fairness policy (else reportServed does nothing and
-  // responses need not be parsed for their "usage").
+  // Whether any policy of the bundle takes served tokens (program-aware-fairness): only then are
+  // responses read for their "usage".
   [[nodiscard]] bool reportsServedTokens() const noexcept { return reports_served_; }
   // {"<plugin name>": <dumpState JSON>, ...} for every program-aware-fairness policy.
   [[nodiscard]] std::string programAwareState() const;

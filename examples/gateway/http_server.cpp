@@ -342,11 +342,11 @@ asio::awaitable<bool> handleCompletion(HttpServer::Shard& shard, beast::tcp_stre
   Pool::Dispatch dispatch = std::move(*ex->dispatch);
   ex->dispatch.reset();
   TokenUsage usage;
-  // The response's "usage" is read only when a program-aware-fairness policy wants it.
   const bool keep =
       co_await proxyTo(shard, stream, req, ex, std::move(dispatch), queued_ms, streamed, keepAlive,
                        gw.reportsServedTokens() ? &usage : nullptr);
-  // program-aware-fairness: the tokens served (non-streamed responses carry "usage").
+  // program-aware-fairness: the tokens served (a non-streamed body's "usage", or a stream's
+  // usage event when the client asked for one).
   if (usage.known) gw.reportServed(flow, usage.promptTokens, usage.completionTokens, ex->queued);
   co_return keep;
 }
