@@ -5,7 +5,10 @@
 #
 #   scripts/gateway-load.sh [BUILD_DIR] [RUNS]     (default: build/default, 3)
 # Environment: GATEWAY_ARGS (extra gateway flags, e.g. "--threads 1"), CLIENTS (default "1 16 64"),
-# LATENCY_ONLY=1 (skip the 2000 req/s, slowloris and idle-connection parts).
+# LATENCY_ONLY=1 (skip the 2000 req/s, slowloris and idle-connection parts), SLOT_TERM=1 (the
+# built-in config plus the server's slot count, `maxRunningRequests: 1024`, so that the dispatch
+# ledger does not count unscraped dispatches as waiting: the proxy's cost without holdback's
+# queueing).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 BUILD="${1:-build/default}"
@@ -46,11 +49,26 @@ run_hey() {
        END {printf "%.0f %.2f %.2f %s\n", rps, p50, p99, s}' "$WORK/hey.txt"
 }
 median() { sort -g | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
+# gateway_cpu_ticks: the gateway process's user + system CPU time so far, in clock ticks
+gateway_cpu_ticks() { awk '{print $14 + $15}' "/proc/$GW_PID/stat"; }
+# queued_totals: "SUM COUNT" of the controller's queue-wait histogram over dispatched requests
+queued_totals() {
+  curl -s "$GW/metrics" | awk '/^holdback_flow_control_request_queue_duration_seconds_sum\{outcome="Dispatched"/ {s+=$2}
+    /^holdback_flow_control_request_queue_duration_seconds_count\{outcome="Dispatched"/ {c+=$2}
+    END {printf "%.6f %d\n", s, c}'
+}
 
 start MS model-server "$MODEL_SERVER" --port 0 --slots 1024 --token-ms 1 --prefill-ms 0 \
   --threads 512 --model fake-model
+EXTRA_ARGS="${GATEWAY_ARGS:-}"
+if [ "${SLOT_TERM:-0}" = 1 ]; then
+  "$GATEWAY" --print-default-config |
+    sed 's/^      stalenessPolicy: saturated$/&\n      maxRunningRequests: 1024/' >"$WORK/slots.yaml"
+  grep -q 'maxRunningRequests: 1024' "$WORK/slots.yaml" || { echo "SLOT_TERM: config edit failed"; exit 1; }
+  EXTRA_ARGS="$EXTRA_ARGS --config $WORK/slots.yaml"
+fi
 # shellcheck disable=SC2086
-start GW gateway "$GATEWAY" --endpoint "$MS" --listen 127.0.0.1:0 ${GATEWAY_ARGS:-}
+start GW gateway "$GATEWAY" --endpoint "$MS" --listen 127.0.0.1:0 $EXTRA_ARGS
 GW_PID="${PIDS[1]}"
 sleep 0.5
 hey -z 2s -c 16 -m POST -T application/json -d "$BODY" "$GW/v1/completions" >/dev/null 2>&1  # warm-up
@@ -61,6 +79,10 @@ for c in ${CLIENTS:-1 16 64}; do
   for t in direct gateway; do
     url="$MS"; [ "$t" = gateway ] && url="$GW"
     : >"$WORK/$t.runs"
+    if [ "$t" = gateway ]; then
+      read -r q_sum0 q_count0 < <(queued_totals)
+      read -r cpu0 < <(gateway_cpu_ticks)
+    fi
     for _ in $(seq "$RUNS"); do run_hey "$url" -z 5s -c "$c" >>"$WORK/$t.runs"; done
     rps=$(cut -d' ' -f1 "$WORK/$t.runs" | median)
     p50=$(cut -d' ' -f2 "$WORK/$t.runs" | median)
@@ -68,8 +90,14 @@ for c in ${CLIENTS:-1 16 64}; do
     eval "${t}_rps=$rps ${t}_p50=$p50 ${t}_p99=$p99"
     extra=""
     if [ "$t" = gateway ]; then
+      read -r q_sum1 q_count1 < <(queued_totals)
+      read -r cpu1 < <(gateway_cpu_ticks)
+      # The mean time the gateway's requests waited in holdback (part of the added latency).
       extra=$(awk -v a="$gateway_p50" -v b="$direct_p50" -v c="$gateway_p99" -v d="$direct_p99" \
-        -v e="$gateway_rps" -v f="$direct_rps" 'BEGIN {printf "+%.2f / +%.2f ms, %.0f %%", a-b, c-d, 100*e/f}')
+        -v e="$gateway_rps" -v f="$direct_rps" -v qs="$(awk -v x="$q_sum1" -v y="$q_sum0" 'BEGIN {print x-y}')" \
+        -v qc="$((q_count1 - q_count0))" -v cpu="$((cpu1 - cpu0))" -v hz="$(getconf CLK_TCK)" \
+        'BEGIN {printf "+%.2f / +%.2f ms, %.0f %%, queued %.2f ms mean, gateway CPU %.1f us/request",
+                a-b, c-d, 100*e/f, (qc > 0 ? 1000 * qs / qc : 0), (qc > 0 ? 1e6 * cpu / hz / qc : 0)}')
     fi
     printf "%-8s %-9s %10s %10s %10s   %s   [runs: %s]\n" "$c" "$t" "$rps" "$p50" "$p99" "$extra" \
       "$(cut -d' ' -f2,3 "$WORK/$t.runs" | tr '\n' ';')"

@@ -6,7 +6,8 @@
 //   - while work waits (gated or queued): one more round every `tick`, and expire() every
 //     `expiryInterval` for the TTL sweep.
 // The host calls arrived() before each enqueue, dispatchNow() after it (one or more cycles on the
-// caller's thread: an uncontended request is dispatched without waking another thread), and
+// caller's thread: an uncontended request is dispatched without waking another thread) and after
+// each request's end (a completion is what a request gated by the dispatch ledger waits for), and
 // finalized() from its outcome callback, so the driver knows without a lock whether anything is
 // queued. It also measures the recent dispatch
 // rate, from which the gateway derives Retry-After (gateway_http.hpp).
@@ -38,8 +39,9 @@ class Dispatcher {
 
   // Call before enqueue (the outcome may arrive before enqueue returns).
   void arrived() noexcept;
-  // Call after enqueue: cycles on this thread until nothing more is dispatchable; if requests
-  // still wait (gated), wakes the driver thread to retry every tick.
+  // Call after enqueue and after a dispatched request ends: cycles on this thread until nothing
+  // more is dispatchable (nothing queued: two atomic loads); if requests still wait (gated),
+  // wakes the driver thread to retry every tick.
   void dispatchNow() noexcept;
   // Call once per outcome; `dispatched` for a dispatch.
   void finalized(bool dispatched) noexcept;

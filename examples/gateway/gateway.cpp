@@ -17,6 +17,9 @@ using namespace std::chrono_literals;
 Gateway::Gateway(Options options, std::shared_ptr<const config::ConfigBundle> bundle)
     : options_(std::move(options)), bundle_(std::move(bundle)) {
   endpoint_models_.resize(options_.endpoints.size());
+  for (const auto& [name, fairness] : bundle_->fairnessPolicies) {
+    reports_served_ = reports_served_ || fairness->type() == ProgramAwareFairnessPolicy::kType;
+  }
 }
 
 Gateway::~Gateway() {
@@ -99,6 +102,10 @@ void Gateway::endLease(RequestId id) {
     leases_.erase(id);
   }
   controller_->release(id, Clock::now());
+  // The request's end may be what a gated request waits for (the ledger counts it completed,
+  // the controller's lease is gone): retry the queue now, on this thread, instead of waking the
+  // dispatch driver for its next tick. Nothing waits: two atomic loads.
+  dispatcher_->dispatchNow();
 }
 
 std::string Gateway::programAwareState() const {

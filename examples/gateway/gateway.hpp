@@ -105,6 +105,9 @@ class Gateway {
   // the bundle (input + 2 x output tokens of attained service for program `flowId`).
   void reportServed(std::string_view flowId, std::uint64_t promptTokens,
                     std::uint64_t completionTokens, Duration queued) const;
+  // Whether any policy of the bundle takes served tokens (program-aware-fairness): only then are
+  // responses read for their "usage".
+  [[nodiscard]] bool reportsServedTokens() const noexcept { return reports_served_; }
   // {"<plugin name>": <dumpState JSON>, ...} for every program-aware-fairness policy.
   [[nodiscard]] std::string programAwareState() const;
   // The stale-endpoints gauge's monitor (logs to stderr at most every 30 s while any is stale).
@@ -142,6 +145,7 @@ class Gateway {
   mutable std::mutex models_mu_;
   std::vector<std::vector<std::string>> endpoint_models_;  // guarded by models_mu_
   bool eviction_ = false;                                  // set by start()
+  bool reports_served_ = false;                            // set by the constructor
   std::mutex leases_mu_;
   std::unordered_map<RequestId, std::weak_ptr<OutcomeSink>> leases_;  // guarded by leases_mu_
 };

@@ -17,7 +17,71 @@ std::optional<int> parseInt(std::string_view s, long long lo, long long hi) {
   return static_cast<int>(v);
 }
 
+// The SAX events of scanCompletionBody: tracks the nesting depth and the value that follows the
+// top-level key "stream".
+class CompletionBodyScan final : public nlohmann::json_sax<nlohmann::json> {
+ public:
+  bool null() override { return value(); }
+  bool boolean(bool v) override {
+    const bool stream = streamNext_ && depth_ == 1;
+    value();
+    if (stream) result.stream = v;
+    return true;
+  }
+  bool number_integer(number_integer_t /*v*/) override { return value(); }
+  bool number_unsigned(number_unsigned_t /*v*/) override { return value(); }
+  bool number_float(number_float_t /*v*/, const string_t& /*s*/) override { return value(); }
+  bool string(string_t& /*v*/) override { return value(); }
+  bool binary(binary_t& /*v*/) override { return value(); }
+  bool start_object(std::size_t /*n*/) override {
+    if (depth_ == 0) result.object = true;
+    value();
+    ++depth_;
+    return true;
+  }
+  bool key(string_t& k) override {
+    streamNext_ = depth_ == 1 && k == "stream";
+    return true;
+  }
+  bool end_object() override {
+    --depth_;
+    return true;
+  }
+  bool start_array(std::size_t /*n*/) override {
+    value();
+    ++depth_;
+    return true;
+  }
+  bool end_array() override {
+    --depth_;
+    return true;
+  }
+  bool parse_error(std::size_t /*pos*/, const std::string& /*token*/,
+                   const nlohmann::detail::exception& /*e*/) override {
+    return false;
+  }
+
+  CompletionBody result;
+
+ private:
+  // Any value: a "stream" that is not a boolean is not true (a later duplicate key wins).
+  bool value() {
+    if (streamNext_ && depth_ == 1) result.stream = false;
+    streamNext_ = false;
+    return true;
+  }
+  int depth_ = 0;
+  bool streamNext_ = false;
+};
+
 }  // namespace
+
+CompletionBody scanCompletionBody(std::string_view body) {
+  CompletionBodyScan scan;
+  // Strict: the whole body is one JSON value. A syntax error ends the scan (returns false).
+  if (!nlohmann::json::sax_parse(body.begin(), body.end(), &scan)) return {};
+  return scan.result;
+}
 
 ObjectiveTable ObjectiveTable::builtin() {
   ObjectiveTable t;

@@ -93,6 +93,15 @@ struct Reply {
 // reason, `detail` (e.g. "Connection") in the message.
 [[nodiscard]] Reply replyForUpstreamFailure(std::string_view endpoint, std::string_view detail);
 
+// What the gateway needs of a completion request's body, read without building a JSON document:
+// whether it is one JSON object (anything else is a 400), and whether its top-level "stream" is
+// true (a streamed response).
+struct CompletionBody {
+  bool object = false;
+  bool stream = false;
+};
+[[nodiscard]] CompletionBody scanCompletionBody(std::string_view body);
+
 // A request the gateway cannot parse: 400.
 [[nodiscard]] Reply replyForBadRequest(std::string_view detail);
 

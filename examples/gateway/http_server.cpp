@@ -38,9 +38,11 @@ struct Exchange : OutcomeSink, std::enable_shared_from_this<Exchange> {
   }
   void deliver(Outcome o, std::optional<Pool::Dispatch> d, Duration q) override {
     // The handle travels in a shared_ptr (the posted function must be copyable); if the post
-    // never runs, destroying it releases the handle.
+    // never runs, destroying it releases the handle. dispatch, not post: when the outcome is
+    // decided on the request's own I/O thread (the usual case: enqueue, or another request's end,
+    // cycled inline), it is recorded at once and the coroutine does not suspend for it.
     auto held = std::make_shared<std::optional<Pool::Dispatch>>(std::move(d));
-    asio::post(executor, [self = shared_from_this(), o, held, q] {
+    asio::dispatch(executor, [self = shared_from_this(), o, held, q] {
       self->done = true;
       self->outcome = o;
       self->leaseHeld = o.dispatched();
@@ -89,16 +91,19 @@ struct Exchange : OutcomeSink, std::enable_shared_from_this<Exchange> {
 // Waits for the client socket to become readable while the request is queued or proxied; a
 // hang-up (EOF or error) cancels the ticket or aborts the upstream exchange at once. Pipelined
 // bytes (the client's next request) end the watch without acting. A client that half-closes its
-// sending side after the request is taken as gone (documented).
-asio::awaitable<void> watchClient(std::shared_ptr<Exchange> ex, tcp::socket& socket,
-                                  GatewayCounters& counters) {
-  for (;;) {
-    auto [ec] = co_await socket.async_wait(tcp::socket::wait_read, kUse);
-    if (ex->finished || ec) co_return;
+// sending side after the request is taken as gone (documented). A plain completion handler, not a
+// coroutine: one per request, so it costs no coroutine frame and no spawn.
+void watchClient(std::shared_ptr<Exchange> ex, tcp::socket& socket, GatewayCounters& counters) {
+  socket.async_wait(tcp::socket::wait_read, [ex = std::move(ex), &socket,
+                                             &counters](const beast::error_code& ec) mutable {
+    if (ex->finished || ec) return;
     char b = 0;
     const ssize_t n = ::recv(socket.native_handle(), &b, 1, MSG_PEEK | MSG_DONTWAIT);
-    if (n > 0) co_return;
-    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) continue;
+    if (n > 0) return;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) {
+      watchClient(std::move(ex), socket, counters);
+      return;
+    }
     ex->clientGone = true;
     if (!ex->done) {
       if (ex->ticket.cancel()) counters.queuedCancelled.fetch_add(1, std::memory_order_relaxed);
@@ -108,8 +113,7 @@ asio::awaitable<void> watchClient(std::shared_ptr<Exchange> ex, tcp::socket& soc
     } else {
       ex->abort.aborted = true;
     }
-    co_return;
-  }
+  });
 }
 
 Reply jsonError(int status, std::string_view type, std::string_view message) {
@@ -147,11 +151,6 @@ asio::awaitable<bool> writeText(beast::tcp_stream& s, unsigned status, std::stri
   auto [ec, n] = co_await http::async_write(s, res, kUse);
   s.expires_never();
   co_return !ec && keepAlive;
-}
-
-bool wantsStream(const nlohmann::json& body) {
-  const auto it = body.find("stream");
-  return it != body.end() && it->is_boolean() && it->get<bool>();
 }
 
 // A revoked request's one reply (its upstream request is already aborted): 429 `evicted` with
@@ -239,14 +238,14 @@ asio::awaitable<bool> handleCompletion(HttpServer::Shard& shard, beast::tcp_stre
     co_return co_await writeReply(stream, r, keepAlive);
   };
   const TimePoint received = Clock::now();
-  const auto body = nlohmann::json::parse(req.body(), nullptr, false);
-  if (body.is_discarded() || !body.is_object()) {
+  const CompletionBody body = scanCompletionBody(req.body());
+  if (!body.object) {
     counters.clientErrors.fetch_add(1, std::memory_order_relaxed);
     co_return co_await reply(replyForBadRequest("the request body is not a JSON object"));
   }
   const Priority priority = gw.options().objectives.priorityOf(req[kObjectiveHeader]);
   std::string flow = flowIdFrom(req[kFairnessIdHeader], req[kFairnessIdHeaderAlias]);
-  const bool streamed = wantsStream(body);
+  const bool streamed = body.stream;
 
   if (!gw.pool().anyUp()) {
     Reply r = jsonError(503, "service_unavailable",
@@ -285,8 +284,7 @@ asio::awaitable<bool> handleCompletion(HttpServer::Shard& shard, beast::tcp_stre
           replyForOutcome({QueueOutcome::kRejectedNoEndpoints, OutcomeCause::kNoEndpoints}, true));
     }
     ex->done = true;
-    asio::co_spawn(stream.get_executor(), watchClient(ex, stream.socket(), counters),
-                   asio::detached);
+    watchClient(ex, stream.socket(), counters);
     co_return co_await proxyTo(shard, stream, req, ex, std::move(*endpoint), 0, streamed,
                                keepAlive);
   }
@@ -309,7 +307,7 @@ asio::awaitable<bool> handleCompletion(HttpServer::Shard& shard, beast::tcp_stre
   gw.dispatcher().arrived();
   ex->ticket = gw.controller().enqueue(std::move(request));
   gw.dispatcher().dispatchNow();
-  asio::co_spawn(stream.get_executor(), watchClient(ex, stream.socket(), counters), asio::detached);
+  watchClient(ex, stream.socket(), counters);
   while (!ex->done) {
     auto [ec] = co_await ex->wake.async_wait(kUse);
     (void)ec;
@@ -344,9 +342,11 @@ asio::awaitable<bool> handleCompletion(HttpServer::Shard& shard, beast::tcp_stre
   Pool::Dispatch dispatch = std::move(*ex->dispatch);
   ex->dispatch.reset();
   TokenUsage usage;
-  const bool keep = co_await proxyTo(shard, stream, req, ex, std::move(dispatch), queued_ms,
-                                     streamed, keepAlive, &usage);
-  // program-aware-fairness: the tokens served (non-streamed responses carry "usage").
+  const bool keep =
+      co_await proxyTo(shard, stream, req, ex, std::move(dispatch), queued_ms, streamed, keepAlive,
+                       gw.reportsServedTokens() ? &usage : nullptr);
+  // program-aware-fairness: the tokens served (a non-streamed body's "usage", or a stream's
+  // usage event when the client asked for one).
   if (usage.known) gw.reportServed(flow, usage.promptTokens, usage.completionTokens, ex->queued);
   co_return keep;
 }
@@ -440,6 +440,7 @@ asio::awaitable<void> session(HttpServer::Shard& shard, tcp::socket socket) {
   } open{counters};
   beast::error_code ignored;
   socket.set_option(tcp::no_delay(true), ignored);
+  socket.non_blocking(true, ignored);  // proxy()'s replies try one immediate send first
   beast::tcp_stream stream(std::move(socket));
   beast::flat_buffer buffer;
   const Options& o = gw.options();

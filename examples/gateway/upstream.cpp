@@ -7,6 +7,8 @@
 #include <array>
 #include <cerrno>
 #include <limits>
+#include <optional>
+#include <string>
 #include <string_view>
 #include <utility>
 #include <vector>
@@ -22,6 +24,60 @@ bool isHopByHop(std::string_view name) {
     if (beast::iequals(name, s)) return true;
   }
   return false;
+}
+
+// "Name: value\r\n". Names and values come from Beast's parsers, which refuse CR, LF and other
+// control characters in them, so they cannot split a header.
+void appendField(std::string& out, std::string_view name, std::string_view value) {
+  out.append(name).append(": ").append(value).append("\r\n");
+}
+
+// The head of a response to the client: the status line, the model server's content type and
+// passed headers, the gateway's two headers, the framing (a Content-Length, or chunked), and
+// "Connection: close" when the client's connection ends after it.
+void appendResponseHead(std::string& out, const http::response_header<>& upstream,
+                        std::string_view contentType, const ProxyRequest& what,
+                        std::optional<std::size_t> contentLength) {
+  const unsigned status = upstream.result_int();
+  out.append("HTTP/1.1 ").append(std::to_string(status)).append(" ");
+  out.append(http::obsolete_reason(http::int_to_status(status))).append("\r\n");
+  appendField(out, "Content-Type", contentType);
+  // The response headers to pass on (Content-Encoding in particular: the SDKs ask for gzip).
+  for (const auto& field : upstream) {
+    if (!isHopByHop(field.name_string()) && !beast::iequals(field.name_string(), "content-type")) {
+      appendField(out, field.name_string(), field.value());
+    }
+  }
+  appendField(out, kEndpointHeader, what.endpointUrl);
+  appendField(out, kQueuedMsHeader, std::to_string(what.queuedMs));
+  if (contentLength) {
+    appendField(out, "Content-Length", std::to_string(*contentLength));
+  } else {
+    appendField(out, "Transfer-Encoding", "chunked");
+  }
+  if (!what.keepAlive) appendField(out, "Connection", "close");
+  out.append("\r\n");
+}
+
+// Writes all of `buffers` to `s`: first with one non-blocking send, which on a socket in
+// non-blocking mode (UpstreamPool and the client sessions set it) almost always takes the whole
+// message, so the coroutine neither suspends nor arms the stream's timer; what the socket did
+// not take is written asynchronously under `timeout`. Returns the error, if any.
+template <class Buffers>
+asio::awaitable<beast::error_code> writeAll(beast::tcp_stream& s, const Buffers& buffers,
+                                            std::chrono::seconds timeout) {
+  beast::error_code ec;
+  std::size_t sent = 0;
+  if (s.socket().non_blocking()) {
+    sent = s.socket().write_some(buffers, ec);
+    if (!ec && sent == beast::buffer_bytes(buffers)) co_return ec;
+    if (ec && ec != asio::error::would_block && ec != asio::error::try_again) co_return ec;
+  }
+  beast::buffers_suffix<Buffers> rest(buffers);
+  rest.consume(sent);
+  s.expires_after(timeout);
+  auto [wec, wn] = co_await asio::async_write(s, rest, kUse);
+  co_return wec;
 }
 
 // An idle kept-alive connection is usable when the server has neither closed it nor sent
@@ -40,7 +96,11 @@ UpstreamPool::UpstreamPool(asio::any_io_executor ex, std::vector<tcp::endpoint> 
       targets_(std::move(targets)),
       options_(options),
       counters_(counters),
-      idle_(targets_.size()) {}
+      idle_(targets_.size()) {
+  for (const tcp::endpoint& t : targets_) {
+    host_headers_.push_back(t.address().to_string() + ":" + std::to_string(t.port()));
+  }
+}
 
 asio::awaitable<std::unique_ptr<UpstreamConnection>> UpstreamPool::acquire(std::size_t i,
                                                                            bool& reused,
@@ -67,6 +127,7 @@ asio::awaitable<std::unique_ptr<UpstreamConnection>> UpstreamPool::acquire(std::
     co_return nullptr;
   }
   c->stream.socket().set_option(tcp::no_delay(true), ec);
+  c->stream.socket().non_blocking(true, ec);  // for writeAll's first, immediate send
   ec = {};
   counters_.upstreamConnects.fetch_add(1, std::memory_order_relaxed);
   co_return c;
@@ -80,24 +141,36 @@ void UpstreamPool::release(std::size_t i, std::unique_ptr<UpstreamConnection> c)
   idle.push_back(std::move(c));
 }
 
+// GCC 12 reports a false -Wmismatched-new-delete for this coroutine's frame after inlining asio's
+// awaitable_frame_base operator new/delete (GCC PR middle-end/109224).
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
+#endif
 asio::awaitable<ProxyResult> proxy(UpstreamPool& pool, const Options& options,
                                    http::request<http::string_body>& request,
                                    beast::tcp_stream& client, const ProxyRequest& what,
                                    AbortHandle& abort, std::string& error, unsigned& status) {
   const auto timeout = std::chrono::seconds(options.upstreamTimeoutS);
-  const tcp::endpoint& target = pool.target(what.endpoint);
 
-  http::request<http::string_body> up{request.method(), request.target(), 11};
+  // The request to the model server, serialized here into one buffer (the head; the body is the
+  // second buffer of the same gather write): the client's headers except the hop-by-hop ones,
+  // Host, a default Content-Type, and the body's Content-Length (a chunked request's body was
+  // read whole). HTTP/1.1 without "Connection: close": the connection is kept alive.
+  std::string head;
+  head.reserve(512);
+  head.append(request.method_string()).append(" ").append(request.target());
+  head.append(" HTTP/1.1\r\n");
   for (const auto& field : request) {
-    if (!isHopByHop(field.name_string())) up.insert(field.name_string(), field.value());
+    if (!isHopByHop(field.name_string())) appendField(head, field.name_string(), field.value());
   }
-  up.set(http::field::host, target.address().to_string() + ":" + std::to_string(target.port()));
-  if (up.find(http::field::content_type) == up.end()) {
-    up.set(http::field::content_type, "application/json");
+  appendField(head, "Host", pool.hostHeader(what.endpoint));
+  if (request.find(http::field::content_type) == request.end()) {
+    appendField(head, "Content-Type", "application/json");
   }
-  up.keep_alive(true);
-  up.body() = std::move(request.body());
-  up.prepare_payload();
+  appendField(head, "Content-Length", std::to_string(request.body().size()));
+  head.append("\r\n");
+  const std::array<asio::const_buffer, 2> up{asio::buffer(head), asio::buffer(request.body())};
 
   // Why the exchange was aborted: the client's hang-up, or a revocation (before or after the
   // streamed head went out).
@@ -120,8 +193,7 @@ asio::awaitable<ProxyResult> proxy(UpstreamPool& pool, const Options& options,
       ~Clear() { a.active = nullptr; }
     } clear{abort};
 
-    conn->stream.expires_after(timeout);
-    auto [wec, wn] = co_await http::async_write(conn->stream, up, kUse);
+    const beast::error_code wec = co_await writeAll(conn->stream, up, timeout);
     if (abort.aborted) co_return aborted(false);
     if (wec) {
       if (reused && attempt == 0) continue;  // the server closed the idle connection: once more
@@ -130,6 +202,7 @@ asio::awaitable<ProxyResult> proxy(UpstreamPool& pool, const Options& options,
     }
     http::response_parser<http::buffer_body> parser;
     parser.body_limit((std::numeric_limits<std::uint64_t>::max)());
+    conn->stream.expires_after(timeout);
     auto [hec, hn] = co_await http::async_read_header(conn->stream, conn->buffer, parser, kUse);
     if (abort.aborted) co_return aborted(false);
     if (hec) {
@@ -141,35 +214,20 @@ asio::awaitable<ProxyResult> proxy(UpstreamPool& pool, const Options& options,
       error = "response head: " + hec.message();
       co_return ProxyResult::kFailedBeforeHead;
     }
-    const auto& head = parser.get();
-    status = head.result_int();
-    std::string content_type(head[http::field::content_type]);
+    status = parser.get().result_int();
+    std::string content_type(parser.get()[http::field::content_type]);
     if (content_type.empty()) content_type = "application/json";
-    // The response headers to pass on (Content-Encoding in particular: the SDKs ask for gzip).
-    std::vector<std::pair<std::string, std::string>> passed;
-    for (const auto& field : head) {
-      if (!isHopByHop(field.name_string()) &&
-          !beast::iequals(field.name_string(), "content-type")) {
-        passed.emplace_back(std::string(field.name_string()), std::string(field.value()));
-      }
-    }
 
-    std::array<char, std::size_t{16} * 1024> buf{};
+    // NOLINTNEXTLINE(cppcoreguidelines-pro-type-member-init): written by the parser before read
+    std::array<char, std::size_t{16} * 1024> buf;
     std::string collected;
     bool head_sent = false;
     if (what.stream) {
-      http::response<http::empty_body> res;
-      res.version(11);
-      res.result(status);
-      res.set(http::field::content_type, content_type);
-      for (const auto& [name, value] : passed) res.insert(name, value);
-      res.set(kEndpointHeader, what.endpointUrl);
-      res.set(kQueuedMsHeader, std::to_string(what.queuedMs));
-      res.chunked(true);
-      res.keep_alive(what.keepAlive);
-      http::response_serializer<http::empty_body> sr{res};
+      std::string out;
+      out.reserve(512);
+      appendResponseHead(out, parser.get(), content_type, what, std::nullopt);
       client.expires_after(timeout);
-      auto [cec, cn] = co_await http::async_write_header(client, sr, kUse);
+      auto [cec, cn] = co_await asio::async_write(client, asio::buffer(out), kUse);
       if (cec) {
         abort.abort();
         co_return ProxyResult::kClientGone;
@@ -212,14 +270,6 @@ asio::awaitable<ProxyResult> proxy(UpstreamPool& pool, const Options& options,
       client.expires_never();
       co_return cec ? ProxyResult::kClientGone : ProxyResult::kDone;
     }
-    http::response<http::string_body> res;
-    res.version(11);
-    res.result(status);
-    res.set(http::field::content_type, content_type);
-    for (const auto& [name, value] : passed) res.insert(name, value);
-    res.set(kEndpointHeader, what.endpointUrl);
-    res.set(kQueuedMsHeader, std::to_string(what.queuedMs));
-    res.keep_alive(what.keepAlive);
     if (what.usage != nullptr) {
       const auto body = nlohmann::json::parse(collected, nullptr, false);
       if (body.is_object() && body.contains("usage") && body["usage"].is_object()) {
@@ -234,13 +284,17 @@ asio::awaitable<ProxyResult> proxy(UpstreamPool& pool, const Options& options,
         what.usage->completionTokens = count("completion_tokens");
       }
     }
-    res.body() = std::move(collected);
-    res.prepare_payload();
-    client.expires_after(timeout);
-    auto [cec, cn] = co_await http::async_write(client, res, kUse);
+    std::string out;
+    out.reserve(512);
+    appendResponseHead(out, parser.get(), content_type, what, collected.size());
+    const std::array<asio::const_buffer, 2> reply{asio::buffer(out), asio::buffer(collected)};
+    const beast::error_code cec = co_await writeAll(client, reply, timeout);
     client.expires_never();
     co_return cec ? ProxyResult::kClientGone : ProxyResult::kDone;
   }
 }
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
 
 }  // namespace holdback::gateway

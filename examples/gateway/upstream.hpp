@@ -7,15 +7,17 @@
 // connection or connects a new one (--upstream-connect-ms, TCP_NODELAY); release() returns a
 // connection whose response was read to the end with keep-alive.
 //
-// proxy(): sends the request, reads the response head and relays the body: streamed
-// (`"stream": true`) as chunked transfer encoding, chunk by chunk as it arrives; otherwise
-// collected and sent with a Content-Length (an upstream failure mid-body is still a 502). A
-// request that fails on a reused connection before any response byte (the server closed it as we
-// sent) is retried once on a new connection. Cancellation: the caller's ClientWatch closes the
-// upstream connection at once when the client goes away; proxy() then returns kClientGone and the
-// connection is not reused, so the model server sees the disconnect and frees the slot. A
-// revocation (in-flight eviction) aborts the same way with AbortHandle::revoked set; proxy() then
-// returns kRevoked or kRevokedMidStream, and the caller answers the client.
+// proxy(): sends the request (its head serialized by hand into one buffer, written with the body
+// in one gather write that is first tried as one non-blocking send), reads the response head and
+// relays the body: streamed (`"stream": true`) as chunked transfer encoding, chunk by chunk as it
+// arrives; otherwise collected and sent with a Content-Length, head and body again in one write
+// (an upstream failure mid-body is still a 502). A request that fails on a reused connection
+// before any response byte (the server closed it as we sent) is retried once on a new connection.
+// Cancellation: the caller's ClientWatch closes the upstream connection at once when the client
+// goes away; proxy() then returns kClientGone and the connection is not reused, so the model
+// server sees the disconnect and frees the slot. A revocation (in-flight eviction) aborts the
+// same way with AbortHandle::revoked set; proxy() then returns kRevoked or kRevokedMidStream, and
+// the caller answers the client.
 //
 // Thread safety: not thread-safe; everything runs on the owning I/O thread.
 #pragma once
@@ -50,6 +52,8 @@ class UpstreamPool {
   void release(std::size_t i, std::unique_ptr<UpstreamConnection> c);
 
   [[nodiscard]] const tcp::endpoint& target(std::size_t i) const { return targets_[i]; }
+  // "IP:PORT" of endpoint i, the Host header of requests to it.
+  [[nodiscard]] const std::string& hostHeader(std::size_t i) const { return host_headers_[i]; }
   // Closes every idle connection (shutdown, with the I/O threads stopped).
   void clear() {
     for (auto& v : idle_) v.clear();
@@ -58,6 +62,7 @@ class UpstreamPool {
  private:
   asio::any_io_executor ex_;
   std::vector<tcp::endpoint> targets_;
+  std::vector<std::string> host_headers_;
   const Options& options_;
   GatewayCounters& counters_;
   std::vector<std::vector<std::unique_ptr<UpstreamConnection>>> idle_;

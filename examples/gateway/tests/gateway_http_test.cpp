@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <chrono>
+#include <string_view>
+#include <utility>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -181,6 +183,38 @@ TEST(ReplyForError, HasTheOpenAiErrorShape) {
       r.body,
       R"({"error":{"code":413,"message":"request body too large","type":"invalid_request_error"}})");
   EXPECT_EQ(r.retryAfterS, 0);
+}
+
+TEST(CompletionBody, IsAnObjectAndReadsOnlyTheTopLevelStreamFlag) {
+  const auto scan = [](std::string_view body) {
+    const CompletionBody b = scanCompletionBody(body);
+    return std::pair{b.object, b.stream};
+  };
+  EXPECT_EQ(scan(R"({"prompt": "hi", "max_tokens": 4})"), std::pair(true, false));
+  EXPECT_EQ(scan(R"({"prompt": "hi", "stream": true})"), std::pair(true, true));
+  EXPECT_EQ(scan(R"({"stream": false})"), std::pair(true, false));
+  // Only a boolean counts, and only at the top level.
+  EXPECT_EQ(scan(R"({"stream": "true"})"), std::pair(true, false));
+  EXPECT_EQ(scan(R"({"stream": 1})"), std::pair(true, false));
+  EXPECT_EQ(scan(R"({"stream": {"stream": true}})"), std::pair(true, false));
+  EXPECT_EQ(scan(R"({"o": {"stream": true}, "a": [{"stream": true}, true]})"),
+            std::pair(true, false));
+  EXPECT_EQ(scan(R"({"messages": [{"role": "user"}], "stream": true, "n": 1})"),
+            std::pair(true, true));
+  // The last duplicate key wins, as in a parsed document.
+  EXPECT_EQ(scan(R"({"stream": true, "stream": false})"), std::pair(true, false));
+  EXPECT_EQ(scan(R"({"stream": true, "stream": "yes"})"), std::pair(true, false));
+  EXPECT_EQ(scan(R"({"stream": true, "stream": [true]})"), std::pair(true, false));
+  EXPECT_EQ(scan(R"({"stream": false, "stream": true})"), std::pair(true, true));
+  // Not one JSON object: a 400.
+  EXPECT_EQ(scan(""), std::pair(false, false));
+  EXPECT_EQ(scan("[1, 2]"), std::pair(false, false));
+  EXPECT_EQ(scan(R"("stream")"), std::pair(false, false));
+  EXPECT_EQ(scan("42"), std::pair(false, false));
+  EXPECT_EQ(scan(R"({"stream": true)"), std::pair(false, false));
+  EXPECT_EQ(scan(R"({"stream": true} {})"), std::pair(false, false));
+  EXPECT_EQ(scan(R"({"stream": true} x)"), std::pair(false, false));
+  EXPECT_EQ(scan("{\"p\": \"\xff\"}"), std::pair(false, false));  // invalid UTF-8
 }
 
 }  // namespace
