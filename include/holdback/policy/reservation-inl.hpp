@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 #include "holdback/core/text.hpp"
 
@@ -366,7 +367,9 @@ HOLDBACK_INLINE void ReservationPolicy::holdReserves(std::span<const Priority> p
   bool expected = false;
   const bool update = hold_busy_.compare_exchange_strong(expected, true, std::memory_order_acquire);
   // Beyond this reserve the ceiling is minCeiling anyway; an infinite reserve decays from here.
-  const double cap = (1.0 - options_.minCeiling) / unit;
+  // (A denormal unit would make it infinite: then the largest finite double.)
+  const double range = (1.0 - options_.minCeiling) / unit;
+  const double cap = std::isfinite(range) ? range : std::numeric_limits<double>::max();
   const double decay = std::chrono::duration<double>(options_.smoothing.decay).count();
   const std::size_t n = std::min({priorities.size(), reserves.size(), kMaxFeedbackBands});
   for (std::size_t i = 1; i < n; ++i) {
@@ -396,6 +399,7 @@ HOLDBACK_INLINE void ReservationPolicy::holdReserves(std::span<const Priority> p
                                             1e-9
                                       : 0.0;
         held = r + (before - r) * std::exp(-dt / tau);
+        if (!(held >= r)) held = r;  // NaN from bad stored figures: no hold
       }
     }
     if (update) {
