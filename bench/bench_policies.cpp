@@ -15,6 +15,7 @@
 //                                                                       static-map, soft)
 //   BM_FloorExp/<N>                 N exp() calls into the buffer      (floor of sigmoid)
 //   BM_ComputeLimitDemand/reservation/<N>  reservation-holdback-policy with a demand view
+//   BM_ComputeLimitDemand/reservation-hold/<N>  the same with a clock: the hold of the reserve runs
 //                                   (refill sizing, the default; N in {8, 64}; compare with
 //                                   BM_FloorMulAdd/<N> + BM_FloorRefillQuantile/<N>)
 //   BM_ComputeLimitDemand/reservation-occupancy/<N>  the same with the occupancy sizing (compare
@@ -26,6 +27,7 @@
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <memory>
 #include <string>
@@ -103,7 +105,9 @@ void computeLimitChanging(benchmark::State& state, const std::string& strategy) 
 
 // reservation-holdback-policy with a demand view (issue 15): every band has occupancy 1 + i/4,
 // arrivals 2/s, holding time 0.5 s, request unit 1/64; epsilon 0.01, minCeiling 0.5.
-void computeLimitDemand(benchmark::State& state, ReservationSizing sizing) {
+// `hold`: the view carries a clock advancing 1 ms per call, so the hold of the reserve runs (one
+// exponential per band whose held reserve is above the computed one).
+void computeLimitDemand(benchmark::State& state, ReservationSizing sizing, bool hold = false) {
   const auto n = static_cast<std::size_t>(state.range(0));
   const auto priorities = workPriorities(n);
   auto policy =
@@ -120,7 +124,12 @@ void computeLimitDemand(benchmark::State& state, ReservationSizing sizing) {
   view.bands = bands;
   view.requestUnit = 1.0 / 64.0;
   std::vector<double> ceilings(n, 1.0);
+  auto now = std::chrono::steady_clock::time_point{} + std::chrono::hours(1);
   for (auto _ : state) {
+    if (hold) {
+      now += std::chrono::milliseconds(1);
+      view.now = now;
+    }
     policy->computeLimit(0.7, priorities, ceilings, view);
     benchmark::DoNotOptimize(ceilings.data());
     benchmark::ClobberMemory();
@@ -251,6 +260,9 @@ int registerAll() {
        {benchmark::RegisterBenchmark(
             "BM_ComputeLimitDemand/reservation",
             [](benchmark::State& st) { computeLimitDemand(st, ReservationSizing::kRefill); }),
+        benchmark::RegisterBenchmark(
+            "BM_ComputeLimitDemand/reservation-hold",
+            [](benchmark::State& st) { computeLimitDemand(st, ReservationSizing::kRefill, true); }),
         benchmark::RegisterBenchmark(
             "BM_ComputeLimitDemand/reservation-occupancy",
             [](benchmark::State& st) { computeLimitDemand(st, ReservationSizing::kOccupancy); }),

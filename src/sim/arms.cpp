@@ -45,11 +45,14 @@ config::Json staticMap(const Scenario& s) {
 }
 
 // Reservation sized from measured demand (issue 15): minCeiling from the scenario, one request
-// of reserve at least, demand decaying over 2 s (docs/simulation.md has the sensitivity to
-// epsilon and the decay time). `extra` is merged into the parameters.
+// of reserve at least, demand decaying over 1.5 s, the library's hold of the reserve
+// (docs/simulation.md has the sensitivity to epsilon, the decay time and the hold). `extra` is
+// merged into the parameters.
 config::Json reservation(const Scenario& s, double epsilon, config::Json extra = nullptr) {
-  config::Json p = {
-      {"epsilon", epsilon}, {"minCeiling", s.minCeiling}, {"minReserve", 1.0}, {"decayTime", "2s"}};
+  config::Json p = {{"epsilon", epsilon},
+                    {"minCeiling", s.minCeiling},
+                    {"minReserve", 1.0},
+                    {"decayTime", "1500ms"}};
   if (!extra.is_null()) p.merge_patch(extra);
   return plugin("reservation-holdback-policy", std::move(p));
 }

@@ -1,9 +1,11 @@
 // Concurrency of the policies; run under ThreadSanitizer by scripts/test.sh.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <vector>
 
 #include "holdback/policy/policies.hpp"
+#include "holdback/policy/reservation.hpp"
 #include "holdback/testing/conformance_support.hpp"
 
 namespace holdback {
@@ -85,6 +87,42 @@ TEST(PriorityHoldbackConcurrencyTest, MemoUnderConcurrentlyChangingListsReturnsE
     });
     for (const int m : mismatches) EXPECT_EQ(m, 0);
   }
+}
+
+// The hold of the reserve is state shared by every caller: concurrent callers with their own
+// clocks, bursts and lulls still get bounded, non-increasing ceilings, and the state stays usable.
+TEST(ReservationConcurrencyTest, HoldStateSurvivesConcurrentCallers) {
+  auto policy = std::move(ReservationPolicy::create({.epsilon = 0.01, .minCeiling = 0.5})).value();
+  const std::vector<Priority> priorities{10, 0, -1};
+  const std::vector<BandDemand> burst{
+      {.arrivalRate = 60.0, .inFlight = 30.0, .completionRate = 20.0},
+      {.holdingTime = 2.0, .inFlight = 4.0, .completionRate = 2.0},
+      {.holdingTime = 2.5, .inFlight = 30.0, .completionRate = 10.0}};
+  std::vector<BandDemand> idle = burst;
+  idle[0].arrivalRate = 0.0;
+  const auto t0 = std::chrono::steady_clock::time_point{} + std::chrono::hours(1);
+  std::vector<int> bad(4, 0);
+  testing::runConcurrently(4, [&](int t) {
+    std::vector<double> c(3);
+    for (int i = 0; i < 5000; ++i) {
+      const auto& demand = (i / 100 + t) % 2 == 0 ? burst : idle;
+      c.assign(3, 1.0);
+      policy->computeLimit(
+          1.0, priorities, c,
+          DemandView{.bands = demand,
+                     .requestUnit = 1.0 / 64,
+                     .now = t0 + std::chrono::milliseconds(i) + std::chrono::microseconds(t)});
+      const bool ok = c[0] == 1.0 && c[1] <= c[0] && c[2] <= c[1] && c[2] >= 0.5;
+      if (!ok) ++bad[static_cast<std::size_t>(t)];
+    }
+  });
+  for (const int b : bad) EXPECT_EQ(b, 0);
+  // Long after, the lull's one-slot reserve.
+  std::vector<double> c(3, 1.0);
+  policy->computeLimit(
+      1.0, priorities, c,
+      DemandView{.bands = idle, .requestUnit = 1.0 / 64, .now = t0 + std::chrono::hours(1)});
+  EXPECT_DOUBLE_EQ(c[2], 63.0 / 64);
 }
 
 }  // namespace

@@ -262,6 +262,81 @@ TEST(ReservationPolicy, ComputeLimitWithDemandDoesNotAllocate) {
   for (std::size_t i = 1; i < ceilings.size(); ++i) EXPECT_LE(ceilings[i], ceilings[i - 1]);
 }
 
+// The hold tests: 64 slots (u = 1/64); `now` = epoch means no clock.
+using Clock = std::chrono::steady_clock;
+const Clock::time_point kT0 = Clock::time_point{} + 100s;
+
+std::vector<double> ceilingsAt(ReservationPolicy& policy, const std::vector<Priority>& priorities,
+                               const std::vector<BandDemand>& demand, Clock::time_point now) {
+  std::vector<double> ceilings(priorities.size(), 1.0);
+  policy.computeLimit(1.0, priorities, ceilings,
+                      DemandView{.bands = demand, .requestUnit = 1.0 / 64, .now = now});
+  return ceilings;
+}
+
+// The top band bursts beyond the pool's turnover (an infinite reserve below it, held as the 32
+// requests at which the ceiling is minCeiling 0.5); `lower` are the bands below it.
+std::vector<BandDemand> burstOver(std::vector<BandDemand> lower) {
+  lower.insert(lower.begin(), {.arrivalRate = 60.0, .inFlight = 30.0, .completionRate = 20.0});
+  return lower;
+}
+
+// The same figures with the top band idle: a one-request reserve without the hold.
+std::vector<BandDemand> idled(std::vector<BandDemand> demand) {
+  demand[0].arrivalRate = 0.0;
+  return demand;
+}
+
+// The hold: a burst's reserve is kept after the burst ends, falling with the admitted band's
+// holding time as time constant; it rises again at once.
+TEST(ReservationHold, RisesAtOnceAndFallsWithTheBandsHoldingTime) {
+  auto policy = make({.epsilon = 0.01, .minCeiling = 0.5});
+  const std::vector<Priority> priorities{10, -1};
+  const auto burst = burstOver({{.holdingTime = 2.0, .inFlight = 34.0, .completionRate = 10.0}});
+  const auto idle = idled(burst);
+  const double unit = 1.0 / 64;
+  EXPECT_DOUBLE_EQ(ceilingsAt(*policy, priorities, burst, kT0)[1], 0.5);
+  // 0.5 s later: held = 1 + 31 e^(-0.5 / 2).
+  const double held = 1.0 + 31.0 * std::exp(-0.25);
+  EXPECT_NEAR(ceilingsAt(*policy, priorities, idle, kT0 + 500ms)[1], 1.0 - held * unit, 1e-12);
+  // The same figures a second time at the same instant: nothing more decays.
+  EXPECT_NEAR(ceilingsAt(*policy, priorities, idle, kT0 + 500ms)[1], 1.0 - held * unit, 1e-12);
+  // Another 2 s: one more holding time.
+  EXPECT_NEAR(ceilingsAt(*policy, priorities, idle, kT0 + 2500ms)[1],
+              1.0 - (1.0 + (held - 1.0) * std::exp(-1.0)) * unit, 1e-12);
+  // A burst again: at once.
+  EXPECT_DOUBLE_EQ(ceilingsAt(*policy, priorities, burst, kT0 + 2600ms)[1], 0.5);
+  // A clock that went back holds the reserve (no decay, no overflow).
+  EXPECT_DOUBLE_EQ(ceilingsAt(*policy, priorities, idle, kT0 - 1000s)[1], 0.5);
+  // Long after: back to the one-slot reserve.
+  EXPECT_NEAR(ceilingsAt(*policy, priorities, idle, kT0 + 1000s)[1], 1.0 - unit, 1e-12);
+}
+
+TEST(ReservationHold, WithoutAClockOrWhenOffTheCeilingsArePure) {
+  const std::vector<Priority> priorities{10, -1};
+  const auto burst = burstOver({{.holdingTime = 2.0, .inFlight = 34.0, .completionRate = 10.0}});
+  auto off = make({.epsilon = 0.01, .minCeiling = 0.5, .holdReserve = false});
+  EXPECT_DOUBLE_EQ(ceilingsAt(*off, priorities, burst, kT0)[1], 0.5);
+  EXPECT_DOUBLE_EQ(ceilingsAt(*off, priorities, idled(burst), kT0 + 1ms)[1], 63.0 / 64);
+  auto on = make({.epsilon = 0.01, .minCeiling = 0.5});
+  EXPECT_DOUBLE_EQ(ceilingsAt(*on, priorities, burst, Clock::time_point{})[1], 0.5);
+  EXPECT_DOUBLE_EQ(ceilingsAt(*on, priorities, idled(burst), Clock::time_point{})[1], 63.0 / 64);
+}
+
+// A lower band never keeps less room than the band above it holds, whatever its own holding time.
+TEST(ReservationHold, ALowerBandKeepsAtLeastTheRoomHeldAboveIt) {
+  auto policy = make({.epsilon = 0.01, .minCeiling = 0.5});
+  const std::vector<Priority> priorities{10, 0, -1};
+  const auto burst = burstOver({{.holdingTime = 20.0, .inFlight = 4.0, .completionRate = 1.0},
+                                {.holdingTime = 0.1, .inFlight = 30.0, .completionRate = 10.0}});
+  EXPECT_DOUBLE_EQ(ceilingsAt(*policy, priorities, burst, kT0)[2], 0.5);
+  const auto ceilings = ceilingsAt(*policy, priorities, idled(burst), kT0 + 1s);
+  // Band 0 (20 s holding time) still holds about 30 requests; band -1 (0.1 s) alone would hold
+  // none of its burst reserve.
+  EXPECT_LT(ceilings[1], 0.55);
+  EXPECT_DOUBLE_EQ(ceilings[2], ceilings[1]);
+}
+
 TEST(ReservationPolicy, EveryInvalidOptionIsReportedWithItsPath) {
   ReservationOptions options{
       .epsilon = 0.7,
@@ -365,7 +440,8 @@ TEST(ReservationConfig, LoadsEveryParameter) {
   std::shared_ptr<UsageLimitPolicy> policy;
   EXPECT_TRUE(loadErrors(R"({"epsilon":0.001,"epsilons":{"-1":0.1,"5":0.05},"minCeiling":0.2,
                              "maxCeiling":0.95,"minReserve":2,"refillHorizon":"150ms",
-                             "requestUnit":0.015625,"riseTime":"200ms","decayTime":"8s"})",
+                             "requestUnit":0.015625,"riseTime":"200ms","decayTime":"8s",
+                             "holdReserve":false})",
                          &policy)
                   .empty());
   ASSERT_NE(policy, nullptr);
@@ -381,6 +457,7 @@ TEST(ReservationConfig, LoadsEveryParameter) {
   EXPECT_EQ(options.requestUnit, 0.015625);
   EXPECT_EQ(options.smoothing.rise, std::chrono::milliseconds(200));
   EXPECT_EQ(options.smoothing.decay, std::chrono::seconds(8));
+  EXPECT_FALSE(options.holdReserve);
   EXPECT_TRUE(policy->usesDemand());
 }
 
@@ -462,7 +539,9 @@ namespace {
 using namespace std::chrono_literals;
 
 TEST(ReservationFeedbackTrim, GrowsMultiplicativelyShrinksAdditively) {
-  auto made = ReservationPolicy::create({.poissonSizing = false,
+  // The trim alone: without the hold, which would keep a shrinking extra a little longer.
+  auto made = ReservationPolicy::create({.holdReserve = false,
+                                         .poissonSizing = false,
                                          .feedback = {.enabled = true,
                                                       .targetWait = 20ms,
                                                       .targets = {{.priority = 0, .wait = 1s}},

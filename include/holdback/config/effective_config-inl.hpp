@@ -84,7 +84,8 @@ HOLDBACK_INLINE OrderedJson effectiveParameters(const UsageLimitPolicy& policy) 
              o.refillHorizon ? OrderedJson(formatDuration(*o.refillHorizon)) : OrderedJson()},
             {"requestUnit", detail::optionalNumber(o.requestUnit)},
             {"riseTime", formatDuration(o.smoothing.rise)},
-            {"decayTime", formatDuration(o.smoothing.decay)}};
+            {"decayTime", formatDuration(o.smoothing.decay)},
+            {"holdReserve", o.holdReserve}};
   }
   if (dynamic_cast<const SoftReflectiveCeilingPolicy*>(&policy) != nullptr) {
     return OrderedJson::object();

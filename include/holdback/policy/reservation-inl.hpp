@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 #include "holdback/core/text.hpp"
 
@@ -357,6 +358,62 @@ HOLDBACK_INLINE void ReservationPolicy::reserves(std::span<const Priority> prior
   }
 }
 
+HOLDBACK_INLINE void ReservationPolicy::holdReserves(std::span<const Priority> priorities,
+                                                     const DemandView& demand, double unit,
+                                                     std::span<double> reserves) noexcept {
+  if (!options_.holdReserve || demand.now == std::chrono::steady_clock::time_point{}) return;
+  const std::int64_t now_ns =
+      std::chrono::duration_cast<std::chrono::nanoseconds>(demand.now.time_since_epoch()).count();
+  bool expected = false;
+  const bool update = hold_busy_.compare_exchange_strong(expected, true, std::memory_order_acquire);
+  // Beyond this reserve the ceiling is minCeiling anyway; an infinite reserve decays from here.
+  // (A denormal unit would make it infinite: then the largest finite double.)
+  const double range = (1.0 - options_.minCeiling) / unit;
+  const double cap = std::isfinite(range) ? range : std::numeric_limits<double>::max();
+  const double decay = std::chrono::duration<double>(options_.smoothing.decay).count();
+  const std::size_t n = std::min({priorities.size(), reserves.size(), kMaxFeedbackBands});
+  for (std::size_t i = 1; i < n; ++i) {
+    const double r = reserves[i] < cap ? reserves[i] : cap;  // NaN -> cap (protective)
+    const Priority p = priorities[i];
+    const HoldSlot* slot = &hold_[i];
+    if (slot->priority.load(std::memory_order_relaxed) != p) {
+      slot = nullptr;  // the band moved to another position, or is new
+      for (const HoldSlot& other : hold_) {
+        if (other.priority.load(std::memory_order_relaxed) == p) {
+          slot = &other;
+          break;
+        }
+      }
+    }
+    double held = r;
+    if (slot != nullptr) {
+      const double before = slot->held.load(std::memory_order_relaxed);
+      const std::int64_t at = slot->at_ns.load(std::memory_order_relaxed);
+      if (before > r) {
+        // Time constant: the band's holding time, decayTime until one is measured. Unsigned
+        // arithmetic: far-apart timestamps must not overflow; a clock that went back holds.
+        const double hold = demand.bands.size() > i ? demand.bands[i].holdingTime : 0.0;
+        const double tau = hold > 0.0 && std::isfinite(hold) ? hold : decay;
+        const double dt = now_ns > at ? static_cast<double>(static_cast<std::uint64_t>(now_ns) -
+                                                            static_cast<std::uint64_t>(at)) *
+                                            1e-9
+                                      : 0.0;
+        held = r + (before - r) * std::exp(-dt / tau);
+        if (!(held >= r)) held = r;  // NaN from bad stored figures: no hold
+      }
+    }
+    if (update) {
+      HoldSlot& mine = hold_[i];
+      mine.priority.store(p, std::memory_order_relaxed);
+      mine.held.store(held, std::memory_order_relaxed);
+      mine.at_ns.store(now_ns, std::memory_order_relaxed);
+    }
+    // A lower band keeps at least the room held for the band above it (ceilings non-increasing).
+    reserves[i] = std::max({held, reserves[i - 1], reserves[i]});  // a NaN last: not chosen
+  }
+  if (update) hold_busy_.store(false, std::memory_order_release);
+}
+
 HOLDBACK_INLINE void ReservationPolicy::computeWithDemand(double /*saturation*/,
                                                           std::span<const Priority> priorities,
                                                           std::span<double> ceilings,
@@ -370,6 +427,7 @@ HOLDBACK_INLINE void ReservationPolicy::computeWithDemand(double /*saturation*/,
     return;
   }
   reserves(priorities, demand, ceilings);  // ceilings[i] = R_i for now
+  holdReserves(priorities, demand, unit, ceilings);
   for (std::size_t i = 0; i < n; ++i) {
     const double c = i == 0 ? options_.maxCeiling : 1.0 - ceilings[i] * unit;
     ceilings[i] = std::clamp(c, options_.minCeiling, options_.maxCeiling);

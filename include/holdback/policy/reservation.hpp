@@ -51,6 +51,18 @@
 //   + (z^3 - 7z) / (72 sqrt(a)) above (z = Phi^-1(1 - eps), computed once per epsilon at
 //   creation; within one request of the exact quantile there, pinned by tests).
 //
+// Hold (option holdReserve, on by default): a slot given to band i now stays taken for about band
+// i's holding time, so a reserve that dips and recovers within that time has already handed the
+// room out when it is needed again (the simulator's settled-burst misses, docs/simulation.md).
+// The reserve therefore rises at once and falls no faster than exponentially with time constant
+// H_i, band i's measured holdingTime (decayTime until one is measured):
+//
+//     held_i(t) = max(R_i(t), R_i(t) + (held_i(t') - R_i(t)) exp(-(t - t') / H_i))
+//
+// An infinite R_i is held as (1 - minCeiling) / u, the reserve at which the ceiling is minCeiling
+// anyway. It needs DemandView::now (no clock, no hold: the computation is then a pure function).
+// reserves() returns R_i before the hold.
+//
 // Without demand (an empty view, e.g. the three-argument computeLimit), A_i = L_i = 0: every band
 // below the top keeps max(minReserve, 1) request of reserve.
 //
@@ -63,8 +75,9 @@
 // it needs DemandView::now and waitP95. With `poissonSizing: false` the extras (plus minReserve)
 // are the whole reserve: the stand-alone feedback anchor.
 //
-// Thread safety: thread-safe. Without feedback it is immutable after creation; the feedback state
-// is atomics, advanced by one caller per interval (a concurrent caller skips the update).
+// Thread safety: thread-safe. Without feedback and hold it is immutable after creation; the
+// feedback and hold state are atomics, advanced by one caller at a time (a concurrent caller skips
+// the update; it still applies the held reserves it reads).
 // computeLimit allocates nothing and does not throw.
 #pragma once
 
@@ -143,6 +156,9 @@ struct ReservationOptions {
   std::optional<double> requestUnit;
   // How the controller smooths the demand this policy reads (rise and decay > 0, decay >= rise).
   DemandSmoothing smoothing;
+  // true (default): the reserve falls no faster than the admitted band's holding time (the hold
+  // of the file comment); false: R_i as computed at each call.
+  bool holdReserve = true;
   // false: no Poisson sizing (R_i = minReserve + feedback extras only): the stand-alone feedback
   // anchor. true (default): the trunk-reservation sizing of the file comment.
   bool poissonSizing = true;
@@ -176,13 +192,14 @@ class HOLDBACK_API ReservationPolicy final : public UsageLimitPolicy {
   [[nodiscard]] const ReservationOptions& options() const noexcept { return options_; }
 
   // The reserve R_i (requests) kept below band i for the given inputs and the current feedback
-  // state; exposed for tests and the simulator's interval output. Does not advance feedback.
+  // state, before the hold; exposed for tests. Does not advance feedback or hold state.
   void reserves(std::span<const Priority> priorities, const DemandView& demand,
                 std::span<double> out) const noexcept;
   // The feedback extra (requests) currently kept for band `priority`; 0 when none.
   [[nodiscard]] double feedbackExtra(Priority priority) const noexcept;
 
-  // Feedback state is kept for at most this many bands (positions); bands beyond get none.
+  // Feedback and hold state is kept for at most this many bands (positions); bands beyond get
+  // none (their reserve is not held).
   static constexpr std::size_t kMaxFeedbackBands = 64;
 
  protected:
@@ -201,6 +218,10 @@ class HOLDBACK_API ReservationPolicy final : public UsageLimitPolicy {
   // Advances the feedback state when an interval has passed (one caller at a time; others skip).
   void updateFeedback(std::span<const Priority> priorities, const DemandView& demand) noexcept;
   [[nodiscard]] double extraAt(std::size_t position, Priority priority) const noexcept;
+  // Applies the hold to reserves[i] (requests; see the file comment), advancing the state when
+  // this caller gets it. `unit` > 0.
+  void holdReserves(std::span<const Priority> priorities, const DemandView& demand, double unit,
+                    std::span<double> reserves) noexcept;
 
   static constexpr std::int64_t kNoPriority = std::numeric_limits<std::int64_t>::min();
   struct FeedbackSlot {
@@ -214,6 +235,13 @@ class HOLDBACK_API ReservationPolicy final : public UsageLimitPolicy {
   std::array<FeedbackSlot, kMaxFeedbackBands> feedback_{};
   std::atomic<std::int64_t> last_feedback_ns_{kNoPriority};
   std::atomic<bool> feedback_busy_{false};
+  struct HoldSlot {
+    std::atomic<std::int64_t> priority{kNoPriority};
+    std::atomic<double> held{0.0};  // requests
+    std::atomic<std::int64_t> at_ns{0};
+  };
+  std::array<HoldSlot, kMaxFeedbackBands> hold_{};
+  std::atomic<bool> hold_busy_{false};
 };
 
 }  // namespace HOLDBACK_ABI_NAMESPACE
