@@ -288,10 +288,10 @@ HOLDBACK_INLINE bool ControllerCore::gatherCandidates(Priority demandPrio, doubl
 HOLDBACK_INLINE double ControllerCore::leadSeconds(Duration configured) const noexcept {
   const double lead = std::chrono::duration<double>(configured).count();
   if (lead > 0.0) return lead;
-  const double measured = eviction_stats_.confirmed > 0
-                              ? eviction_stats_.confirmationSumSeconds /
-                                    static_cast<double>(eviction_stats_.confirmed)
-                              : 0.0;
+  const double measured =
+      eviction_stats_.confirmed > 0
+          ? eviction_stats_.confirmationSumSeconds / static_cast<double>(eviction_stats_.confirmed)
+          : 0.0;
   return measured + std::chrono::duration<double>(settings_.eviction.confirmationGrace).count();
 }
 
@@ -309,13 +309,15 @@ HOLDBACK_INLINE void ControllerCore::restoreReserve(TimePoint now, double s,
   std::size_t v = 0;
   while (v < domain_bands_.size() && !ev.filter->mayAccept(domain_bands_[v]->prio)) ++v;
   if (v == 0 || v == domain_bands_.size()) return;  // nothing protected, or no victim band
-  const double over = (s - ceilings_[v]) / unit;   // requests beyond the victim band's ceiling
-  if (!(over > 0.0)) return;                       // the policy's reserve is intact
+  const double over = (s - ceilings_[v]) / unit;    // requests beyond the victim band's ceiling
+  if (!(over > 0.0)) return;                        // the policy's reserve is intact
 
   double lambda = 0.0;  // the protected bands' arrivals per second
   for (std::size_t j = 0; j < v; ++j) {
     const std::uint32_t slot = domain_bands_[j]->demand_slot;
-    if (slot < demand_slots_.size() && demand_slots_[slot].prio == domain_bands_[j]->prio) lambda += demand_slots_[slot].estimator.demand().arrivalRate;
+    if (slot < demand_slots_.size() && demand_slots_[slot].prio == domain_bands_[j]->prio) {
+      lambda += demand_slots_[slot].estimator.demand().arrivalRate;
+    }
   }
   double completions = 0.0;  // every band's releases per second
   for (const DemandSlot& d : demand_slots_) completions += d.estimator.demand().completionRate;

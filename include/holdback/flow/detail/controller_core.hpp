@@ -182,8 +182,7 @@ class ControllerCore {
   }
   // The demand figures are measured for the policy or for reserve restoration.
   [[nodiscard]] bool measuresDemand() const noexcept HOLDBACK_REQUIRES(mu_) {
-    return demandOn() ||
-           (settings_.eviction.enabled && settings_.eviction.restoreReserve.enabled);
+    return demandOn() || (settings_.eviction.enabled && settings_.eviction.restoreReserve.enabled);
   }
   // The band's demand slot (adds one, allocating, when its priority is new).
   std::uint32_t demandSlotOf(Band* band) HOLDBACK_REQUIRES(mu_);
@@ -206,8 +205,7 @@ class ControllerCore {
   // Fills candidates_ (leases strictly below `demandPrio` the filter accepts) with their credits;
   // false when there is none (or the credit is not finite).
   bool gatherCandidates(Priority demandPrio, double s, bool& byFootprint,
-                        double& totalFootprint) noexcept
-      HOLDBACK_REQUIRES(mu_);
+                        double& totalFootprint) noexcept HOLDBACK_REQUIRES(mu_);
   // Revokes `need` candidates (by footprint: enough to cover `net`), at most the cap.
   void issueRevocations(TimePoint now, Priority demandPrio, std::size_t need, double net,
                         bool byFootprint, bool restored, RevocationBatch& out) noexcept
