@@ -146,6 +146,11 @@ FlowControllerOptions readOptions(Input& in, std::shared_ptr<const SaturationDet
     options.eviction.waitForReleases = {.enabled = (e & 8) != 0,
                                         .tolerance = std::chrono::milliseconds(e % 7)};
     options.eviction.footprintAware = (e & 16) != 0;
+    // Reserve restoration (from the same byte: the corpus keeps its meaning); some invalid.
+    options.eviction.restoreReserve = {.enabled = e % 3 == 0,
+                                       .epsilon = e % 4 == 0 ? 0.7 : 0.01,
+                                       .leadTime = std::chrono::milliseconds(e % 11 - 1)};
+    options.eviction.revokeOnBlock = e % 5 != 0;
   }
   if (flags & 16) {
     for (int n = 1 + in.byte() % 3; n > 0; --n) {

@@ -40,7 +40,9 @@ Options:
                     sigmoid, static-map, soft-reflective, stepwise-active (stepwise over the
                     priorities active within the last second only), reservation and
                     reservation-0.1% (reservation-holdback-policy, epsilon 1 % / 0.1 %);
-                    static-1.0+evict, stepwise+evict, reservation+evict add in-flight eviction
+                    static-1.0+evict, stepwise+evict, reservation+evict-hol add in-flight
+                    eviction at a head-of-line block (upstream's trigger); reservation+evict
+                    restores the reserve by eviction before a block instead
   --detector D      the saturation detector of the gateway: utilization (scraped queue and KV
                     telemetry), concurrency (the gateway's own in-flight counts) or both, one
                     table each (default: both for a built-in scenario, else the scenario's)

@@ -138,7 +138,15 @@ std::vector<Arm> allArms() {
        .policy = [](S s) { return holdback("stepwise-spread", s); },
        .eviction = true},
       {.name = "reservation+evict",
-       .description = "reservation (epsilon 1 %) with in-flight eviction",
+       .description = "reservation (epsilon 1 %) with in-flight eviction that restores its reserve "
+                      "before a block (no head-of-line trigger)",
+       .policy = [](S s) { return reservation(s, 0.01); },
+       .eviction = true,
+       .revokeOnBlock = false,
+       .restoreReserve = true},
+      {.name = "reservation+evict-hol",
+       .description = "reservation (epsilon 1 %) with in-flight eviction at a head-of-line block "
+                      "(upstream's trigger)",
        .policy = [](S s) { return reservation(s, 0.01); },
        .eviction = true},
   };

@@ -75,6 +75,8 @@ Simulation::Simulation(const Scenario& s, const Arm& arm, const RunOptions& opti
       if (arm.maxRevocationsPerDecision > 0) {
         o.eviction.maxRevocationsPerDecision = arm.maxRevocationsPerDecision;
       }
+      o.eviction.revokeOnBlock = arm.revokeOnBlock;
+      o.eviction.restoreReserve.enabled = arm.restoreReserve;  // lead time: measured
       o.eviction.evict = [this, g](const Revocation& r) { onRevocation(g, r); };
     }
     gw.fc = std::move(FlowController::create(std::move(o))).value();

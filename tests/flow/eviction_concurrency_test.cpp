@@ -52,6 +52,9 @@ TEST(EvictionConcurrencyTest, EveryRequestLeaseAndRevocationEndsOnce) {
     o.eviction.maxRevocationsPerDecision = 1 + static_cast<std::size_t>(variant % 3);
     o.eviction.waitForReleases = {.enabled = variant == 1, .tolerance = 5ms};
     o.eviction.footprintAware = variant == 2;
+    // Reserve restoration (any cycle, not only a blocked one): with upstream's trigger, and alone.
+    o.eviction.restoreReserve = {.enabled = variant == 1 || variant == 2, .leadTime = 5ms};
+    o.eviction.revokeOnBlock = variant != 2;
     return o;
   };
   FlowControllerOptions o = make_options(0);

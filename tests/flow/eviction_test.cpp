@@ -305,6 +305,23 @@ TEST_F(EvictionTest, ValidationNamesPathsAndValues) {
   EXPECT_NE(text.find("/eviction/waitForReleases/tolerance"), std::string::npos) << text;
   EXPECT_NE(text.find("/eviction/evict"), std::string::npos) << text;
 
+  auto r = evicting();
+  r.eviction.revokeOnBlock = false;  // and restoreReserve off: nothing could ever be revoked
+  r.eviction.restoreReserve.epsilon = 0.7;
+  r.eviction.restoreReserve.leadTime = -1ms;
+  Diagnostics dr;
+  FlowController::validate(r, dr);
+  const std::string rtext = dr.toString();
+  EXPECT_NE(rtext.find("/eviction/revokeOnBlock"), std::string::npos) << rtext;
+  EXPECT_NE(rtext.find("/eviction/restoreReserve/leadTime"), std::string::npos) << rtext;
+  r.eviction.restoreReserve.enabled = true;
+  Diagnostics dr2;
+  FlowController::validate(r, dr2);
+  const std::string rtext2 = dr2.toString();
+  EXPECT_EQ(rtext2.find("/eviction/revokeOnBlock"), std::string::npos) << rtext2;
+  EXPECT_NE(rtext2.find("/eviction/restoreReserve/epsilon"), std::string::npos) << rtext2;
+  EXPECT_NE(rtext2.find("(0, 0.5], but got 0.7"), std::string::npos) << rtext2;
+
   // reconfigure cannot enable eviction on a controller created without a callback.
   auto plain = make(options());
   auto enable = evicting();
@@ -390,6 +407,81 @@ TEST_F(EvictionTest, FootprintAwareCoversTheDeficitDestroyingFewestTokens) {
   EXPECT_EQ(revoked[0].id, ids[2]);
   EXPECT_NEAR(revoked[0].credit, 0.52, 1e-12);
   EXPECT_EQ(revoked[0].generatedTokens, 50u);
+}
+
+// Reserve restoration (holdback): the victims' band is over its ceiling (the policy wants room
+// kept free for band 10) and band 10's arrivals during the lead time need more room than is free:
+// sheddable leases are revoked before band 10 ever blocks.
+class ReserveRestoreTest : public EvictionTest {
+ protected:
+  std::unique_ptr<FlowController> restoring(bool onBlock = false, double batchCeiling = 0.5) {
+    auto o = evicting(
+        std::make_shared<FixedCeilingPolicy>(std::map<Priority, double>{{-1, batchCeiling}}));
+    o.eviction.revokeOnBlock = onBlock;
+    o.eviction.restoreReserve = {.enabled = true, .epsilon = 0.01, .leadTime = 200ms};
+    return make(std::move(o));
+  }
+  // Band 10 requests arriving every `gap` from `from` to `to`, a cycle every millisecond;
+  // returns the cycles that found band 10 blocked.
+  std::size_t arrive(FlowController& fc, TimePoint from, TimePoint to, Duration gap) {
+    std::size_t blocked = 0;
+    TimePoint next = from;
+    for (TimePoint t = from; t < to; t += 1ms) {
+      if (t >= next) {
+        fc.enqueue(request("hp", 10), t);
+        next += gap;
+      }
+      const DispatchResult r = cycle(fc, t);
+      if (r.kind == Kind::kGated && r.priority == 10) ++blocked;
+    }
+    return blocked;
+  }
+};
+
+TEST_F(ReserveRestoreTest, RevokesBeforeTheHigherBandBlocks) {
+  auto fc = restoring();
+  preload(*fc, 20, -1, t0);
+  detector->set(0.9);  // 20 leases: one request = 0.045; batch over its 0.5 ceiling by 8.9
+  // 20/s into band 10 (lead 200 ms: 4 expected, the 1 % quantile ~ 10 requests of room wanted,
+  // 2.2 free): restoration revokes; band 10 itself is never blocked (s < 1).
+  EXPECT_EQ(arrive(*fc, t0 + 1s, t0 + 3s, 50ms), 0u);
+  ASSERT_FALSE(revoked.empty());
+  for (const Revocation& r : revoked) {
+    EXPECT_EQ(r.priority, -1);
+    EXPECT_EQ(r.demandPriority, 10);
+  }
+  for (std::size_t n : decisions) EXPECT_LE(n, 2u);  // the cap, paced by stop-and-wait
+  const EvictionStats st = fc->stats().eviction;
+  EXPECT_EQ(st.restored, st.issued);
+  EXPECT_EQ(st.outstanding, revoked.size());  // stop-and-wait: nothing confirmed, one decision
+  EXPECT_EQ(decisions.size(), 1u);
+}
+
+TEST_F(ReserveRestoreTest, QuietWithoutHigherBandArrivalsOrWhileTheReserveIsIntact) {
+  auto fc = restoring();
+  preload(*fc, 20, -1, t0);
+  detector->set(0.9);  // over the batch ceiling, but nobody above arrives: room wanted 1 < 2.2
+  for (int i = 0; i < 1000; ++i) cycle(*fc, t0 + 1s + std::chrono::milliseconds(i));
+  EXPECT_TRUE(revoked.empty());
+  detector->set(0.45);  // under the batch ceiling: the policy's reserve is intact
+  EXPECT_EQ(arrive(*fc, t0 + 2s, t0 + 4s, 50ms), 0u);
+  EXPECT_TRUE(revoked.empty());
+  EXPECT_EQ(fc->stats().eviction.restored, 0u);
+}
+
+TEST_F(ReserveRestoreTest, WithoutTheBlockTriggerAHeadOfLineBlockRevokesNothingByItself) {
+  for (const bool onBlock : {false, true}) {
+    SCOPED_TRACE(onBlock ? "revokeOnBlock" : "restore only");
+    revoked.clear();
+    decisions.clear();
+    // Every ceiling 1.0: no reserve to restore, so only upstream's trigger can revoke.
+    auto fc = restoring(onBlock, 1.0);
+    preload(*fc, 4, -1, t0);
+    fc->enqueue(request("hp", 10), t0 + 1s);
+    detector->set(1.0);
+    EXPECT_EQ(cycle(*fc, t0 + 1s).kind, Kind::kGated);
+    EXPECT_EQ(revoked.empty(), !onBlock);
+  }
 }
 
 TEST_F(EvictionTest, GatedCyclesWithEvictionDoNotAllocate) {

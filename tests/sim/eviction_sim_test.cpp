@@ -42,9 +42,15 @@ ArmResult run(const Scenario& s, const std::string& name) {
 }
 
 TEST(EvictionSimTest, EvictionArmsExistAndTheOthersHaveNone) {
-  for (const char* name : {"static-1.0+evict", "stepwise+evict", "reservation+evict"}) {
+  for (const char* name :
+       {"static-1.0+evict", "stepwise+evict", "reservation+evict", "reservation+evict-hol"}) {
     EXPECT_TRUE(arm(name).eviction) << name;
   }
+  // reservation+evict restores its reserve instead of upstream's head-of-line trigger.
+  EXPECT_TRUE(arm("reservation+evict").restoreReserve);
+  EXPECT_FALSE(arm("reservation+evict").revokeOnBlock);
+  EXPECT_TRUE(arm("reservation+evict-hol").revokeOnBlock);
+  EXPECT_FALSE(arm("reservation+evict-hol").restoreReserve);
   for (const Arm& a : allArms()) {
     if (a.name.find("+evict") == std::string::npos) {
       EXPECT_FALSE(a.eviction) << a.name;
@@ -106,7 +112,8 @@ void expectConsistent(const ArmResult& r, const Scenario& s) {
 TEST(EvictionSimTest, RevokedRequestsEndOnceAndAreRetriedOnBothDetectors) {
   for (const DetectorKind d : {DetectorKind::kConcurrency, DetectorKind::kUtilization}) {
     const Scenario s = shortScenario(d);
-    for (const char* name : {"static-1.0+evict", "stepwise+evict", "reservation+evict"}) {
+    for (const char* name :
+         {"static-1.0+evict", "stepwise+evict", "reservation+evict", "reservation+evict-hol"}) {
       SCOPED_TRACE(std::string(name) + " / " + std::string(toString(d)));
       const ArmResult r = run(s, name);
       expectConsistent(r, s);

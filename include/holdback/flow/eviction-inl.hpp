@@ -48,6 +48,19 @@ HOLDBACK_INLINE void validateEvictionOptions(const EvictionOptions& o, std::stri
     d.error(base + "/waitForReleases/tolerance",
             "must be positive, but got " + formatDuration(o.waitForReleases.tolerance));
   }
+  if (o.restoreReserve.enabled &&
+      !(o.restoreReserve.epsilon > 0.0 && o.restoreReserve.epsilon <= 0.5)) {
+    d.error(base + "/restoreReserve/epsilon",
+            "must be in (0, 0.5], but got " + formatNumber(o.restoreReserve.epsilon));
+  }
+  if (o.restoreReserve.leadTime < Duration::zero()) {
+    d.error(base + "/restoreReserve/leadTime",
+            "cannot be negative, but got " + formatDuration(o.restoreReserve.leadTime));
+  }
+  if (!o.revokeOnBlock && !o.restoreReserve.enabled) {
+    d.error(base + "/revokeOnBlock",
+            "false needs restoreReserve.enabled (otherwise nothing would ever be revoked)");
+  }
   if (requireEvict && o.enabled && !o.evict) {
     d.error(base + "/evict", "required when eviction is enabled: the host's evict callback");
   }

@@ -183,6 +183,30 @@ struct WaitForReleasesOptions {
   Duration tolerance = kDefaultWaitTolerance;
 };
 
+// Reserve restoration (holdback extension, off by default): revoke before the higher bands block.
+// Upstream revokes only at a head-of-line block, so a request of the blocked band always waits
+// at least the revocation's actuation time (abort, slot free, sensor). With this on, every cycle
+// (not only a blocked one) also checks the room the policy keeps free for the protected bands
+// (those the filter never accepts): when the highest victim band is over its ceiling, the
+// missing room is restored up to what the protected bands' arrivals need during the actuation
+// time, less the releases expected in it:
+//
+//     deficit = min((s - c_victim) / u,  r(lambda T, epsilon) - (c_top - s) / u) - M T
+//
+// in requests (u = s / leases), r(a, eps) the Poisson quantile of ReservationPolicy, lambda the
+// protected bands' measured arrival rate, M the measured completion rate of every band, T the
+// lead time; floor(deficit) revocations (at most maxRevocationsPerDecision), paced like the
+// others. Needs the controller's demand figures: the policy must read demand (usesDemand()).
+struct ReserveRestoreOptions {
+  bool enabled = false;
+  // The tail probability the protected bands' arrivals during T outrun the restored room;
+  // (0, 0.5].
+  double epsilon = 0.01;
+  // T: from revocation to a slot the sensor sees free. 0 = measured (the mean issue-to-
+  // confirmation latency of the confirmed revocations, 0 before the first) + confirmationGrace.
+  Duration leadTime{0};
+};
+
 struct EvictionOptions {
   // Reloadable. Requires `evict` (given at create()).
   bool enabled = false;
@@ -198,6 +222,11 @@ struct EvictionOptions {
   std::shared_ptr<const EvictionOrderPolicy> order;
   WaitForReleasesOptions waitForReleases;
   bool footprintAware = false;
+  // Upstream's trigger: revoke at a head-of-line block. false (holdback) = reserve restoration
+  // only (requires restoreReserve.enabled).
+  bool revokeOnBlock = true;
+  // Reserve restoration (holdback extension, off by default).
+  ReserveRestoreOptions restoreReserve;
   // Create-only (reconfigure keeps the first one). Called with no library lock held, once per
   // revoked lease, on the thread whose dispatch cycle decided it; may call any controller method.
   // Only leases whose kDispatched outcome callback has returned are revoked (never before it).

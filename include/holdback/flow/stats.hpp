@@ -81,6 +81,9 @@ struct EvictionStats {
   std::uint64_t timedOut = 0;
   // Decisions where wait-vs-evict expected enough natural releases and revoked nothing (or less).
   std::uint64_t deferred = 0;
+  // Revocations issued by reserve restoration (EvictionOptions::restoreReserve), included in
+  // `issued`.
+  std::uint64_t restored = 0;
   // Saturation units: the last decision's target (s - ceiling) and the debits still pending.
   double reclaimTarget = 0.0;
   double pendingReclaim = 0.0;

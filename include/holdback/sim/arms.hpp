@@ -41,10 +41,15 @@ struct Arm {
   // pool.revocationLatencyMs and its client retries it.
   bool eviction = false;
   std::size_t maxRevocationsPerDecision = 0;  // 0: the library's default (2)
+  // Eviction triggers: upstream's head-of-line block (EvictionOptions::revokeOnBlock) and/or
+  // reserve restoration (EvictionOptions::restoreReserve, epsilon 1 %, measured lead time).
+  bool revokeOnBlock = true;
+  bool restoreReserve = false;
 };
 
 // none, static-1.0, stepwise, linear, sigmoid, static-map, soft-reflective, stepwise-active,
-// reservation..., static-1.0+evict, stepwise+evict, reservation+evict.
+// reservation..., static-1.0+evict, stepwise+evict, reservation+evict (reserve restoration),
+// reservation+evict-hol (upstream's trigger).
 [[nodiscard]] std::vector<Arm> allArms();
 // Looks an arm up by name; false when unknown.
 [[nodiscard]] bool findArm(std::string_view name, Arm& out);

@@ -9,6 +9,8 @@
 #include <limits>
 #include <utility>
 
+#include "holdback/policy/reservation.hpp"
+
 namespace holdback {
 inline namespace HOLDBACK_ABI_NAMESPACE {
 namespace detail {
@@ -120,7 +122,7 @@ HOLDBACK_INLINE RequestId ControllerCore::enqueue(FlowRequest&& request, TimePoi
       c.payload = std::move(request.payload);
       rejected = std::move(c);
     } else {
-      if (demandOn()) demand_slots_[demandSlotOf(band)].arrivals += 1.0;
+      if (measuresDemand()) demand_slots_[demandSlotOf(band)].arrivals += 1.0;
       table_.insert(std::move(prepared), request, band, ttl.effectiveTtl);
       queued = true;
     }
@@ -249,6 +251,87 @@ HOLDBACK_INLINE void ControllerCore::issuedFor(Priority victim) {
   it->second += 1;
 }
 
+HOLDBACK_INLINE bool ControllerCore::gatherCandidates(Priority demandPrio, double s,
+                                                      bool& byFootprint,
+                                                      double& total_footprint) noexcept {
+  const EvictionOptions& ev = settings_.eviction;
+  const std::size_t in_flight = leases_.size();
+  // Candidates: leases strictly below the demand band that the filter accepts.
+  candidates_.reserve(in_flight);
+  candidates_.clear();
+  total_footprint = 0.0;
+  bool footprints_known = true;
+  for (std::uint32_t b = 0; b < demand_slots_.size(); ++b) {
+    const bool below =
+        demand_slots_[b].prio < demandPrio && ev.filter->mayAccept(demand_slots_[b].prio);
+    // Bands at or above the demand (or refused by the filter) matter only for the footprint total.
+    if (!below && !ev.footprintAware) continue;
+    collectCandidates(leases_, b, below, *ev.filter, candidates_, total_footprint,
+                      footprints_known);
+  }
+  if (candidates_.empty()) return false;
+  const double credit = s / static_cast<double>(in_flight);  // mean footprint, saturation units
+  if (!(credit > 0.0) || !std::isfinite(credit)) return false;
+  byFootprint = ev.footprintAware && footprints_known && total_footprint > 0.0;
+  for (Candidate& c : candidates_) {
+    c.credit =
+        byFootprint ? s * static_cast<double>(c.lease.footprintTokens) / total_footprint : credit;
+  }
+  return true;
+}
+
+HOLDBACK_INLINE double ControllerCore::leadSeconds(Duration configured) const noexcept {
+  const double lead = std::chrono::duration<double>(configured).count();
+  if (lead > 0.0) return lead;
+  const double measured =
+      eviction_stats_.confirmed > 0
+          ? eviction_stats_.confirmationSumSeconds / static_cast<double>(eviction_stats_.confirmed)
+          : 0.0;
+  return measured + std::chrono::duration<double>(settings_.eviction.confirmationGrace).count();
+}
+
+HOLDBACK_INLINE void ControllerCore::restoreReserve(TimePoint now, double s,
+                                                    RevocationBatch& out) noexcept {
+  const EvictionOptions& ev = settings_.eviction;
+  const ReserveRestoreOptions& ro = ev.restoreReserve;
+  retireRevocations(now);
+  if (!outstanding_.empty() || !cooling_.empty()) return;  // stop-and-wait: gate closed
+  const std::size_t in_flight = leases_.size();
+  if (in_flight == 0 || !std::isfinite(s) || domain_bands_.empty()) return;
+  const double unit = s / static_cast<double>(in_flight);  // one request, saturation units
+  if (!(unit > 0.0) || !std::isfinite(unit)) return;
+  // The highest band victims may come from; the bands above it are the protected ones.
+  std::size_t v = 0;
+  while (v < domain_bands_.size() && !ev.filter->mayAccept(domain_bands_[v]->prio)) ++v;
+  if (v == 0 || v == domain_bands_.size()) return;  // nothing protected, or no victim band
+  const double over = (s - ceilings_[v]) / unit;    // requests beyond the victim band's ceiling
+  if (!(over > 0.0)) return;                        // the policy's reserve is intact
+
+  double lambda = 0.0;  // the protected bands' arrivals per second
+  for (std::size_t j = 0; j < v; ++j) {
+    const std::uint32_t slot = domain_bands_[j]->demand_slot;
+    if (slot < demand_slots_.size() && demand_slots_[slot].prio == domain_bands_[j]->prio) {
+      lambda += demand_slots_[slot].estimator.demand().arrivalRate;
+    }
+  }
+  double completions = 0.0;  // every band's releases per second
+  for (const DemandSlot& d : demand_slots_) completions += d.estimator.demand().completionRate;
+  const double lead = leadSeconds(ro.leadTime);
+  const double wanted = ReservationPolicy::poissonReserve(
+      lambda * lead, ro.epsilon, ReservationPolicy::inverseNormal(1.0 - ro.epsilon));
+  const double room = (ceilings_[0] - s) / unit;  // free for the top band, in requests
+  const double deficit = std::min(over, wanted - room) - completions * lead;
+  eviction_stats_.reclaimTarget = deficit * unit;
+  if (!(deficit >= 1.0) || !std::isfinite(deficit)) return;
+  const Priority protectedPrio = domain_bands_[v - 1]->prio;  // the lowest protected band
+  bool by_footprint = false;
+  double total_footprint = 0.0;
+  if (!gatherCandidates(protectedPrio, s, by_footprint, total_footprint)) return;
+  const auto need = static_cast<std::size_t>(std::min(std::floor(deficit), 1e9));
+  issueRevocations(now, domain_bands_[0]->prio, need, static_cast<double>(need) * unit,
+                   by_footprint, /*restored=*/true, out);
+}
+
 HOLDBACK_INLINE void ControllerCore::reclaim(TimePoint now, double s, std::size_t gated,
                                              RevocationBatch& out) noexcept {
   const EvictionOptions& ev = settings_.eviction;
@@ -269,32 +352,14 @@ HOLDBACK_INLINE void ControllerCore::reclaim(TimePoint now, double s, std::size_
   const std::size_t in_flight = leases_.size();
   if (in_flight == 0 || !std::isfinite(s)) return;
 
-  // Candidates: leases strictly below the demand band that the filter accepts.
-  candidates_.reserve(in_flight);
-  candidates_.clear();
+  bool by_footprint = false;
   double total_footprint = 0.0;
-  bool footprints_known = true;
-  for (std::uint32_t b = 0; b < demand_slots_.size(); ++b) {
-    const bool below =
-        demand_slots_[b].prio < demand->prio && ev.filter->mayAccept(demand_slots_[b].prio);
-    // Bands at or above the demand (or refused by the filter) matter only for the footprint total.
-    if (!below && !ev.footprintAware) continue;
-    collectCandidates(leases_, b, below, *ev.filter, candidates_, total_footprint,
-                      footprints_known);
-  }
-  if (candidates_.empty()) return;
-
+  if (!gatherCandidates(demand->prio, s, by_footprint, total_footprint)) return;
   const double credit = s / static_cast<double>(in_flight);  // mean footprint, saturation units
-  if (!(credit > 0.0) || !std::isfinite(credit)) return;
   const double target = s - ceiling;
   double net = target - pending_reclaim_;
   eviction_stats_.reclaimTarget = target;
   if (net < 0.0 || (net == 0.0 && pending_reclaim_ > 0.0)) return;
-  const bool by_footprint = ev.footprintAware && footprints_known && total_footprint > 0.0;
-  for (Candidate& c : candidates_) {
-    c.credit =
-        by_footprint ? s * static_cast<double>(c.lease.footprintTokens) / total_footprint : credit;
-  }
 
   // How many (upstream): at least one, enough mean footprints to cover the net deficit.
   const double ratio = std::min(net / credit, 1e9);
@@ -338,6 +403,14 @@ HOLDBACK_INLINE void ControllerCore::reclaim(TimePoint now, double s, std::size_
     }
   }
 
+  issueRevocations(now, demand->prio, need, net, by_footprint, /*restored=*/false, out);
+}
+
+HOLDBACK_INLINE void ControllerCore::issueRevocations(TimePoint now, Priority demandPrio,
+                                                      std::size_t need, double net,
+                                                      bool by_footprint, bool restored,
+                                                      RevocationBatch& out) noexcept {
+  const EvictionOptions& ev = settings_.eviction;
   const std::size_t cap = std::min(ev.maxRevocationsPerDecision, candidates_.size());
   std::size_t take = 0;
   if (by_footprint) {
@@ -399,11 +472,12 @@ HOLDBACK_INLINE void ControllerCore::reclaim(TimePoint now, double s, std::size_
     outstanding_.push_back(Outstanding{c.lease.id, now, c.credit});
     pending_reclaim_ += c.credit;
     eviction_stats_.issued += 1;
+    if (restored) eviction_stats_.restored += 1;
     issuedFor(c.lease.priority);
     Revocation& r = out.add();
     r.id = c.lease.id;
     r.priority = c.lease.priority;
-    r.demandPriority = demand->prio;
+    r.demandPriority = demandPrio;
     r.dispatchedAt = c.lease.dispatchedAt;
     r.issuedAt = now;
     r.footprintTokens = c.lease.footprintTokens;
@@ -558,8 +632,8 @@ HOLDBACK_INLINE DispatchResult ControllerCore::dispatchImpl(TimePoint now,
     ceilings_.assign(domain_bands_.size(), 1.0);
     const bool demand_on = demandOn();
     const bool leases_on = demand_on || settings_.eviction.enabled;
+    if (measuresDemand()) updateDemand(now);
     if (demand_on) {
-      updateDemand(now);
       DemandView view;
       view.bands = demand_view_;
       view.now = now;
@@ -573,16 +647,22 @@ HOLDBACK_INLINE DispatchResult ControllerCore::dispatchImpl(TimePoint now,
     }
 
     result.kind = DispatchResult::Kind::kNothingQueued;
-    if (table_.totalRequests() == 0) return result;
+    // Reserve restoration runs whether or not anything is queued (its point is to act before).
+    if (settings_.eviction.enabled && settings_.eviction.restoreReserve.enabled && evict_) {
+      restoreReserve(now, s, revocations);
+      result.revoked = revocations.size();
+    }
 
-    bool done = false;
+    bool done = table_.totalRequests() == 0;
     for (std::size_t i = 0; i < domain_bands_.size() && !done; ++i) {
       Band* band = domain_bands_[i];
       if (isGated(s, ceilings_[i])) {  // HoL: checked before looking at the band's items
         band->counters->gated_cycles += 1;
         result.kind = DispatchResult::Kind::kGated;
         result.priority = band->prio;
-        if (settings_.eviction.enabled && evict_) reclaim(now, s, i, revocations);
+        if (settings_.eviction.enabled && settings_.eviction.revokeOnBlock && evict_) {
+          reclaim(now, s, i, revocations);
+        }
         result.revoked = revocations.size();
         break;
       }

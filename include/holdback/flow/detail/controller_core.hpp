@@ -193,6 +193,10 @@ class ControllerCore {
   [[nodiscard]] bool demandOn() const noexcept HOLDBACK_REQUIRES(mu_) {
     return settings_.policy != nullptr && settings_.policy->usesDemand();
   }
+  // The demand figures are measured for the policy or for reserve restoration.
+  [[nodiscard]] bool measuresDemand() const noexcept HOLDBACK_REQUIRES(mu_) {
+    return demandOn() || (settings_.eviction.enabled && settings_.eviction.restoreReserve.enabled);
+  }
   // The band's demand slot (adds one, allocating, when its priority is new).
   std::uint32_t demandSlotOf(Band* band) HOLDBACK_REQUIRES(mu_);
   // Folds the counts since the last update into the estimators; fills demand_view_ for the
@@ -204,6 +208,20 @@ class ControllerCore {
   }
   // Eviction (flow/eviction.hpp). reclaim: the HoL block at domain band `gated`.
   void reclaim(TimePoint now, double s, std::size_t gated, RevocationBatch& out) noexcept
+      HOLDBACK_REQUIRES(mu_);
+  // A revocation's lead time in seconds: `configured` when > 0, else the measured mean
+  // issue-to-confirmation latency (0 before the first) + confirmationGrace.
+  [[nodiscard]] double leadSeconds(Duration configured) const noexcept HOLDBACK_REQUIRES(mu_);
+  // Reserve restoration (EvictionOptions::restoreReserve): any cycle, before a block.
+  void restoreReserve(TimePoint now, double s, RevocationBatch& out) noexcept
+      HOLDBACK_REQUIRES(mu_);
+  // Fills candidates_ (leases strictly below `demandPrio` the filter accepts) with their credits;
+  // false when there is none (or the credit is not finite).
+  bool gatherCandidates(Priority demandPrio, double s, bool& byFootprint,
+                        double& totalFootprint) noexcept HOLDBACK_REQUIRES(mu_);
+  // Revokes `need` candidates (by footprint: enough to cover `net`), at most the cap.
+  void issueRevocations(TimePoint now, Priority demandPrio, std::size_t need, double net,
+                        bool byFootprint, bool restored, RevocationBatch& out) noexcept
       HOLDBACK_REQUIRES(mu_);
   // Retires timed-out outstanding revocations and expired cooling debits.
   void retireRevocations(TimePoint now) noexcept HOLDBACK_REQUIRES(mu_);
