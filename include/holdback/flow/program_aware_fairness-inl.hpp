@@ -6,25 +6,14 @@
 
 #include <cmath>
 #include <cstdio>
+#include <set>
 #include <utility>
-#include <vector>
 
 #include "holdback/core/text.hpp"
 
 namespace holdback {
 inline namespace HOLDBACK_ABI_NAMESPACE {
 namespace detail {
-
-// A candidate of one pick: the flow, its (epoch-scaled) service, its head's enqueue time.
-struct ProgramCandidate {
-  const FlowQueueView* flow = nullptr;
-  double service = 0.0;
-  TimePoint headEnqueue{};
-};
-
-struct ProgramAwareState final : FairnessState {
-  std::vector<ProgramCandidate> scratch;  // capacity only grows: steady state does not allocate
-};
 
 // Above this exponent the epoch moves forward (2^512 is far from double overflow).
 inline constexpr double kProgramRebaseExponent = 512.0;
@@ -52,6 +41,64 @@ HOLDBACK_INLINE void appendJsonString(std::string& out, std::string_view text) {
 }
 
 }  // namespace detail
+
+// A flow of a band using the policy. Its fields are only touched under the policy's mutex.
+struct ProgramAwareFairnessPolicy::FlowEntry final : FairnessFlowState {
+  // Both orders break ties by flow id, so an index's first entry is the full scan's choice when
+  // only that index's key differs between flows.
+  struct ByService {
+    bool operator()(const FlowEntry* a, const FlowEntry* b) const noexcept {
+      if (a->service != b->service) return a->service < b->service;
+      return a->id < b->id;
+    }
+  };
+  struct ByHead {
+    bool operator()(const FlowEntry* a, const FlowEntry* b) const noexcept {
+      if (a->head_enqueue != b->head_enqueue) return a->head_enqueue < b->head_enqueue;
+      return a->id < b->id;
+    }
+  };
+  using ServiceSet = std::set<FlowEntry*, ByService>;
+  using HeadSet = std::set<FlowEntry*, ByHead>;
+
+  FlowEntry(const ProgramAwareFairnessPolicy* owner, BandIndex* index, const FlowQueueView* view)
+      : policy(owner), band(index), flow(view), id(view->flowId()) {
+    // The two index nodes are made once, here (the band creates flows off the hot path), and
+    // kept while the flow is empty: linking and unlinking never allocate.
+    ServiceSet services;
+    spare_service = services.extract(services.insert(this).first);
+    HeadSet heads;
+    spare_head = heads.extract(heads.insert(this).first);
+  }
+  ~FlowEntry() override {
+    MutexLock lock(policy->mu_);
+    if (linked) policy->unlinkLocked(*this);
+  }
+  FlowEntry(const FlowEntry&) = delete;
+  FlowEntry& operator=(const FlowEntry&) = delete;
+
+  const ProgramAwareFairnessPolicy* policy;
+  BandIndex* band;
+  const FlowQueueView* flow;
+  std::string_view id;           // flow->flowId(), stable while the flow lives
+  Program* program = nullptr;    // cached; valid while generation == policy->evictions_
+  std::uint64_t generation = 0;  // policy->evictions_ when `program` was looked up
+  double service = 0.0;          // its program's scaledService while linked
+  TimePoint head_enqueue{};      // its head's enqueue time while linked
+  bool linked = false;           // non-empty: in the band's indexes and the program's list
+  FlowEntry* prev = nullptr;     // in program->flows
+  FlowEntry* next = nullptr;
+  ServiceSet::iterator by_service;
+  HeadSet::iterator by_head;
+  ServiceSet::node_type spare_service;  // the nodes while unlinked
+  HeadSet::node_type spare_head;
+};
+
+// A band's non-empty flows (only touched under the policy's mutex).
+struct ProgramAwareFairnessPolicy::BandIndex final : FairnessState {
+  FlowEntry::ServiceSet by_service;
+  FlowEntry::HeadSet by_head;
+};
 
 HOLDBACK_INLINE ProgramAwareFairnessPolicy::ProgramAwareFairnessPolicy(
     ProgramAwareFairnessOptions options, std::string name)
@@ -98,9 +145,14 @@ ProgramAwareFairnessPolicy::create(ProgramAwareFairnessOptions options, std::str
 }
 
 HOLDBACK_INLINE std::unique_ptr<FairnessState> ProgramAwareFairnessPolicy::newState() const {
-  auto state = std::make_unique<detail::ProgramAwareState>();
-  state->scratch.reserve(64);
-  return state;
+  return std::make_unique<BandIndex>();
+}
+
+HOLDBACK_INLINE std::unique_ptr<FairnessFlowState> ProgramAwareFairnessPolicy::newFlowState(
+    const FlowQueueView& flow, FairnessState* bandState) const {
+  auto* index = dynamic_cast<BandIndex*>(bandState);
+  if (index == nullptr) return nullptr;  // not this policy's band state: pick() degrades
+  return std::make_unique<FlowEntry>(this, index, &flow);
 }
 
 HOLDBACK_INLINE double ProgramAwareFairnessPolicy::decayExponent(TimePoint t) const noexcept {
@@ -108,60 +160,147 @@ HOLDBACK_INLINE double ProgramAwareFairnessPolicy::decayExponent(TimePoint t) co
   return detail::secondsOf(t - epoch_) / detail::secondsOf(options_.halfLife);
 }
 
+HOLDBACK_INLINE ProgramAwareFairnessPolicy::Program* ProgramAwareFairnessPolicy::resolveLocked(
+    FlowEntry& e, TimePoint seen) const noexcept {
+  if (e.program != nullptr && e.generation == evictions_) return e.program;
+  e.program = nullptr;
+  e.generation = evictions_;
+  if (const auto it = programs_.find(e.id); it != programs_.end()) {
+    e.program = &it->second;
+  } else {
+    // A program queued before it was ever reported: its entry (service 0) is made now, once,
+    // so that its reports re-key this flow. Only an allocation failure leaves it out (the flow
+    // then stays at service 0 until it is empty again).
+    HOLDBACK_TRY {
+      Program fresh;
+      fresh.lastUpdate = seen;
+      e.program = &programs_.emplace(std::string(e.id), fresh).first->second;
+    }
+    HOLDBACK_CATCH_ALL {
+      e.program = nullptr;
+    }
+  }
+  return e.program;
+}
+
+HOLDBACK_INLINE void ProgramAwareFairnessPolicy::linkLocked(FlowEntry& e,
+                                                            TimePoint headEnqueue) const noexcept {
+  Program* p = resolveLocked(e, headEnqueue);
+  e.service = p != nullptr ? p->scaledService : 0.0;
+  e.head_enqueue = headEnqueue;
+  if (p != nullptr) {
+    e.prev = nullptr;
+    e.next = p->flows;
+    if (p->flows != nullptr) p->flows->prev = &e;
+    p->flows = &e;
+  }
+  e.by_service = e.band->by_service.insert(std::move(e.spare_service)).position;
+  e.by_head = e.band->by_head.insert(std::move(e.spare_head)).position;
+  e.linked = true;
+}
+
+HOLDBACK_INLINE void ProgramAwareFairnessPolicy::unlinkLocked(FlowEntry& e) const noexcept {
+  e.spare_service = e.band->by_service.extract(e.by_service);
+  e.spare_head = e.band->by_head.extract(e.by_head);
+  if (e.program != nullptr && (e.prev != nullptr || e.program->flows == &e)) {
+    (e.prev != nullptr ? e.prev->next : e.program->flows) = e.next;
+    if (e.next != nullptr) e.next->prev = e.prev;
+  }
+  e.prev = e.next = nullptr;
+  e.linked = false;
+}
+
+HOLDBACK_INLINE void ProgramAwareFairnessPolicy::rekeyLocked(Program& p) const noexcept {
+  for (FlowEntry* e = p.flows; e != nullptr; e = e->next) {
+    auto node = e->band->by_service.extract(e->by_service);
+    e->service = p.scaledService;
+    e->by_service = e->band->by_service.insert(std::move(node)).position;
+  }
+}
+
+HOLDBACK_INLINE void ProgramAwareFairnessPolicy::headChanged(
+    const FlowQueueView& flow, FairnessFlowState& flowState) const noexcept {
+  auto& e = static_cast<FlowEntry&>(flowState);  // made by newFlowState
+  const QueuedRequestView* head = flow.head();
+  MutexLock lock(mu_);
+  if (head == nullptr) {
+    if (e.linked) unlinkLocked(e);
+  } else if (!e.linked) {
+    linkLocked(e, head->enqueueTime);
+  } else if (head->enqueueTime != e.head_enqueue) {
+    auto node = e.band->by_head.extract(e.by_head);
+    e.head_enqueue = head->enqueueTime;
+    e.by_head = e.band->by_head.insert(std::move(node)).position;
+  }
+}
+
 HOLDBACK_INLINE const FlowQueueView* ProgramAwareFairnessPolicy::pick(
     const BandView& band, FairnessState* state) const noexcept {
-  auto* s = dynamic_cast<detail::ProgramAwareState*>(state);
-  if (s == nullptr) return band.bestHeadFlow();  // no scratch: degrade to global-strict
-  s->scratch.clear();
-  double min_service = 0.0;
-  double max_service = 0.0;
-  TimePoint min_enqueue = TimePoint::max();
-  TimePoint max_enqueue = TimePoint::min();
-  {
-    MutexLock lock(mu_);
-    for (const FlowQueueView* f = band.firstActiveFlow(); f != nullptr;
-         f = band.nextActiveFlowAfter(f->flowId())) {
-      const QueuedRequestView* head = f->head();
-      if (head == nullptr) continue;  // tolerated: the index may be briefly stale
-      double service = 0.0;
-      if (const auto it = programs_.find(f->flowId()); it != programs_.end()) {
-        service = it->second.scaledService;
-      }
-      HOLDBACK_TRY {
-        s->scratch.push_back({f, service, head->enqueueTime});
-      }
-      HOLDBACK_CATCH_ALL {
-        return band.bestHeadFlow();
-      }
-      if (s->scratch.size() == 1) {
-        min_service = max_service = service;
-      } else {
-        min_service = std::min(min_service, service);
-        max_service = std::max(max_service, service);
-      }
-      min_enqueue = std::min(min_enqueue, head->enqueueTime);
-      max_enqueue = std::max(max_enqueue, head->enqueueTime);
-    }
+  const auto* index = dynamic_cast<const BandIndex*>(state);
+  if (index == nullptr) return band.bestHeadFlow();  // no index: degrade to global-strict
+  MutexLock lock(mu_);
+  return pickLocked(band, *index);
+}
+
+// The full scan's argmax without the scan. score(f) = wS x (1 - norm(service_f)) +
+// wW x norm(wait_f) is non-increasing in service_f and in head_enqueue_f (wait = now - enqueue;
+// every operation of its evaluation rounds monotonically), so:
+//   - when one term is the same for every flow (its range is 0 or its weight is 0) the winner is
+//     the first entry of the other term's index (ties: the smaller flow id, as the scan);
+//   - otherwise walk both indexes in step, scoring each flow met. A flow not yet met has
+//     service >= the service cursor's and enqueue >= the head cursor's, hence a score <= the
+//     score of that pair of keys (`bound`): once bound < the best score met, the best is the
+//     full scan's choice. Equal scores keep the smaller id, and a bound equal to the best keeps
+//     walking. After kMaxPickRounds steps the walk stops with the best met: its score is then
+//     within (bound - best) of the full scan's (docs/flow-controller.md).
+HOLDBACK_INLINE const FlowQueueView* ProgramAwareFairnessPolicy::pickLocked(
+    const BandView& band, const BandIndex& index) const noexcept {
+  const auto& services = index.by_service;
+  const auto& heads = index.by_head;
+  if (services.empty()) return band.bestHeadFlow();  // nothing indexed (band empty)
+  ++pick_counts_.picks;
+  const double min_service = (*services.begin())->service;
+  const double service_range = (*services.rbegin())->service - min_service;
+  const TimePoint max_enqueue = (*heads.rbegin())->head_enqueue;
+  const double wait_range = detail::secondsOf(max_enqueue - (*heads.begin())->head_enqueue);
+  const double ws = options_.weightService;
+  const double ww = options_.weightHeadWait;
+  const bool by_service = ws > 0.0 && service_range > 0.0;
+  const bool by_wait = ww > 0.0 && wait_range > 0.0;
+  if (!by_service && !by_wait) {
+    // Every score is equal: the smallest flow id (with equal services, the first by service).
+    return service_range > 0.0 ? band.firstActiveFlow() : (*services.begin())->flow;
   }
-  if (s->scratch.empty()) return nullptr;
-  const double service_range = max_service - min_service;
-  const double wait_range = detail::secondsOf(max_enqueue - min_enqueue);
-  const FlowQueueView* best = nullptr;
+  if (!by_wait) return (*services.begin())->flow;
+  if (!by_service) return (*heads.begin())->flow;
+  const auto score = [&](double service, TimePoint enqueue) noexcept {
+    const double norm_service = (service - min_service) / service_range;
+    const double norm_wait = detail::secondsOf(max_enqueue - enqueue) / wait_range;
+    return ws * (1.0 - norm_service) + ww * norm_wait;
+  };
+  const FlowEntry* best = nullptr;
   double best_score = 0.0;
-  for (const detail::ProgramCandidate& c : s->scratch) {
-    // wait_i - min wait = max enqueue - enqueue_i: `now` cancels out.
-    const double norm_service =
-        service_range > 0.0 ? (c.service - min_service) / service_range : 0.5;
-    const double norm_wait =
-        wait_range > 0.0 ? detail::secondsOf(max_enqueue - c.headEnqueue) / wait_range : 0.5;
-    const double score =
-        options_.weightService * (1.0 - norm_service) + options_.weightHeadWait * norm_wait;
-    if (best == nullptr || score > best_score) {
-      best = c.flow;
-      best_score = score;
+  const auto visit = [&](const FlowEntry* e) noexcept {
+    const double s = score(e->service, e->head_enqueue);
+    if (best == nullptr || s > best_score || (s == best_score && e->id < best->id)) {
+      best = e;
+      best_score = s;
+    }
+  };
+  auto next_service = services.begin();
+  auto next_head = heads.begin();
+  for (int round = 1;; ++round) {
+    visit(*next_service++);
+    visit(*next_head++);
+    // One index exhausted: every flow has been met.
+    if (next_service == services.end() || next_head == heads.end()) break;
+    if (score((*next_service)->service, (*next_head)->head_enqueue) < best_score) break;
+    if (round == kMaxPickRounds) {
+      ++pick_counts_.stoppedAtLimit;
+      break;
     }
   }
-  return best;
+  return best->flow;
 }
 
 HOLDBACK_INLINE void ProgramAwareFairnessPolicy::recordServed(
@@ -177,17 +316,38 @@ HOLDBACK_INLINE void ProgramAwareFairnessPolicy::recordServed(
   double exponent = decayExponent(now);
   if (exponent > detail::kProgramRebaseExponent) {
     // Move the epoch to `now`: every stored value shrinks by the same factor.
+    // The indexes are re-keyed as a whole (rescaling in place could merge keys that underflow
+    // and break the sets' order): take every indexed flow out, then put it back.
     const double factor = std::exp2(-exponent);
-    for (auto& [id, p] : programs_) p.scaledService *= factor;
+    for (auto& [id, p] : programs_) {
+      p.scaledService *= factor;
+      for (FlowEntry* e = p.flows; e != nullptr; e = e->next) {
+        e->spare_service = e->band->by_service.extract(e->by_service);
+      }
+    }
+    for (auto& [id, p] : programs_) {
+      for (FlowEntry* e = p.flows; e != nullptr; e = e->next) {
+        e->service = p.scaledService;
+        e->by_service = e->band->by_service.insert(std::move(e->spare_service)).position;
+      }
+    }
     epoch_ = now;
     exponent = 0.0;
   }
-  // Forget programs not reported for evictionTtl (at most once per evictionSweep).
+  // Forget programs not reported for evictionTtl and with nothing queued (at most once per
+  // evictionSweep).
   if (options_.evictionTtl > Duration::zero() && now - last_sweep_ >= options_.evictionSweep) {
     last_sweep_ = now;
+    bool forgot = false;
     for (auto it = programs_.begin(); it != programs_.end();) {
-      it = now - it->second.lastUpdate >= options_.evictionTtl ? programs_.erase(it) : ++it;
+      if (it->second.flows == nullptr && now - it->second.lastUpdate >= options_.evictionTtl) {
+        it = programs_.erase(it);
+        forgot = true;
+      } else {
+        ++it;
+      }
     }
+    if (forgot) ++evictions_;
   }
   auto it = programs_.find(flowId);
   if (it == programs_.end()) it = programs_.emplace(std::string(flowId), Program{}).first;
@@ -195,6 +355,7 @@ HOLDBACK_INLINE void ProgramAwareFairnessPolicy::recordServed(
   p.scaledService += tokens * std::exp2(exponent);
   if (!std::isfinite(p.scaledService)) p.scaledService = 0.0;
   p.lastUpdate = std::max(p.lastUpdate, now);
+  rekeyLocked(p);
   ++p.requests;
   if (queueWait && *queueWait >= Duration::zero()) {
     p.waitSeconds += detail::secondsOf(*queueWait);
@@ -208,6 +369,12 @@ HOLDBACK_INLINE double ProgramAwareFairnessPolicy::attainedService(std::string_v
   const auto it = programs_.find(flowId);
   if (it == programs_.end()) return 0.0;
   return it->second.scaledService * std::exp2(-decayExponent(now));
+}
+
+HOLDBACK_INLINE ProgramAwareFairnessPolicy::PickCounts ProgramAwareFairnessPolicy::pickCounts()
+    const {
+  MutexLock lock(mu_);
+  return pick_counts_;
 }
 
 HOLDBACK_INLINE std::size_t ProgramAwareFairnessPolicy::programCount() const {
@@ -261,9 +428,14 @@ HOLDBACK_INLINE std::string ProgramAwareFairnessPolicy::dumpState(TimePoint now)
     out += ", \"meanQueueWaitSeconds\": " +
            (p.waits == 0 ? std::string("null") : formatNumber(p.waitSeconds / double(p.waits)));
     out += ", \"secondsSinceLastReport\": " + formatNumber(detail::secondsOf(now - p.lastUpdate));
+    std::size_t queued_flows = 0;
+    for (const FlowEntry* e = p.flows; e != nullptr; e = e->next) ++queued_flows;
+    out += ", \"nonEmptyFlows\": " + std::to_string(queued_flows);
     out += "}";
   }
-  out += "], \"jainFairnessIndex\": " + formatNumber(jainLocked()) + "}";
+  out += "], \"jainFairnessIndex\": " + formatNumber(jainLocked());
+  out += ", \"picks\": " + std::to_string(pick_counts_.picks);
+  out += ", \"picksStoppedAtLimit\": " + std::to_string(pick_counts_.stoppedAtLimit) + "}";
   return out;
 }
 

@@ -272,10 +272,12 @@ HOLDBACK_INLINE void BandTable::addToQueue(Item* item, ItemSet::node_type&& node
                                       : b->active.insert(f).first;
     }
     b->active_count += 1;
+    notifyHeadChanged(f);
   } else if (f->items.key_comp()(item, *f->items.begin())) {
     auto head_node = b->heads.extract(f->head_pos);
     item->position = f->items.insert(std::move(node)).position;
     f->head_pos = b->heads.insert(std::move(head_node)).position;
+    notifyHeadChanged(f);
   } else {
     item->position = f->items.insert(std::move(node)).position;
   }
@@ -300,6 +302,7 @@ HOLDBACK_INLINE ItemSet::node_type BandTable::removeFromQueue(Item* item, TimePo
     } else {
       f->head_pos = b->heads.insert(std::move(head_node)).position;
     }
+    notifyHeadChanged(f);
   } else {
     node = f->items.extract(item->position);  // no search, no comparator call
   }

@@ -118,8 +118,8 @@ using HeadSet = std::set<Flow*, HeadLess>;
 using ActiveSet = std::set<Flow*, IdLess>;
 
 struct Flow final : FlowQueueView {
-  Flow(std::string flow_id, Band* owner, const OrderingPolicy* ordering)
-      : id(std::move(flow_id)), id_prefix(idPrefix(id)), band(owner), items(ItemLess{ordering}) {}
+  // Defined after Band (asks the band's fairness policy for the flow's state).
+  Flow(std::string flow_id, Band* owner, const OrderingPolicy* ordering);
   std::string_view flowId() const noexcept override { return id; }
   std::size_t size() const noexcept override { return items.size(); }
   std::uint64_t bytes() const noexcept override { return queued_bytes; }
@@ -139,6 +139,9 @@ struct Flow final : FlowQueueView {
   // Its positions in those sets while it is non-empty (removal without a search).
   HeadSet::iterator head_pos;
   ActiveSet::iterator active_pos;
+  // The band's fairness policy's per-flow state (FairnessPolicy::newFlowState), if it keeps one;
+  // told of every head change (notifyHeadChanged). Last member: destroyed first.
+  std::unique_ptr<FairnessFlowState> fairness_flow;
 };
 
 inline bool HeadLess::operator()(const Flow* a, const Flow* b) const noexcept {
@@ -215,6 +218,16 @@ struct Band final : BandView {
     return nullptr;
   }
 };
+
+inline Flow::Flow(std::string flow_id, Band* owner, const OrderingPolicy* ordering)
+    : id(std::move(flow_id)), id_prefix(idPrefix(id)), band(owner), items(ItemLess{ordering}) {
+  fairness_flow = owner->fairness->newFlowState(*this, owner->fairness_state.get());
+}
+
+// FairnessPolicy::headChanged for a flow whose policy keeps per-flow state.
+inline void notifyHeadChanged(Flow* f) noexcept {
+  if (f->fairness_flow) f->band->fairness->headChanged(*f, *f->fairness_flow);
+}
 
 // A request's memory: its Item (owned by the index node) and its flow queue's node. The table
 // keeps a bounded pool of them (BandTable::spare_), so a request reuses the memory of an earlier
