@@ -16,8 +16,8 @@
 //   BM_DispatchCycle[ProgramAware]Live/<P>/<F>/top   the clock advances 1 us per op (the heads'
 //        waits differ), and with program-aware fairness the op also reports the dispatched
 //        request's tokens (recordServed: 100 in, 1 + flow % 50 out), so both terms of the score
-//        vary and the pick walks its indexes. Counter picks_stopped_at_limit: the fraction of
-//        picks that stopped at kMaxPickRounds.
+//        vary and the pick walks its index. Counter picks_stopped_at_limit: the fraction of
+//        picks that stopped at kMaxPickVisits.
 //   BM_DispatchGated/<P>                    the top band is gated (saturation 1.0, its
 //   ceiling 1.0),
 //        1024 requests wait in the lowest band: the cycle evaluates the pool and the policy and

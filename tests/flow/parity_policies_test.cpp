@@ -207,7 +207,7 @@ TEST_F(FlowControllerTest, ProgramAwareEqualScoresGoToTheSmallerFlowId) {
 // The indexed pick against the full scan it replaces: upstream's score over every non-empty flow
 // (norm over the candidates, 0.5 when all equal; strict >, equal scores -> the smaller flow id),
 // under random enqueues, cancels, reports and dispatches with many equal services and times. Every
-// pick that did not stop at kMaxPickRounds must equal the scan; with at most kMaxPickRounds flows
+// pick that did not stop at kMaxPickVisits must equal the scan; with at most kMaxPickVisits flows
 // none stops there. (halfLife 0: the reported sums are exact, so the scan reads the same services.)
 TEST_F(FlowControllerTest, ProgramAwarePickEqualsTheFullScan) {
   struct Case {
@@ -320,7 +320,7 @@ TEST_F(FlowControllerTest, ProgramAwarePickEqualsTheFullScan) {
         if (HasFatalFailure()) return;
       }
       EXPECT_GT(compared, 0);
-      if (c.flows <= ProgramAwareFairnessPolicy::kMaxPickRounds) {
+      if (c.flows <= ProgramAwareFairnessPolicy::kMaxPickVisits) {
         EXPECT_EQ(p->pickCounts().stoppedAtLimit, 0u);
       }
     }

@@ -21,13 +21,16 @@
 //     a reference epoch (moved forward before it could overflow) and the order never changes
 //     with time; min-max normalization cancels that factor and `now` from the head wait;
 //   - the policy keeps per-flow state (FairnessPolicy::newFlowState) and is told of every head
-//     change (headChanged): each band's state indexes its non-empty flows by service and by head
-//     enqueue time (ordered sets whose nodes the flow keeps while empty: no allocation), and
-//     recordServed re-keys the program's non-empty flows in every band (O(log F) each);
-//   - a pick reads the four extremes of the two indexes, answers the one-term cases (equal
-//     services, equal head times, a zero weight) from an index's first entry, and otherwise walks
-//     both indexes in step (a threshold walk): it stops as soon as no unvisited flow can score
-//     higher, which proves the choice equals the full scan's, or after kMaxPickRounds steps.
+//     change (headChanged): each band's state indexes its non-empty flows in a search tree by
+//     service whose nodes are the flow states themselves (no allocation) and know their
+//     subtree's oldest and youngest head; recordServed re-keys the program's non-empty flows in
+//     every band (O(log F) each);
+//   - a pick reads the extremes of both keys, answers the one-term cases (equal services, equal
+//     head times, a zero weight) from the first flow by the other key, and otherwise walks the
+//     tree in service order, skipping every subtree whose best possible score (its lowest
+//     service with its oldest head) is below the best met; its choice is the full scan's. A
+//     walk that scores kMaxPickVisits flows stops with the best met (pickCounts()), so a pick's
+//     cost is bounded whatever the data.
 // A program's flows hold a pointer to its table entry (no string lookup per step); a program
 // with queued requests is not forgotten.
 //
@@ -77,8 +80,8 @@ class HOLDBACK_API ProgramAwareFairnessPolicy final : public FairnessPolicy {
   static constexpr std::string_view kType = "program-aware-fairness";
   // Weight of an output token in attained service (an input token weighs 1).
   static constexpr double kOutputTokenWeight = 2.0;
-  // A pick's threshold walk visits at most 2 x kMaxPickRounds flows (see above).
-  static constexpr int kMaxPickRounds = 16;
+  // A pick's walk scores at most kMaxPickVisits flows (see above).
+  static constexpr int kMaxPickVisits = 64;
 
   static Result<std::unique_ptr<ProgramAwareFairnessPolicy>> create(
       ProgramAwareFairnessOptions options = {}, std::string name = std::string(kType));
@@ -110,7 +113,7 @@ class HOLDBACK_API ProgramAwareFairnessPolicy final : public FairnessPolicy {
   [[nodiscard]] double jainFairnessIndex() const;
   // The JSON snapshot (one object, keys in a fixed order).
   [[nodiscard]] std::string dumpState(TimePoint now) const;
-  // Picks made, and how many of them stopped at kMaxPickRounds before proving that their choice
+  // Picks made, and how many of them stopped at kMaxPickVisits before proving that their choice
   // is the full scan's (see above).
   struct PickCounts {
     std::uint64_t picks = 0;
@@ -121,6 +124,7 @@ class HOLDBACK_API ProgramAwareFairnessPolicy final : public FairnessPolicy {
  private:
   struct FlowEntry;  // a flow's state: its keys in its band's indexes, its program
   struct BandIndex;  // a band's state: its non-empty flows by service and by head enqueue time
+  struct PickWalk;   // one pick's branch-and-bound walk of a BandIndex
   struct Program {
     double scaledService = 0.0;  // service x 2^((lastUpdate - epoch) / halfLife), see above
     TimePoint lastUpdate{};      // the last report (or when the program was first queued)
