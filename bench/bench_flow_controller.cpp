@@ -13,6 +13,11 @@
 //   BM_DispatchCycleSloDeadline/<P>/<F>/top    the same with slo-deadline-ordering-policy
 //        (global-strict fairness; request i carries a TTFT objective of i % 97 ms). Compare both
 //        with BM_DispatchCycle/<P>/<F>/top (global-strict / FCFS) of the same run.
+//   BM_DispatchCycle[ProgramAware]Live/<P>/<F>/top   the clock advances 1 us per op (the heads'
+//        waits differ), and with program-aware fairness the op also reports the dispatched
+//        request's tokens (recordServed: 100 in, 1 + flow % 50 out), so both terms of the score
+//        vary and the pick walks its index. Counter picks_stopped_at_limit: the fraction of
+//        picks that stopped at kMaxPickVisits.
 //   BM_DispatchGated/<P>                    the top band is gated (saturation 1.0, its
 //   ceiling 1.0),
 //        1024 requests wait in the lowest band: the cycle evaluates the pool and the policy and
@@ -36,7 +41,9 @@
 #include <malloc.h>
 #endif
 
+#include <algorithm>
 #include <any>
+#include <chrono>
 #include <cstdio>
 #include <deque>
 #include <memory>
@@ -83,6 +90,7 @@ struct Fixture {
   Policies policies = Policies::kStrictFcfs;
   std::shared_ptr<ProgramAwareFairnessPolicy> programAware;
   int sequence = 0;
+  TimePoint now = kNow;
 
   Fixture(int bands, int flows, double saturation, Policies which) : policies(which) {
     FlowControllerOptions o;
@@ -130,7 +138,7 @@ struct Fixture {
     r.payload = f;
     if (policies == Policies::kSloDeadline)
       r.ttftObjective = std::chrono::milliseconds(++sequence % 97);
-    return fc->enqueue(std::move(r), kNow);
+    return fc->enqueue(std::move(r), now);
   }
 
   // Registers every flow in every band (enqueue + cancel keeps the flow), then queues D requests
@@ -145,18 +153,26 @@ struct Fixture {
   }
 };
 
-void dispatchCycle(benchmark::State& state, int bands, int flows, bool lowest, Policies which) {
+void dispatchCycle(benchmark::State& state, int bands, int flows, bool lowest, Policies which,
+                   bool live = false) {
   Fixture fx(bands, flows, 0.1, which);
   const std::size_t bytes = fx.fill(bands, flows, lowest ? 0 : bands - 1);
   std::size_t dispatchAllocs = 0;
   std::size_t enqueueAllocs = 0;
+  const auto picks =
+      fx.programAware ? fx.programAware->pickCounts() : ProgramAwareFairnessPolicy::PickCounts{};
   for (auto _ : state) {
+    if (live) fx.now += std::chrono::microseconds(1);
     {
       testing::AllocationCounter counter;
-      benchmark::DoNotOptimize(fx.fc->dispatchCycle(kNow));
+      benchmark::DoNotOptimize(fx.fc->dispatchCycle(fx.now));
       dispatchAllocs += counter.count();
     }
     testing::AllocationCounter counter;
+    if (live && fx.programAware) {
+      fx.programAware->recordServed(fx.flowIds[static_cast<std::size_t>(fx.lastFlow)], 100,
+                                    static_cast<std::uint64_t>(1 + fx.lastFlow % 50), fx.now);
+    }
     (void)fx.enqueue(fx.lastBand, fx.lastFlow);
     enqueueAllocs += counter.count();
   }
@@ -164,6 +180,12 @@ void dispatchCycle(benchmark::State& state, int bands, int flows, bool lowest, P
   state.counters["allocs_per_dispatch"] = static_cast<double>(dispatchAllocs) / n;
   state.counters["allocs_per_enqueue"] = static_cast<double>(enqueueAllocs) / n;
   state.counters["bytes_per_queued_request"] = static_cast<double>(bytes) / kDepth;
+  if (fx.programAware) {
+    const auto after = fx.programAware->pickCounts();
+    state.counters["picks_stopped_at_limit"] =
+        static_cast<double>(after.stoppedAtLimit - picks.stoppedAtLimit) /
+        static_cast<double>(std::max<std::uint64_t>(1, after.picks - picks.picks));
+  }
   if (fx.fc->stats().queuedRequests != static_cast<std::size_t>(kDepth)) {
     state.SkipWithError("queue depth drifted");
   }
@@ -350,6 +372,12 @@ int registerAll() {
     benchmark::RegisterBenchmark(
         ("BM_DispatchCycleSloDeadline" + suffix).c_str(),
         [=](benchmark::State& s) { dispatchCycle(s, 8, f, false, Policies::kSloDeadline); });
+    benchmark::RegisterBenchmark(
+        ("BM_DispatchCycleLive" + suffix).c_str(),
+        [=](benchmark::State& s) { dispatchCycle(s, 8, f, false, Policies::kStrictFcfs, true); });
+    benchmark::RegisterBenchmark(
+        ("BM_DispatchCycleProgramAwareLive" + suffix).c_str(),
+        [=](benchmark::State& s) { dispatchCycle(s, 8, f, false, Policies::kProgramAware, true); });
   }
   return 0;
 }

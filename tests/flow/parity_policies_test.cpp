@@ -6,7 +6,10 @@
 #include <chrono>
 #include <cmath>
 #include <limits>
+#include <map>
+#include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "alloc_counter.hpp"
@@ -199,6 +202,155 @@ TEST_F(FlowControllerTest, ProgramAwareEqualScoresGoToTheSmallerFlowId) {
   for (const char* flow : {"c", "a", "b"}) fc->enqueue(request(flow, 0), t0);
   fc->dispatchCycle(t0);
   EXPECT_EQ(rec.dispatchedFlows(), (std::vector<std::string>{"a"}));
+}
+
+// The indexed pick against the full scan it replaces: upstream's score over every non-empty flow
+// (norm over the candidates, 0.5 when all equal; strict >, equal scores -> the smaller flow id),
+// under random enqueues, cancels, reports and dispatches with many equal services and times. Every
+// pick that did not stop at kMaxPickVisits must equal the scan; with at most kMaxPickVisits flows
+// none stops there. (halfLife 0: the reported sums are exact, so the scan reads the same services.)
+TEST_F(FlowControllerTest, ProgramAwarePickEqualsTheFullScan) {
+  struct Case {
+    int flows;
+    double ws;
+    double ww;
+  };
+  const Case cases[] = {{5, 0.8, 0.2},  {16, 0.8, 0.2}, {16, 0.2, 0.8},
+                        {16, 0.5, 0.5}, {12, 1.0, 0.0}, {12, 0.0, 1.0},
+                        {12, 0.0, 0.0}, {64, 0.8, 0.2}, {300, 0.8, 0.2}};
+  for (const Case& c : cases) {
+    for (unsigned seed = 1; seed <= 3; ++seed) {
+      SCOPED_TRACE(::testing::Message()
+                   << c.flows << " flows, weights " << c.ws << "/" << c.ww << ", seed " << seed);
+      const auto p = programAware({.weightService = c.ws,
+                                   .weightHeadWait = c.ww,
+                                   .halfLife = Duration::zero(),
+                                   .evictionTtl = Duration::zero()});
+      std::vector<std::string> dispatched;
+      auto o = options();
+      o.defaultRequestTtl = Duration::zero();
+      o.bands = {{.priority = 0, .fairness = p}};
+      o.onOutcome = [&](Completion&& done) {
+        if (done.outcome.dispatched()) dispatched.push_back(done.flowId);
+      };
+      auto fc = make(std::move(o));
+      ASSERT_NE(fc, nullptr);
+      std::mt19937 rng(seed);
+      const auto below = [&](int n) { return static_cast<int>(rng() % static_cast<unsigned>(n)); };
+      const auto flowName = [](int i) { return "program-" + std::to_string(i); };
+      // The scan's view: each flow's queued requests (payload, enqueue time) in FCFS order.
+      std::map<std::string, std::vector<std::pair<int, TimePoint>>> queued;
+      std::vector<std::pair<int, Ticket>> tickets;
+      TimePoint at = t0;
+      int next = 0;
+      int compared = 0;
+      const auto scan = [&]() -> std::string {
+        double min_s = 0, max_s = 0;
+        TimePoint min_e = TimePoint::max(), max_e = TimePoint::min();
+        bool first = true;
+        for (const auto& [id, items] : queued) {
+          if (items.empty()) continue;
+          const double s = p->attainedService(id, at);
+          min_s = first ? s : std::min(min_s, s);
+          max_s = first ? s : std::max(max_s, s);
+          first = false;
+          min_e = std::min(min_e, items.front().second);
+          max_e = std::max(max_e, items.front().second);
+        }
+        const double s_range = max_s - min_s;
+        const double w_range = std::chrono::duration<double>(max_e - min_e).count();
+        std::string best;
+        double best_score = 0;
+        for (const auto& [id, items] : queued) {
+          if (items.empty()) continue;
+          const double ns = s_range > 0 ? (p->attainedService(id, at) - min_s) / s_range : 0.5;
+          const double nw =
+              w_range > 0
+                  ? std::chrono::duration<double>(max_e - items.front().second).count() / w_range
+                  : 0.5;
+          const double score = c.ws * (1.0 - ns) + c.ww * nw;
+          if (best.empty() || score > best_score) {
+            best = id;
+            best_score = score;
+          }
+        }
+        return best;
+      };
+      const auto dispatchOne = [&] {
+        const std::string expected = scan();
+        const auto before = p->pickCounts().stoppedAtLimit;
+        dispatched.clear();
+        fc->dispatchCycle(at);
+        ASSERT_EQ(dispatched.size(), expected.empty() ? 0u : 1u);
+        if (expected.empty()) return;
+        auto& items = queued[dispatched[0]];
+        ASSERT_FALSE(items.empty()) << dispatched[0];
+        items.erase(items.begin());
+        if (p->pickCounts().stoppedAtLimit != before) return;
+        ++compared;
+        ASSERT_EQ(dispatched[0], expected);
+      };
+      for (int step = 0; step < 1500; ++step) {
+        if (below(3) == 0) at += std::chrono::milliseconds(below(3));  // many equal times
+        const int action = below(10);
+        if (action < 5) {
+          const std::string id = flowName(below(c.flows));
+          queued[id].push_back({next, at});
+          tickets.emplace_back(next, fc->enqueue(request(id, 0, next), at));
+          ++next;
+        } else if (action < 7) {
+          static constexpr std::uint64_t kTokens[] = {0, 10, 100, 1000};
+          p->recordServed(flowName(below(c.flows)), kTokens[below(4)], kTokens[below(4)], at);
+        } else if (action < 8) {
+          if (tickets.empty()) continue;
+          auto& [payload, ticket] =
+              tickets[static_cast<std::size_t>(below(static_cast<int>(tickets.size())))];
+          if (ticket.cancel()) {
+            for (auto& [id, items] : queued) {
+              std::erase_if(items, [&](const auto& item) { return item.first == payload; });
+            }
+          }
+        } else {
+          dispatchOne();
+          if (HasFatalFailure()) return;
+        }
+      }
+      while (fc->stats().queuedRequests > 0) {
+        dispatchOne();
+        if (HasFatalFailure()) return;
+      }
+      EXPECT_GT(compared, 0);
+      if (c.flows <= ProgramAwareFairnessPolicy::kMaxPickVisits) {
+        EXPECT_EQ(p->pickCounts().stoppedAtLimit, 0u);
+      }
+    }
+  }
+}
+
+// A program with queued requests enters the table (service 0) and is not forgotten while
+// queued; once forgotten and queued again, its reports still reach the band's index.
+TEST_F(FlowControllerTest, ProgramAwareKeepsQueuedProgramsAndFollowsReports) {
+  const auto p = programAware({.evictionTtl = 10s, .evictionSweep = 5s});
+  auto o = options();
+  o.defaultRequestTtl = Duration::zero();
+  o.bands = {{.priority = 0, .fairness = p}};
+  auto fc = make(std::move(o));
+  p->recordServed("other", 1, 0, t0);
+  fc->enqueue(request("queued", 0, 1), t0);
+  EXPECT_EQ(p->programCount(), 2u);
+  p->recordServed("other", 1, 0, t0 + 20s);  // sweep: "queued" is idle 20 s but has a request
+  EXPECT_EQ(p->programCount(), 2u);
+  fc->dispatchCycle(t0 + 20s);
+  p->recordServed("other", 1, 0, t0 + 40s);  // sweep: now it goes
+  EXPECT_EQ(p->programCount(), 1u);
+  EXPECT_EQ(p->attainedService("queued", t0 + 40s), 0.0);
+  // Queued again (a new table entry), then reported heavier than "other": "other" goes first.
+  fc->enqueue(request("queued", 0, 2), t0 + 40s);
+  fc->enqueue(request("other", 0, 3), t0 + 40s);
+  p->recordServed("queued", 1000, 0, t0 + 40s);
+  fc->dispatchCycle(t0 + 40s);
+  fc->dispatchCycle(t0 + 40s);
+  EXPECT_EQ(rec.dispatchedPayloads(), (std::vector<int>{1, 3, 2}));
 }
 
 TEST(ProgramAwareFairnessTest, DumpStateIsAJsonSnapshot) {

@@ -129,6 +129,14 @@ class HOLDBACK_API FairnessState {
   virtual ~FairnessState() = default;
 };
 
+// Per-flow state of a fairness policy (one object per flow of a band, created with the flow and
+// destroyed with it), for a policy that keeps its own index of the band's flows.
+// Thread safety: thread-compatible (the controller only touches it under its lock).
+class HOLDBACK_API FairnessFlowState {
+ public:
+  virtual ~FairnessFlowState() = default;
+};
+
 // Thread safety: implementations must be thread-safe (per-band mutable state belongs in the
 // FairnessState).
 class HOLDBACK_API FairnessPolicy {
@@ -141,6 +149,22 @@ class HOLDBACK_API FairnessPolicy {
   // returning nullptr (or an empty flow) makes the cycle skip the band.
   [[nodiscard]] virtual const FlowQueueView* pick(const BandView& band,
                                                   FairnessState* state) const noexcept = 0;
+
+  // Incremental maintenance (optional; the built-in policies use none). Called once per flow when
+  // the band creates it (`bandState` is what newState() returned for the band); nullptr (the
+  // default) = no per-flow state and no headChanged() calls for that flow.
+  [[nodiscard]] virtual std::unique_ptr<FairnessFlowState> newFlowState(
+      const FlowQueueView& /*flow*/, FairnessState* /*bandState*/) const {
+    return nullptr;
+  }
+  // Called for a flow with a per-flow state each time its head() changes: the flow became
+  // non-empty, a request went before its head, or its head left the queue (dispatched, expired,
+  // cancelled, evicted; head() is then the next request or nullptr when the flow is now empty).
+  // Called under the controller's lock with the flow's queue already updated; the same rules as
+  // pick() apply (no blocking, no allocation in steady state, no exception, no call back into
+  // the controller).
+  virtual void headChanged(const FlowQueueView& /*flow*/,
+                           FairnessFlowState& /*flowState*/) const noexcept {}
 };
 
 // Thread safety: thread-safe (stateless).

@@ -10,24 +10,43 @@
 //                     norm(v) = (v - min) / (max - min) over the candidates, 0.5 when max == min;
 //                     wait = now - head.enqueueTime. The highest score wins (strict >; ties go to
 //                     the smaller flow id, where upstream's map order is random).
-//   eviction          a program not reported for evictionTtl is forgotten (0 = never), checked at
-//                     most every evictionSweep by recordServed.
+//   eviction          a program not reported (nor first queued) for evictionTtl and with no
+//                     queued request is forgotten (0 = never), checked at most every
+//                     evictionSweep by recordServed.
 //
-// How it stays cheap: min-max normalization cancels every term common to all candidates, so the
-// pick needs no clock (wait normalizes through the heads' enqueue times) and no decay arithmetic
-// (each program stores its service scaled to a reference epoch; decay is a common factor). A
-// pick is one pass over the band's non-empty flows (O(F log F) through BandView) plus a table
-// lookup per flow; its scratch buffer lives in the band's FairnessState and only grows.
+// How it stays cheap (docs/flow-controller.md, "Program-aware fairness"): the pick is the argmax
+// of a score that is decreasing in service and in head enqueue time, so it needs the band's
+// non-empty flows ordered by each, not a scan:
+//   - decay is a factor common to every program, so each program stores its service scaled to
+//     a reference epoch (moved forward before it could overflow) and the order never changes
+//     with time; min-max normalization cancels that factor and `now` from the head wait;
+//   - the policy keeps per-flow state (FairnessPolicy::newFlowState) and is told of every head
+//     change (headChanged): each band's state indexes its non-empty flows in a search tree by
+//     service whose nodes are the flow states themselves (no allocation) and know their
+//     subtree's oldest and youngest head; recordServed re-keys the program's non-empty flows in
+//     every band (O(log F) each);
+//   - a pick reads the extremes of both keys, answers the one-term cases (equal services, equal
+//     head times, a zero weight) from the first flow by the other key, and otherwise walks the
+//     tree in service order, skipping every subtree whose best possible score (its lowest
+//     service with its oldest head) is below the best met; its choice is the full scan's. A
+//     walk that scores kMaxPickVisits flows stops with the best met (pickCounts()), so a pick's
+//     cost is bounded whatever the data.
+// A program's flows hold a pointer to its table entry (no string lookup per step); a program
+// with queued requests is not forgotten.
 //
 // The host reports what each program was served when a request completes (recordServed); a
-// request that never reports costs its program nothing. dumpState() is the JSON snapshot an
-// operator fetches (upstream's DumpState): parameters, every program with its decayed service,
-// requests and mean queue wait, and Jain's fairness index over the programs' mean waits
+// request that never reports costs its program nothing. A program enters the table when it is
+// first reported or first has a queued request. dumpState() is the JSON snapshot an operator
+// fetches (upstream's DumpState): parameters, every program with its decayed service, reported
+// requests, mean queue wait and non-empty flows, and Jain's fairness index over the programs' mean
+// waits
 // ((sum x)^2 / (n sum x^2), 1.0 when n <= 1).
 //
-// Thread safety: thread-safe. pick() runs under the controller's lock and takes the policy's own
-// mutex briefly (never while calling host code); recordServed/attainedService/dumpState may be
-// called from any thread. A reload that builds a new instance starts with an empty table.
+// Thread safety: thread-safe. pick() and headChanged() run under the controller's lock and take
+// the policy's own mutex briefly (never while calling host code); the per-band indexes are only
+// touched under that mutex, so one instance may serve several controllers, and
+// recordServed/attainedService/dumpState may be called from any thread. A reload that builds a new
+// instance starts with an empty table.
 #pragma once
 
 #include "holdback/abi.hpp"
@@ -61,6 +80,8 @@ class HOLDBACK_API ProgramAwareFairnessPolicy final : public FairnessPolicy {
   static constexpr std::string_view kType = "program-aware-fairness";
   // Weight of an output token in attained service (an input token weighs 1).
   static constexpr double kOutputTokenWeight = 2.0;
+  // A pick's walk scores at most kMaxPickVisits flows (see above).
+  static constexpr int kMaxPickVisits = 64;
 
   static Result<std::unique_ptr<ProgramAwareFairnessPolicy>> create(
       ProgramAwareFairnessOptions options = {}, std::string name = std::string(kType));
@@ -76,6 +97,9 @@ class HOLDBACK_API ProgramAwareFairnessPolicy final : public FairnessPolicy {
   [[nodiscard]] std::unique_ptr<FairnessState> newState() const override;
   [[nodiscard]] const FlowQueueView* pick(const BandView& band,
                                           FairnessState* state) const noexcept override;
+  [[nodiscard]] std::unique_ptr<FairnessFlowState> newFlowState(
+      const FlowQueueView& flow, FairnessState* bandState) const override;
+  void headChanged(const FlowQueueView& flow, FairnessFlowState& flowState) const noexcept override;
 
   // The host reports a completed request of program `flowId`: its input and output tokens, and
   // optionally how long it waited in the queue (for the fairness index). Allocates only for a
@@ -89,18 +113,38 @@ class HOLDBACK_API ProgramAwareFairnessPolicy final : public FairnessPolicy {
   [[nodiscard]] double jainFairnessIndex() const;
   // The JSON snapshot (one object, keys in a fixed order).
   [[nodiscard]] std::string dumpState(TimePoint now) const;
+  // Picks made, and how many of them stopped at kMaxPickVisits before proving that their choice
+  // is the full scan's (see above).
+  struct PickCounts {
+    std::uint64_t picks = 0;
+    std::uint64_t stoppedAtLimit = 0;
+  };
+  [[nodiscard]] PickCounts pickCounts() const;
 
  private:
+  struct FlowEntry;  // a flow's state: its keys in its band's indexes, its program
+  struct BandIndex;  // a band's state: its non-empty flows by service and by head enqueue time
+  struct PickWalk;   // one pick's branch-and-bound walk of a BandIndex
   struct Program {
     double scaledService = 0.0;  // service x 2^((lastUpdate - epoch) / halfLife), see above
-    TimePoint lastUpdate{};
+    TimePoint lastUpdate{};      // the last report (or when the program was first queued)
     std::uint64_t requests = 0;
     double waitSeconds = 0.0;  // sum of reported queue waits
     std::uint64_t waits = 0;
+    FlowEntry* flows = nullptr;  // its non-empty flows in every band (an intrusive list)
   };
   ProgramAwareFairnessPolicy(ProgramAwareFairnessOptions options, std::string name);
   [[nodiscard]] double decayExponent(TimePoint t) const noexcept HOLDBACK_REQUIRES(mu_);
   [[nodiscard]] double jainLocked() const HOLDBACK_REQUIRES(mu_);
+  // The flow's program entry (created if unknown; nullptr only if that allocation failed).
+  Program* resolveLocked(FlowEntry& e, TimePoint seen) const noexcept HOLDBACK_REQUIRES(mu_);
+  void linkLocked(FlowEntry& e, TimePoint headEnqueue) const noexcept HOLDBACK_REQUIRES(mu_);
+  void unlinkLocked(FlowEntry& e) const noexcept HOLDBACK_REQUIRES(mu_);
+  // Moves the program's non-empty flows to its current service in their bands' indexes.
+  void rekeyLocked(Program& p) const noexcept HOLDBACK_REQUIRES(mu_);
+  [[nodiscard]] const FlowQueueView* pickLocked(const BandView& band,
+                                                const BandIndex& index) const noexcept
+      HOLDBACK_REQUIRES(mu_);
 
   const ProgramAwareFairnessOptions options_;
   const std::string name_;
@@ -109,6 +153,10 @@ class HOLDBACK_API ProgramAwareFairnessPolicy final : public FairnessPolicy {
   mutable TimePoint epoch_ HOLDBACK_GUARDED_BY(mu_){};
   mutable bool has_epoch_ HOLDBACK_GUARDED_BY(mu_) = false;
   mutable TimePoint last_sweep_ HOLDBACK_GUARDED_BY(mu_){};
+  // Bumped when a sweep forgets programs: a flow's cached program pointer of an older
+  // generation is looked up again.
+  mutable std::uint64_t evictions_ HOLDBACK_GUARDED_BY(mu_) = 0;
+  mutable PickCounts pick_counts_ HOLDBACK_GUARDED_BY(mu_);
 };
 
 }  // namespace HOLDBACK_ABI_NAMESPACE

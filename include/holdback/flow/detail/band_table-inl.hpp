@@ -482,11 +482,13 @@ HOLDBACK_INLINE void BandTable::addToQueue(Item* item) noexcept {
                                       : b->active.insert(f).first;
     }
     b->active_count += 1;
+    notifyHeadChanged(f);
   } else if (less.fcfs) {
     if (less(item, f->items.front())) {
       auto head_node = b->heads.extract(f->head_pos);
       f->items.insert(item);
       f->head_pos = b->heads.insert(std::move(head_node)).position;
+      notifyHeadChanged(f);
     } else {
       f->items.insert(item);
     }
@@ -498,6 +500,7 @@ HOLDBACK_INLINE void BandTable::addToQueue(Item* item) noexcept {
       f->items.insert(item, &view);
       f->head_view = view;
       f->head_pos = b->heads.insert(std::move(head_node)).position;
+      notifyHeadChanged(f);
     } else {
       f->items.insert(item, &view);
     }
@@ -523,6 +526,7 @@ HOLDBACK_INLINE void BandTable::removeFromQueue(Item* item, TimePoint now) noexc
       if (!f->items.key_comp().fcfs) f->refreshHeadView();  // HeadLess's key
       f->head_pos = b->heads.insert(std::move(head_node)).position;
     }
+    notifyHeadChanged(f);
   } else {
     f->items.erase(item);  // no search, no comparator call
   }

@@ -297,8 +297,8 @@ struct IdBuffer {
 };
 
 struct Flow final : FlowQueueView {
-  Flow(std::string flow_id, Band* owner, ItemLess less)
-      : id(std::move(flow_id)), id_prefix(idPrefix(id)), band(owner), items(less) {}
+  // Defined after Band (asks the band's fairness policy for the flow's state).
+  Flow(std::string flow_id, Band* owner, ItemLess less);
   std::string_view flowId() const noexcept override { return id; }
   std::size_t size() const noexcept override { return items.size(); }
   std::uint64_t bytes() const noexcept override { return queued_bytes; }
@@ -330,6 +330,9 @@ struct Flow final : FlowQueueView {
   // The head's view: head()'s result, and HeadLess's key under a policy other than FCFS (then
   // kept current whenever the head changes).
   mutable QueuedRequestView head_view;
+  // The band's fairness policy's per-flow state (FairnessPolicy::newFlowState), if it keeps one;
+  // told of every head change (notifyHeadChanged). Last member: destroyed first.
+  std::unique_ptr<FairnessFlowState> fairness_flow;
 };
 
 inline bool HeadLess::operator()(const Flow* a, const Flow* b) const noexcept {
@@ -409,6 +412,16 @@ struct Band final : BandView {
     return nullptr;
   }
 };
+
+inline Flow::Flow(std::string flow_id, Band* owner, ItemLess less)
+    : id(std::move(flow_id)), id_prefix(idPrefix(id)), band(owner), items(less) {
+  fairness_flow = owner->fairness->newFlowState(*this, owner->fairness_state.get());
+}
+
+// FairnessPolicy::headChanged for a flow whose policy keeps per-flow state.
+inline void notifyHeadChanged(Flow* f) noexcept {
+  if (f->fairness_flow) f->band->fairness->headChanged(*f, *f->fairness_flow);
+}
 
 // Record and ordering helpers that need Flow and Band complete.
 inline QueuedRequestView makeView(const Item& item) noexcept {
