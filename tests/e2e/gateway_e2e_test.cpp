@@ -382,6 +382,14 @@ TEST_F(GatewayE2ETest, HoldsBackBatchProtectsInteractiveAndRoutesAroundADeadServ
   // Phase 3: SIGKILL server B; traffic through the holdback gateway must move to A.
   const std::string before_kill = getMetrics(*gateway_);
   const std::string survivor = server_a_->url();
+  // How old the gateway's view of B is when B dies, and whether its scrapes were succeeding:
+  // the staleness path can only see B once that age reaches the threshold.
+  const std::string b_label = "endpoint=\"" + server_b_->url() + "\"";
+  const double b_age_at_kill_ms =
+      1000.0 * metricValue(before_kill, "holdback_gateway_endpoint_metrics_age_seconds", b_label)
+                   .value_or(-1.0);
+  const double b_up_at_kill =
+      metricValue(before_kill, "holdback_gateway_endpoint_up", b_label).value_or(-1.0);
   server_b_->signal(SIGKILL);
   const auto killed_at = Clock::now();
   const double killed_ms = msSince(t0_, killed_at);
@@ -425,18 +433,26 @@ TEST_F(GatewayE2ETest, HoldsBackBatchProtectsInteractiveAndRoutesAroundADeadServ
   std::printf(
       "[e2e] kill: %zu requests after SIGKILL, last one not served by the survivor sent "
       "%.0f ms after the kill (-1: none) (threshold %lld ms + slack %lld ms); gateway saturation "
-      "%.2f before, %.2f after; the saturation showed the stale server %.0f ms after the kill\n",
+      "%.2f before, %.2f after; the saturation showed the stale server %.0f ms after the kill "
+      "(its metrics were %.0f ms old at the kill, up %.0f)\n",
       after.size(), last_bad, static_cast<long long>(kStaleness.count()),
       static_cast<long long>(kStalenessSlack.count()), saturation(before_kill),
-      saturation(after_kill), detected_ms.load());
+      saturation(after_kill), detected_ms.load(), b_age_at_kill_ms, b_up_at_kill);
+  ASSERT_GE(b_age_at_kill_ms, 0.0) << before_kill;
   EXPECT_GE(checked, 5);
   // The dead server's metrics are stale; "saturated" scores it 1.0, so the mean is >= 0.5.
   EXPECT_LT(saturation(before_kill), 0.5) << before_kill;
   EXPECT_GE(saturation(after_kill), 0.5) << after_kill;
-  // ... and only once its last good scrape has aged past the threshold (the last one completed
-  // up to a scrape interval before the kill, later under load: half the threshold as the floor),
-  // so it is the staleness path that saw it, not a failed scrape or a refused connection.
-  EXPECT_GE(detected_ms.load(), static_cast<double>(kStaleness.count()) / 2);
+  // ... and only once its last good scrape has aged past the threshold: B's metrics were
+  // b_age_at_kill_ms old when the gateway was last asked before the kill (normally a scrape
+  // interval or less; more when the machine is loaded), so the staleness path cannot see B
+  // before threshold - that age (less 50 ms: the time from that read to the kill, and the
+  // watcher's polling). Seeing it earlier would mean a failed scrape or a refused connection
+  // closed B, not the staleness path.
+  EXPECT_GE(detected_ms.load(), static_cast<double>(kStaleness.count()) - b_age_at_kill_ms - 50.0)
+      << "B's metrics were " << b_age_at_kill_ms << " ms old at the kill, up " << b_up_at_kill
+      << "\n"
+      << before_kill;
   EXPECT_LE(detected_ms.load(), static_cast<double>((kStaleness + kStalenessSlack).count()));
 
   // d. every request got exactly one response, none timed out or was lost.
