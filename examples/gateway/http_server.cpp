@@ -431,6 +431,25 @@ bool isDisconnect(const beast::error_code& ec) {
          ec == asio::error::broken_pipe || ec == asio::error::bad_descriptor;
 }
 
+// Closes a connection whose request was refused before it was read in full (413, 431, 400,
+// 411, or the connection cap): stop sending, then read and discard what the client is still
+// sending (for at most `limit` and 4 MiB), so that it reads the reply instead of a reset. Closing
+// a socket with unread input makes the kernel send RST, which can reach the client before it has
+// read the reply (curl then reports no status at all).
+asio::awaitable<void> lingeringClose(beast::tcp_stream& stream, std::chrono::milliseconds limit) {
+  beast::error_code ignored;
+  stream.socket().shutdown(tcp::socket::shutdown_send, ignored);
+  std::array<char, 4096> sink{};
+  std::size_t drained = 0;
+  stream.expires_after(limit);
+  while (drained < std::size_t{4} * 1024 * 1024) {
+    auto [ec, n] = co_await stream.async_read_some(asio::buffer(sink), kUse);
+    if (ec) break;
+    drained += n;
+  }
+  stream.close();
+}
+
 asio::awaitable<void> session(HttpServer::Shard& shard, tcp::socket socket) {
   Gateway& gw = shard.gw;
   GatewayCounters& counters = gw.counters();
@@ -444,6 +463,7 @@ asio::awaitable<void> session(HttpServer::Shard& shard, tcp::socket socket) {
   beast::tcp_stream stream(std::move(socket));
   beast::flat_buffer buffer;
   const Options& o = gw.options();
+  bool refused = false;  // an error reply to a request that was not read in full
   for (;;) {
     // Idle: wait for the first byte of the next request.
     if (buffer.size() == 0) {
@@ -469,6 +489,7 @@ asio::awaitable<void> session(HttpServer::Shard& shard, tcp::socket socket) {
       if (isDisconnect(hec)) break;
       counters.clientErrors.fetch_add(1, std::memory_order_relaxed);
       co_await writeReply(stream, parseErrorReply(hec), false);
+      refused = true;
       break;
     }
     auto& head = parser.get();
@@ -479,6 +500,7 @@ asio::awaitable<void> session(HttpServer::Shard& shard, tcp::socket socket) {
                           jsonError(411, "invalid_request_error",
                                     "POST needs a Content-Length header (or chunked encoding)"),
                           false);
+      refused = true;
       break;
     }
     if (!parser.is_done()) {
@@ -498,6 +520,7 @@ asio::awaitable<void> session(HttpServer::Shard& shard, tcp::socket socket) {
         if (isDisconnect(bec)) break;
         counters.clientErrors.fetch_add(1, std::memory_order_relaxed);
         co_await writeReply(stream, parseErrorReply(bec), false);
+        refused = true;
         break;
       }
     }
@@ -508,6 +531,10 @@ asio::awaitable<void> session(HttpServer::Shard& shard, tcp::socket socket) {
     const bool keep = co_await route(shard, stream, req, keep_alive);
     counters.exchangesInProgress.fetch_sub(1, std::memory_order_relaxed);
     if (!keep) break;
+  }
+  if (refused) {
+    co_await lingeringClose(stream, 1s);
+    co_return;
   }
   stream.socket().shutdown(tcp::socket::shutdown_send, ignored);
   stream.close();
@@ -523,14 +550,7 @@ asio::awaitable<void> shed(tcp::socket socket) {
                       "too many open connections to the gateway; retry later");
   r.retryAfterS = 1;
   co_await writeReply(stream, r, false);
-  stream.socket().shutdown(tcp::socket::shutdown_send, ignored);
-  std::array<char, 4096> sink{};
-  stream.expires_after(1s);
-  for (;;) {
-    auto [ec, n] = co_await stream.async_read_some(asio::buffer(sink), kUse);
-    if (ec) break;
-  }
-  stream.close();
+  co_await lingeringClose(stream, 1s);
 }
 
 }  // namespace
