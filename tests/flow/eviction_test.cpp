@@ -15,6 +15,7 @@
 #include "holdback/detector/detectors.hpp"
 #include "holdback/flow/eviction.hpp"
 #include "holdback/flow/flow_controller.hpp"
+#include "holdback/metrics/prometheus.hpp"
 
 namespace holdback {
 namespace {
@@ -481,6 +482,44 @@ TEST_F(ReserveRestoreTest, WithoutTheBlockTriggerAHeadOfLineBlockRevokesNothingB
     detector->set(1.0);
     EXPECT_EQ(cycle(*fc, t0 + 1s).kind, Kind::kGated);
     EXPECT_EQ(revoked.empty(), !onBlock);
+  }
+}
+
+// The Prometheus text tells the two triggers apart: restoration's revocations under
+// reason="reserve", the head-of-line block's under reason="blocked".
+TEST_F(ReserveRestoreTest, PrometheusCountsEachTriggerUnderItsReason) {
+  const auto count = [](const std::string& text, const std::string& reason) {
+    const std::string key =
+        "holdback_flow_control_revocations_by_reason_total{reason=\"" + reason + "\",";
+    const auto at = text.find(key);
+    if (at == std::string::npos) return std::string("absent");
+    const auto value = text.find("} ", at) + 2;
+    return text.substr(value, text.find('\n', value) - value);
+  };
+  {
+    auto fc = restoring();
+    preload(*fc, 20, -1, t0);
+    detector->set(0.9);
+    arrive(*fc, t0 + 1s, t0 + 3s, 50ms);
+    const EvictionStats st = fc->stats().eviction;
+    ASSERT_GT(st.restored, 0u);
+    const std::string text = renderPrometheus(fc->stats(), "p");
+    EXPECT_EQ(count(text, "reserve"), std::to_string(st.restored)) << text;
+    EXPECT_EQ(count(text, "blocked"), "0") << text;
+  }
+  revoked.clear();
+  {
+    auto fc = restoring(/*onBlock=*/true, /*batchCeiling=*/1.0);  // no reserve: blocks only
+    preload(*fc, 4, -1, t0);
+    fc->enqueue(request("hp", 10), t0 + 1s);
+    detector->set(1.0);
+    cycle(*fc, t0 + 1s);
+    const EvictionStats st = fc->stats().eviction;
+    ASSERT_GT(st.issued, 0u);
+    EXPECT_EQ(st.restored, 0u);
+    const std::string text = renderPrometheus(fc->stats(), "p");
+    EXPECT_EQ(count(text, "blocked"), std::to_string(st.issued)) << text;
+    EXPECT_EQ(count(text, "reserve"), "0") << text;
   }
 }
 

@@ -5,6 +5,8 @@
 #include <array>
 #include <cstdint>
 #include <limits>
+#include <map>
+#include <string>
 
 #include "holdback/metrics/prometheus_parser.hpp"
 
@@ -127,10 +129,38 @@ TEST(RenderPrometheusTest, EvictionMetricsUseUpstreamNamesOnlyWhenEnabled) {
         "\"p\"} 3\n",
         "holdback_flow_control_revocation_confirmation_seconds_bucket{le=\"0.25\",inference_pool="
         "\"p\"} 4\n",
-        "holdback_flow_control_revocation_confirmation_seconds_count{inference_pool=\"p\"} 4\n"}) {
+        "holdback_flow_control_revocation_confirmation_seconds_count{inference_pool=\"p\"} 4\n",
+        "holdback_flow_control_revocations_by_reason_total{reason=\"blocked\",inference_pool="
+        "\"p\"} 5\n",
+        "holdback_flow_control_revocations_by_reason_total{reason=\"reserve\",inference_pool="
+        "\"p\"} 0\n"}) {
     EXPECT_NE(text.find(line), std::string::npos) << line << "\n" << text;
   }
   EXPECT_EQ(parsePrometheusText(text).skippedLines, 0u);
+}
+
+// Reserve restoration's revocations (EvictionStats::restored) have their own series, next to
+// the head-of-line ones; the two reasons sum to flow_control_revocations_issued_total.
+TEST(RenderPrometheusTest, RevocationsByReasonSplitRestorationFromBlocks) {
+  FlowControllerStats stats;
+  stats.eviction.enabled = true;
+  stats.eviction.issuedByPriority = {{-1, 7}};
+  stats.eviction.issued = 7;
+  stats.eviction.restored = 5;
+  const std::string text = renderPrometheus(stats, "p");
+  EXPECT_NE(text.find("# TYPE holdback_flow_control_revocations_by_reason_total counter\n"),
+            std::string::npos)
+      << text;
+  const ParsedPrometheusText parsed = parsePrometheusText(text);
+  EXPECT_EQ(parsed.skippedLines, 0u);
+  std::map<std::string, double> byReason;
+  for (const auto& sample : parsed.samples) {
+    if (sample.name != "holdback_flow_control_revocations_by_reason_total") continue;
+    if (const auto reason = sample.label("reason")) byReason[std::string(*reason)] = sample.value;
+  }
+  ASSERT_EQ(byReason.size(), 2u) << text;
+  EXPECT_EQ(byReason["blocked"], 2.0);
+  EXPECT_EQ(byReason["reserve"], 5.0);
 }
 
 }  // namespace
