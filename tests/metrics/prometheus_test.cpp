@@ -1,9 +1,13 @@
 #include "holdback/metrics/prometheus.hpp"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <array>
 #include <cstdint>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
 #include <limits>
 #include <map>
 #include <string>
@@ -161,6 +165,30 @@ TEST(RenderPrometheusTest, RevocationsByReasonSplitRestorationFromBlocks) {
   ASSERT_EQ(byReason.size(), 2u) << text;
   EXPECT_EQ(byReason["blocked"], 2.0);
   EXPECT_EQ(byReason["reserve"], 5.0);
+}
+
+// `promtool check metrics` (Debian package prometheus) accepts the eviction families, the
+// reason split included; skipped when promtool is not installed.
+TEST(RenderPrometheusTest, EvictionFamiliesPassPromtool) {
+  if (std::system("command -v promtool >/dev/null 2>&1") != 0) {
+    GTEST_SKIP() << "promtool not installed (Debian package prometheus)";
+  }
+  FlowControllerStats stats;
+  stats.eviction.enabled = true;
+  stats.eviction.issuedByPriority = {{-1, 7}};
+  stats.eviction.issued = 7;
+  stats.eviction.restored = 5;
+  stats.eviction.confirmed = 6;
+  stats.eviction.confirmationBuckets[2] = 6;
+  stats.eviction.confirmationSumSeconds = 0.05;
+  const std::string text = renderPrometheus(stats, "p");
+  const std::string file = (std::filesystem::temp_directory_path() /
+                            ("holdback-promtool-" + std::to_string(::getpid()) + ".txt"))
+                               .string();
+  std::ofstream(file, std::ios::binary) << text;
+  const int rc = std::system(("promtool check metrics < " + file + " >&2").c_str());
+  std::filesystem::remove(file);
+  EXPECT_EQ(rc, 0) << text;
 }
 
 }  // namespace
