@@ -14,6 +14,7 @@
 
 #include "holdback/config/document.hpp"
 #include "holdback/config/duration.hpp"
+#include "holdback/config/effective_config.hpp"
 #include "holdback/flow/flow_controller.hpp"
 
 #include "golden_files.hpp"
@@ -476,6 +477,105 @@ TEST(EndpointPickerConfigEvictionTest, GateOffLeavesEvictionOff) {
   ASSERT_TRUE(loaded.ok()) << loaded.diagnostics().toString();
   EXPECT_TRUE(loaded.value()->enableEviction);  // as written
   EXPECT_FALSE(loaded.value()->controller.eviction.enabled);
+}
+
+// flowControl.eviction.revokeOnBlock and restoreReserve load into EvictionOptions: the block
+// turns restoration on, `enabled: false` keeps it off, and the effective config shows both.
+TEST(EndpointPickerConfigEvictionTest, RestoreReserveAndRevokeOnBlockLoad) {
+  const std::string head = R"(
+apiVersion: llm-d.ai/v1alpha1
+kind: EndpointPickerConfig
+featureGates: [flowControl]
+flowControl:
+  enableEviction: true
+  eviction:
+)";
+  const auto on = loadEndpointPickerConfigText(head + R"(
+    revokeOnBlock: false
+    restoreReserve: {epsilon: 0.05, leadTime: 80ms}
+)");
+  ASSERT_TRUE(on.ok()) << on.diagnostics().toString();
+  const EvictionOptions& e = on.value()->controller.eviction;
+  EXPECT_FALSE(e.revokeOnBlock);
+  EXPECT_TRUE(e.restoreReserve.enabled);
+  EXPECT_DOUBLE_EQ(e.restoreReserve.epsilon, 0.05);
+  EXPECT_EQ(e.restoreReserve.leadTime, std::chrono::milliseconds(80));
+  const OrderedJson effective = effectiveConfig(*on.value())["eviction"];
+  EXPECT_EQ(effective["revokeOnBlock"], false);
+  EXPECT_EQ(effective["restoreReserve"]["enabled"], true);
+  EXPECT_EQ(effective["restoreReserve"]["epsilon"], 0.05);
+  EXPECT_EQ(effective["restoreReserve"]["leadTime"], "80ms");
+  EXPECT_NE(
+      describeBundle(*on.value())
+          .find("no head-of-line trigger, restore the reserve (epsilon 0.05, lead time 80ms)"),
+      std::string::npos)
+      << describeBundle(*on.value());
+
+  const auto off = loadEndpointPickerConfigText(head + R"(
+    restoreReserve: {enabled: false, epsilon: 0.2}
+)");
+  ASSERT_TRUE(off.ok()) << off.diagnostics().toString();
+  EXPECT_TRUE(off.value()->controller.eviction.revokeOnBlock);  // upstream's trigger by default
+  EXPECT_FALSE(off.value()->controller.eviction.restoreReserve.enabled);
+  EXPECT_DOUBLE_EQ(off.value()->controller.eviction.restoreReserve.epsilon, 0.2);
+
+  const auto defaults = loadEndpointPickerConfigText(head + "    footprintAware: false\n");
+  ASSERT_TRUE(defaults.ok()) << defaults.diagnostics().toString();
+  EXPECT_TRUE(defaults.value()->controller.eviction.revokeOnBlock);
+  EXPECT_FALSE(defaults.value()->controller.eviction.restoreReserve.enabled);
+  const OrderedJson shown = effectiveConfig(*defaults.value())["eviction"];
+  EXPECT_EQ(shown["revokeOnBlock"], true);
+  EXPECT_EQ(shown["restoreReserve"]["enabled"], false);
+  EXPECT_EQ(shown["restoreReserve"]["epsilon"], 0.01);
+  EXPECT_EQ(shown["restoreReserve"]["leadTime"], "0s");
+}
+
+// Every mistake in the two keys at once, each with its path, the value and what is allowed.
+TEST(EndpointPickerConfigEvictionTest, RestoreReserveAndRevokeOnBlockErrorsNameThePath) {
+  const std::string head = R"({"apiVersion": "llm-d.ai/v1alpha1", "kind": "EndpointPickerConfig",
+      "featureGates": ["flowControl"], "flowControl": {"enableEviction": true, "eviction": )";
+  const auto errors = [&](const std::string& eviction) {
+    const auto loaded = loadEndpointPickerConfigText(head + eviction + "}}");
+    EXPECT_FALSE(loaded.ok()) << eviction;
+    std::map<std::string, std::string> out;
+    for (const Diagnostic& d : loaded.diagnostics().errors()) out[d.path] += d.message;
+    return out;
+  };
+  // Restoration off and the block trigger off: nothing could ever be revoked.
+  auto e = errors(R"({"revokeOnBlock": false})");
+  ASSERT_EQ(e.size(), 1u);
+  EXPECT_EQ(e["/flowControl/eviction/revokeOnBlock"],
+            "false needs restoreReserve.enabled (otherwise nothing would ever be revoked)");
+
+  e = errors(R"({"revokeOnBlock": "no", "restoreReserve": {"enabled": 1, "epsilon": 0.7,
+                 "leadTime": "-5ms", "quantile": 0.99}})");
+  ASSERT_EQ(e.size(), 5u);
+  EXPECT_NE(
+      e["/flowControl/eviction/revokeOnBlock"].find("\"no\" is a string; expected true or false"),
+      std::string::npos);
+  EXPECT_NE(e["/flowControl/eviction/restoreReserve/enabled"].find("1 is a number"),
+            std::string::npos);
+  EXPECT_EQ(e["/flowControl/eviction/restoreReserve/epsilon"], "must be in (0, 0.5], but got 0.7");
+  EXPECT_NE(
+      e["/flowControl/eviction/restoreReserve/leadTime"].find("cannot be negative, but got -5ms"),
+      std::string::npos);
+  EXPECT_NE(e["/flowControl/eviction/restoreReserve/quantile"].find(
+                "allowed keys: enabled, epsilon, leadTime"),
+            std::string::npos);
+
+  // Checked while restoration stays off too (reported once either way).
+  e = errors(R"({"restoreReserve": {"enabled": false, "epsilon": 0}})");
+  ASSERT_EQ(e.size(), 1u);
+  EXPECT_EQ(e["/flowControl/eviction/restoreReserve/epsilon"], "must be in (0, 0.5], but got 0.0");
+  e = errors(R"({"restoreReserve": {"epsilon": 0}})");
+  ASSERT_EQ(e.size(), 1u);
+  EXPECT_EQ(e["/flowControl/eviction/restoreReserve/epsilon"], "must be in (0, 0.5], but got 0.0");
+
+  e = errors(R"({"restoreReserve": true})");
+  ASSERT_EQ(e.size(), 1u);
+  EXPECT_NE(e["/flowControl/eviction/restoreReserve"].find(
+                "expected an object {enabled, epsilon, leadTime}"),
+            std::string::npos);
 }
 
 }  // namespace

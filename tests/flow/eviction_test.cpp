@@ -15,6 +15,7 @@
 #include "holdback/detector/detectors.hpp"
 #include "holdback/flow/eviction.hpp"
 #include "holdback/flow/flow_controller.hpp"
+#include "holdback/metrics/prometheus.hpp"
 
 namespace holdback {
 namespace {
@@ -440,21 +441,34 @@ class ReserveRestoreTest : public EvictionTest {
 
 TEST_F(ReserveRestoreTest, RevokesBeforeTheHigherBandBlocks) {
   auto fc = restoring();
+  // Each decision, seen from the actuator (after the cycle, no lock held): the revocations
+  // outstanding never exceed the deficit of that decision, in requests of s / leases.
+  std::size_t checked = 0;
+  onEvict = [&](const Revocation&) {
+    const EvictionStats e = fc->stats().eviction;
+    const double unit = 0.9 / static_cast<double>(e.leases);
+    EXPECT_LE(static_cast<double>(e.outstanding), e.reclaimTarget / unit + 1e-9);
+    ++checked;
+  };
   preload(*fc, 20, -1, t0);
   detector->set(0.9);  // 20 leases: one request = 0.045; batch over its 0.5 ceiling by 8.9
   // 20/s into band 10 (lead 200 ms: 4 expected, the 1 % quantile ~ 10 requests of room wanted,
   // 2.2 free): restoration revokes; band 10 itself is never blocked (s < 1).
   EXPECT_EQ(arrive(*fc, t0 + 1s, t0 + 3s, 50ms), 0u);
   ASSERT_FALSE(revoked.empty());
+  EXPECT_EQ(checked, revoked.size());
   for (const Revocation& r : revoked) {
     EXPECT_EQ(r.priority, -1);
     EXPECT_EQ(r.demandPriority, 10);
   }
-  for (std::size_t n : decisions) EXPECT_LE(n, 2u);  // the cap, paced by stop-and-wait
+  for (std::size_t n : decisions) EXPECT_LE(n, 2u);  // the cap per decision
   const EvictionStats st = fc->stats().eviction;
   EXPECT_EQ(st.restored, st.issued);
-  EXPECT_EQ(st.outstanding, revoked.size());  // stop-and-wait: nothing confirmed, one decision
-  EXPECT_EQ(decisions.size(), 1u);
+  EXPECT_EQ(st.outstanding, revoked.size());  // nothing confirmed (the sensor stays at 0.9)
+  // Pipelined, not stop-and-wait: later decisions while the first revocations are outstanding
+  // (each debited, above).
+  EXPECT_GT(decisions.size(), 1u);
+  onEvict = nullptr;
 }
 
 TEST_F(ReserveRestoreTest, QuietWithoutHigherBandArrivalsOrWhileTheReserveIsIntact) {
@@ -481,6 +495,44 @@ TEST_F(ReserveRestoreTest, WithoutTheBlockTriggerAHeadOfLineBlockRevokesNothingB
     detector->set(1.0);
     EXPECT_EQ(cycle(*fc, t0 + 1s).kind, Kind::kGated);
     EXPECT_EQ(revoked.empty(), !onBlock);
+  }
+}
+
+// The Prometheus text tells the two triggers apart: restoration's revocations under
+// reason="reserve", the head-of-line block's under reason="blocked".
+TEST_F(ReserveRestoreTest, PrometheusCountsEachTriggerUnderItsReason) {
+  const auto count = [](const std::string& text, const std::string& reason) {
+    const std::string key =
+        "holdback_flow_control_revocations_by_reason_total{reason=\"" + reason + "\",";
+    const auto at = text.find(key);
+    if (at == std::string::npos) return std::string("absent");
+    const auto value = text.find("} ", at) + 2;
+    return text.substr(value, text.find('\n', value) - value);
+  };
+  {
+    auto fc = restoring();
+    preload(*fc, 20, -1, t0);
+    detector->set(0.9);
+    arrive(*fc, t0 + 1s, t0 + 3s, 50ms);
+    const EvictionStats st = fc->stats().eviction;
+    ASSERT_GT(st.restored, 0u);
+    const std::string text = renderPrometheus(fc->stats(), "p");
+    EXPECT_EQ(count(text, "reserve"), std::to_string(st.restored)) << text;
+    EXPECT_EQ(count(text, "blocked"), "0") << text;
+  }
+  revoked.clear();
+  {
+    auto fc = restoring(/*onBlock=*/true, /*batchCeiling=*/1.0);  // no reserve: blocks only
+    preload(*fc, 4, -1, t0);
+    fc->enqueue(request("hp", 10), t0 + 1s);
+    detector->set(1.0);
+    cycle(*fc, t0 + 1s);
+    const EvictionStats st = fc->stats().eviction;
+    ASSERT_GT(st.issued, 0u);
+    EXPECT_EQ(st.restored, 0u);
+    const std::string text = renderPrometheus(fc->stats(), "p");
+    EXPECT_EQ(count(text, "blocked"), std::to_string(st.issued)) << text;
+    EXPECT_EQ(count(text, "reserve"), "0") << text;
   }
 }
 

@@ -1,10 +1,16 @@
 #include "holdback/metrics/prometheus.hpp"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <array>
 #include <cstdint>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
 #include <limits>
+#include <map>
+#include <string>
 
 #include "holdback/metrics/prometheus_parser.hpp"
 
@@ -127,10 +133,62 @@ TEST(RenderPrometheusTest, EvictionMetricsUseUpstreamNamesOnlyWhenEnabled) {
         "\"p\"} 3\n",
         "holdback_flow_control_revocation_confirmation_seconds_bucket{le=\"0.25\",inference_pool="
         "\"p\"} 4\n",
-        "holdback_flow_control_revocation_confirmation_seconds_count{inference_pool=\"p\"} 4\n"}) {
+        "holdback_flow_control_revocation_confirmation_seconds_count{inference_pool=\"p\"} 4\n",
+        "holdback_flow_control_revocations_by_reason_total{reason=\"blocked\",inference_pool="
+        "\"p\"} 5\n",
+        "holdback_flow_control_revocations_by_reason_total{reason=\"reserve\",inference_pool="
+        "\"p\"} 0\n"}) {
     EXPECT_NE(text.find(line), std::string::npos) << line << "\n" << text;
   }
   EXPECT_EQ(parsePrometheusText(text).skippedLines, 0u);
+}
+
+// Reserve restoration's revocations (EvictionStats::restored) have their own series, next to
+// the head-of-line ones; the two reasons sum to flow_control_revocations_issued_total.
+TEST(RenderPrometheusTest, RevocationsByReasonSplitRestorationFromBlocks) {
+  FlowControllerStats stats;
+  stats.eviction.enabled = true;
+  stats.eviction.issuedByPriority = {{-1, 7}};
+  stats.eviction.issued = 7;
+  stats.eviction.restored = 5;
+  const std::string text = renderPrometheus(stats, "p");
+  EXPECT_NE(text.find("# TYPE holdback_flow_control_revocations_by_reason_total counter\n"),
+            std::string::npos)
+      << text;
+  const ParsedPrometheusText parsed = parsePrometheusText(text);
+  EXPECT_EQ(parsed.skippedLines, 0u);
+  std::map<std::string, double> byReason;
+  for (const auto& sample : parsed.samples) {
+    if (sample.name != "holdback_flow_control_revocations_by_reason_total") continue;
+    if (const auto reason = sample.label("reason")) byReason[std::string(*reason)] = sample.value;
+  }
+  ASSERT_EQ(byReason.size(), 2u) << text;
+  EXPECT_EQ(byReason["blocked"], 2.0);
+  EXPECT_EQ(byReason["reserve"], 5.0);
+}
+
+// `promtool check metrics` (Debian package prometheus) accepts the eviction families, the
+// reason split included; skipped when promtool is not installed.
+TEST(RenderPrometheusTest, EvictionFamiliesPassPromtool) {
+  if (std::system("command -v promtool >/dev/null 2>&1") != 0) {
+    GTEST_SKIP() << "promtool not installed (Debian package prometheus)";
+  }
+  FlowControllerStats stats;
+  stats.eviction.enabled = true;
+  stats.eviction.issuedByPriority = {{-1, 7}};
+  stats.eviction.issued = 7;
+  stats.eviction.restored = 5;
+  stats.eviction.confirmed = 6;
+  stats.eviction.confirmationBuckets[2] = 6;
+  stats.eviction.confirmationSumSeconds = 0.05;
+  const std::string text = renderPrometheus(stats, "p");
+  const std::string file = (std::filesystem::temp_directory_path() /
+                            ("holdback-promtool-" + std::to_string(::getpid()) + ".txt"))
+                               .string();
+  std::ofstream(file, std::ios::binary) << text;
+  const int rc = std::system(("promtool check metrics < " + file + " >&2").c_str());
+  std::filesystem::remove(file);
+  EXPECT_EQ(rc, 0) << text;
 }
 
 }  // namespace

@@ -24,6 +24,25 @@ HOLDBACK_INLINE config::OrderedJson priorityMap(
   return out;
 }
 
+// flowControl.eviction after every default (the grace as derived from the detector).
+HOLDBACK_INLINE config::OrderedJson effectiveEviction(const EvictionOptions& e) {
+  config::OrderedJson out = config::OrderedJson::object();
+  out["maxRevocationsPerDecision"] = e.maxRevocationsPerDecision;
+  out["confirmationTimeout"] = formatDuration(e.confirmationTimeout);
+  out["confirmationGrace"] = formatDuration(e.confirmationGrace);
+  out["waitForReleasesTolerance"] =
+      e.waitForReleases.enabled ? config::OrderedJson(formatDuration(e.waitForReleases.tolerance))
+                                : config::OrderedJson();
+  out["footprintAware"] = e.footprintAware;
+  out["revokeOnBlock"] = e.revokeOnBlock;
+  out["restoreReserve"] = {{"enabled", e.restoreReserve.enabled},
+                           {"epsilon", e.restoreReserve.epsilon},
+                           {"leadTime", formatDuration(e.restoreReserve.leadTime)}};
+  out["filter"] = std::string(e.filter ? e.filter->name() : kSheddableEvictionFilterType);
+  out["order"] = std::string(e.order ? e.order->name() : kPriorityThenTimeEvictionOrderType);
+  return out;
+}
+
 HOLDBACK_INLINE config::OrderedJson optionalNumber(const std::optional<double>& v) {
   return v ? config::OrderedJson(*v) : config::OrderedJson(nullptr);
 }
@@ -168,6 +187,7 @@ HOLDBACK_INLINE OrderedJson effectiveConfig(const ConfigBundle& bundle) {
   out["defaultRequestTTL"] = formatDuration(ttl);
   out["noEndpointRequestTTL"] = formatDuration(o.noEndpointRequestTtl.value_or(ttl));
   out["enableEviction"] = bundle.enableEviction;
+  out["eviction"] = detail::effectiveEviction(o.eviction);
   out["defaultPriorityBand"] =
       detail::effectiveBand(std::nullopt, o.defaultBand.maxRequests, o.defaultBand.maxBytes,
                             o.defaultBand.fairness, o.defaultBand.ordering);

@@ -11,6 +11,11 @@
 //   maxRequests, maxBytes global limits, 0 = unlimited
 //   defaultRequestTTL, noEndpointRequestTTL   Go duration strings ("60s"; "0s" = never expires)
 //   enableEviction        as written
+//   eviction              {"maxRevocationsPerDecision", "confirmationTimeout",
+//                          "confirmationGrace", "waitForReleasesTolerance" (null = off),
+//                          "footprintAware", "revokeOnBlock",
+//                          "restoreReserve": {"enabled", "epsilon", "leadTime"},
+//                          "filter", "order"} (the plugins' names)
 //   defaultPriorityBand   {"maxRequests", "maxBytes", "fairnessPolicy", "orderingPolicy"}
 //   defaultNegativePriorityBand   the same, or null (negative priorities use the default band)
 //   priorityBands         [{"priority", "maxRequests", "maxBytes", "fairnessPolicy",

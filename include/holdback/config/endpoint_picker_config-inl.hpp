@@ -49,6 +49,14 @@ HOLDBACK_INLINE const std::vector<FieldInfo> kEndpointPickerConfigFields = {
     {"flowControl.eviction.waitForReleasesTolerance", "duration", "unset (wait-vs-evict off)",
      "> 0; sets wait-vs-evict on"},
     {"flowControl.eviction.footprintAware", "boolean", "false", "footprint-aware victims"},
+    {"flowControl.eviction.revokeOnBlock", "boolean", "true",
+     "upstream's head-of-line trigger; false needs restoreReserve"},
+    {"flowControl.eviction.restoreReserve.enabled", "boolean",
+     "false; true when the restoreReserve block is given",
+     "reserve restoration (docs/eviction.md); false keeps it off"},
+    {"flowControl.eviction.restoreReserve.epsilon", "number", "0.01", "(0, 0.5]"},
+    {"flowControl.eviction.restoreReserve.leadTime", "duration",
+     "0s (measured: confirmation latency + grace)", ">= 0"},
     {"flowControl.defaultPriorityBand", "band", "all defaults", "band fields; priority ignored"},
     {"flowControl.defaultNegativePriorityBand", "band", "defaultPriorityBand",
      "band fields; priority ignored"},
@@ -366,10 +374,35 @@ class Loader {
       e.waitForReleases = {.enabled = true, .tolerance = *w};
     }
     if (const auto f = ev.boolean("footprintAware")) e.footprintAware = *f;
+    if (const auto b = ev.boolean("revokeOnBlock")) e.revokeOnBlock = *b;
+    readRestoreReserve(ev, e.restoreReserve);
     ev.finish();
     Diagnostics checked;
     validateEvictionOptions(e, ev.path(), /*requireEvict=*/false, checked);
     d_.append(checked);
+  }
+
+  // flowControl.eviction.restoreReserve: an object whose presence turns reserve restoration on
+  // (as waitForReleasesTolerance turns wait-vs-evict on); `enabled: false` keeps it off. The
+  // ranges are validateEvictionOptions' (same paths), except epsilon while it stays off, which
+  // is checked here so that a wrong value is reported whether or not it is in use.
+  void readRestoreReserve(ParamReader& ev, ReserveRestoreOptions& r) {
+    const Json* block = ev.value("restoreReserve");
+    if (block == nullptr || block->is_null()) return;
+    if (!block->is_object()) {
+      ev.error("restoreReserve", mismatch(*block, "an object {enabled, epsilon, leadTime}"));
+      return;
+    }
+    ParamReader rr(block, ev.pathOf("restoreReserve"), d_);
+    r.enabled = rr.boolean("enabled").value_or(true);
+    if (const auto eps = rr.number("epsilon")) {
+      r.epsilon = *eps;
+      if (!r.enabled && !(*eps > 0.0 && *eps <= 0.5)) {
+        rr.error("epsilon", "must be in (0, 0.5], but got " + formatNumber(*eps));
+      }
+    }
+    if (const auto t = readDuration(rr, "leadTime", "restoreReserve leadTime")) r.leadTime = *t;
+    rr.finish();
   }
 
   // A band's fairnessPolicyRef / orderingPolicyRef. A name that is no plugin but is a built-in
@@ -722,7 +755,16 @@ HOLDBACK_INLINE std::string describeBundle(const ConfigBundle& bundle) {
            (e.waitForReleases.enabled
                 ? ", wait for releases within " + formatDuration(e.waitForReleases.tolerance)
                 : std::string()) +
-           (e.footprintAware ? ", footprint-aware" : "") + "\n";
+           (e.footprintAware ? ", footprint-aware" : "") +
+           (e.revokeOnBlock ? std::string() : ", no head-of-line trigger") +
+           (e.restoreReserve.enabled ? ", restore the reserve (epsilon " +
+                                           formatNumber(e.restoreReserve.epsilon) + ", lead time " +
+                                           (e.restoreReserve.leadTime > Duration::zero()
+                                                ? formatDuration(e.restoreReserve.leadTime)
+                                                : std::string("measured")) +
+                                           ")"
+                                     : std::string()) +
+           "\n";
   }
   return out;
 }

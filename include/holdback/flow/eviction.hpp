@@ -191,12 +191,14 @@ struct WaitForReleasesOptions {
 // missing room is restored up to what the protected bands' arrivals need during the actuation
 // time, less the releases expected in it:
 //
-//     deficit = min((s - c_victim) / u,  r(lambda T, epsilon) - (c_top - s) / u) - M T
+//     deficit = min((s - c_victim) / u,  r(lambda T, epsilon) - (c_top - s) / u) - M T - P
 //
 // in requests (u = s / leases), r(a, eps) the Poisson quantile of ReservationPolicy, lambda the
 // protected bands' measured arrival rate, M the measured completion rate of every band, T the
-// lead time; floor(deficit) revocations (at most maxRevocationsPerDecision), paced like the
-// others. Needs the controller's demand figures: the policy must read demand (usesDemand()).
+// lead time, P the revocations still outstanding or cooling; floor(deficit) revocations (at most
+// maxRevocationsPerDecision). Pipelined, not stop-and-wait: the pending revocations are debited
+// instead of closing the gate, so a later cycle may add to them (a head-of-line decision still
+// waits for all of them). Measures the controller's demand figures while on.
 struct ReserveRestoreOptions {
   bool enabled = false;
   // The tail probability the protected bands' arrivals during T outrun the restored room;

@@ -156,6 +156,15 @@ HOLDBACK_INLINE void renderEvictionMetrics(PrometheusWriter& w, const EvictionSt
     const std::string p = std::to_string(priority);
     w.sample("flow_control_revocations_issued_total", {Label{"priority", p}}, std::uint64_t{n});
   }
+  // Holdback's split of the same revocations by trigger: upstream's head-of-line block, or
+  // reserve restoration (EvictionOptions::restoreReserve); the two sum to the family above.
+  w.family("flow_control_revocations_by_reason_total", "counter",
+           "In-flight revocations issued, by trigger: blocked (head-of-line block) or reserve "
+           "(reserve restoration).");
+  w.sample("flow_control_revocations_by_reason_total", {Label{"reason", "blocked"}},
+           std::uint64_t{e.issued >= e.restored ? e.issued - e.restored : 0});
+  w.sample("flow_control_revocations_by_reason_total", {Label{"reason", "reserve"}},
+           std::uint64_t{e.restored});
   w.family("flow_control_revocations_total", "counter",
            "Revocations ended: confirmed by the host, or timed out.");
   w.sample("flow_control_revocations_total", {Label{"outcome", "confirmed"}},

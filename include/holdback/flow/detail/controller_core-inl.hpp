@@ -295,7 +295,10 @@ HOLDBACK_INLINE void ControllerCore::restoreReserve(TimePoint now, double s,
   const EvictionOptions& ev = settings_.eviction;
   const ReserveRestoreOptions& ro = ev.restoreReserve;
   retireRevocations(now);
-  if (!outstanding_.empty() || !cooling_.empty()) return;  // stop-and-wait: gate closed
+  // Pipelined, not stop-and-wait: the revocations still outstanding or within their grace are
+  // debited from the deficit (the sensor does not show them yet), so that a cluster of arrivals
+  // is answered in the cycle that sees it rather than one decision per lead time.
+  const auto pending = static_cast<double>(outstanding_.size() + cooling_.size());
   const std::size_t in_flight = leases_.size();
   if (in_flight == 0 || !std::isfinite(s) || domain_bands_.empty()) return;
   const double unit = s / static_cast<double>(in_flight);  // one request, saturation units
@@ -320,8 +323,9 @@ HOLDBACK_INLINE void ControllerCore::restoreReserve(TimePoint now, double s,
   const double wanted = ReservationPolicy::poissonReserve(
       lambda * lead, ro.epsilon, ReservationPolicy::inverseNormal(1.0 - ro.epsilon));
   const double room = (ceilings_[0] - s) / unit;  // free for the top band, in requests
-  const double deficit = std::min(over, wanted - room) - completions * lead;
-  eviction_stats_.reclaimTarget = deficit * unit;
+  const double target = std::min(over, wanted - room) - completions * lead;
+  eviction_stats_.reclaimTarget = target * unit;
+  const double deficit = target - pending;
   if (!(deficit >= 1.0) || !std::isfinite(deficit)) return;
   const Priority protectedPrio = domain_bands_[v - 1]->prio;  // the lowest protected band
   bool by_footprint = false;
