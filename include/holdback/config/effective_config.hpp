@@ -11,6 +11,7 @@
 //   maxRequests, maxBytes global limits, 0 = unlimited
 //   defaultRequestTTL, noEndpointRequestTTL   Go duration strings ("60s"; "0s" = never expires)
 //   enableEviction        as written
+//   fairnessIdLabelLimit  distinct fairness_id label values of the queue gauges (0 = none)
 //   defaultPriorityBand   {"maxRequests", "maxBytes", "fairnessPolicy", "orderingPolicy"}
 //   defaultNegativePriorityBand   the same, or null (negative priorities use the default band)
 //   priorityBands         [{"priority", "maxRequests", "maxBytes", "fairnessPolicy",
