@@ -700,19 +700,33 @@ HOLDBACK_INLINE void BandTable::fillStats(FlowControllerStats& out,
 }
 
 HOLDBACK_INLINE void BandTable::fillFlowQueues(FlowControllerStats& out, std::size_t limit) const {
-  // Every non-empty flow (a band's `heads` holds exactly those), and each flow id's total.
+  // Each band's non-empty flows in id order, without a sort: the by-id index of the non-empty
+  // flows when the band keeps one, else every flow (by id) skipping the empty ones.
+  const auto forEachNonEmpty = [](const Band& band, auto&& fn) {
+    if (band.track_active) {
+      for (const Flow* f : band.active) fn(f);
+    } else {
+      for (const auto& [id, f] : band.flows) {
+        if (!f->items.empty()) fn(f.get());
+      }
+    }
+  };
+  // Each flow id's totals over the bands.
   struct Total {
     std::size_t requests = 0;
     std::uint64_t bytes = 0;
     bool named = false;
   };
   std::unordered_map<std::string_view, Total> totals;
+  std::size_t entries = 0;
+  for (const Band* band : ordered_) entries += band->active_count;
+  totals.reserve(entries);
   for (const Band* band : ordered_) {
-    for (const Flow* f : band->heads) {
+    forEachNonEmpty(*band, [&totals](const Flow* f) {
       Total& t = totals[f->id];
       t.requests += f->items.size();
       t.bytes += f->queued_bytes;
-    }
+    });
   }
   // The `limit` ids with the most queued requests (then bytes, then the smaller id) get a label;
   // a flow named like the bucket is always folded into it.
@@ -721,31 +735,32 @@ HOLDBACK_INLINE void BandTable::fillFlowQueues(FlowControllerStats& out, std::si
   for (auto& [id, t] : totals) {
     if (id != kOtherFairnessIdLabel) ranked.emplace_back(id, &t);
   }
-  const auto before = [](const std::pair<std::string_view, Total*>& a,
-                         const std::pair<std::string_view, Total*>& b) {
-    if (a.second->requests != b.second->requests) return a.second->requests > b.second->requests;
-    if (a.second->bytes != b.second->bytes) return a.second->bytes > b.second->bytes;
-    return a.first < b.first;
-  };
   if (ranked.size() > limit) {
     std::nth_element(ranked.begin(), ranked.begin() + static_cast<std::ptrdiff_t>(limit),
-                     ranked.end(), before);
+                     ranked.end(), [](const auto& a, const auto& b) {
+                       if (a.second->requests != b.second->requests) {
+                         return a.second->requests > b.second->requests;
+                       }
+                       if (a.second->bytes != b.second->bytes) {
+                         return a.second->bytes > b.second->bytes;
+                       }
+                       return a.first < b.first;
+                     });
     ranked.resize(limit);
   }
   for (auto& [id, t] : ranked) t->named = true;
   for (BandStats& b : out.bands) {
     if (!b.provisioned) continue;
     const Band& band = *bands_.at(b.priority);
-    for (const Flow* f : band.heads) {
+    b.flowQueues.reserve(std::min(band.active_count, limit));
+    forEachNonEmpty(band, [&](const Flow* f) {
       if (totals.at(f->id).named) {
         b.flowQueues.push_back({f->id, f->items.size(), f->queued_bytes});
       } else {
         b.otherFlowsQueuedRequests += f->items.size();
         b.otherFlowsQueuedBytes += f->queued_bytes;
       }
-    }
-    std::sort(b.flowQueues.begin(), b.flowQueues.end(),
-              [](const FlowQueueStats& x, const FlowQueueStats& y) { return x.flowId < y.flowId; });
+    });
   }
 }
 
