@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "alloc_counter.hpp"
 #include "flow_controller_fixture.hpp"
 #include "holdback/config/endpoint_picker_config.hpp"
 #include "holdback/flow/flow_controller.hpp"
@@ -136,6 +137,30 @@ TEST_F(FlowMetricLabelsTest, AbsurdRequestedPrioritiesAreCappedAndFoldedIntoTheB
             double(finalized - kRequestedPriorityLabelLimit));
   EXPECT_EQ(requestsTotal(text, "EvictedContextCancelled", "-2147483648"), 1.0);
   EXPECT_EQ(requestsTotal(text, "EvictedContextCancelled", "2147483647"), 1.0);
+}
+
+TEST_F(FlowMetricLabelsTest, CountingOffBandRequestedPrioritiesDoesNotAllocate) {
+  auto o = options();
+  o.provisionOnFirstUse = false;
+  o.onOutcome = [](Completion&&) {};  // the recorder's vector would allocate
+  auto fc = make(std::move(o));
+  std::vector<FlowRequest> requests;
+  requests.reserve(2000);
+  // 100 distinct requested priorities: the table fills up (64), then the rest are untracked.
+  for (int i = 0; i < 2000; ++i) requests.push_back(request("f", 1 + i % 100, i));
+  for (int i = 0; i < 100; ++i) (void)fc->enqueue(std::move(requests[i]), t0);
+  for (int i = 0; i < 100; ++i) fc->dispatchCycle(t0);  // records into the pool
+  {
+    holdback::testing::AllocationCounter counter;
+    for (int i = 100; i < 2000; ++i) {
+      (void)fc->enqueue(std::move(requests[i]), t0);
+      ASSERT_EQ(fc->dispatchCycle(t0).kind, DispatchResult::Kind::kDispatched);
+    }
+    EXPECT_EQ(counter.count(), 0u);
+  }
+  const FlowControllerStats stats = fc->stats();
+  EXPECT_EQ(stats.bands[0].requestedOutcomes.size(), kRequestedPriorityLabelLimit);
+  EXPECT_EQ(stats.untrackedRequestedOutcomes, 2000u * 36 / 100);
 }
 
 // ---------------------------------------------------------------------------------------------
