@@ -84,10 +84,11 @@ struct BandStats {
   std::array<std::uint64_t, kNumQueueOutcomes> outcomes{};
   // The part of `outcomes` whose requested priority was another one (a priority without a band,
   // queued or rejected in band 0, upstream-reference.md §3.5), by requested priority
-  // (ascending). At most kRequestedPriorityLabelLimit distinct requested priorities are tracked
-  // per controller (the first seen, kept for its lifetime); the outcomes of the others are only in
-  // `outcomes` (counted in FlowControllerStats::untrackedRequestedOutcomes). renderPrometheus
-  // labels flow_control_requests_total with the requested priority from these.
+  // (ascending). At most kRequestedPriorityLabelLimit distinct (band, requested priority) pairs
+  // are tracked per controller (the first seen, kept for its lifetime; only band 0 ever holds
+  // such requests); the outcomes of the others are only in `outcomes` (counted in
+  // FlowControllerStats::untrackedRequestedOutcomes). renderPrometheus labels
+  // flow_control_requests_total with the requested priority from these.
   std::vector<RequestedPriorityOutcomes> requestedOutcomes;
   // Per-flow queue gauges (FlowControllerStats::fairnessIdLabelLimit > 0): the band's non-empty
   // flows whose id is among the `fairnessIdLabelLimit` ids with the most queued requests in the
