@@ -28,6 +28,9 @@
 //        dispatchCycle on a shared controller (real time).
 //   BM_Cancel                               enqueue one request and cancel it through its ticket.
 //   BM_FloorDequePushPop                    one std::deque push_back + pop_front (the floor).
+//   BM_Stats/<F>/<L>, BM_StatsRender/<F>/<L>   a scrape: stats() alone (it runs under the
+//        controller's lock: the time mu is held), and stats() + renderPrometheus; F flows with one
+//        request in each of 8 bands, fairnessIdLabelLimit L (0: no per-flow gauges).
 //   BM_MemoryQueued                         (one iteration) heap bytes per band, per flow and per
 //        queued request, and the RSS growth of a controller holding 1 M queued requests across
 //        10 k flows.
@@ -56,6 +59,7 @@
 #include "holdback/flow/flow_controller.hpp"
 #include "holdback/flow/program_aware_fairness.hpp"
 #include "holdback/flow/slo_deadline_ordering.hpp"
+#include "holdback/metrics/prometheus.hpp"
 #include "holdback/policy/policies.hpp"
 
 namespace holdback {
@@ -92,8 +96,11 @@ struct Fixture {
   int sequence = 0;
   TimePoint now = kNow;
 
-  Fixture(int bands, int flows, double saturation, Policies which) : policies(which) {
+  Fixture(int bands, int flows, double saturation, Policies which,
+          std::size_t fairnessIdLabelLimit = kDefaultFairnessIdLabelLimit)
+      : policies(which) {
     FlowControllerOptions o;
+    o.fairnessIdLabelLimit = fairnessIdLabelLimit;
     o.policy = std::move(PriorityHoldbackPolicy::create(
                              {.strategy = HoldbackStrategy::kStepwiseSpread, .minCeiling = 0.5}))
                    .value();
@@ -383,7 +390,35 @@ int registerAll() {
 }
 const int kRegistered = registerAll();
 
+// A scrape: stats() (everything under the controller's lock) and the text rendering, with
+// `flows` flows holding one request in each of 8 bands, at fairness_id label limit `limit`.
+void BM_Stats(benchmark::State& state) {
+  const int flows = static_cast<int>(state.range(0));
+  Fixture fx(8, flows, 0.1, Policies::kStrictFcfs, static_cast<std::size_t>(state.range(1)));
+  for (int b = 0; b < 8; ++b) {
+    for (int f = 0; f < flows; ++f) (void)fx.enqueue(b, f);
+  }
+  for (auto _ : state) benchmark::DoNotOptimize(fx.fc->stats());
+}
+
+void BM_StatsRender(benchmark::State& state) {
+  const int flows = static_cast<int>(state.range(0));
+  Fixture fx(8, flows, 0.1, Policies::kStrictFcfs, static_cast<std::size_t>(state.range(1)));
+  for (int b = 0; b < 8; ++b) {
+    for (int f = 0; f < flows; ++f) (void)fx.enqueue(b, f);
+  }
+  std::size_t bytes = 0;
+  for (auto _ : state) {
+    const std::string text = renderPrometheus(fx.fc->stats());
+    bytes = text.size();
+    benchmark::DoNotOptimize(text.data());
+  }
+  state.counters["text_bytes"] = static_cast<double>(bytes);
+}
+
 BENCHMARK(BM_DispatchGated)->Arg(1)->Arg(8)->Arg(64);
+BENCHMARK(BM_Stats)->ArgsProduct({{16, 1024}, {0, 1000}});
+BENCHMARK(BM_StatsRender)->ArgsProduct({{16, 1024}, {0, 1000}});
 BENCHMARK(BM_EnqueueDispatchRoundTrip);
 BENCHMARK(BM_EnqueueContended)->Threads(1)->Threads(2)->Threads(4)->UseRealTime();
 BENCHMARK(BM_Cancel);

@@ -108,7 +108,7 @@ phase() {
   sleep 0.5
   interactive "$gw" "$WORK/$label-flood.txt"
   local queue
-  queue="$(curl -s "$gw/metrics" | awk '/^holdback_flow_control_queue_size\{priority="-1"/ {print $2}')"
+  queue="$(curl -s "$gw/metrics" | awk '/^holdback_flow_control_queue_size\{priority="-1"/ {s += $2; n++} END {if (n) print s}')"
   wait "$flood"
   echo "$label gateway:"
   summary "interactive, idle pool" "$WORK/$label-unloaded.txt"

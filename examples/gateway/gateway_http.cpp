@@ -209,4 +209,55 @@ std::optional<HostPort> parseEndpointUrl(std::string_view url) {
   return hp;
 }
 
+void StreamUsageScanner::feed(std::string_view bytes) {
+  while (!bytes.empty()) {
+    const std::size_t nl = bytes.find('\n');
+    const std::string_view piece = bytes.substr(0, nl);
+    if (!skipping_) {
+      if (partial_.size() + piece.size() > kMaxLineBytes) {
+        partial_.clear();
+        skipping_ = true;
+      } else if (nl != std::string_view::npos && partial_.empty()) {
+        line(piece);  // the common case: a whole line within one read, no copy
+      } else {
+        partial_.append(piece);
+        if (nl != std::string_view::npos) {
+          line(partial_);
+          partial_.clear();
+        }
+      }
+    }
+    if (nl == std::string_view::npos) return;
+    skipping_ = false;
+    bytes.remove_prefix(nl + 1);
+  }
+}
+
+void StreamUsageScanner::line(std::string_view text) {
+  if (!text.empty() && text.back() == '\r') text.remove_suffix(1);
+  if (!text.starts_with("data:")) return;  // blank separators, comments, event:/id: fields
+  text.remove_prefix(5);
+  if (!text.empty() && text.front() == ' ') text.remove_prefix(1);
+  if (text == "[DONE]") return;
+  if (text.find("\"usage\"") != std::string_view::npos) {
+    const auto event = nlohmann::json::parse(text, nullptr, false);
+    if (event.is_object()) {
+      const auto usage = event.find("usage");
+      if (usage != event.end() && usage->is_object()) {
+        const auto count = [&](const char* key) -> std::uint64_t {
+          const auto it = usage->find(key);
+          return it != usage->end() && it->is_number_unsigned() ? it->get<std::uint64_t>() : 0;
+        };
+        exact_ = true;
+        prompt_ = count("prompt_tokens");
+        completion_ = count("completion_tokens");
+        // The usage event of an OpenAI stream has no choices; one that does also carries a token.
+        const auto choices = event.find("choices");
+        if (choices == event.end() || !choices->is_array() || choices->empty()) return;
+      }
+    }
+  }
+  ++events_;
+}
+
 }  // namespace holdback::gateway

@@ -11,8 +11,9 @@
 //   x-llm-d-slo-ttft-ms: MS                 the TTFT objective (alias x-slo-ttft-ms; the new name
 //                                           wins) for slo-deadline-ordering-policy; junk or
 //                                           overflowing values mean none, as upstream.
-// Non-streamed responses' "usage" (prompt_tokens, completion_tokens) is reported to every
-// program-aware-fairness policy of the config as the program's served tokens.
+// A response's served tokens are reported to every program-aware-fairness policy of the config
+// as the program's: a non-streamed body's "usage" (prompt_tokens, completion_tokens), a stream's
+// usage event, or for a stream without one an estimate (StreamUsageScanner).
 // Replies that are not proxied carry an OpenAI-style JSON error body
 //   {"error": {"message": ..., "type": ..., "code": STATUS}}
 // and, for flow-control drops, the header x-llm-d-request-dropped-reason (holdback::toHttp).
@@ -20,6 +21,8 @@
 // Thread safety: thread-safe (pure functions; ObjectiveTable is immutable once built).
 #pragma once
 
+#include <cstddef>
+#include <cstdint>
 #include <map>
 #include <optional>
 #include <string>
@@ -38,6 +41,44 @@ inline constexpr std::string_view kDropReasonHeader = "x-llm-d-request-dropped-r
 inline constexpr std::string_view kEndpointHeader = "x-holdback-endpoint";
 inline constexpr std::string_view kQueuedMsHeader = "x-holdback-queued-ms";
 inline constexpr std::string_view kDefaultFlowId = "default-flow";
+
+// The tokens served by a streamed (server-sent events) completion, read from the bytes relayed
+// to the client, for program-aware-fairness:
+//   - exact when the stream carries a usage event (the client asked for one with
+//     stream_options.include_usage): its prompt_tokens and completion_tokens;
+//   - otherwise an estimate: one completion token per content event (`data: {...}` other than
+//     [DONE]; vLLM and the example model server stream one token per event), and the prompt as
+//     the request body's bytes / 4 (a common rule of thumb for English text).
+// Events may be split anywhere across feed() calls; a line longer than kMaxLineBytes is skipped.
+// JSON is parsed only for an event that mentions "usage". Thread safety: thread-compatible.
+class StreamUsageScanner {
+ public:
+  static constexpr std::size_t kMaxLineBytes = std::size_t{1} << 20;
+  static constexpr std::uint64_t kPromptBytesPerToken = 4;
+
+  void feed(std::string_view bytes);
+  // True once a content event or a usage event has been seen.
+  [[nodiscard]] bool known() const noexcept { return exact_ || events_ > 0; }
+  // True when the figures come from the stream's usage event.
+  [[nodiscard]] bool exact() const noexcept { return exact_; }
+  [[nodiscard]] std::uint64_t promptTokens(std::uint64_t requestBodyBytes) const noexcept {
+    return exact_ ? prompt_ : requestBodyBytes / kPromptBytesPerToken;
+  }
+  [[nodiscard]] std::uint64_t completionTokens() const noexcept {
+    return exact_ ? completion_ : events_;
+  }
+  [[nodiscard]] std::uint64_t contentEvents() const noexcept { return events_; }
+
+ private:
+  void line(std::string_view text);
+
+  std::string partial_;
+  bool skipping_ = false;  // inside a line longer than kMaxLineBytes
+  std::uint64_t events_ = 0;
+  bool exact_ = false;
+  std::uint64_t prompt_ = 0;
+  std::uint64_t completion_ = 0;
+};
 
 // Objective name -> priority.
 class ObjectiveTable {

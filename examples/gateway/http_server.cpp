@@ -345,8 +345,8 @@ asio::awaitable<bool> handleCompletion(HttpServer::Shard& shard, beast::tcp_stre
   const bool keep =
       co_await proxyTo(shard, stream, req, ex, std::move(dispatch), queued_ms, streamed, keepAlive,
                        gw.reportsServedTokens() ? &usage : nullptr);
-  // program-aware-fairness: the tokens served (a non-streamed body's "usage", or a stream's
-  // usage event when the client asked for one).
+  // program-aware-fairness: the tokens served (a non-streamed body's "usage", a stream's usage
+  // event when the client asked for one, else the stream's estimate: StreamUsageScanner).
   if (usage.known) gw.reportServed(flow, usage.promptTokens, usage.completionTokens, ex->queued);
   co_return keep;
 }

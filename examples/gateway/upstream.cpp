@@ -13,6 +13,8 @@
 #include <utility>
 #include <vector>
 
+#include "gateway_http.hpp"
+
 namespace holdback::gateway {
 namespace {
 
@@ -222,6 +224,20 @@ asio::awaitable<ProxyResult> proxy(UpstreamPool& pool, const Options& options,
     std::array<char, std::size_t{16} * 1024> buf;
     std::string collected;
     bool head_sent = false;
+    // A stream's served tokens (program-aware-fairness): reported however the stream ends, since
+    // what was generated was served.
+    StreamUsageScanner scanner;
+    struct ReportStreamUsage {
+      const ProxyRequest& what;
+      const StreamUsageScanner& scanner;
+      std::uint64_t bodyBytes;
+      ~ReportStreamUsage() {
+        if (what.usage == nullptr || !scanner.known()) return;
+        what.usage->known = true;
+        what.usage->promptTokens = scanner.promptTokens(bodyBytes);
+        what.usage->completionTokens = scanner.completionTokens();
+      }
+    } report_stream_usage{what, scanner, request.body().size()};
     if (what.stream) {
       std::string out;
       out.reserve(512);
@@ -251,6 +267,7 @@ asio::awaitable<ProxyResult> proxy(UpstreamPool& pool, const Options& options,
         collected.append(buf.data(), got);
         continue;
       }
+      if (what.usage != nullptr) scanner.feed(std::string_view(buf.data(), got));
       client.expires_after(timeout);
       auto [cec, cn] =
           co_await asio::async_write(client, http::make_chunk(asio::buffer(buf.data(), got)), kUse);

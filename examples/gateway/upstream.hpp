@@ -91,7 +91,8 @@ enum class ProxyResult {
   kRevokedMidStream,  // revoked after a streamed response's head (and maybe chunks) went out
 };
 
-// Tokens the model server reports in a non-streamed response's "usage" object.
+// Tokens served: a non-streamed response's "usage" object, or a stream's (StreamUsageScanner:
+// its usage event, else an estimate).
 struct TokenUsage {
   bool known = false;
   std::uint64_t promptTokens = 0;
@@ -99,7 +100,8 @@ struct TokenUsage {
 };
 
 struct ProxyRequest {
-  // Filled from a non-streamed response when not null (program-aware-fairness's served tokens).
+  // Filled from the response when not null (program-aware-fairness's served tokens): a
+  // non-streamed body's "usage", a stream's usage event or its estimate (StreamUsageScanner).
   TokenUsage* usage = nullptr;
   std::size_t endpoint = 0;
   std::string endpointUrl;

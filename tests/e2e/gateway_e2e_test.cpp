@@ -42,6 +42,8 @@
 #include <thread>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "child_process.hpp"
 #include "e2e_support.hpp"
 #include "gateway_support.hpp"
@@ -467,6 +469,58 @@ TEST_F(GatewayE2ETest, HoldsBackBatchProtectsInteractiveAndRoutesAroundADeadServ
     EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0)
         << p->name() << " wait status " << status;
   }
+}
+
+// program-aware-fairness through the gateway: the tokens served are reported for streamed
+// responses too, exactly when the client asked for the usage event (stream_options.include_usage),
+// else estimated (one token per event, the prompt as body bytes / 4), and for non-streamed ones.
+TEST_F(GatewayE2ETest, ReportsServedTokensOfStreamedAndNonStreamedResponses) {
+  server_a_ = startServer("model-server-tokens");
+  ASSERT_TRUE(server_a_->startedOk()) << server_a_->error();
+  const std::string config = R"({
+  "apiVersion": "llm-d.ai/v1alpha1",
+  "kind": "EndpointPickerConfig",
+  "featureGates": ["flowControl"],
+  "plugins": [{"type": "program-aware-fairness", "name": "programs",
+               "parameters": {"lasHalfLifeSeconds": 0}}],
+  "flowControl": {"defaultPriorityBand": {"fairnessPolicyRef": "programs"}}
+})";
+  gateway_ = startGatewayWith("gateway-tokens", dir_, config, {server_a_.get()});
+  ASSERT_TRUE(gateway_->startedOk()) << gateway_->error();
+  std::this_thread::sleep_for(200ms);  // a scrape or two
+  auto c = clientFor(*gateway_);
+  const auto post = [&](const std::string& flow, const std::string& body) {
+    auto res = c.Post("/v1/completions", {{"x-gateway-inference-fairness-id", flow}}, body,
+                      "application/json");
+    ASSERT_TRUE(res) << httplib::to_string(res.error());
+    ASSERT_EQ(res->status, 200) << res->body;
+  };
+  const std::string streamed_no_usage =
+      R"({"model": "fake-model", "prompt": "hello", "max_tokens": 6, "stream": true})";
+  post("with-usage", R"({"model": "fake-model", "prompt": "hello", "max_tokens": 5,)"
+                     R"( "stream": true, "stream_options": {"include_usage": true}})");
+  post("no-usage", streamed_no_usage);
+  post("whole", R"({"model": "fake-model", "prompt": "hello", "max_tokens": 7})");
+
+  auto res = c.Get("/debug/program-aware-fairness");
+  ASSERT_TRUE(res && res->status == 200);
+  const auto state = nlohmann::json::parse(res->body, nullptr, false);
+  ASSERT_TRUE(state.is_object()) << res->body;
+  std::map<std::string, double> service;
+  std::map<std::string, std::uint64_t> requests;
+  for (const auto& p : state["programs"]["programs"]) {
+    service[p["id"].get<std::string>()] = p["attainedService"].get<double>();
+    requests[p["id"].get<std::string>()] = p["requests"].get<std::uint64_t>();
+  }
+  ASSERT_EQ(requests["with-usage"], 1u) << res->body;
+  ASSERT_EQ(requests["no-usage"], 1u) << res->body;
+  ASSERT_EQ(requests["whole"], 1u) << res->body;
+  // The server's usage: its prompt count + 2 x 5 completion tokens.
+  const double prompt = service["with-usage"] - 10.0;
+  EXPECT_GE(prompt, 1.0) << res->body;
+  EXPECT_DOUBLE_EQ(service["whole"], prompt + 14.0) << res->body;
+  // Estimated: 6 content events x 2 + body bytes / 4.
+  EXPECT_DOUBLE_EQ(service["no-usage"], 12.0 + double(streamed_no_usage.size() / 4)) << res->body;
 }
 
 // A misbehaving model server next to two idle ones, through the gateway's BUILT-IN configuration

@@ -146,6 +146,33 @@ TEST(ProgramAwareFairnessTest, ForgetsProgramsAfterTheEvictionTtl) {
   EXPECT_EQ(p->attainedService("old", t0 + 10s), 0.0);
 }
 
+TEST(ProgramAwareFairnessTest, InheritStateRescalesToTheNewHalfLife) {
+  const TimePoint t0 = TimePoint{} + 1h;
+  const auto before = programAware();  // half-life 60 s
+  before->recordServed("heavy", 1000, 0, t0, 2s);
+  before->recordServed("light", 10, 0, t0);
+  const auto after = programAware({.halfLife = 120s});
+  after->recordServed("light", 20, 0, t0 + 60s);  // a program both know: the sums
+  after->inheritState(*before, t0 + 60s);
+  // One old half-life has passed at the reload: 500 left; from then on the new half-life.
+  EXPECT_NEAR(after->attainedService("heavy", t0 + 60s), 500.0, 1e-9);
+  EXPECT_NEAR(after->attainedService("heavy", t0 + 180s), 250.0, 1e-9);
+  EXPECT_NEAR(after->attainedService("light", t0 + 60s), 25.0, 1e-9);
+  EXPECT_EQ(after->programCount(), 2u);
+  EXPECT_NE(after->dumpState(t0 + 60s).find("\"requests\": 1, \"meanQueueWaitSeconds\": 2"),
+            std::string::npos)
+      << after->dumpState(t0 + 60s);
+  // The previous instance is untouched; another type or itself hands over nothing.
+  EXPECT_NEAR(before->attainedService("heavy", t0 + 60s), 500.0, 1e-9);
+  after->inheritState(*after, t0 + 60s);
+  after->inheritState(GlobalStrictFairnessPolicy(), t0 + 60s);
+  EXPECT_NEAR(after->attainedService("heavy", t0 + 60s), 500.0, 1e-9);
+  // Into an instance without decay: the decayed value, kept as is.
+  const auto flat = programAware({.halfLife = Duration::zero()});
+  flat->inheritState(*before, t0 + 120s);
+  EXPECT_NEAR(flat->attainedService("heavy", t0 + 24h), 250.0, 1e-9);
+}
+
 TEST(ProgramAwareFairnessTest, RejectsInvalidParameters) {
   EXPECT_FALSE(ProgramAwareFairnessPolicy::create({.strategy = "vtc"}));
   EXPECT_FALSE(ProgramAwareFairnessPolicy::create({.weightService = -0.1}));
@@ -168,6 +195,33 @@ TEST_F(FlowControllerTest, ProgramAwarePicksLeastAttainedService) {
   for (const char* flow : {"heavy", "light", "fresh"}) fc->enqueue(request(flow, 0), t0);
   for (int i = 0; i < 3; ++i) fc->dispatchCycle(t0 + 1ms);
   EXPECT_EQ(rec.dispatchedFlows(), (std::vector<std::string>{"fresh", "light", "heavy"}));
+}
+
+TEST_F(FlowControllerTest, ProgramAwareHeavyProgramStaysDeprioritisedAfterAReload) {
+  const auto before = programAware();
+  auto o = options();
+  o.defaultBand.fairness = before;
+  o.defaultRequestTtl = 0s;
+  auto fc = make(std::move(o));
+  before->recordServed("heavy", 100000, 10000, t0);
+  before->recordServed("light", 10, 0, t0);
+  now = t0 + 30s;
+  // The reload builds a new instance (as a config reload does) with another half-life.
+  const auto after = programAware({.halfLife = 120s});
+  auto reloaded = options();
+  reloaded.defaultBand.fairness = after;
+  reloaded.defaultRequestTtl = 0s;
+  ASSERT_FALSE(fc->reconfigure(std::move(reloaded)).hasErrors());
+  EXPECT_NEAR(after->attainedService("heavy", now), 120000.0 / std::sqrt(2.0), 1e-6);
+  // heavy has waited longer, but its service keeps it behind light.
+  fc->enqueue(request("heavy", 0, 1), now);
+  fc->enqueue(request("light", 0, 2), now + 10ms);
+  fc->dispatchCycle(now + 20ms);
+  fc->dispatchCycle(now + 20ms);
+  EXPECT_EQ(rec.dispatchedFlows(), (std::vector<std::string>{"light", "heavy"}));
+  // Reports now go to the new instance; the old one no longer picks.
+  EXPECT_EQ(before->pickCounts().picks, 0u);
+  EXPECT_EQ(after->pickCounts().picks, 2u);
 }
 
 TEST_F(FlowControllerTest, ProgramAwareWeighsHeadWait) {

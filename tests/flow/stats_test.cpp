@@ -43,11 +43,13 @@ TEST_F(FlowControllerTest, StatsAndPrometheus) {
   const std::string text = renderPrometheus(stats, "pool-a");
   EXPECT_NE(text.find("# TYPE holdback_flow_control_queue_size gauge\n"), std::string::npos);
   EXPECT_NE(
-      text.find("holdback_flow_control_queue_size{priority=\"0\",inference_pool=\"pool-a\"} 1\n"),
+      text.find("holdback_flow_control_queue_size{priority=\"0\",fairness_id=\"a\",inference_pool="
+                "\"pool-a\"} 1\n"),
       std::string::npos)
       << text;
   EXPECT_NE(
-      text.find("holdback_flow_control_queue_bytes{priority=\"0\",inference_pool=\"pool-a\"} 50\n"),
+      text.find("holdback_flow_control_queue_bytes{priority=\"0\",fairness_id=\"a\",inference_pool="
+                "\"pool-a\"} 50\n"),
       std::string::npos);
   EXPECT_NE(text.find("holdback_flow_control_requests_total{outcome=\"Dispatched\",priority=\"10\","
                       "inference_pool=\"pool-a\"} 1\n"),

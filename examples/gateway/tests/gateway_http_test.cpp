@@ -217,5 +217,63 @@ TEST(CompletionBody, IsAnObjectAndReadsOnlyTheTopLevelStreamFlag) {
   EXPECT_EQ(scan("{\"p\": \"\xff\"}"), std::pair(false, false));  // invalid UTF-8
 }
 
+// ---------------------------------------------------------------------------------------------
+// Served tokens of a streamed response (program-aware-fairness)
+
+std::string sseEvent(const std::string& data) {
+  return "data: " + data + "\n\n";
+}
+
+TEST(StreamUsageScanner, UsageEventGivesExactFiguresWhereverTheStreamIsSplit) {
+  std::string stream;
+  for (int i = 0; i < 5; ++i) {
+    stream +=
+        sseEvent(R"({"id":"c","object":"text_completion","choices":[{"index":0,"text":"t"}]})");
+  }
+  stream += sseEvent(
+      R"({"id":"c","choices":[],"usage":{"prompt_tokens":12,"completion_tokens":5,"total_tokens":17}})");
+  stream += sseEvent("[DONE]");
+  // Every split point, and byte by byte.
+  for (std::size_t cut = 0; cut <= stream.size(); ++cut) {
+    StreamUsageScanner s;
+    s.feed(std::string_view(stream).substr(0, cut));
+    s.feed(std::string_view(stream).substr(cut));
+    ASSERT_TRUE(s.exact()) << cut;
+    EXPECT_EQ(s.promptTokens(1000), 12u);
+    EXPECT_EQ(s.completionTokens(), 5u);
+    EXPECT_EQ(s.contentEvents(), 5u);
+  }
+  StreamUsageScanner bytewise;
+  for (const char c : stream) bytewise.feed(std::string_view(&c, 1));
+  EXPECT_TRUE(bytewise.exact());
+  EXPECT_EQ(bytewise.completionTokens(), 5u);
+}
+
+TEST(StreamUsageScanner, WithoutAUsageEventCountsContentEventsAndEstimatesThePrompt) {
+  StreamUsageScanner s;
+  EXPECT_FALSE(s.known());
+  s.feed(": a comment\r\n\r\n");
+  s.feed("data: {\"choices\":[{\"delta\":{\"role\":\"assistant\"}}]}\r\n\r\n");
+  s.feed("data:{\"choices\":[{\"delta\":{\"content\":\"hi\"}}]}\n\n");
+  // "usage": null (servers that always send the field) is not a usage event.
+  s.feed("data: {\"choices\":[{\"delta\":{\"content\":\"!\"}}],\"usage\":null}\n\n");
+  s.feed("data: [DONE]\n\n");
+  EXPECT_TRUE(s.known());
+  EXPECT_FALSE(s.exact());
+  EXPECT_EQ(s.completionTokens(), 3u);
+  EXPECT_EQ(s.promptTokens(400), 100u);  // body bytes / 4
+}
+
+TEST(StreamUsageScanner, AnOverlongLineIsSkippedAndTheNextLinesCount) {
+  StreamUsageScanner s;
+  s.feed("data: ");
+  const std::string junk(StreamUsageScanner::kMaxLineBytes, 'x');
+  s.feed(junk);
+  s.feed(junk);  // still the same line: skipped without growing
+  s.feed("\n\ndata: {\"choices\":[{\"text\":\"a\"}]}\n\n");
+  EXPECT_EQ(s.completionTokens(), 1u);
+  EXPECT_FALSE(s.exact());
+}
+
 }  // namespace
 }  // namespace holdback::gateway

@@ -188,6 +188,7 @@ HOLDBACK_INLINE OrderedJson effectiveConfig(const ConfigBundle& bundle) {
   out["noEndpointRequestTTL"] = formatDuration(o.noEndpointRequestTtl.value_or(ttl));
   out["enableEviction"] = bundle.enableEviction;
   out["eviction"] = detail::effectiveEviction(o.eviction);
+  out["fairnessIdLabelLimit"] = o.fairnessIdLabelLimit;
   out["defaultPriorityBand"] =
       detail::effectiveBand(std::nullopt, o.defaultBand.maxRequests, o.defaultBand.maxBytes,
                             o.defaultBand.fairness, o.defaultBand.ordering);

@@ -16,6 +16,7 @@
 //                          "footprintAware", "revokeOnBlock",
 //                          "restoreReserve": {"enabled", "epsilon", "leadTime"},
 //                          "filter", "order"} (the plugins' names)
+//   fairnessIdLabelLimit  distinct fairness_id label values of the queue gauges (0 = none)
 //   defaultPriorityBand   {"maxRequests", "maxBytes", "fairnessPolicy", "orderingPolicy"}
 //   defaultNegativePriorityBand   the same, or null (negative priorities use the default band)
 //   priorityBands         [{"priority", "maxRequests", "maxBytes", "fairnessPolicy",

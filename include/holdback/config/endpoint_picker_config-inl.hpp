@@ -57,6 +57,9 @@ HOLDBACK_INLINE const std::vector<FieldInfo> kEndpointPickerConfigFields = {
     {"flowControl.eviction.restoreReserve.epsilon", "number", "0.01", "(0, 0.5]"},
     {"flowControl.eviction.restoreReserve.leadTime", "duration",
      "0s (measured: confirmation latency + grace)", ">= 0"},
+    {"flowControl.fairnessIdLabelLimit", "integer", "1000",
+     "0 to 1000000; distinct fairness_id values of the queue gauges, the rest in \"other\" "
+     "(0 = no per-flow gauges)"},
     {"flowControl.defaultPriorityBand", "band", "all defaults", "band fields; priority ignored"},
     {"flowControl.defaultNegativePriorityBand", "band", "defaultPriorityBand",
      "band fields; priority ignored"},
@@ -74,6 +77,7 @@ HOLDBACK_INLINE const std::vector<FieldInfo> kEndpointPickerConfigFields = {
 static_assert(kDefaultRequestTtl == std::chrono::seconds(60), "update the defaultRequestTTL row");
 static_assert(kDefaultBandMaxRequests == 5000, "update the band.maxRequests row");
 static_assert(kDefaultBandMaxBytes == 1'000'000'000, "update the band.maxBytes row");
+static_assert(kDefaultFairnessIdLabelLimit == 1000, "update the fairnessIdLabelLimit row");
 
 }  // namespace config
 
@@ -509,6 +513,10 @@ class Loader {
       o.eviction.enabled = *enable;
     }
     readEviction(fc);
+    if (const auto n = fc.integer("fairnessIdLabelLimit", 0,
+                                  static_cast<std::int64_t>(kMaxFairnessIdLabelLimit))) {
+      o.fairnessIdLabelLimit = static_cast<std::size_t>(*n);
+    }
     o.defaultBand.fairness = globalStrictFairness();
     o.defaultBand.ordering = fcfsOrdering();
     if (const Json* t = fc.value("defaultPriorityBand"); t != nullptr && !t->is_null()) {
@@ -565,6 +573,7 @@ class Loader {
       off.detector = bundle_.detector;
       off.defaultBand.fairness = globalStrictFairness();
       off.defaultBand.ordering = fcfsOrdering();
+      off.fairnessIdLabelLimit = o.fairnessIdLabelLimit;  // metrics, not gating
       bundle_.policy = off.policy;
       o = std::move(off);
       return;

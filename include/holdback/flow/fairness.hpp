@@ -165,6 +165,14 @@ class HOLDBACK_API FairnessPolicy {
   // the controller).
   virtual void headChanged(const FlowQueueView& /*flow*/,
                            FairnessFlowState& /*flowState*/) const noexcept {}
+
+  // Reload (FlowController::reconfigure): when a band's fairness policy is replaced, the new
+  // instance is handed the one it replaces, once per (previous, new) pair, before it is
+  // installed, to take over whatever state should outlive the reload (program-aware fairness:
+  // the attained service). `now` is the controller's clock. Called under no controller lock, on
+  // the reconfiguring thread; may allocate, must not call the controller. Exceptions are
+  // swallowed (the reload proceeds). The default does nothing (the new instance starts fresh).
+  virtual void inheritState(const FairnessPolicy& /*previous*/, TimePoint /*now*/) const {}
 };
 
 // Thread safety: thread-safe (stateless).

@@ -256,13 +256,15 @@ class HOLDBACK_API FlowController {
   // Hot reload. Validates `options` like create() and, only when valid, swaps in atomically with
   // respect to every other call (the detector: from the next sample of the pool on):
   // policy, detector, bands, defaultBand, defaultNegativeBand, provisionOnFirstUse, maxBands,
-  // maxRequests, maxBytes, defaultRequestTtl, noEndpointRequestTtl, priorityDomain and
-  // activityWindow. Always kept from create() (whatever `options` holds): endpoints, onOutcome,
-  // clock, runner,
-  // expiryInterval, flowIdleTimeout, bandIdleTimeout. No queued request is lost or finalized:
+  // maxRequests, maxBytes, defaultRequestTtl, noEndpointRequestTtl, priorityDomain,
+  // activityWindow, leaseTimeout, eviction (but evict) and fairnessIdLabelLimit. Always kept from
+  // create() (whatever `options` holds): endpoints, onOutcome, clock, runner, expiryInterval,
+  // flowIdleTimeout, bandIdleTimeout. No queued request is lost or finalized:
   //   - a declared band that exists gets the new limits (queued requests above a lowered limit
   //     stay; only new arrivals see it) and, when its fairness or ordering policy changes, is
-  //     rebuilt with every queued request moved over in the new order (fairness state restarts);
+  //     rebuilt with every queued request moved over in the new order; a replaced fairness
+  //     policy hands its state to its replacement first (FairnessPolicy::inheritState, under no
+  //     controller lock, with the clock's now: program-aware fairness keeps attained service);
   //   - a declared band that does not exist is created;
   //   - a band no longer declared (other than 0) stops being initial: it keeps its queue and
   //     settings and is removed by expire()'s band GC (or setDesiredPriorities) once it is empty,

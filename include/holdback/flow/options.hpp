@@ -44,6 +44,10 @@ inline constexpr Duration kDefaultFlowIdleTimeout = std::chrono::minutes(5);
 inline constexpr Duration kDefaultBandIdleTimeout = std::chrono::minutes(10);
 inline constexpr Duration kDefaultLeaseTimeout = std::chrono::minutes(10);
 inline constexpr Duration kDefaultRunnerTickInterval = std::chrono::milliseconds(1);
+// Distinct flow ids the per-flow queue gauges label (upstream #2119); the rest share "other".
+inline constexpr std::size_t kDefaultFairnessIdLabelLimit = 1000;
+// The largest fairnessIdLabelLimit a config file may set (FlowControllerOptions takes any).
+inline constexpr std::size_t kMaxFairnessIdLabelLimit = 1'000'000;
 
 // ---------------------------------------------------------------------------------------------
 
@@ -138,6 +142,13 @@ struct FlowControllerOptions {
   // flow_control_request_enqueue_duration_seconds). False (default): the clock is not called
   // on those paths. Not reloadable. Recording is lock-free and does not allocate.
   bool durationMetrics = false;
+  // Per-flow queue gauges (stats().bands[i].flowQueues; Prometheus flow_control_queue_size and
+  // flow_control_queue_bytes with a fairness_id label, as upstream): at most this many distinct
+  // flow ids get their own label value, the flows with the most queued requests at the snapshot;
+  // every other flow's queue is summed into fairness_id="other" (one series per band, always
+  // present). 0 = no per-flow gauges (one series per band, without fairness_id). stats() then
+  // costs O(non-empty flows) under the controller's lock. Reloadable.
+  std::size_t fairnessIdLabelLimit = kDefaultFairnessIdLabelLimit;
   RunnerOptions runner;
 };
 

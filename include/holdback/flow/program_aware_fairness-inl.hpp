@@ -4,9 +4,11 @@
 
 #include "holdback/flow/program_aware_fairness.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <utility>
+#include <vector>
 
 #include "holdback/core/text.hpp"
 
@@ -392,32 +394,7 @@ HOLDBACK_INLINE void ProgramAwareFairnessPolicy::recordServed(
     std::optional<Duration> queueWait) const {
   const double tokens = double(inputTokens) + kOutputTokenWeight * double(outputTokens);
   MutexLock lock(mu_);
-  if (!has_epoch_) {
-    epoch_ = now;
-    last_sweep_ = now;
-    has_epoch_ = true;
-  }
-  double exponent = decayExponent(now);
-  if (exponent > detail::kProgramRebaseExponent) {
-    // Move the epoch to `now`: every stored value shrinks by the same factor.
-    // The indexes are re-keyed as a whole (rescaling in place could merge keys that underflow
-    // and break their order): take every indexed flow out, then put it back.
-    const double factor = std::exp2(-exponent);
-    for (auto& [id, p] : programs_) {
-      p.scaledService *= factor;
-      for (FlowEntry* e = p.flows; e != nullptr; e = e->next) {
-        e->band->root = BandIndex::erase(e->band->root, e);
-      }
-    }
-    for (auto& [id, p] : programs_) {
-      for (FlowEntry* e = p.flows; e != nullptr; e = e->next) {
-        e->service = p.scaledService;
-        e->band->root = BandIndex::insert(e->band->root, e);
-      }
-    }
-    epoch_ = now;
-    exponent = 0.0;
-  }
+  const double exponent = prepareEpochLocked(now);
   // Forget programs not reported for evictionTtl and with nothing queued (at most once per
   // evictionSweep).
   if (options_.evictionTtl > Duration::zero() && now - last_sweep_ >= options_.evictionSweep) {
@@ -444,6 +421,78 @@ HOLDBACK_INLINE void ProgramAwareFairnessPolicy::recordServed(
   if (queueWait && *queueWait >= Duration::zero()) {
     p.waitSeconds += detail::secondsOf(*queueWait);
     ++p.waits;
+  }
+}
+
+HOLDBACK_INLINE double ProgramAwareFairnessPolicy::prepareEpochLocked(
+    TimePoint now) const noexcept {
+  if (!has_epoch_) {
+    epoch_ = now;
+    last_sweep_ = now;
+    has_epoch_ = true;
+  }
+  const double exponent = decayExponent(now);
+  if (exponent <= detail::kProgramRebaseExponent) return exponent;
+  // Move the epoch to `now`: every stored value shrinks by the same factor.
+  // The indexes are re-keyed as a whole (rescaling in place could merge keys that underflow
+  // and break their order): take every indexed flow out, then put it back.
+  const double factor = std::exp2(-exponent);
+  for (auto& [id, p] : programs_) {
+    p.scaledService *= factor;
+    for (FlowEntry* e = p.flows; e != nullptr; e = e->next) {
+      e->band->root = BandIndex::erase(e->band->root, e);
+    }
+  }
+  for (auto& [id, p] : programs_) {
+    for (FlowEntry* e = p.flows; e != nullptr; e = e->next) {
+      e->service = p.scaledService;
+      e->band->root = BandIndex::insert(e->band->root, e);
+    }
+  }
+  epoch_ = now;
+  return 0.0;
+}
+
+HOLDBACK_INLINE void ProgramAwareFairnessPolicy::inheritState(const FairnessPolicy& previous,
+                                                              TimePoint now) const {
+  const auto* prev = dynamic_cast<const ProgramAwareFairnessPolicy*>(&previous);
+  if (prev == nullptr || prev == this) return;
+  struct Carried {
+    std::string id;
+    double service = 0.0;  // decayed to `now` under prev's half-life
+    TimePoint lastUpdate{};
+    std::uint64_t requests = 0;
+    double waitSeconds = 0.0;
+    std::uint64_t waits = 0;
+  };
+  std::vector<Carried> carried;
+  {
+    MutexLock lock(prev->mu_);
+    carried.reserve(prev->programs_.size());
+    // A clock behind prev's epoch (a host's clock stepped back) decays nothing.
+    const double decay =
+        prev->has_epoch_ ? std::exp2(-std::max(0.0, prev->decayExponent(now))) : 1.0;
+    for (const auto& [id, p] : prev->programs_) {
+      double service = p.scaledService * decay;
+      if (!std::isfinite(service) || service < 0.0) service = 0.0;
+      carried.push_back({id, service, p.lastUpdate, p.requests, p.waitSeconds, p.waits});
+    }
+  }
+  if (carried.empty()) return;
+  MutexLock lock(mu_);
+  const double exponent = prepareEpochLocked(now);
+  const double scale = std::exp2(exponent);  // service at `now` -> scaled to this epoch
+  for (Carried& c : carried) {
+    auto it = programs_.find(c.id);
+    if (it == programs_.end()) it = programs_.emplace(std::move(c.id), Program{}).first;
+    Program& p = it->second;
+    p.scaledService += c.service * scale;
+    if (!std::isfinite(p.scaledService)) p.scaledService = 0.0;
+    p.lastUpdate = std::max(p.lastUpdate, c.lastUpdate);
+    p.requests += c.requests;
+    p.waitSeconds += c.waitSeconds;
+    p.waits += c.waits;
+    rekeyLocked(p);
   }
 }
 

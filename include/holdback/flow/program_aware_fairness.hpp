@@ -46,7 +46,7 @@
 // the policy's own mutex briefly (never while calling host code); the per-band indexes are only
 // touched under that mutex, so one instance may serve several controllers, and
 // recordServed/attainedService/dumpState may be called from any thread. A reload that builds a new
-// instance starts with an empty table.
+// instance carries the table over (inheritState, called by FlowController::reconfigure).
 #pragma once
 
 #include "holdback/abi.hpp"
@@ -100,6 +100,13 @@ class HOLDBACK_API ProgramAwareFairnessPolicy final : public FairnessPolicy {
   [[nodiscard]] std::unique_ptr<FairnessFlowState> newFlowState(
       const FlowQueueView& flow, FairnessState* bandState) const override;
   void headChanged(const FlowQueueView& flow, FairnessFlowState& flowState) const noexcept override;
+  // Reload: takes over `previous`'s programs when it is a ProgramAwareFairnessPolicy (another
+  // type: nothing). Each program's decayed service at `now` under previous's half-life is added
+  // to this instance's, which decays it with its own half-life from `now` on; its reported
+  // requests and queue waits are added too (a program both know gets the sums). Copies under
+  // previous's mutex, then merges under this one's: never both at once, so there is no lock
+  // order between instances. Allocates (one entry per program).
+  void inheritState(const FairnessPolicy& previous, TimePoint now) const override;
 
   // The host reports a completed request of program `flowId`: its input and output tokens, and
   // optionally how long it waited in the queue (for the fairness index). Allocates only for a
@@ -135,6 +142,9 @@ class HOLDBACK_API ProgramAwareFairnessPolicy final : public FairnessPolicy {
   };
   ProgramAwareFairnessPolicy(ProgramAwareFairnessOptions options, std::string name);
   [[nodiscard]] double decayExponent(TimePoint t) const noexcept HOLDBACK_REQUIRES(mu_);
+  // Sets the epoch at `now` if there is none; moves it to `now` when the exponent at `now` is
+  // above the rebase threshold (re-keying every indexed flow). Returns the exponent at `now`.
+  double prepareEpochLocked(TimePoint now) const noexcept HOLDBACK_REQUIRES(mu_);
   [[nodiscard]] double jainLocked() const HOLDBACK_REQUIRES(mu_);
   // The flow's program entry (created if unknown; nullptr only if that allocation failed).
   Program* resolveLocked(FlowEntry& e, TimePoint seen) const noexcept HOLDBACK_REQUIRES(mu_);

@@ -10,6 +10,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <optional>
+#include <string>
 #include <string_view>
 #include <utility>
 #include <vector>
@@ -45,6 +46,27 @@ struct DispatchResult {
 inline constexpr std::array<double, 14> kQueueDurationBucketsSeconds{
     0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0};
 
+// Outcomes of requests whose requested priority differs from the band they were placed in.
+struct RequestedPriorityOutcomes {
+  Priority requestedPriority = 0;
+  std::array<std::uint64_t, kNumQueueOutcomes> outcomes{};  // indexed by QueueOutcome
+};
+
+// Distinct requested priorities whose outcomes are counted apart from their band's (per
+// controller, the first seen; see BandStats::requestedOutcomes).
+inline constexpr std::size_t kRequestedPriorityLabelLimit = 64;
+
+// The `fairness_id` label value of the queue gauges' bucket for the flows beyond
+// FlowControllerOptions::fairnessIdLabelLimit.
+inline constexpr std::string_view kOtherFairnessIdLabel = "other";
+
+// One flow's share of a band's queue (per-flow queue gauges).
+struct FlowQueueStats {
+  std::string flowId;
+  std::size_t queuedRequests = 0;
+  std::uint64_t queuedBytes = 0;
+};
+
 struct BandStats {
   Priority priority = 0;
   // False for a priority whose band was removed (its counters are kept).
@@ -60,6 +82,22 @@ struct BandStats {
   std::uint64_t gatedCycles = 0;
   // Outcomes of requests placed in this band, indexed by QueueOutcome.
   std::array<std::uint64_t, kNumQueueOutcomes> outcomes{};
+  // The part of `outcomes` whose requested priority was another one (a priority without a band,
+  // queued or rejected in band 0, upstream-reference.md §3.5), by requested priority
+  // (ascending). At most kRequestedPriorityLabelLimit distinct (band, requested priority) pairs
+  // are tracked per controller (the first seen, kept for its lifetime; only band 0 ever holds
+  // such requests); the outcomes of the others are only in `outcomes` (counted in
+  // FlowControllerStats::untrackedRequestedOutcomes). renderPrometheus labels
+  // flow_control_requests_total with the requested priority from these.
+  std::vector<RequestedPriorityOutcomes> requestedOutcomes;
+  // Per-flow queue gauges (FlowControllerStats::fairnessIdLabelLimit > 0): the band's non-empty
+  // flows whose id is among the `fairnessIdLabelLimit` ids with the most queued requests in the
+  // whole controller (ties: more bytes, then the smaller id), by id; the rest of the band's queue
+  // (other flows, and a flow whose id is kOtherFairnessIdLabel) in otherFlows*. The sums over
+  // flowQueues plus otherFlows* are queuedRequests and queuedBytes.
+  std::vector<FlowQueueStats> flowQueues;
+  std::size_t otherFlowsQueuedRequests = 0;
+  std::uint64_t otherFlowsQueuedBytes = 0;
   // Queue wait of the requests dispatched from this band: per-bucket (not cumulative) counts,
   // bucket i counting waits in (bound[i-1], bound[i]], the last one above every bound; and the
   // sum of the waits. The count is outcomes[kDispatched].
@@ -124,6 +162,11 @@ struct FlowControllerStats {
   bool poolEmpty = false;
   std::uint64_t cycles = 0;
   std::array<std::uint64_t, kNumQueueOutcomes> outcomes{};
+  // Outcomes of requests whose requested priority was neither their band's nor one of the
+  // kRequestedPriorityLabelLimit tracked ones (they are labelled with their band's priority).
+  std::uint64_t untrackedRequestedOutcomes = 0;
+  // FlowControllerOptions::fairnessIdLabelLimit at the snapshot (0: no per-flow gauges).
+  std::size_t fairnessIdLabelLimit = 0;
   bool stopped = false;
   EvictionStats eviction;
   // With FlowControllerOptions::durationMetrics: how long dispatchCycle/dispatch and enqueue took,

@@ -5,8 +5,12 @@
 
 #include "holdback/metrics/prometheus.hpp"
 
+#include <algorithm>
+#include <array>
 #include <charconv>
 #include <cmath>
+#include <functional>
+#include <map>
 #include <system_error>
 
 namespace holdback {
@@ -144,6 +148,54 @@ HOLDBACK_INLINE std::string_view prometheusOutcomeLabel(QueueOutcome outcome) no
   return toString(outcome);
 }
 
+HOLDBACK_INLINE std::vector<std::pair<Priority, std::array<std::uint64_t, kNumQueueOutcomes>>>
+requestedPriorityOutcomes(const FlowControllerStats& stats) {
+  std::map<Priority, std::array<std::uint64_t, kNumQueueOutcomes>, std::greater<>> by_label;
+  for (const BandStats& b : stats.bands) {
+    std::array<std::uint64_t, kNumQueueOutcomes> own = b.outcomes;
+    for (const RequestedPriorityOutcomes& r : b.requestedOutcomes) {
+      auto& requested = by_label[r.requestedPriority];
+      for (std::size_t k = 0; k < kNumQueueOutcomes; ++k) {
+        // A part of the band's counts (in a snapshot never more than them).
+        own[k] -= std::min(own[k], r.outcomes[k]);
+        requested[k] += r.outcomes[k];
+      }
+    }
+    auto& label = by_label[b.priority];
+    for (std::size_t k = 0; k < kNumQueueOutcomes; ++k) label[k] += own[k];
+  }
+  return {by_label.begin(), by_label.end()};
+}
+
+namespace detail {
+
+// flow_control_queue_size / _queue_bytes with fairness_id (FlowControllerStats::
+// fairnessIdLabelLimit > 0): the named flows of every provisioned band, then its "other" bucket
+// (always present, so every band has a series; a named flow never has the bucket's label).
+HOLDBACK_INLINE void renderFlowQueues(PrometheusWriter& w, const FlowControllerStats& stats) {
+  using Label = PrometheusWriter::Label;
+  for (const bool bytes : {false, true}) {
+    const std::string_view name = bytes ? "flow_control_queue_bytes" : "flow_control_queue_size";
+    w.family(name, "gauge",
+             bytes ? "Bytes queued, per priority band and flow (fairness_id, capped; the rest "
+                     "in fairness_id=\"other\")."
+                   : "Requests queued, per priority band and flow (fairness_id, capped; the rest "
+                     "in fairness_id=\"other\").");
+    for (const BandStats& b : stats.bands) {
+      if (!b.provisioned) continue;
+      const std::string priority = std::to_string(b.priority);
+      for (const FlowQueueStats& f : b.flowQueues) {
+        w.sample(name, {Label{"priority", priority}, Label{"fairness_id", f.flowId}},
+                 bytes ? f.queuedBytes : std::uint64_t{f.queuedRequests});
+      }
+      w.sample(name, {Label{"priority", priority}, Label{"fairness_id", kOtherFairnessIdLabel}},
+               bytes ? b.otherFlowsQueuedBytes : std::uint64_t{b.otherFlowsQueuedRequests});
+    }
+  }
+}
+
+}  // namespace detail
+
 // In-flight eviction (flow/eviction.hpp), upstream's names (§3.4, §3.12); only while eviction is
 // enabled or has ever revoked.
 namespace detail {
@@ -202,10 +254,14 @@ HOLDBACK_INLINE std::string renderPrometheus(const FlowControllerStats& stats,
   const auto provisioned = [](const BandStats& b) { return b.provisioned; };
   const auto every = [](const BandStats&) { return true; };
 
-  perBand("flow_control_queue_size", "gauge", "Requests queued, per priority band.", provisioned,
-          [](const BandStats& b) { return std::uint64_t{b.queuedRequests}; });
-  perBand("flow_control_queue_bytes", "gauge", "Bytes queued, per priority band.", provisioned,
-          [](const BandStats& b) { return std::uint64_t{b.queuedBytes}; });
+  if (stats.fairnessIdLabelLimit == 0) {
+    perBand("flow_control_queue_size", "gauge", "Requests queued, per priority band.", provisioned,
+            [](const BandStats& b) { return std::uint64_t{b.queuedRequests}; });
+    perBand("flow_control_queue_bytes", "gauge", "Bytes queued, per priority band.", provisioned,
+            [](const BandStats& b) { return std::uint64_t{b.queuedBytes}; });
+  } else {
+    detail::renderFlowQueues(w, stats);
+  }
 
   w.family("flow_control_pool_saturation", "gauge",
            "Pool saturation seen by the last dispatch cycle, per stage.");
@@ -239,13 +295,13 @@ HOLDBACK_INLINE std::string renderPrometheus(const FlowControllerStats& stats,
   }
 
   w.family("flow_control_requests_total", "counter",
-           "Finalized requests, by outcome and priority band.");
-  for (const BandStats& b : stats.bands) {
-    const std::string priority = std::to_string(b.priority);
+           "Finalized requests, by outcome and requested priority.");
+  for (const auto& [p, outcomes] : requestedPriorityOutcomes(stats)) {
+    const std::string priority = std::to_string(p);
     for (const QueueOutcome o : kAllQueueOutcomes) {
       w.sample("flow_control_requests_total",
                {Label{"outcome", prometheusOutcomeLabel(o)}, Label{"priority", priority}},
-               std::uint64_t{b.outcomes[static_cast<std::size_t>(o)]});
+               std::uint64_t{outcomes[static_cast<std::size_t>(o)]});
     }
   }
 

@@ -13,6 +13,7 @@
 
 #include "holdback/abi.hpp"
 
+#include <array>
 #include <cstdint>
 #include <initializer_list>
 #include <span>
@@ -80,6 +81,16 @@ class HOLDBACK_API PrometheusWriter {
 // The `outcome` label of flow_control_requests_total as upstream spells it (#1636): toString(),
 // except kEvictedCancelled -> "EvictedContextCancelled".
 [[nodiscard]] HOLDBACK_API std::string_view prometheusOutcomeLabel(QueueOutcome outcome) noexcept;
+
+// The outcome counts by requested priority, as flow_control_requests_total labels them (upstream
+// #1636, upstream-reference.md §3.5): each band's outcomes less the requested-priority parts it
+// tracks (BandStats::requestedOutcomes), which go to their requested priority instead; the
+// untracked ones (beyond kRequestedPriorityLabelLimit) stay under their band's priority. Highest
+// priority first; every band's priority is present. The sums over all priorities equal the
+// bands' sums.
+[[nodiscard]] HOLDBACK_API
+    std::vector<std::pair<Priority, std::array<std::uint64_t, kNumQueueOutcomes>>>
+    requestedPriorityOutcomes(const FlowControllerStats& stats);
 
 // Prometheus text exposition (version 0.0.4) of a snapshot, metric names of the reference §3.12
 // with the prefix holdback_ instead of llm_d_epp_. `pool` is the inference_pool label value.

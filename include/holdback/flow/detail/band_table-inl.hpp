@@ -407,6 +407,39 @@ HOLDBACK_INLINE void BandTable::applyBands(BandTopology topology,
   rebuildOrder();
 }
 
+HOLDBACK_INLINE std::vector<BandTable::FairnessHandover> BandTable::fairnessHandovers(
+    const BandTopology& topology, std::span<const BandOptions> declared) const {
+  std::vector<FairnessHandover> out;
+  const auto add = [&out](std::shared_ptr<const FairnessPolicy> from,
+                          std::shared_ptr<const FairnessPolicy> to) {
+    if (!to) to = globalStrictFairness();
+    if (!from || from == to) return;
+    for (const FairnessHandover& h : out) {
+      if (h.first == from && h.second == to) return;
+    }
+    out.emplace_back(std::move(from), std::move(to));
+  };
+  bool zero_declared = false;
+  for (const BandOptions& b : declared) {
+    zero_declared = zero_declared || b.priority == 0;
+    if (const auto it = bands_.find(b.priority); it != bands_.end()) {
+      add(it->second->fairness, b.fairness);
+    }
+  }
+  if (!zero_declared) {
+    if (const auto it = bands_.find(0); it != bands_.end()) {
+      add(it->second->fairness, topology.defaultBand.fairness);
+    }
+  }
+  add(topology_.defaultBand.fairness, topology.defaultBand.fairness);
+  if (topology_.defaultNegativeBand) {
+    add(topology_.defaultNegativeBand->fairness, topology.defaultNegativeBand
+                                                     ? topology.defaultNegativeBand->fairness
+                                                     : topology.defaultBand.fairness);
+  }
+  return out;
+}
+
 HOLDBACK_INLINE void BandTable::setDesired(std::span<const Priority> priorities) {
   desired_.assign(priorities.begin(), priorities.end());
   for (const Priority p : desired_) {
@@ -577,10 +610,12 @@ HOLDBACK_INLINE void BandTable::recordQueueDuration(Band* band, Duration waited)
   c.queue_duration_sum += seconds > 0.0 ? seconds : 0.0;
 }
 
-HOLDBACK_INLINE void BandTable::countOutcome(Band* band, QueueOutcome outcome) noexcept {
+HOLDBACK_INLINE void BandTable::countOutcome(Band* band, Priority requested,
+                                             QueueOutcome outcome) noexcept {
   const auto k = static_cast<std::size_t>(outcome);
   band->counters->outcomes[k] += 1;
   outcomes_[k] += 1;
+  if (requested != band->prio) requested_outcomes_.count(band->prio, requested, k);
 }
 
 HOLDBACK_INLINE Retired BandTable::finalize(Item* item, Outcome outcome, TimePoint now,
@@ -592,7 +627,7 @@ HOLDBACK_INLINE Retired BandTable::finalize(Item* item, Outcome outcome, TimePoi
   items_.erase(item);
   total_requests_ -= 1;
   total_bytes_ -= item->sizeBytes;
-  countOutcome(band, outcome.kind);
+  countOutcome(band, item->requestedPriority, outcome.kind);
   c.id = item->id;
   // The flow id: in the buffer a request of this flow brought (every request whose id does not
   // fit the small-string buffer left one), so no allocation.
@@ -621,10 +656,13 @@ HOLDBACK_INLINE std::vector<Item*> BandTable::allItems() const {
   return all;
 }
 
-HOLDBACK_INLINE void BandTable::fillStats(FlowControllerStats& out) const {
+HOLDBACK_INLINE void BandTable::fillStats(FlowControllerStats& out,
+                                          std::size_t fairness_id_labels) const {
   out.queuedRequests = total_requests_;
   out.queuedBytes = total_bytes_;
   out.outcomes = outcomes_;
+  out.untrackedRequestedOutcomes = requested_outcomes_.untracked;
+  out.fairnessIdLabelLimit = fairness_id_labels;
   out.bands.reserve(counters_.size());
   for (auto it = counters_.rbegin(); it != counters_.rend(); ++it) {  // highest first
     const auto& [p, c] = *it;
@@ -634,6 +672,16 @@ HOLDBACK_INLINE void BandTable::fillStats(FlowControllerStats& out) const {
     b.outcomes = c.outcomes;
     b.queueDurationBuckets = c.queue_duration_buckets;
     b.queueDurationSumSeconds = c.queue_duration_sum;
+    for (std::size_t i = 0; i < requested_outcomes_.size; ++i) {
+      const std::uint64_t k = requested_outcomes_.keys[i];
+      if (static_cast<Priority>(static_cast<std::uint32_t>(k >> 32)) != p) continue;
+      b.requestedOutcomes.push_back(
+          {static_cast<Priority>(static_cast<std::uint32_t>(k)), requested_outcomes_.counts[i]});
+    }
+    std::sort(b.requestedOutcomes.begin(), b.requestedOutcomes.end(),
+              [](const RequestedPriorityOutcomes& x, const RequestedPriorityOutcomes& y) {
+                return x.requestedPriority < y.requestedPriority;
+              });
     auto band_it = bands_.find(p);
     b.provisioned = band_it != bands_.end();
     if (b.provisioned) {
@@ -646,7 +694,73 @@ HOLDBACK_INLINE void BandTable::fillStats(FlowControllerStats& out) const {
       b.activeFlows = band.active_count;
       b.lastCeiling = band.last_ceiling;
     }
-    out.bands.push_back(b);
+    out.bands.push_back(std::move(b));
+  }
+  if (fairness_id_labels > 0) fillFlowQueues(out, fairness_id_labels);
+}
+
+HOLDBACK_INLINE void BandTable::fillFlowQueues(FlowControllerStats& out, std::size_t limit) const {
+  // Each band's non-empty flows in id order, without a sort: the by-id index of the non-empty
+  // flows when the band keeps one, else every flow (by id) skipping the empty ones.
+  const auto forEachNonEmpty = [](const Band& band, auto&& fn) {
+    if (band.track_active) {
+      for (const Flow* f : band.active) fn(f);
+    } else {
+      for (const auto& [id, f] : band.flows) {
+        if (!f->items.empty()) fn(f.get());
+      }
+    }
+  };
+  // Each flow id's totals over the bands.
+  struct Total {
+    std::size_t requests = 0;
+    std::uint64_t bytes = 0;
+    bool named = false;
+  };
+  std::unordered_map<std::string_view, Total> totals;
+  std::size_t entries = 0;
+  for (const Band* band : ordered_) entries += band->active_count;
+  totals.reserve(entries);
+  for (const Band* band : ordered_) {
+    forEachNonEmpty(*band, [&totals](const Flow* f) {
+      Total& t = totals[f->id];
+      t.requests += f->items.size();
+      t.bytes += f->queued_bytes;
+    });
+  }
+  // The `limit` ids with the most queued requests (then bytes, then the smaller id) get a label;
+  // a flow named like the bucket is always folded into it.
+  std::vector<std::pair<std::string_view, Total*>> ranked;
+  ranked.reserve(totals.size());
+  for (auto& [id, t] : totals) {
+    if (id != kOtherFairnessIdLabel) ranked.emplace_back(id, &t);
+  }
+  if (ranked.size() > limit) {
+    std::nth_element(ranked.begin(), ranked.begin() + static_cast<std::ptrdiff_t>(limit),
+                     ranked.end(), [](const auto& a, const auto& b) {
+                       if (a.second->requests != b.second->requests) {
+                         return a.second->requests > b.second->requests;
+                       }
+                       if (a.second->bytes != b.second->bytes) {
+                         return a.second->bytes > b.second->bytes;
+                       }
+                       return a.first < b.first;
+                     });
+    ranked.resize(limit);
+  }
+  for (auto& [id, t] : ranked) t->named = true;
+  for (BandStats& b : out.bands) {
+    if (!b.provisioned) continue;
+    const Band& band = *bands_.at(b.priority);
+    b.flowQueues.reserve(std::min(band.active_count, limit));
+    forEachNonEmpty(band, [&](const Flow* f) {
+      if (totals.at(f->id).named) {
+        b.flowQueues.push_back({f->id, f->items.size(), f->queued_bytes});
+      } else {
+        b.otherFlowsQueuedRequests += f->items.size();
+        b.otherFlowsQueuedBytes += f->queued_bytes;
+      }
+    });
   }
 }
 

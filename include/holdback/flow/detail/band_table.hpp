@@ -344,6 +344,37 @@ inline IdLess::Key IdLess::key(const Flow* f) noexcept {
   return {f->id_prefix, f->id};
 }
 
+// The outcomes of requests placed in a band other than their requested priority's, by (band,
+// requested priority), for at most kRequestedPriorityLabelLimit pairs (the first seen, kept
+// for the table's lifetime so the counters never go backwards); the rest are only counted in
+// `untracked`. Fixed storage: counting never allocates.
+struct RequestedOutcomeTable {
+  [[nodiscard]] static std::uint64_t key(Priority band, Priority requested) noexcept {
+    return (std::uint64_t(std::uint32_t(band)) << 32) | std::uint32_t(requested);
+  }
+  void count(Priority band, Priority requested, std::size_t outcome) noexcept {
+    const std::uint64_t k = key(band, requested);
+    for (std::size_t i = 0; i < size; ++i) {
+      if (keys[i] == k) {
+        counts[i][outcome] += 1;
+        return;
+      }
+    }
+    if (size == keys.size()) {
+      untracked += 1;
+      return;
+    }
+    keys[size] = k;
+    counts[size] = {};
+    counts[size][outcome] = 1;
+    size += 1;
+  }
+  std::array<std::uint64_t, kRequestedPriorityLabelLimit> keys{};
+  std::array<std::array<std::uint64_t, kNumQueueOutcomes>, kRequestedPriorityLabelLimit> counts{};
+  std::size_t size = 0;
+  std::uint64_t untracked = 0;
+};
+
 struct BandCounters {
   std::uint64_t gated_cycles = 0;
   std::array<std::uint64_t, kNumQueueOutcomes> outcomes{};
@@ -523,6 +554,13 @@ class BandTable {
   // declared bands are reshaped, missing ones added, undeclared ones stop being initial (band 0
   // takes the default template). No queued request is lost.
   void applyBands(BandTopology topology, std::span<const BandOptions> declared);
+  // The fairness policies applyBands(topology, declared) would replace, with their replacements
+  // (distinct pairs, the replaced one first): declared bands that exist, band 0 when it takes
+  // the default template, and the two templates.
+  using FairnessHandover =
+      std::pair<std::shared_ptr<const FairnessPolicy>, std::shared_ptr<const FairnessPolicy>>;
+  [[nodiscard]] std::vector<FairnessHandover> fairnessHandovers(
+      const BandTopology& topology, std::span<const BandOptions> declared) const;
   // The band of `p`: existing, else provisioned from the template when allowed, else band 0.
   Band* resolve(Priority p);
   // The band of `p` or band 0 (never provisions).
@@ -553,8 +591,8 @@ class BandTable {
   // id in a pooled buffer when one fits); the record goes back to the pool, or comes back in the
   // Retired value when the pool is full.
   Retired finalize(Item* item, Outcome outcome, TimePoint now, Completion& completion) noexcept;
-  // Counts the outcome of a request that was never queued (a rejection) in `band`.
-  void countOutcome(Band* band, QueueOutcome outcome) noexcept;
+  // Counts the outcome of a request placed (or rejected) in `band` that asked for `requested`.
+  void countOutcome(Band* band, Priority requested, QueueOutcome outcome) noexcept;
   // Every queued item, in arrival order.
   [[nodiscard]] std::vector<Item*> allItems() const;
   template <class F>
@@ -566,8 +604,9 @@ class BandTable {
   [[nodiscard]] std::size_t totalRequests() const noexcept { return total_requests_; }
   [[nodiscard]] std::uint64_t totalBytes() const noexcept { return total_bytes_; }
 
-  // Per-band and global counters into `out` (bands highest first).
-  void fillStats(FlowControllerStats& out) const;
+  // Per-band and global counters into `out` (bands highest first); with `fairness_id_labels` >
+  // 0, the per-flow queue figures for that many flow ids (BandStats::flowQueues).
+  void fillStats(FlowControllerStats& out, std::size_t fairness_id_labels = 0) const;
 
  private:
   Band* addBand(Priority p, std::uint64_t max_requests, std::uint64_t max_bytes,
@@ -579,6 +618,7 @@ class BandTable {
                     std::shared_ptr<const OrderingPolicy> ordering);
   void removeBand(Band* band);
   void rebuildOrder();
+  void fillFlowQueues(FlowControllerStats& out, std::size_t limit) const;
   static void addToQueue(Item* item) noexcept;
   static void removeFromQueue(Item* item, TimePoint now) noexcept;
   static void recordQueueDuration(Band* band, Duration waited) noexcept;
@@ -588,6 +628,7 @@ class BandTable {
   std::vector<Band*> ordered_;  // highest first
   std::map<Priority, BandCounters> counters_;
   std::array<std::uint64_t, kNumQueueOutcomes> outcomes_{};
+  RequestedOutcomeTable requested_outcomes_;
   IdIndex items_;
   // The pools of records by Item::Kind, at most kMaxSpareItems each, with their smallest sizes
   // since the last collectGarbage.

@@ -25,6 +25,7 @@ HOLDBACK_INLINE ControllerCore::Settings ControllerCore::settingsOf(FlowControll
   s.priorityDomain = o.priorityDomain;
   s.activityWindow = o.activityWindow;
   s.leaseTimeout = o.leaseTimeout;
+  s.fairnessIdLabelLimit = o.fairnessIdLabelLimit;
   s.eviction = o.eviction;
   s.eviction.evict = nullptr;  // create-only: evict_
   if (!s.eviction.filter) s.eviction.filter = std::make_shared<SheddableEvictionFilter>();
@@ -108,7 +109,7 @@ HOLDBACK_INLINE RequestId ControllerCore::enqueue(FlowRequest&& request, TimePoi
       }
     }
     if (outcome.rejected()) {
-      table_.countOutcome(band, outcome.kind);
+      table_.countOutcome(band, request.priority, outcome.kind);
       Completion c;
       c.id = id;
       c.requestedPriority = request.priority;
@@ -775,6 +776,26 @@ HOLDBACK_INLINE Diagnostics ControllerCore::reconfigure(FlowControllerOptions o)
   sampler_.setDetector(std::move(o.detector));
   Settings settings = settingsOf(o);
   BandTopology topology = topologyOf(o);
+  // Fairness state carry-over: the replaced policies and their replacements are read under mu_;
+  // each replacement inherits its predecessor's state (FairnessPolicy::inheritState, host-
+  // pluggable) under no controller lock, before the swap. Lock order: mu_ is never held while a
+  // policy's own lock is taken here.
+  std::vector<BandTable::FairnessHandover> handovers;
+  {
+    MutexLock lock(mu_);
+    handovers = table_.fairnessHandovers(topology, o.bands);
+  }
+  if (!handovers.empty()) {
+    const TimePoint now = clock_();
+    for (const auto& [previous, replacement] : handovers) {
+      HOLDBACK_TRY {
+        replacement->inheritState(*previous, now);
+      }
+      HOLDBACK_CATCH_ALL {
+        // The host's policy threw: it starts without (part of) the previous state.
+      }
+    }
+  }
   {
     MutexLock lock(mu_);
     std::swap(settings_, settings);  // the old policy is released after the lock
@@ -816,7 +837,7 @@ HOLDBACK_INLINE void ControllerCore::shutdown(TimePoint now) noexcept {
 HOLDBACK_INLINE FlowControllerStats ControllerCore::stats() const {
   FlowControllerStats out;
   MutexLock lock(mu_);
-  table_.fillStats(out);
+  table_.fillStats(out, settings_.fairnessIdLabelLimit);
   out.maxRequests = settings_.maxRequests;
   out.maxBytes = settings_.maxBytes;
   out.lastSaturation = last_saturation_;

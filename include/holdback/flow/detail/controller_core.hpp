@@ -152,6 +152,7 @@ class ControllerCore {
     PriorityDomain priorityDomain = PriorityDomain::kProvisioned;
     Duration activityWindow{};
     Duration leaseTimeout{};
+    std::size_t fairnessIdLabelLimit = 0;
     EvictionOptions eviction;  // filter and order never null; evict is evict_
   };
   // A revocation issued and not yet confirmed, and a confirmed one within its grace.
