@@ -9,9 +9,11 @@
 //        a. every interactive request is served (200, complete stream) within
 //           bound = 2 B + 4 x (grace + 50 ms) (stop-and-wait frees one slot per decision here:
 //           the pool is exactly at its ceiling, so each decision revokes one lease);
-//        b. evictions happened, and every evicted client got exactly one reply: a non-streaming
-//           batch request 429 with drop reason `evicted` and the OpenAI-style JSON body, a
-//           streaming one its 200 stream ended by one error event (no [DONE]); nothing else but
+//        b. evictions happened, and every evicted client got exactly one reply: a request
+//           revoked before its response head went out (any non-streaming one, and a streaming
+//           one revoked before its stream started) a 429 with drop reason `evicted` and the
+//           OpenAI-style JSON body, a streaming one revoked mid-stream its 200 stream ended by
+//           one error event (no [DONE]); nothing else but
 //           200 (no transport error; the next request on the same keep-alive connection works);
 //        c. the model servers prove the upstream aborts: their completed-request counters equal
 //           the 200s (no evicted request ran to its end), the tokens they generated for evicted
@@ -266,8 +268,11 @@ TEST_F(GatewayEvictionE2ETest, InteractiveBurstEvictsBatchWithOneReplyEachAndUps
   for (const Reply& r : held.batch) {
     if (r.status == 429) {
       const auto body = nlohmann::json::parse(r.body, nullptr, false);
-      const bool ok = !r.stream && r.dropReason == "evicted" && !body.is_discarded() &&
-                      body["error"]["code"] == 429;
+      // Streamed or not: a request revoked before its response head went out (queued, or
+      // between its dispatch and its upstream exchange) is answered with the JSON 429; only one
+      // revoked mid-stream ends with an eviction event (below).
+      const bool ok =
+          r.dropReason == "evicted" && !body.is_discarded() && body["error"]["code"] == 429;
       EXPECT_TRUE(ok) << r.dropReason << " " << r.body;
       evicted_json += ok ? 1 : 0;
       continue;
