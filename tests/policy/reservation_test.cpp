@@ -306,10 +306,40 @@ TEST(ReservationHold, RisesAtOnceAndFallsWithTheBandsHoldingTime) {
               1.0 - (1.0 + (held - 1.0) * std::exp(-1.0)) * unit, 1e-12);
   // A burst again: at once.
   EXPECT_DOUBLE_EQ(ceilingsAt(*policy, priorities, burst, kT0 + 2600ms)[1], 0.5);
-  // A clock that went back holds the reserve (no decay, no overflow).
-  EXPECT_DOUBLE_EQ(ceilingsAt(*policy, priorities, idle, kT0 - 1000s)[1], 0.5);
+  // A clock that went back holds the reserve (no decay, no overflow); the in-flight cap still
+  // applies: 1 + the top band's 30 in flight.
+  EXPECT_DOUBLE_EQ(ceilingsAt(*policy, priorities, idle, kT0 - 1000s)[1], 1.0 - 31.0 * unit);
   // Long after: back to the one-slot reserve.
   EXPECT_NEAR(ceilingsAt(*policy, priorities, idle, kT0 + 1000s)[1], 1.0 - unit, 1e-12);
+}
+
+// The in-flight cap: what the hold keeps beyond R_i is for the bands above; it never exceeds their
+// in-flight count, so once they have drained the reserve falls to R_i at once.
+TEST(ReservationHold, TheHeldExcessIsAtMostTheInFlightCountOfTheBandsAbove) {
+  auto policy = make({.epsilon = 0.01, .minCeiling = 0.5});
+  const std::vector<Priority> priorities{10, -1};
+  const auto burst = burstOver({{.holdingTime = 2.0, .inFlight = 34.0, .completionRate = 10.0}});
+  const double unit = 1.0 / 64;
+  EXPECT_DOUBLE_EQ(ceilingsAt(*policy, priorities, burst, kT0)[1], 0.5);
+  // 0.5 s later the hold alone keeps 1 + 31 e^(-0.25) = 25.1 requests; the top band has 5 in
+  // flight: 1 + 5.
+  auto draining = idled(burst);
+  draining[0].inFlight = 5.0;
+  EXPECT_NEAR(ceilingsAt(*policy, priorities, draining, kT0 + 500ms)[1], 1.0 - 6.0 * unit, 1e-12);
+  // The capped value is what decays from: 3 in flight later is 1 + min(5 e^(-0.05), 3).
+  draining[0].inFlight = 3.0;
+  EXPECT_NEAR(ceilingsAt(*policy, priorities, draining, kT0 + 600ms)[1], 1.0 - 4.0 * unit, 1e-12);
+  // Drained: the one-request reserve at once.
+  draining[0].inFlight = 0.0;
+  EXPECT_NEAR(ceilingsAt(*policy, priorities, draining, kT0 + 700ms)[1], 1.0 - unit, 1e-12);
+  // A burst again: at once.
+  EXPECT_DOUBLE_EQ(ceilingsAt(*policy, priorities, burst, kT0 + 800ms)[1], 0.5);
+  // While the bands above hold more than the excess, the cap does not bind (the hold alone).
+  EXPECT_NEAR(ceilingsAt(*policy, priorities, idled(burst), kT0 + 1300ms)[1],
+              1.0 - (1.0 + 31.0 * std::exp(-0.25)) * unit, 1e-12);
+  // NaN or negative in-flight figures read as 0: released, not NaN.
+  draining[0].inFlight = std::numeric_limits<double>::quiet_NaN();
+  EXPECT_NEAR(ceilingsAt(*policy, priorities, draining, kT0 + 1400ms)[1], 1.0 - unit, 1e-12);
 }
 
 TEST(ReservationHold, WithoutAClockOrWhenOffTheCeilingsArePure) {

@@ -372,7 +372,11 @@ HOLDBACK_INLINE void ReservationPolicy::holdReserves(std::span<const Priority> p
   const double cap = std::isfinite(range) ? range : std::numeric_limits<double>::max();
   const double decay = std::chrono::duration<double>(options_.smoothing.decay).count();
   const std::size_t n = std::min({priorities.size(), reserves.size(), kMaxFeedbackBands});
+  // The in-flight cap needs the figures of every band above the one it caps.
+  const bool have = demand.bands.size() >= n;
+  double above = 0.0;  // requests in flight in the bands above band i
   for (std::size_t i = 1; i < n; ++i) {
+    if (have) above += detail::finiteNonNegative(demand.bands[i - 1].inFlight);
     const double r = reserves[i] < cap ? reserves[i] : cap;  // NaN -> cap (protective)
     const Priority p = priorities[i];
     const HoldSlot* slot = &hold_[i];
@@ -402,6 +406,9 @@ HOLDBACK_INLINE void ReservationPolicy::holdReserves(std::span<const Priority> p
         if (!(held >= r)) held = r;  // NaN from bad stored figures: no hold
       }
     }
+    // In-flight cap: what the hold keeps beyond R_i is for the bands above i; once they have
+    // drained (their in-flight count below the held excess), it is released.
+    if (have) held = std::min(held, r + above);
     if (update) {
       HoldSlot& mine = hold_[i];
       mine.priority.store(p, std::memory_order_relaxed);

@@ -60,7 +60,11 @@
 //     held_i(t) = max(R_i(t), R_i(t) + (held_i(t') - R_i(t)) exp(-(t - t') / H_i))
 //
 // An infinite R_i is held as (1 - minCeiling) / u, the reserve at which the ceiling is minCeiling
-// anyway. It needs DemandView::now (no clock, no hold: the computation is then a pure function).
+// anyway. In-flight cap: what the hold keeps beyond R_i is for the bands above i, so it is at most
+// their in-flight count (held_i <= R_i + sum_{j<i} inFlight_j, applied before it is stored; only
+// when the view has every band's figures): once they have drained after a burst the reserve falls
+// to R_i at once, while in a burst and in idle windows their in-flight count is above the excess.
+// It needs DemandView::now (no clock, no hold: the computation is then a pure function).
 // reserves() returns R_i before the hold.
 //
 // Without demand (an empty view, e.g. the three-argument computeLimit), A_i = L_i = 0: every band
