@@ -311,6 +311,7 @@ TEST_F(FlowControllerTest, ProgramAwarePickEqualsTheFullScan) {
           min_e = std::min(min_e, items.front().second);
           max_e = std::max(max_e, items.front().second);
         }
+        if (first) return {};  // nothing queued (and min_e / max_e still at their sentinels)
         const double s_range = max_s - min_s;
         const double w_range = std::chrono::duration<double>(max_e - min_e).count();
         std::string best;
