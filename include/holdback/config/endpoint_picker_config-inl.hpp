@@ -376,13 +376,20 @@ class Loader {
     }
     if (const auto w = readDuration(ev, "waitForReleasesTolerance", "waitForReleasesTolerance")) {
       e.waitForReleases = {.enabled = true, .tolerance = *w};
+      if (*w <= Duration::zero()) {
+        ev.error("waitForReleasesTolerance", "must be positive, but got " + formatDuration(*w));
+      }
     }
     if (const auto f = ev.boolean("footprintAware")) e.footprintAware = *f;
     if (const auto b = ev.boolean("revokeOnBlock")) e.revokeOnBlock = *b;
     readRestoreReserve(ev, e.restoreReserve);
     ev.finish();
+    // The struct's own checks, with the paths of the file's keys; the tolerance is checked above
+    // (the struct's path, waitForReleases/tolerance, is no key of the file).
+    EvictionOptions as_checked = e;
+    as_checked.waitForReleases.enabled = false;
     Diagnostics checked;
-    validateEvictionOptions(e, ev.path(), /*requireEvict=*/false, checked);
+    validateEvictionOptions(as_checked, ev.path(), /*requireEvict=*/false, checked);
     d_.append(checked);
   }
 
