@@ -209,6 +209,12 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     ++delivered;
     ++delivered_by_kind[static_cast<std::size_t>(c.outcome.kind)];
   };
+  // Reserve restoration revokes before a block (docs/eviction.md): once it has been configured
+  // in this run, a revocation need not come with a head-of-line block.
+  const auto restores = [](const FlowControllerOptions& o) {
+    return o.eviction.enabled && o.eviction.restoreReserve.enabled;
+  };
+  bool restoration_configured = restores(options);
   auto made = FlowController::create(std::move(options));
   if (!made) return 0;  // rejected options are fine
   std::unique_ptr<FlowController> controller = std::move(made).value();
@@ -278,8 +284,9 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
                 "a cycle delivers its dispatch and its evictions");
         require(evict_calls == evicts_before + result.revoked,
                 "a cycle calls evict once per revocation it reports");
-        require(result.revoked == 0 || result.kind == DispatchResult::Kind::kGated,
-                "revocations happen only at a head-of-line block");
+        require(result.revoked == 0 || result.kind == DispatchResult::Kind::kGated ||
+                    restoration_configured,
+                "revocations happen only at a head-of-line block (without reserve restoration)");
         if (dispatched) {
           require(outcomes[result.id].kind == QueueOutcome::kDispatched,
                   "the dispatched request ends kDispatched");
@@ -340,7 +347,10 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         break;
       case 10: {
         const std::vector<Priority> bands_before = controller->bandPriorities();
-        const Diagnostics result = controller->reconfigure(readOptions(in, detector, pool));
+        FlowControllerOptions reloaded = readOptions(in, detector, pool);
+        const bool reload_restores = restores(reloaded);
+        const Diagnostics result = controller->reconfigure(std::move(reloaded));
+        if (!result.hasErrors()) restoration_configured = restoration_configured || reload_restores;
         require(delivered == delivered_before, "reconfigure finalizes no request");
         if (result.hasErrors()) {
           require(controller->bandPriorities() == bands_before, "a failed reload changes no band");

@@ -58,8 +58,12 @@ class LargestFirst final : public OrderingPolicy {
 void expectLinked(const detail::ItemQueue& q, std::size_t size) {
   std::size_t n = 0;
   q.forEach([&](detail::Item* it) {
-    if (it->left != nullptr) EXPECT_EQ(it->left->parent, it);
-    if (it->right != nullptr) EXPECT_EQ(it->right->parent, it);
+    if (it->left != nullptr) {
+      EXPECT_EQ(it->left->parent, it);
+    }
+    if (it->right != nullptr) {
+      EXPECT_EQ(it->right->parent, it);
+    }
     ++n;
   });
   EXPECT_EQ(n, size);
