@@ -149,7 +149,8 @@ FlowControllerOptions readOptions(Input& in, std::shared_ptr<const SaturationDet
     // Reserve restoration (from the same byte: the corpus keeps its meaning); some invalid.
     options.eviction.restoreReserve = {.enabled = e % 3 == 0,
                                        .epsilon = e % 4 == 0 ? 0.7 : 0.01,
-                                       .leadTime = std::chrono::milliseconds(e % 11 - 1)};
+                                       .leadTime = std::chrono::milliseconds(e % 11 - 1),
+                                       .burstMemory = std::chrono::seconds(e % 13 - 1)};
     options.eviction.revokeOnBlock = e % 5 != 0;
   }
   if (flags & 16) {

@@ -52,6 +52,10 @@ Options:
   --revocation-ms MS
                     in-flight eviction arms (*+evict): from the controller's revocation to the
                     victim's slot being free (pool.revocationLatencyMs, default 50)
+  --burst-memory S  reservation+evict: reserve restoration remembers the highest arrival rate
+                    of the protected classes with this time constant in seconds
+                    (restoreBurstMemorySeconds; EvictionOptions::restoreReserve.burstMemory;
+                    default 0 = off)
   --ledger on|off   utilization detector: each replica fills its view through its own
                     DispatchLedger (pool.dispatchLedger; default on, the scenario's value)
   --ledger-budget on|off
@@ -90,8 +94,8 @@ int runSimulate(int argc, char** argv) {
   if (auto error =
           parseArgs(argc, argv, 2,
                     {"scenario", "seed", "seeds", "duration", "arms", "detector", "replicas",
-                     "jobs", "format", "csv", "plot", "scrape-ms", "revocation-ms", "ledger",
-                     "ledger-budget", "lost-completions", "slot-term"},
+                     "jobs", "format", "csv", "plot", "scrape-ms", "revocation-ms", "burst-memory",
+                     "ledger", "ledger-budget", "lost-completions", "slot-term"},
                     args)) {
     return usageError(kCommand, *error);
   }
@@ -197,6 +201,13 @@ int runSimulate(int argc, char** argv) {
       return usageError(kCommand, "--revocation-ms needs a number of milliseconds in [0, 1e6]");
     }
     scenario.pool.revocationLatencyMs = *v;
+  }
+  if (auto memory = args.get("burst-memory")) {
+    const auto v = parseDouble(*memory);
+    if (!v || !(*v >= 0.0 && *v <= 1e6)) {
+      return usageError(kCommand, "--burst-memory needs a number of seconds in [0, 1e6]");
+    }
+    scenario.restoreBurstMemorySeconds = *v;
   }
   if (auto lost = args.get("lost-completions")) {
     const auto v = parseDouble(*lost);

@@ -77,6 +77,8 @@ Simulation::Simulation(const Scenario& s, const Arm& arm, const RunOptions& opti
       }
       o.eviction.revokeOnBlock = arm.revokeOnBlock;
       o.eviction.restoreReserve.enabled = arm.restoreReserve;  // lead time: measured
+      o.eviction.restoreReserve.burstMemory = std::chrono::duration_cast<Duration>(
+          std::chrono::duration<double>(s.restoreBurstMemorySeconds));
       o.eviction.evict = [this, g](const Revocation& r) { onRevocation(g, r); };
     }
     gw.fc = std::move(FlowController::create(std::move(o))).value();

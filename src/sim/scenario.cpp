@@ -158,6 +158,7 @@ Result<Scenario> parseScenario(const config::Json& document) {
     }
   }
   readPositive(r, "sigmoidSteepness", s.sigmoidSteepness, 1e3);
+  readPositive(r, "restoreBurstMemorySeconds", s.restoreBurstMemorySeconds, 1e6, true);
   if (const config::Json* p = r.value("pool")) {
     config::ParamReader pr(p, "/pool", diagnostics);
     if (auto v = pr.integer("endpoints", 1, 100'000)) s.pool.endpoints = static_cast<int>(*v);

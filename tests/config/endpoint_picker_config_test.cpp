@@ -492,7 +492,7 @@ flowControl:
 )";
   const auto on = loadEndpointPickerConfigText(head + R"(
     revokeOnBlock: false
-    restoreReserve: {epsilon: 0.05, leadTime: 80ms}
+    restoreReserve: {epsilon: 0.05, leadTime: 80ms, burstMemory: 30s}
 )");
   ASSERT_TRUE(on.ok()) << on.diagnostics().toString();
   const EvictionOptions& e = on.value()->controller.eviction;
@@ -500,15 +500,17 @@ flowControl:
   EXPECT_TRUE(e.restoreReserve.enabled);
   EXPECT_DOUBLE_EQ(e.restoreReserve.epsilon, 0.05);
   EXPECT_EQ(e.restoreReserve.leadTime, std::chrono::milliseconds(80));
+  EXPECT_EQ(e.restoreReserve.burstMemory, std::chrono::seconds(30));
   const OrderedJson effective = effectiveConfig(*on.value())["eviction"];
   EXPECT_EQ(effective["revokeOnBlock"], false);
   EXPECT_EQ(effective["restoreReserve"]["enabled"], true);
   EXPECT_EQ(effective["restoreReserve"]["epsilon"], 0.05);
   EXPECT_EQ(effective["restoreReserve"]["leadTime"], "80ms");
-  EXPECT_NE(
-      describeBundle(*on.value())
-          .find("no head-of-line trigger, restore the reserve (epsilon 0.05, lead time 80ms)"),
-      std::string::npos)
+  EXPECT_EQ(effective["restoreReserve"]["burstMemory"], "30s");
+  EXPECT_NE(describeBundle(*on.value())
+                .find("no head-of-line trigger, restore the reserve (epsilon 0.05, lead time 80ms, "
+                      "burst memory 30s)"),
+            std::string::npos)
       << describeBundle(*on.value());
 
   const auto off = loadEndpointPickerConfigText(head + R"(
@@ -528,6 +530,7 @@ flowControl:
   EXPECT_EQ(shown["restoreReserve"]["enabled"], false);
   EXPECT_EQ(shown["restoreReserve"]["epsilon"], 0.01);
   EXPECT_EQ(shown["restoreReserve"]["leadTime"], "0s");
+  EXPECT_EQ(shown["restoreReserve"]["burstMemory"], "0s");
 }
 
 // Every mistake in the two keys at once, each with its path, the value and what is allowed.
@@ -548,8 +551,8 @@ TEST(EndpointPickerConfigEvictionTest, RestoreReserveAndRevokeOnBlockErrorsNameT
             "false needs restoreReserve.enabled (otherwise nothing would ever be revoked)");
 
   e = errors(R"({"revokeOnBlock": "no", "restoreReserve": {"enabled": 1, "epsilon": 0.7,
-                 "leadTime": "-5ms", "quantile": 0.99}})");
-  ASSERT_EQ(e.size(), 5u);
+                 "leadTime": "-5ms", "burstMemory": "-1s", "quantile": 0.99}})");
+  ASSERT_EQ(e.size(), 6u);
   EXPECT_NE(
       e["/flowControl/eviction/revokeOnBlock"].find("\"no\" is a string; expected true or false"),
       std::string::npos);
@@ -559,8 +562,11 @@ TEST(EndpointPickerConfigEvictionTest, RestoreReserveAndRevokeOnBlockErrorsNameT
   EXPECT_NE(
       e["/flowControl/eviction/restoreReserve/leadTime"].find("cannot be negative, but got -5ms"),
       std::string::npos);
+  EXPECT_NE(
+      e["/flowControl/eviction/restoreReserve/burstMemory"].find("cannot be negative, but got -1s"),
+      std::string::npos);
   EXPECT_NE(e["/flowControl/eviction/restoreReserve/quantile"].find(
-                "allowed keys: enabled, epsilon, leadTime"),
+                "allowed keys: burstMemory, enabled, epsilon, leadTime"),
             std::string::npos);
 
   // Checked while restoration stays off too (reported once either way).
@@ -574,7 +580,7 @@ TEST(EndpointPickerConfigEvictionTest, RestoreReserveAndRevokeOnBlockErrorsNameT
   e = errors(R"({"restoreReserve": true})");
   ASSERT_EQ(e.size(), 1u);
   EXPECT_NE(e["/flowControl/eviction/restoreReserve"].find(
-                "expected an object {enabled, epsilon, leadTime}"),
+                "expected an object {enabled, epsilon, leadTime, burstMemory}"),
             std::string::npos);
 }
 

@@ -315,6 +315,14 @@ TEST_F(EvictionTest, ValidationNamesPathsAndValues) {
   const std::string rtext = dr.toString();
   EXPECT_NE(rtext.find("/eviction/revokeOnBlock"), std::string::npos) << rtext;
   EXPECT_NE(rtext.find("/eviction/restoreReserve/leadTime"), std::string::npos) << rtext;
+  r.eviction.restoreReserve.burstMemory = -1s;
+  Diagnostics dm;
+  FlowController::validate(r, dm);
+  EXPECT_NE(dm.toString().find("/eviction/restoreReserve/burstMemory"), std::string::npos)
+      << dm.toString();
+  EXPECT_NE(dm.toString().find("cannot be negative, but got -1s"), std::string::npos)
+      << dm.toString();
+  r.eviction.restoreReserve.burstMemory = 0s;
   r.eviction.restoreReserve.enabled = true;
   Diagnostics dr2;
   FlowController::validate(r, dr2);
@@ -481,6 +489,44 @@ TEST_F(ReserveRestoreTest, QuietWithoutHigherBandArrivalsOrWhileTheReserveIsInta
   EXPECT_EQ(arrive(*fc, t0 + 2s, t0 + 4s, 50ms), 0u);
   EXPECT_TRUE(revoked.empty());
   EXPECT_EQ(fc->stats().eviction.restored, 0u);
+}
+
+// Burst memory: after a burst into band 10 and 30 s without arrivals, the arrival estimate has
+// fallen to about nothing, so plain restoration sees no need for room (as in the test above);
+// with a memory of 60 s it restores room for about 60 % of the last burst's rate (20/s) and
+// revokes; a memory of 1 s has forgotten the burst.
+TEST_F(ReserveRestoreTest, BurstMemoryRestoresForTheLastBurstAfterTheEstimateHasFallen) {
+  struct Case {
+    Duration memory;
+    bool revokes;
+  };
+  for (const Case c : {Case{0s, false}, Case{60s, true}, Case{1s, false}}) {
+    SCOPED_TRACE(std::to_string(c.memory.count()) + " ns");
+    revoked.clear();
+    decisions.clear();
+    auto o = evicting(std::make_shared<FixedCeilingPolicy>(std::map<Priority, double>{{-1, 0.5}}));
+    o.eviction.revokeOnBlock = false;
+    o.eviction.restoreReserve = {
+        .enabled = true, .epsilon = 0.01, .leadTime = 200ms, .burstMemory = c.memory};
+    auto fc = make(std::move(o));
+    preload(*fc, 20, -1, t0);
+    detector->set(0.45);  // under the batch ceiling: the reserve is intact, nothing to restore
+    // The burst: 20/s into band 10 for 2 s, each request released 1 ms after its dispatch.
+    TimePoint t = t0 + 1s;
+    for (int i = 0; i < 2000; ++i, t += 1ms) {
+      if (i % 50 == 0) fc->enqueue(request("hp", 10), t);
+      const DispatchResult r = cycle(*fc, t);
+      if (r.kind == Kind::kDispatched) EXPECT_TRUE(fc->release(r.id, t + 1ms));
+    }
+    for (int i = 0; i < 3000; ++i, t += 10ms) cycle(*fc, t);  // 30 s, no arrivals
+    EXPECT_TRUE(revoked.empty());
+    // Batch over its ceiling by 8.9 requests, 2.2 free for band 10.
+    detector->set(0.9);
+    for (int i = 0; i < 100; ++i, t += 1ms) cycle(*fc, t);
+    EXPECT_EQ(!revoked.empty(), c.revokes);
+    for (const Revocation& r : revoked) EXPECT_EQ(r.priority, -1);
+    for (std::size_t n : decisions) EXPECT_LE(n, 2u);
+  }
 }
 
 TEST_F(ReserveRestoreTest, WithoutTheBlockTriggerAHeadOfLineBlockRevokesNothingByItself) {

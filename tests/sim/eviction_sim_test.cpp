@@ -170,6 +170,23 @@ TEST(EvictionSimTest, RevocationLatencyParsesAndBadValuesNameTheirPath) {
   EXPECT_NE(text.find(">= 0"), std::string::npos) << text;
 }
 
+TEST(EvictionSimTest, RestoreBurstMemoryParsesAndBadValuesNameTheirPath) {
+  EXPECT_EQ(defaultScenario().restoreBurstMemorySeconds, 0.0);  // off unless asked for
+  auto good = config::parseDocument("restoreBurstMemorySeconds: 30");
+  ASSERT_TRUE(good.ok()) << good.diagnostics().toString();
+  const auto s = parseScenario(good->json);
+  ASSERT_TRUE(s.ok()) << s.diagnostics().toString();
+  EXPECT_EQ(s->restoreBurstMemorySeconds, 30.0);
+
+  auto bad = config::parseDocument(R"({"restoreBurstMemorySeconds": -2})");
+  ASSERT_TRUE(bad.ok());
+  const auto errors = parseScenario(bad->json);
+  ASSERT_FALSE(errors.ok());
+  const std::string text = errors.diagnostics().toString();
+  EXPECT_NE(text.find("/restoreBurstMemorySeconds"), std::string::npos) << text;
+  EXPECT_NE(text.find("-2.0 must be >= 0"), std::string::npos) << text;
+}
+
 // The evaluation carries the figures to the JSON report and the summary table.
 TEST(EvictionSimTest, ReportsCarryTheEvictionFigures) {
   const Scenario s = shortScenario(DetectorKind::kConcurrency);

@@ -37,7 +37,8 @@ HOLDBACK_INLINE config::OrderedJson effectiveEviction(const EvictionOptions& e) 
   out["revokeOnBlock"] = e.revokeOnBlock;
   out["restoreReserve"] = {{"enabled", e.restoreReserve.enabled},
                            {"epsilon", e.restoreReserve.epsilon},
-                           {"leadTime", formatDuration(e.restoreReserve.leadTime)}};
+                           {"leadTime", formatDuration(e.restoreReserve.leadTime)},
+                           {"burstMemory", formatDuration(e.restoreReserve.burstMemory)}};
   out["filter"] = std::string(e.filter ? e.filter->name() : kSheddableEvictionFilterType);
   out["order"] = std::string(e.order ? e.order->name() : kPriorityThenTimeEvictionOrderType);
   return out;

@@ -57,6 +57,8 @@ HOLDBACK_INLINE const std::vector<FieldInfo> kEndpointPickerConfigFields = {
     {"flowControl.eviction.restoreReserve.epsilon", "number", "0.01", "(0, 0.5]"},
     {"flowControl.eviction.restoreReserve.leadTime", "duration",
      "0s (measured: confirmation latency + grace)", ">= 0"},
+    {"flowControl.eviction.restoreReserve.burstMemory", "duration", "0s (off)",
+     ">= 0; time constant of the remembered peak arrival rate"},
     {"flowControl.fairnessIdLabelLimit", "integer", "1000",
      "0 to 1000000; distinct fairness_id values of the queue gauges, the rest in \"other\" "
      "(0 = no per-flow gauges)"},
@@ -401,7 +403,8 @@ class Loader {
     const Json* block = ev.value("restoreReserve");
     if (block == nullptr || block->is_null()) return;
     if (!block->is_object()) {
-      ev.error("restoreReserve", mismatch(*block, "an object {enabled, epsilon, leadTime}"));
+      ev.error("restoreReserve",
+               mismatch(*block, "an object {enabled, epsilon, leadTime, burstMemory}"));
       return;
     }
     ParamReader rr(block, ev.pathOf("restoreReserve"), d_);
@@ -413,6 +416,9 @@ class Loader {
       }
     }
     if (const auto t = readDuration(rr, "leadTime", "restoreReserve leadTime")) r.leadTime = *t;
+    if (const auto t = readDuration(rr, "burstMemory", "restoreReserve burstMemory")) {
+      r.burstMemory = *t;
+    }
     rr.finish();
   }
 
@@ -773,13 +779,17 @@ HOLDBACK_INLINE std::string describeBundle(const ConfigBundle& bundle) {
                 : std::string()) +
            (e.footprintAware ? ", footprint-aware" : "") +
            (e.revokeOnBlock ? std::string() : ", no head-of-line trigger") +
-           (e.restoreReserve.enabled ? ", restore the reserve (epsilon " +
-                                           formatNumber(e.restoreReserve.epsilon) + ", lead time " +
-                                           (e.restoreReserve.leadTime > Duration::zero()
-                                                ? formatDuration(e.restoreReserve.leadTime)
-                                                : std::string("measured")) +
-                                           ")"
-                                     : std::string()) +
+           (e.restoreReserve.enabled
+                ? ", restore the reserve (epsilon " + formatNumber(e.restoreReserve.epsilon) +
+                      ", lead time " +
+                      (e.restoreReserve.leadTime > Duration::zero()
+                           ? formatDuration(e.restoreReserve.leadTime)
+                           : std::string("measured")) +
+                      (e.restoreReserve.burstMemory > Duration::zero()
+                           ? ", burst memory " + formatDuration(e.restoreReserve.burstMemory)
+                           : std::string()) +
+                      ")"
+                : std::string()) +
            "\n";
   }
   return out;

@@ -57,6 +57,10 @@ HOLDBACK_INLINE void validateEvictionOptions(const EvictionOptions& o, std::stri
     d.error(base + "/restoreReserve/leadTime",
             "cannot be negative, but got " + formatDuration(o.restoreReserve.leadTime));
   }
+  if (o.restoreReserve.burstMemory < Duration::zero()) {
+    d.error(base + "/restoreReserve/burstMemory",
+            "cannot be negative, but got " + formatDuration(o.restoreReserve.burstMemory));
+  }
   if (!o.revokeOnBlock && !o.restoreReserve.enabled) {
     d.error(base + "/revokeOnBlock",
             "false needs restoreReserve.enabled (otherwise nothing would ever be revoked)");

@@ -207,6 +207,12 @@ struct ReserveRestoreOptions {
   // T: from revocation to a slot the sensor sees free. 0 = measured (the mean issue-to-
   // confirmation latency of the confirmed revocations, 0 before the first) + confirmationGrace.
   Duration leadTime{0};
+  // Burst memory: > 0 sizes the room by the larger of the protected bands' current arrival rate
+  // and the highest rate measured before, decayed with this time constant
+  // (lambda' = max(lambda, peak * exp(-age / burstMemory))), so that the room is restored as
+  // for the last burst from the first arrivals of the next one on, instead of after the arrival
+  // estimate has risen. 0 (the default) = the current estimate only. >= 0.
+  Duration burstMemory{0};
 };
 
 struct EvictionOptions {

@@ -106,6 +106,9 @@ struct Scenario {
   // Holdback arms: minCeiling of stepwise/linear/sigmoid; sigmoid steepness (rank domain).
   double minCeiling = 0.5;
   double sigmoidSteepness = 10.0;
+  // Arms with reserve restoration (reservation+evict): EvictionOptions::restoreReserve's
+  // burstMemory in seconds; 0 = off.
+  double restoreBurstMemorySeconds = 0.0;
 };
 
 // The built-in scenario (the batch-gateway story): interactive p100 on/off 24 req/s for 30 s then

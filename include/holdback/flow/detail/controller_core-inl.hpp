@@ -291,6 +291,22 @@ HOLDBACK_INLINE double ControllerCore::leadSeconds(Duration configured) const no
   return measured + std::chrono::duration<double>(settings_.eviction.confirmationGrace).count();
 }
 
+HOLDBACK_INLINE double ControllerCore::rememberBurst(TimePoint now, double lambda) noexcept {
+  const Duration memory = settings_.eviction.restoreReserve.burstMemory;
+  if (!(memory > Duration::zero()) || !std::isfinite(lambda)) return lambda;
+  const double age =
+      std::max(0.0, std::chrono::duration<double>(elapsed(restore_peak_time_, now)).count());
+  const double tau = std::chrono::duration<double>(memory).count();
+  const double remembered =
+      restore_peak_rate_ > 0.0 ? restore_peak_rate_ * std::exp(-age / tau) : 0.0;
+  if (lambda >= remembered) {
+    restore_peak_rate_ = lambda;
+    restore_peak_time_ = now;
+    return lambda;
+  }
+  return remembered;
+}
+
 HOLDBACK_INLINE void ControllerCore::restoreReserve(TimePoint now, double s,
                                                     RevocationBatch& out) noexcept {
   const EvictionOptions& ev = settings_.eviction;
@@ -308,8 +324,6 @@ HOLDBACK_INLINE void ControllerCore::restoreReserve(TimePoint now, double s,
   std::size_t v = 0;
   while (v < domain_bands_.size() && !ev.filter->mayAccept(domain_bands_[v]->prio)) ++v;
   if (v == 0 || v == domain_bands_.size()) return;  // nothing protected, or no victim band
-  const double over = (s - ceilings_[v]) / unit;    // requests beyond the victim band's ceiling
-  if (!(over > 0.0)) return;                        // the policy's reserve is intact
 
   double lambda = 0.0;  // the protected bands' arrivals per second
   for (std::size_t j = 0; j < v; ++j) {
@@ -318,7 +332,10 @@ HOLDBACK_INLINE void ControllerCore::restoreReserve(TimePoint now, double s,
       lambda += demand_slots_[slot].estimator.demand().arrivalRate;
     }
   }
-  double completions = 0.0;  // every band's releases per second
+  lambda = rememberBurst(now, lambda);
+  const double over = (s - ceilings_[v]) / unit;  // requests beyond the victim band's ceiling
+  if (!(over > 0.0)) return;                      // the policy's reserve is intact
+  double completions = 0.0;                       // every band's releases per second
   for (const DemandSlot& d : demand_slots_) completions += d.estimator.demand().completionRate;
   const double lead = leadSeconds(ro.leadTime);
   const double wanted = ReservationPolicy::poissonReserve(

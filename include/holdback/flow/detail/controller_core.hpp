@@ -216,6 +216,9 @@ class ControllerCore {
   // Reserve restoration (EvictionOptions::restoreReserve): any cycle, before a block.
   void restoreReserve(TimePoint now, double s, RevocationBatch& out) noexcept
       HOLDBACK_REQUIRES(mu_);
+  // The protected arrival rate restoration sizes for: `lambda`, or the decayed peak of the
+  // earlier ones when burstMemory is on (and larger); updates the peak.
+  double rememberBurst(TimePoint now, double lambda) noexcept HOLDBACK_REQUIRES(mu_);
   // Fills candidates_ (leases strictly below `demandPrio` the filter accepts) with their credits;
   // false when there is none (or the credit is not finite).
   bool gatherCandidates(Priority demandPrio, double s, bool& byFootprint,
@@ -271,6 +274,9 @@ class ControllerCore {
   std::vector<Outstanding> outstanding_ HOLDBACK_GUARDED_BY(mu_);
   std::vector<Cooling> cooling_ HOLDBACK_GUARDED_BY(mu_);
   double pending_reclaim_ HOLDBACK_GUARDED_BY(mu_) = 0.0;
+  // Reserve restoration's burst memory: the highest protected arrival rate and when it was seen.
+  double restore_peak_rate_ HOLDBACK_GUARDED_BY(mu_) = 0.0;
+  TimePoint restore_peak_time_ HOLDBACK_GUARDED_BY(mu_){};
   EvictionStats eviction_stats_ HOLDBACK_GUARDED_BY(mu_);
   std::vector<Candidate> candidates_ HOLDBACK_GUARDED_BY(mu_);
 };
