@@ -237,6 +237,7 @@ struct ModelEndpoint {
   std::int64_t tokens = 0;
   std::vector<DispatchHandle> handles;
   std::optional<Scrape> scrape;
+  std::int64_t maxRunning = 0;  // the configured slot count (registration's capacity)
 };
 
 bool validScrape(const Scrape& s) {
@@ -286,8 +287,13 @@ void runLedger(Input& in) {
         const EndpointId id = ledger.registerEndpoint(name, cap);
         require(id.valid(), "registration succeeds below kMaxEndpoints");
         bool known = false;
-        for (const ModelEndpoint& e : live) known = known || e.id == id;
-        if (!known) live.push_back({.id = id});
+        for (ModelEndpoint& e : live) {
+          if (e.id == id) {
+            known = true;
+            e.maxRunning = cap.maxRunningRequests;
+          }
+        }
+        if (!known) live.push_back({.id = id, .maxRunning = cap.maxRunningRequests});
         require(ledger.find(name) == id, "find returns the registered id");
         m = nullptr;  // push_back may have moved the model
         break;
@@ -357,6 +363,23 @@ void runLedger(Input& in) {
               op % 10 == 6 ? ledger.installScrape(m->id, s, mark) : ledger.installScrape(m->id, s),
               "installScrape on a live id");
           m->scrape = s;
+          // The slot count in use: the configured one (clamped to 32 bits), else the observed one,
+          // which a correctable scrape showing a queue sets to its running figure (capped).
+          const std::int64_t slots = ledger.slotCount(m->id);
+          if (m->maxRunning > 0) {
+            require(slots == std::min(m->maxRunning, DispatchLedger::kMaxConfiguredSlots),
+                    "a configured slot count is the one in use");
+          } else {
+            require(slots >= 0 && slots <= DispatchLedger::kMaxObservedSlots,
+                    "the observed slot count stays within its cap");
+            if (options.slotCountFromScrapes && validScrape(s) && s.waitingQueueSize < 1e300 &&
+                s.runningRequests < 1e300 && s.waitingQueueSize > 0.0) {
+              const double shown = std::floor(std::min(
+                  s.runningRequests, static_cast<double>(DispatchLedger::kMaxObservedSlots)));
+              require(slots == static_cast<std::int64_t>(shown),
+                      "a scrape showing a queue restarts the observed slot count");
+            }
+          }
         }
         break;
       default: {  // fill and check

@@ -67,8 +67,11 @@ TEST(DispatchLedgerTest, NoScrapeMeansNoMetrics) {
   EXPECT_EQ(e.inFlightTokens, 3);
 }
 
+// The conservative rule: without a slot count every pending dispatch counts as waiting (and
+// running). With slotCountFromScrapes off it holds after any scrape; on, until a scrape has shown
+// a running figure without a queue (ObservedSlotCount... below).
 TEST(DispatchLedgerTest, UnknownMaxRunningCountsPendingAsWaiting) {
-  DispatchLedger ledger;
+  DispatchLedger ledger({.slotCountFromScrapes = false});
   const EndpointId a = ledger.registerEndpoint("a");
   DispatchHandle before = ledger.dispatch(a);  // seen by the scrape (it reports 1 running)
   ASSERT_TRUE(ledger.installScrape(a, scrape(2, 1, 0.25)));
@@ -118,6 +121,138 @@ TEST(DispatchLedgerTest, KnownMaxRunningFillsFreeSlotsFirst) {
   e = filled(ledger, a);
   EXPECT_EQ(e.runningRequests, 6.0);
   EXPECT_EQ(e.waitingQueueSize, 4.0);  // 1 + (6 + 1 - 4)
+}
+
+// M not configured: the largest running figure a scrape showed is the slot count (a slow start).
+TEST(DispatchLedgerTest, ObservedSlotCountGrowsWithTheRunningFiguresScrapesShow) {
+  DispatchLedger ledger;  // slotCountFromScrapes is on by default
+  EXPECT_TRUE(ledger.options().slotCountFromScrapes);
+  const EndpointId a = ledger.registerEndpoint("a");
+  EXPECT_EQ(ledger.slotCount(a), 0);
+  // Before any scrape showed running work: the conservative rule (all pending is waiting).
+  ledger.installScrape(a, scrape(0, 0, 0.1));
+  EXPECT_EQ(ledger.slotCount(a), 0);
+  std::vector<DispatchHandle> hs;
+  for (int i = 0; i < 3; ++i) hs.push_back(ledger.dispatch(a));
+  Endpoint e = filled(ledger, a);
+  EXPECT_EQ(e.waitingQueueSize, 3.0);
+  EXPECT_EQ(e.runningRequests, 3.0);
+  // A scrape shows the 3 running: the server has at least 3 slots; none of them is free.
+  ledger.installScrape(a, scrape(0, 3, 0.1));
+  EXPECT_EQ(ledger.slotCount(a), 3);
+  hs.push_back(ledger.dispatch(a));
+  e = filled(ledger, a);
+  EXPECT_EQ(e.runningRequests, 3.0);
+  EXPECT_EQ(e.waitingQueueSize, 1.0);  // 3 + 1 - 3
+  // 4 run at once (fractional figures count down): 4 slots; after 2 completions 2 are free.
+  ledger.installScrape(a, scrape(0, 4.9, 0.1));
+  EXPECT_EQ(ledger.slotCount(a), 4);
+  hs.resize(2);
+  ledger.installScrape(a, scrape(0, 2, 0.1));
+  EXPECT_EQ(ledger.slotCount(a), 4);  // a lower figure does not lower it
+  for (int i = 0; i < 3; ++i) hs.push_back(ledger.dispatch(a));
+  e = filled(ledger, a);
+  EXPECT_EQ(e.runningRequests, 4.0);   // 2 + the 2 free slots
+  EXPECT_EQ(e.waitingQueueSize, 1.0);  // 2 + 3 - 4: the third queues
+  EXPECT_EQ(e.inFlightRequests, 5);
+  // A completion since the scrape offsets a dispatch, as with a configured slot count.
+  hs.pop_back();
+  EXPECT_EQ(filled(ledger, a).waitingQueueSize, 0.0);
+  // A configured maxRunningRequests takes precedence; 0 returns to the observed figure.
+  ASSERT_TRUE(ledger.setCapacity(a, {.maxRunningRequests = 10}));
+  EXPECT_EQ(ledger.slotCount(a), 10);
+  EXPECT_EQ(filled(ledger, a).waitingQueueSize, 0.0);
+  ASSERT_TRUE(ledger.setCapacity(a, {}));
+  EXPECT_EQ(ledger.slotCount(a), 4);
+}
+
+// A scrape that shows a queue shows the server taking no more work than it runs: the observed
+// slot count restarts from that running figure (a server restarted with fewer slots, a full KV
+// cache), and grows again with later scrapes.
+TEST(DispatchLedgerTest, ObservedSlotCountRestartsFromAScrapeShowingAQueue) {
+  DispatchLedger ledger;
+  const EndpointId a = ledger.registerEndpoint("a");
+  ledger.installScrape(a, scrape(0, 16, 0.5));
+  EXPECT_EQ(ledger.slotCount(a), 16);
+  ledger.installScrape(a, scrape(2, 8, 0.5));  // restarted with 8 slots: 8 run, 2 wait
+  EXPECT_EQ(ledger.slotCount(a), 8);
+  DispatchHandle h = ledger.dispatch(a);
+  Endpoint e = filled(ledger, a);
+  EXPECT_EQ(e.runningRequests, 8.0);
+  EXPECT_EQ(e.waitingQueueSize, 3.0);  // 2 + (8 + 1 - 8)
+  ledger.installScrape(a, scrape(0, 10, 0.5));
+  EXPECT_EQ(ledger.slotCount(a), 10);
+  ledger.installScrape(a, scrape(0.5, 0, 0.5));  // any queue counts, even a fractional one
+  EXPECT_EQ(ledger.slotCount(a), 0);
+}
+
+// Invalid or uncorrectable scrapes teach nothing; absurd figures count only up to the cap.
+TEST(DispatchLedgerTest, ObservedSlotCountIgnoresInvalidScrapesAndIsCapped) {
+  DispatchLedger ledger;
+  const EndpointId a = ledger.registerEndpoint("a");
+  ledger.installScrape(a, scrape(0, 5, 0.1));
+  const double kInf = std::numeric_limits<double>::infinity();
+  for (const Scrape& s : {scrape(0, kNaN, 0.1), scrape(0, -20, 0.1), scrape(0, kInf, 0.1),
+                          scrape(0, 1e301, 0.1), scrape(kNaN, 0, 0.1), scrape(-1, 0, 0.1),
+                          scrape(kInf, 0, 0.1), scrape(0, 9, 1.5) /* KV invalid */}) {
+    ledger.installScrape(a, s);
+    EXPECT_EQ(ledger.slotCount(a), 5) << s.waitingQueueSize << " " << s.runningRequests;
+  }
+  ledger.installScrape(a, scrape(0, 1e200, 0.1));
+  EXPECT_EQ(ledger.slotCount(a), DispatchLedger::kMaxObservedSlots);
+  ledger.installScrape(a, scrape(0, 1e6, 0.1));
+  EXPECT_EQ(ledger.slotCount(a), DispatchLedger::kMaxObservedSlots);
+  // A configured slot count beyond 2^32 - 1 is stored as that.
+  ASSERT_TRUE(ledger.setCapacity(a, {.maxRunningRequests = std::int64_t{1} << 50}));
+  EXPECT_EQ(ledger.slotCount(a), DispatchLedger::kMaxConfiguredSlots);
+  // Off: nothing is learnt.
+  DispatchLedger off({.slotCountFromScrapes = false});
+  const EndpointId b = off.registerEndpoint("b");
+  off.installScrape(b, scrape(0, 7, 0.1));
+  EXPECT_EQ(off.slotCount(b), 0);
+  EXPECT_EQ(off.slotCount(EndpointId{}), 0);
+}
+
+// A removed and re-registered endpoint (a new server under the old name) starts from nothing;
+// registering a live name again keeps what was learnt.
+TEST(DispatchLedgerTest, ObservedSlotCountResetsOnReRegistration) {
+  DispatchLedger ledger;
+  const EndpointId a = ledger.registerEndpoint("a");
+  ledger.installScrape(a, scrape(0, 12, 0.1));
+  EXPECT_EQ(ledger.registerEndpoint("a"), a);
+  EXPECT_EQ(ledger.slotCount(a), 12);
+  ASSERT_TRUE(ledger.removeEndpoint(a));
+  EXPECT_EQ(ledger.slotCount(a), 0);                      // stale id
+  const EndpointId again = ledger.registerEndpoint("a");  // reuses the drained slot
+  EXPECT_EQ(again.index, a.index);
+  EXPECT_EQ(ledger.slotCount(again), 0);
+  ledger.installScrape(again, scrape(0, 0, 0.1));
+  DispatchHandle h = ledger.dispatch(again);
+  EXPECT_EQ(filled(ledger, again).waitingQueueSize, 1.0);  // conservative again
+}
+
+// The dispatch budget counts the observed free slots as it counts configured ones; with R
+// replicas each gets its share.
+TEST(DispatchLedgerTest, ObservedSlotCountFeedsTheBudget) {
+  DispatchLedger ledger({.dispatchBudget = true, .budgetQueueDepth = 4});
+  const EndpointId a = ledger.registerEndpoint("a");
+  ledger.installScrape(a, scrape(1, 0, 0.1));
+  EXPECT_EQ(ledger.budgetState(a)->budget, 3);  // free queue only
+  ledger.installScrape(a, scrape(0, 10, 0.1));
+  ledger.installScrape(a, scrape(0, 6, 0.1));
+  EXPECT_EQ(ledger.budgetState(a)->budget, 8);  // 10 - 6 free slots + 4 free queue
+  DispatchLedger replicated({.dispatchBudget = true, .budgetQueueDepth = 4, .replicas = 3});
+  const EndpointId b = replicated.registerEndpoint("b");
+  replicated.installScrape(b, scrape(0, 10, 0.1));
+  replicated.installScrape(b, scrape(0, 6, 0.1));
+  EXPECT_EQ(replicated.budgetState(b)->budget, 3);  // ceil(8 / 3)
+  std::vector<DispatchHandle> hs;
+  hs.push_back(replicated.dispatch(b));
+  Endpoint e = filled(replicated, b);
+  EXPECT_EQ(e.runningRequests, 9.0);  // 6 + 1 x 3 into the 4 free slots
+  EXPECT_EQ(e.waitingQueueSize, 0.0);
+  hs.push_back(replicated.dispatch(b));
+  EXPECT_EQ(filled(replicated, b).waitingQueueSize, 2.0);  // 6 + 6 - 10
 }
 
 TEST(DispatchLedgerTest, CorrectionCanBeTurnedOff) {
@@ -230,7 +365,8 @@ TEST(DispatchLedgerTest, BudgetClosesTheEndpointUntilTheNextScrape) {
   // The next scrape resets it.
   ledger.installScrape(a, scrape(0, 1, 0.1));
   EXPECT_EQ(filled(ledger, a).waitingQueueSize, 0.0);
-  // Without maxRunning the budget is the free queue only; invalid telemetry gives 0.
+  // Without maxRunning, and a scrape showing a queue (the observed slot count is then the
+  // running figure: no free slot), the budget is the free queue only; invalid telemetry gives 0.
   const EndpointId b = ledger.registerEndpoint("b");
   ledger.installScrape(b, scrape(1, 50, 0.1));
   EXPECT_EQ(ledger.budgetState(b)->budget, 4);

@@ -160,6 +160,9 @@ HOLDBACK_INLINE std::optional<UtilizationDetectorOptions> parseUtilizationDetect
             if (const auto v = sub.integer("replicas", 1, DispatchLedgerOptions::kMaxReplicas)) {
               options.ledger.replicas = *v;
             }
+            if (const auto v = sub.boolean("slotCountFromScrapes")) {
+              options.ledger.slotCountFromScrapes = *v;
+            }
             sub.finish();
           }
         }

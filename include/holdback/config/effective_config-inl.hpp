@@ -129,7 +129,9 @@ HOLDBACK_INLINE OrderedJson effectiveParameters(const SaturationDetector& detect
              {{"correction", o.ledger.correction},
               {"scrapeMarginRequests", o.ledger.scrapeMarginRequests},
               {"dispatchBudget", o.ledger.dispatchBudget},
-              {"budgetQueueDepth", o.ledger.budgetQueueDepth}}}};
+              {"budgetQueueDepth", o.ledger.budgetQueueDepth},
+              {"replicas", o.ledger.replicas},
+              {"slotCountFromScrapes", o.ledger.slotCountFromScrapes}}}};
   }
   if (const auto* d = dynamic_cast<const ConcurrencyDetector*>(&detector)) {
     const ConcurrencyDetectorOptions& o = d->options();

@@ -29,9 +29,22 @@ namespace detail {
   return v >= 0.0 && v <= std::numeric_limits<double>::max();  // false for NaN, inf, negative
 }
 
-// maxRunningRequests as stored (a double, so that fill converts nothing); <= 0 = unknown = 0.
-[[nodiscard]] inline double slotCount(std::int64_t maxRunningRequests) noexcept {
-  return maxRunningRequests > 0 ? static_cast<double>(maxRunningRequests) : 0.0;
+// maxRunningRequests as stored: <= 0 = unknown = 0, capped at kMaxConfiguredSlots.
+[[nodiscard]] inline std::uint32_t slotCount(std::int64_t maxRunningRequests) noexcept {
+  if (maxRunningRequests <= 0) return 0;
+  return static_cast<std::uint32_t>(
+      std::min(maxRunningRequests, DispatchLedger::kMaxConfiguredSlots));
+}
+
+// The observed slot count after a scrape of `waiting` and `running` (both valid, below 1e300)
+// over `previous` (see "The observed slot count" in the header): raised to the running figure,
+// or restarted from it when the scrape shows a queue; capped at kMaxObservedSlots.
+[[nodiscard]] inline std::uint32_t observedSlotsAfter(std::uint32_t previous, double waiting,
+                                                      double running) noexcept {
+  constexpr auto kCap = static_cast<double>(DispatchLedger::kMaxObservedSlots);
+  const auto shown = static_cast<std::uint32_t>(std::floor(running < kCap ? running : kCap));
+  if (waiting > 0.0) return shown;
+  return shown > previous ? shown : previous;
 }
 
 // The KV fraction of one token of a capacity of `tokens` (0 = unknown).
@@ -232,6 +245,7 @@ HOLDBACK_INLINE EndpointId DispatchLedger::registerEndpoint(
                                std::memory_order_release);
     detail::beginWrite(slot);
     slot.budget.store(detail::kNoScrape, std::memory_order_release);
+    slot.observedSlots.store(0, std::memory_order_relaxed);  // a new server proves itself again
     detail::endWrite(slot);
     const EndpointCapacity cap = capacity.value_or(EndpointCapacity{});
     slot.maxRunning.store(detail::slotCount(cap.maxRunningRequests), std::memory_order_relaxed);
@@ -341,32 +355,39 @@ namespace detail {
 
 // A free function, not a member: a member of the exported DispatchLedger taking a detail:: type
 // would be exported (check_exports.sh forbids detail:: in exported signatures).
-// `budgetQueueDepth` and `replicas` are the ledger's (sanitized) options.
+// `options` are the ledger's (sanitized) options.
 HOLDBACK_INLINE void storeScrape(LedgerSlot& slot, const Scrape& scrape, const ScrapeMark& base,
-                                 double budgetQueueDepth, std::int64_t replicas) noexcept {
-  // Budget: free slots (when maxRunning is known) + free queue, from the scraped figures.
-  std::int32_t budget = 0;
-  const double queue = budgetQueueDepth;
-  if (detail::validCount(scrape.waitingQueueSize) && detail::validCount(scrape.runningRequests)) {
-    double free = queue - scrape.waitingQueueSize;
-    if (free < 0.0) free = 0.0;
-    const double max_running = slot.maxRunning.load(std::memory_order_relaxed);
-    if (max_running > 0.0) {
-      const double slots = max_running - scrape.runningRequests;
-      if (slots > 0.0) free += slots;
-    }
-    // This replica's share: ceil(free / replicas) (divided here, not in every fill).
-    free = std::ceil(std::floor(free) / static_cast<double>(replicas));
-    budget = static_cast<std::int32_t>(std::min(free, 2147483647.0));
-  }
+                                 const DispatchLedgerOptions& options) noexcept {
   // Decided here, once per scrape, rather than per endpoint in every fill. Invalid telemetry is
   // never corrected into something plausible; readings beyond 1e300 are valid but passed through
   // too (adding to them could only overflow).
   const bool correctable = scrape.waitingQueueSize >= 0.0 && scrape.waitingQueueSize < 1e300 &&
                            scrape.runningRequests >= 0.0 && scrape.runningRequests < 1e300 &&
                            scrape.kvCacheUsage >= 0.0 && scrape.kvCacheUsage <= 1.0;
-  if (!correctable) budget = kUncorrectable;
+  // The only scrape writer from here on (the observed slot count is read and written under it).
   detail::beginWrite(slot);
+  std::uint32_t slots = slot.maxRunning.load(std::memory_order_relaxed);
+  if (options.slotCountFromScrapes && correctable) {
+    const std::uint32_t previous = slot.observedSlots.load(std::memory_order_relaxed);
+    const std::uint32_t observed =
+        observedSlotsAfter(previous, scrape.waitingQueueSize, scrape.runningRequests);
+    if (observed != previous) slot.observedSlots.store(observed, std::memory_order_relaxed);
+    if (slots == 0) slots = observed;
+  }
+  // Budget: free slots (when the slot count is known) + free queue, from the scraped figures.
+  std::int32_t budget = 0;
+  if (detail::validCount(scrape.waitingQueueSize) && detail::validCount(scrape.runningRequests)) {
+    double free = static_cast<double>(options.budgetQueueDepth) - scrape.waitingQueueSize;
+    if (free < 0.0) free = 0.0;
+    if (slots > 0) {
+      const double room = static_cast<double>(slots) - scrape.runningRequests;
+      if (room > 0.0) free += room;
+    }
+    // This replica's share: ceil(free / replicas) (divided here, not in every fill).
+    free = std::ceil(std::floor(free) / static_cast<double>(options.replicas));
+    budget = static_cast<std::int32_t>(std::min(free, 2147483647.0));
+  }
+  if (!correctable) budget = kUncorrectable;
   slot.updateTimeNs.store(scrape.updateTime.time_since_epoch().count(), std::memory_order_release);
   slot.waiting.store(scrape.waitingQueueSize, std::memory_order_release);
   slot.running.store(scrape.runningRequests, std::memory_order_release);
@@ -385,8 +406,7 @@ HOLDBACK_INLINE bool DispatchLedger::installScrape(EndpointId id, const Scrape& 
                                                    const ScrapeMark& mark) noexcept {
   detail::LedgerSlot* slot = slotOf(id);
   if (slot == nullptr) return false;
-  detail::storeScrape(*slot, scrape, mark, static_cast<double>(options_.budgetQueueDepth),
-                      options_.replicas);
+  detail::storeScrape(*slot, scrape, mark, options_);
   return true;
 }
 
@@ -409,8 +429,7 @@ HOLDBACK_INLINE bool DispatchLedger::installScrape(EndpointId id, const Scrape& 
       base.dispatchedTokens -= back_tokens;
     }
   }
-  detail::storeScrape(*slot, scrape, base, static_cast<double>(options_.budgetQueueDepth),
-                      options_.replicas);
+  detail::storeScrape(*slot, scrape, base, options_);
   return true;
 }
 
@@ -437,6 +456,13 @@ HOLDBACK_INLINE std::optional<DispatchLedger::BudgetState> DispatchLedger::budge
   return BudgetState{
       std::max<std::int64_t>(0, detail::since(c.dispatchedRequests, v.base.dispatchedRequests)),
       std::max<std::int64_t>(0, v.budget)};
+}
+
+HOLDBACK_INLINE std::int64_t DispatchLedger::slotCount(EndpointId id) const noexcept {
+  const detail::LedgerSlot* slot = slotOf(id);
+  if (slot == nullptr) return 0;
+  const std::uint32_t configured = slot->maxRunning.load(std::memory_order_relaxed);
+  return configured != 0 ? configured : slot->observedSlots.load(std::memory_order_relaxed);
 }
 
 namespace detail {
@@ -467,8 +493,11 @@ namespace detail {
     const auto replicas = static_cast<double>(options.replicas);
     if (pending > 0) {
       const double p = static_cast<double>(pending) * replicas;
-      const double m = slot->maxRunning.load(std::memory_order_relaxed);
-      if (m > 0.0) {
+      // The configured slot count, else the observed one (0 unless slotCountFromScrapes).
+      std::uint32_t slots = slot->maxRunning.load(std::memory_order_relaxed);
+      if (slots == 0) slots = slot->observedSlots.load(std::memory_order_relaxed);
+      if (slots != 0) {
+        const auto m = static_cast<double>(slots);
         const double free_slots = m > v.running ? m - v.running : 0.0;
         const double queued = v.running + p - m;
         e.runningRequests = v.running + (p < free_slots ? p : free_slots);

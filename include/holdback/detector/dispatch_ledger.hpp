@@ -28,10 +28,25 @@
 //     maxRunning M known (EndpointCapacity::maxRunningRequests > 0):
 //       running' = running + min(pending, max(0, M - running))     new work takes free slots
 //       waiting' = waiting + max(0, running + pending - M)          the rest queues
-//     M unknown:  running' = running + pending, waiting' = waiting + pending   (conservative)
+//     M not configured, options.slotCountFromScrapes (on by default): M = the observed slot
+//       count S of the endpoint (below), with the same two lines; while S is 0:
+//                 running' = running + pending, waiting' = waiting + pending   (conservative)
+//     M not configured, slotCountFromScrapes off: the conservative line, always
 //     KV capacity K known (kvCapacityTokens > 0): kv' = min(1, kv + pendingTokens / K)
 //     R gateway replicas (options.replicas > 1), each with its own ledger: pending and
 //     pendingTokens are multiplied by R (every replica assumed to dispatch as this one does)
+//   The observed slot count S (a slow start): a server that ran R requests at once has at least R
+//   slots, so every installed scrape raises S to floor(running) (S = max running shown). A
+//   scrape that shows a queue (waiting > 0) shows the server taking no more work than it runs
+//   (its slots, or its KV cache, are full): S restarts from that scrape's running. So new
+//   dispatches count as running only into capacity a scrape has demonstrated, and the herd
+//   protection holds (everything pending counts as waiting) until capacity has been shown. S is
+//   per endpoint, starts at 0 at registration (also a re-registered name), is capped at
+//   kMaxObservedSlots, and is learnt only from scrapes fill corrects (valid, see below); it does
+//   not decay with time. A server restarted with fewer slots: S stays too high (pending work
+//   reads as running into slots it no longer has, at most one scrape interval's dispatches)
+//   until its first scrape showing a queue, which cuts S; a host that knows of the restart can
+//   re-register the endpoint. A configured M (setCapacity) takes precedence; S is still learnt.
 //   Completions since the scrape offset dispatches since the scrape but never lower the scraped
 //   figures below what the server reported (the next scrape shows freed capacity).
 //   An endpoint without a scrape gets updateTime = nullopt (no metrics: stale) and zero telemetry.
@@ -41,7 +56,7 @@
 //
 //   Dispatch budget (options.dispatchBudget, off by default): a safety net for a wrong ledger (a
 //   host that reports completions too early or twice, a server that admits less than it
-//   reports). At install, budget = free slots (M - running, when M is known) + free queue
+//   reports). At install, budget = free slots (M - running, when M is known or S > 0) + free queue
 //   (budgetQueueDepth - waiting), floored at 0. Once the dispatches since the scrape (gross, not
 //   net of completions) reach it, fill() reports waiting' >= budgetQueueDepth, so a utilization
 //   detector whose queueDepthThreshold is budgetQueueDepth scores the endpoint >= 1 and its
@@ -157,6 +172,11 @@ struct DispatchLedgerOptions {
   // The budget's free queue, and the waiting figure written for an endpoint whose budget is
   // spent; > 0. Set it to the utilization detector's queueDepthThreshold.
   std::int64_t budgetQueueDepth = 5;
+  // When EndpointCapacity::maxRunningRequests is not configured, take the largest running
+  // figure the endpoint's scrapes have shown (cut back to the running figure of a scrape that
+  // shows a queue) as its slot count (see the header comment). Off: pending work counts as
+  // waiting whenever the slot count is not configured.
+  bool slotCountFromScrapes = true;
   // Gateway replicas that dispatch to the same endpoints, each with its own ledger (it sees only
   // its own dispatches; all read the same scrapes); in [1, kMaxReplicas]. The correction assumes
   // every replica dispatched as much since the scrape as this one (arrivals spread evenly):
@@ -175,8 +195,12 @@ struct alignas(64) LedgerSlot {
   std::atomic<std::uint64_t> dispatchedTokens{0};
   std::atomic<std::uint64_t> completedRequests{0};
   std::atomic<std::uint64_t> completedTokens{0};
-  std::atomic<double> maxRunning{0.0};  // maxRunningRequests as a double; 0 = unknown
-  std::atomic<double> kvPerToken{0.0};  // 1 / kvCapacityTokens; 0 = unknown
+  // maxRunningRequests (capped at kMaxConfiguredSlots); 0 = not configured.
+  std::atomic<std::uint32_t> maxRunning{0};
+  // The observed slot count (DispatchLedgerOptions::slotCountFromScrapes); 0 = none yet. Written
+  // under `sequence` by the scrape writer, read without it by fill.
+  std::atomic<std::uint32_t> observedSlots{0};
+  std::atomic<double> kvPerToken{0.0};                 // 1 / kvCapacityTokens; 0 = unknown
   std::atomic<std::uint64_t> baseDispatchedTokens{0};  // under `sequence`
   std::atomic<std::uint64_t> baseCompletedTokens{0};   // under `sequence`
   // The last scrape and its baseline, published under `sequence` (odd while being written).
@@ -264,6 +288,13 @@ class HOLDBACK_API DispatchLedger {
   static constexpr std::size_t kMaxEndpoints = kChunkSize * kMaxChunks;  // 65536 slots
   // Larger per-request token counts are clamped to this (2^40).
   static constexpr std::int64_t kMaxTokensPerRequest = std::int64_t{1} << 40;
+  // Larger configured slot counts (EndpointCapacity::maxRunningRequests) are clamped to this
+  // (2^32 - 1: no server runs that many; the ledger stores it in 32 bits).
+  static constexpr std::int64_t kMaxConfiguredSlots = 0xFFFFFFFF;
+  // Larger scraped running figures raise the observed slot count only to this (2^16; vLLM's
+  // --max-num-seqs defaults to 256 or 1024), so that a server reporting absurd figures cannot
+  // make every dispatch read as a free slot's.
+  static constexpr std::int64_t kMaxObservedSlots = std::int64_t{1} << 16;
 
   // Invalid options are sanitized (negative margin -> 0, budgetQueueDepth <= 0 -> 1); use
   // validate() to report them instead.
@@ -314,6 +345,9 @@ class HOLDBACK_API DispatchLedger {
     std::int64_t budget = 0;
   };
   [[nodiscard]] std::optional<BudgetState> budgetState(EndpointId id) const noexcept;
+  // The slot count fill uses for `id`: the configured maxRunningRequests, else the observed slot
+  // count (0: unknown, or a stale id; see the header comment). For diagnostics and tests.
+  [[nodiscard]] std::int64_t slotCount(EndpointId id) const noexcept;
 
   // Writes every telemetry field but name/weight/role, and the in-flight counts, of
   // endpoints[k] from ids[k] (see "The algorithm"). The spans must have the same size (extra
