@@ -271,6 +271,7 @@ void runLedger(Input& in) {
   options.budgetQueueDepth = pickInt(in);
   // From the flag byte (no extra input byte, so the corpus keeps its meaning): 0..31, 0 sanitized.
   options.replicas = (flags & 4) != 0 ? (flags >> 3) : 1;
+  options.creditCompletions = (flags & 64) != 0;
   DispatchLedger ledger(options);
   std::vector<ModelEndpoint> live;  // declared after the ledger: handles die first
   std::vector<EndpointId> dead;
@@ -408,8 +409,13 @@ void runLedger(Input& in) {
             require(same(e.runningRequests, s.runningRequests), "running passed through");
             require(same(e.kvCacheUsage, s.kvCacheUsage), "KV passed through");
           } else {
-            require(e.waitingQueueSize >= s.waitingQueueSize, "correction never lowers waiting");
-            require(e.runningRequests >= s.runningRequests, "correction never lowers running");
+            if (options.creditCompletions) {
+              require(e.waitingQueueSize >= 0.0 && e.runningRequests >= 0.0,
+                      "credited figures never negative");
+            } else {
+              require(e.waitingQueueSize >= s.waitingQueueSize, "correction never lowers waiting");
+              require(e.runningRequests >= s.runningRequests, "correction never lowers running");
+            }
             require(e.kvCacheUsage >= s.kvCacheUsage && e.kvCacheUsage <= 1.0,
                     "corrected KV within [scraped, 1]");
             require(std::isfinite(e.waitingQueueSize) && std::isfinite(e.runningRequests),

@@ -60,6 +60,9 @@ Options:
                     DispatchLedger (pool.dispatchLedger; default on, the scenario's value)
   --ledger-budget on|off
                     the ledger's per-scrape dispatch budget (pool.ledgerBudget)
+  --ledger-credit on|off
+                    the ledger credits completions of requests the last scrape showed at once
+                    (pool.ledgerCreditCompletions; default off)
   --lost-completions F
                     fault: fraction F of completions never reported to the ledger
                     (pool.lostCompletions)
@@ -95,7 +98,7 @@ int runSimulate(int argc, char** argv) {
           parseArgs(argc, argv, 2,
                     {"scenario", "seed", "seeds", "duration", "arms", "detector", "replicas",
                      "jobs", "format", "csv", "plot", "scrape-ms", "revocation-ms", "burst-memory",
-                     "ledger", "ledger-budget", "lost-completions", "slot-term"},
+                     "ledger", "ledger-budget", "ledger-credit", "lost-completions", "slot-term"},
                     args)) {
     return usageError(kCommand, *error);
   }
@@ -185,9 +188,11 @@ int runSimulate(int argc, char** argv) {
     }
     scenario.pool.scrapeIntervalMs = *v;
   }
-  for (const auto& [flag, field] : {std::pair{"ledger", &scenario.pool.dispatchLedger},
-                                    std::pair{"ledger-budget", &scenario.pool.ledgerBudget},
-                                    std::pair{"slot-term", &scenario.pool.slotTerm}}) {
+  for (const auto& [flag, field] :
+       {std::pair{"ledger", &scenario.pool.dispatchLedger},
+        std::pair{"ledger-budget", &scenario.pool.ledgerBudget},
+        std::pair{"ledger-credit", &scenario.pool.ledgerCreditCompletions},
+        std::pair{"slot-term", &scenario.pool.slotTerm}}) {
     if (auto v = args.get(flag)) {
       if (*v != "on" && *v != "off") {
         return usageError(kCommand, std::string("--") + flag + " must be on or off");

@@ -34,6 +34,7 @@ Simulation::Simulation(const Scenario& s, const Arm& arm, const RunOptions& opti
     if (s.pool.dispatchLedger && s.detector == DetectorKind::kUtilization) {
       DispatchLedgerOptions lo;
       lo.dispatchBudget = s.pool.ledgerBudget;
+      lo.creditCompletions = s.pool.ledgerCreditCompletions;
       lo.budgetQueueDepth = UtilizationDetectorOptions{}.queueDepthThreshold;
       lo.replicas = static_cast<std::int64_t>(replicas);  // each replica sees 1/R of the work
       gw.ledger = std::make_unique<DispatchLedger>(lo);

@@ -197,6 +197,9 @@ std::string formatSummary(const Evaluation& e) {
       // The ledger and the slot term are on by default: name them only when off.
       if (!pool.dispatchLedger) settings += "no dispatch ledger, ";
       if (pool.dispatchLedger && pool.ledgerBudget) settings += "ledger budget, ";
+      if (pool.dispatchLedger && pool.ledgerCreditCompletions) {
+        settings += "ledger credits completions, ";
+      }
       if (pool.dispatchLedger && pool.lostCompletions > 0.0) {
         settings += num(100.0 * pool.lostCompletions) + " % completions lost, ";
       }

@@ -177,6 +177,7 @@ Result<Scenario> parseScenario(const config::Json& document) {
       s.pool.gatewayReplicas = static_cast<int>(*v);
     if (auto v = pr.boolean("dispatchLedger")) s.pool.dispatchLedger = *v;
     if (auto v = pr.boolean("ledgerBudget")) s.pool.ledgerBudget = *v;
+    if (auto v = pr.boolean("ledgerCreditCompletions")) s.pool.ledgerCreditCompletions = *v;
     if (auto v = pr.boolean("slotTerm")) s.pool.slotTerm = *v;
     readPositive(pr, "revocationLatencyMs", s.pool.revocationLatencyMs, 1e6, true);
     if (auto v = pr.number("lostCompletions")) {

@@ -97,6 +97,46 @@ TEST(DispatchLedgerTest, UnknownMaxRunningCountsPendingAsWaiting) {
   EXPECT_EQ(e.runningRequests, 1.0);
 }
 
+// creditCompletions: completions beyond the dispatches since the scrape lower its figures at once,
+// the server's queue first (it refills its slots from it), then running, never below 0; while
+// dispatches since the scrape outnumber completions the usual correction applies.
+TEST(DispatchLedgerTest, CreditCompletionsLowersTheScrapedFiguresQueueFirst) {
+  for (const bool credit : {false, true}) {
+    SCOPED_TRACE(credit ? "credit" : "no credit");
+    DispatchLedger ledger({.creditCompletions = credit});
+    const EndpointId a = ledger.registerEndpoint(
+        "a", EndpointCapacity{.maxRunningRequests = 8, .kvCapacityTokens = 1000});
+    // Dispatched before the scrape, which shows 10 of them (2 ended unreported before it).
+    std::vector<DispatchHandle> seen;
+    for (int i = 0; i < 12; ++i) seen.push_back(ledger.dispatch(a, 10));
+    ASSERT_TRUE(ledger.installScrape(a, scrape(2, 8, 0.5)));
+    // One dispatch since the scrape, three completions of requests it showed: 2 freed.
+    DispatchHandle after = ledger.dispatch(a, 10);
+    for (int i = 0; i < 3; ++i) seen[i].release();
+    Endpoint e = filled(ledger, a);
+    EXPECT_EQ(e.waitingQueueSize, credit ? 0.0 : 2.0);
+    EXPECT_EQ(e.runningRequests, 8.0);
+    EXPECT_EQ(e.kvCacheUsage, 0.5);  // KV is never credited
+    // Four more: 6 freed of the 10 the scrape showed.
+    for (int i = 3; i < 7; ++i) seen[i].release();
+    e = filled(ledger, a);
+    EXPECT_EQ(e.waitingQueueSize, credit ? 0.0 : 2.0);
+    EXPECT_EQ(e.runningRequests, credit ? 4.0 : 8.0);
+    // More completions than the scrape showed (13 against 1 dispatch since): never below 0.
+    for (int i = 7; i < 12; ++i) seen[i].release();
+    after.release();
+    e = filled(ledger, a);
+    EXPECT_EQ(e.waitingQueueSize, credit ? 0.0 : 2.0);
+    EXPECT_EQ(e.runningRequests, credit ? 0.0 : 8.0);
+    // Dispatches outnumbering completions since the scrape: the usual correction.
+    std::vector<DispatchHandle> more;
+    for (int i = 0; i < 15; ++i) more.push_back(ledger.dispatch(a, 10));
+    e = filled(ledger, a);  // pending = 1 + 15 - 13 = 3
+    EXPECT_EQ(e.runningRequests, 8.0);
+    EXPECT_EQ(e.waitingQueueSize, 5.0);  // 2 + (8 + 3 - 8)
+  }
+}
+
 TEST(DispatchLedgerTest, KnownMaxRunningFillsFreeSlotsFirst) {
   DispatchLedger ledger;
   const EndpointId a = ledger.registerEndpoint(

@@ -516,7 +516,9 @@ TEST_F(ReserveRestoreTest, BurstMemoryRestoresForTheLastBurstAfterTheEstimateHas
     for (int i = 0; i < 2000; ++i, t += 1ms) {
       if (i % 50 == 0) fc->enqueue(request("hp", 10), t);
       const DispatchResult r = cycle(*fc, t);
-      if (r.kind == Kind::kDispatched) EXPECT_TRUE(fc->release(r.id, t + 1ms));
+      if (r.kind == Kind::kDispatched) {
+        EXPECT_TRUE(fc->release(r.id, t + 1ms));
+      }
     }
     for (int i = 0; i < 3000; ++i, t += 10ms) cycle(*fc, t);  // 30 s, no arrivals
     EXPECT_TRUE(revoked.empty());

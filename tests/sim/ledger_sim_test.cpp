@@ -128,7 +128,8 @@ TEST(LedgerSimTest, FourReplicasWithTheDefaults) {
 
 TEST(LedgerSimTest, ScenarioKeysParseAndBadValuesNameTheirPath) {
   auto good = config::parseDocument(
-      "pool: {dispatchLedger: true, ledgerBudget: true, lostCompletions: 0.1, slotTerm: true}");
+      "pool: {dispatchLedger: true, ledgerBudget: true, lostCompletions: 0.1, slotTerm: true, "
+      "ledgerCreditCompletions: true}");
   ASSERT_TRUE(good.ok()) << good.diagnostics().toString();
   const auto s = parseScenario(good->json);
   ASSERT_TRUE(s.ok()) << s.diagnostics().toString();
@@ -136,6 +137,8 @@ TEST(LedgerSimTest, ScenarioKeysParseAndBadValuesNameTheirPath) {
   EXPECT_TRUE(s->pool.ledgerBudget);
   EXPECT_EQ(s->pool.lostCompletions, 0.1);
   EXPECT_TRUE(s->pool.slotTerm);
+  EXPECT_TRUE(s->pool.ledgerCreditCompletions);
+  EXPECT_FALSE(defaultScenario().pool.ledgerCreditCompletions);
   // On by default in the simulator (the simulated gateway feeds the ledger; the pool's slots
   // are configuration it knows); a scenario can turn both off.
   EXPECT_TRUE(defaultScenario().pool.dispatchLedger);

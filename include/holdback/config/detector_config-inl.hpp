@@ -163,6 +163,9 @@ HOLDBACK_INLINE std::optional<UtilizationDetectorOptions> parseUtilizationDetect
             if (const auto v = sub.boolean("slotCountFromScrapes")) {
               options.ledger.slotCountFromScrapes = *v;
             }
+            if (const auto v = sub.boolean("creditCompletions")) {
+              options.ledger.creditCompletions = *v;
+            }
             sub.finish();
           }
         }

@@ -131,7 +131,8 @@ HOLDBACK_INLINE OrderedJson effectiveParameters(const SaturationDetector& detect
               {"dispatchBudget", o.ledger.dispatchBudget},
               {"budgetQueueDepth", o.ledger.budgetQueueDepth},
               {"replicas", o.ledger.replicas},
-              {"slotCountFromScrapes", o.ledger.slotCountFromScrapes}}}};
+              {"slotCountFromScrapes", o.ledger.slotCountFromScrapes},
+              {"creditCompletions", o.ledger.creditCompletions}}}};
   }
   if (const auto* d = dynamic_cast<const ConcurrencyDetector*>(&detector)) {
     const ConcurrencyDetectorOptions& o = d->options();

@@ -18,8 +18,8 @@
 //                 usageLimitPolicyPluginRef, saturationDetector.pluginRef, enableEviction,
 //                 eviction (holdback extension: maxRevocationsPerDecision, confirmationTimeout,
 //                 confirmationGrace (default: derived from the detector), waitForReleasesTolerance,
-//                 footprintAware, revokeOnBlock, restoreReserve {enabled, epsilon, leadTime, burstMemory}),
-//                 defaultPriorityBand, defaultNegativePriorityBand, priorityBands.
+//                 footprintAware, revokeOnBlock, restoreReserve {enabled, epsilon, leadTime,
+//                 burstMemory}), defaultPriorityBand, defaultNegativePriorityBand, priorityBands.
 //   metadata, schedulingProfiles, dataLayer, data, requestHandler, parser  (the rest of the Go
 //                 schema) accepted and ignored with a warning each, as are the Go gates
 //                 haPopulateNonLeaderDatastore, dataLayer, prepareDataPlugins, enableLegacyMetrics.

@@ -506,6 +506,14 @@ namespace detail {
         e.runningRequests = v.running + p;
         e.waitingQueueSize = v.waiting + p;
       }
+    } else if (pending < 0 && options.creditCompletions) {
+      // Requests the scrape showed have ended since: the freed capacity, at once. Not times the
+      // replicas: only this replica's completions are known.
+      const double freed = -static_cast<double>(pending);
+      const double left = v.running + v.waiting - freed;
+      const double total = left > 0.0 ? left : 0.0;
+      e.runningRequests = total < v.running ? total : v.running;
+      e.waitingQueueSize = total - e.runningRequests;
     }
     const std::int64_t pending_tokens = since(c.dispatchedTokens, v.base.dispatchedTokens) -
                                         since(c.completedTokens, v.base.completedTokens);

@@ -33,6 +33,10 @@
 //                 running' = running + pending, waiting' = waiting + pending   (conservative)
 //     M not configured, slotCountFromScrapes off: the conservative line, always
 //     KV capacity K known (kvCapacityTokens > 0): kv' = min(1, kv + pendingTokens / K)
+//     options.creditCompletions (off by default) and more completions than dispatches since the
+//       scrape (freed = completed - dispatched since the base, this replica's own only):
+//       total = max(0, running + waiting - freed); running' = min(running, total);
+//       waiting' = total - running'   (the server refills slots from its queue first)
 //     R gateway replicas (options.replicas > 1), each with its own ledger: pending and
 //     pendingTokens are multiplied by R (every replica assumed to dispatch as this one does)
 //   The observed slot count S (a slow start): a server that ran R requests at once has at least R
@@ -48,7 +52,8 @@
 //   until its first scrape showing a queue, which cuts S; a host that knows of the restart can
 //   re-register the endpoint. A configured M (setCapacity) takes precedence; S is still learnt.
 //   Completions since the scrape offset dispatches since the scrape but never lower the scraped
-//   figures below what the server reported (the next scrape shows freed capacity).
+//   figures below what the server reported (the next scrape shows freed capacity), unless
+//   options.creditCompletions (above).
 //   An endpoint without a scrape gets updateTime = nullopt (no metrics: stale) and zero telemetry.
 //   Invalid scraped telemetry (NaN, infinite, negative, KV above 1) is passed through unchanged
 //   so that the detector sees it as invalid; it is never "corrected" into a plausible value.
@@ -177,6 +182,11 @@ struct DispatchLedgerOptions {
   // shows a queue) as its slot count (see the header comment). Off: pending work counts as
   // waiting whenever the slot count is not configured.
   bool slotCountFromScrapes = true;
+  // Completions beyond the dispatches since the scrape (requests the scrape still showed) lower
+  // the scraped figures: waiting first (the server refills its slots from its queue), then
+  // running, never below 0 (see the header comment). Off (the default): they never lower them,
+  // and freed capacity shows at the next scrape.
+  bool creditCompletions = false;
   // Gateway replicas that dispatch to the same endpoints, each with its own ledger (it sees only
   // its own dispatches; all read the same scrapes); in [1, kMaxReplicas]. The correction assumes
   // every replica dispatched as much since the scrape as this one (arrivals spread evenly):

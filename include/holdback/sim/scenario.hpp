@@ -85,6 +85,9 @@ struct PoolSpec {
   // The ledger's per-scrape dispatch budget (DispatchLedgerOptions::dispatchBudget, with
   // budgetQueueDepth = the detector's queueDepthThreshold, 5).
   bool ledgerBudget = false;
+  // DispatchLedgerOptions::creditCompletions: completions of requests the last scrape showed
+  // lower its figures at once (off by default, as in the library).
+  bool ledgerCreditCompletions = false;
   // Fault: this fraction of completions is never reported to the ledger, in [0, 1]; drawn from
   // its own seeded stream, so runs stay deterministic. Ledger only.
   double lostCompletions = 0.0;
