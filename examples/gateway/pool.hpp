@@ -11,7 +11,8 @@
 //
 //   Every snapshot (endpoints() for the FlowController, snapshot() for /metrics and the legacy
 //   path, pick()) is filled through DispatchLedger::fill: requests dispatched since the scrape's
-//   mark and not yet completed count as running (or waiting beyond a known slot count), so a
+//   mark and not yet completed count as running (or waiting beyond the slot count: configured,
+//   else the largest running figure the scrapes have shown; all waiting before that), so a
 //   burst inside one scrape interval is not admitted on one stale-but-fresh reading, and
 //   completions since the mark offset them (docs/detectors.md, "The dispatch ledger").
 //

@@ -106,5 +106,57 @@ TEST(DispatchLedgerConcurrencyTest, CountsBalanceAndFiguresStayInRange) {
   EXPECT_FALSE(ledger.find("flappy"));
 }
 
+// The observed slot count (no configured one) learnt by a scraper while workers dispatch and a
+// reader fills: whatever the interleaving, the count stays within what the scrapes showed, and
+// the corrected running figure never exceeds the larger of the scraped one and that count.
+TEST(DispatchLedgerConcurrencyTest, ObservedSlotCountStaysWithinWhatScrapesShowed) {
+  DispatchLedger ledger;
+  const EndpointId id = ledger.registerEndpoint("e");
+  constexpr double kMaxShown = 6.0;
+  std::atomic<bool> done{false};
+  std::atomic<int> bad{0};
+  std::thread scraper([&] {
+    std::int64_t t = 0;
+    while (!done.load()) {
+      ++t;
+      // Running 2..6; every third scrape shows a queue (restarting the count).
+      const Scrape s{TimePoint(Duration(t)), t % 3 == 0 ? 1.0 : 0.0,
+                     2.0 + static_cast<double>(t % 5), 0.2};
+      ledger.installScrape(id, s, ledger.mark(id));
+      std::this_thread::yield();
+    }
+  });
+  std::thread reader([&] {
+    std::vector<Endpoint> endpoints(1);
+    const EndpointId ids[] = {id};
+    while (!done.load()) {
+      const std::int64_t slots = ledger.slotCount(id);
+      if (slots < 0 || slots > static_cast<std::int64_t>(kMaxShown)) bad.fetch_add(1);
+      ledger.fill(endpoints, ids);
+      const Endpoint& e = endpoints[0];
+      if (e.updateTime &&
+          (e.runningRequests < 2.0 || e.runningRequests > kMaxShown || e.waitingQueueSize < 0.0)) {
+        bad.fetch_add(1);
+      }
+    }
+  });
+  std::vector<std::thread> workers;
+  for (int w = 0; w < 3; ++w) {
+    workers.emplace_back([&] {
+      for (int i = 0; i < 3000; ++i) {
+        DispatchHandle a = ledger.dispatch(id, 1);
+        DispatchHandle b = ledger.dispatch(id, 1);
+      }
+    });
+  }
+  for (auto& t : workers) t.join();
+  done.store(true);
+  scraper.join();
+  reader.join();
+  EXPECT_EQ(bad.load(), 0);
+  EXPECT_LE(ledger.slotCount(id), 6);
+  EXPECT_EQ(ledger.load(id).requests, 0);
+}
+
 }  // namespace
 }  // namespace holdback

@@ -118,7 +118,8 @@ TEST(Pool, TheLedgerCountsDispatchesSinceTheScrapesMarkUntilTheyComplete) {
   auto a = pool.pick(*d, t0);
   const ScrapeMark mark = pool.mark(0);  // a scrape sent after the first dispatch...
   auto b = pool.pick(*d, t0);
-  // ...without a known slot count, each dispatch not yet completed counts as waiting.
+  // ...without a known slot count (none configured, and no scrape has shown running work yet),
+  // each dispatch not yet completed counts as waiting.
   EXPECT_EQ(pool.endpoints(t0)[0].waitingQueueSize, 2.0);
   // The scrape saw `a` (1 waiting); only `b` is added to it.
   pool.recordScrape(0, {.waiting = 1}, t0 + 50ms, mark, 0);
@@ -148,6 +149,29 @@ TEST(Pool, ClosedLoopTrafficBetweenTwoScrapesDoesNotAccumulate) {
   EXPECT_EQ(pool.endpoints(t0)[0].waitingQueueSize, 0.0);
   EXPECT_LT(d->saturation(pool.endpoints(t0), t0), 1.0);
   EXPECT_EQ(pool.counters(0).dispatches, 100u);
+}
+
+TEST(Pool, TheLargestRunningFigureAScrapeShowedIsTheSlotCount) {
+  // The built-in config configures no slot count: the ledger learns it from the scrapes. A
+  // server that ran 8 at once has 8 slots; with 2 running, 6 dispatches take free slots.
+  Pool pool = makePool(1);
+  auto d = detector();  // queueDepthThreshold 4
+  pool.recordScrape(0, {.waiting = 0, .running = 8}, t0, pool.mark(0), 0);
+  pool.recordScrape(0, {.waiting = 0, .running = 2}, t0 + 50ms, pool.mark(0), 0);
+  std::vector<Pool::Dispatch> held;
+  for (int i = 0; i < 6; ++i) held.push_back(*pool.pick(*d, t0 + 50ms));
+  EXPECT_EQ(pool.endpoints(t0 + 50ms)[0].waitingQueueSize, 0.0);
+  EXPECT_EQ(pool.endpoints(t0 + 50ms)[0].runningRequests, 8.0);
+  EXPECT_LT(d->saturation(pool.endpoints(t0 + 50ms), t0 + 50ms), 1.0);
+  held.push_back(*pool.pick(*d, t0 + 50ms));  // the seventh queues
+  EXPECT_EQ(pool.endpoints(t0 + 50ms)[0].waitingQueueSize, 1.0);
+  // With the learning off, all seven count as waiting.
+  Pool off = makePool(1, {.slotCountFromScrapes = false});
+  off.recordScrape(0, {.waiting = 0, .running = 8}, t0, off.mark(0), 0);
+  off.recordScrape(0, {.waiting = 0, .running = 2}, t0 + 50ms, off.mark(0), 0);
+  std::vector<Pool::Dispatch> held_off;
+  for (int i = 0; i < 7; ++i) held_off.push_back(*off.pick(*d, t0 + 50ms));
+  EXPECT_EQ(off.endpoints(t0 + 50ms)[0].waitingQueueSize, 7.0);
 }
 
 TEST(Pool, LedgerCorrectionCanBeTurnedOff) {
