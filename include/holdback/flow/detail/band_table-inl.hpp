@@ -410,6 +410,7 @@ HOLDBACK_INLINE void BandTable::collectGarbage(TimePoint now, Duration flow_idle
     for (auto it = band->flows.begin(); it != band->flows.end();) {
       Flow* f = it->second.get();
       if (f->items.empty() && elapsed(f->last_active, now) >= flow_idle_timeout) {
+        if (f->in_active) band->dropFromActive(f);
         band->flow_index.erase(f);
         it = band->flows.erase(it);
       } else {
@@ -437,9 +438,10 @@ HOLDBACK_INLINE void BandTable::addToQueue(Item* item) noexcept {
     // The hint: under arrival order a flow that becomes non-empty has the newest head, so it
     // goes last (amortized O(1) instead of O(log F) comparisons).
     b->heads.insert(f);
-    if (b->track_active) {
+    if (b->track_active && !f->in_active) {  // (a flow that emptied may still be there)
       f->active_pos = f->spare_active ? b->active.insert(std::move(f->spare_active)).position
                                       : b->active.insert(f).first;
+      f->in_active = true;
     }
     b->active_count += 1;
     notifyHeadChanged(f);
@@ -478,7 +480,7 @@ HOLDBACK_INLINE void BandTable::removeFromQueue(Item* item, TimePoint now) noexc
     b->heads.erase(f);  // no comparator call
     f->items.erase(item);
     if (f->items.empty()) {
-      if (b->track_active) f->spare_active = b->active.extract(f->active_pos);
+      // It stays in `active` until a by-id query passes it (see the invariants).
       b->active_count -= 1;
       f->last_active = now;
     } else {
@@ -630,7 +632,9 @@ HOLDBACK_INLINE void BandTable::fillFlowQueues(FlowControllerStats& out, std::si
   // flows when the band keeps one, else every flow (by id) skipping the empty ones.
   const auto forEachNonEmpty = [](const Band& band, auto&& fn) {
     if (band.track_active) {
-      for (const Flow* f : band.active) fn(f);
+      for (const Flow* f : band.active) {
+        if (!f->items.empty()) fn(f);
+      }
     } else {
       for (const auto& [id, f] : band.flows) {
         if (!f->items.empty()) fn(f.get());

@@ -9,10 +9,12 @@
 // Invariants (hold between calls)
 //   - Every queued Item is in exactly one Flow's `items` (linked through its own treap links) and
 //     in `items_` under its id (chained through its own hash link): a request is one allocation.
-//   - A Band's `heads` and `active` hold exactly its non-empty flows (`heads` ordered by head
-//     item, through the flows' own links; `active` by flow id, only while track_active); an empty
-//     flow keeps its spare `active` node instead, so a flow going empty and non-empty again does
-//     not allocate.
+//   - A Band's `heads` holds exactly its non-empty flows, ordered by head item, through the flows'
+//     own links. While track_active, `active` holds every non-empty flow by id, and may still hold
+//     flows that became empty (Flow::in_active): they are dropped lazily, by the by-id queries
+//     that walk over them, so a flow that empties and refills between two picks (the common case
+//     under round-robin) is neither erased nor re-inserted. A flow outside `active` keeps its
+//     spare node, so leaving and re-entering does not allocate.
 //   - Flow/Band/global queued_requests and queued_bytes are the sums over their items.
 //   - A flow's id is stored once, in the Flow; a queued request whose flow id string was on the
 //     heap left that buffer in its flow's list of id buffers (one each), which its completion
@@ -471,10 +473,11 @@ struct Flow final : FlowQueueView {
   std::uint64_t head_rank = 0;
   // The hash of `id` (FlowIndex).
   std::uint64_t id_hash;
-  // Its node of its band's active set while it is empty (see the invariants), its position there
-  // while it is non-empty (removal without a search).
+  // Its node of its band's active set while outside it (see the invariants), its position there
+  // while inside (removal without a search).
   ActiveSet::node_type spare_active;
   ActiveSet::iterator active_pos;
+  bool in_active = false;
   // Its list in BandTable's id buffers (kNoIdBuffer: empty): the heap buffers of its queued
   // requests' flow-id strings (ids longer than the small-string buffer), one per such request,
   // moved into its completion (Completion::flowId), so a finalization does not allocate.
@@ -559,13 +562,19 @@ struct Band final : BandView {
   const FlowQueueView* bestHeadFlow() const noexcept override { return heads.front(); }
   const FlowQueueView* firstActiveFlow() const noexcept override {
     if (!track_active) return nextNonEmptyFlow(flows.begin());
-    return active.empty() ? nullptr : *active.begin();
+    return firstNonEmptyActive(active.begin());
   }
+  // After the flow returned last (the round-robin cursor, usually): its successor in `active`,
+  // without a search by id.
   const FlowQueueView* nextActiveFlowAfter(std::string_view flow_id) const noexcept override {
     if (!track_active) return nextNonEmptyFlow(flows.upper_bound(flow_id));
-    auto it = active.upper_bound(flow_id);
-    return it == active.end() ? nullptr : *it;
+    if (last_returned != nullptr && last_returned->in_active && last_returned->id == flow_id) {
+      return firstNonEmptyActive(std::next(last_returned->active_pos));
+    }
+    return firstNonEmptyActive(active.upper_bound(flow_id));
   }
+  // Takes an empty flow out of `active` (keeping its node).
+  void dropFromActive(Flow* f) const noexcept;
 
   Priority prio;
   std::uint64_t maxRequests;
@@ -578,8 +587,12 @@ struct Band final : BandView {
   // The same flows by hash of their id (the enqueue path's lookup, independent of the flow count);
   // keys view Flow::id.
   FlowIndex flow_index;
-  HeadIndex heads;               // non-empty flows by head
-  ActiveSet active;              // non-empty flows by id (only while track_active)
+  HeadIndex heads;  // non-empty flows by head
+  // Non-empty flows by id, and some empty ones (only while track_active; see the invariants).
+  // Mutable: the const by-id queries drop the empty flows they pass.
+  mutable ActiveSet active;
+  // The flow the by-id queries returned last (nullptr when it was dropped or collected).
+  mutable const Flow* last_returned = nullptr;
   std::size_t active_count = 0;  // non-empty flows
   // False for the built-in global-strict fairness, which only reads bestHeadFlow(): the band
   // then skips the by-id index (an O(log F) string-ordered insert and erase each time a flow
@@ -605,6 +618,8 @@ struct Band final : BandView {
     }
     return nullptr;
   }
+  // The first non-empty flow of `active` from `it` on, dropping the empty ones before it.
+  const FlowQueueView* firstNonEmptyActive(ActiveSet::iterator it) const noexcept;
 };
 
 inline Flow::Flow(std::string flow_id, Band* owner, ItemLess less)
@@ -667,6 +682,25 @@ inline void FlowIndex::erase(const Flow* f) noexcept {
   }
   slots_[i] = Slot{};
   size_ -= 1;
+}
+
+inline void Band::dropFromActive(Flow* f) const noexcept {
+  if (last_returned == f) last_returned = nullptr;
+  f->spare_active = active.extract(f->active_pos);
+  f->in_active = false;
+}
+
+inline const FlowQueueView* Band::firstNonEmptyActive(ActiveSet::iterator it) const noexcept {
+  while (it != active.end()) {
+    Flow* f = *it;
+    ++it;  // extract() invalidates only f's position
+    if (!f->items.empty()) {
+      last_returned = f;
+      return f;
+    }
+    dropFromActive(f);
+  }
+  return nullptr;
 }
 
 // FairnessPolicy::headChanged for a flow whose policy keeps per-flow state.
