@@ -498,10 +498,10 @@ HOLDBACK_INLINE void BandTable::removeFromQueue(Item* item, TimePoint now) noexc
 }
 
 HOLDBACK_INLINE void BandTable::insert(PreparedItem&& prepared, FlowRequest& request, Band* band,
-                                       Duration effective_ttl) {
+                                       Duration effective_ttl, std::uint64_t flow_hash) {
   Item* item = std::exchange(prepared.item, nullptr);
   const std::string_view flow_id(request.flowId);
-  Flow* flow = band->flow_index.find(flow_id, FlowIndex::hashOf(flow_id));
+  Flow* flow = band->flow_index.find(flow_id, flow_hash);
   if (flow == nullptr) {
     auto owned = std::make_unique<Flow>(std::string(request.flowId), band, band->itemLess());
     flow = owned.get();

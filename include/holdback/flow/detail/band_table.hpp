@@ -838,8 +838,10 @@ class BandTable {
 
   // Queues a prepared record in `band` (finds or creates its flow); moves the request's payload
   // into the record and its flow id into the new flow or the pool of id buffers (the request
-  // keeps it when neither takes it). Fills the effective TTL and the sequence.
-  void insert(PreparedItem&& prepared, FlowRequest& request, Band* band, Duration effective_ttl);
+  // keeps it when neither takes it). Fills the effective TTL and the sequence. `flow_hash`:
+  // FlowIndex::hashOf(request.flowId), computed by the caller before taking its lock.
+  void insert(PreparedItem&& prepared, FlowRequest& request, Band* band, Duration effective_ttl,
+              std::uint64_t flow_hash);
   [[nodiscard]] Item* find(RequestId id) const noexcept;
   // Removes a queued record from every index, counts its outcome, fills `completion` (its flow
   // id in a pooled buffer when one fits); the record goes back to the pool, or comes back in the
