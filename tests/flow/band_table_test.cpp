@@ -1,7 +1,9 @@
 // detail::BandTable internals (issue 19): the flow-id order of the active set compares an 8-byte
 // prefix first; it must order exactly as the string comparison it replaced, for every input. A
 // flow's queue (an intrusive treap) must keep exactly the order of the band's ordering policy,
-// ties by arrival sequence, under random inserts and removals, for every ordering policy.
+// ties by arrival sequence, under random inserts and removals, for every ordering policy. The
+// band's flow index (open addressing, backward-shift erasure) finds exactly the flows it holds,
+// and its head index (a treap over the flows) always has the best head first.
 // detail/ headers are not self-contained in header-only mode (band_table.hpp reaches
 // flow_controller.hpp, whose -inl includes band_table-inl.hpp): enter through the public header.
 #include "holdback/flow/flow_controller.hpp"
@@ -135,6 +137,92 @@ TEST(BandTableTest, FlowQueueKeepsTheOrderOfEveryOrderingPolicyUnderFuzzedInsert
   fuzzQueue(edfOrdering(), 2);
   fuzzQueue(sloDeadlineOrdering(), 3);
   fuzzQueue(std::make_shared<LargestFirst>(), 4);
+}
+
+TEST(BandTableTest, FlowIndexFindsExactlyItsFlowsUnderFuzzedInsertsAndErasures) {
+  detail::Band band(7, 0, 0, nullptr, nullptr);
+  std::mt19937_64 rng(1920);
+  std::vector<std::unique_ptr<detail::Flow>> present;
+  std::vector<std::string> absent;
+  for (int step = 0; step < 20000; ++step) {
+    // Grows to a few thousand flows, then shrinks: runs, wrap-arounds and shifts of every kind.
+    const bool add = present.empty() || (step < 12000 ? rng() % 100 < 70 : rng() % 100 < 30);
+    if (add) {
+      auto f = std::make_unique<detail::Flow>("f-" + std::to_string(rng()), &band, band.itemLess());
+      if (band.flow_index.find(f->id, f->id_hash) != nullptr) continue;  // a repeated id
+      band.flow_index.insert(f.get());
+      present.push_back(std::move(f));
+    } else {
+      const std::size_t i = rng() % present.size();
+      band.flow_index.erase(present[i].get());
+      absent.push_back(present[i]->id);
+      present[i] = std::move(present.back());
+      present.pop_back();
+    }
+    ASSERT_EQ(band.flow_index.size(), present.size());
+    if (step % 211 == 0 || step > 19900) {
+      for (const auto& f : present) {
+        ASSERT_EQ(band.flow_index.find(f->id, detail::FlowIndex::hashOf(f->id)), f.get()) << step;
+      }
+      for (const std::string& id : absent) {
+        const detail::Flow* found = band.flow_index.find(id, detail::FlowIndex::hashOf(id));
+        ASSERT_TRUE(found == nullptr || found->id == id) << step;
+      }
+    }
+  }
+}
+
+TEST(BandTableTest, HeadIndexKeepsTheBestHeadFirstUnderFuzzedInsertsAndRemovals) {
+  for (const auto& ordering : {fcfsOrdering(), sloDeadlineOrdering()}) {
+    SCOPED_TRACE(std::string(ordering->type()));
+    detail::Band band(7, 0, 0, nullptr, ordering);
+    const detail::HeadLess less = band.heads.key_comp();
+    std::mt19937_64 rng(1921);
+    std::vector<std::unique_ptr<detail::Flow>> flows;
+    std::vector<std::unique_ptr<detail::FullItem>> items;
+    for (int f = 0; f < 300; ++f) {
+      flows.push_back(
+          std::make_unique<detail::Flow>("flow-" + std::to_string(f), &band, band.itemLess()));
+    }
+    std::vector<detail::Flow*> indexed;  // the reference, kept sorted by HeadLess
+    std::uint64_t sequence = 0;
+    const TimePoint t0{};
+    for (int step = 0; step < 8000; ++step) {
+      detail::Flow* f = flows[rng() % flows.size()].get();
+      const auto pos = std::find(indexed.begin(), indexed.end(), f);
+      if (pos == indexed.end()) {  // one new head for the flow, mostly in arrival order
+        auto item = std::make_unique<detail::FullItem>();
+        item->flags = detail::Item::kFullKind;
+        item->flow = f;
+        item->sequence = ++sequence;
+        item->enqueueTime = t0 + std::chrono::milliseconds(step / 3 - static_cast<int>(rng() % 4));
+        item->receivedTime = item->enqueueTime;
+        if (rng() % 2 == 0) {
+          item->ttftObjective = std::chrono::milliseconds(rng() % 40);
+          item->flags |= detail::Item::kHasTtft;
+        }
+        while (!f->items.empty()) f->items.erase(f->items.front());
+        f->items.insert(item.get());
+        f->refreshHeadView();
+        band.heads.insert(f);
+        indexed.insert(std::upper_bound(indexed.begin(), indexed.end(), f, less), f);
+        items.push_back(std::move(item));
+      } else {
+        band.heads.erase(f);
+        indexed.erase(pos);
+      }
+      ASSERT_EQ(band.heads.front(), indexed.empty() ? nullptr : indexed.front()) << step;
+    }
+    while (!indexed.empty()) {  // drain in order
+      ASSERT_EQ(band.heads.front(), indexed.front());
+      band.heads.erase(indexed.front());
+      indexed.erase(indexed.begin());
+    }
+    EXPECT_TRUE(band.heads.empty());
+    for (auto& f : flows) {
+      while (!f->items.empty()) f->items.erase(f->items.front());
+    }
+  }
 }
 
 }  // namespace

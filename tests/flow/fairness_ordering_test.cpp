@@ -55,6 +55,39 @@ TEST_F(FlowControllerTest, RoundRobinSkipsEmptyAndFollowsMembership) {
   EXPECT_EQ(rec.dispatchedFlows(), (std::vector<std::string>{"flow1", "flow2", "flow3", "flow1"}));
 }
 
+// A flow that empties stays in the band's by-id index until a pick passes it (lazy removal);
+// neither that nor its collection while it is the round-robin cursor may change the order, the
+// active-flow count or the per-flow gauges.
+TEST_F(FlowControllerTest, RoundRobinOrderHoldsWhenEmptiedFlowsAreDroppedLazilyOrCollected) {
+  auto o = options();
+  o.bands = {{.priority = 0, .fairness = roundRobinFairness()}};
+  o.flowIdleTimeout = 1min;
+  o.defaultRequestTtl = 0s;  // b and c stay queued past the collection
+  o.fairnessIdLabelLimit = 10;
+  auto fc = make(std::move(o));
+  fc->enqueue(request("a", 0), t0);
+  fc->enqueue(request("b", 0), t0);
+  fc->enqueue(request("c", 0), t0);
+  fc->dispatchCycle(t0);  // a: empty now, still in the by-id index, and the cursor
+  auto stats = fc->stats();
+  EXPECT_EQ(stats.bands[0].activeFlows, 2u);
+  ASSERT_EQ(stats.bands[0].flowQueues.size(), 2u);
+  EXPECT_EQ(stats.bands[0].flowQueues[0].flowId, "b");
+  fc->expire(t0 + 2min);  // collects a (the cursor's flow), keeps b and c (queued)
+  EXPECT_EQ(fc->stats().bands[0].flows, 2u);
+  fc->enqueue(request("a", 0), t0 + 2min);  // a new flow "a"
+  fc->dispatchCycle(t0 + 2min);             // after the cursor "a": b
+  fc->enqueue(request("b", 0), t0 + 2min);  // b refills before the next pick
+  fc->dispatchCycle(t0 + 2min);             // c
+  fc->dispatchCycle(t0 + 2min);             // a (wrap)
+  fc->dispatchCycle(t0 + 2min);             // b
+  EXPECT_EQ(fc->dispatchCycle(t0 + 2min).kind, Kind::kNothingQueued);
+  EXPECT_EQ(rec.dispatchedFlows(), (std::vector<std::string>{"a", "b", "c", "a", "b"}));
+  stats = fc->stats();
+  EXPECT_EQ(stats.bands[0].activeFlows, 0u);
+  EXPECT_TRUE(stats.bands[0].flowQueues.empty());
+}
+
 TEST_F(FlowControllerTest, GlobalStrictIsOneLogicalFcfsQueue) {
   auto fc = make(options());
   fc->enqueue(request("x", 0, 1), t0 + 3ms);

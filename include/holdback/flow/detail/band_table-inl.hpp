@@ -27,96 +27,24 @@ HOLDBACK_INLINE Band::Band(Priority p, std::uint64_t max_requests, std::uint64_t
 // ---------------------------------------------------------------------------------------------
 // A flow's queue (treap)
 
-// A bijective mix (splitmix64's finalizer) of the unique sequence: distinct pseudo-random heap
-// priorities, not chosen by the host.
-HOLDBACK_INLINE std::uint64_t ItemQueue::rank(const Item* item) noexcept {
-  std::uint64_t z = item->sequence + 0x9E3779B97F4A7C15ull;
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
-
-HOLDBACK_INLINE void ItemQueue::rotateUp(Item* x) noexcept {
-  Item* p = x->parent;
-  Item* g = p->parent;
-  if (p->left == x) {
-    p->left = x->right;
-    if (x->right != nullptr) x->right->parent = p;
-    x->right = p;
-  } else {
-    p->right = x->left;
-    if (x->left != nullptr) x->left->parent = p;
-    x->left = p;
-  }
-  p->parent = x;
-  x->parent = g;
-  if (g == nullptr) {
-    root_ = x;
-  } else if (g->left == p) {
-    g->left = x;
-  } else {
-    g->right = x;
-  }
+HOLDBACK_INLINE std::uint64_t ItemQueue::Rank::of(const Item* item) noexcept {
+  return mixSequence(item->sequence);
 }
 
 HOLDBACK_INLINE void ItemQueue::insert(Item* x, const QueuedRequestView* view) noexcept {
   if (less_.fcfs) {
-    insertWith(x, [&](const Item* other) { return less_(x, other); });
+    tree_.insertWith(x, [&](const Item* other) { return less_(x, other); });
   } else if (view != nullptr) {
-    insertWith(x, [&](const Item* other) { return less_(*view, x, makeView(*other), other); });
+    tree_.insertWith(x,
+                     [&](const Item* other) { return less_(*view, x, makeView(*other), other); });
   } else {  // x's view once per insert, not once per comparison
     const QueuedRequestView own = makeView(*x);
-    insertWith(x, [&](const Item* other) { return less_(own, x, makeView(*other), other); });
+    tree_.insertWith(x, [&](const Item* other) { return less_(own, x, makeView(*other), other); });
   }
-}
-
-HOLDBACK_INLINE void ItemQueue::erase(Item* x) noexcept {
-  // Rotations keep the in-order sequence, so neighbours found now stay the neighbours.
-  if (x == first_) first_ = next(x);
-  if (x == last_) last_ = prev(x);
-  while (x->left != nullptr && x->right != nullptr) {
-    rotateUp(rank(x->left) > rank(x->right) ? x->left : x->right);
-  }
-  Item* child = x->left != nullptr ? x->left : x->right;
-  Item* p = x->parent;
-  if (child != nullptr) child->parent = p;
-  if (p == nullptr) {
-    root_ = child;
-  } else if (p->left == x) {
-    p->left = child;
-  } else {
-    p->right = child;
-  }
-  x->parent = x->left = x->right = nullptr;
-  count_ -= 1;
 }
 
 HOLDBACK_INLINE Item* ItemQueue::next(const Item* x) noexcept {
-  if (x->right != nullptr) {
-    Item* n = x->right;
-    while (n->left != nullptr) n = n->left;
-    return n;
-  }
-  Item* p = x->parent;
-  while (p != nullptr && p->right == x) {
-    x = p;
-    p = p->parent;
-  }
-  return p;
-}
-
-HOLDBACK_INLINE Item* ItemQueue::prev(const Item* x) noexcept {
-  if (x->left != nullptr) {
-    Item* n = x->left;
-    while (n->right != nullptr) n = n->right;
-    return n;
-  }
-  Item* p = x->parent;
-  while (p != nullptr && p->left == x) {
-    x = p;
-    p = p->parent;
-  }
-  return p;
+  return IntrusiveTreap<Item, Rank>::next(x);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -367,7 +295,7 @@ HOLDBACK_INLINE Band* BandTable::reshapeBand(std::unique_ptr<Band>& slot,
     moved->id_buffers = std::exchange(flow->id_buffers, kNoIdBuffer);
     Flow* raw = moved.get();
     band->flows.emplace(raw->id, std::move(moved));
-    band->flow_index.emplace(std::string_view(raw->id), raw);
+    band->flow_index.insert(raw);
     while (!flow->items.empty()) {
       Item* item = flow->items.front();
       flow->items.erase(item);
@@ -482,7 +410,8 @@ HOLDBACK_INLINE void BandTable::collectGarbage(TimePoint now, Duration flow_idle
     for (auto it = band->flows.begin(); it != band->flows.end();) {
       Flow* f = it->second.get();
       if (f->items.empty() && elapsed(f->last_active, now) >= flow_idle_timeout) {
-        band->flow_index.erase(std::string_view(f->id));
+        if (f->in_active) band->dropFromActive(f);
+        band->flow_index.erase(f);
         it = band->flows.erase(it);
       } else {
         ++it;
@@ -508,19 +437,19 @@ HOLDBACK_INLINE void BandTable::addToQueue(Item* item) noexcept {
     if (!less.fcfs) f->refreshHeadView();  // HeadLess's key
     // The hint: under arrival order a flow that becomes non-empty has the newest head, so it
     // goes last (amortized O(1) instead of O(log F) comparisons).
-    f->head_pos = f->spare_head ? b->heads.insert(b->heads.end(), std::move(f->spare_head))
-                                : b->heads.insert(b->heads.end(), f);
-    if (b->track_active) {
+    b->heads.insert(f);
+    if (b->track_active && !f->in_active) {  // (a flow that emptied may still be there)
       f->active_pos = f->spare_active ? b->active.insert(std::move(f->spare_active)).position
                                       : b->active.insert(f).first;
+      f->in_active = true;
     }
     b->active_count += 1;
     notifyHeadChanged(f);
   } else if (less.fcfs) {
     if (less(item, f->items.front())) {
-      auto head_node = b->heads.extract(f->head_pos);
+      b->heads.erase(f);
       f->items.insert(item);
-      f->head_pos = b->heads.insert(std::move(head_node)).position;
+      b->heads.insert(f);
       notifyHeadChanged(f);
     } else {
       f->items.insert(item);
@@ -529,10 +458,10 @@ HOLDBACK_INLINE void BandTable::addToQueue(Item* item) noexcept {
     const QueuedRequestView view = makeView(*item);
     f->refreshHeadView();
     if (less(view, item, f->head_view, f->items.front())) {
-      auto head_node = b->heads.extract(f->head_pos);
+      b->heads.erase(f);
       f->items.insert(item, &view);
       f->head_view = view;
-      f->head_pos = b->heads.insert(std::move(head_node)).position;
+      b->heads.insert(f);
       notifyHeadChanged(f);
     } else {
       f->items.insert(item, &view);
@@ -548,16 +477,15 @@ HOLDBACK_INLINE void BandTable::removeFromQueue(Item* item, TimePoint now) noexc
   Flow* f = item->flow;
   Band* b = f->band;
   if (f->items.front() == item) {
-    auto head_node = b->heads.extract(f->head_pos);  // by position: no comparator call
+    b->heads.erase(f);  // no comparator call
     f->items.erase(item);
     if (f->items.empty()) {
-      if (b->track_active) f->spare_active = b->active.extract(f->active_pos);
+      // It stays in `active` until a by-id query passes it (see the invariants).
       b->active_count -= 1;
-      f->spare_head = std::move(head_node);
       f->last_active = now;
     } else {
       if (!f->items.key_comp().fcfs) f->refreshHeadView();  // HeadLess's key
-      f->head_pos = b->heads.insert(std::move(head_node)).position;
+      b->heads.insert(f);
     }
     notifyHeadChanged(f);
   } else {
@@ -570,16 +498,16 @@ HOLDBACK_INLINE void BandTable::removeFromQueue(Item* item, TimePoint now) noexc
 }
 
 HOLDBACK_INLINE void BandTable::insert(PreparedItem&& prepared, FlowRequest& request, Band* band,
-                                       Duration effective_ttl) {
+                                       Duration effective_ttl, std::uint64_t flow_hash) {
   Item* item = std::exchange(prepared.item, nullptr);
-  auto flow_it = band->flow_index.find(std::string_view(request.flowId));
-  if (flow_it == band->flow_index.end()) {
-    auto flow = std::make_unique<Flow>(std::string(request.flowId), band, band->itemLess());
-    Flow* raw = flow.get();
-    band->flows.emplace(raw->id, std::move(flow));
-    flow_it = band->flow_index.emplace(std::string_view(raw->id), raw).first;
+  const std::string_view flow_id(request.flowId);
+  Flow* flow = band->flow_index.find(flow_id, flow_hash);
+  if (flow == nullptr) {
+    auto owned = std::make_unique<Flow>(std::string(request.flowId), band, band->itemLess());
+    flow = owned.get();
+    band->flows.emplace(flow->id, std::move(owned));
+    band->flow_index.insert(flow);
   }
-  Flow* flow = flow_it->second;
   if (request.flowId.capacity() > std::string().capacity()) {
     // A heap buffer holding the flow's id: kept for this request's completion, so finalizing
     // does not allocate (growing the flow's array does: a burst, not the steady state).
@@ -704,7 +632,9 @@ HOLDBACK_INLINE void BandTable::fillFlowQueues(FlowControllerStats& out, std::si
   // flows when the band keeps one, else every flow (by id) skipping the empty ones.
   const auto forEachNonEmpty = [](const Band& band, auto&& fn) {
     if (band.track_active) {
-      for (const Flow* f : band.active) fn(f);
+      for (const Flow* f : band.active) {
+        if (!f->items.empty()) fn(f);
+      }
     } else {
       for (const auto& [id, f] : band.flows) {
         if (!f->items.empty()) fn(f.get());

@@ -9,9 +9,12 @@
 // Invariants (hold between calls)
 //   - Every queued Item is in exactly one Flow's `items` (linked through its own treap links) and
 //     in `items_` under its id (chained through its own hash link): a request is one allocation.
-//   - A Band's `heads` and `active` hold exactly its non-empty flows (`heads` ordered by head
-//     item, `active` by flow id); an empty flow keeps the two spare set nodes instead, so a flow
-//     going empty and non-empty again does not allocate.
+//   - A Band's `heads` holds exactly its non-empty flows, ordered by head item, through the flows'
+//     own links. While track_active, `active` holds every non-empty flow by id, and may still hold
+//     flows that became empty (Flow::in_active): they are dropped lazily, by the by-id queries
+//     that walk over them, so a flow that empties and refills between two picks (the common case
+//     under round-robin) is neither erased nor re-inserted. A flow outside `active` keeps its
+//     spare node, so leaving and re-entering does not allocate.
 //   - Flow/Band/global queued_requests and queued_bytes are the sums over their items.
 //   - A flow's id is stored once, in the Flow; a queued request whose flow id string was on the
 //     heap left that buffer in its flow's list of id buffers (one each), which its completion
@@ -22,7 +25,7 @@
 //     operations do not allocate in steady state, and memory beyond the pools, or unused by them
 //     between two collectGarbage() calls, is handed back as Retired, to be freed after the
 //     owner's lock.
-//   - Band::flow_index holds exactly the flows of Band::flows.
+//   - Band::flow_index holds exactly the flows of Band::flows (by Flow::id_hash).
 //
 // Locking: none of its own. The owner (ControllerCore) guards the whole table with its mutex
 // (HOLDBACK_GUARDED_BY), and every method must be called with that lock held.
@@ -147,39 +150,21 @@ inline void destroyItem(Item* item) noexcept {
 // The public view of a queued record (for OrderingPolicy::less and FlowQueueView::head).
 QueuedRequestView makeView(const Item& item) noexcept;
 
-// One flow's queue, ordered by ItemLess: an intrusive treap over the records' links, whose
-// heap priorities are a hash of the (unique) arrival sequence, so its expected depth is
-// O(log n) whatever the order of arrival; the first and last records are cached, so FCFS
-// enqueue (at the end) and dispatch (at the front) compare O(1) times. No allocation.
-class ItemQueue {
+// An intrusive treap over nodes with `parent`, `left` and `right` links, ordered by the caller's
+// comparisons (insertWith), heap-ordered by Rank::of(node) (pseudo-random, so the expected depth
+// is O(log n) for any order of insertion). The first and last nodes are cached: an insertion
+// after the last or before the first compares once, and erasing the first is a splice plus the
+// successor's lookup. Erasure compares nothing. No allocation.
+template <class Node, class Rank>
+class IntrusiveTreap {
  public:
-  explicit ItemQueue(ItemLess less) noexcept : less_(less) {}
-  ItemQueue(const ItemQueue&) = delete;
-  ItemQueue& operator=(const ItemQueue&) = delete;
-
   [[nodiscard]] bool empty() const noexcept { return count_ == 0; }
   [[nodiscard]] std::size_t size() const noexcept { return count_; }
-  // The record that goes first; nullptr when empty.
-  [[nodiscard]] Item* front() const noexcept { return first_; }
-  [[nodiscard]] const ItemLess& key_comp() const noexcept { return less_; }
-  // `view`: the item's view, when the caller has it (saves building it for a policy other than
-  // FCFS).
-  void insert(Item* item, const QueuedRequestView* view = nullptr) noexcept;
-  void erase(Item* item) noexcept;  // no comparison
-  // In-order successor; nullptr after the last.
-  [[nodiscard]] static Item* next(const Item* item) noexcept;
-  template <class F>
-  void forEach(F&& f) const {
-    for (Item* it = first_; it != nullptr; it = next(it)) f(it);
-  }
+  [[nodiscard]] Node* front() const noexcept { return first_; }
 
- private:
-  [[nodiscard]] static Item* prev(const Item* item) noexcept;
-  [[nodiscard]] static std::uint64_t rank(const Item* item) noexcept;
-  void rotateUp(Item* item) noexcept;  // item takes its parent's place
-  // Inserts x; before(other) tells whether x goes before `other`.
+  // Inserts x; before(other) tells whether x goes before `other` (a strict total order).
   template <class Before>
-  void insertWith(Item* x, Before&& before) noexcept {
+  void insertWith(Node* x, Before&& before) noexcept {
     x->left = nullptr;
     x->right = nullptr;
     count_ += 1;
@@ -188,10 +173,9 @@ class ItemQueue {
       root_ = first_ = last_ = x;
       return;
     }
-    // ItemLess is a strict total order (ties broken by the unique sequence).
-    Item* p = nullptr;
+    Node* p = nullptr;
     bool left = false;
-    if (!before(last_)) {  // after the last (every FCFS arrival): no descent
+    if (!before(last_)) {  // after the last (every arrival in order): no descent
       p = last_;
       last_ = x;
     } else if (before(first_)) {
@@ -202,22 +186,136 @@ class ItemQueue {
       p = root_;
       for (;;) {
         left = before(p);
-        Item* child = left ? p->left : p->right;
+        Node* child = left ? p->left : p->right;
         if (child == nullptr) break;
         p = child;
       }
     }
     x->parent = p;
     (left ? p->left : p->right) = x;
-    const std::uint64_t r = rank(x);
-    while (x->parent != nullptr && rank(x->parent) < r) rotateUp(x);
+    const std::uint64_t r = Rank::of(x);
+    while (x->parent != nullptr && Rank::of(x->parent) < r) rotateUp(x);
   }
 
-  ItemLess less_;
-  Item* root_ = nullptr;
-  Item* first_ = nullptr;
-  Item* last_ = nullptr;
+  void erase(Node* x) noexcept {
+    // Rotations keep the in-order sequence, so neighbours found now stay the neighbours.
+    if (x == first_) first_ = next(x);
+    if (x == last_) last_ = prev(x);
+    while (x->left != nullptr && x->right != nullptr) {
+      rotateUp(Rank::of(x->left) > Rank::of(x->right) ? x->left : x->right);
+    }
+    Node* child = x->left != nullptr ? x->left : x->right;
+    Node* p = x->parent;
+    if (child != nullptr) child->parent = p;
+    if (p == nullptr) {
+      root_ = child;
+    } else if (p->left == x) {
+      p->left = child;
+    } else {
+      p->right = child;
+    }
+    x->parent = x->left = x->right = nullptr;
+    count_ -= 1;
+  }
+
+  // In-order successor / predecessor; nullptr past the ends.
+  [[nodiscard]] static Node* next(const Node* x) noexcept {
+    if (x->right != nullptr) {
+      Node* n = x->right;
+      while (n->left != nullptr) n = n->left;
+      return n;
+    }
+    Node* p = x->parent;
+    while (p != nullptr && p->right == x) {
+      x = p;
+      p = p->parent;
+    }
+    return p;
+  }
+  [[nodiscard]] static Node* prev(const Node* x) noexcept {
+    if (x->left != nullptr) {
+      Node* n = x->left;
+      while (n->right != nullptr) n = n->right;
+      return n;
+    }
+    Node* p = x->parent;
+    while (p != nullptr && p->left == x) {
+      x = p;
+      p = p->parent;
+    }
+    return p;
+  }
+
+ private:
+  void rotateUp(Node* x) noexcept {  // x takes its parent's place
+    Node* p = x->parent;
+    Node* g = p->parent;
+    if (p->left == x) {
+      p->left = x->right;
+      if (x->right != nullptr) x->right->parent = p;
+      x->right = p;
+    } else {
+      p->right = x->left;
+      if (x->left != nullptr) x->left->parent = p;
+      x->left = p;
+    }
+    p->parent = x;
+    x->parent = g;
+    if (g == nullptr) {
+      root_ = x;
+    } else if (g->left == p) {
+      g->left = x;
+    } else {
+      g->right = x;
+    }
+  }
+
+  Node* root_ = nullptr;
+  Node* first_ = nullptr;
+  Node* last_ = nullptr;
   std::size_t count_ = 0;
+};
+
+// A bijective mix (splitmix64's finalizer): distinct pseudo-random treap priorities from unique
+// sequence numbers, not chosen by the host.
+inline std::uint64_t mixSequence(std::uint64_t sequence) noexcept {
+  std::uint64_t z = sequence + 0x9E3779B97F4A7C15ull;
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+// One flow's queue, ordered by ItemLess: an IntrusiveTreap over the records' links, whose heap
+// priorities are a mix of the (unique) arrival sequence; FCFS enqueue (at the end) and dispatch
+// (at the front) compare O(1) times. No allocation.
+class ItemQueue {
+ public:
+  explicit ItemQueue(ItemLess less) noexcept : less_(less) {}
+  ItemQueue(const ItemQueue&) = delete;
+  ItemQueue& operator=(const ItemQueue&) = delete;
+
+  [[nodiscard]] bool empty() const noexcept { return tree_.empty(); }
+  [[nodiscard]] std::size_t size() const noexcept { return tree_.size(); }
+  // The record that goes first; nullptr when empty.
+  [[nodiscard]] Item* front() const noexcept { return tree_.front(); }
+  [[nodiscard]] const ItemLess& key_comp() const noexcept { return less_; }
+  // `view`: the item's view, when the caller has it (saves building it for a policy other than
+  // FCFS).
+  void insert(Item* item, const QueuedRequestView* view = nullptr) noexcept;
+  void erase(Item* item) noexcept { tree_.erase(item); }  // no comparison
+  // In-order successor; nullptr after the last.
+  [[nodiscard]] static Item* next(const Item* item) noexcept;
+  template <class F>
+  void forEach(F&& f) const {
+    for (Item* it = tree_.front(); it != nullptr; it = next(it)) f(it);
+  }
+
+ private:
+  struct Rank {
+    static std::uint64_t of(const Item* item) noexcept;
+  };
+  ItemLess less_;
+  IntrusiveTreap<Item, Rank> tree_;
 };
 
 // Queued records by id: an intrusive hash table (chains through Item::hash_next, a power-of-two
@@ -285,8 +383,59 @@ struct IdLess {
   }
 };
 
-using HeadSet = std::set<Flow*, HeadLess>;
+// A band's non-empty flows ordered by their heads (HeadLess): an IntrusiveTreap over the flows'
+// own links, so a flow entering or leaving it allocates nothing and touches no separate node. A
+// flow that becomes non-empty under arrival order has the newest head and goes last (one
+// comparison); dispatching the best head erases the first (no comparison). Defined after Flow.
+class HeadIndex {
+ public:
+  explicit HeadIndex(HeadLess less) noexcept : less_(less) {}
+  HeadIndex(const HeadIndex&) = delete;
+  HeadIndex& operator=(const HeadIndex&) = delete;
+  [[nodiscard]] bool empty() const noexcept { return tree_.empty(); }
+  [[nodiscard]] Flow* front() const noexcept { return tree_.front(); }
+  [[nodiscard]] const HeadLess& key_comp() const noexcept { return less_; }
+  // Inserts a non-empty flow that is not in the index (its rank from its head's sequence).
+  void insert(Flow* f) noexcept;
+  void erase(Flow* f) noexcept;  // no comparison
+
+ private:
+  struct Rank {
+    static std::uint64_t of(const Flow* f) noexcept;
+  };
+  HeadLess less_;
+  IntrusiveTreap<Flow, Rank> tree_;
+};
+
 using ActiveSet = std::set<Flow*, IdLess>;
+
+// A band's flows by id: open addressing with linear probing over (hash, Flow*) slots, a
+// power-of-two array kept at most half full; erasure shifts the following slots back (no
+// tombstones). A lookup reads one slot array (the stored hash is compared before the id) instead
+// of a node-based map's bucket, node and key. Allocates only when it grows (a new flow).
+class FlowIndex {
+ public:
+  [[nodiscard]] static std::uint64_t hashOf(std::string_view id) noexcept {
+    return std::hash<std::string_view>{}(id);
+  }
+  [[nodiscard]] Flow* find(std::string_view id, std::uint64_t hash) const noexcept;
+  // Adds a flow whose id is not in the index (by its id_hash).
+  void insert(Flow* f);
+  void erase(const Flow* f) noexcept;
+  [[nodiscard]] std::size_t size() const noexcept { return size_; }
+
+ private:
+  struct Slot {
+    std::uint64_t hash = 0;
+    Flow* flow = nullptr;  // nullptr: empty
+  };
+  [[nodiscard]] std::size_t home(std::uint64_t hash) const noexcept {
+    return static_cast<std::size_t>((hash * 0x9E3779B97F4A7C15ull) >> shift_);
+  }
+  std::vector<Slot> slots_;
+  unsigned shift_ = 64;
+  std::size_t size_ = 0;
+};
 
 inline constexpr std::uint32_t kNoIdBuffer = 0xffffffffu;
 
@@ -317,12 +466,18 @@ struct Flow final : FlowQueueView {
   ItemQueue items;
   std::uint64_t queued_bytes = 0;
   TimePoint last_active{};
-  // The flow's nodes of its band's heads/active sets while it is empty (see the invariants).
-  HeadSet::node_type spare_head;
+  // Its links in its band's HeadIndex while it is non-empty, and its treap priority there.
+  Flow* parent = nullptr;
+  Flow* left = nullptr;
+  Flow* right = nullptr;
+  std::uint64_t head_rank = 0;
+  // The hash of `id` (FlowIndex).
+  std::uint64_t id_hash;
+  // Its node of its band's active set while outside it (see the invariants), its position there
+  // while inside (removal without a search).
   ActiveSet::node_type spare_active;
-  // Its positions in those sets while it is non-empty (removal without a search).
-  HeadSet::iterator head_pos;
   ActiveSet::iterator active_pos;
+  bool in_active = false;
   // Its list in BandTable's id buffers (kNoIdBuffer: empty): the heap buffers of its queued
   // requests' flow-id strings (ids longer than the small-string buffer), one per such request,
   // moved into its completion (Completion::flowId), so a finalization does not allocate.
@@ -342,6 +497,19 @@ inline bool HeadLess::operator()(const Flow* a, const Flow* b) const noexcept {
 
 inline IdLess::Key IdLess::key(const Flow* f) noexcept {
   return {f->id_prefix, f->id};
+}
+
+inline std::uint64_t HeadIndex::Rank::of(const Flow* f) noexcept {
+  return f->head_rank;
+}
+
+inline void HeadIndex::insert(Flow* f) noexcept {
+  f->head_rank = mixSequence(f->items.front()->sequence);
+  tree_.insertWith(f, [&](const Flow* other) { return less_(f, other); });
+}
+
+inline void HeadIndex::erase(Flow* f) noexcept {
+  tree_.erase(f);
 }
 
 // The outcomes of requests placed in a band other than their requested priority's, by (band,
@@ -391,18 +559,22 @@ struct Band final : BandView {
   // The order of this band's flow queues.
   [[nodiscard]] ItemLess itemLess() const noexcept { return heads.key_comp().item; }
   std::size_t activeFlowCount() const noexcept override { return active_count; }
-  const FlowQueueView* bestHeadFlow() const noexcept override {
-    return heads.empty() ? nullptr : *heads.begin();
-  }
+  const FlowQueueView* bestHeadFlow() const noexcept override { return heads.front(); }
   const FlowQueueView* firstActiveFlow() const noexcept override {
     if (!track_active) return nextNonEmptyFlow(flows.begin());
-    return active.empty() ? nullptr : *active.begin();
+    return firstNonEmptyActive(active.begin());
   }
+  // After the flow returned last (the round-robin cursor, usually): its successor in `active`,
+  // without a search by id.
   const FlowQueueView* nextActiveFlowAfter(std::string_view flow_id) const noexcept override {
     if (!track_active) return nextNonEmptyFlow(flows.upper_bound(flow_id));
-    auto it = active.upper_bound(flow_id);
-    return it == active.end() ? nullptr : *it;
+    if (last_returned != nullptr && last_returned->in_active && last_returned->id == flow_id) {
+      return firstNonEmptyActive(std::next(last_returned->active_pos));
+    }
+    return firstNonEmptyActive(active.upper_bound(flow_id));
   }
+  // Takes an empty flow out of `active` (keeping its node).
+  void dropFromActive(Flow* f) const noexcept;
 
   Priority prio;
   std::uint64_t maxRequests;
@@ -414,9 +586,13 @@ struct Band final : BandView {
   std::map<std::string, std::unique_ptr<Flow>, std::less<>> flows;
   // The same flows by hash of their id (the enqueue path's lookup, independent of the flow count);
   // keys view Flow::id.
-  std::unordered_map<std::string_view, Flow*> flow_index;
-  HeadSet heads;                 // non-empty flows by head
-  ActiveSet active;              // non-empty flows by id (only while track_active)
+  FlowIndex flow_index;
+  HeadIndex heads;  // non-empty flows by head
+  // Non-empty flows by id, and some empty ones (only while track_active; see the invariants).
+  // Mutable: the const by-id queries drop the empty flows they pass.
+  mutable ActiveSet active;
+  // The flow the by-id queries returned last (nullptr when it was dropped or collected).
+  mutable const Flow* last_returned = nullptr;
   std::size_t active_count = 0;  // non-empty flows
   // False for the built-in global-strict fairness, which only reads bestHeadFlow(): the band
   // then skips the by-id index (an O(log F) string-ordered insert and erase each time a flow
@@ -442,11 +618,89 @@ struct Band final : BandView {
     }
     return nullptr;
   }
+  // The first non-empty flow of `active` from `it` on, dropping the empty ones before it.
+  const FlowQueueView* firstNonEmptyActive(ActiveSet::iterator it) const noexcept;
 };
 
 inline Flow::Flow(std::string flow_id, Band* owner, ItemLess less)
-    : id(std::move(flow_id)), id_prefix(idPrefix(id)), band(owner), items(less) {
+    : id(std::move(flow_id)),
+      id_prefix(idPrefix(id)),
+      band(owner),
+      items(less),
+      id_hash(FlowIndex::hashOf(id)) {
   fairness_flow = owner->fairness->newFlowState(*this, owner->fairness_state.get());
+}
+
+inline Flow* FlowIndex::find(std::string_view id, std::uint64_t hash) const noexcept {
+  if (size_ == 0) return nullptr;
+  const std::size_t mask = slots_.size() - 1;
+  for (std::size_t i = home(hash);; i = (i + 1) & mask) {
+    const Slot& s = slots_[i];
+    if (s.flow == nullptr) return nullptr;
+    if (s.hash == hash && std::string_view(s.flow->id) == id) return s.flow;
+  }
+}
+
+inline void FlowIndex::insert(Flow* f) {
+  if (2 * (size_ + 1) > slots_.size()) {  // grow: at most half full
+    const std::size_t n = slots_.empty() ? 16 : 2 * slots_.size();
+    std::vector<Slot> old(n);
+    old.swap(slots_);
+    shift_ = 64;
+    for (std::size_t k = n; k > 1; k >>= 1) shift_ -= 1;
+    for (const Slot& s : old) {
+      if (s.flow == nullptr) continue;
+      std::size_t i = home(s.hash);
+      while (slots_[i].flow != nullptr) i = (i + 1) & (n - 1);
+      slots_[i] = s;
+    }
+  }
+  const std::size_t mask = slots_.size() - 1;
+  std::size_t i = home(f->id_hash);
+  while (slots_[i].flow != nullptr) i = (i + 1) & mask;
+  slots_[i] = {f->id_hash, f};
+  size_ += 1;
+}
+
+inline void FlowIndex::erase(const Flow* f) noexcept {
+  if (size_ == 0) return;
+  const std::size_t mask = slots_.size() - 1;
+  std::size_t i = home(f->id_hash);
+  while (slots_[i].flow != f) {
+    if (slots_[i].flow == nullptr) return;  // not indexed
+    i = (i + 1) & mask;
+  }
+  // Backward shift: move each following slot of the run into the hole when its home position
+  // does not lie (cyclically) in (hole, slot].
+  for (std::size_t j = (i + 1) & mask; slots_[j].flow != nullptr; j = (j + 1) & mask) {
+    const std::size_t h = home(slots_[j].hash);
+    const bool stays = i <= j ? (i < h && h <= j) : (i < h || h <= j);
+    if (!stays) {
+      slots_[i] = slots_[j];
+      i = j;
+    }
+  }
+  slots_[i] = Slot{};
+  size_ -= 1;
+}
+
+inline void Band::dropFromActive(Flow* f) const noexcept {
+  if (last_returned == f) last_returned = nullptr;
+  f->spare_active = active.extract(f->active_pos);
+  f->in_active = false;
+}
+
+inline const FlowQueueView* Band::firstNonEmptyActive(ActiveSet::iterator it) const noexcept {
+  while (it != active.end()) {
+    Flow* f = *it;
+    ++it;  // extract() invalidates only f's position
+    if (!f->items.empty()) {
+      last_returned = f;
+      return f;
+    }
+    dropFromActive(f);
+  }
+  return nullptr;
 }
 
 // FairnessPolicy::headChanged for a flow whose policy keeps per-flow state.
@@ -584,8 +838,10 @@ class BandTable {
 
   // Queues a prepared record in `band` (finds or creates its flow); moves the request's payload
   // into the record and its flow id into the new flow or the pool of id buffers (the request
-  // keeps it when neither takes it). Fills the effective TTL and the sequence.
-  void insert(PreparedItem&& prepared, FlowRequest& request, Band* band, Duration effective_ttl);
+  // keeps it when neither takes it). Fills the effective TTL and the sequence. `flow_hash`:
+  // FlowIndex::hashOf(request.flowId), computed by the caller before taking its lock.
+  void insert(PreparedItem&& prepared, FlowRequest& request, Band* band, Duration effective_ttl,
+              std::uint64_t flow_hash);
   [[nodiscard]] Item* find(RequestId id) const noexcept;
   // Removes a queued record from every index, counts its outcome, fills `completion` (its flow
   // id in a pooled buffer when one fits); the record goes back to the pool, or comes back in the

@@ -75,6 +75,8 @@ HOLDBACK_INLINE RequestId ControllerCore::enqueue(FlowRequest&& request, TimePoi
   std::optional<Completion> rejected;
   Retired freed;  // memory the pool did not keep: freed after the lock
   queued = false;
+  // The flow id's hash, before the lock (the band's flow lookup takes it).
+  const std::uint64_t flow_hash = FlowIndex::hashOf(request.flowId);
   {
     MutexLock lock(mu_);
     // The request's memory comes from the table's pool (a heap allocation only while it grows).
@@ -124,7 +126,7 @@ HOLDBACK_INLINE RequestId ControllerCore::enqueue(FlowRequest&& request, TimePoi
       rejected = std::move(c);
     } else {
       if (measuresDemand()) demand_slots_[demandSlotOf(band)].arrivals += 1.0;
-      table_.insert(std::move(prepared), request, band, ttl.effectiveTtl);
+      table_.insert(std::move(prepared), request, band, ttl.effectiveTtl, flow_hash);
       queued = true;
     }
   }
