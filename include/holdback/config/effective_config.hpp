@@ -14,7 +14,7 @@
 //   eviction              {"maxRevocationsPerDecision", "confirmationTimeout",
 //                          "confirmationGrace", "waitForReleasesTolerance" (null = off),
 //                          "footprintAware", "revokeOnBlock",
-//                          "restoreReserve": {"enabled", "epsilon", "leadTime"},
+//                          "restoreReserve": {"enabled", "epsilon", "leadTime", "burstMemory"},
 //                          "filter", "order"} (the plugins' names)
 //   fairnessIdLabelLimit  distinct fairness_id label values of the queue gauges (0 = none)
 //   defaultPriorityBand   {"maxRequests", "maxBytes", "fairnessPolicy", "orderingPolicy"}

@@ -47,6 +47,13 @@ namespace detail {
   return shown > previous ? shown : previous;
 }
 
+// The slot count fill and slotCount(id) use: the configured one, else the observed one (0 until
+// a scrape has shown running work, and always 0 without slotCountFromScrapes).
+[[nodiscard]] inline std::uint32_t slotsInUse(const LedgerSlot& slot) noexcept {
+  const std::uint32_t configured = slot.maxRunning.load(std::memory_order_relaxed);
+  return configured != 0 ? configured : slot.observedSlots.load(std::memory_order_relaxed);
+}
+
 // The KV fraction of one token of a capacity of `tokens` (0 = unknown).
 [[nodiscard]] inline double perToken(std::int64_t tokens) noexcept {
   return tokens > 0 ? 1.0 / static_cast<double>(tokens) : 0.0;
@@ -461,8 +468,7 @@ HOLDBACK_INLINE std::optional<DispatchLedger::BudgetState> DispatchLedger::budge
 HOLDBACK_INLINE std::int64_t DispatchLedger::slotCount(EndpointId id) const noexcept {
   const detail::LedgerSlot* slot = slotOf(id);
   if (slot == nullptr) return 0;
-  const std::uint32_t configured = slot->maxRunning.load(std::memory_order_relaxed);
-  return configured != 0 ? configured : slot->observedSlots.load(std::memory_order_relaxed);
+  return detail::slotsInUse(*slot);
 }
 
 namespace detail {
@@ -493,9 +499,7 @@ namespace detail {
     const auto replicas = static_cast<double>(options.replicas);
     if (pending > 0) {
       const double p = static_cast<double>(pending) * replicas;
-      // The configured slot count, else the observed one (0 unless slotCountFromScrapes).
-      std::uint32_t slots = slot->maxRunning.load(std::memory_order_relaxed);
-      if (slots == 0) slots = slot->observedSlots.load(std::memory_order_relaxed);
+      const std::uint32_t slots = slotsInUse(*slot);
       if (slots != 0) {
         const auto m = static_cast<double>(slots);
         const double free_slots = m > v.running ? m - v.running : 0.0;
