@@ -272,6 +272,7 @@ void runLedger(Input& in) {
   // From the flag byte (no extra input byte, so the corpus keeps its meaning): 0..31, 0 sanitized.
   options.replicas = (flags & 4) != 0 ? (flags >> 3) : 1;
   options.creditCompletions = (flags & 64) != 0;
+  options.reconcileInFlight = (flags & 128) == 0;
   DispatchLedger ledger(options);
   std::vector<ModelEndpoint> live;  // declared after the ledger: handles die first
   std::vector<EndpointId> dead;

@@ -201,8 +201,8 @@ TEST(UtilizationDetectorConfigTest, RejectionTable) {
        {"/parameters/endpointScoreCap: \"off\" is a string; expected a number > 0 or \"none\""}},
       {utilization(R"({"dispatchLedger":{"scrapeMarginRequests":-1,"budgetQueueDepth":0,"x":1}})"),
        {"/parameters/dispatchLedger/x: unknown key \"x\"; allowed keys: budgetQueueDepth, "
-        "correction, creditCompletions, dispatchBudget, replicas, scrapeMarginRequests, "
-        "slotCountFromScrapes",
+        "correction, creditCompletions, dispatchBudget, reconcileInFlight, replicas, "
+        "scrapeMarginRequests, slotCountFromScrapes",
         "/parameters/dispatchLedger/scrapeMarginRequests: -1 is negative; expected an integer >= 0",
         "/parameters/dispatchLedger/budgetQueueDepth: 0 is not strictly positive; expected an "
         "integer > 0"}},
@@ -217,6 +217,8 @@ TEST(UtilizationDetectorConfigTest, RejectionTable) {
       {utilization(R"({"dispatchLedger":{"creditCompletions":"on"}})"),
        {"/parameters/dispatchLedger/creditCompletions: \"on\" is a string; expected true or "
         "false"}},
+      {utilization(R"({"dispatchLedger":{"reconcileInFlight":null}})"),
+       {"/parameters/dispatchLedger/reconcileInFlight: found null; expected true or false"}},
   };
   for (const Rejection& r : table) EXPECT_EQ(loadText(r.document).errors, r.errors) << r.document;
 }
@@ -234,11 +236,12 @@ TEST(UtilizationDetectorConfigTest, ReadsIssue14Parameters) {
   EXPECT_EQ(d.ledger.budgetQueueDepth, 7);  // follows queueDepthThreshold
   EXPECT_TRUE(d.ledger.slotCountFromScrapes);
   EXPECT_FALSE(d.ledger.creditCompletions);
+  EXPECT_TRUE(d.ledger.reconcileInFlight);
   const Loaded l = loadText(utilization(
       R"({"maxRunningRequests":64,"telemetryValidation":"reference","endpointScoreCap":"none",
           "dispatchLedger":{"correction":false,"scrapeMarginRequests":3,"dispatchBudget":true,
                             "budgetQueueDepth":9,"replicas":4,"slotCountFromScrapes":false,
-                            "creditCompletions":true}})"));
+                            "creditCompletions":true,"reconcileInFlight":false}})"));
   ASSERT_NE(l.detector, nullptr) << l.errors.front();
   const auto& o = dynamic_cast<UtilizationDetector&>(*l.detector).options();
   EXPECT_EQ(o.maxRunningRequests, 64);
@@ -251,6 +254,7 @@ TEST(UtilizationDetectorConfigTest, ReadsIssue14Parameters) {
   EXPECT_EQ(o.ledger.replicas, 4);
   EXPECT_FALSE(o.ledger.slotCountFromScrapes);
   EXPECT_TRUE(o.ledger.creditCompletions);
+  EXPECT_FALSE(o.ledger.reconcileInFlight);
   EXPECT_EQ(d.ledger.replicas, 1);
   const Loaded cap = loadText(utilization(R"({"endpointScoreCap":2.5})"));
   ASSERT_NE(cap.detector, nullptr);

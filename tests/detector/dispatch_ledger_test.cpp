@@ -103,7 +103,8 @@ TEST(DispatchLedgerTest, UnknownMaxRunningCountsPendingAsWaiting) {
 TEST(DispatchLedgerTest, CreditCompletionsLowersTheScrapedFiguresQueueFirst) {
   for (const bool credit : {false, true}) {
     SCOPED_TRACE(credit ? "credit" : "no credit");
-    DispatchLedger ledger({.creditCompletions = credit});
+    // Reconciliation off: the scrape below shows fewer requests than are in flight by design.
+    DispatchLedger ledger({.creditCompletions = credit, .reconcileInFlight = false});
     const EndpointId a = ledger.registerEndpoint(
         "a", EndpointCapacity{.maxRunningRequests = 8, .kvCapacityTokens = 1000});
     // Dispatched before the scrape, which shows 10 of them (2 ended unreported before it).
@@ -138,7 +139,7 @@ TEST(DispatchLedgerTest, CreditCompletionsLowersTheScrapedFiguresQueueFirst) {
 }
 
 TEST(DispatchLedgerTest, KnownMaxRunningFillsFreeSlotsFirst) {
-  DispatchLedger ledger;
+  DispatchLedger ledger({.reconcileInFlight = false});  // the scrapes show no dispatch as seen
   const EndpointId a = ledger.registerEndpoint(
       "a", EndpointCapacity{.maxRunningRequests = 4, .kvCapacityTokens = 1000});
   ledger.installScrape(a, scrape(0, 2, 0.5));
@@ -312,9 +313,60 @@ TEST(DispatchLedgerTest, MarkTakenBeforeTheScrapeIsTheBaseline) {
   DispatchHandle onTheWire = ledger.dispatch(a);  // dispatched while the scrape was in flight
   ledger.installScrape(a, scrape(0, 0, 0), mark);
   EXPECT_EQ(filled(ledger, a).waitingQueueSize, 1.0);  // still counted: the scrape may miss it
-  // Without the mark the install time is the baseline and the request would be lost.
+  // Without the mark the install time is the baseline: the request would be lost, but the scrape
+  // shows none of the one in flight, so reconciliation counts it still.
   ledger.installScrape(a, scrape(0, 0, 0));
-  EXPECT_EQ(filled(ledger, a).waitingQueueSize, 0.0);
+  EXPECT_EQ(filled(ledger, a).waitingQueueSize, 1.0);
+  DispatchLedger off({.reconcileInFlight = false});
+  const EndpointId b = off.registerEndpoint("b");
+  DispatchHandle lost = off.dispatch(b);
+  off.installScrape(b, scrape(0, 0, 0));
+  EXPECT_EQ(filled(off, b).waitingQueueSize, 0.0);
+}
+
+// A dispatch before the scrape's mark that had not reached the server when it sampled (the
+// scrape shows fewer requests than were in flight at the mark) stays pending until the next
+// scrape; a completion the host records later offsets it (the server had finished it).
+TEST(DispatchLedgerTest, ReconciliationKeepsRequestsTheScrapeDidNotShowPending) {
+  DispatchLedger ledger;
+  EXPECT_TRUE(ledger.options().reconcileInFlight);
+  const EndpointId a = ledger.registerEndpoint(
+      "a", EndpointCapacity{.maxRunningRequests = 4, .kvCapacityTokens = 1000});
+  std::vector<DispatchHandle> hs;
+  for (int i = 0; i < 4; ++i) hs.push_back(ledger.dispatch(a, 100));
+  // The server had received 3 of the 4 when it sampled (300 KV tokens of 1000).
+  ledger.installScrape(a, scrape(0, 3, 0.3), ledger.mark(a));
+  Endpoint e = filled(ledger, a);
+  EXPECT_EQ(e.runningRequests, 4.0);  // full: no free slot to hand out
+  EXPECT_EQ(e.waitingQueueSize, 0.0);
+  EXPECT_DOUBLE_EQ(e.kvCacheUsage, 0.4);  // the unseen request's tokens (pro rata) too
+  hs.push_back(ledger.dispatch(a, 100));
+  e = filled(ledger, a);
+  EXPECT_EQ(e.runningRequests, 4.0);
+  EXPECT_EQ(e.waitingQueueSize, 1.0);  // the fifth queues
+  // Running + waiting counts the server's whole intake: 2 running + 1 waiting of 4 in flight.
+  hs.pop_back();
+  ledger.installScrape(a, scrape(1, 2, 0.3), ledger.mark(a));
+  e = filled(ledger, a);
+  EXPECT_EQ(e.runningRequests, 3.0);
+  EXPECT_EQ(e.waitingQueueSize, 1.0);
+  // The server finished one before it sampled; the host records that completion afterwards: it
+  // offsets the request counted as unseen, the scrape's own figures stay.
+  hs.back().release();
+  e = filled(ledger, a);
+  EXPECT_EQ(e.runningRequests, 2.0);
+  EXPECT_EQ(e.waitingQueueSize, 1.0);
+  // A scrape showing as many as (or more than) are in flight (other clients): nothing unseen.
+  ledger.installScrape(a, scrape(2, 4, 0.3), ledger.mark(a));
+  e = filled(ledger, a);
+  EXPECT_EQ(e.runningRequests, 4.0);
+  EXPECT_EQ(e.waitingQueueSize, 2.0);
+  // Fractional figures count whole requests only (floor), so 2.9 shown leaves 1 of 3 unseen.
+  ledger.installScrape(a, scrape(0, 2.9, 0.3), ledger.mark(a));
+  EXPECT_DOUBLE_EQ(filled(ledger, a).runningRequests, 3.9);
+  // Invalid telemetry is not reconciled (nor corrected).
+  ledger.installScrape(a, scrape(kNaN, 0, 0.3), ledger.mark(a));
+  EXPECT_EQ(filled(ledger, a).runningRequests, 0.0);
 }
 
 TEST(DispatchLedgerTest, MarginKeepsTheLastDispatchesPending) {
@@ -353,7 +405,8 @@ TEST(DispatchLedgerTest, MarginKeepsTheLastDispatchesPending) {
 // R replicas, each with its own ledger over the same scrapes: each counts its own pending work R
 // times and gets ceil(budget / R) of the budget.
 TEST(DispatchLedgerTest, ReplicasScalePendingWorkAndSplitTheBudget) {
-  DispatchLedger ledger({.dispatchBudget = true, .budgetQueueDepth = 5, .replicas = 4});
+  DispatchLedger ledger(
+      {.dispatchBudget = true, .budgetQueueDepth = 5, .reconcileInFlight = false, .replicas = 4});
   const EndpointId a = ledger.registerEndpoint(
       "a", EndpointCapacity{.maxRunningRequests = 16, .kvCapacityTokens = 1000});
   ledger.installScrape(a, scrape(0, 10, 0.5));  // budget 6 free slots + 5 free queue = 11

@@ -166,6 +166,9 @@ HOLDBACK_INLINE std::optional<UtilizationDetectorOptions> parseUtilizationDetect
             if (const auto v = sub.boolean("creditCompletions")) {
               options.ledger.creditCompletions = *v;
             }
+            if (const auto v = sub.boolean("reconcileInFlight")) {
+              options.ledger.reconcileInFlight = *v;
+            }
             sub.finish();
           }
         }

@@ -15,8 +15,8 @@
 //                          default false), budgetQueueDepth (int > 0, default
 //                          queueDepthThreshold), replicas (int in [1, 1024], default 1),
 //                          slotCountFromScrapes (bool, default true), creditCompletions
-//                          (bool, default false)} (for the host's
-//                          DispatchLedger)
+//                          (bool, default false), reconcileInFlight (bool, default true)}
+//                          (for the host's DispatchLedger)
 //   concurrency-detector   concurrencyMode = requests | tokens | hybrid, maxConcurrency (int,
 //                          default 100, > 0), maxTokenConcurrency (int, default 1000000, > 0),
 //                          headroom (default 0.0, >= 0; > 1 warns), inFlightLoadProducerName

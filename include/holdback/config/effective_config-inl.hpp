@@ -132,7 +132,8 @@ HOLDBACK_INLINE OrderedJson effectiveParameters(const SaturationDetector& detect
               {"budgetQueueDepth", o.ledger.budgetQueueDepth},
               {"replicas", o.ledger.replicas},
               {"slotCountFromScrapes", o.ledger.slotCountFromScrapes},
-              {"creditCompletions", o.ledger.creditCompletions}}}};
+              {"creditCompletions", o.ledger.creditCompletions},
+              {"reconcileInFlight", o.ledger.reconcileInFlight}}}};
   }
   if (const auto* d = dynamic_cast<const ConcurrencyDetector*>(&detector)) {
     const ConcurrencyDetectorOptions& o = d->options();

@@ -363,7 +363,7 @@ namespace detail {
 // A free function, not a member: a member of the exported DispatchLedger taking a detail:: type
 // would be exported (check_exports.sh forbids detail:: in exported signatures).
 // `options` are the ledger's (sanitized) options.
-HOLDBACK_INLINE void storeScrape(LedgerSlot& slot, const Scrape& scrape, const ScrapeMark& base,
+HOLDBACK_INLINE void storeScrape(LedgerSlot& slot, const Scrape& scrape, const ScrapeMark& mark,
                                  const DispatchLedgerOptions& options) noexcept {
   // Decided here, once per scrape, rather than per endpoint in every fill. Invalid telemetry is
   // never corrected into something plausible; readings beyond 1e300 are valid but passed through
@@ -395,6 +395,23 @@ HOLDBACK_INLINE void storeScrape(LedgerSlot& slot, const Scrape& scrape, const S
     budget = static_cast<std::int32_t>(std::min(free, 2147483647.0));
   }
   if (!correctable) budget = kUncorrectable;
+  ScrapeMark base = mark;
+  if (options.reconcileInFlight && correctable) {
+    // Requests in flight at the baseline that the scrape does not show (running + waiting) were
+    // still on their way to the server: move them after the baseline, so that they count as
+    // pending (their tokens pro rata).
+    const std::int64_t in_flight = since(base.dispatchedRequests, base.completedRequests);
+    const double shown = std::floor(scrape.runningRequests + scrape.waitingQueueSize);
+    if (in_flight > 0 && shown < static_cast<double>(in_flight)) {
+      const auto unseen = static_cast<std::int64_t>(static_cast<double>(in_flight) - shown);
+      const std::int64_t tokens = since(base.dispatchedTokens, base.completedTokens);
+      base.dispatchedRequests -= static_cast<std::uint64_t>(unseen);
+      if (tokens > 0) {
+        base.dispatchedTokens -= static_cast<std::uint64_t>(std::floor(
+            static_cast<double>(tokens) * static_cast<double>(unseen) / static_cast<double>(in_flight)));
+      }
+    }
+  }
   slot.updateTimeNs.store(scrape.updateTime.time_since_epoch().count(), std::memory_order_release);
   slot.waiting.store(scrape.waitingQueueSize, std::memory_order_release);
   slot.running.store(scrape.runningRequests, std::memory_order_release);

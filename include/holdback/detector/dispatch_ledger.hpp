@@ -20,6 +20,16 @@
 //   sent the scrape request) the baseline is the mark; without one it is the counters at install
 //   minus `scrapeMarginRequests` dispatches assumed still on the wire (never below the previous
 //   baseline; their tokens pro rata of the dispatches since that baseline).
+//   Reconciliation (options.reconcileInFlight, on by default): a dispatch before the baseline may
+//   not have reached the server when it sampled (the host connects, writes, the server parses;
+//   under load that takes longer than the time to the next scrape). The scrape shows what the
+//   server knew: if its running + waiting is below the requests in flight at the baseline, the
+//   difference (unseen = in flight - floor(running + waiting)) is moved after the baseline, so
+//   those requests count as pending, their tokens pro rata of the tokens in flight. A request the
+//   server has finished but whose completion the host has not yet recorded reads as unseen too
+//   (one extra pending request until that completion, which then offsets it). Servers that also
+//   serve other clients (or other replicas) show more, so the rule never makes the ledger count
+//   less than without it.
 //
 //   fill() writes, per endpoint: updateTime, waitingQueueSize, runningRequests, kvCacheUsage of
 //   the last scrape, corrected (options.correction, on by default), and inFlightRequests/Tokens.
@@ -187,6 +197,11 @@ struct DispatchLedgerOptions {
   // running, never below 0 (see the header comment). Off (the default): they never lower them,
   // and freed capacity shows at the next scrape.
   bool creditCompletions = false;
+  // Requests in flight at the scrape's baseline that the scrape does not show (its running +
+  // waiting is below this replica's in-flight count at the baseline) were still on their way to
+  // the server when it sampled its metrics: count them as pending (see the header comment).
+  // Off: every dispatch before the baseline is taken as seen by the scrape.
+  bool reconcileInFlight = true;
   // Gateway replicas that dispatch to the same endpoints, each with its own ledger (it sees only
   // its own dispatches; all read the same scrapes); in [1, kMaxReplicas]. The correction assumes
   // every replica dispatched as much since the scrape as this one (arrivals spread evenly):
