@@ -369,6 +369,34 @@ TEST(DispatchLedgerTest, ReconciliationKeepsRequestsTheScrapeDidNotShowPending) 
   EXPECT_EQ(filled(ledger, a).runningRequests, 0.0);
 }
 
+// Completions the host never records (a leak) are an excess that lasts: once it has shown in
+// this and the last 4 scrapes it is taken as an offset, not as requests on their way; what
+// exceeds it still counts. The budget counts dispatches since the scrape's own mark.
+TEST(DispatchLedgerTest, ReconciliationTakesALastingExcessForLostCompletions) {
+  DispatchLedger ledger({.dispatchBudget = true, .budgetQueueDepth = 5});
+  const EndpointId a = ledger.registerEndpoint("a", EndpointCapacity{.maxRunningRequests = 8});
+  std::vector<DispatchHandle> hs;  // 3 ended at the server but never released by the host + 2
+  for (int i = 0; i < 5; ++i) hs.push_back(ledger.dispatch(a));
+  std::vector<double> running;
+  for (int k = 0; k < 6; ++k) {
+    ledger.installScrape(a, scrape(0, 2, 0), ledger.mark(a));  // excess 5 - 2 = 3 every time
+    running.push_back(filled(ledger, a).runningRequests);
+  }
+  EXPECT_EQ(running, (std::vector<double>{5, 5, 5, 5, 2, 2}));
+  // One more dispatched before the mark and not yet shown: excess 4 over the lasting 3.
+  hs.push_back(ledger.dispatch(a));
+  ledger.installScrape(a, scrape(0, 2, 0), ledger.mark(a));  // budget 6 + 5 (+ 1 unseen)
+  EXPECT_EQ(filled(ledger, a).runningRequests, 3.0);
+  std::vector<DispatchHandle> after;
+  for (int i = 0; i < 10; ++i) after.push_back(ledger.dispatch(a));
+  for (int i = 0; i < 3; ++i) after[i].release();
+  Endpoint e = filled(ledger, a);  // pending 1 + 10 - 3 = 8
+  EXPECT_EQ(e.runningRequests, 8.0);
+  EXPECT_EQ(e.waitingQueueSize, 2.0);  // 10 dispatches since the mark: the budget (11) is open
+  after.push_back(ledger.dispatch(a));
+  EXPECT_EQ(filled(ledger, a).waitingQueueSize, 5.0);  // 11: spent, the queue reads full
+}
+
 TEST(DispatchLedgerTest, MarginKeepsTheLastDispatchesPending) {
   DispatchLedger ledger({.scrapeMarginRequests = 2});
   const EndpointId a = ledger.registerEndpoint("a");

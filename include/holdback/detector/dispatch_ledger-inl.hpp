@@ -253,6 +253,8 @@ HOLDBACK_INLINE EndpointId DispatchLedger::registerEndpoint(
     detail::beginWrite(slot);
     slot.budget.store(detail::kNoScrape, std::memory_order_release);
     slot.observedSlots.store(0, std::memory_order_relaxed);  // a new server proves itself again
+    slot.excess = {};
+    slot.excessNext = 0;
     detail::endWrite(slot);
     const EndpointCapacity cap = capacity.value_or(EndpointCapacity{});
     slot.maxRunning.store(detail::slotCount(cap.maxRunningRequests), std::memory_order_relaxed);
@@ -397,19 +399,32 @@ HOLDBACK_INLINE void storeScrape(LedgerSlot& slot, const Scrape& scrape, const S
   if (!correctable) budget = kUncorrectable;
   ScrapeMark base = mark;
   if (options.reconcileInFlight && correctable) {
-    // Requests in flight at the baseline that the scrape does not show (running + waiting) were
-    // still on their way to the server: move them after the baseline, so that they count as
-    // pending (their tokens pro rata).
+    // Requests in flight at the baseline that the scrape does not show (running + waiting), less
+    // the lasting part of that excess (lost completions): still on their way to the server. Move
+    // them after the baseline, so that they count as pending (their tokens pro rata), and raise
+    // the budget by as many (it counts dispatches since the scrape's own mark).
     const std::int64_t in_flight = since(base.dispatchedRequests, base.completedRequests);
     const double shown = std::floor(scrape.runningRequests + scrape.waitingQueueSize);
+    std::uint32_t excess = 0;
     if (in_flight > 0 && shown < static_cast<double>(in_flight)) {
-      const auto unseen = static_cast<std::int64_t>(static_cast<double>(in_flight) - shown);
+      excess = static_cast<std::uint32_t>(
+          std::min(static_cast<double>(in_flight) - shown, 4294967295.0));
+    }
+    std::uint32_t lasting = excess;
+    for (const std::uint32_t x : slot.excess) lasting = std::min(lasting, x);
+    slot.excess[slot.excessNext] = excess;
+    slot.excessNext = (slot.excessNext + 1) % LedgerSlot::kExcessHistory;
+    const std::int64_t unseen = excess - lasting;
+    if (unseen > 0) {
       const std::int64_t tokens = since(base.dispatchedTokens, base.completedTokens);
       base.dispatchedRequests -= static_cast<std::uint64_t>(unseen);
       if (tokens > 0) {
-        base.dispatchedTokens -= static_cast<std::uint64_t>(std::floor(
-            static_cast<double>(tokens) * static_cast<double>(unseen) / static_cast<double>(in_flight)));
+        base.dispatchedTokens -= static_cast<std::uint64_t>(
+            std::floor(static_cast<double>(tokens) * static_cast<double>(unseen) /
+                       static_cast<double>(in_flight)));
       }
+      budget = static_cast<std::int32_t>(
+          std::min<std::int64_t>(std::int64_t{budget} + unseen, 2147483647));
     }
   }
   slot.updateTimeNs.store(scrape.updateTime.time_since_epoch().count(), std::memory_order_release);

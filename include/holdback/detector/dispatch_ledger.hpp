@@ -23,13 +23,19 @@
 //   Reconciliation (options.reconcileInFlight, on by default): a dispatch before the baseline may
 //   not have reached the server when it sampled (the host connects, writes, the server parses;
 //   under load that takes longer than the time to the next scrape). The scrape shows what the
-//   server knew: if its running + waiting is below the requests in flight at the baseline, the
-//   difference (unseen = in flight - floor(running + waiting)) is moved after the baseline, so
-//   those requests count as pending, their tokens pro rata of the tokens in flight. A request the
-//   server has finished but whose completion the host has not yet recorded reads as unseen too
-//   (one extra pending request until that completion, which then offsets it). Servers that also
-//   serve other clients (or other replicas) show more, so the rule never makes the ledger count
-//   less than without it.
+//   server knew: the excess x = max(0, in flight at the baseline - floor(running + waiting)) is
+//   requests on their way, plus any completions the host lost (a leak, which never arrives).
+//   A leak is a lasting offset, requests on the way a passing one, so the lowest excess of this
+//   and the last kExcessHistory (4) scrapes is taken as the offset and the rest,
+//   unseen = x - min(x, x_-1 .. x_-4), is moved after the baseline: those requests count as
+//   pending (their tokens pro rata of the tokens in flight), and the budget is raised by as many
+//   (it counts dispatches since the scrape's own mark). So a leaking host costs at most the
+//   leaks of the last four intervals, not all of them; the price is that requests still on
+//   their way after five scrapes read as seen. A request the server has finished but whose
+//   completion the host has not yet recorded reads as unseen too (one extra pending request
+//   until that completion offsets it). Servers that also serve other clients (or replicas) show
+//   more, so the rule never makes the ledger count less than without it. The history restarts
+//   at 0 at registration.
 //
 //   fill() writes, per endpoint: updateTime, waitingQueueSize, runningRequests, kvCacheUsage of
 //   the last scrape, corrected (options.correction, on by default), and inFlightRequests/Tokens.
@@ -240,8 +246,15 @@ struct alignas(64) LedgerSlot {
   std::atomic<std::int32_t> budget{-1};
   // Odd while the slot is live (registration and removal each add one).
   std::atomic<std::uint32_t> generation{0};
+  // Reconciliation's memory (DispatchLedgerOptions::reconcileInFlight): the in-flight excess
+  // over the scraped intake of the last kExcessHistory scrapes, a ring. Read and written only by
+  // the scrape writer (under `sequence`), never by fill or dispatch: a line of its own.
+  static constexpr std::size_t kExcessHistory = 4;
+  alignas(64) std::array<std::uint32_t, kExcessHistory> excess{};
+  std::uint32_t excessNext = 0;
 };
-static_assert(sizeof(LedgerSlot) == 128, "two cache lines per endpoint");
+static_assert(sizeof(LedgerSlot) == 192,
+              "two hot cache lines per endpoint and one for the scrape writer alone");
 
 struct TransparentStringHash {
   using is_transparent = void;
