@@ -362,6 +362,16 @@ HOLDBACK_INLINE ScrapeMark DispatchLedger::mark(EndpointId id) const noexcept {
 
 namespace detail {
 
+// Moves `requests` (> 0) of `ofRequests` dispatches carrying `ofTokens` tokens behind the
+// baseline `base`, so that they count as pending; their tokens pro rata.
+inline void moveBehindBaseline(ScrapeMark& base, std::int64_t requests, std::int64_t ofRequests,
+                               std::int64_t ofTokens) noexcept {
+  const double share = static_cast<double>(requests) / static_cast<double>(ofRequests);
+  base.dispatchedRequests -= static_cast<std::uint64_t>(requests);
+  base.dispatchedTokens -= static_cast<std::uint64_t>(
+      std::max<double>(0.0, std::floor(static_cast<double>(ofTokens) * share)));
+}
+
 // A free function, not a member: a member of the exported DispatchLedger taking a detail:: type
 // would be exported (check_exports.sh forbids detail:: in exported signatures).
 // `options` are the ledger's (sanitized) options.
@@ -406,7 +416,7 @@ HOLDBACK_INLINE void storeScrape(LedgerSlot& slot, const Scrape& scrape, const S
     const std::int64_t in_flight = since(base.dispatchedRequests, base.completedRequests);
     const double shown = std::floor(scrape.runningRequests + scrape.waitingQueueSize);
     std::uint32_t excess = 0;
-    if (in_flight > 0 && shown < static_cast<double>(in_flight)) {
+    if (shown < static_cast<double>(in_flight)) {  // shown >= 0, so in_flight > 0
       excess = static_cast<std::uint32_t>(
           std::min(static_cast<double>(in_flight) - shown, 4294967295.0));
     }
@@ -416,13 +426,8 @@ HOLDBACK_INLINE void storeScrape(LedgerSlot& slot, const Scrape& scrape, const S
     slot.excessNext = (slot.excessNext + 1) % LedgerSlot::kExcessHistory;
     const std::int64_t unseen = excess - lasting;
     if (unseen > 0) {
-      const std::int64_t tokens = since(base.dispatchedTokens, base.completedTokens);
-      base.dispatchedRequests -= static_cast<std::uint64_t>(unseen);
-      if (tokens > 0) {
-        base.dispatchedTokens -= static_cast<std::uint64_t>(
-            std::floor(static_cast<double>(tokens) * static_cast<double>(unseen) /
-                       static_cast<double>(in_flight)));
-      }
+      moveBehindBaseline(base, unseen, in_flight,
+                         since(base.dispatchedTokens, base.completedTokens));
       budget = static_cast<std::int32_t>(
           std::min<std::int64_t>(std::int64_t{budget} + unseen, 2147483647));
     }
@@ -460,12 +465,8 @@ HOLDBACK_INLINE bool DispatchLedger::installScrape(EndpointId id, const Scrape& 
     const std::int64_t since_prev = detail::since(base.dispatchedRequests, prev.dispatchedRequests);
     const std::int64_t back = std::clamp<std::int64_t>(since_prev, 0, margin);
     if (back > 0) {
-      const std::int64_t tokens_since = detail::since(base.dispatchedTokens, prev.dispatchedTokens);
-      const double share = static_cast<double>(back) / static_cast<double>(since_prev);
-      const auto back_tokens = static_cast<std::uint64_t>(
-          std::max<double>(0.0, std::floor(static_cast<double>(tokens_since) * share)));
-      base.dispatchedRequests -= static_cast<std::uint64_t>(back);
-      base.dispatchedTokens -= back_tokens;
+      detail::moveBehindBaseline(base, back, since_prev,
+                                 detail::since(base.dispatchedTokens, prev.dispatchedTokens));
     }
   }
   detail::storeScrape(*slot, scrape, base, options_);
