@@ -3,7 +3,8 @@
 // flow's queue (an intrusive treap) must keep exactly the order of the band's ordering policy,
 // ties by arrival sequence, under random inserts and removals, for every ordering policy. The
 // band's flow index (open addressing, backward-shift erasure) finds exactly the flows it holds,
-// and its head index (a treap over the flows) always has the best head first.
+// and its head index (a treap over the flows) always has the best head first; a round-robin band,
+// which keeps no head index, finds the same best head by a scan.
 // detail/ headers are not self-contained in header-only mode (band_table.hpp reaches
 // flow_controller.hpp, whose -inl includes band_table-inl.hpp): enter through the public header.
 #include "holdback/flow/flow_controller.hpp"
@@ -221,6 +222,60 @@ TEST(BandTableTest, HeadIndexKeepsTheBestHeadFirstUnderFuzzedInsertsAndRemovals)
     EXPECT_TRUE(band.heads.empty());
     for (auto& f : flows) {
       while (!f->items.empty()) f->items.erase(f->items.front());
+    }
+  }
+}
+
+TEST(BandTableTest, RoundRobinBandKeepsNoHeadIndexAndScansForTheSameBestHead) {
+  for (const auto& ordering : {fcfsOrdering(), sloDeadlineOrdering()}) {
+    SCOPED_TRACE(std::string(ordering->type()));
+    detail::BandTable table;
+    const BandOptions declared[] = {
+        {.priority = 1, .fairness = roundRobinFairness(), .ordering = ordering},
+        {.priority = 2, .fairness = globalStrictFairness(), .ordering = ordering}};
+    table.applyBands(detail::BandTopology{}, declared);
+    detail::Band* rr = table.resolve(1);
+    detail::Band* strict = table.resolve(2);
+    ASSERT_FALSE(rr->track_heads);
+    ASSERT_TRUE(strict->track_heads);
+    // Logical request k is queued twice, as id 2k in the round-robin band and 2k + 1 in the
+    // global-strict one, with the same fields; the two bands must agree on the best head.
+    std::mt19937_64 rng(1923);
+    std::vector<RequestId> live;
+    RequestId next = 0;
+    const TimePoint t0{};
+    for (int step = 0; step < 6000; ++step) {
+      const TimePoint now = t0 + std::chrono::milliseconds(step);
+      if (live.empty() || rng() % 3 != 0) {
+        FlowRequest base;
+        base.flowId = "flow-" + std::to_string(rng() % 40);
+        base.receivedTime = now - std::chrono::milliseconds(rng() % 50);
+        if (rng() % 2 == 0) base.ttftObjective = std::chrono::milliseconds(rng() % 80);
+        for (RequestId twin = 0; twin < 2; ++twin) {
+          FlowRequest r = base;
+          detail::PreparedItem prepared = table.acquire(2 * next + twin, r, now);
+          ASSERT_NE(prepared.item, nullptr);
+          table.insert(std::move(prepared), r, twin == 0 ? rr : strict, Duration::zero(),
+                       detail::FlowIndex::hashOf(r.flowId));
+        }
+        live.push_back(next++);
+      } else {
+        const std::size_t k = rng() % live.size();
+        for (RequestId twin = 0; twin < 2; ++twin) {
+          detail::Item* item = table.find(2 * live[k] + twin);
+          ASSERT_NE(item, nullptr);
+          Completion done;
+          const detail::Retired freed = table.finalize(
+              item, {QueueOutcome::kEvictedCancelled, OutcomeCause::kCancelled}, now, done);
+        }
+        live.erase(live.begin() + static_cast<std::ptrdiff_t>(k));
+      }
+      const FlowQueueView* scanned = rr->bestHeadFlow();
+      const FlowQueueView* indexed = strict->bestHeadFlow();
+      ASSERT_EQ(scanned == nullptr, live.empty()) << step;
+      ASSERT_EQ(indexed == nullptr, live.empty()) << step;
+      if (scanned != nullptr) ASSERT_EQ(scanned->flowId(), indexed->flowId()) << step;
+      ASSERT_TRUE(rr->heads.empty()) << step;
     }
   }
 }

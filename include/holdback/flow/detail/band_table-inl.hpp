@@ -22,7 +22,24 @@ HOLDBACK_INLINE Band::Band(Priority p, std::uint64_t max_requests, std::uint64_t
       fairness_state(fairness->newState()),
       heads(HeadLess{ItemLess{ordering.get(),
                               dynamic_cast<const FcfsOrderingPolicy*>(ordering.get()) != nullptr}}),
-      track_active(fairness->type() != GlobalStrictFairnessPolicy::kType) {}
+      track_active(fairness->type() != GlobalStrictFairnessPolicy::kType),
+      track_heads(fairness->type() != RoundRobinFairnessPolicy::kType) {}
+
+HOLDBACK_INLINE const FlowQueueView* Band::scanBestHead() const noexcept {
+  const HeadLess& less = heads.key_comp();
+  const Flow* best = nullptr;
+  const auto consider = [&](const Flow* f) {
+    if (f->items.empty()) return;
+    if (!less.item.fcfs) f->refreshHeadView();  // HeadLess's key
+    if (best == nullptr || less(f, best)) best = f;
+  };
+  if (track_active) {
+    for (const Flow* f : active) consider(f);
+  } else {
+    for (const auto& [id, f] : flows) consider(f.get());
+  }
+  return best;
+}
 
 // ---------------------------------------------------------------------------------------------
 // A flow's queue (treap)
@@ -437,7 +454,7 @@ HOLDBACK_INLINE void BandTable::addToQueue(Item* item) noexcept {
     if (!less.fcfs) f->refreshHeadView();  // HeadLess's key
     // The hint: under arrival order a flow that becomes non-empty has the newest head, so it
     // goes last (amortized O(1) instead of O(log F) comparisons).
-    b->heads.insert(f);
+    if (b->track_heads) b->heads.insert(f);
     if (b->track_active && !f->in_active) {  // (a flow that emptied may still be there)
       f->active_pos = f->spare_active ? b->active.insert(std::move(f->spare_active)).position
                                       : b->active.insert(f).first;
@@ -447,9 +464,9 @@ HOLDBACK_INLINE void BandTable::addToQueue(Item* item) noexcept {
     notifyHeadChanged(f);
   } else if (less.fcfs) {
     if (less(item, f->items.front())) {
-      b->heads.erase(f);
+      if (b->track_heads) b->heads.erase(f);
       f->items.insert(item);
-      b->heads.insert(f);
+      if (b->track_heads) b->heads.insert(f);
       notifyHeadChanged(f);
     } else {
       f->items.insert(item);
@@ -458,10 +475,10 @@ HOLDBACK_INLINE void BandTable::addToQueue(Item* item) noexcept {
     const QueuedRequestView view = makeView(*item);
     f->refreshHeadView();
     if (less(view, item, f->head_view, f->items.front())) {
-      b->heads.erase(f);
+      if (b->track_heads) b->heads.erase(f);
       f->items.insert(item, &view);
       f->head_view = view;
-      b->heads.insert(f);
+      if (b->track_heads) b->heads.insert(f);
       notifyHeadChanged(f);
     } else {
       f->items.insert(item, &view);
@@ -477,15 +494,17 @@ HOLDBACK_INLINE void BandTable::removeFromQueue(Item* item, TimePoint now) noexc
   Flow* f = item->flow;
   Band* b = f->band;
   if (f->items.front() == item) {
-    b->heads.erase(f);  // no comparator call
+    if (b->track_heads) b->heads.erase(f);  // no comparator call
     f->items.erase(item);
     if (f->items.empty()) {
       // It stays in `active` until a by-id query passes it (see the invariants).
       b->active_count -= 1;
       f->last_active = now;
     } else {
-      if (!f->items.key_comp().fcfs) f->refreshHeadView();  // HeadLess's key
-      b->heads.insert(f);
+      if (b->track_heads) {
+        if (!f->items.key_comp().fcfs) f->refreshHeadView();  // HeadLess's key
+        b->heads.insert(f);
+      }
     }
     notifyHeadChanged(f);
   } else {

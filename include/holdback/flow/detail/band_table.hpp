@@ -9,8 +9,9 @@
 // Invariants (hold between calls)
 //   - Every queued Item is in exactly one Flow's `items` (linked through its own treap links) and
 //     in `items_` under its id (chained through its own hash link): a request is one allocation.
-//   - A Band's `heads` holds exactly its non-empty flows, ordered by head item, through the flows'
-//     own links. While track_active, `active` holds every non-empty flow by id, and may still hold
+//   - While track_heads (every band but the built-in round-robin's), a Band's `heads` holds
+//     exactly its non-empty flows, ordered by head item, through the flows' own links; otherwise
+//     it is empty. While track_active, `active` holds every non-empty flow by id, and may still hold
 //     flows that became empty (Flow::in_active): they are dropped lazily, by the by-id queries
 //     that walk over them, so a flow that empties and refills between two picks (the common case
 //     under round-robin) is neither erased nor re-inserted. A flow outside `active` keeps its
@@ -559,7 +560,10 @@ struct Band final : BandView {
   // The order of this band's flow queues.
   [[nodiscard]] ItemLess itemLess() const noexcept { return heads.key_comp().item; }
   std::size_t activeFlowCount() const noexcept override { return active_count; }
-  const FlowQueueView* bestHeadFlow() const noexcept override { return heads.front(); }
+  // The index's first flow; without the index (round-robin bands) a scan of the non-empty flows.
+  const FlowQueueView* bestHeadFlow() const noexcept override {
+    return track_heads ? heads.front() : scanBestHead();
+  }
   const FlowQueueView* firstActiveFlow() const noexcept override {
     if (!track_active) return nextNonEmptyFlow(flows.begin());
     return firstNonEmptyActive(active.begin());
@@ -587,7 +591,7 @@ struct Band final : BandView {
   // The same flows by hash of their id (the enqueue path's lookup, independent of the flow count);
   // keys view Flow::id.
   FlowIndex flow_index;
-  HeadIndex heads;  // non-empty flows by head
+  HeadIndex heads;  // non-empty flows by head (only while track_heads)
   // Non-empty flows by id, and some empty ones (only while track_active; see the invariants).
   // Mutable: the const by-id queries drop the empty flows they pass.
   mutable ActiveSet active;
@@ -598,6 +602,10 @@ struct Band final : BandView {
   // then skips the by-id index (an O(log F) string-ordered insert and erase each time a flow
   // becomes non-empty or empty), and the by-id views scan `flows` instead.
   bool track_active = true;
+  // False for the built-in round-robin fairness, which only reads the by-id views: the band then
+  // skips the head index (a treap erase and insert each time a flow's head changes, on a flow
+  // last touched a whole round of the band's flows ago), and bestHeadFlow() scans instead.
+  bool track_heads = true;
   std::size_t queued_requests = 0;
   std::uint64_t queued_bytes = 0;
 
@@ -611,6 +619,7 @@ struct Band final : BandView {
   std::uint32_t demand_slot = 0xffffffffu;
 
  private:
+  const FlowQueueView* scanBestHead() const noexcept;
   template <class It>
   const FlowQueueView* nextNonEmptyFlow(It it) const noexcept {
     for (; it != flows.end(); ++it) {
