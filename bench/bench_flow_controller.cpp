@@ -96,8 +96,11 @@ struct Fixture {
   int sequence = 0;
   TimePoint now = kNow;
 
+  // `shared`: the controller is driven from several threads at once (BM_EnqueueContended), so
+  // the outcome callback leaves lastBand / lastFlow alone (they are one thread's bookkeeping;
+  // written from two threads they would be a data race and a cache line both cores write).
   Fixture(int bands, int flows, double saturation, Policies which,
-          std::size_t fairnessIdLabelLimit = kDefaultFairnessIdLabelLimit)
+          std::size_t fairnessIdLabelLimit = kDefaultFairnessIdLabelLimit, bool shared = false)
       : policies(which) {
     FlowControllerOptions o;
     o.fairnessIdLabelLimit = fairnessIdLabelLimit;
@@ -106,8 +109,8 @@ struct Fixture {
                    .value();
     o.detector = std::make_shared<ConstantDetector>(saturation);
     o.endpoints = std::make_shared<VectorEndpointSource>(VectorEndpointSource::named(1));
-    o.onOutcome = [this](Completion&& c) {
-      if (c.outcome.dispatched()) {
+    o.onOutcome = [this, shared](Completion&& c) {
+      if (!shared && c.outcome.dispatched()) {
         lastBand = c.bandPriority;
         lastFlow = *std::any_cast<int>(&c.payload);
       }
@@ -230,7 +233,8 @@ std::unique_ptr<Fixture> g_shared;
 
 void BM_EnqueueContended(benchmark::State& state) {
   if (state.thread_index() == 0)
-    g_shared = std::make_unique<Fixture>(1, 8, 0.1, Policies::kStrictFcfs);
+    g_shared = std::make_unique<Fixture>(1, 8, 0.1, Policies::kStrictFcfs,
+                                         kDefaultFairnessIdLabelLimit, /*shared=*/true);
   const int flow = state.thread_index() % 8;
   for (auto _ : state) {
     (void)g_shared->enqueue(0, flow);
