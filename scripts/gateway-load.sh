@@ -51,6 +51,14 @@ run_hey() {
 median() { sort -g | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
 # gateway_cpu_ticks: the gateway process's user + system CPU time so far, in clock ticks
 gateway_cpu_ticks() { awk '{print $14 + $15}' "/proc/$GW_PID/stat"; }
+# cpu_split: "hey_total hey_sys server_total server_sys gateway_total gateway_sys" in clock ticks
+# so far: hey's from this shell's waited-for children (cutime, cstime), the others from their
+# /proc entries.
+cpu_split() {
+  { awk '{printf "%d %d ", $16 + $17, $17}' /proc/$$/stat
+    awk '{printf "%d %d ", $14 + $15, $15}' "/proc/$MS_PID/stat"
+    awk '{printf "%d %d\n", $14 + $15, $15}' "/proc/$GW_PID/stat"; }
+}
 # queued_totals: "SUM COUNT" of the controller's queue-wait histogram over dispatched requests
 queued_totals() {
   curl -s "$GW/metrics" | awk '/^holdback_flow_control_request_queue_duration_seconds_sum\{outcome="Dispatched"/ {s+=$2}
@@ -60,6 +68,7 @@ queued_totals() {
 
 start MS model-server "$MODEL_SERVER" --port 0 --slots 1024 --token-ms 1 --prefill-ms 0 \
   --threads 512 --model fake-model
+MS_PID="${PIDS[0]}"
 EXTRA_ARGS="${GATEWAY_ARGS:-}"
 if [ "${SLOT_TERM:-0}" = 1 ]; then
   "$GATEWAY" --print-default-config |
@@ -83,7 +92,9 @@ for c in ${CLIENTS:-1 16 64}; do
       read -r q_sum0 q_count0 < <(queued_totals)
       read -r cpu0 < <(gateway_cpu_ticks)
     fi
+    read -r -a split0 < <(cpu_split)
     for _ in $(seq "$RUNS"); do run_hey "$url" -z 5s -c "$c" >>"$WORK/$t.runs"; done
+    read -r -a split1 < <(cpu_split)
     rps=$(cut -d' ' -f1 "$WORK/$t.runs" | median)
     p50=$(cut -d' ' -f2 "$WORK/$t.runs" | median)
     p99=$(cut -d' ' -f3 "$WORK/$t.runs" | median)
@@ -101,6 +112,14 @@ for c in ${CLIENTS:-1 16 64}; do
     fi
     printf "%-8s %-9s %10s %10s %10s   %s   [runs: %s]\n" "$c" "$t" "$rps" "$p50" "$p99" "$extra" \
       "$(cut -d' ' -f2,3 "$WORK/$t.runs" | tr '\n' ';')"
+    # CPU per completed request of each process (all on the same cores): what the gateway costs
+    # beside what the load tool and the server cost for the same request.
+    done_requests=$(grep -o '\[200\]x[0-9]*' "$WORK/$t.runs" | awk -Fx '{n += $2} END {print n + 0}')
+    awk -v n="$done_requests" -v hz="$(getconf CLK_TCK)" -v a="${split0[*]}" -v b="${split1[*]}" \
+      'BEGIN {split(a, x, " "); split(b, y, " "); if (n == 0) exit
+              f = 1e6 / hz / n
+              printf "         CPU per request, user+system (system) us: hey %.0f (%.0f), server %.0f (%.0f), gateway %.0f (%.0f)\n",
+                     (y[1]-x[1])*f, (y[2]-x[2])*f, (y[3]-x[3])*f, (y[4]-x[4])*f, (y[5]-x[5])*f, (y[6]-x[6])*f}'
   done
 done
 
