@@ -237,6 +237,19 @@ TEST(CliSaturationTest, UsageErrorsExitTwo) {
 
 // ---- validate ------------------------------------------------------------------------------
 
+// The example of the recommended eviction setup (reservation policy without the hold, reserve
+// restoration) loads without a problem or a warning.
+TEST(CliSaturationTest, ValidateAcceptsTheReservationEvictionExample) {
+  const std::string example = kExamples + "reservation-eviction.yaml";
+  CliRun run = holdback("validate " + example);
+  EXPECT_EQ(run.exitCode, 0) << run.err;
+  EXPECT_EQ(run.err, "");
+  EXPECT_EQ(run.out, example +
+                         ": ok: usage limit policy \"reservation\" (type "
+                         "reservation-holdback-policy), saturation detector \"vllm-utilization\" "
+                         "(type utilization-detector)\n");
+}
+
 TEST(CliSaturationTest, ValidateChecksDetectorPlugins) {
   CliRun run = holdback("validate " + kExamples + "utilization-detector.json");
   EXPECT_EQ(run.exitCode, 0) << run.err;
