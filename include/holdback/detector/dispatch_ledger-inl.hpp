@@ -255,6 +255,7 @@ HOLDBACK_INLINE EndpointId DispatchLedger::registerEndpoint(
     slot.observedSlots.store(0, std::memory_order_relaxed);  // a new server proves itself again
     slot.excess = {};
     slot.excessNext = 0;
+    slot.excessBucketStartNs = detail::LedgerSlot::kNoBucket;
     detail::endWrite(slot);
     const EndpointCapacity cap = capacity.value_or(EndpointCapacity{});
     slot.maxRunning.store(detail::slotCount(cap.maxRunningRequests), std::memory_order_relaxed);
@@ -420,10 +421,26 @@ HOLDBACK_INLINE void storeScrape(LedgerSlot& slot, const Scrape& scrape, const S
       excess = static_cast<std::uint32_t>(
           std::min(static_cast<double>(in_flight) - shown, 4294967295.0));
     }
+    // This scrape's excess joins the current stretch of scrape time (its lowest), or opens the
+    // next one once kExcessBucketNs have passed since the current one began. A clock that went
+    // back stays in the current stretch. Unsigned difference: far-apart times do not overflow.
+    const std::int64_t at =
+        std::chrono::duration_cast<std::chrono::nanoseconds>(scrape.updateTime.time_since_epoch())
+            .count();
+    const std::int64_t start = slot.excessBucketStartNs;
+    if (start == LedgerSlot::kNoBucket) {
+      slot.excess[slot.excessNext] = excess;
+      slot.excessBucketStartNs = at;
+    } else if (at > start && static_cast<std::uint64_t>(at) - static_cast<std::uint64_t>(start) >=
+                                 static_cast<std::uint64_t>(LedgerSlot::kExcessBucketNs)) {
+      slot.excessNext = (slot.excessNext + 1) % LedgerSlot::kExcessHistory;
+      slot.excess[slot.excessNext] = excess;
+      slot.excessBucketStartNs = at;
+    } else {
+      slot.excess[slot.excessNext] = std::min(slot.excess[slot.excessNext], excess);
+    }
     std::uint32_t lasting = excess;
     for (const std::uint32_t x : slot.excess) lasting = std::min(lasting, x);
-    slot.excess[slot.excessNext] = excess;
-    slot.excessNext = (slot.excessNext + 1) % LedgerSlot::kExcessHistory;
     const std::int64_t unseen = excess - lasting;
     if (unseen > 0) {
       moveBehindBaseline(base, unseen, in_flight,

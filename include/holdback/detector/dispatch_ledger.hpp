@@ -25,15 +25,20 @@
 //   under load that takes longer than the time to the next scrape). The scrape shows what the
 //   server knew: the excess x = max(0, in flight at the baseline - floor(running + waiting)) is
 //   requests on their way, plus any completions the host lost (a leak, which never arrives).
-//   A leak is a lasting offset, requests on the way a passing one, so the lowest excess of this
-//   and the last kExcessHistory (4) scrapes is taken as the offset and the rest,
-//   unseen = x - min(x, x_-1 .. x_-4), is moved after the baseline: those requests count as
-//   pending (their tokens pro rata of the tokens in flight), and the budget is raised by as many
-//   (it counts dispatches since the scrape's own mark). So a leaking host costs at most the
-//   leaks of the last four intervals, not all of them; the price is that requests still on
-//   their way after five scrapes read as seen. A request the server has finished but whose
-//   completion the host has not yet recorded reads as unseen too (one extra pending request
-//   until that completion offsets it). Servers that also serve other clients (or replicas) show
+//   A leak is a lasting offset, requests on the way a passing one, so the lowest excess of the
+//   scrapes of about the last second (four stretches of 250 ms of scrape time, by
+//   Scrape::updateTime, the last one still filling: the offset is taken once an excess has held
+//   in every scrape of at least three whole stretches and the current one) is taken as the
+//   offset and the rest, unseen = x - that minimum, is moved after the baseline: those requests
+//   count as pending (their tokens pro rata of the tokens in flight), and the budget is raised by
+//   as many (it counts dispatches since the scrape's own mark). So a leaking host costs at most
+//   the leaks of the last second, not all of them; the price is that requests still on their way
+//   after that read as seen. A request the server has finished but whose completion the host
+//   has not yet recorded reads as unseen too (one extra pending request until that completion
+//   offsets it). The window is in time, not in scrapes: with a count of scrapes (five, until the
+//   sixth session) a completion the host recorded 125 ms late (five scrapes at 25 ms, a loaded
+//   gateway tearing down an aborted exchange) was taken for a leak, and the next request still
+//   on its way after it read as seen: a slot handed out twice (tests/e2e GatewayEviction). Servers that also serve other clients (or replicas) show
 //   more, so the rule never makes the ledger count less than without it. The history restarts
 //   at 0 at registration.
 //
@@ -246,12 +251,16 @@ struct alignas(64) LedgerSlot {
   std::atomic<std::int32_t> budget{-1};
   // Odd while the slot is live (registration and removal each add one).
   std::atomic<std::uint32_t> generation{0};
-  // Reconciliation's memory (DispatchLedgerOptions::reconcileInFlight): the in-flight excess
-  // over the scraped intake of the last kExcessHistory scrapes, a ring. Read and written only by
-  // the scrape writer (under `sequence`), never by fill or dispatch: a line of its own.
+  // Reconciliation's memory (DispatchLedgerOptions::reconcileInFlight): the lowest in-flight
+  // excess over the scraped intake in each of the last kExcessHistory stretches of scrape time
+  // (kExcessBucketNs each; the last one still filling), a ring. Read and written only by the
+  // scrape writer (under `sequence`), never by fill or dispatch: a line of its own.
   static constexpr std::size_t kExcessHistory = 4;
+  static constexpr std::int64_t kExcessBucketNs = 250'000'000;
+  static constexpr std::int64_t kNoBucket = INT64_MIN;
   alignas(64) std::array<std::uint32_t, kExcessHistory> excess{};
   std::uint32_t excessNext = 0;
+  std::int64_t excessBucketStartNs = kNoBucket;  // the scrape time the current stretch began
 };
 static_assert(sizeof(LedgerSlot) == 192,
               "two hot cache lines per endpoint and one for the scrape writer alone");
