@@ -417,7 +417,7 @@ TEST(DispatchLedgerTest, ReconciliationDoesNotTakeALateCompletionForALeak) {
     EXPECT_EQ(filled(ledger, a).runningRequests, 4.0) << k;  // the late one still counts
     at += std::chrono::milliseconds(25);
   }
-  hs[0].release();  // recorded at last
+  hs[0].release();             // recorded at last
   hs[0] = ledger.dispatch(a);  // the free slot, taken: on its way at the next scrape
   ledger.installScrape(a, scrape(0, 3, 0, at), ledger.mark(a));
   // 4 in flight, 3 shown: the new request is on its way, the server is full.

@@ -125,6 +125,15 @@ TEST(EvictionSimTest, RevokedRequestsEndOnceAndAreRetriedOnBothDetectors) {
   }
 }
 
+// A class's figures in one window ("burst", "idle", "onset", "settled").
+WindowStats windowOf(const ClassResult& c, const char* name) {
+  for (const WindowStats& w : c.windows) {
+    if (w.window == name) return w;
+  }
+  ADD_FAILURE() << "no window " << name << " for " << c.name;
+  return WindowStats{};
+}
+
 // Reserve restoration repairs a dip of the reserve within a revocation's lead time, so
 // reservation+evict runs the policy without its hold (docs/eviction.md, "Restoration replaces the
 // hold"): on the same traffic batch gets more of the bursts than with the hold, and interactive
@@ -150,20 +159,13 @@ TEST(EvictionSimTest, RestorationWithoutTheHoldGivesBatchMoreOfTheBursts) {
   withHold.policy = variant(true);
   const ArmResult a = runArm(s, withoutHold, RunOptions{.collectSeries = true});
   const ArmResult b = runArm(s, withHold);
-  auto window = [](const ClassResult& c, const char* name) {
-    for (const WindowStats& w : c.windows) {
-      if (w.window == name) return w;
-    }
-    ADD_FAILURE() << "no window " << name << " for " << c.name;
-    return WindowStats{};
-  };
   const ClassResult& batchA = a.classes.back();
   const ClassResult& batchB = b.classes.back();
   ASSERT_LT(batchA.priority, 0);
-  EXPECT_GT(window(batchA, "burst").outputTokensPerSecond,
-            1.05 * window(batchB, "burst").outputTokensPerSecond);
-  const double settledA = window(a.classes.front(), "settled").ttftMs.p99;
-  const double settledB = window(b.classes.front(), "settled").ttftMs.p99;
+  EXPECT_GT(windowOf(batchA, "burst").outputTokensPerSecond,
+            1.05 * windowOf(batchB, "burst").outputTokensPerSecond);
+  const double settledA = windowOf(a.classes.front(), "settled").ttftMs.p99;
+  const double settledB = windowOf(b.classes.front(), "settled").ttftMs.p99;
   EXPECT_LE(settledA, 1.5 * settledB) << settledA << " vs " << settledB;
   expectConsistent(a, s);
 }
@@ -184,18 +186,11 @@ TEST(EvictionSimTest, TheIdleReserveAbsorbsTheBurstOnset) {
     };
     const ArmResult a = runArm(s, shipped);
     const ArmResult b = runArm(s, small);
-    auto window = [](const ClassResult& c, const char* name) {
-      for (const WindowStats& w : c.windows) {
-        if (w.window == name) return w;
-      }
-      ADD_FAILURE() << "no window " << name << " for " << c.name;
-      return WindowStats{};
-    };
-    const double onsetA = window(a.classes.front(), "onset").ttftMs.p99;
-    const double onsetB = window(b.classes.front(), "onset").ttftMs.p99;
+    const double onsetA = windowOf(a.classes.front(), "onset").ttftMs.p99;
+    const double onsetB = windowOf(b.classes.front(), "onset").ttftMs.p99;
     EXPECT_LT(onsetA, onsetB);
-    EXPECT_GE(window(a.classes.back(), "idle").outputTokensPerSecond,
-              0.9 * window(b.classes.back(), "idle").outputTokensPerSecond);
+    EXPECT_GE(windowOf(a.classes.back(), "idle").outputTokensPerSecond,
+              0.9 * windowOf(b.classes.back(), "idle").outputTokensPerSecond);
   }
 }
 

@@ -38,9 +38,9 @@
 //   offsets it). The window is in time, not in scrapes: with a count of scrapes (five, until the
 //   sixth session) a completion the host recorded 125 ms late (five scrapes at 25 ms, a loaded
 //   gateway tearing down an aborted exchange) was taken for a leak, and the next request still
-//   on its way after it read as seen: a slot handed out twice (tests/e2e GatewayEviction). Servers that also serve other clients (or replicas) show
-//   more, so the rule never makes the ledger count less than without it. The history restarts
-//   at 0 at registration.
+//   on its way after it read as seen: a slot handed out twice (tests/e2e GatewayEviction). Servers
+//   that also serve other clients (or replicas) show more, so the rule never makes the ledger count
+//   less than without it. The history restarts at 0 at registration.
 //
 //   fill() writes, per endpoint: updateTime, waitingQueueSize, runningRequests, kvCacheUsage of
 //   the last scrape, corrected (options.correction, on by default), and inFlightRequests/Tokens.

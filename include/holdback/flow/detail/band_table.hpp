@@ -11,8 +11,8 @@
 //     in `items_` under its id (chained through its own hash link): a request is one allocation.
 //   - While track_heads (every band but the built-in round-robin's), a Band's `heads` holds
 //     exactly its non-empty flows, ordered by head item, through the flows' own links; otherwise
-//     it is empty. While track_active, `active` holds every non-empty flow by id, and may still hold
-//     flows that became empty (Flow::in_active): they are dropped lazily, by the by-id queries
+//     it is empty. While track_active, `active` holds every non-empty flow by id, and may still
+//     hold flows that became empty (Flow::in_active): they are dropped lazily, by the by-id queries
 //     that walk over them, so a flow that empties and refills between two picks (the common case
 //     under round-robin) is neither erased nor re-inserted. A flow outside `active` keeps its
 //     spare node, so leaving and re-entering does not allocate.
