@@ -274,7 +274,9 @@ TEST(BandTableTest, RoundRobinBandKeepsNoHeadIndexAndScansForTheSameBestHead) {
       const FlowQueueView* indexed = strict->bestHeadFlow();
       ASSERT_EQ(scanned == nullptr, live.empty()) << step;
       ASSERT_EQ(indexed == nullptr, live.empty()) << step;
-      if (scanned != nullptr) ASSERT_EQ(scanned->flowId(), indexed->flowId()) << step;
+      if (scanned != nullptr) {
+        ASSERT_EQ(scanned->flowId(), indexed->flowId()) << step;
+      }
       ASSERT_TRUE(rr->heads.empty()) << step;
     }
   }

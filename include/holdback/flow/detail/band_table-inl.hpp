@@ -25,18 +25,15 @@ HOLDBACK_INLINE Band::Band(Priority p, std::uint64_t max_requests, std::uint64_t
       track_active(fairness->type() != GlobalStrictFairnessPolicy::kType),
       track_heads(fairness->type() != RoundRobinFairnessPolicy::kType) {}
 
+// Only bands without the head index scan: round-robin ones, which keep the by-id index (`active`
+// holds every non-empty flow), so the scan walks that.
 HOLDBACK_INLINE const FlowQueueView* Band::scanBestHead() const noexcept {
   const HeadLess& less = heads.key_comp();
   const Flow* best = nullptr;
-  const auto consider = [&](const Flow* f) {
-    if (f->items.empty()) return;
+  for (const Flow* f : active) {
+    if (f->items.empty()) continue;
     if (!less.item.fcfs) f->refreshHeadView();  // HeadLess's key
     if (best == nullptr || less(f, best)) best = f;
-  };
-  if (track_active) {
-    for (const Flow* f : active) consider(f);
-  } else {
-    for (const auto& [id, f] : flows) consider(f.get());
   }
   return best;
 }
@@ -454,7 +451,7 @@ HOLDBACK_INLINE void BandTable::addToQueue(Item* item) noexcept {
     if (!less.fcfs) f->refreshHeadView();  // HeadLess's key
     // The hint: under arrival order a flow that becomes non-empty has the newest head, so it
     // goes last (amortized O(1) instead of O(log F) comparisons).
-    if (b->track_heads) b->heads.insert(f);
+    b->indexHead(f);
     if (b->track_active && !f->in_active) {  // (a flow that emptied may still be there)
       f->active_pos = f->spare_active ? b->active.insert(std::move(f->spare_active)).position
                                       : b->active.insert(f).first;
@@ -464,9 +461,9 @@ HOLDBACK_INLINE void BandTable::addToQueue(Item* item) noexcept {
     notifyHeadChanged(f);
   } else if (less.fcfs) {
     if (less(item, f->items.front())) {
-      if (b->track_heads) b->heads.erase(f);
+      b->unindexHead(f);
       f->items.insert(item);
-      if (b->track_heads) b->heads.insert(f);
+      b->indexHead(f);
       notifyHeadChanged(f);
     } else {
       f->items.insert(item);
@@ -475,10 +472,10 @@ HOLDBACK_INLINE void BandTable::addToQueue(Item* item) noexcept {
     const QueuedRequestView view = makeView(*item);
     f->refreshHeadView();
     if (less(view, item, f->head_view, f->items.front())) {
-      if (b->track_heads) b->heads.erase(f);
+      b->unindexHead(f);
       f->items.insert(item, &view);
       f->head_view = view;
-      if (b->track_heads) b->heads.insert(f);
+      b->indexHead(f);
       notifyHeadChanged(f);
     } else {
       f->items.insert(item, &view);
@@ -494,17 +491,15 @@ HOLDBACK_INLINE void BandTable::removeFromQueue(Item* item, TimePoint now) noexc
   Flow* f = item->flow;
   Band* b = f->band;
   if (f->items.front() == item) {
-    if (b->track_heads) b->heads.erase(f);  // no comparator call
+    b->unindexHead(f);  // no comparator call
     f->items.erase(item);
     if (f->items.empty()) {
       // It stays in `active` until a by-id query passes it (see the invariants).
       b->active_count -= 1;
       f->last_active = now;
     } else {
-      if (b->track_heads) {
-        if (!f->items.key_comp().fcfs) f->refreshHeadView();  // HeadLess's key
-        b->heads.insert(f);
-      }
+      if (!f->items.key_comp().fcfs) f->refreshHeadView();  // HeadLess's key
+      b->indexHead(f);
     }
     notifyHeadChanged(f);
   } else {

@@ -606,6 +606,14 @@ struct Band final : BandView {
   // skips the head index (a treap erase and insert each time a flow's head changes, on a flow
   // last touched a whole round of the band's flows ago), and bestHeadFlow() scans instead.
   bool track_heads = true;
+  // The head index's updates, skipped without it (a flow whose head changed: unindex, change,
+  // index again).
+  void indexHead(Flow* f) noexcept {
+    if (track_heads) heads.insert(f);
+  }
+  void unindexHead(Flow* f) noexcept {
+    if (track_heads) heads.erase(f);
+  }
   std::size_t queued_requests = 0;
   std::uint64_t queued_bytes = 0;
 
