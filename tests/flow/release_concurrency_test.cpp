@@ -24,6 +24,9 @@ TEST(FlowControllerReleaseConcurrencyTest, ReleaseVersusDispatchEndsEveryLeaseOn
   std::atomic<std::uint64_t> dispatched{0};
   std::atomic<std::uint64_t> released{0};
   std::atomic<bool> stop{false};
+  // Set only after the dispatchers have joined: the queue reads empty before the last
+  // dispatch's onOutcome has run, so `stop` alone would let a releaser leave one lease behind.
+  std::atomic<bool> dispatchers_done{false};
 
   FlowControllerOptions o;
   o.policy = std::move(ReservationPolicy::create({.minCeiling = 0.5, .minReserve = 1.0})).value();
@@ -61,7 +64,7 @@ TEST(FlowControllerReleaseConcurrencyTest, ReleaseVersusDispatchEndsEveryLeaseOn
   std::vector<std::thread> releasers;
   for (int r = 0; r < 2; ++r) {
     releasers.emplace_back([&] {
-      for (int i = 0; !stop.load() || released.load() < dispatched.load(); ++i) {
+      for (int i = 0; !dispatchers_done.load() || released.load() < dispatched.load(); ++i) {
         RequestId id = 0;
         {
           std::lock_guard lock(mu);
@@ -71,7 +74,7 @@ TEST(FlowControllerReleaseConcurrencyTest, ReleaseVersusDispatchEndsEveryLeaseOn
           }
         }
         if (id == 0) {
-          if (stop.load() && released.load() >= dispatched.load()) break;
+          if (dispatchers_done.load() && released.load() >= dispatched.load()) break;
           std::this_thread::yield();
           continue;
         }
@@ -89,6 +92,7 @@ TEST(FlowControllerReleaseConcurrencyTest, ReleaseVersusDispatchEndsEveryLeaseOn
   }
   stop.store(true);
   for (auto& t : dispatchers) t.join();
+  dispatchers_done.store(true);
   for (auto& t : releasers) t.join();
   EXPECT_EQ(dispatched.load(), 4000u);
   EXPECT_EQ(released.load(), dispatched.load());
