@@ -120,8 +120,18 @@ Reply jsonError(int status, std::string_view type, std::string_view message) {
   return replyForError(status, type, message);
 }
 
+// A reply to HEAD has the headers the GET reply would have, its Content-Length included, and no
+// body (RFC 9110 section 9.3.2): a body there would be read as the start of the next response on
+// a kept-alive connection.
+void omitBodyForHead(http::response<http::string_body>& res, bool head) {
+  if (!head) return;
+  const std::size_t n = res.body().size();
+  res.body().clear();
+  res.content_length(n);
+}
+
 asio::awaitable<bool> writeReply(beast::tcp_stream& s, const Reply& r, bool keepAlive,
-                                 std::string_view allow = {}) {
+                                 std::string_view allow = {}, bool head = false) {
   http::response<http::string_body> res;
   res.version(11);
   res.result(unsigned(r.status));
@@ -132,6 +142,7 @@ asio::awaitable<bool> writeReply(beast::tcp_stream& s, const Reply& r, bool keep
   res.keep_alive(keepAlive);
   res.body() = r.body;
   res.prepare_payload();
+  omitBodyForHead(res, head);
   s.expires_after(30s);
   auto [ec, n] = co_await http::async_write(s, res, kUse);
   s.expires_never();
@@ -139,7 +150,7 @@ asio::awaitable<bool> writeReply(beast::tcp_stream& s, const Reply& r, bool keep
 }
 
 asio::awaitable<bool> writeText(beast::tcp_stream& s, unsigned status, std::string body,
-                                std::string_view contentType, bool keepAlive) {
+                                std::string_view contentType, bool keepAlive, bool head = false) {
   http::response<http::string_body> res;
   res.version(11);
   res.result(status);
@@ -147,6 +158,7 @@ asio::awaitable<bool> writeText(beast::tcp_stream& s, unsigned status, std::stri
   res.keep_alive(keepAlive);
   res.body() = std::move(body);
   res.prepare_payload();
+  omitBodyForHead(res, head);
   s.expires_after(30s);
   auto [ec, n] = co_await http::async_write(s, res, kUse);
   s.expires_never();
@@ -360,18 +372,21 @@ std::string modelsBody(const Gateway& gw) {
       .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
-// Routes one request; true to keep the connection.
+// Routes one request; true to keep the connection. HEAD is answered wherever GET is (the same
+// status and headers, no body); a HEAD on a POST route or an unknown path gets the 405 / 404
+// headers without their body.
 asio::awaitable<bool> route(HttpServer::Shard& shard, beast::tcp_stream& stream,
                             http::request<http::string_body>& req, bool keepAlive) {
   Gateway& gw = shard.gw;
   std::string_view path = req.target();
   if (const auto q = path.find('?'); q != std::string_view::npos) path = path.substr(0, q);
   const bool post = req.method() == http::verb::post;
-  const bool get = req.method() == http::verb::get;
+  const bool head = req.method() == http::verb::head;
+  const bool get = req.method() == http::verb::get || head;
   auto clientError = [&](int status, std::string_view type, std::string message,
                          std::string_view allow = {}) -> asio::awaitable<bool> {
     gw.counters().clientErrors.fetch_add(1, std::memory_order_relaxed);
-    co_return co_await writeReply(stream, jsonError(status, type, message), keepAlive, allow);
+    co_return co_await writeReply(stream, jsonError(status, type, message), keepAlive, allow, head);
   };
   if (path == "/v1/completions" || path == "/v1/chat/completions") {
     if (!post) {
@@ -387,29 +402,26 @@ asio::awaitable<bool> route(HttpServer::Shard& shard, beast::tcp_stream& stream,
     if (!get) {
       co_return co_await clientError(405, "invalid_request_error",
                                      "method " + std::string(req.method_string()) +
-                                         " not allowed on " + std::string(path) + "; use GET",
-                                     "GET");
+                                         " not allowed on " + std::string(path) +
+                                         "; use GET or HEAD",
+                                     "GET, HEAD");
     }
+    const auto text = [&](std::string body, std::string_view type) {
+      return writeText(stream, 200, std::move(body), type, keepAlive, head);
+    };
     if (path == "/metrics") {
-      co_return co_await writeText(stream, 200, renderMetrics(gw),
-                                   "text/plain; version=0.0.4; charset=utf-8", keepAlive);
+      co_return co_await text(renderMetrics(gw), "text/plain; version=0.0.4; charset=utf-8");
     }
-    if (path == "/healthz")
-      co_return co_await writeText(stream, 200, "ok", "text/plain", keepAlive);
+    if (path == "/healthz") co_return co_await text("ok", "text/plain");
     if (path == "/debug/program-aware-fairness") {
-      co_return co_await writeText(stream, 200, gw.programAwareState(), "application/json",
-                                   keepAlive);
+      co_return co_await text(gw.programAwareState(), "application/json");
     }
-    if (path == "/v1/models") {
-      co_return co_await writeText(stream, 200, modelsBody(gw), "application/json", keepAlive);
-    }
-    if (gw.pool().anyUp()) {
-      co_return co_await writeText(stream, 200, "ready", "text/plain", keepAlive);
-    }
+    if (path == "/v1/models") co_return co_await text(modelsBody(gw), "application/json");
+    if (gw.pool().anyUp()) co_return co_await text("ready", "text/plain");
     Reply r = jsonError(503, "service_unavailable",
                         "not ready: no model server answered its last metrics scrape");
     r.retryAfterS = gw.retryAfter503();
-    co_return co_await writeReply(stream, r, keepAlive);
+    co_return co_await writeReply(stream, r, keepAlive, {}, head);
   }
   co_return co_await clientError(404, "invalid_request_error", "no route for " + std::string(path));
 }

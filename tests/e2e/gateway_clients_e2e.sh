@@ -87,6 +87,31 @@ echo "$resp" | grep -q '^HTTP/1.1 400' && echo "$resp" | grep -q '"error":{"code
 [ "$(curl -s -o /dev/null -w '%{http_code}' "$GW/healthz")" = 200 ] && ok "/healthz 200" || fail "/healthz"
 [ "$(curl -s -o /dev/null -w '%{http_code}' "$GW/readyz")" = 200 ] && ok "/readyz 200" || fail "/readyz"
 curl -s "$GW/v1/models" | grep -q '"id":"fake-model"' && ok "/v1/models lists fake-model" || fail "/v1/models: $(curl -s "$GW/v1/models")"
+# HEAD wherever GET is: the GET reply's status and Content-Length, no body; then a GET on the same
+# kept-alive connection must read its own reply (a body after the HEAD reply would be read as
+# that reply's start). Also a HEAD on a POST route: 405 without a body.
+head_then_get() {  # head_then_get PATH: prints the raw bytes of HEAD PATH + GET /healthz on one connection
+  printf 'HEAD %s HTTP/1.1\r\nHost: x\r\n\r\nGET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n' "$1" |
+    timeout 5 bash -c "exec 3<>/dev/tcp/127.0.0.1/${GW##*:}; cat >&3; cat <&3" | tr -d '\r'
+}
+get_len="$(curl -s -o /dev/null -w '%{size_download}' "$GW/healthz")"
+resp="$(head_then_get /healthz)"
+if echo "$resp" | head -1 | grep -q '^HTTP/1.1 200' && echo "$resp" | grep -qi "^content-length: $get_len\$" &&
+   [ "$(echo "$resp" | grep -c '^HTTP/1.1 ')" = 2 ] && [ "$(echo "$resp" | tail -1)" = ok ] &&
+   [ "$(echo "$resp" | grep -c '^ok$')" = 1 ]; then
+  ok "HEAD /healthz: 200, Content-Length $get_len, no body; the next reply on the connection intact"
+else
+  fail "HEAD /healthz then GET: $resp"
+fi
+resp="$(head_then_get /v1/completions)"
+if echo "$resp" | head -1 | grep -q '^HTTP/1.1 405' && echo "$resp" | grep -qi '^allow: POST$' &&
+   ! echo "$resp" | grep -q '"error"' && [ "$(echo "$resp" | tail -1)" = ok ]; then
+  ok "HEAD /v1/completions: 405 with Allow: POST and no body"
+else
+  fail "HEAD /v1/completions then GET: $resp"
+fi
+[ "$(curl -s -I -o /dev/null -w '%{http_code}' "$GW/metrics")" = 200 ] && ok "HEAD /metrics 200" || fail "HEAD /metrics"
+curl -s -D - -o /dev/null -X POST -d x "$GW/healthz" | tr -d '\r' | grep -qi '^allow: GET, HEAD$' && ok "405 on a GET route allows GET, HEAD" || fail "405 on /healthz: Allow"
 
 # --- an idle gateway does not cycle -------------------------------------------------------------
 c0="$(metric "$GW" holdback_flow_control_dispatch_cycles_total)"
