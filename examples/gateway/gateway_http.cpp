@@ -119,6 +119,29 @@ std::string flowIdFrom(std::string_view primary, std::string_view alias) {
   return std::string(kDefaultFlowId);
 }
 
+std::string_view originForm(std::string_view target) {
+  const auto lower_is = [](std::string_view s, std::string_view lower) {
+    if (s.size() != lower.size()) return false;
+    for (std::size_t i = 0; i < s.size(); ++i) {
+      const char c = s[i] >= 'A' && s[i] <= 'Z' ? char(s[i] - 'A' + 'a') : s[i];
+      if (c != lower[i]) return false;
+    }
+    return true;
+  };
+  const std::size_t scheme_end = target.find("://");
+  if (scheme_end == std::string_view::npos) return target;
+  const std::string_view scheme = target.substr(0, scheme_end);
+  if (!lower_is(scheme, "http") && !lower_is(scheme, "https")) return target;
+  const std::string_view rest = target.substr(scheme_end + 3);
+  const std::size_t path = rest.find('/');
+  const std::size_t query = rest.find('?');
+  // No path after the authority ("http://host" or "http://host?q"): the root.
+  if (path == std::string_view::npos || (query != std::string_view::npos && query < path)) {
+    return "/";
+  }
+  return rest.substr(path);
+}
+
 std::string errorBody(int status, std::string_view type, std::string_view message) {
   nlohmann::json body = {
       {"error",

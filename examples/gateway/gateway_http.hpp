@@ -102,6 +102,13 @@ class ObjectiveTable {
 // "default-flow".
 [[nodiscard]] std::string flowIdFrom(std::string_view primary, std::string_view alias);
 
+// The origin form (path and query) of a request target. A target in absolute form
+// ("http://host:port/v1/completions?x", which RFC 9112 section 3.2.2 requires a server to
+// accept) loses its scheme and authority ("/v1/completions?x"; "/" when nothing follows the
+// authority, its query dropped then); any other target is returned unchanged. The scheme is matched
+// case-insensitively.
+[[nodiscard]] std::string_view originForm(std::string_view target);
+
 // A reply the gateway writes itself.
 struct Reply {
   int status = 500;

@@ -538,6 +538,10 @@ asio::awaitable<void> session(HttpServer::Shard& shard, tcp::socket socket) {
     }
     stream.expires_never();
     http::request<http::string_body> req = parser.release();
+    // Absolute form (RFC 9112 section 3.2.2) is routed, and proxied, as its origin form.
+    if (const std::string_view origin = originForm(req.target()); origin != req.target()) {
+      req.target(std::string(origin));
+    }
     const bool keep_alive = req.keep_alive();
     counters.exchangesInProgress.fetch_add(1, std::memory_order_relaxed);
     const bool keep = co_await route(shard, stream, req, keep_alive);

@@ -111,6 +111,12 @@ else
   fail "HEAD /v1/completions then GET: $resp"
 fi
 [ "$(curl -s -I -o /dev/null -w '%{http_code}' "$GW/metrics")" = 200 ] && ok "HEAD /metrics 200" || fail "HEAD /metrics"
+# Absolute-form request targets (RFC 9112 3.2.2) are routed and proxied as their origin form.
+[ "$(curl -s -o /dev/null -w '%{http_code}' --request-target "http://gw.example/healthz" "$GW/healthz")" = 200 ] &&
+  ok "absolute-form GET /healthz 200" || fail "absolute-form GET /healthz"
+curl -s --request-target "$GW/v1/completions" -H 'Content-Type: application/json' \
+  -d '{"model":"fake-model","prompt":"x","max_tokens":1}' "$GW/v1/completions" | grep -q '"text_completion"' &&
+  ok "absolute-form POST /v1/completions proxied" || fail "absolute-form POST /v1/completions"
 curl -s -D - -o /dev/null -X POST -d x "$GW/healthz" | tr -d '\r' | grep -qi '^allow: GET, HEAD$' && ok "405 on a GET route allows GET, HEAD" || fail "405 on /healthz: Allow"
 
 # --- an idle gateway does not cycle -------------------------------------------------------------

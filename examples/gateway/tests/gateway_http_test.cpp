@@ -112,6 +112,19 @@ TEST(FlowId, PrimaryThenAliasThenDefault) {
   EXPECT_EQ(flowIdFrom("", ""), "default-flow");
 }
 
+TEST(OriginForm, AbsoluteFormLosesSchemeAndAuthorityOtherTargetsStay) {
+  EXPECT_EQ(originForm("http://127.0.0.1:8000/v1/completions"), "/v1/completions");
+  EXPECT_EQ(originForm("HTTPS://gw.example/v1/chat/completions?x=1"), "/v1/chat/completions?x=1");
+  EXPECT_EQ(originForm("http://user@host:1/healthz"), "/healthz");
+  EXPECT_EQ(originForm("http://host"), "/");
+  EXPECT_EQ(originForm("http://host?x=1"), "/");
+  EXPECT_EQ(originForm("/v1/completions"), "/v1/completions");
+  EXPECT_EQ(originForm("/v1/completions?next=http://x/y"), "/v1/completions?next=http://x/y");
+  EXPECT_EQ(originForm("ftp://host/v1/completions"), "ftp://host/v1/completions");
+  EXPECT_EQ(originForm("*"), "*");
+  EXPECT_EQ(originForm(""), "");
+}
+
 TEST(Addresses, HostPortAndEndpointUrls) {
   auto hp = parseHostPort("127.0.0.1:0");
   ASSERT_TRUE(hp);
