@@ -167,15 +167,21 @@ asio::awaitable<bool> writeText(beast::tcp_stream& s, unsigned status, std::stri
 
 // A revoked request's one reply (its upstream request is already aborted): 429 `evicted` with
 // the JSON error body, or, when the streamed response's head is already out, the same error as a
-// final server-sent event and the end of the chunked body. Nothing when the client is gone.
+// final server-sent event and the end of the chunked body (of the connection, for an HTTP/1.0
+// client: `chunked` false). Nothing when the client is gone.
 asio::awaitable<bool> answerEvicted(Gateway& gw, beast::tcp_stream& stream, Exchange& ex,
-                                    bool midStream, bool keepAlive) {
+                                    bool midStream, bool keepAlive, bool chunked = true) {
   gw.counters().evictionsActuated.fetch_add(1, std::memory_order_relaxed);
   if (ex.clientGone) co_return false;
   gw.counters().count(ex.evictedAs.status);
   if (midStream) {
     const std::string event = evictionEvent(ex.evictedAs);
     stream.expires_after(30s);
+    if (!chunked) {
+      auto [ec, n] = co_await asio::async_write(stream, asio::buffer(event), kUse);
+      stream.expires_never();
+      co_return false;  // the close ends the body
+    }
     auto [ec, n] = co_await asio::async_write(stream, http::make_chunk(asio::buffer(event)), kUse);
     if (!ec) std::tie(ec, n) = co_await asio::async_write(stream, http::make_chunk_last(), kUse);
     stream.expires_never();
@@ -194,7 +200,11 @@ asio::awaitable<bool> proxyTo(HttpServer::Shard& shard, beast::tcp_stream& strea
                               bool keepAlive, TokenUsage* usage = nullptr) {
   Gateway& gw = shard.gw;
   const std::size_t endpoint = dispatch.endpoint;
-  ProxyRequest what{usage, endpoint, gw.pool().url(endpoint), streamed, queuedMs, keepAlive};
+  // An HTTP/1.0 client cannot take a chunked stream: its stream ends with the connection.
+  const bool chunked = req.version() >= 11;
+  if (streamed && !chunked) keepAlive = false;
+  ProxyRequest what{usage,     endpoint, gw.pool().url(endpoint), streamed, queuedMs,
+                    keepAlive, chunked};
   std::string error;
   unsigned status = 0;
   const ProxyResult r =
@@ -211,7 +221,7 @@ asio::awaitable<bool> proxyTo(HttpServer::Shard& shard, beast::tcp_stream& strea
     case ProxyResult::kRevoked:
     case ProxyResult::kRevokedMidStream:
       co_return co_await answerEvicted(gw, stream, *ex, r == ProxyResult::kRevokedMidStream,
-                                       keepAlive);
+                                       keepAlive, chunked);
     case ProxyResult::kDone:
       gw.counters().count(int(status));
       co_return keepAlive;

@@ -36,7 +36,9 @@ void appendField(std::string& out, std::string_view name, std::string_view value
 
 // The head of a response to the client: the status line, the model server's content type and
 // passed headers, the gateway's two headers, the framing (a Content-Length, or chunked), and
-// "Connection: close" when the client's connection ends after it.
+// "Connection: close" when the client's connection ends after it. A stream to an HTTP/1.0 client
+// (no chunked coding: RFC 9112 section 6.1) has neither framing header: its body ends with the
+// connection, which the caller closes (what.keepAlive is false for it).
 void appendResponseHead(std::string& out, const http::response_header<>& upstream,
                         std::string_view contentType, const ProxyRequest& what,
                         std::optional<std::size_t> contentLength) {
@@ -54,7 +56,7 @@ void appendResponseHead(std::string& out, const http::response_header<>& upstrea
   appendField(out, kQueuedMsHeader, std::to_string(what.queuedMs));
   if (contentLength) {
     appendField(out, "Content-Length", std::to_string(*contentLength));
-  } else {
+  } else if (what.chunked) {
     appendField(out, "Transfer-Encoding", "chunked");
   }
   if (!what.keepAlive) appendField(out, "Connection", "close");
@@ -269,8 +271,10 @@ asio::awaitable<ProxyResult> proxy(UpstreamPool& pool, const Options& options,
       }
       if (what.usage != nullptr) scanner.feed(std::string_view(buf.data(), got));
       client.expires_after(timeout);
-      auto [cec, cn] =
-          co_await asio::async_write(client, http::make_chunk(asio::buffer(buf.data(), got)), kUse);
+      const asio::const_buffer piece(buf.data(), got);
+      auto [cec, cn] = what.chunked
+                           ? co_await asio::async_write(client, http::make_chunk(piece), kUse)
+                           : co_await asio::async_write(client, piece, kUse);
       if (cec) {
         abort.abort();
         co_return ProxyResult::kClientGone;
@@ -282,6 +286,7 @@ asio::awaitable<ProxyResult> proxy(UpstreamPool& pool, const Options& options,
     if (upstream_keep) pool.release(what.endpoint, std::move(conn));
 
     if (what.stream) {
+      if (!what.chunked) co_return ProxyResult::kDone;  // the close ends the body
       client.expires_after(timeout);
       auto [cec, cn] = co_await asio::async_write(client, http::make_chunk_last(), kUse);
       client.expires_never();

@@ -108,6 +108,9 @@ struct ProxyRequest {
   bool stream = false;
   long long queuedMs = 0;
   bool keepAlive = true;  // the client connection's
+  // The client speaks HTTP/1.1: a stream goes out chunked. False (HTTP/1.0): the stream's body is
+  // delimited by closing the connection, and keepAlive must be false.
+  bool chunked = true;
 };
 
 asio::awaitable<ProxyResult> proxy(UpstreamPool& pool, const Options& options,

@@ -117,6 +117,15 @@ fi
 curl -s --request-target "$GW/v1/completions" -H 'Content-Type: application/json' \
   -d '{"model":"fake-model","prompt":"x","max_tokens":1}' "$GW/v1/completions" | grep -q '"text_completion"' &&
   ok "absolute-form POST /v1/completions proxied" || fail "absolute-form POST /v1/completions"
+# A stream to an HTTP/1.0 client is not chunked (RFC 9112 6.1): close-delimited, Connection: close.
+resp="$(curl -s -0 --raw -i -N --max-time 10 -H 'Content-Type: application/json' \
+  -d '{"model":"fake-model","prompt":"x","max_tokens":2,"stream":true}' "$GW/v1/completions" | tr -d '\r')"
+if echo "$resp" | head -1 | grep -q '^HTTP/1.1 200' && ! echo "$resp" | grep -qi '^transfer-encoding' &&
+   echo "$resp" | grep -qi '^connection: close$' && [ "$(echo "$resp" | grep -v '^$' | tail -1)" = "data: [DONE]" ]; then
+  ok "HTTP/1.0 stream: not chunked, ends with the connection"
+else
+  fail "HTTP/1.0 stream: $resp"
+fi
 curl -s -D - -o /dev/null -X POST -d x "$GW/healthz" | tr -d '\r' | grep -qi '^allow: GET, HEAD$' && ok "405 on a GET route allows GET, HEAD" || fail "405 on /healthz: Allow"
 
 # --- an idle gateway does not cycle -------------------------------------------------------------
