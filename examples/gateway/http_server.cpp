@@ -453,6 +453,21 @@ bool isDisconnect(const beast::error_code& ec) {
          ec == asio::error::broken_pipe || ec == asio::error::bad_descriptor;
 }
 
+// A read of a request's head or body failed: a timeout (counted) or a disconnect ends the
+// connection quietly (false); anything else is a malformed or oversized request, answered with
+// its 4xx (true: the connection is drained before it is closed, see lingeringClose).
+asio::awaitable<bool> answerFailedRead(beast::tcp_stream& stream, const beast::error_code& ec,
+                                       GatewayCounters& counters) {
+  if (ec == beast::error::timeout) {
+    counters.clientTimeouts.fetch_add(1, std::memory_order_relaxed);
+    co_return false;
+  }
+  if (isDisconnect(ec)) co_return false;
+  counters.clientErrors.fetch_add(1, std::memory_order_relaxed);
+  co_await writeReply(stream, parseErrorReply(ec), false);
+  co_return true;
+}
+
 // Closes a connection whose request was refused before it was read in full (413, 431, 400,
 // 411, or the connection cap): stop sending, then read and discard what the client is still
 // sending (for at most `limit` and 4 MiB), so that it reads the reply instead of a reset. Closing
@@ -504,14 +519,7 @@ asio::awaitable<void> session(HttpServer::Shard& shard, tcp::socket socket) {
     stream.expires_after(std::chrono::milliseconds(o.headerTimeoutMs));
     auto [hec, hn] = co_await http::async_read_header(stream, buffer, parser, kUse);
     if (hec) {
-      if (hec == beast::error::timeout) {
-        counters.clientTimeouts.fetch_add(1, std::memory_order_relaxed);
-        break;
-      }
-      if (isDisconnect(hec)) break;
-      counters.clientErrors.fetch_add(1, std::memory_order_relaxed);
-      co_await writeReply(stream, parseErrorReply(hec), false);
-      refused = true;
+      refused = co_await answerFailedRead(stream, hec, counters);
       break;
     }
     auto& head = parser.get();
@@ -535,14 +543,7 @@ asio::awaitable<void> session(HttpServer::Shard& shard, tcp::socket socket) {
       stream.expires_after(std::chrono::milliseconds(o.bodyTimeoutMs));
       auto [bec, bn] = co_await http::async_read(stream, buffer, parser, kUse);
       if (bec) {
-        if (bec == beast::error::timeout) {
-          counters.clientTimeouts.fetch_add(1, std::memory_order_relaxed);
-          break;
-        }
-        if (isDisconnect(bec)) break;
-        counters.clientErrors.fetch_add(1, std::memory_order_relaxed);
-        co_await writeReply(stream, parseErrorReply(bec), false);
-        refused = true;
+        refused = co_await answerFailedRead(stream, bec, counters);
         break;
       }
     }
