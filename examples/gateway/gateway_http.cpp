@@ -1,5 +1,6 @@
 #include "gateway_http.hpp"
 
+#include <array>
 #include <charconv>
 #include <cmath>
 #include <cstdint>
@@ -117,6 +118,16 @@ std::string flowIdFrom(std::string_view primary, std::string_view alias) {
   if (!primary.empty()) return std::string(primary);
   if (!alias.empty()) return std::string(alias);
   return std::string(kDefaultFlowId);
+}
+
+bool isInferencePath(std::string_view path) {
+  static constexpr std::array<std::string_view, 6> kPaths{"/v1/completions", "/v1/chat/completions",
+                                                          "/v1/embeddings",  "/v1/responses",
+                                                          "/v1/rerank",      "/v1/score"};
+  for (const std::string_view p : kPaths) {
+    if (path == p) return true;
+  }
+  return false;
 }
 
 std::string_view originForm(std::string_view target) {

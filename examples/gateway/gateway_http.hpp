@@ -102,6 +102,12 @@ class ObjectiveTable {
 // "default-flow".
 [[nodiscard]] std::string flowIdFrom(std::string_view primary, std::string_view alias);
 
+// The inference paths: POST requests with a JSON object body that go through flow control and
+// are proxied to a model server. vLLM's OpenAI-compatible ones: /v1/completions,
+// /v1/chat/completions, /v1/embeddings, /v1/responses, /v1/rerank, /v1/score (path without the
+// query; exact match).
+[[nodiscard]] bool isInferencePath(std::string_view path);
+
 // The origin form (path and query) of a request target. A target in absolute form
 // ("http://host:port/v1/completions?x", which RFC 9112 section 3.2.2 requires a server to
 // accept) loses its scheme and authority ("/v1/completions?x"; "/" when nothing follows the

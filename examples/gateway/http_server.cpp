@@ -398,7 +398,7 @@ asio::awaitable<bool> route(HttpServer::Shard& shard, beast::tcp_stream& stream,
     gw.counters().clientErrors.fetch_add(1, std::memory_order_relaxed);
     co_return co_await writeReply(stream, jsonError(status, type, message), keepAlive, allow, head);
   };
-  if (path == "/v1/completions" || path == "/v1/chat/completions") {
+  if (isInferencePath(path)) {
     if (!post) {
       co_return co_await clientError(405, "invalid_request_error",
                                      "method " + std::string(req.method_string()) +

@@ -8,9 +8,10 @@
 // Every error the gateway answers itself has an OpenAI-style JSON body. Over --max-connections
 // open connections, a new one is answered 503 with Retry-After and closed.
 //
-// Routes: POST /v1/completions, POST /v1/chat/completions (flow control, then proxied);
-// GET /metrics, /healthz (liveness), /readyz (200 when at least one model server answered its last
-// scrape), /v1/models; any other method on these paths 405 with Allow, any other path 404.
+// Routes: POST /v1/completions, /v1/chat/completions, /v1/embeddings, /v1/responses, /v1/rerank,
+// /v1/score (isInferencePath: flow control, then proxied); GET or HEAD /metrics, /healthz
+// (liveness), /readyz (200 when at least one model server answered its last scrape), /v1/models;
+// any other method on these paths 405 with Allow, any other path 404.
 //
 // The request path: objective -> priority, fairness id -> flow (gateway_http.hpp); no model server
 // usable -> 503 + Retry-After at once; else enqueue, and park the coroutine until the outcome

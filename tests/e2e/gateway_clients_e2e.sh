@@ -117,6 +117,11 @@ fi
 curl -s --request-target "$GW/v1/completions" -H 'Content-Type: application/json' \
   -d '{"model":"fake-model","prompt":"x","max_tokens":1}' "$GW/v1/completions" | grep -q '"text_completion"' &&
   ok "absolute-form POST /v1/completions proxied" || fail "absolute-form POST /v1/completions"
+# vLLM's other JSON inference routes go through flow control to the model server (the fake one
+# serves only completions and chat, so its own 404 comes back, from the endpoint the gateway chose).
+resp="$(curl -s -i -H 'Content-Type: application/json' -d '{"model":"fake-model","input":"x"}' "$GW/v1/embeddings" | tr -d '\r')"
+echo "$resp" | head -1 | grep -q '^HTTP/1.1 404' && echo "$resp" | grep -qi "^x-holdback-endpoint: $MS\$" &&
+  ok "POST /v1/embeddings proxied to $MS" || fail "POST /v1/embeddings: $resp"
 # A stream to an HTTP/1.0 client is not chunked (RFC 9112 6.1): close-delimited, Connection: close.
 resp="$(curl -s -0 --raw -i -N --max-time 10 -H 'Content-Type: application/json' \
   -d '{"model":"fake-model","prompt":"x","max_tokens":2,"stream":true}' "$GW/v1/completions" | tr -d '\r')"

@@ -112,6 +112,17 @@ TEST(FlowId, PrimaryThenAliasThenDefault) {
   EXPECT_EQ(flowIdFrom("", ""), "default-flow");
 }
 
+TEST(InferencePaths, VllmsOpenAiPostRoutesExactly) {
+  for (const char* p : {"/v1/completions", "/v1/chat/completions", "/v1/embeddings",
+                        "/v1/responses", "/v1/rerank", "/v1/score"}) {
+    EXPECT_TRUE(isInferencePath(p)) << p;
+  }
+  for (const char* p : {"/v1/models", "/metrics", "/v1/completions/", "/v1/completion",
+                        "/V1/completions", "", "/", "/v1/chat/completions/x"}) {
+    EXPECT_FALSE(isInferencePath(p)) << p;
+  }
+}
+
 TEST(OriginForm, AbsoluteFormLosesSchemeAndAuthorityOtherTargetsStay) {
   EXPECT_EQ(originForm("http://127.0.0.1:8000/v1/completions"), "/v1/completions");
   EXPECT_EQ(originForm("HTTPS://gw.example/v1/chat/completions?x=1"), "/v1/chat/completions?x=1");
