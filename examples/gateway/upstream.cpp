@@ -28,6 +28,19 @@ bool isHopByHop(std::string_view name) {
   return false;
 }
 
+// Whether `name` is hop-by-hop in a message with these header fields: one of the fixed hop-by-hop
+// names above, or one the message's own Connection header lists (RFC 9110 section 7.6.1:
+// `Connection: keep-alive, X-Trace` makes X-Trace hop-by-hop). `connection` is that header's
+// value (empty when absent).
+bool isHopByHop(std::string_view name, std::string_view connection) {
+  if (isHopByHop(name)) return true;
+  if (connection.empty()) return false;
+  for (const auto token : http::token_list{connection}) {
+    if (beast::iequals(std::string_view(token.data(), token.size()), name)) return true;
+  }
+  return false;
+}
+
 // "Name: value\r\n". Names and values come from Beast's parsers, which refuse CR, LF and other
 // control characters in them, so they cannot split a header.
 void appendField(std::string& out, std::string_view name, std::string_view value) {
@@ -47,8 +60,10 @@ void appendResponseHead(std::string& out, const http::response_header<>& upstrea
   out.append(http::obsolete_reason(http::int_to_status(status))).append("\r\n");
   appendField(out, "Content-Type", contentType);
   // The response headers to pass on (Content-Encoding in particular: the SDKs ask for gzip).
+  const std::string_view connection = upstream[http::field::connection];
   for (const auto& field : upstream) {
-    if (!isHopByHop(field.name_string()) && !beast::iequals(field.name_string(), "content-type")) {
+    if (!isHopByHop(field.name_string(), connection) &&
+        !beast::iequals(field.name_string(), "content-type")) {
       appendField(out, field.name_string(), field.value());
     }
   }
@@ -165,8 +180,11 @@ asio::awaitable<ProxyResult> proxy(UpstreamPool& pool, const Options& options,
   head.reserve(512);
   head.append(request.method_string()).append(" ").append(request.target());
   head.append(" HTTP/1.1\r\n");
+  const std::string_view connection = request[http::field::connection];
   for (const auto& field : request) {
-    if (!isHopByHop(field.name_string())) appendField(head, field.name_string(), field.value());
+    if (!isHopByHop(field.name_string(), connection)) {
+      appendField(head, field.name_string(), field.value());
+    }
   }
   appendField(head, "Host", pool.hostHeader(what.endpoint));
   if (request.find(http::field::content_type) == request.end()) {

@@ -29,6 +29,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cctype>
 #include <cerrno>
 #include <charconv>
 #include <chrono>
@@ -301,6 +302,18 @@ class ModelServer {
 
   BatchScheduler& scheduler() { return scheduler_; }
 
+  // The names of the request's header fields, lowercased, in order, comma-separated: a test hook
+  // that shows what a proxy in front passed on (reply header x-received-header-names).
+  static std::string receivedHeaderNames(const httplib::Request& req) {
+    std::string names;
+    for (const auto& [name, value] : req.headers) {
+      if (name.rfind("REMOTE_", 0) == 0 || name.rfind("LOCAL_", 0) == 0) continue;  // httplib's own
+      if (!names.empty()) names += ',';
+      for (const char c : name) names += char(std::tolower(static_cast<unsigned char>(c)));
+    }
+    return names;
+  }
+
   void handleGeneration(const httplib::Request& req, httplib::Response& res, Api api) {
     Generation g;
     if (auto error = parseGeneration(req.body, api, g)) return sendError(res, 400, *error);
@@ -316,6 +329,7 @@ class ModelServer {
     counters_.promptTokens += static_cast<std::uint64_t>(g.promptTokens);
     const auto start = Clock::now();
     const std::string id = (api == Api::kChat ? "chatcmpl-" : "cmpl-") + std::to_string(++ids_);
+    res.set_header("x-received-header-names", receivedHeaderNames(req));
     if (g.stream) return stream(res, g, id, start, std::move(*slot));
 
     // Non-streaming: the tokens are deterministic, so the body (and its Content-Length) is known

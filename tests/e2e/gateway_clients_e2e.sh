@@ -117,6 +117,16 @@ fi
 curl -s --request-target "$GW/v1/completions" -H 'Content-Type: application/json' \
   -d '{"model":"fake-model","prompt":"x","max_tokens":1}' "$GW/v1/completions" | grep -q '"text_completion"' &&
   ok "absolute-form POST /v1/completions proxied" || fail "absolute-form POST /v1/completions"
+# Hop-by-hop headers stay with the gateway: the fixed ones and those the client's Connection header
+# names (RFC 9110 7.6.1); the others reach the model server (its x-received-header-names).
+names="$(curl -s -D - -o /dev/null -H 'Content-Type: application/json' -H 'X-Kept: 1' -H 'X-Secret: 1' \
+  -H 'Connection: keep-alive, X-Secret' -d '{"model":"fake-model","prompt":"x","max_tokens":1}' \
+  "$GW/v1/completions" | tr -d '\r' | sed -n 's/^x-received-header-names: //Ip')"
+if echo ",$names," | grep -q ',x-kept,' && ! echo ",$names," | grep -Eq ',(x-secret|connection|keep-alive),'; then
+  ok "hop-by-hop headers dropped, others passed on ($names)"
+else
+  fail "headers the model server received: '$names'"
+fi
 # vLLM's other JSON inference routes go through flow control to the model server (the fake one
 # serves only completions and chat, so its own 404 comes back, from the endpoint the gateway chose).
 resp="$(curl -s -i -H 'Content-Type: application/json' -d '{"model":"fake-model","input":"x"}' "$GW/v1/embeddings" | tr -d '\r')"
