@@ -57,6 +57,11 @@ config::Json reservation(const Scenario& s, double epsilon, config::Json extra =
   return plugin("reservation-holdback-policy", std::move(p));
 }
 
+// reservation+evict's idle reserve: an eighth of the pool's slots, at least one request.
+double idleReserve(const PoolSpec& pool) {
+  return std::max(1.0, std::round(double(pool.endpoints) * double(pool.slots) / 8.0));
+}
+
 // The DAGOR-style trim: when the highest class's p95 queue wait exceeds 50 ms its reserve grows
 // 1.5x every 500 ms, else shrinks by 0.5 request; the other classes have a 10 s target (in
 // effect none: their wait is what the holdback costs them).
@@ -141,14 +146,17 @@ std::vector<Arm> allArms() {
       // hold (which keeps a reserve up for a batch holding time after every dip, for want of any
       // other way back) is off here: docs/eviction.md, "Restoration replaces the hold". What
       // restoration cannot cover is a burst's first lead time, so the idle reserve is sized for
-      // that instead: 8 requests (an eighth of the scenarios' 64 slots; docs/eviction.md, "The
-      // idle reserve covers the first lead time", has the sensitivity).
+      // that instead: an eighth of the pool's slots (8 of the built-in scenarios' 64;
+      // docs/eviction.md, "The idle reserve covers the first lead time", has the sensitivity and
+      // the runs on pools of 32 and 256 slots).
       {.name = "reservation+evict",
-       .description = "reservation (epsilon 1 %, no hold, minReserve 8) with in-flight eviction "
-                      "that restores its reserve before a block (no head-of-line trigger)",
+       .description = "reservation (epsilon 1 %, no hold, minReserve an eighth of the pool's "
+                      "slots) with in-flight eviction that restores its reserve before a block "
+                      "(no head-of-line trigger)",
        .policy =
            [](S s) {
-             return reservation(s, 0.01, {{"holdReserve", false}, {"minReserve", 8.0}});
+             return reservation(s, 0.01,
+                                {{"holdReserve", false}, {"minReserve", idleReserve(s.pool)}});
            },
        .eviction = true,
        .revokeOnBlock = false,

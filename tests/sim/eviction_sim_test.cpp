@@ -194,6 +194,47 @@ TEST(EvictionSimTest, TheIdleReserveAbsorbsTheBurstOnset) {
   }
 }
 
+// The idle reserve is an eighth of the pool's slots, so the same shape of traffic on a pool four
+// times as large (16 servers, every rate and the backlog x4) keeps its onset: with the 64-slot
+// pool's 8 requests the larger pool's burst onset waited (docs/eviction.md, "Pools of other
+// sizes"), and on a pool half as large the scaled reserve keeps more idle goodput than 8 would.
+TEST(EvictionSimTest, TheIdleReserveScalesWithThePool) {
+  const auto scaled = [](int endpoints, double factor) {
+    Scenario s = shortScenario(DetectorKind::kUtilization);
+    s.pool.endpoints = endpoints;
+    for (TrafficClass& c : s.classes) {
+      c.arrival.rate *= factor;
+      c.arrival.offRate *= factor;
+      c.arrival.backlog = std::int64_t(double(c.arrival.backlog) * factor);
+    }
+    return s;
+  };
+  const Arm shipped = arm("reservation+evict");
+  Arm fixed8 = shipped;
+  fixed8.policy = [base = shipped.policy](const Scenario& sc) {
+    config::Json doc = base(sc);
+    doc["parameters"]["minReserve"] = 8.0;
+    return doc;
+  };
+  EXPECT_EQ(shipped.policy(scaled(4, 1.0))["parameters"]["minReserve"], 8.0);
+  EXPECT_EQ(shipped.policy(scaled(16, 4.0))["parameters"]["minReserve"], 32.0);
+  EXPECT_EQ(shipped.policy(scaled(2, 0.5))["parameters"]["minReserve"], 4.0);
+  {
+    const Scenario large = scaled(16, 4.0);
+    const ArmResult a = runArm(large, shipped);
+    const ArmResult b = runArm(large, fixed8);
+    EXPECT_LT(windowOf(a.classes.front(), "onset").ttftMs.p99,
+              windowOf(b.classes.front(), "onset").ttftMs.p99);
+  }
+  {
+    const Scenario small = scaled(2, 0.5);
+    const ArmResult a = runArm(small, shipped);
+    const ArmResult b = runArm(small, fixed8);
+    EXPECT_GT(windowOf(a.classes.back(), "idle").outputTokensPerSecond,
+              windowOf(b.classes.back(), "idle").outputTokensPerSecond);
+  }
+}
+
 // Eviction frees slots for the blocked band: on the same traffic static-1.0+evict serves the
 // interactive bursts faster than static-1.0 (concurrency detector, fresh counts).
 TEST(EvictionSimTest, EvictionShortensTheInteractiveWaitOfStaticOne) {
