@@ -31,6 +31,7 @@ std::unique_ptr<holdback::UsageLimitPolicy> makePolicy(Input& in) {
         in.take<std::uint8_t>() % 2 ? ReservationSizing::kRefill : ReservationSizing::kOccupancy;
     options.poissonSizing = in.take<std::uint8_t>() % 4 != 0;
     options.feedback.enabled = in.take<std::uint8_t>() % 2;
+    options.minReserveShare = in.take<double>();  // last: the older corpus keeps its meaning
     options.feedback.interval = std::chrono::nanoseconds(1);
     auto made = ReservationPolicy::create(std::move(options));
     if (made) return std::move(made).value();

@@ -178,9 +178,10 @@ asio::awaitable<bool> answerEvicted(Gateway& gw, beast::tcp_stream& stream, Exch
     const std::string event = evictionEvent(ex.evictedAs);
     stream.expires_after(30s);
     if (!chunked) {
-      auto [ec, n] = co_await asio::async_write(stream, asio::buffer(event), kUse);
+      // Whether or not it was written, the connection closes next (that ends the body).
+      (void)co_await asio::async_write(stream, asio::buffer(event), kUse);
       stream.expires_never();
-      co_return false;  // the close ends the body
+      co_return false;
     }
     auto [ec, n] = co_await asio::async_write(stream, http::make_chunk(asio::buffer(event)), kUse);
     if (!ec) std::tie(ec, n) = co_await asio::async_write(stream, http::make_chunk_last(), kUse);

@@ -230,6 +230,38 @@ TEST(ReservationPolicy, BoundsMinReserveAndPerBandEpsilon) {
   EXPECT_DOUBLE_EQ(ceilings[2], 1.0 - 4 * 0.05);
 }
 
+// minReserveShare is a floor in pool shares: share / u requests, so the same share keeps the same
+// fraction of a pool of any size free; the larger of it and minReserve (and the sizing) applies.
+TEST(ReservationPolicy, MinReserveShareFollowsThePoolSize) {
+  const std::vector<Priority> priorities{10, 0};
+  const std::vector<BandDemand> demand{{}, {}};  // no higher-band demand: r = 1
+  std::vector<double> reserves(2);
+  std::vector<double> ceilings(2, 1.0);
+  auto policy = make({.minReserve = 2.0, .minReserveShare = 0.125, .holdReserve = false});
+  for (const double pool : {16.0, 64.0, 256.0}) {
+    SCOPED_TRACE(pool);
+    policy->reserves(priorities, DemandView{.bands = demand, .requestUnit = 1.0 / pool}, reserves);
+    EXPECT_DOUBLE_EQ(reserves[1], std::max(2.0, pool / 8.0));
+    policy->computeLimit(0.5, priorities, ceilings,
+                         DemandView{.bands = demand, .requestUnit = 1.0 / pool});
+    EXPECT_DOUBLE_EQ(ceilings[1], 1.0 - std::max(2.0, pool / 8.0) / pool);
+  }
+  // Unknown unit: the share cannot be converted; minReserve (and r = 1) remain.
+  policy->reserves(priorities, DemandView{.bands = demand}, reserves);
+  EXPECT_DOUBLE_EQ(reserves[1], 2.0);
+  // The configured requestUnit converts it when the view has none.
+  auto configured = make({.minReserveShare = 0.25, .requestUnit = 0.05, .holdReserve = false});
+  configured->computeLimit(0.5, priorities, ceilings);
+  EXPECT_DOUBLE_EQ(ceilings[1], 0.75);
+  // Out of range: reported with its path.
+  for (const double bad : {-0.1, 1.0, std::numeric_limits<double>::quiet_NaN()}) {
+    Diagnostics diagnostics;
+    ReservationPolicy::validate({.minReserveShare = bad}, "/p", diagnostics);
+    EXPECT_EQ(diagnostics.errorCount(), 1u) << bad;
+    EXPECT_NE(diagnostics.toString().find("/p/minReserveShare"), std::string::npos);
+  }
+}
+
 TEST(ReservationPolicy, UnknownRequestUnitIsWorkConserving) {
   auto policy = make({});
   const std::vector<Priority> priorities{1, 0};
@@ -469,7 +501,7 @@ std::vector<std::string> loadErrors(const std::string& parameters,
 TEST(ReservationConfig, LoadsEveryParameter) {
   std::shared_ptr<UsageLimitPolicy> policy;
   EXPECT_TRUE(loadErrors(R"({"epsilon":0.001,"epsilons":{"-1":0.1,"5":0.05},"minCeiling":0.2,
-                             "maxCeiling":0.95,"minReserve":2,"refillHorizon":"150ms",
+                             "maxCeiling":0.95,"minReserve":2,"minReserveShare":0.1,"refillHorizon":"150ms",
                              "requestUnit":0.015625,"riseTime":"200ms","decayTime":"8s",
                              "holdReserve":false})",
                          &policy)
@@ -483,6 +515,7 @@ TEST(ReservationConfig, LoadsEveryParameter) {
   EXPECT_EQ(options.minCeiling, 0.2);
   EXPECT_EQ(options.maxCeiling, 0.95);
   EXPECT_EQ(options.minReserve, 2.0);
+  EXPECT_EQ(options.minReserveShare, 0.1);
   EXPECT_EQ(options.refillHorizon, std::chrono::milliseconds(150));
   EXPECT_EQ(options.requestUnit, 0.015625);
   EXPECT_EQ(options.smoothing.rise, std::chrono::milliseconds(200));

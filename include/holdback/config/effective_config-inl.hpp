@@ -100,6 +100,7 @@ HOLDBACK_INLINE OrderedJson effectiveParameters(const UsageLimitPolicy& policy) 
             {"minCeiling", o.minCeiling},
             {"maxCeiling", o.maxCeiling},
             {"minReserve", o.minReserve},
+            {"minReserveShare", o.minReserveShare},
             {"refillHorizon",
              o.refillHorizon ? OrderedJson(formatDuration(*o.refillHorizon)) : OrderedJson()},
             {"requestUnit", detail::optionalNumber(o.requestUnit)},

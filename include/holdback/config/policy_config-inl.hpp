@@ -233,6 +233,7 @@ HOLDBACK_INLINE std::optional<ReservationOptions> parseReservationOptions(
   if (const auto v = reader.number("minCeiling")) options.minCeiling = *v;
   if (const auto v = reader.number("maxCeiling")) options.maxCeiling = *v;
   if (const auto v = reader.number("minReserve")) options.minReserve = *v;
+  if (const auto v = reader.number("minReserveShare")) options.minReserveShare = *v;
   if (const auto v = reader.number("requestUnit")) options.requestUnit = *v;
   auto durationOf = [](const Json& v) -> std::optional<Duration> {
     return v.is_string() ? parseDuration(v.get<std::string>()) : std::nullopt;

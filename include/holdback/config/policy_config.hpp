@@ -39,9 +39,9 @@ HOLDBACK_API PolicyRegistry builtinPolicyRegistry();
 HOLDBACK_API std::optional<StaticUsageLimitOptions> parseStaticUsageLimitOptions(
     const Json* parameters, const std::string& path, Diagnostics& diagnostics);
 // reservation-holdback-policy: epsilon, epsilons {priority: epsilon}, minCeiling, maxCeiling,
-// minReserve, refillHorizon, requestUnit, riseTime, decayTime, sizing ("refill" | "occupancy"),
-// poissonSizing, feedback {enabled, targetWait, targets {priority: wait}, increase, decrease,
-// maxExtra, interval} (policy/reservation.hpp).
+// minReserve, minReserveShare, refillHorizon, requestUnit, riseTime, decayTime, sizing ("refill" |
+// "occupancy"), poissonSizing, feedback {enabled, targetWait, targets {priority: wait}, increase,
+// decrease, maxExtra, interval} (policy/reservation.hpp).
 HOLDBACK_API std::optional<ReservationOptions> parseReservationOptions(const Json* parameters,
                                                                        const std::string& path,
                                                                        Diagnostics& diagnostics);

@@ -146,6 +146,10 @@ HOLDBACK_INLINE void ReservationPolicy::validate(const ReservationOptions& optio
     diagnostics.error(joinPath(path, "minReserve"),
                       formatNumber(options.minReserve) + " must be a finite number >= 0");
   }
+  if (!(options.minReserveShare >= 0.0 && options.minReserveShare < 1.0)) {
+    diagnostics.error(joinPath(path, "minReserveShare"),
+                      formatNumber(options.minReserveShare) + " is outside [0.0, 1.0)");
+  }
   if (options.refillHorizon && options.refillHorizon->count() < 0) {
     diagnostics.error(joinPath(path, "refillHorizon"), "must not be negative");
   }
@@ -348,7 +352,8 @@ HOLDBACK_INLINE void ReservationPolicy::reserves(std::span<const Priority> prior
       } else {
         r = poissonReserve(occupancy, eps, z) + arrivals * refill;
       }
-      out[i] = std::max(options_.minReserve, r) + extras;
+      const double share = unit > 0.0 ? options_.minReserveShare / unit : 0.0;
+      out[i] = std::max({options_.minReserve, share, r}) + extras;
     }
     extras += extraAt(i, priorities[i]);
     if (have) {

@@ -7,7 +7,7 @@
 //   band i's ceiling is
 //
 //       c_i = clamp(1 - R_i * u, minCeiling, maxCeiling),   c_0 = maxCeiling
-//       R_i = max(minReserve, r_i) + feedback extras of bands 0..i-1
+//       R_i = max(minReserve, minReserveShare / u, r_i) + feedback extras of bands 0..i-1
 //
 //   The saturation the ceiling is compared with counts every request in flight, the higher
 //   bands' included, so R_i is *free* room: band i is dispatched only while more than R_i
@@ -153,6 +153,12 @@ struct ReservationOptions {
   // The least reserve in requests kept below the top band, >= 0 (a floor that covers a burst's
   // onset before the estimate rises).
   double minReserve = 0.0;
+  // The least reserve as a share of the pool, in [0, 1): at least minReserveShare / u requests
+  // (u the saturation units per request, so 1 / u is the pool's size in requests); the larger of
+  // the two floors applies. Unlike minReserve it follows the pool when servers are added or
+  // removed (autoscaling). 0.125 = an eighth of the pool (the simulator's reservation+evict arm,
+  // docs/eviction.md). No effect while u is unknown (every band then has maxCeiling).
+  double minReserveShare = 0.0;
   // The refill time T; unset = estimated from the lower bands' leases (see the file comment).
   std::optional<std::chrono::nanoseconds> refillHorizon;
   // Saturation units per request when the caller does not report one (e.g. 1 / maxConcurrency);
