@@ -170,6 +170,17 @@ TEST(EvictionSimTest, RestorationWithoutTheHoldGivesBatchMoreOfTheBursts) {
   expectConsistent(a, s);
 }
 
+// `base` with its policy's minReserve set to `requests` whatever the scenario.
+Arm withMinReserve(const Arm& base, double requests) {
+  Arm a = base;
+  a.policy = [policy = base.policy, requests](const Scenario& sc) {
+    config::Json doc = policy(sc);
+    doc["parameters"]["minReserve"] = requests;
+    return doc;
+  };
+  return a;
+}
+
 // A burst's first lead time is what restoration cannot cover: the arm's idle reserve (8 requests)
 // absorbs it. On the same traffic the interactive onset p99 is lower than with the policy's
 // default reserve of one request, and batch still keeps >= 90 % of that variant's idle goodput.
@@ -178,14 +189,8 @@ TEST(EvictionSimTest, TheIdleReserveAbsorbsTheBurstOnset) {
     SCOPED_TRACE(std::string(toString(d)));
     const Scenario s = shortScenario(d);
     const Arm shipped = arm("reservation+evict");
-    Arm small = shipped;
-    small.policy = [base = shipped.policy](const Scenario& sc) {
-      config::Json doc = base(sc);
-      doc["parameters"]["minReserve"] = 1.0;
-      return doc;
-    };
     const ArmResult a = runArm(s, shipped);
-    const ArmResult b = runArm(s, small);
+    const ArmResult b = runArm(s, withMinReserve(shipped, 1.0));
     const double onsetA = windowOf(a.classes.front(), "onset").ttftMs.p99;
     const double onsetB = windowOf(b.classes.front(), "onset").ttftMs.p99;
     EXPECT_LT(onsetA, onsetB);
@@ -210,12 +215,7 @@ TEST(EvictionSimTest, TheIdleReserveScalesWithThePool) {
     return s;
   };
   const Arm shipped = arm("reservation+evict");
-  Arm fixed8 = shipped;
-  fixed8.policy = [base = shipped.policy](const Scenario& sc) {
-    config::Json doc = base(sc);
-    doc["parameters"]["minReserve"] = 8.0;
-    return doc;
-  };
+  const Arm fixed8 = withMinReserve(shipped, 8.0);
   EXPECT_EQ(shipped.policy(scaled(4, 1.0))["parameters"]["minReserve"], 8.0);
   EXPECT_EQ(shipped.policy(scaled(16, 4.0))["parameters"]["minReserve"], 32.0);
   EXPECT_EQ(shipped.policy(scaled(2, 0.5))["parameters"]["minReserve"], 4.0);
