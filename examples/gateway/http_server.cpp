@@ -130,39 +130,43 @@ void omitBodyForHead(http::response<http::string_body>& res, bool head) {
   res.content_length(n);
 }
 
-asio::awaitable<bool> writeReply(beast::tcp_stream& s, const Reply& r, bool keepAlive,
-                                 std::string_view allow = {}, bool head = false) {
-  http::response<http::string_body> res;
-  res.version(11);
-  res.result(unsigned(r.status));
-  res.set(http::field::content_type, "application/json");
-  if (!r.dropReason.empty()) res.set(kDropReasonHeader, r.dropReason);
-  if (r.retryAfterS > 0) res.set(http::field::retry_after, std::to_string(r.retryAfterS));
-  if (!allow.empty()) res.set(http::field::allow, allow);
-  res.keep_alive(keepAlive);
-  res.body() = r.body;
-  res.prepare_payload();
-  omitBodyForHead(res, head);
-  s.expires_after(30s);
-  auto [ec, n] = co_await http::async_write(s, res, kUse);
-  s.expires_never();
-  co_return !ec && keepAlive;
-}
-
-asio::awaitable<bool> writeText(beast::tcp_stream& s, unsigned status, std::string body,
-                                std::string_view contentType, bool keepAlive, bool head = false) {
+// A response the gateway writes itself, its body complete.
+http::response<http::string_body> ownResponse(unsigned status, std::string_view contentType,
+                                              bool keepAlive, std::string body) {
   http::response<http::string_body> res;
   res.version(11);
   res.result(status);
   res.set(http::field::content_type, contentType);
   res.keep_alive(keepAlive);
   res.body() = std::move(body);
+  return res;
+}
+
+// Frames `res` (Content-Length), drops its body for HEAD and writes it under a 30 s timeout; true
+// when it was written and the connection stays open.
+asio::awaitable<bool> send(beast::tcp_stream& s, http::response<http::string_body>& res,
+                           bool head = false) {
   res.prepare_payload();
   omitBodyForHead(res, head);
   s.expires_after(30s);
   auto [ec, n] = co_await http::async_write(s, res, kUse);
   s.expires_never();
-  co_return !ec && keepAlive;
+  co_return !ec && res.keep_alive();
+}
+
+asio::awaitable<bool> writeReply(beast::tcp_stream& s, const Reply& r, bool keepAlive,
+                                 std::string_view allow = {}, bool head = false) {
+  auto res = ownResponse(unsigned(r.status), "application/json", keepAlive, r.body);
+  if (!r.dropReason.empty()) res.set(kDropReasonHeader, r.dropReason);
+  if (r.retryAfterS > 0) res.set(http::field::retry_after, std::to_string(r.retryAfterS));
+  if (!allow.empty()) res.set(http::field::allow, allow);
+  co_return co_await send(s, res, head);
+}
+
+asio::awaitable<bool> writeText(beast::tcp_stream& s, unsigned status, std::string body,
+                                std::string_view contentType, bool keepAlive, bool head = false) {
+  auto res = ownResponse(status, contentType, keepAlive, std::move(body));
+  co_return co_await send(s, res, head);
 }
 
 // A revoked request's one reply (its upstream request is already aborted): 429 `evicted` with
@@ -235,18 +239,9 @@ asio::awaitable<bool> proxyTo(HttpServer::Shard& shard, beast::tcp_stream& strea
       gw.counters().upstreamFailures.fetch_add(1, std::memory_order_relaxed);
       gw.counters().count(502);
       Reply reply = replyForUpstreamFailure(what.endpointUrl, error);
-      http::response<http::string_body> res;
-      res.version(11);
-      res.result(502u);
-      res.set(http::field::content_type, "application/json");
+      auto res = ownResponse(502u, "application/json", keepAlive, std::move(reply.body));
       res.set(kEndpointHeader, what.endpointUrl);
-      res.keep_alive(keepAlive);
-      res.body() = reply.body;
-      res.prepare_payload();
-      stream.expires_after(30s);
-      auto [ec, n] = co_await http::async_write(stream, res, kUse);
-      stream.expires_never();
-      co_return !ec && keepAlive;
+      co_return co_await send(stream, res);
     }
   }
   co_return false;
@@ -399,24 +394,20 @@ asio::awaitable<bool> route(HttpServer::Shard& shard, beast::tcp_stream& stream,
     gw.counters().clientErrors.fetch_add(1, std::memory_order_relaxed);
     co_return co_await writeReply(stream, jsonError(status, type, message), keepAlive, allow, head);
   };
+  // 405 with the methods the path takes (`allow`; the message says "use `use`").
+  auto methodNotAllowed = [&](std::string_view allow, std::string_view use) {
+    return clientError(405, "invalid_request_error",
+                       "method " + std::string(req.method_string()) + " not allowed on " +
+                           std::string(path) + "; use " + std::string(use),
+                       allow);
+  };
   if (isInferencePath(path)) {
-    if (!post) {
-      co_return co_await clientError(405, "invalid_request_error",
-                                     "method " + std::string(req.method_string()) +
-                                         " not allowed on " + std::string(path) + "; use POST",
-                                     "POST");
-    }
+    if (!post) co_return co_await methodNotAllowed("POST", "POST");
     co_return co_await handleCompletion(shard, stream, req, keepAlive);
   }
   if (path == "/metrics" || path == "/healthz" || path == "/readyz" || path == "/v1/models" ||
       path == "/debug/program-aware-fairness") {
-    if (!get) {
-      co_return co_await clientError(405, "invalid_request_error",
-                                     "method " + std::string(req.method_string()) +
-                                         " not allowed on " + std::string(path) +
-                                         "; use GET or HEAD",
-                                     "GET, HEAD");
-    }
+    if (!get) co_return co_await methodNotAllowed("GET, HEAD", "GET or HEAD");
     const auto text = [&](std::string body, std::string_view type) {
       return writeText(stream, 200, std::move(body), type, keepAlive, head);
     };
