@@ -6,7 +6,7 @@
 #include <sstream>
 #include <string>
 
-namespace holdback::testing {
+namespace holdback::test_support {
 
 inline const std::filesystem::path kGoldenDir =
     std::filesystem::path(HOLDBACK_SOURCE_DIR) / "tests" / "golden";
@@ -18,4 +18,4 @@ inline std::string readFile(const std::filesystem::path& path) {
   return s.str();
 }
 
-}  // namespace holdback::testing
+}  // namespace holdback::test_support

@@ -15,8 +15,8 @@ namespace {
 
 namespace fs = std::filesystem;
 
-using testing::kGoldenDir;
-using testing::readFile;
+using test_support::kGoldenDir;
+using test_support::readFile;
 
 // The documented shape is pinned byte for byte: <config>.effective.json next to each config.
 // HOLDBACK_UPDATE_GOLDEN=1 rewrites them (review the diff: the shape may only grow).

@@ -24,8 +24,8 @@ namespace {
 
 namespace fs = std::filesystem;
 
-using testing::kGoldenDir;
-using testing::readFile;
+using test_support::kGoldenDir;
+using test_support::readFile;
 
 // What a golden .expected file holds: every diagnostic, then "ok" and the stack, or "invalid".
 std::string render(const BundleResult& result) {

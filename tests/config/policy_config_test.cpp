@@ -13,7 +13,7 @@ namespace holdback::config {
 namespace {
 
 // Loads a document; returns the error lines ("path: message"), empty when it loaded.
-std::vector<std::string> errorsOf(const std::string& text) {
+std::vector<std::string> policyErrorsOf(const std::string& text) {
   auto parsed = parseJson(text);
   std::vector<std::string> out;
   for (const auto& d : parsed.diagnostics().errors()) out.push_back(d.toString());
@@ -52,7 +52,7 @@ TEST(PriorityHoldbackConfigTest, ReferenceFactoryAccepts) {
         R"({"domain":"value","minCeiling":0.3,"maxCeiling":0.9})",
         R"({"domain":"rank","minCeiling":0.2,"maxCeiling":0.8})", R"({"minCeiling":0.5})",
         R"({"shape":"linear","minCeiling":0.5})", R"({"minCeiling":0.0})"}) {
-    EXPECT_EQ(errorsOf(holdbackPlugin(params)), std::vector<std::string>{}) << params;
+    EXPECT_EQ(policyErrorsOf(holdbackPlugin(params)), std::vector<std::string>{}) << params;
   }
 }
 
@@ -63,9 +63,9 @@ TEST(PriorityHoldbackConfigTest, ReferenceFactoryRejects) {
         R"({"minCeiling":1.0})", R"({"minCeiling":0.5,"maxCeiling":0.0})",
         R"({"minCeiling":0.5,"maxCeiling":1.1})", R"({"minCeiling":0.5,"maxCeiling":0.5})",
         R"({"minCeiling":0.8,"maxCeiling":0.5})", R"({not json})"}) {
-    EXPECT_FALSE(errorsOf(holdbackPlugin(params)).empty()) << params;
+    EXPECT_FALSE(policyErrorsOf(holdbackPlugin(params)).empty()) << params;
   }
-  EXPECT_FALSE(errorsOf(R"({"type":"priority-holdback-policy"})").empty());
+  EXPECT_FALSE(policyErrorsOf(R"({"type":"priority-holdback-policy"})").empty());
 }
 
 TEST(PriorityHoldbackConfigTest, DefaultsAreLinearRankMaxOne) {
@@ -93,7 +93,7 @@ void PrintTo(const RejectCase& c, std::ostream* os) {
 class PriorityHoldbackRejectTest : public ::testing::TestWithParam<RejectCase> {};
 
 TEST_P(PriorityHoldbackRejectTest, ReportsEveryProblemWithPath) {
-  EXPECT_EQ(errorsOf(holdbackPlugin(GetParam().parameters)), GetParam().errors);
+  EXPECT_EQ(policyErrorsOf(holdbackPlugin(GetParam().parameters)), GetParam().errors);
 }
 
 // Expected messages are split over several string literals on purpose.
@@ -219,7 +219,8 @@ TEST(PriorityHoldbackConfigTest, SeedProposalSigmoidConfig) {
 }
 
 TEST(PriorityHoldbackConfigTest, IntegralFloatPriorityKeysAreNotAccepted) {
-  EXPECT_FALSE(errorsOf(holdbackPlugin(R"({"strategy":"static","ceilings":{"1.0":0.5}})")).empty());
+  EXPECT_FALSE(
+      policyErrorsOf(holdbackPlugin(R"({"strategy":"static","ceilings":{"1.0":0.5}})")).empty());
 }
 
 TEST(PriorityHoldbackConfigTest, NegativeStringKeysWork) {
@@ -240,36 +241,39 @@ TEST(PriorityHoldbackConfigTest, DefaultCeilingAboveLowestListedWarns) {
 // ---- static-usage-limit-policy and soft-reflective ---------------------------------------------
 
 TEST(StaticUsageLimitConfigTest, Table) {
-  EXPECT_EQ(errorsOf(R"({"type":"static-usage-limit-policy"})"), std::vector<std::string>{});
-  EXPECT_EQ(errorsOf(R"({"type":"static-usage-limit-policy","parameters":{"threshold":0.8}})"),
-            std::vector<std::string>{});
-  EXPECT_EQ(errorsOf(R"({"type":"static-usage-limit-policy","parameters":{"threshold":0}})"),
+  EXPECT_EQ(policyErrorsOf(R"({"type":"static-usage-limit-policy"})"), std::vector<std::string>{});
+  EXPECT_EQ(
+      policyErrorsOf(R"({"type":"static-usage-limit-policy","parameters":{"threshold":0.8}})"),
+      std::vector<std::string>{});
+  EXPECT_EQ(policyErrorsOf(R"({"type":"static-usage-limit-policy","parameters":{"threshold":0}})"),
             std::vector<std::string>{"/parameters/threshold: 0.0 is outside (0.0, 1.0]"});
   EXPECT_EQ(
-      errorsOf(R"({"type":"static-usage-limit-policy","parameters":{"threshold":true}})"),
+      policyErrorsOf(R"({"type":"static-usage-limit-policy","parameters":{"threshold":true}})"),
       std::vector<std::string>{"/parameters/threshold: true is a boolean; expected a number"});
-  EXPECT_EQ(errorsOf(R"({"type":"static-usage-limit-policy","parameters":{"limit":1}})"),
+  EXPECT_EQ(policyErrorsOf(R"({"type":"static-usage-limit-policy","parameters":{"limit":1}})"),
             std::vector<std::string>{
                 "/parameters/limit: unknown key \"limit\"; allowed keys: threshold"});
 }
 
 TEST(SoftReflectiveConfigTest, TakesNoParameters) {
-  EXPECT_EQ(errorsOf(R"({"type":"soft-reflective-ceiling-policy"})"), std::vector<std::string>{});
-  EXPECT_EQ(errorsOf(R"({"type":"soft-reflective-ceiling-policy","parameters":{}})"),
+  EXPECT_EQ(policyErrorsOf(R"({"type":"soft-reflective-ceiling-policy"})"),
             std::vector<std::string>{});
-  EXPECT_EQ(errorsOf(R"({"type":"soft-reflective-ceiling-policy","parameters":{"threshold":0.5}})"),
-            std::vector<std::string>{"/parameters/threshold: unknown key \"threshold\"; "
-                                     "soft-reflective-ceiling-policy takes no parameters"});
+  EXPECT_EQ(policyErrorsOf(R"({"type":"soft-reflective-ceiling-policy","parameters":{}})"),
+            std::vector<std::string>{});
+  EXPECT_EQ(
+      policyErrorsOf(R"({"type":"soft-reflective-ceiling-policy","parameters":{"threshold":0.5}})"),
+      std::vector<std::string>{"/parameters/threshold: unknown key \"threshold\"; "
+                               "soft-reflective-ceiling-policy takes no parameters"});
 }
 
 TEST(PluginSpecTest, UnknownTypeAndMissingType) {
   EXPECT_EQ(
-      errorsOf(R"({"type":"magic-policy"})"),
+      policyErrorsOf(R"({"type":"magic-policy"})"),
       std::vector<std::string>{
           "/type: \"magic-policy\" is not a registered type; registered: "
           "priority-holdback-policy, reservation-holdback-policy, soft-reflective-ceiling-policy, "
           "static-usage-limit-policy"});
-  EXPECT_EQ(errorsOf(R"({"type":7,"extra":1})"),
+  EXPECT_EQ(policyErrorsOf(R"({"type":7,"extra":1})"),
             (std::vector<std::string>{"/type: 7 is a number; expected a string",
                                       "/extra: unknown key \"extra\"; allowed keys: name, "
                                       "parameters, type"}));
@@ -306,7 +310,7 @@ TEST(EndpointPickerConfigTest, AbsentRefPicksConfiguredStaticPlugin) {
 // Expected messages are split over several string literals on purpose.
 // NOLINTBEGIN(bugprone-suspicious-missing-comma)
 TEST(EndpointPickerConfigTest, ReportsEveryPluginProblemAndABadRef) {
-  const auto errors = errorsOf(R"({"plugins": [
+  const auto errors = policyErrorsOf(R"({"plugins": [
       {"type": "priority-holdback-policy", "name": "a", "parameters": {"minCeiling": 2}},
       {"type": "priority-holdback-policy", "name": "a", "parameters": {"minCeiling": 0.5}},
       {"type": "utilization-detector", "name": "util"},
@@ -322,12 +326,12 @@ TEST(EndpointPickerConfigTest, ReportsEveryPluginProblemAndABadRef) {
                 "/plugins/3/parameters/threshold: -1.0 is outside (0.0, 1.0]",
                 "/flowControl/usageLimitPolicyPluginRef: \"util\" names a plugin of type "
                 "\"utilization-detector\", which is not a usage limit policy"}));
-  EXPECT_EQ(errorsOf(R"({"plugins": [{"type": "utilization-detector", "name": "util"}],
+  EXPECT_EQ(policyErrorsOf(R"({"plugins": [{"type": "utilization-detector", "name": "util"}],
                         "flowControl": {"usageLimitPolicyPluginRef": "util"}})"),
             std::vector<std::string>{
                 "/flowControl/usageLimitPolicyPluginRef: \"util\" names a plugin of type "
                 "\"utilization-detector\", which is not a usage limit policy"});
-  EXPECT_EQ(errorsOf(R"({"plugins": [], "flowControl": {"usageLimitPolicyPluginRef": "x"}})"),
+  EXPECT_EQ(policyErrorsOf(R"({"plugins": [], "flowControl": {"usageLimitPolicyPluginRef": "x"}})"),
             std::vector<std::string>{
                 "/flowControl/usageLimitPolicyPluginRef: \"x\" names no plugin; defined "
                 "plugins: none"});

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "alloc_counter.hpp"
+#include "test_values.hpp"
 
 namespace holdback {
 namespace {
@@ -17,8 +18,8 @@ namespace {
 using std::chrono::milliseconds;
 
 constexpr double kTolerance = 1e-4;
-constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
-constexpr double kInf = std::numeric_limits<double>::infinity();
+using test_support::kInf;
+using test_support::kNaN;
 const TimePoint kNow = TimePoint{} + std::chrono::hours(1000);
 
 // An endpoint with metrics taken `age` before kNow.

@@ -10,15 +10,16 @@
 
 #include "alloc_counter.hpp"
 #include "holdback/detector/detectors.hpp"
+#include "test_values.hpp"
 
 namespace holdback {
 namespace {
 
 using std::chrono::milliseconds;
-const TimePoint kNow = TimePoint{} + std::chrono::hours(10);
-constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+const TimePoint kLedgerNow = TimePoint{} + std::chrono::hours(10);
+using test_support::kNaN;
 
-Scrape scrape(double waiting, double running, double kv, TimePoint at = kNow) {
+Scrape scrape(double waiting, double running, double kv, TimePoint at = kLedgerNow) {
   return {.updateTime = at,
           .waitingQueueSize = waiting,
           .runningRequests = running,
@@ -76,7 +77,7 @@ TEST(DispatchLedgerTest, UnknownMaxRunningCountsPendingAsWaiting) {
   DispatchHandle before = ledger.dispatch(a);  // seen by the scrape (it reports 1 running)
   ASSERT_TRUE(ledger.installScrape(a, scrape(2, 1, 0.25)));
   Endpoint e = filled(ledger, a);
-  EXPECT_EQ(e.updateTime, kNow);
+  EXPECT_EQ(e.updateTime, kLedgerNow);
   EXPECT_EQ(e.waitingQueueSize, 2.0);  // nothing since the scrape
   EXPECT_EQ(e.runningRequests, 1.0);
   EXPECT_EQ(e.kvCacheUsage, 0.25);
@@ -379,7 +380,7 @@ TEST(DispatchLedgerTest, ReconciliationTakesALastingExcessForLostCompletions) {
   std::vector<DispatchHandle> hs;  // 3 ended at the server but never released by the host + 2
   for (int i = 0; i < 5; ++i) hs.push_back(ledger.dispatch(a));
   std::vector<double> running;
-  TimePoint at = kNow;
+  TimePoint at = kLedgerNow;
   for (int k = 0; k < 6; ++k) {  // scrapes 300 ms apart: each opens a stretch
     ledger.installScrape(a, scrape(0, 2, 0, at), ledger.mark(a));  // excess 5 - 2 = 3
     running.push_back(filled(ledger, a).runningRequests);
@@ -411,7 +412,7 @@ TEST(DispatchLedgerTest, ReconciliationDoesNotTakeALateCompletionForALeak) {
   std::vector<DispatchHandle> hs;
   for (int i = 0; i < 4; ++i) hs.push_back(ledger.dispatch(a));
   // The server has ended hs[0] (it shows 3 running); the host has not recorded it yet.
-  TimePoint at = kNow;
+  TimePoint at = kLedgerNow;
   for (int k = 0; k < 8; ++k) {  // 200 ms of scrapes, 25 ms apart: excess 1 in each
     ledger.installScrape(a, scrape(0, 3, 0, at), ledger.mark(a));
     EXPECT_EQ(filled(ledger, a).runningRequests, 4.0) << k;  // the late one still counts
@@ -511,7 +512,7 @@ TEST(DispatchLedgerTest, BudgetClosesTheEndpointUntilTheNextScrape) {
   EXPECT_EQ(filled(ledger, a).waitingQueueSize, 5.0);  // spent: reads the queue depth
   auto d = std::move(UtilizationDetector::create({.queueDepthThreshold = 5})).value();
   std::vector<Endpoint> e{filled(ledger, a)};
-  EXPECT_GE(d->saturation(e, kNow), 1.0);
+  EXPECT_GE(d->saturation(e, kLedgerNow), 1.0);
   // The next scrape resets it.
   ledger.installScrape(a, scrape(0, 1, 0.1));
   EXPECT_EQ(filled(ledger, a).waitingQueueSize, 0.0);
@@ -543,14 +544,14 @@ TEST(DispatchLedgerTest, InvalidTelemetryIsPassedThroughUncorrected) {
 TEST(DispatchLedgerTest, FutureScrapeTimestampIsStoredForTheDetectorToJudge) {
   DispatchLedger ledger;
   const EndpointId a = ledger.registerEndpoint("a");
-  ledger.installScrape(a, scrape(0, 0, 0, kNow + std::chrono::hours(1)));
+  ledger.installScrape(a, scrape(0, 0, 0, kLedgerNow + std::chrono::hours(1)));
   const Endpoint e = filled(ledger, a);
-  EXPECT_EQ(e.updateTime, kNow + std::chrono::hours(1));
+  EXPECT_EQ(e.updateTime, kLedgerNow + std::chrono::hours(1));
   auto d = std::move(UtilizationDetector::create({})).value();
-  EXPECT_EQ(d->observe(e, kNow), UtilizationDetector::Observation::kInvalid);
+  EXPECT_EQ(d->observe(e, kLedgerNow), UtilizationDetector::Observation::kInvalid);
   // The last installed scrape wins, even an older one.
-  ledger.installScrape(a, scrape(0, 0, 0, kNow));
-  EXPECT_EQ(filled(ledger, a).updateTime, kNow);
+  ledger.installScrape(a, scrape(0, 0, 0, kLedgerNow));
+  EXPECT_EQ(filled(ledger, a).updateTime, kLedgerNow);
 }
 
 TEST(DispatchLedgerTest, BadCountersNeverUnderflow) {
@@ -626,10 +627,10 @@ TEST(DispatchLedgerTest, FillByNameAndInFlightOnly) {
   std::vector<Endpoint> e(2);
   e[0].name = "a";
   e[1].name = "unknown";
-  e[1].updateTime = kNow;
+  e[1].updateTime = kLedgerNow;
   e[1].inFlightRequests = 5;
   ledger.fill(e);
-  EXPECT_EQ(e[0].updateTime, kNow);
+  EXPECT_EQ(e[0].updateTime, kLedgerNow);
   EXPECT_EQ(e[0].waitingQueueSize, 3.0);
   EXPECT_EQ(e[0].inFlightTokens, 4);
   EXPECT_FALSE(e[1].updateTime);

@@ -11,67 +11,70 @@ namespace {
 using testing::PolicyFactory;
 using testing::UsageLimitPolicyConformanceTest;
 
-std::unique_ptr<UsageLimitPolicy> holdback(PriorityHoldbackOptions options) {
+std::unique_ptr<UsageLimitPolicy> holdbackPolicy(PriorityHoldbackOptions options) {
   return std::move(PriorityHoldbackPolicy::create(std::move(options))).value();
 }
 
-const PolicyFactory kBuiltins[] = {
+const PolicyFactory kPolicyBuiltins[] = {
     {"StaticUsageLimitDefault", [] { return std::move(StaticUsageLimitPolicy::create()).value(); }},
     {"StaticUsageLimitHalf",
      [] { return std::move(StaticUsageLimitPolicy::create({.threshold = 0.5})).value(); }},
     {"StepwiseSpread",
-     [] { return holdback({.strategy = HoldbackStrategy::kStepwiseSpread, .minCeiling = 0.4}); }},
+     [] {
+       return holdbackPolicy({.strategy = HoldbackStrategy::kStepwiseSpread, .minCeiling = 0.4});
+     }},
     {"LinearProportional",
      [] {
-       return holdback({.strategy = HoldbackStrategy::kLinearProportional,
-                        .minCeiling = 0.2,
-                        .maxCeiling = 0.9});
+       return holdbackPolicy({.strategy = HoldbackStrategy::kLinearProportional,
+                              .minCeiling = 0.2,
+                              .maxCeiling = 0.9});
      }},
     {"SigmoidRank",
-     [] { return holdback({.strategy = HoldbackStrategy::kSigmoidSmoothed, .minCeiling = 0.6}); }},
+     [] {
+       return holdbackPolicy({.strategy = HoldbackStrategy::kSigmoidSmoothed, .minCeiling = 0.6});
+     }},
     {"SigmoidValueSteep",
      [] {
-       return holdback({.strategy = HoldbackStrategy::kSigmoidSmoothed,
-                        .minCeiling = 0.0,
-                        .sigmoidSteepness = 100.0,
-                        .sigmoidMidpoint = 1.0,
-                        .sigmoidDomain = SigmoidDomain::kValue});
+       return holdbackPolicy({.strategy = HoldbackStrategy::kSigmoidSmoothed,
+                              .minCeiling = 0.0,
+                              .sigmoidSteepness = 100.0,
+                              .sigmoidMidpoint = 1.0,
+                              .sigmoidDomain = SigmoidDomain::kValue});
      }},
     {"SigmoidNearlyFlat",
      [] {
-       return holdback({.strategy = HoldbackStrategy::kSigmoidSmoothed,
-                        .minCeiling = 0.1,
-                        .sigmoidSteepness = 1e-300,
-                        .sigmoidDomain = SigmoidDomain::kValue});
+       return holdbackPolicy({.strategy = HoldbackStrategy::kSigmoidSmoothed,
+                              .minCeiling = 0.1,
+                              .sigmoidSteepness = 1e-300,
+                              .sigmoidDomain = SigmoidDomain::kValue});
      }},
     {"StaticMap",
      [] {
-       return holdback({.strategy = HoldbackStrategy::kStatic,
-                        .ceilings = {{100, 1.0}, {20, 0.75}, {-1, 0.6}}});
+       return holdbackPolicy({.strategy = HoldbackStrategy::kStatic,
+                              .ceilings = {{100, 1.0}, {20, 0.75}, {-1, 0.6}}});
      }},
     {"StaticMapWithDefault",
      [] {
-       return holdback({.strategy = HoldbackStrategy::kStatic,
-                        .ceilings = {{100, 1.0}, {0, 0.3}},
-                        .defaultCeiling = 0.9});
+       return holdbackPolicy({.strategy = HoldbackStrategy::kStatic,
+                              .ceilings = {{100, 1.0}, {0, 0.3}},
+                              .defaultCeiling = 0.9});
      }},
     {"SoftReflective", [] { return std::move(SoftReflectiveCeilingPolicy::create()).value(); }},
     {"ReservationDefault", [] { return std::move(ReservationPolicy::create({})).value(); }},
     {"ReservationBounded",
      [] {
-       return std::move(
-                  ReservationPolicy::create({.epsilon = 0.001,
-                                             .epsilons = {{.priority = 0, .epsilon = 0.2}},
-                                             .minCeiling = 0.2,
-                                             .maxCeiling = 0.9,
-                                             .minReserve = 3.0,
-                                             .requestUnit = 0.01}))
+       return std::move(ReservationPolicy::create({.epsilon = 0.001,
+                                                   .epsilons = {{.priority = 0, .epsilon = 0.2}},
+                                                   .minCeiling = 0.2,
+                                                   .maxCeiling = 0.9,
+                                                   .minReserve = 3.0,
+                                                   .requestUnit = 0.01}))
            .value();
      }},
 };
 
-INSTANTIATE_TEST_SUITE_P(Builtins, UsageLimitPolicyConformanceTest, ::testing::ValuesIn(kBuiltins),
-                         testing::PolicyFactoryName{});
+INSTANTIATE_TEST_SUITE_P(Builtins, UsageLimitPolicyConformanceTest,
+                         ::testing::ValuesIn(kPolicyBuiltins), testing::PolicyFactoryName{});
 
 class PolicyAllocationTest : public ::testing::TestWithParam<PolicyFactory> {};
 
@@ -86,7 +89,7 @@ TEST_P(PolicyAllocationTest, ComputeLimitDoesNotAllocate) {
   EXPECT_EQ(counter.count(), 0u);
 }
 
-INSTANTIATE_TEST_SUITE_P(Builtins, PolicyAllocationTest, ::testing::ValuesIn(kBuiltins),
+INSTANTIATE_TEST_SUITE_P(Builtins, PolicyAllocationTest, ::testing::ValuesIn(kPolicyBuiltins),
                          testing::PolicyFactoryName{});
 
 }  // namespace

@@ -16,12 +16,13 @@
 
 #include "alloc_counter.hpp"
 #include "holdback/policy/policies.hpp"
+#include "test_values.hpp"
 
 namespace holdback {
 namespace {
 
-constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
-constexpr double kInf = std::numeric_limits<double>::infinity();
+using test_support::kInf;
+using test_support::kNaN;
 
 // The sweep as it was before the check (issue 6): clamp into [0, 1], NaN -> 0, raise right to left.
 void referenceSweep(std::vector<double>& c) {
