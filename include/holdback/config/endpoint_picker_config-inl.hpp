@@ -693,7 +693,7 @@ HOLDBACK_INLINE BundleResult loadEndpointPickerConfigText(std::string_view text,
     Diagnostics diagnostics = parsed.diagnostics();
     if (parsed) {  // duplicate keys: report them with everything else
       auto loaded = loadEndpointPickerConfig(parsed.value(), registries);
-      for (const Diagnostic& x : loaded.diagnostics().all()) diagnostics.add(x);
+      diagnostics.append(loaded.diagnostics());
     }
     return BundleResult::failure(std::move(diagnostics));
   }

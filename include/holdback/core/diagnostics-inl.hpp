@@ -46,7 +46,16 @@ HOLDBACK_INLINE void Diagnostics::add(Diagnostic diagnostic) {
 }
 
 HOLDBACK_INLINE void Diagnostics::append(const Diagnostics& other) {
-  for (const Diagnostic& d : other.items_) add(d);
+  const std::size_t before = items_.size();
+  for (const Diagnostic& d : other.items_) {
+    bool reported = false;
+    if (d.severity == Severity::kError && !d.path.empty()) {
+      for (std::size_t i = 0; i < before && !reported; ++i) {
+        reported = items_[i].severity == Severity::kError && items_[i].path == d.path;
+      }
+    }
+    if (!reported) add(d);
+  }
 }
 
 HOLDBACK_INLINE std::vector<Diagnostic> Diagnostics::errors() const {

@@ -48,6 +48,9 @@ class [[nodiscard]] HOLDBACK_API Diagnostics {
   void error(std::string path, std::string message, int line = 0, int column = 0);
   void warning(std::string path, std::string message, int line = 0, int column = 0);
   void add(Diagnostic diagnostic);
+  // Adds other's diagnostics in order, except an error at a (non-empty) path where this list
+  // already had an error: a later stage's complaint about a value an earlier stage rejected (the
+  // YAML parser reports `.nan` and leaves null; the loader would then report "found null").
   void append(const Diagnostics& other);
 
   [[nodiscard]] bool hasErrors() const noexcept { return error_count_ > 0; }
