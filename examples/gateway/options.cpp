@@ -32,6 +32,10 @@ std::optional<T> positive(std::string_view s) {
 }  // namespace
 
 int parseArgs(int argc, char** argv, Options& o) {
+  // Every bad flag is reported, then 1: one run shows all that is wrong with a command line.
+  bool failed = false;
+  bool unknown = false;
+  bool endpoint_given = false;  // a bad --endpoint is reported as such, not as a missing one
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
     std::string value;
@@ -88,32 +92,37 @@ int parseArgs(int argc, char** argv, Options& o) {
     bool matched = false;
     for (const IntFlag& f : int_flags) {
       if (arg == f.name) {
-        if (!number(*f.out)) return 1;
+        failed |= !number(*f.out);
         matched = true;
       }
     }
     for (const SizeFlag& f : size_flags) {
       if (arg == f.name) {
-        if (!number(*f.out)) return 1;
+        failed |= !number(*f.out);
         matched = true;
       }
     }
     if (matched) continue;
     if (arg == "--help" || arg == "-h") {
       std::fputs(kUsage, stdout);
-      return 2;
+      return failed ? 1 : 2;
     } else if (arg == "--print-default-config") {
       std::fwrite(kDefaultConfigText.data(), 1, kDefaultConfigText.size(), stdout);
       return 2;
     } else if (arg == "--endpoint") {
+      endpoint_given = true;
       const auto v = next();
-      if (!v) return 1;
+      if (!v) {
+        failed = true;
+        continue;
+      }
       const auto hp = parseEndpointUrl(*v);
       if (!hp) {
         std::fprintf(
             stderr, "holdback-gateway: --endpoint: \"%s\" is not http://HOST:PORT (port 1-65535)\n",
             v->c_str());
-        return 1;
+        failed = true;
+        continue;
       }
       std::string url = *v;
       if (url.back() == '/') url.pop_back();
@@ -121,29 +130,28 @@ int parseArgs(int argc, char** argv, Options& o) {
       o.endpoints.push_back(*hp);
     } else if (arg == "--config") {
       const auto v = next();
-      if (!v) return 1;
-      o.configFile = *v;
+      failed |= !v;
+      if (v) o.configFile = *v;
     } else if (arg == "--model") {
       const auto v = next();
-      if (!v) return 1;
-      o.models.push_back(*v);
+      failed |= !v;
+      if (v) o.models.push_back(*v);
     } else if (arg == "--listen") {
       const auto v = next();
-      if (!v) return 1;
-      const auto hp = parseHostPort(*v);
-      if (!hp) {
+      const auto hp = v ? parseHostPort(*v) : std::nullopt;
+      if (v && !hp) {
         std::fprintf(stderr, "holdback-gateway: --listen: \"%s\" is not HOST:PORT\n", v->c_str());
-        return 1;
       }
-      o.listen = *hp;
+      failed |= !hp;
+      if (hp) o.listen = *hp;
     } else if (arg == "--objective") {
       const auto v = next();
-      if (!v) return 1;
       std::string error;
-      if (!o.objectives.set(*v, &error)) {
+      if (v && !o.objectives.set(*v, &error)) {
         std::fprintf(stderr, "holdback-gateway: --objective: %s\n", error.c_str());
-        return 1;
+        failed = true;
       }
+      failed |= !v;
     } else if (arg == "--no-scrape-lag-credit" && !has_value) {
       std::fprintf(stderr,
                    "holdback-gateway: warning: --no-scrape-lag-credit is deprecated and does "
@@ -151,15 +159,16 @@ int parseArgs(int argc, char** argv, Options& o) {
                    "dispatchLedger.correction in the detector's config to turn the correction "
                    "off)\n");
     } else {
-      std::fprintf(stderr, "holdback-gateway: unknown argument \"%s\"\n%s", argv[i], kUsage);
-      return 1;
+      std::fprintf(stderr, "holdback-gateway: unknown argument \"%s\"\n", argv[i]);
+      failed = unknown = true;
     }
   }
-  if (o.endpoints.empty()) {
-    std::fprintf(stderr, "holdback-gateway: at least one --endpoint is required\n%s", kUsage);
-    return 1;
+  if (o.endpoints.empty() && !endpoint_given) {
+    std::fprintf(stderr, "holdback-gateway: at least one --endpoint is required\n");
+    failed = unknown = true;
   }
-  return 0;
+  if (unknown) std::fputs(kUsage, stderr);
+  return failed ? 1 : 0;
 }
 
 }  // namespace holdback::gateway

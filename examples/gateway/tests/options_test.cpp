@@ -1,0 +1,83 @@
+// The gateway's command line (options.cpp): values land in Options, and a bad command line is
+// reported whole, every bad flag with its value, before the gateway gives up.
+#include "options.hpp"
+
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+namespace holdback::gateway {
+namespace {
+
+struct Parsed {
+  int rc = 0;
+  Options options;
+  std::string stderrText;
+};
+
+Parsed parse(std::vector<std::string> args) {
+  args.insert(args.begin(), "holdback-gateway");
+  std::vector<char*> argv;
+  for (std::string& a : args) argv.push_back(a.data());
+  Parsed out;
+  ::testing::internal::CaptureStderr();
+  out.rc = parseArgs(static_cast<int>(argv.size()), argv.data(), out.options);
+  out.stderrText = ::testing::internal::GetCapturedStderr();
+  return out;
+}
+
+TEST(GatewayOptionsTest, ValuesLandInOptions) {
+  const Parsed p = parse({"--endpoint", "http://127.0.0.1:8001/", "--endpoint=http://h:2",
+                          "--threads", "3", "--max-body-bytes=1024", "--listen", "0.0.0.0:8080",
+                          "--objective", "chat=7", "--model", "m1"});
+  ASSERT_EQ(p.rc, 0) << p.stderrText;
+  EXPECT_EQ(p.options.endpointUrls,
+            (std::vector<std::string>{"http://127.0.0.1:8001", "http://h:2"}));
+  EXPECT_EQ(p.options.threads, 3);
+  EXPECT_EQ(p.options.maxBodyBytes, 1024u);
+  EXPECT_EQ(p.options.listen.host, "0.0.0.0");
+  EXPECT_EQ(p.options.listen.port, 8080);
+  EXPECT_EQ(p.options.models, std::vector<std::string>{"m1"});
+  EXPECT_TRUE(p.stderrText.empty()) << p.stderrText;
+}
+
+TEST(GatewayOptionsTest, EveryBadFlagIsReportedInOneRun) {
+  const Parsed p = parse({"--threads", "0", "--endpoint", "ftp://x", "--max-connections=-5",
+                          "--bogus", "--listen", "nowhere", "--objective", "chat",
+                          "--max-scrape-bytes", "12x", "--config"});
+  EXPECT_EQ(p.rc, 1);
+  for (const char* expected :
+       {"--threads: \"0\" is not a positive integer",
+        "--endpoint: \"ftp://x\" is not http://HOST:PORT",
+        "--max-connections: \"-5\" is not a positive integer", "unknown argument \"--bogus\"",
+        "--listen: \"nowhere\" is not HOST:PORT", "--objective: expected NAME=PRIORITY",
+        "--max-scrape-bytes: \"12x\" is not a positive integer", "--config needs a value",
+        "usage: holdback-gateway"}) {
+    EXPECT_NE(p.stderrText.find(expected), std::string::npos) << expected << "\n" << p.stderrText;
+  }
+  // A bad --endpoint is reported as bad, not also as missing.
+  EXPECT_EQ(p.stderrText.find("at least one --endpoint"), std::string::npos) << p.stderrText;
+}
+
+TEST(GatewayOptionsTest, MissingEndpointIsAnError) {
+  const Parsed p = parse({"--threads", "2"});
+  EXPECT_EQ(p.rc, 1);
+  EXPECT_NE(p.stderrText.find("at least one --endpoint is required"), std::string::npos);
+}
+
+TEST(GatewayOptionsTest, HelpPrintsUsageAndStillFailsAfterABadFlag) {
+  testing::internal::CaptureStdout();
+  const Parsed help = parse({"--help"});
+  EXPECT_NE(testing::internal::GetCapturedStdout().find("usage: holdback-gateway"),
+            std::string::npos);
+  EXPECT_EQ(help.rc, 2);  // printed what was asked: exit 0
+  testing::internal::CaptureStdout();
+  const Parsed bad = parse({"--threads", "0", "--help"});
+  (void)testing::internal::GetCapturedStdout();
+  EXPECT_EQ(bad.rc, 1);
+  EXPECT_NE(bad.stderrText.find("--threads: \"0\""), std::string::npos) << bad.stderrText;
+}
+
+}  // namespace
+}  // namespace holdback::gateway
