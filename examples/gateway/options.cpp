@@ -34,7 +34,7 @@ std::optional<T> positive(std::string_view s) {
 int parseArgs(int argc, char** argv, Options& o) {
   // Every bad flag is reported, then 1: one run shows all that is wrong with a command line.
   bool failed = false;
-  bool unknown = false;
+  bool show_usage = false;      // after an unknown flag or a missing --endpoint
   bool endpoint_given = false;  // a bad --endpoint is reported as such, not as a missing one
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
@@ -45,10 +45,12 @@ int parseArgs(int argc, char** argv, Options& o) {
       arg = arg.substr(0, eq);
       has_value = true;
     }
+    // The flag's value; nullopt (reported, `failed` set) when the command line ends first.
     auto next = [&]() -> std::optional<std::string> {
       if (has_value) return value;
       if (i + 1 >= argc) {
         std::fprintf(stderr, "holdback-gateway: %s needs a value\n", arg.c_str());
+        failed = true;
         return std::nullopt;
       }
       return std::string(argv[++i]);
@@ -112,10 +114,7 @@ int parseArgs(int argc, char** argv, Options& o) {
     } else if (arg == "--endpoint") {
       endpoint_given = true;
       const auto v = next();
-      if (!v) {
-        failed = true;
-        continue;
-      }
+      if (!v) continue;
       const auto hp = parseEndpointUrl(*v);
       if (!hp) {
         std::fprintf(
@@ -129,21 +128,18 @@ int parseArgs(int argc, char** argv, Options& o) {
       o.endpointUrls.push_back(url);
       o.endpoints.push_back(*hp);
     } else if (arg == "--config") {
-      const auto v = next();
-      failed |= !v;
-      if (v) o.configFile = *v;
+      if (const auto v = next()) o.configFile = *v;
     } else if (arg == "--model") {
-      const auto v = next();
-      failed |= !v;
-      if (v) o.models.push_back(*v);
+      if (const auto v = next()) o.models.push_back(*v);
     } else if (arg == "--listen") {
       const auto v = next();
-      const auto hp = v ? parseHostPort(*v) : std::nullopt;
-      if (v && !hp) {
+      if (!v) continue;
+      if (const auto hp = parseHostPort(*v)) {
+        o.listen = *hp;
+      } else {
         std::fprintf(stderr, "holdback-gateway: --listen: \"%s\" is not HOST:PORT\n", v->c_str());
+        failed = true;
       }
-      failed |= !hp;
-      if (hp) o.listen = *hp;
     } else if (arg == "--objective") {
       const auto v = next();
       std::string error;
@@ -151,7 +147,6 @@ int parseArgs(int argc, char** argv, Options& o) {
         std::fprintf(stderr, "holdback-gateway: --objective: %s\n", error.c_str());
         failed = true;
       }
-      failed |= !v;
     } else if (arg == "--no-scrape-lag-credit" && !has_value) {
       std::fprintf(stderr,
                    "holdback-gateway: warning: --no-scrape-lag-credit is deprecated and does "
@@ -160,14 +155,14 @@ int parseArgs(int argc, char** argv, Options& o) {
                    "off)\n");
     } else {
       std::fprintf(stderr, "holdback-gateway: unknown argument \"%s\"\n", argv[i]);
-      failed = unknown = true;
+      failed = show_usage = true;
     }
   }
   if (o.endpoints.empty() && !endpoint_given) {
     std::fprintf(stderr, "holdback-gateway: at least one --endpoint is required\n");
-    failed = unknown = true;
+    failed = show_usage = true;
   }
-  if (unknown) std::fputs(kUsage, stderr);
+  if (show_usage) std::fputs(kUsage, stderr);
   return failed ? 1 : 0;
 }
 

@@ -17,6 +17,7 @@ namespace {
 
 using std::chrono::milliseconds;
 const TimePoint kLedgerNow = TimePoint{} + std::chrono::hours(10);
+using test_support::kInf;
 using test_support::kNaN;
 
 Scrape scrape(double waiting, double running, double kv, TimePoint at = kLedgerNow) {
@@ -233,7 +234,6 @@ TEST(DispatchLedgerTest, ObservedSlotCountIgnoresInvalidScrapesAndIsCapped) {
   DispatchLedger ledger;
   const EndpointId a = ledger.registerEndpoint("a");
   ledger.installScrape(a, scrape(0, 5, 0.1));
-  const double kInf = std::numeric_limits<double>::infinity();
   for (const Scrape& s : {scrape(0, kNaN, 0.1), scrape(0, -20, 0.1), scrape(0, kInf, 0.1),
                           scrape(0, 1e301, 0.1), scrape(kNaN, 0, 0.1), scrape(-1, 0, 0.1),
                           scrape(kInf, 0, 0.1), scrape(0, 9, 1.5) /* KV invalid */}) {
