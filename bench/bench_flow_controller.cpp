@@ -28,6 +28,11 @@
 //        dispatchCycle on a shared controller (real time).
 //   BM_Cancel                               enqueue one request and cancel it through its ticket.
 //   BM_FloorDequePushPop                    one std::deque push_back + pop_front (the floor).
+//   BM_FloorContendedDeque/threads:N        the floor of BM_EnqueueContended: N threads share one
+//        std::mutex-guarded std::deque; an op is two critical sections (push_back, then pop_front),
+//        as enqueue + dispatchCycle take the controller's one mutex twice (real time).
+//   BM_FloorContendedCounter/threads:N      N threads fetch_add one shared atomic counter (the
+//        cheapest possible write to shared state: one cache line moving between cores).
 //   BM_Stats/<F>/<L>, BM_StatsRender/<F>/<L>   a scrape: stats() alone (it runs under the
 //        controller's lock: the time mu is held), and stats() + renderPrometheus; F flows with one
 //        request in each of 8 bands, fairnessIdLabelLimit L (0: no per-flow gauges).
@@ -46,10 +51,13 @@
 
 #include <algorithm>
 #include <any>
+#include <atomic>
 #include <chrono>
+#include <cstdint>
 #include <cstdio>
 #include <deque>
 #include <memory>
+#include <mutex>
 #include <span>
 #include <string>
 #include <utility>
@@ -357,6 +365,35 @@ void BM_FloorDequePushPop(benchmark::State& state) {
   }
 }
 
+// Shared by the contended floors' threads (set up and torn down by thread 0, as g_shared).
+struct ContendedFloor {
+  std::mutex mu;
+  std::deque<int> q = std::deque<int>(kDepth, 1);
+};
+std::unique_ptr<ContendedFloor> g_floor;
+std::atomic<std::uint64_t> g_counter{0};
+
+void BM_FloorContendedDeque(benchmark::State& state) {
+  if (state.thread_index() == 0) g_floor = std::make_unique<ContendedFloor>();
+  int i = 0;
+  for (auto _ : state) {
+    {
+      std::lock_guard lock(g_floor->mu);
+      g_floor->q.push_back(++i);
+    }
+    std::lock_guard lock(g_floor->mu);
+    benchmark::DoNotOptimize(g_floor->q.front());
+    g_floor->q.pop_front();
+  }
+  state.SetItemsProcessed(state.iterations());
+  if (state.thread_index() == 0) g_floor.reset();
+}
+
+void BM_FloorContendedCounter(benchmark::State& state) {
+  for (auto _ : state) benchmark::DoNotOptimize(g_counter.fetch_add(1, std::memory_order_relaxed));
+  state.SetItemsProcessed(state.iterations());
+}
+
 int registerAll() {
   for (const int p : {1, 8, 64}) {
     for (const int f : {1, 16, 1024}) {
@@ -427,6 +464,8 @@ BENCHMARK(BM_EnqueueDispatchRoundTrip);
 BENCHMARK(BM_EnqueueContended)->Threads(1)->Threads(2)->Threads(4)->UseRealTime();
 BENCHMARK(BM_Cancel);
 BENCHMARK(BM_FloorDequePushPop);
+BENCHMARK(BM_FloorContendedDeque)->Threads(1)->Threads(2)->Threads(4)->UseRealTime();
+BENCHMARK(BM_FloorContendedCounter)->Threads(1)->Threads(2)->Threads(4)->UseRealTime();
 BENCHMARK(BM_MemoryQueued)->Iterations(1)->Unit(benchmark::kMillisecond);
 
 }  // namespace
