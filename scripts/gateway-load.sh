@@ -8,13 +8,16 @@
 # LATENCY_ONLY=1 (skip the 2000 req/s, slowloris and idle-connection parts), SLOT_TERM=1 (the
 # built-in config plus the server's slot count, `maxRunningRequests: 1024`, so that the dispatch
 # ledger does not count unscraped dispatches as waiting: the proxy's cost without holdback's
-# queueing).
+# queueing), FLOOR=1 (also measure the floor of a proxy, bench/proxy_floor.cpp: a blind
+# single-threaded epoll TCP relay in front of the same server, printed as target "floor" and
+# compared in the same runs).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 BUILD="${1:-build/default}"
 RUNS="${2:-3}"
 GATEWAY="$BUILD/examples/gateway/holdback-gateway"
 MODEL_SERVER="$BUILD/examples/model-server/holdback-model-server"
+PROXY_FLOOR="$BUILD/bench/holdback-proxy-floor"
 command -v hey >/dev/null || { echo "hey not installed (apt-get install hey)"; exit 1; }
 WORK="$(mktemp -d)"
 PIDS=()
@@ -51,13 +54,15 @@ run_hey() {
 median() { sort -g | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
 # gateway_cpu_ticks: the gateway process's user + system CPU time so far, in clock ticks
 gateway_cpu_ticks() { awk '{print $14 + $15}' "/proc/$GW_PID/stat"; }
-# cpu_split: "hey_total hey_sys server_total server_sys gateway_total gateway_sys" in clock ticks
-# so far: hey's from this shell's waited-for children (cutime, cstime), the others from their
-# /proc entries.
+# cpu_split: "hey_total hey_sys server_total server_sys gateway_total gateway_sys floor_total
+# floor_sys" in clock ticks so far: hey's from this shell's waited-for children (cutime, cstime),
+# the others from their /proc entries (the floor's 0 0 without FLOOR=1).
 cpu_split() {
   { awk '{printf "%d %d ", $16 + $17, $17}' /proc/$$/stat
     awk '{printf "%d %d ", $14 + $15, $15}' "/proc/$MS_PID/stat"
-    awk '{printf "%d %d\n", $14 + $15, $15}' "/proc/$GW_PID/stat"; }
+    awk '{printf "%d %d ", $14 + $15, $15}' "/proc/$GW_PID/stat"
+    if [ -n "${FL_PID:-}" ]; then awk '{printf "%d %d\n", $14 + $15, $15}' "/proc/$FL_PID/stat"
+    else echo "0 0"; fi; }
 }
 # queued_totals: "SUM COUNT" of the controller's queue-wait histogram over dispatched requests
 queued_totals() {
@@ -79,14 +84,21 @@ fi
 # shellcheck disable=SC2086
 start GW gateway "$GATEWAY" --endpoint "$MS" --listen 127.0.0.1:0 $EXTRA_ARGS
 GW_PID="${PIDS[1]}"
+TARGETS="direct gateway"
+if [ "${FLOOR:-0}" = 1 ]; then
+  [ -x "$PROXY_FLOOR" ] || { echo "FLOOR=1: $PROXY_FLOOR not built (target holdback_proxy_floor)"; exit 1; }
+  start FL proxy-floor "$PROXY_FLOOR" --upstream "${MS#http://}"
+  FL_PID="${PIDS[2]}"
+  TARGETS="direct floor gateway"
+fi
 sleep 0.5
 hey -z 2s -c 16 -m POST -T application/json -d "$BODY" "$GW/v1/completions" >/dev/null 2>&1  # warm-up
 
 echo "== added latency and throughput (hey -z 5s, keep-alive, body max_tokens 4 x 1 ms), $RUNS runs, medians"
 printf "%-8s %-9s %10s %10s %10s   %s\n" clients target "req/s" "p50 ms" "p99 ms" "added p50/p99, throughput"
 for c in ${CLIENTS:-1 16 64}; do
-  for t in direct gateway; do
-    url="$MS"; [ "$t" = gateway ] && url="$GW"
+  for t in $TARGETS; do
+    url="$MS"; [ "$t" = gateway ] && url="$GW"; [ "$t" = floor ] && url="$FL"
     : >"$WORK/$t.runs"
     if [ "$t" = gateway ]; then
       read -r q_sum0 q_count0 < <(queued_totals)
@@ -100,6 +112,10 @@ for c in ${CLIENTS:-1 16 64}; do
     p99=$(cut -d' ' -f3 "$WORK/$t.runs" | median)
     eval "${t}_rps=$rps ${t}_p50=$p50 ${t}_p99=$p99"
     extra=""
+    if [ "$t" = floor ]; then
+      extra=$(awk -v a="$floor_p50" -v b="$direct_p50" -v c="$floor_p99" -v d="$direct_p99" \
+        -v e="$floor_rps" -v f="$direct_rps" 'BEGIN {printf "+%.2f / +%.2f ms, %.0f %%", a-b, c-d, 100*e/f}')
+    fi
     if [ "$t" = gateway ]; then
       read -r q_sum1 q_count1 < <(queued_totals)
       read -r cpu1 < <(gateway_cpu_ticks)
@@ -118,8 +134,8 @@ for c in ${CLIENTS:-1 16 64}; do
     awk -v n="$done_requests" -v hz="$(getconf CLK_TCK)" -v a="${split0[*]}" -v b="${split1[*]}" \
       'BEGIN {split(a, x, " "); split(b, y, " "); if (n == 0) exit
               f = 1e6 / hz / n
-              printf "         CPU per request, user+system (system) us: hey %.0f (%.0f), server %.0f (%.0f), gateway %.0f (%.0f)\n",
-                     (y[1]-x[1])*f, (y[2]-x[2])*f, (y[3]-x[3])*f, (y[4]-x[4])*f, (y[5]-x[5])*f, (y[6]-x[6])*f}'
+              printf "         CPU per request, user+system (system) us: hey %.0f (%.0f), server %.0f (%.0f), gateway %.0f (%.0f), floor %.0f (%.0f)\n",
+                     (y[1]-x[1])*f, (y[2]-x[2])*f, (y[3]-x[3])*f, (y[4]-x[4])*f, (y[5]-x[5])*f, (y[6]-x[6])*f, (y[7]-x[7])*f, (y[8]-x[8])*f}'
   done
 done
 
