@@ -131,11 +131,17 @@ for c in ${CLIENTS:-1 16 64}; do
     # CPU per completed request of each process (all on the same cores): what the gateway costs
     # beside what the load tool and the server cost for the same request.
     done_requests=$(grep -o '\[200\]x[0-9]*' "$WORK/$t.runs" | awk -Fx '{n += $2} END {print n + 0}')
-    awk -v n="$done_requests" -v hz="$(getconf CLK_TCK)" -v a="${split0[*]}" -v b="${split1[*]}" \
+    cpu_line=$(awk -v n="$done_requests" -v hz="$(getconf CLK_TCK)" -v a="${split0[*]}" -v b="${split1[*]}" \
+      -v t="$t" -v fl="${floor_cpu:-}" \
       'BEGIN {split(a, x, " "); split(b, y, " "); if (n == 0) exit
               f = 1e6 / hz / n
-              printf "         CPU per request, user+system (system) us: hey %.0f (%.0f), server %.0f (%.0f), gateway %.0f (%.0f), floor %.0f (%.0f)\n",
-                     (y[1]-x[1])*f, (y[2]-x[2])*f, (y[3]-x[3])*f, (y[4]-x[4])*f, (y[5]-x[5])*f, (y[6]-x[6])*f, (y[7]-x[7])*f, (y[8]-x[8])*f}'
+              printf "         CPU per request, user+system (system) us: hey %.0f (%.0f), server %.0f (%.0f), gateway %.0f (%.0f), floor %.0f (%.0f)",
+                     (y[1]-x[1])*f, (y[2]-x[2])*f, (y[3]-x[3])*f, (y[4]-x[4])*f, (y[5]-x[5])*f, (y[6]-x[6])*f, (y[7]-x[7])*f, (y[8]-x[8])*f
+              if (t == "gateway" && fl > 0) printf "; gateway / floor %.2fx", (y[5]-x[5])*f / fl
+              printf "\n"}')
+    echo "$cpu_line"
+    # The floor's CPU per request, for the gateway row's ratio in the same run.
+    [ "$t" = floor ] && floor_cpu=$(sed -n 's/.*floor \([0-9.]*\) (.*/\1/p' <<<"$cpu_line")
   done
 done
 
