@@ -9,7 +9,8 @@
 //   holdback-proxy-floor --upstream HOST:PORT [--listen HOST:PORT]    (default 127.0.0.1:0)
 //
 // Prints "listening on http://HOST:PORT" once it accepts. Linux only (epoll). Not a product: no
-// limits beyond a 4 MiB cap on bytes buffered for a slow reader (the pair is closed past it).
+// limits beyond a 4 MiB cap on bytes buffered for a slow reader (the pair is closed past it), and
+// either side's EOF (a half-close included) or error closes both connections at once.
 //
 // Thread safety: a single-threaded program.
 #include <arpa/inet.h>
