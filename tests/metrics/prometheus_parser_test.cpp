@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <limits>
+#include <string>
 
 namespace holdback {
 namespace {
@@ -61,9 +62,27 @@ TEST(PrometheusParserTest, SpecialValues) {
   EXPECT_EQ(*parsePrometheusValue("-1e-3"), -0.001);
   EXPECT_EQ(*parsePrometheusValue(".5"), 0.5);
   for (const char* bad :
-       {"", "+", "-", "abc", "1.2.3", "1,5", "--1", "+-1", "0x10", "1e", "Infx"}) {
+       {"", "+", "-", "abc", "1.2.3", "1,5", "--1", "+-1", "0x10", "1e", "Infx", "0x1p3",
+        // std::from_chars reads these as NaN / infinity; Go's strconv.ParseFloat (and so
+        // Prometheus) does not
+        "nan(1)", "NaN()", "-nan(0x7)", "nan(", "infinit", "1_000"}) {
     EXPECT_FALSE(parsePrometheusValue(bad).has_value()) << bad;
   }
+  // Too small for a double: 0 with its sign, as Go's ParseFloat reads it; too large: rejected
+  // (Go: an error). Subnormals keep their value.
+  EXPECT_EQ(*parsePrometheusValue("1e-400"), 0.0);
+  EXPECT_TRUE(std::signbit(*parsePrometheusValue("-1e-400")));
+  EXPECT_EQ(*parsePrometheusValue("0.1e-99999999999999999999"), 0.0);
+  EXPECT_EQ(*parsePrometheusValue("1000e-330"), 0.0);
+  EXPECT_EQ(*parsePrometheusValue("1e-310"), 1e-310);
+  EXPECT_EQ(*parsePrometheusValue("4.9e-324"), std::numeric_limits<double>::denorm_min());
+  for (const char* huge : {"1e309", "-1e309", "0.1e400", "1e99999999999999999999"}) {
+    EXPECT_FALSE(parsePrometheusValue(huge).has_value()) << huge;
+  }
+  EXPECT_FALSE(parsePrometheusValue("1" + std::string(400, '0')).has_value());
+  EXPECT_EQ(*parsePrometheusValue("0." + std::string(400, '0') + "1"), 0.0);
+  EXPECT_EQ(*parsePrometheusValue("1" + std::string(400, '0') + "e-800"), 0.0);
+  EXPECT_FALSE(parsePrometheusValue("1" + std::string(400, '0') + "e-5").has_value());
   const ParsedPrometheusText m = parsePrometheusText("a NaN\nb +Inf\nc -Inf 12\n");
   ASSERT_EQ(m.samples.size(), 3u);
   EXPECT_TRUE(std::isnan(m.samples[0].value));

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cstdint>
 #include <limits>
 #include <system_error>
 
@@ -127,6 +128,44 @@ HOLDBACK_INLINE std::optional<std::int64_t> parsePrometheusTimestamp(
   return v;
 }
 
+// For a decimal literal (digits, at most one '.', an optional exponent) that from_chars found
+// out of range: true when its magnitude is below 1 (so it underflowed), false when at least 1
+// (overflow). The decimal exponent of its first nonzero digit plus the written exponent, the
+// latter saturated.
+HOLDBACK_INLINE bool decimalUnderflows(std::string_view literal) noexcept {
+  const std::size_t e = literal.find_first_of("eE");
+  const std::string_view mantissa = literal.substr(0, e);
+  std::int64_t written = 0;
+  if (e != std::string_view::npos) {
+    std::string_view exponent = literal.substr(e + 1);
+    bool minus = false;
+    if (!exponent.empty() && (exponent.front() == '+' || exponent.front() == '-')) {
+      minus = exponent.front() == '-';
+      exponent.remove_prefix(1);
+    }
+    for (const char c : exponent) {
+      if (c >= '0' && c <= '9') written = std::min<std::int64_t>(written * 10 + (c - '0'), 1 << 30);
+    }
+    if (minus) written = -written;
+  }
+  const std::size_t dot = mantissa.find('.');
+  const std::string_view whole = mantissa.substr(0, dot);
+  const std::size_t firstWhole = whole.find_first_not_of('0');
+  std::int64_t magnitude = 0;
+  if (firstWhole != std::string_view::npos) {
+    magnitude = static_cast<std::int64_t>(whole.size() - firstWhole) - 1;
+  } else if (dot != std::string_view::npos) {
+    const std::size_t firstFraction = mantissa.substr(dot + 1).find_first_not_of('0');
+    // All zeros cannot be out of range; treat it as underflow (the value is 0).
+    magnitude = firstFraction == std::string_view::npos
+                    ? -1
+                    : -static_cast<std::int64_t>(firstFraction) - 1;
+  } else {
+    magnitude = -1;
+  }
+  return magnitude + written < 0;
+}
+
 }  // namespace detail
 
 HOLDBACK_INLINE std::optional<std::string_view> PrometheusSample::label(
@@ -150,13 +189,26 @@ HOLDBACK_INLINE std::optional<double> parsePrometheusValue(std::string_view toke
     return negative ? -inf : inf;
   }
   if (detail::equalsIgnoreCase(body, "nan")) return std::numeric_limits<double>::quiet_NaN();
-  // Only digits, '.', exponents and a sign after 'e' from here on (from_chars also accepts
-  // "inf"/"nan" spellings and hex, which were handled above or are not valid here).
+  // Only digits, '.', exponents and a sign after 'e' from here on: from_chars also reads
+  // "nan(chars)", "infinit..." prefixes and the like, which Go's strconv.ParseFloat (and so
+  // Prometheus) rejects.
   if (body.empty() || body.front() == '+' || body.front() == '-') return std::nullopt;
+  const bool numeric = std::all_of(body.begin(), body.end(), [](char c) {
+    return (c >= '0' && c <= '9') || c == '.' || c == 'e' || c == 'E' || c == '+' || c == '-';
+  });
+  if (!numeric) return std::nullopt;
   double v = 0.0;
   auto [end, ec] =
       std::from_chars(body.data(), body.data() + body.size(), v, std::chars_format::general);
-  if (ec != std::errc() || end != body.data() + body.size()) return std::nullopt;
+  if (end != body.data() + body.size()) return std::nullopt;
+  if (ec == std::errc::result_out_of_range) {
+    // Go's ParseFloat reads a value too small for a double as 0 (no error) and one too large as
+    // an error; from_chars reports both as out of range.
+    if (!detail::decimalUnderflows(body)) return std::nullopt;
+    v = 0.0;
+  } else if (ec != std::errc()) {
+    return std::nullopt;
+  }
   return negative ? -v : v;
 }
 
