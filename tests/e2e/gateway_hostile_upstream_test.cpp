@@ -1,0 +1,276 @@
+// holdback-gateway in front of a model server that answers completions with broken HTTP: a bad
+// status line, a body cut short, broken chunked framing, no response at all, a head without its
+// end, an oversized head, random bytes, a slow but valid reply, or a valid one (its /metrics stay
+// valid, so the gateway keeps dispatching to it). Every client request gets exactly one response:
+// the server's own when it was a whole HTTP response, else a 502 with the JSON error body; the
+// gateway stays up, and once the server behaves again every request succeeds (no connection or
+// slot is left stuck by what went before).
+#include <arpa/inet.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <iostream>
+#include <memory>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "child_process.hpp"
+#include "e2e_support.hpp"
+#include "gateway_support.hpp"
+
+namespace holdback_e2e {
+namespace {
+
+using namespace std::chrono_literals;
+
+const std::string kCompletion =
+    R"({"choices":[{"finish_reason":"length","index":0,"text":" ok"}],"model":"fake-model",)"
+    R"("object":"text_completion","usage":{"completion_tokens":1,"prompt_tokens":1,"total_tokens":2}})";
+
+std::string okResponse() {
+  return "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: " +
+         std::to_string(kCompletion.size()) + "\r\n\r\n" + kCompletion;
+}
+
+// A one-endpoint "model server" on a raw socket: valid /metrics always; completions answered by
+// variant (round robin over kVariants while `hostile`, else valid).
+class HostileServer {
+ public:
+  static constexpr int kVariants = 10;
+
+  HostileServer() {
+    listen_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof a;
+    if (::bind(listen_, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 ||
+        ::listen(listen_, 128) != 0 ||
+        ::getsockname(listen_, reinterpret_cast<sockaddr*>(&a), &len) != 0) {
+      return;
+    }
+    port_ = ntohs(a.sin_port);
+    acceptor_ = std::thread([this] { acceptLoop(); });
+  }
+  ~HostileServer() {
+    stopping_ = true;
+    ::shutdown(listen_, SHUT_RDWR);
+    ::close(listen_);
+    if (acceptor_.joinable()) acceptor_.join();
+    std::vector<std::thread> threads;
+    {
+      std::lock_guard lock(mu_);
+      for (const int fd : fds_) ::shutdown(fd, SHUT_RDWR);
+      threads.swap(threads_);
+    }
+    for (auto& t : threads) t.join();
+  }
+  [[nodiscard]] int port() const { return port_; }
+  void setHostile(bool h) { hostile_ = h; }
+  [[nodiscard]] int completionsSeen() const { return completions_; }
+
+ private:
+  void acceptLoop() {
+    while (!stopping_) {
+      const int fd = ::accept4(listen_, nullptr, nullptr, SOCK_CLOEXEC);
+      if (fd < 0) {
+        if (stopping_) return;
+        continue;
+      }
+      const int one = 1;
+      ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+      std::lock_guard lock(mu_);
+      fds_.push_back(fd);
+      threads_.emplace_back([this, fd] { serve(fd); });
+    }
+  }
+
+  static bool sendAll(int fd, const std::string& s) {
+    std::size_t sent = 0;
+    while (sent < s.size()) {
+      const ssize_t n = ::send(fd, s.data() + sent, s.size() - sent, MSG_NOSIGNAL);
+      if (n <= 0) return false;
+      sent += static_cast<std::size_t>(n);
+    }
+    return true;
+  }
+
+  // Reads one request (head, then Content-Length bytes of body) from `fd` into `head`; false
+  // when the connection ends first.
+  static bool readRequest(int fd, std::string& pending, std::string& head) {
+    char buf[4096];
+    for (;;) {
+      const std::size_t end = pending.find("\r\n\r\n");
+      if (end != std::string::npos) {
+        head = pending.substr(0, end);
+        std::size_t length = 0;
+        std::string lowerHead = head;
+        for (char& c : lowerHead) c = (c >= 'A' && c <= 'Z') ? char(c - 'A' + 'a') : c;
+        const std::size_t cl = lowerHead.find("\r\ncontent-length:");
+        if (cl != std::string::npos) length = std::strtoul(head.c_str() + cl + 17, nullptr, 10);
+        while (pending.size() < end + 4 + length) {
+          const ssize_t n = ::recv(fd, buf, sizeof buf, 0);
+          if (n <= 0) return false;
+          pending.append(buf, static_cast<std::size_t>(n));
+        }
+        pending.erase(0, end + 4 + length);
+        return true;
+      }
+      const ssize_t n = ::recv(fd, buf, sizeof buf, 0);
+      if (n <= 0) return false;
+      pending.append(buf, static_cast<std::size_t>(n));
+    }
+  }
+
+  void serve(int fd) {
+    std::string pending;
+    std::string head;
+    while (!stopping_ && readRequest(fd, pending, head)) {
+      if (head.rfind("GET /metrics", 0) == 0) {
+        const std::string m =
+            "vllm:num_requests_waiting{model_name=\"fake-model\"} 0\n"
+            "vllm:num_requests_running{model_name=\"fake-model\"} 0\n"
+            "vllm:kv_cache_usage_perc{model_name=\"fake-model\"} 0\n";
+        if (!sendAll(fd, "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: " +
+                             std::to_string(m.size()) + "\r\n\r\n" + m)) {
+          break;
+        }
+        continue;
+      }
+      const int variant = completions_++ % kVariants;
+      if (!hostile_ || variant == 0) {
+        if (!sendAll(fd, okResponse())) break;
+        continue;
+      }
+      bool keep = false;
+      switch (variant) {
+        case 1:
+          (void)sendAll(fd, "HTTP/1.1 abc\r\n\r\n");
+          break;
+        case 2:  // a body cut short
+          (void)sendAll(fd, "HTTP/1.1 200 OK\r\nContent-Length: 500\r\n\r\n{\"choices\":");
+          break;
+        case 3:  // broken chunked framing
+          (void)sendAll(fd, "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\nabc\r\n");
+          break;
+        case 4:
+          break;  // no response at all
+        case 5:
+          (void)sendAll(fd, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n");
+          break;
+        case 6:  // an oversized head
+          (void)sendAll(fd, "HTTP/1.1 200 OK\r\nX-Big: " + std::string(200000, 'x') +
+                                "\r\nContent-Length: 2\r\n\r\n{}");
+          break;
+        case 7:  // random bytes
+        {
+          static constexpr char kJunk[] = "\x16\x03\x01\x00\xff garbage \0\r\n\r\n";
+          (void)sendAll(fd, std::string(kJunk, sizeof kJunk - 1));
+        } break;
+        case 8:  // slow but valid
+          std::this_thread::sleep_for(300ms);
+          keep = sendAll(fd, okResponse());
+          break;
+        default:  // an upstream error with a body that is not JSON: passed through
+          keep = sendAll(fd, "HTTP/1.1 500 Internal Server Error\r\nContent-Length: 4\r\n\r\noops");
+          break;
+      }
+      if (!keep) break;
+    }
+    ::shutdown(fd, SHUT_RDWR);
+    std::lock_guard lock(mu_);
+    for (int& f : fds_) {
+      if (f == fd) f = -1;
+    }
+    ::close(fd);
+  }
+
+  int listen_ = -1;
+  int port_ = 0;
+  std::atomic<bool> stopping_{false};
+  std::atomic<bool> hostile_{true};
+  std::atomic<int> completions_{0};
+  std::thread acceptor_;
+  std::mutex mu_;
+  std::vector<int> fds_;
+  std::vector<std::thread> threads_;
+};
+
+bool isOpenAiError(const std::string& body) {
+  const auto j = nlohmann::json::parse(body, nullptr, false);
+  return !j.is_discarded() && j.is_object() && j.contains("error") && j["error"].is_object() &&
+         j["error"].contains("message") && j["error"].contains("type") &&
+         j["error"].contains("code");
+}
+
+TEST(GatewayHostileUpstreamE2ETest, EveryClientGetsOneReplyAndNothingStaysStuck) {
+  HostileServer server;
+  ASSERT_GT(server.port(), 0);
+  const std::string dir = makeScratchDir("holdback-gateway-hostile-upstream");
+  ChildProcess gateway(
+      "gateway",
+      {HOLDBACK_GATEWAY, "--endpoint", "http://127.0.0.1:" + std::to_string(server.port()),
+       "--listen", "127.0.0.1:0", "--scrape-interval-ms", "25", "--upstream-timeout-s", "5"},
+      dir);
+  ASSERT_TRUE(gateway.startedOk()) << gateway.error();
+  std::this_thread::sleep_for(200ms);  // a first scrape
+
+  const std::string body = R"({"model":"fake-model","prompt":"hi","max_tokens":1})";
+  int ok = 0;
+  int badGateway = 0;
+  int passedThrough = 0;
+  for (int i = 0; i < 60; ++i) {
+    auto client = clientFor(gateway, 15s);  // a fresh client connection each time
+    auto r = client.Post("/v1/completions", body, "application/json");
+    ASSERT_TRUE(r) << "request " << i << ": no response (" << httplib::to_string(r.error()) << ")";
+    if (r->status == 200) {
+      ++ok;
+      EXPECT_EQ(r->body, kCompletion) << "request " << i;
+    } else if (r->status == 502) {
+      ++badGateway;
+      EXPECT_TRUE(isOpenAiError(r->body)) << "request " << i << ": " << r->body;
+    } else if (r->status == 500) {
+      ++passedThrough;
+      EXPECT_EQ(r->body, "oops") << "request " << i;
+    } else {
+      ADD_FAILURE() << "request " << i << ": status " << r->status << " " << r->body;
+    }
+  }
+  std::cout << "hostile phase: " << ok << " x 200, " << badGateway << " x 502, " << passedThrough
+            << " x 500 passed through; " << server.completionsSeen()
+            << " completions reached the server\n";
+  EXPECT_GT(ok, 0);
+  EXPECT_GT(badGateway, 0);
+  EXPECT_GT(passedThrough, 0);
+
+  // The server behaves again: every request succeeds, promptly and concurrently.
+  server.setHostile(false);
+  std::atomic<int> good{0};
+  std::vector<std::thread> clients;
+  const auto start = std::chrono::steady_clock::now();
+  for (int t = 0; t < 8; ++t) {
+    clients.emplace_back([&] {
+      auto c = clientFor(gateway, 10s);
+      for (int i = 0; i < 10; ++i) {
+        auto r = c.Post("/v1/completions", body, "application/json");
+        if (r && r->status == 200 && r->body == kCompletion) ++good;
+      }
+    });
+  }
+  for (auto& t : clients) t.join();
+  EXPECT_EQ(good.load(), 80);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 20s);
+  EXPECT_FALSE(gateway.waitExit(10ms).has_value()) << "the gateway exited";
+  if (HasFailure()) std::cerr << gateway.stderrTail() << "\n";
+}
+
+}  // namespace
+}  // namespace holdback_e2e
