@@ -173,6 +173,9 @@ int runSimulate(int argc, char** argv) {
       return usageError(kCommand, "--duration needs a number of seconds in (0, 1e6]");
     }
     scenario.durationSeconds = *v;
+    if (std::string error = sim::scenarioSizeError(scenario); !error.empty()) {
+      return usageError(kCommand, "--duration " + *duration + ": " + error);
+    }
   }
   if (auto replicas = args.get("replicas")) {
     const auto v = parseDouble(*replicas);

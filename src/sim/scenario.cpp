@@ -1,7 +1,10 @@
 // Scenarios: the built-in catalog and the scenario-file reader (include/holdback/sim/scenario.hpp).
 #include "holdback/sim/scenario.hpp"
 
+#include <algorithm>
+#include <cstdio>
 #include <limits>
+#include <string>
 #include <utility>
 
 namespace holdback {
@@ -138,6 +141,75 @@ void readClass(const config::Json& json, const std::string& path, Diagnostics& d
 
 }  // namespace
 
+namespace {
+
+// The fewest tokens a length distribution draws (exponential: 1).
+double shortest(const LengthSpec& l) {
+  switch (l.distribution) {
+    case LengthDistribution::kFixed:
+      return std::max(1.0, l.mean);
+    case LengthDistribution::kUniform:
+      return std::max<double>(1.0, static_cast<double>(l.min));
+    case LengthDistribution::kExponential:
+      return 1.0;
+  }
+  return 1.0;
+}
+
+double classRequests(const Scenario& s, const TrafficClass& c) {
+  const ArrivalSpec& a = c.arrival;
+  if (a.process != ArrivalProcess::kBacklog) {
+    const double rate = a.process == ArrivalProcess::kOnOff ? std::max(a.rate, a.offRate) : a.rate;
+    return rate * s.durationSeconds;
+  }
+  const double slots = static_cast<double>(s.pool.endpoints) * static_cast<double>(s.pool.slots);
+  const double serviceMs = s.pool.service == ServiceModel::kExponential
+                               ? s.pool.meanServiceMs
+                               : s.pool.prefillBaseMs +
+                                     s.pool.prefillPerTokenMs * shortest(c.inputTokens) +
+                                     s.pool.tpotBaseMs * shortest(c.outputTokens);
+  const double completions = serviceMs > 0.0
+                                 ? slots * (s.durationSeconds + s.drainSeconds) * 1000.0 / serviceMs
+                                 : std::numeric_limits<double>::infinity();
+  return static_cast<double>(a.backlog) + (a.backlog > 0 ? completions : 0.0);
+}
+
+}  // namespace
+
+double estimatedRequestsPerRun(const Scenario& s) {
+  double total = 0.0;
+  for (const TrafficClass& c : s.classes) total += classRequests(s, c);
+  return total;
+}
+
+namespace {
+// Three significant digits: "2.16e+08".
+std::string approx(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.3g", v);
+  return buf;
+}
+}  // namespace
+
+std::string scenarioSizeError(const Scenario& s) {
+  const double total = estimatedRequestsPerRun(s);
+  if (total <= kMaxRequestsPerRun) return {};
+  const TrafficClass* largest = nullptr;
+  double most = -1.0;
+  for (const TrafficClass& c : s.classes) {
+    const double n = classRequests(s, c);
+    if (n > most) {
+      most = n;
+      largest = &c;
+    }
+  }
+  return "a run of this scenario may create about " + approx(total) + " requests (class \"" +
+         (largest != nullptr ? largest->name : std::string()) + "\": " + approx(most) +
+         ") over durationSeconds " + config::formatNumber(s.durationSeconds) + "; at most " +
+         config::formatNumber(kMaxRequestsPerRun) +
+         " are simulated (each is kept, ~300 bytes): lower durationSeconds or the rates";
+}
+
 Result<Scenario> parseScenario(const config::Json& document) {
   Diagnostics diagnostics;
   Scenario s = defaultScenario();
@@ -210,6 +282,11 @@ Result<Scenario> parseScenario(const config::Json& document) {
     }
   }
   r.finish();
+  if (!diagnostics.hasErrors()) {
+    if (std::string error = scenarioSizeError(s); !error.empty()) {
+      diagnostics.error("/durationSeconds", std::move(error));
+    }
+  }
   if (diagnostics.hasErrors()) return Result<Scenario>::failure(std::move(diagnostics));
   return Result<Scenario>(std::move(s), std::move(diagnostics));
 }

@@ -182,5 +182,41 @@ classes:
   }
 }
 
+TEST(SimulatorTest, AScenarioTooLargeToHoldIsRejectedBeforeItRuns) {
+  // Every key within its range, and 1e6 s at 1e6 req/s is 1e12 requests: an error naming the
+  // estimate, the class and the limit, not a run that exhausts memory.
+  auto huge = config::parseDocument(R"({"durationSeconds": 1000000,
+      "classes": [{"name": "flood", "arrival": {"process": "poisson", "rate": 1000000}},
+                  {"name": "small", "arrival": {"process": "poisson", "rate": 1}}]})");
+  ASSERT_TRUE(huge.ok());
+  const auto rejected = parseScenario(huge->json);
+  ASSERT_FALSE(rejected.ok());
+  const std::string text = rejected.diagnostics().toString();
+  EXPECT_NE(text.find("/durationSeconds:"), std::string::npos) << text;
+  EXPECT_NE(text.find("1e+12"), std::string::npos) << text;
+  EXPECT_NE(text.find("\"flood\""), std::string::npos) << text;
+  EXPECT_NE(text.find("2e+06"), std::string::npos) << text;
+
+  // A closed-loop backlog is bounded by what the pool can complete: 64 slots x 1e6 s at 10 ms a
+  // request is far over the limit; the built-in scenarios at their own durations are not.
+  Scenario s = defaultScenario();
+  EXPECT_TRUE(scenarioSizeError(s).empty()) << scenarioSizeError(s);
+  EXPECT_LT(estimatedRequestsPerRun(s), kMaxRequestsPerRun / 10);
+  for (const char* name : {"burst-after-idle", "short-bursts"}) {
+    Scenario c;
+    ASSERT_TRUE(findScenario(name, c));
+    EXPECT_TRUE(scenarioSizeError(c).empty()) << name << ": " << scenarioSizeError(c);
+  }
+  s.durationSeconds = 1e6;
+  EXPECT_GT(estimatedRequestsPerRun(s), kMaxRequestsPerRun);
+  EXPECT_NE(scenarioSizeError(s).find("\"batch\""), std::string::npos) << scenarioSizeError(s);
+  // An open-loop estimate follows the higher of an on/off class's two rates.
+  Scenario one = defaultScenario();
+  one.classes.resize(1);
+  one.durationSeconds = 100.0;
+  one.classes[0].arrival = {.process = ArrivalProcess::kOnOff, .rate = 2.0, .offRate = 7.0};
+  EXPECT_DOUBLE_EQ(estimatedRequestsPerRun(one), 700.0);
+}
+
 }  // namespace
 }  // namespace holdback::sim

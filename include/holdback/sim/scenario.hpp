@@ -138,6 +138,22 @@ struct CatalogEntry {
 // "classes", when given, replaces the default classes.
 [[nodiscard]] Result<Scenario> parseScenario(const config::Json& document);
 
+// The most requests one run is allowed to create. The simulator keeps every request of a run
+// (about 300 bytes each, for the report and requests.csv), so a scenario within every key's range
+// can still ask for more than a machine holds: 30 req/s for 1e6 s is 3e7 requests, 9 GB.
+inline constexpr double kMaxRequestsPerRun = 2e6;
+
+// An upper estimate of the requests one run of `s` creates: per class, the open-loop arrivals at
+// the higher of its two rates over durationSeconds, or for a backlog class its backlog plus the
+// completions the whole pool could make in durationSeconds + drainSeconds at that class's
+// shortest service time (each completion brings the next request).
+[[nodiscard]] double estimatedRequestsPerRun(const Scenario& s);
+
+// An error naming the estimate, the limit and the largest class when estimatedRequestsPerRun(s)
+// exceeds kMaxRequestsPerRun; empty when the scenario fits. parseScenario reports it at
+// /durationSeconds; `holdback simulate` checks it again after --duration.
+[[nodiscard]] std::string scenarioSizeError(const Scenario& s);
+
 }  // namespace sim
 }  // namespace HOLDBACK_ABI_NAMESPACE
 }  // namespace holdback
