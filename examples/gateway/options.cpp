@@ -2,6 +2,7 @@
 
 #include <charconv>
 #include <cstdio>
+#include <limits>
 #include <optional>
 #include <string_view>
 
@@ -55,7 +56,8 @@ int parseArgs(int argc, char** argv, Options& o) {
       }
       return std::string(argv[++i]);
     };
-    auto number = [&](auto& out) {
+    // A positive integer no larger than `max`, into `out`.
+    auto number = [&](auto& out, unsigned long long max) {
       const auto v = next();
       if (!v) return false;
       const auto n = positive<std::remove_reference_t<decltype(out)>>(*v);
@@ -64,43 +66,56 @@ int parseArgs(int argc, char** argv, Options& o) {
                      arg.c_str(), v->c_str());
         return false;
       }
+      if (static_cast<unsigned long long>(*n) > max) {
+        std::fprintf(stderr, "holdback-gateway: %s: \"%s\" is over the largest allowed, %llu\n",
+                     arg.c_str(), v->c_str(), max);
+        return false;
+      }
       out = *n;
       return true;
     };
+    constexpr unsigned long long kIntMax = std::numeric_limits<int>::max();
     struct IntFlag {
       const char* name;
       int* out;
+      unsigned long long max;
     };
+    // --threads: each is an OS thread with its own io_context (a million failed to start, and
+    // the process aborted).
     const IntFlag int_flags[] = {
-        {"--scrape-interval-ms", &o.scrapeIntervalMs},
-        {"--threads", &o.threads},
-        {"--max-connections", &o.maxConnections},
-        {"--header-timeout-ms", &o.headerTimeoutMs},
-        {"--body-timeout-ms", &o.bodyTimeoutMs},
-        {"--idle-timeout-s", &o.idleTimeoutS},
-        {"--upstream-timeout-s", &o.upstreamTimeoutS},
-        {"--upstream-connect-ms", &o.upstreamConnectMs},
-        {"--upstream-max-idle", &o.upstreamMaxIdle},
-        {"--upstream-idle-ms", &o.upstreamIdleMs},
-        {"--drain-timeout-s", &o.drainTimeoutS},
+        {"--scrape-interval-ms", &o.scrapeIntervalMs, kIntMax},
+        {"--threads", &o.threads, 256},
+        {"--max-connections", &o.maxConnections, kIntMax},
+        {"--header-timeout-ms", &o.headerTimeoutMs, kIntMax},
+        {"--body-timeout-ms", &o.bodyTimeoutMs, kIntMax},
+        {"--idle-timeout-s", &o.idleTimeoutS, kIntMax},
+        {"--upstream-timeout-s", &o.upstreamTimeoutS, kIntMax},
+        {"--upstream-connect-ms", &o.upstreamConnectMs, kIntMax},
+        {"--upstream-max-idle", &o.upstreamMaxIdle, kIntMax},
+        {"--upstream-idle-ms", &o.upstreamIdleMs, kIntMax},
+        {"--drain-timeout-s", &o.drainTimeoutS, kIntMax},
     };
     struct SizeFlag {
       const char* name;
       std::size_t* out;
+      unsigned long long max;
     };
-    const SizeFlag size_flags[] = {{"--max-header-bytes", &o.maxHeaderBytes},
-                                   {"--max-body-bytes", &o.maxBodyBytes},
-                                   {"--max-scrape-bytes", &o.maxScrapeBytes}};
+    // --max-header-bytes: the HTTP parser's header limit is 32 bits (4294967296 wrapped to 0 and
+    // every request got 431); a header buffer is per connection, so 64 MiB is plenty.
+    const SizeFlag size_flags[] = {
+        {"--max-header-bytes", &o.maxHeaderBytes, 64ULL << 20},
+        {"--max-body-bytes", &o.maxBodyBytes, std::numeric_limits<std::size_t>::max()},
+        {"--max-scrape-bytes", &o.maxScrapeBytes, std::numeric_limits<std::size_t>::max()}};
     bool matched = false;
     for (const IntFlag& f : int_flags) {
       if (arg == f.name) {
-        failed |= !number(*f.out);
+        failed |= !number(*f.out, f.max);
         matched = true;
       }
     }
     for (const SizeFlag& f : size_flags) {
       if (arg == f.name) {
-        failed |= !number(*f.out);
+        failed |= !number(*f.out, f.max);
         matched = true;
       }
     }

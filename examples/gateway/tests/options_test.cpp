@@ -60,6 +60,25 @@ TEST(GatewayOptionsTest, EveryBadFlagIsReportedInOneRun) {
   EXPECT_EQ(p.stderrText.find("at least one --endpoint"), std::string::npos) << p.stderrText;
 }
 
+TEST(GatewayOptionsTest, ValuesBeyondWhatTheGatewayCanUseAreRefused) {
+  // 4294967296 header bytes wrapped to a limit of 0 (every request 431); a million threads
+  // aborted the process. Both are now reported like any bad value, with the largest allowed.
+  const Parsed p = parse({"--endpoint", "http://h:1", "--max-header-bytes", "4294967296",
+                          "--threads", "1000000", "--max-connections", "99999999999"});
+  EXPECT_EQ(p.rc, 1);
+  for (const char* expected :
+       {"--max-header-bytes: \"4294967296\" is over the largest allowed, 67108864",
+        "--threads: \"1000000\" is over the largest allowed, 256",
+        "--max-connections: \"99999999999\" is not a positive integer"}) {
+    EXPECT_NE(p.stderrText.find(expected), std::string::npos) << expected << "\n" << p.stderrText;
+  }
+  const Parsed edge =
+      parse({"--endpoint", "http://h:1", "--max-header-bytes", "67108864", "--threads", "256"});
+  ASSERT_EQ(edge.rc, 0) << edge.stderrText;
+  EXPECT_EQ(edge.options.maxHeaderBytes, std::size_t{64} << 20);
+  EXPECT_EQ(edge.options.threads, 256);
+}
+
 TEST(GatewayOptionsTest, MissingEndpointIsAnError) {
   const Parsed p = parse({"--threads", "2"});
   EXPECT_EQ(p.rc, 1);
