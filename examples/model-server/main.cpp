@@ -134,7 +134,9 @@ std::optional<int> parseArgs(int argc, char** argv, ServerOptions& o) {
       ok = !value.empty();
       if (!ok) std::fprintf(stderr, "holdback-model-server: --model must not be empty\n");
     } else if (arg == "--threads") {
-      ok = positive(o.threads, 1);
+      // Each is an OS thread started up front; ten million failed to start and aborted.
+      ok = positive(o.threads, 1) && o.threads <= 16384;
+      if (!ok) std::fprintf(stderr, "holdback-model-server: --threads must be in [1, 16384]\n");
     } else if (arg == "--fake-waiting" || arg == "--fake-kv") {
       double v = 0.0;
       ok = parseNumber(value, v) && v >= 0.0;
