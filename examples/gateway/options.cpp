@@ -22,10 +22,14 @@ constexpr const char* kUsage =
     "         [--drain-timeout-s N (30)] [--no-scrape-lag-credit (deprecated, no-op)]\n"
     "       holdback-gateway --print-default-config\n";
 
+// A positive integer of type T; nullopt when `s` is not one. `tooLarge` is set when `s` is a
+// positive integer that T cannot hold.
 template <typename T>
-std::optional<T> positive(std::string_view s) {
+std::optional<T> positive(std::string_view s, bool& tooLarge) {
   T v = 0;
   auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+  tooLarge = ec == std::errc::result_out_of_range && end == s.data() + s.size() && !s.empty() &&
+             s.front() != '-';
   if (ec != std::errc() || end != s.data() + s.size() || v <= 0) return std::nullopt;
   return v;
 }
@@ -60,7 +64,13 @@ int parseArgs(int argc, char** argv, Options& o) {
     auto number = [&](auto& out, unsigned long long max) {
       const auto v = next();
       if (!v) return false;
-      const auto n = positive<std::remove_reference_t<decltype(out)>>(*v);
+      bool tooLarge = false;
+      const auto n = positive<std::remove_reference_t<decltype(out)>>(*v, tooLarge);
+      if (tooLarge) {
+        std::fprintf(stderr, "holdback-gateway: %s: \"%s\" is over the largest allowed, %llu\n",
+                     arg.c_str(), v->c_str(), max);
+        return false;
+      }
       if (!n) {
         std::fprintf(stderr, "holdback-gateway: %s: \"%s\" is not a positive integer\n",
                      arg.c_str(), v->c_str());

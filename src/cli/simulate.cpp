@@ -262,6 +262,13 @@ int runSimulate(int argc, char** argv) {
                                                               .collectSeries = csvDir.has_value()});
   const double elapsed =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  if (evaluation.truncatedRuns > 0) {
+    std::cerr << "holdback simulate: " << evaluation.truncatedRuns << " of " << evaluation.runs
+              << " runs reached the limit of " << sim::kMaxRequestsPerRun
+              << " requests and stopped early, so their figures would be partial; lower "
+                 "durationSeconds or the rates\n";
+    return kExitInvalid;
+  }
   std::cerr << "simulate: " << evaluation.runs << " runs (" << arms.size() << " arms x "
             << detectors.size() << " detectors x " << seeds.size()
             << " seeds, plus unloaded baselines and the static-1.0 reference) in "

@@ -3,6 +3,7 @@
 // runs dispatchCycle, expire() runs every second; a dispatched request is routed to an endpoint.
 #include "engine.hpp"
 
+#include <algorithm>
 #include <utility>
 
 namespace holdback {
@@ -227,6 +228,12 @@ void Simulation::arrive(std::size_t c) {
 
 // A new request (an arrival or a retry) reaches the gateways: round-robin over the replicas.
 void Simulation::submit(Request r) {
+  if (static_cast<double>(requests_.size()) >= options_.maxRequests) {
+    // The backstop for memory: stop the run here (events at this instant still run).
+    truncated_ = true;
+    stop_ = std::min(stop_, now_);
+    return;
+  }
   const TrafficClass& tc = s_.classes[r.cls];
   r.gateway = static_cast<std::uint32_t>(arrivals_++ % gateways_.size());  // round-robin
   const std::size_t id = requests_.size();

@@ -238,6 +238,7 @@ class Simulation {
   std::uint64_t aborted_ = 0;
   std::uint64_t revocationsConfirmed_ = 0;
   std::uint64_t revocationsTimedOut_ = 0;
+  bool truncated_ = false;  // stopped at options_.maxRequests
   std::uint64_t wastedTokens_ = 0;
   std::uint64_t repaidPrefillTokens_ = 0;
 };

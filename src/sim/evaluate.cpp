@@ -161,6 +161,9 @@ Evaluation evaluate(const Scenario& scenario, const EvaluationOptions& options) 
   }
   out.runs = jobs.size();
   runAll(jobs, options.threads);
+  for (const std::vector<ArmResult>* results : {&arms, &baselines, &references}) {
+    for (const ArmResult& r : *results) out.truncatedRuns += r.truncated ? 1 : 0;
+  }
 
   for (std::size_t d = 0; d < nd; ++d) {
     DetectorReport report;

@@ -72,6 +72,7 @@ ArmResult Simulation::collect() {
   out.arm = arm_;
   out.detector = s_.detector;
   out.cycles = cycles_;
+  out.truncated = truncated_;
   out.cyclesWithWork = cyclesWithWork_;
   out.gatedCycles = gatedCycles_;
   double sum = 0.0;

@@ -282,14 +282,6 @@ std::optional<std::vector<Response>> parseResponses(std::string_view in, std::st
   return out;
 }
 
-bool isOpenAiError(const std::string& body) {
-  const auto j = nlohmann::json::parse(body, nullptr, false);
-  if (j.is_discarded() || !j.is_object() || !j.contains("error")) return false;
-  const auto& e = j["error"];
-  return e.is_object() && e.contains("message") && e["message"].is_string() && e.contains("type") &&
-         e["type"].is_string() && e.contains("code");
-}
-
 std::size_t countOf(std::string_view s, std::string_view what) {
   std::size_t n = 0;
   for (std::size_t at = s.find(what); at != std::string_view::npos; at = s.find(what, at + 1)) ++n;
@@ -353,7 +345,7 @@ TEST(GatewayHostileInputE2ETest, EveryConnectionGetsWellFormedRepliesAndTheGatew
             problem = std::to_string(responses->size()) + " responses to one complete request";
           }
           for (const Response& r : *responses) {
-            if (r.status >= 400 && !isOpenAiError(r.body)) {
+            if (r.status >= 400 && !isOpenAiErrorBody(r.body)) {
               problem = "status " + std::to_string(r.status) +
                         " without a JSON error body: " + r.body.substr(0, 80);
             }

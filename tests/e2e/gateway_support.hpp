@@ -7,6 +7,7 @@
 #include <fstream>
 #include <initializer_list>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <thread>
 #include <vector>
@@ -15,6 +16,16 @@
 #include "e2e_support.hpp"
 
 namespace holdback_e2e {
+
+// True when `body` is the gateway's OpenAI-style error: {"error": {"message": string, "type":
+// string, "code": ...}}.
+inline bool isOpenAiErrorBody(const std::string& body) {
+  const auto j = nlohmann::json::parse(body, nullptr, false);
+  if (j.is_discarded() || !j.is_object() || !j.contains("error")) return false;
+  const auto& e = j["error"];
+  return e.is_object() && e.contains("message") && e["message"].is_string() && e.contains("type") &&
+         e["type"].is_string() && e.contains("code");
+}
 
 inline double msSince(std::chrono::steady_clock::time_point t0,
                       std::chrono::steady_clock::time_point t = std::chrono::steady_clock::now()) {

@@ -218,5 +218,24 @@ TEST(SimulatorTest, AScenarioTooLargeToHoldIsRejectedBeforeItRuns) {
   EXPECT_DOUBLE_EQ(estimatedRequestsPerRun(one), 700.0);
 }
 
+TEST(SimulatorTest, ARunStopsAtItsRequestLimitAndSaysSo) {
+  // The backstop behind the estimate: a run that creates maxRequests requests stops there and
+  // is marked truncated (holdback simulate then refuses to print partial figures).
+  Scenario s = defaultScenario();
+  s.durationSeconds = 20.0;
+  Arm none;
+  ASSERT_TRUE(findArm("none", none));
+  const ArmResult capped = runArm(s, none, RunOptions{.maxRequests = 50});
+  EXPECT_TRUE(capped.truncated);
+  std::uint64_t arrived = 0;
+  for (const ClassResult& c : capped.classes) arrived += c.arrived;
+  EXPECT_LE(arrived, 50u);
+  const ArmResult whole = runArm(s, none);
+  EXPECT_FALSE(whole.truncated);
+  std::uint64_t all = 0;
+  for (const ClassResult& c : whole.classes) all += c.arrived;
+  EXPECT_GT(all, 50u);
+}
+
 }  // namespace
 }  // namespace holdback::sim

@@ -69,7 +69,7 @@ TEST(GatewayOptionsTest, ValuesBeyondWhatTheGatewayCanUseAreRefused) {
   for (const char* expected :
        {"--max-header-bytes: \"4294967296\" is over the largest allowed, 67108864",
         "--threads: \"1000000\" is over the largest allowed, 256",
-        "--max-connections: \"99999999999\" is not a positive integer"}) {
+        "--max-connections: \"99999999999\" is over the largest allowed, 2147483647"}) {
     EXPECT_NE(p.stderrText.find(expected), std::string::npos) << expected << "\n" << p.stderrText;
   }
   const Parsed edge =

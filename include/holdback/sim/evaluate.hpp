@@ -89,6 +89,7 @@ struct Evaluation {
   std::vector<std::uint64_t> seeds;
   std::vector<DetectorReport> reports;  // one per detector
   std::size_t runs = 0;                 // simulations run (arms, baselines and references)
+  std::size_t truncatedRuns = 0;        // runs stopped at RunOptions::maxRequests
 };
 
 [[nodiscard]] Evaluation evaluate(const Scenario& scenario, const EvaluationOptions& options);

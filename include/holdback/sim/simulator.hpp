@@ -165,6 +165,9 @@ struct ArmResult {
   std::uint64_t repaidPrefillTokens = 0;
   std::vector<RequestRecord> requests;  // when RunOptions::collectSeries
   std::vector<IntervalSample> samples;  // when RunOptions::collectSeries
+  // The run created RunOptions::maxRequests requests and stopped there: its figures cover only
+  // the simulated time up to that moment.
+  bool truncated = false;
 };
 
 struct RunOptions {
@@ -174,6 +177,10 @@ struct RunOptions {
   // random stream, so the class's arrivals are the same as in the full run): the unloaded
   // baseline.
   int onlyClass = -1;
+  // The most requests the run creates (every one is kept, ~300 bytes); reaching it stops the
+  // run and sets ArmResult::truncated. parseScenario refuses scenarios whose estimate exceeds
+  // kMaxRequestsPerRun, so this is the backstop for what the estimate does not count.
+  double maxRequests = kMaxRequestsPerRun;
 };
 
 // Runs one arm. Arms run with the same seed see the same open-loop traffic.
