@@ -66,17 +66,12 @@ int parseArgs(int argc, char** argv, Options& o) {
       if (!v) return false;
       bool tooLarge = false;
       const auto n = positive<std::remove_reference_t<decltype(out)>>(*v, tooLarge);
-      if (tooLarge) {
-        std::fprintf(stderr, "holdback-gateway: %s: \"%s\" is over the largest allowed, %llu\n",
-                     arg.c_str(), v->c_str(), max);
-        return false;
-      }
-      if (!n) {
+      if (!n && !tooLarge) {
         std::fprintf(stderr, "holdback-gateway: %s: \"%s\" is not a positive integer\n",
                      arg.c_str(), v->c_str());
         return false;
       }
-      if (static_cast<unsigned long long>(*n) > max) {
+      if (tooLarge || static_cast<unsigned long long>(*n) > max) {
         std::fprintf(stderr, "holdback-gateway: %s: \"%s\" is over the largest allowed, %llu\n",
                      arg.c_str(), v->c_str(), max);
         return false;

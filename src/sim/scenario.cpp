@@ -174,37 +174,44 @@ double classRequests(const Scenario& s, const TrafficClass& c) {
   return static_cast<double>(a.backlog) + (a.backlog > 0 ? completions : 0.0);
 }
 
-}  // namespace
-
-double estimatedRequestsPerRun(const Scenario& s) {
+// The estimate over every class, and the class contributing most to it.
+struct RequestEstimate {
   double total = 0.0;
-  for (const TrafficClass& c : s.classes) total += classRequests(s, c);
-  return total;
+  const TrafficClass* largest = nullptr;
+  double most = 0.0;
+};
+
+RequestEstimate estimateRequests(const Scenario& s) {
+  RequestEstimate e;
+  for (const TrafficClass& c : s.classes) {
+    const double n = classRequests(s, c);
+    e.total += n;
+    if (e.largest == nullptr || n > e.most) {
+      e.largest = &c;
+      e.most = n;
+    }
+  }
+  return e;
 }
 
-namespace {
 // Three significant digits: "2.16e+08".
 std::string approx(double v) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.3g", v);
   return buf;
 }
+
 }  // namespace
 
+double estimatedRequestsPerRun(const Scenario& s) {
+  return estimateRequests(s).total;
+}
+
 std::string scenarioSizeError(const Scenario& s) {
-  const double total = estimatedRequestsPerRun(s);
-  if (total <= kMaxRequestsPerRun) return {};
-  const TrafficClass* largest = nullptr;
-  double most = -1.0;
-  for (const TrafficClass& c : s.classes) {
-    const double n = classRequests(s, c);
-    if (n > most) {
-      most = n;
-      largest = &c;
-    }
-  }
-  return "a run of this scenario may create about " + approx(total) + " requests (class \"" +
-         (largest != nullptr ? largest->name : std::string()) + "\": " + approx(most) +
+  const RequestEstimate e = estimateRequests(s);
+  if (e.total <= kMaxRequestsPerRun) return {};
+  return "a run of this scenario may create about " + approx(e.total) + " requests (class \"" +
+         (e.largest != nullptr ? e.largest->name : std::string()) + "\": " + approx(e.most) +
          ") over durationSeconds " + config::formatNumber(s.durationSeconds) + "; at most " +
          config::formatNumber(kMaxRequestsPerRun) +
          " are simulated (each is kept, ~300 bytes): lower durationSeconds or the rates";

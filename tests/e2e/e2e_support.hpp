@@ -54,6 +54,12 @@ inline double metricSum(std::string_view body, std::string_view name,
   return sum;
 }
 
+// `s` with ASCII letters lowered (HTTP field names are case-insensitive).
+inline std::string asciiLower(std::string s) {
+  for (char& c : s) c = (c >= 'A' && c <= 'Z') ? static_cast<char>(c - 'A' + 'a') : c;
+  return s;
+}
+
 inline double median(std::vector<double> v) {
   if (v.empty()) return 0.0;
   std::sort(v.begin(), v.end());

@@ -218,11 +218,6 @@ struct Response {
   std::string body;
 };
 
-std::string lower(std::string s) {
-  for (char& c : s) c = (c >= 'A' && c <= 'Z') ? char(c - 'A' + 'a') : c;
-  return s;
-}
-
 // Splits `in` into complete HTTP/1.1 responses (1xx interim ones dropped); nullopt with `why`
 // when the bytes are not that.
 std::optional<std::vector<Response>> parseResponses(std::string_view in, std::string& why) {
@@ -245,7 +240,7 @@ std::optional<std::vector<Response>> parseResponses(std::string_view in, std::st
       why = "status out of range";
       return std::nullopt;
     }
-    const std::string h = lower(head);
+    const std::string h = asciiLower(head);
     if (r.status < 200) continue;  // interim (100 Continue): no body
     const std::size_t cl = h.find("\r\ncontent-length:");
     if (h.find("\r\ntransfer-encoding: chunked") != std::string::npos) {

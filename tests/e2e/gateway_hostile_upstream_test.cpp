@@ -112,9 +112,7 @@ class HostileServer {
       if (end != std::string::npos) {
         head = pending.substr(0, end);
         std::size_t length = 0;
-        std::string lowerHead = head;
-        for (char& c : lowerHead) c = (c >= 'A' && c <= 'Z') ? char(c - 'A' + 'a') : c;
-        const std::size_t cl = lowerHead.find("\r\ncontent-length:");
+        const std::size_t cl = asciiLower(head).find("\r\ncontent-length:");
         if (cl != std::string::npos) length = std::strtoul(head.c_str() + cl + 17, nullptr, 10);
         while (pending.size() < end + 4 + length) {
           const ssize_t n = ::recv(fd, buf, sizeof buf, 0);
