@@ -2,9 +2,11 @@
 
 #include <sys/socket.h>
 
+#include <array>
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -88,32 +90,64 @@ struct Exchange : OutcomeSink, std::enable_shared_from_this<Exchange> {
   AbortHandle abort;
 };
 
-// Waits for the client socket to become readable while the request is queued or proxied; a
-// hang-up (EOF or error) cancels the ticket or aborts the upstream exchange at once. Pipelined
-// bytes (the client's next request) end the watch without acting. A client that half-closes its
-// sending side after the request is taken as gone (documented). A plain completion handler, not a
-// coroutine: one per request, so it costs no coroutine frame and no spawn.
-void watchClient(std::shared_ptr<Exchange> ex, tcp::socket& socket, GatewayCounters& counters) {
-  socket.async_wait(tcp::socket::wait_read, [ex = std::move(ex), &socket,
-                                             &counters](const beast::error_code& ec) mutable {
-    if (ex->finished || ec) return;
-    char b = 0;
-    const ssize_t n = ::recv(socket.native_handle(), &b, 1, MSG_PEEK | MSG_DONTWAIT);
-    if (n > 0) return;
-    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) {
-      watchClient(std::move(ex), socket, counters);
-      return;
-    }
-    ex->clientGone = true;
-    if (!ex->done) {
-      if (ex->ticket.cancel()) counters.queuedCancelled.fetch_add(1, std::memory_order_relaxed);
-    } else if (ex->abort.active != nullptr) {
-      counters.upstreamAborted.fetch_add(1, std::memory_order_relaxed);
-      ex->abort.abort();
-    } else {
-      ex->abort.aborted = true;
-    }
-  });
+// A client hang-up while its request is queued or proxied: cancels the ticket, or aborts the
+// upstream exchange at once (closing the upstream connection), or, between the two, marks the
+// exchange aborted so that it is not proxied.
+void clientHungUp(Exchange& ex, GatewayCounters& counters) {
+  ex.clientGone = true;
+  if (!ex.done) {
+    if (ex.ticket.cancel()) counters.queuedCancelled.fetch_add(1, std::memory_order_relaxed);
+  } else if (ex.abort.active != nullptr) {
+    counters.upstreamAborted.fetch_add(1, std::memory_order_relaxed);
+    ex.abort.abort();
+  } else {
+    ex.abort.aborted = true;
+  }
+}
+
+// The connection's read of the client's next bytes, started as soon as a request has been read
+// whole (with no pipelined bytes behind it) and kept in progress while the request is served: it
+// is both the hang-up watch and the read of the next request. EOF or an error while an exchange
+// is attached (`watching`) is the client's hang-up (clientHungUp); bytes are the next request,
+// kept in `bytes` until the session takes them, and end the watch without acting. A client that
+// half-closes its sending side after the request is taken as gone (documented). One read for
+// both, instead of a readiness wait per request for the watch and another read after the reply,
+// saves a system call per request (asio re-arms a readiness wait with epoll_ctl each time).
+// Shared with the read's completion handler, which can run after the session has ended.
+struct Lookahead {
+  explicit Lookahead(const asio::any_io_executor& ex) : wake(ex) {}
+  std::array<char, 2048> bytes{};
+  bool pending = false;   // the read is in progress
+  bool complete = false;  // it completed with `ec` and `n`, not yet taken by the session
+  beast::error_code ec;
+  std::size_t n = 0;
+  Exchange* watching = nullptr;  // the exchange a hang-up acts on (set while one is served)
+  asio::steady_timer wake;       // the session's wait for the read (with the idle timeout)
+
+  [[nodiscard]] bool hungUp() const {
+    return complete && ec && ec != asio::error::operation_aborted;
+  }
+  // Attaches the exchange being served; a hang-up already seen acts on it at once.
+  void watch(Exchange& ex, GatewayCounters& counters) {
+    watching = &ex;
+    if (hungUp()) clientHungUp(ex, counters);
+  }
+};
+
+void startLookahead(const std::shared_ptr<Lookahead>& la, tcp::socket& socket,
+                    GatewayCounters& counters) {
+  la->pending = true;
+  la->complete = false;
+  socket.async_read_some(asio::buffer(la->bytes),
+                         [la, &counters](const beast::error_code& ec, std::size_t n) {
+                           la->pending = false;
+                           la->complete = true;
+                           la->ec = ec;
+                           la->n = n;
+                           if (la->watching != nullptr && la->hungUp())
+                             clientHungUp(*la->watching, counters);
+                           la->wake.cancel();
+                         });
 }
 
 Reply jsonError(int status, std::string_view type, std::string_view message) {
@@ -248,7 +282,8 @@ asio::awaitable<bool> proxyTo(HttpServer::Shard& shard, beast::tcp_stream& strea
 }
 
 asio::awaitable<bool> handleCompletion(HttpServer::Shard& shard, beast::tcp_stream& stream,
-                                       http::request<http::string_body>& req, bool keepAlive) {
+                                       Lookahead& client, http::request<http::string_body>& req,
+                                       bool keepAlive) {
   Gateway& gw = shard.gw;
   GatewayCounters& counters = gw.counters();
   auto reply = [&](Reply r) -> asio::awaitable<bool> {
@@ -276,14 +311,13 @@ asio::awaitable<bool> handleCompletion(HttpServer::Shard& shard, beast::tcp_stre
   auto ex = std::make_shared<Exchange>(stream.get_executor(), gw);
   struct Finish {
     Exchange& e;
-    tcp::socket& s;
+    Lookahead& client;
     ~Finish() {
       e.endLease();  // a dispatched request that was never proxied (or a coroutine unwound)
       e.finished = true;
-      beast::error_code ec;
-      s.cancel(ec);  // ends the watch
+      client.watching = nullptr;  // ends the watch; the read goes on as the next request's
     }
-  } finish{*ex, stream.socket()};
+  } finish{*ex, client};
 
   if (!gw.bundle().flowControlEnabled) {
     // Legacy (gate off): everything at once, except priority < 0 while saturated.
@@ -302,7 +336,7 @@ asio::awaitable<bool> handleCompletion(HttpServer::Shard& shard, beast::tcp_stre
           replyForOutcome({QueueOutcome::kRejectedNoEndpoints, OutcomeCause::kNoEndpoints}, true));
     }
     ex->done = true;
-    watchClient(ex, stream.socket(), counters);
+    client.watch(*ex, counters);
     co_return co_await proxyTo(shard, stream, req, ex, std::move(*endpoint), 0, streamed,
                                keepAlive);
   }
@@ -325,7 +359,7 @@ asio::awaitable<bool> handleCompletion(HttpServer::Shard& shard, beast::tcp_stre
   gw.dispatcher().arrived();
   ex->ticket = gw.controller().enqueue(std::move(request));
   gw.dispatcher().dispatchNow();
-  watchClient(ex, stream.socket(), counters);
+  client.watch(*ex, counters);
   while (!ex->done) {
     auto [ec] = co_await ex->wake.async_wait(kUse);
     (void)ec;
@@ -381,7 +415,7 @@ std::string modelsBody(const Gateway& gw) {
 // Routes one request; true to keep the connection. HEAD is answered wherever GET is (the same
 // status and headers, no body); a HEAD on a POST route or an unknown path gets the 405 / 404
 // headers without their body.
-asio::awaitable<bool> route(HttpServer::Shard& shard, beast::tcp_stream& stream,
+asio::awaitable<bool> route(HttpServer::Shard& shard, beast::tcp_stream& stream, Lookahead& client,
                             http::request<http::string_body>& req, bool keepAlive) {
   Gateway& gw = shard.gw;
   std::string_view path = req.target();
@@ -403,7 +437,7 @@ asio::awaitable<bool> route(HttpServer::Shard& shard, beast::tcp_stream& stream,
   };
   if (isInferencePath(path)) {
     if (!post) co_return co_await methodNotAllowed("POST", "POST");
-    co_return co_await handleCompletion(shard, stream, req, keepAlive);
+    co_return co_await handleCompletion(shard, stream, client, req, keepAlive);
   }
   if (path == "/metrics" || path == "/healthz" || path == "/readyz" || path == "/v1/models" ||
       path == "/debug/program-aware-fairness") {
@@ -491,18 +525,26 @@ asio::awaitable<void> session(HttpServer::Shard& shard, tcp::socket socket) {
   socket.non_blocking(true, ignored);  // proxy()'s replies try one immediate send first
   beast::tcp_stream stream(std::move(socket));
   beast::flat_buffer buffer;
+  const auto client = std::make_shared<Lookahead>(stream.get_executor());
   const Options& o = gw.options();
   bool refused = false;  // an error reply to a request that was not read in full
   for (;;) {
-    // Idle: wait for the first byte of the next request.
+    // Idle: wait for the first bytes of the next request (the lookahead read, started when the
+    // previous request had been read, or now), for at most --idle-timeout-s.
     if (buffer.size() == 0) {
-      stream.expires_after(std::chrono::seconds(o.idleTimeoutS));
-      auto [ec, n] = co_await stream.async_read_some(buffer.prepare(2048), kUse);
-      if (ec) {
-        if (ec == beast::error::timeout)
+      if (!client->pending && !client->complete) startLookahead(client, stream.socket(), counters);
+      if (client->pending) {
+        client->wake.expires_after(std::chrono::seconds(o.idleTimeoutS));
+        auto [wec] = co_await client->wake.async_wait(kUse);
+        if (!wec && client->pending) {  // the timer ran out first
           counters.clientTimeouts.fetch_add(1, std::memory_order_relaxed);
-        break;
+          break;  // closing the socket ends the read
+        }
       }
+      client->complete = false;
+      if (client->ec) break;  // the client closed the connection (or it failed)
+      const std::size_t n = client->n;
+      std::memcpy(buffer.prepare(n).data(), client->bytes.data(), n);
       buffer.commit(n);
     }
     http::request_parser<http::string_body> parser;
@@ -546,8 +588,10 @@ asio::awaitable<void> session(HttpServer::Shard& shard, tcp::socket socket) {
       req.target(std::string(origin));
     }
     const bool keep_alive = req.keep_alive();
+    // Read on while the request is served: the hang-up watch, and the next request's first bytes.
+    if (buffer.size() == 0) startLookahead(client, stream.socket(), counters);
     counters.exchangesInProgress.fetch_add(1, std::memory_order_relaxed);
-    const bool keep = co_await route(shard, stream, req, keep_alive);
+    const bool keep = co_await route(shard, stream, *client, req, keep_alive);
     counters.exchangesInProgress.fetch_sub(1, std::memory_order_relaxed);
     if (!keep) break;
   }

@@ -122,15 +122,19 @@ UpstreamPool::UpstreamPool(asio::any_io_executor ex, std::vector<tcp::endpoint> 
 }
 
 asio::awaitable<std::unique_ptr<UpstreamConnection>> UpstreamPool::acquire(std::size_t i,
-                                                                           bool& reused,
+                                                                           bool fresh, bool& reused,
                                                                            beast::error_code& ec) {
   const auto now = std::chrono::steady_clock::now();
   const auto max_idle = std::chrono::milliseconds(options_.upstreamIdleMs);
   auto& idle = idle_[i];
-  while (!idle.empty()) {
+  while (!fresh && !idle.empty()) {
     std::unique_ptr<UpstreamConnection> c = std::move(idle.back());
     idle.pop_back();
-    if (now - c->idleSince < max_idle && stillOpen(*c)) {
+    const auto idle_for = now - c->idleSince;
+    // A connection back in the pool for less than kCheckAfterIdle is reused without the check (a
+    // system call per request under load); one the server closed in that window fails before
+    // any response byte and the request is retried once, on a new connection.
+    if (idle_for < max_idle && (idle_for < kCheckAfterIdle || stillOpen(*c))) {
       reused = true;
       counters_.upstreamReuses.fetch_add(1, std::memory_order_relaxed);
       co_return c;
@@ -203,7 +207,9 @@ asio::awaitable<ProxyResult> proxy(UpstreamPool& pool, const Options& options,
   for (int attempt = 0;; ++attempt) {
     bool reused = false;
     beast::error_code ec;
-    std::unique_ptr<UpstreamConnection> conn = co_await pool.acquire(what.endpoint, reused, ec);
+    // The retry (attempt 1) takes a new connection: the pool's other idle ones may be as dead.
+    std::unique_ptr<UpstreamConnection> conn =
+        co_await pool.acquire(what.endpoint, attempt > 0, reused, ec);
     if (abort.aborted) co_return aborted(false);
     if (!conn) {
       error = "connect: " + ec.message();
@@ -240,8 +246,8 @@ asio::awaitable<ProxyResult> proxy(UpstreamPool& pool, const Options& options,
     std::string content_type(parser.get()[http::field::content_type]);
     if (content_type.empty()) content_type = "application/json";
 
-    // NOLINTNEXTLINE(cppcoreguidelines-pro-type-member-init): written by the parser before read
-    std::array<char, std::size_t{16} * 1024> buf;
+    char* const buf = conn->bodyBuffer.get();
+    constexpr std::size_t buf_size = UpstreamConnection::kBodyBufferBytes;
     std::string collected;
     bool head_sent = false;
     // A stream's served tokens (program-aware-fairness): reported however the stream ends, since
@@ -271,8 +277,8 @@ asio::awaitable<ProxyResult> proxy(UpstreamPool& pool, const Options& options,
       head_sent = true;
     }
     while (!parser.is_done()) {
-      parser.get().body().data = buf.data();
-      parser.get().body().size = buf.size();
+      parser.get().body().data = buf;
+      parser.get().body().size = buf_size;
       conn->stream.expires_after(timeout);
       auto [rec, rn] = co_await http::async_read_some(conn->stream, conn->buffer, parser, kUse);
       if (rec == http::error::need_buffer) rec = {};
@@ -281,15 +287,15 @@ asio::awaitable<ProxyResult> proxy(UpstreamPool& pool, const Options& options,
         error = "response body: " + rec.message();
         co_return head_sent ? ProxyResult::kTruncated : ProxyResult::kFailedBeforeHead;
       }
-      const std::size_t got = buf.size() - parser.get().body().size;
+      const std::size_t got = buf_size - parser.get().body().size;
       if (got == 0) continue;
       if (!what.stream) {
-        collected.append(buf.data(), got);
+        collected.append(buf, got);
         continue;
       }
-      if (what.usage != nullptr) scanner.feed(std::string_view(buf.data(), got));
+      if (what.usage != nullptr) scanner.feed(std::string_view(buf, got));
       client.expires_after(timeout);
-      const asio::const_buffer piece(buf.data(), got);
+      const asio::const_buffer piece(buf, got);
       auto [cec, cn] = what.chunked
                            ? co_await asio::async_write(client, http::make_chunk(piece), kUse)
                            : co_await asio::async_write(client, piece, kUse);

@@ -3,7 +3,8 @@
 //
 // UpstreamPool (one per I/O thread, so it needs no lock): per model server, a stack of idle
 // kept-alive connections (at most --upstream-max-idle; one idle longer than --upstream-idle-ms,
-// or that the server closed, is dropped instead of reused). acquire() pops a live idle
+// or that the server closed, is dropped instead of reused; the closed check is made on
+// connections idle for 100 ms or more, see kCheckAfterIdle). acquire() pops a live idle
 // connection or connects a new one (--upstream-connect-ms, TCP_NODELAY); release() returns a
 // connection whose response was read to the end with keep-alive.
 //
@@ -38,6 +39,11 @@ struct UpstreamConnection {
   explicit UpstreamConnection(const asio::any_io_executor& ex) : stream(ex) {}
   beast::tcp_stream stream;
   beast::flat_buffer buffer;
+  // Where proxy() reads the response body into, piece by piece: one allocation per connection,
+  // not one per request (a 16 KiB array in the coroutine frame was a malloc and a free of 16 KiB
+  // per request, and the heap's top repeatedly grown and trimmed).
+  std::unique_ptr<char[]> bodyBuffer{new char[kBodyBufferBytes]};
+  static constexpr std::size_t kBodyBufferBytes = std::size_t{16} * 1024;
   std::chrono::steady_clock::time_point idleSince{};
 };
 
@@ -47,8 +53,13 @@ class UpstreamPool {
                GatewayCounters& counters);
 
   // A connection to endpoint i (nullptr and `ec` on a failed connect); `reused` says which.
-  asio::awaitable<std::unique_ptr<UpstreamConnection>> acquire(std::size_t i, bool& reused,
-                                                               beast::error_code& ec);
+  // `fresh`: connect a new one even when idle ones are pooled (the retry after a reused
+  // connection failed).
+  asio::awaitable<std::unique_ptr<UpstreamConnection>> acquire(std::size_t i, bool fresh,
+                                                               bool& reused, beast::error_code& ec);
+  // How long a connection may sit idle in the pool and still be reused without first checking
+  // (a non-blocking MSG_PEEK) that the server has not closed it.
+  static constexpr std::chrono::milliseconds kCheckAfterIdle{100};
   void release(std::size_t i, std::unique_ptr<UpstreamConnection> c);
 
   [[nodiscard]] const tcp::endpoint& target(std::size_t i) const { return targets_[i]; }
