@@ -75,6 +75,9 @@ class HostileServer {
   }
   [[nodiscard]] int port() const { return port_; }
   void setHostile(bool h) { hostile_ = h; }
+  // Close each connection right after a valid reply, without saying so (no Connection: close):
+  // what a server does when its keep-alive timeout or request limit ends a pooled connection.
+  void setCloseAfterReply(bool c) { closeAfterReply_ = c; }
   [[nodiscard]] int completionsSeen() const { return completions_; }
 
  private:
@@ -143,9 +146,17 @@ class HostileServer {
         }
         continue;
       }
+      if (head.rfind("GET /v1/models", 0) == 0) {  // the gateway's model list
+        const std::string m = R"({"object":"list","data":[{"id":"fake-model","object":"model"}]})";
+        if (!sendAll(fd, "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: " +
+                             std::to_string(m.size()) + "\r\n\r\n" + m)) {
+          break;
+        }
+        continue;
+      }
       const int variant = completions_++ % kVariants;
       if (!hostile_ || variant == 0) {
-        if (!sendAll(fd, okResponse())) break;
+        if (!sendAll(fd, okResponse()) || closeAfterReply_) break;
         continue;
       }
       bool keep = false;
@@ -195,6 +206,7 @@ class HostileServer {
   int port_ = 0;
   std::atomic<bool> stopping_{false};
   std::atomic<bool> hostile_{true};
+  std::atomic<bool> closeAfterReply_{false};
   std::atomic<int> completions_{0};
   std::thread acceptor_;
   std::mutex mu_;
@@ -259,6 +271,64 @@ TEST(GatewayHostileUpstreamE2ETest, EveryClientGetsOneReplyAndNothingStaysStuck)
   for (auto& t : clients) t.join();
   EXPECT_EQ(good.load(), 80);
   EXPECT_LT(std::chrono::steady_clock::now() - start, 20s);
+  EXPECT_FALSE(gateway.waitExit(10ms).has_value()) << "the gateway exited";
+  if (HasFailure()) std::cerr << gateway.stderrTail() << "\n";
+}
+
+// A server that closes every kept-alive connection right after its reply: the gateway pools
+// each (the reply did not say close) and, under load, reuses it without checking it first
+// (UpstreamPool::kCheckAfterIdle), so the request fails before any response byte and is retried
+// once on a new connection - not on another pooled one, which is as dead. Every request gets the
+// server's reply, and each reaches the server once.
+TEST(GatewayHostileUpstreamE2ETest, AConnectionTheServerClosedAfterItsReplyIsRetriedOnANewOne) {
+  HostileServer server;
+  ASSERT_GT(server.port(), 0);
+  server.setHostile(false);
+  server.setCloseAfterReply(true);
+  const std::string dir = makeScratchDir("holdback-gateway-closing-upstream");
+  ChildProcess gateway(
+      "gateway",
+      {HOLDBACK_GATEWAY, "--endpoint", "http://127.0.0.1:" + std::to_string(server.port()),
+       "--listen", "127.0.0.1:0", "--scrape-interval-ms", "25", "--upstream-timeout-s", "5"},
+      dir);
+  ASSERT_TRUE(gateway.startedOk()) << gateway.error();
+  std::this_thread::sleep_for(200ms);  // a first scrape
+
+  const std::string body = R"({"model":"fake-model","prompt":"hi","max_tokens":1})";
+  constexpr int kClients = 4;
+  constexpr int kEach = 15;
+  std::atomic<int> good{0};
+  std::mutex mu;
+  std::vector<std::string> failures;
+  std::vector<std::thread> clients;
+  for (int t = 0; t < kClients; ++t) {
+    clients.emplace_back([&] {
+      auto c = clientFor(gateway, 10s);
+      for (int i = 0; i < kEach; ++i) {
+        auto r = c.Post("/v1/completions", body, "application/json");
+        if (r && r->status == 200 && r->body == kCompletion) {
+          ++good;
+        } else {
+          std::lock_guard lock(mu);
+          failures.push_back(r ? std::to_string(r->status) + " " + r->body
+                               : "no response: " + httplib::to_string(r.error()));
+        }
+      }
+    });
+  }
+  for (auto& t : clients) t.join();
+  EXPECT_EQ(good.load(), kClients * kEach);
+  for (const std::string& f : failures) ADD_FAILURE() << f;
+  EXPECT_EQ(server.completionsSeen(), kClients * kEach);
+  // The dead connections were taken from the pool (each then failed and was retried): the case
+  // this test is about happened.
+  const std::string metrics = getMetrics(gateway);
+  const double reuses = metricValue(metrics, "holdback_gateway_upstream_reuses_total").value_or(0);
+  EXPECT_GT(reuses, 0);
+  std::cout << "closing server: " << good.load() << " x 200; pooled connections reused " << reuses
+            << ", connects "
+            << metricValue(metrics, "holdback_gateway_upstream_connects_total").value_or(-1)
+            << "\n";
   EXPECT_FALSE(gateway.waitExit(10ms).has_value()) << "the gateway exited";
   if (HasFailure()) std::cerr << gateway.stderrTail() << "\n";
 }
