@@ -78,20 +78,23 @@ void appendResponseHead(std::string& out, const http::response_header<>& upstrea
   out.append("\r\n");
 }
 
-// Writes all of `buffers` to `s`: first with one non-blocking send, which on a socket in
+// Tries to write all of `buffers` to `s` with one non-blocking send, which on a socket in
 // non-blocking mode (UpstreamPool and the client sessions set it) almost always takes the whole
-// message, so the coroutine neither suspends nor arms the stream's timer; what the socket did
-// not take is written asynchronously under `timeout`. Returns the error, if any.
+// message. Returns the bytes sent; `ec` is set only on a real failure (not on would-block).
+// Called directly, not as a coroutine: the usual request neither suspends nor allocates a
+// coroutine frame nor arms and cancels the stream's timer for it.
 template <class Buffers>
-asio::awaitable<beast::error_code> writeAll(beast::tcp_stream& s, const Buffers& buffers,
-                                            std::chrono::seconds timeout) {
-  beast::error_code ec;
-  std::size_t sent = 0;
-  if (s.socket().non_blocking()) {
-    sent = s.socket().write_some(buffers, ec);
-    if (!ec && sent == beast::buffer_bytes(buffers)) co_return ec;
-    if (ec && ec != asio::error::would_block && ec != asio::error::try_again) co_return ec;
-  }
+std::size_t sendNow(beast::tcp_stream& s, const Buffers& buffers, beast::error_code& ec) {
+  if (!s.socket().non_blocking()) return 0;
+  const std::size_t sent = s.socket().write_some(buffers, ec);
+  if (ec == asio::error::would_block || ec == asio::error::try_again) ec = {};
+  return ec ? 0 : sent;
+}
+
+// What sendNow did not take, written asynchronously under `timeout`.
+template <class Buffers>
+asio::awaitable<beast::error_code> writeRest(beast::tcp_stream& s, const Buffers& buffers,
+                                             std::size_t sent, std::chrono::seconds timeout) {
   beast::buffers_suffix<Buffers> rest(buffers);
   rest.consume(sent);
   s.expires_after(timeout);
@@ -121,13 +124,11 @@ UpstreamPool::UpstreamPool(asio::any_io_executor ex, std::vector<tcp::endpoint> 
   }
 }
 
-asio::awaitable<std::unique_ptr<UpstreamConnection>> UpstreamPool::acquire(std::size_t i,
-                                                                           bool fresh, bool& reused,
-                                                                           beast::error_code& ec) {
+std::unique_ptr<UpstreamConnection> UpstreamPool::takeIdle(std::size_t i) {
   const auto now = std::chrono::steady_clock::now();
   const auto max_idle = std::chrono::milliseconds(options_.upstreamIdleMs);
   auto& idle = idle_[i];
-  while (!fresh && !idle.empty()) {
+  while (!idle.empty()) {
     std::unique_ptr<UpstreamConnection> c = std::move(idle.back());
     idle.pop_back();
     const auto idle_for = now - c->idleSince;
@@ -135,12 +136,15 @@ asio::awaitable<std::unique_ptr<UpstreamConnection>> UpstreamPool::acquire(std::
     // system call per request under load); one the server closed in that window fails before
     // any response byte and the request is retried once, on a new connection.
     if (idle_for < max_idle && (idle_for < kCheckAfterIdle || stillOpen(*c))) {
-      reused = true;
       counters_.upstreamReuses.fetch_add(1, std::memory_order_relaxed);
-      co_return c;
+      return c;
     }
   }
-  reused = false;
+  return nullptr;
+}
+
+asio::awaitable<std::unique_ptr<UpstreamConnection>> UpstreamPool::connect(std::size_t i,
+                                                                           beast::error_code& ec) {
   auto c = std::make_unique<UpstreamConnection>(ex_);
   c->stream.expires_after(std::chrono::milliseconds(options_.upstreamConnectMs));
   auto [cec] = co_await c->stream.async_connect(targets_[i], kUse);
@@ -150,7 +154,7 @@ asio::awaitable<std::unique_ptr<UpstreamConnection>> UpstreamPool::acquire(std::
     co_return nullptr;
   }
   c->stream.socket().set_option(tcp::no_delay(true), ec);
-  c->stream.socket().non_blocking(true, ec);  // for writeAll's first, immediate send
+  c->stream.socket().non_blocking(true, ec);  // for sendNow's immediate send
   ec = {};
   counters_.upstreamConnects.fetch_add(1, std::memory_order_relaxed);
   co_return c;
@@ -205,11 +209,12 @@ asio::awaitable<ProxyResult> proxy(UpstreamPool& pool, const Options& options,
     return headSent ? ProxyResult::kRevokedMidStream : ProxyResult::kRevoked;
   };
   for (int attempt = 0;; ++attempt) {
-    bool reused = false;
     beast::error_code ec;
     // The retry (attempt 1) takes a new connection: the pool's other idle ones may be as dead.
     std::unique_ptr<UpstreamConnection> conn =
-        co_await pool.acquire(what.endpoint, attempt > 0, reused, ec);
+        attempt == 0 ? pool.takeIdle(what.endpoint) : nullptr;
+    const bool reused = conn != nullptr;
+    if (!conn) conn = co_await pool.connect(what.endpoint, ec);
     if (abort.aborted) co_return aborted(false);
     if (!conn) {
       error = "connect: " + ec.message();
@@ -221,7 +226,11 @@ asio::awaitable<ProxyResult> proxy(UpstreamPool& pool, const Options& options,
       ~Clear() { a.active = nullptr; }
     } clear{abort};
 
-    const beast::error_code wec = co_await writeAll(conn->stream, up, timeout);
+    beast::error_code wec;
+    const std::size_t sent_now = sendNow(conn->stream, up, wec);
+    if (!wec && sent_now < beast::buffer_bytes(up)) {
+      wec = co_await writeRest(conn->stream, up, sent_now, timeout);
+    }
     if (abort.aborted) co_return aborted(false);
     if (wec) {
       if (reused && attempt == 0) continue;  // the server closed the idle connection: once more
@@ -334,7 +343,11 @@ asio::awaitable<ProxyResult> proxy(UpstreamPool& pool, const Options& options,
     out.reserve(512);
     appendResponseHead(out, parser.get(), content_type, what, collected.size());
     const std::array<asio::const_buffer, 2> reply{asio::buffer(out), asio::buffer(collected)};
-    const beast::error_code cec = co_await writeAll(client, reply, timeout);
+    beast::error_code cec;
+    const std::size_t reply_sent = sendNow(client, reply, cec);
+    if (!cec && reply_sent < beast::buffer_bytes(reply)) {
+      cec = co_await writeRest(client, reply, reply_sent, timeout);
+    }
     client.expires_never();
     co_return cec ? ProxyResult::kClientGone : ProxyResult::kDone;
   }

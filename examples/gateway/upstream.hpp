@@ -4,8 +4,8 @@
 // UpstreamPool (one per I/O thread, so it needs no lock): per model server, a stack of idle
 // kept-alive connections (at most --upstream-max-idle; one idle longer than --upstream-idle-ms,
 // or that the server closed, is dropped instead of reused; the closed check is made on
-// connections idle for 100 ms or more, see kCheckAfterIdle). acquire() pops a live idle
-// connection or connects a new one (--upstream-connect-ms, TCP_NODELAY); release() returns a
+// connections idle for 100 ms or more, see kCheckAfterIdle). takeIdle() pops a live idle
+// connection, connect() makes a new one (--upstream-connect-ms, TCP_NODELAY); release() returns a
 // connection whose response was read to the end with keep-alive.
 //
 // proxy(): sends the request (its head serialized by hand into one buffer, written with the body
@@ -52,11 +52,12 @@ class UpstreamPool {
   UpstreamPool(asio::any_io_executor ex, std::vector<tcp::endpoint> targets, const Options& options,
                GatewayCounters& counters);
 
-  // A connection to endpoint i (nullptr and `ec` on a failed connect); `reused` says which.
-  // `fresh`: connect a new one even when idle ones are pooled (the retry after a reused
-  // connection failed).
-  asio::awaitable<std::unique_ptr<UpstreamConnection>> acquire(std::size_t i, bool fresh,
-                                                               bool& reused, beast::error_code& ec);
+  // A usable idle connection to endpoint i, or nullptr (then connect()). Not a coroutine: the
+  // usual request under load takes a pooled connection without suspending.
+  std::unique_ptr<UpstreamConnection> takeIdle(std::size_t i);
+  // A new connection to endpoint i (nullptr and `ec` on a failed connect).
+  asio::awaitable<std::unique_ptr<UpstreamConnection>> connect(std::size_t i,
+                                                               beast::error_code& ec);
   // How long a connection may sit idle in the pool and still be reused without first checking
   // (a non-blocking MSG_PEEK) that the server has not closed it.
   static constexpr std::chrono::milliseconds kCheckAfterIdle{100};
