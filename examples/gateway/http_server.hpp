@@ -15,10 +15,12 @@
 //
 // The request path: objective -> priority, fairness id -> flow (gateway_http.hpp); no model server
 // usable -> 503 + Retry-After at once; else enqueue, and park the coroutine until the outcome
-// arrives (gateway.hpp OutcomeSink). Meanwhile a ClientWatch waits for the client socket to
-// become readable: a hang-up cancels the queued ticket, or, once proxied, closes the upstream
-// connection (upstream.hpp), at once. Not dispatched -> the reference's status and drop reason
-// (429 with Retry-After from the queue state). Dispatched -> proxy().
+// arrives (gateway.hpp OutcomeSink). Meanwhile the connection's read of the client's next bytes
+// (started once the request was read; it is also the next request's read) is the hang-up watch:
+// EOF or an error cancels the queued ticket, or, once proxied, closes the upstream connection
+// (upstream.hpp), at once; bytes (a pipelined request) end the watch. Not dispatched -> the
+// reference's status and drop reason (429 with Retry-After from the queue state). Dispatched ->
+// proxy().
 //
 // Thread safety: one io_context per I/O thread; a connection lives on one thread; the listener
 // runs on the first.

@@ -14,7 +14,7 @@
 // arrives; otherwise collected and sent with a Content-Length, head and body again in one write
 // (an upstream failure mid-body is still a 502). A request that fails on a reused connection
 // before any response byte (the server closed it as we sent) is retried once on a new connection.
-// Cancellation: the caller's ClientWatch closes the upstream connection at once when the client
+// Cancellation: the caller's hang-up watch closes the upstream connection at once when the client
 // goes away; proxy() then returns kClientGone and the connection is not reused, so the model
 // server sees the disconnect and frees the slot. A revocation (in-flight eviction) aborts the
 // same way with AbortHandle::revoked set; proxy() then returns kRevoked or kRevokedMidStream, and
