@@ -214,17 +214,25 @@ class HostileServer {
   std::vector<std::thread> threads_;
 };
 
+// The gateway in front of `server` (scrapes every 25 ms, upstream timeout 5 s), after its
+// first scrape.
+std::unique_ptr<ChildProcess> startGateway(const HostileServer& server, const std::string& name) {
+  auto gateway = std::make_unique<ChildProcess>(
+      "gateway",
+      std::vector<std::string>{
+          HOLDBACK_GATEWAY, "--endpoint", "http://127.0.0.1:" + std::to_string(server.port()),
+          "--listen", "127.0.0.1:0", "--scrape-interval-ms", "25", "--upstream-timeout-s", "5"},
+      makeScratchDir(name));
+  if (gateway->startedOk()) std::this_thread::sleep_for(200ms);  // a first scrape
+  return gateway;
+}
+
 TEST(GatewayHostileUpstreamE2ETest, EveryClientGetsOneReplyAndNothingStaysStuck) {
   HostileServer server;
   ASSERT_GT(server.port(), 0);
-  const std::string dir = makeScratchDir("holdback-gateway-hostile-upstream");
-  ChildProcess gateway(
-      "gateway",
-      {HOLDBACK_GATEWAY, "--endpoint", "http://127.0.0.1:" + std::to_string(server.port()),
-       "--listen", "127.0.0.1:0", "--scrape-interval-ms", "25", "--upstream-timeout-s", "5"},
-      dir);
-  ASSERT_TRUE(gateway.startedOk()) << gateway.error();
-  std::this_thread::sleep_for(200ms);  // a first scrape
+  const auto started = startGateway(server, "holdback-gateway-hostile-upstream");
+  ASSERT_TRUE(started->startedOk()) << started->error();
+  ChildProcess& gateway = *started;
 
   const std::string body = R"({"model":"fake-model","prompt":"hi","max_tokens":1})";
   int ok = 0;
@@ -285,14 +293,9 @@ TEST(GatewayHostileUpstreamE2ETest, AConnectionTheServerClosedAfterItsReplyIsRet
   ASSERT_GT(server.port(), 0);
   server.setHostile(false);
   server.setCloseAfterReply(true);
-  const std::string dir = makeScratchDir("holdback-gateway-closing-upstream");
-  ChildProcess gateway(
-      "gateway",
-      {HOLDBACK_GATEWAY, "--endpoint", "http://127.0.0.1:" + std::to_string(server.port()),
-       "--listen", "127.0.0.1:0", "--scrape-interval-ms", "25", "--upstream-timeout-s", "5"},
-      dir);
-  ASSERT_TRUE(gateway.startedOk()) << gateway.error();
-  std::this_thread::sleep_for(200ms);  // a first scrape
+  const auto started = startGateway(server, "holdback-gateway-closing-upstream");
+  ASSERT_TRUE(started->startedOk()) << started->error();
+  ChildProcess& gateway = *started;
 
   const std::string body = R"({"model":"fake-model","prompt":"hi","max_tokens":1})";
   constexpr int kClients = 4;
