@@ -533,13 +533,20 @@ asio::awaitable<void> session(HttpServer::Shard& shard, tcp::socket socket) {
     // previous request had been read, or now), for at most --idle-timeout-s.
     if (buffer.size() == 0) {
       if (!client->pending && !client->complete) startLookahead(client, stream.socket(), counters);
+      bool timed_out = false;
       if (client->pending) {
         client->wake.expires_after(std::chrono::seconds(o.idleTimeoutS));
-        auto [wec] = co_await client->wake.async_wait(kUse);
-        if (!wec && client->pending) {  // the timer ran out first
-          counters.clientTimeouts.fetch_add(1, std::memory_order_relaxed);
-          break;  // closing the socket ends the read
+        while (client->pending) {  // the read's completion cancels the wait
+          auto [wec] = co_await client->wake.async_wait(kUse);
+          if (!wec && client->pending) {  // the timer ran out first
+            timed_out = true;
+            break;
+          }
         }
+      }
+      if (timed_out) {
+        counters.clientTimeouts.fetch_add(1, std::memory_order_relaxed);
+        break;  // closing the socket ends the read
       }
       client->complete = false;
       if (client->ec) break;  // the client closed the connection (or it failed)

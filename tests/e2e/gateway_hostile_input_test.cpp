@@ -373,5 +373,75 @@ TEST(GatewayHostileInputE2ETest, EveryConnectionGetsWellFormedRepliesAndTheGatew
   if (HasFailure()) std::cerr << gateway.stderrTail() << "\n";
 }
 
+// Waits up to `limit` for the gateway to close `fd` (EOF or reset, after reading anything it
+// still sends); the time it took, or nullopt when it stayed open.
+std::optional<std::chrono::milliseconds> closedWithin(int fd, std::chrono::milliseconds limit) {
+  const auto t0 = std::chrono::steady_clock::now();
+  char buf[4096];
+  for (;;) {
+    const auto left = limit - std::chrono::duration_cast<std::chrono::milliseconds>(
+                                  std::chrono::steady_clock::now() - t0);
+    if (left.count() <= 0) return std::nullopt;
+    pollfd p{fd, POLLIN, 0};
+    if (::poll(&p, 1, static_cast<int>(left.count())) <= 0) return std::nullopt;
+    if (::recv(fd, buf, sizeof buf, 0) <= 0) {
+      return std::chrono::duration_cast<std::chrono::milliseconds>(
+          std::chrono::steady_clock::now() - t0);
+    }
+  }
+}
+
+// The read that waits for a kept-alive connection's next request is started while the previous
+// one is served (it is also the hang-up watch): pipelined requests, a request sent after the
+// previous reply, and --idle-timeout-s, counted from the end of the last reply, all still hold.
+TEST(GatewayHostileInputE2ETest, KeptAliveConnectionsServeEachRequestAndCloseWhenIdle) {
+  const std::string dir = makeScratchDir("holdback-gateway-idle");
+  ChildProcess server("model-server",
+                      {HOLDBACK_MODEL_SERVER, "--port", "0", "--slots", "64", "--token-ms", "1",
+                       "--prefill-ms", "0", "--model", "fake-model"},
+                      dir);
+  ASSERT_TRUE(server.startedOk()) << server.error();
+  ChildProcess gateway("gateway",
+                       {HOLDBACK_GATEWAY, "--endpoint", server.url(), "--listen", "127.0.0.1:0",
+                        "--idle-timeout-s", "1"},
+                       dir);
+  ASSERT_TRUE(gateway.startedOk()) << gateway.error();
+  const double timeouts0 =
+      metricValue(getMetrics(gateway), "holdback_gateway_client_timeouts_total").value_or(0);
+  const std::string one =
+      request("POST", "/v1/completions", "HTTP/1.1",
+              {"Content-Type: application/json", contentLength(kBody.size())}, kBody);
+
+  // A connection that never sends a byte is closed after the idle timeout.
+  const int silent = connectTo(gateway);
+  ASSERT_GE(silent, 0);
+  // Two requests in one write, then a third after their replies, on one connection.
+  const int kept = connectTo(gateway);
+  ASSERT_GE(kept, 0);
+  std::string why;
+  const std::string first = exchange(kept, one + one, 300ms);
+  const auto pair = parseResponses(first, why);
+  ASSERT_TRUE(pair) << why << ": " << first.substr(0, 200);
+  ASSERT_EQ(pair->size(), 2u) << first.substr(0, 400);
+  const std::string second = exchange(kept, one, 300ms);
+  const auto third = parseResponses(second, why);
+  ASSERT_TRUE(third) << why << ": " << second.substr(0, 200);
+  ASSERT_EQ(third->size(), 1u) << second.substr(0, 400);
+  for (const auto& r : {(*pair)[0], (*pair)[1], (*third)[0]}) EXPECT_EQ(r.status, 200);
+
+  // Idle since its last reply (about 0.3 s ago): closed within the rest of the second.
+  const auto keptClosed = closedWithin(kept, 3s);
+  ASSERT_TRUE(keptClosed.has_value()) << "the idle kept-alive connection stayed open";
+  EXPECT_LT(*keptClosed, 1500ms);
+  const auto silentClosed = closedWithin(silent, 3s);
+  ASSERT_TRUE(silentClosed.has_value()) << "the silent connection stayed open";
+  ::close(kept);
+  ::close(silent);
+  const double timeouts1 =
+      metricValue(getMetrics(gateway), "holdback_gateway_client_timeouts_total").value_or(0);
+  EXPECT_GE(timeouts1 - timeouts0, 2);
+  if (HasFailure()) std::cerr << gateway.stderrTail() << "\n";
+}
+
 }  // namespace
 }  // namespace holdback_e2e
