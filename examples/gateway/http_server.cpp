@@ -113,8 +113,11 @@ void clientHungUp(Exchange& ex, GatewayCounters& counters) {
 // half-closes its sending side after the request is taken as gone (documented). One read for
 // both, instead of a readiness wait per request for the watch and another read after the reply,
 // saves a system call per request (asio re-arms a readiness wait with epoll_ctl each time).
-// Shared with the read's completion handler, which can run after the session has ended.
-struct Lookahead {
+// When the client's pipelined bytes are already buffered, no read is started (the session parses
+// them first): the watch is then a readiness wait with a MSG_PEEK (watchReadiness), cancelled
+// when the exchange ends. Shared with the completion handlers, which can run after the session
+// has ended.
+struct Lookahead : std::enable_shared_from_this<Lookahead> {
   explicit Lookahead(const asio::any_io_executor& ex) : wake(ex) {}
   std::array<char, 2048> bytes{};
   bool pending = false;   // the read is in progress
@@ -122,17 +125,58 @@ struct Lookahead {
   beast::error_code ec;
   std::size_t n = 0;
   Exchange* watching = nullptr;  // the exchange a hang-up acts on (set while one is served)
+  bool readinessWatch = false;   // a watchReadiness wait is in progress for `watching`
   asio::steady_timer wake;       // the session's wait for the read (with the idle timeout)
 
   [[nodiscard]] bool hungUp() const {
     return complete && ec && ec != asio::error::operation_aborted;
   }
-  // Attaches the exchange being served; a hang-up already seen acts on it at once.
-  void watch(Exchange& ex, GatewayCounters& counters) {
-    watching = &ex;
-    if (hungUp()) clientHungUp(ex, counters);
-  }
 };
+
+// The watch while pipelined bytes are buffered: waits for the socket to become readable; EOF or an
+// error is the hang-up, more bytes end the watch without acting.
+void watchReadiness(const std::shared_ptr<Lookahead>& la, tcp::socket& socket,
+                    GatewayCounters& counters) {
+  la->readinessWatch = true;
+  socket.async_wait(tcp::socket::wait_read, [la, &socket, &counters](const beast::error_code& ec) {
+    // Cancelled (the exchange ended, or the socket closed): `socket` may be gone; touch nothing.
+    if (ec || la->watching == nullptr) return;
+    char b = 0;
+    const ssize_t n = ::recv(socket.native_handle(), &b, 1, MSG_PEEK | MSG_DONTWAIT);
+    if (n > 0) {
+      la->readinessWatch = false;
+      return;
+    }
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) {
+      watchReadiness(la, socket, counters);
+      return;
+    }
+    la->readinessWatch = false;
+    clientHungUp(*la->watching, counters);
+  });
+}
+
+// Attaches the exchange being served to the connection's watch: a hang-up already seen acts on
+// it at once; a read in progress watches; with neither (pipelined bytes buffered), a readiness
+// wait does. Bytes already read (a pipelined request) mean there is nothing to watch.
+void watchClient(Lookahead& la, Exchange& ex, tcp::socket& socket, GatewayCounters& counters) {
+  la.watching = &ex;
+  if (la.hungUp()) {
+    clientHungUp(ex, counters);
+  } else if (!la.pending && !la.complete) {
+    watchReadiness(la.shared_from_this(), socket, counters);
+  }
+}
+
+// Ends the watch of the exchange being served: the read, if any, goes on as the next request's.
+void endWatch(Lookahead& la, tcp::socket& socket) {
+  la.watching = nullptr;
+  if (la.readinessWatch) {  // no read is in progress then, so cancel() ends only the wait
+    la.readinessWatch = false;
+    beast::error_code ignored;
+    socket.cancel(ignored);
+  }
+}
 
 void startLookahead(const std::shared_ptr<Lookahead>& la, tcp::socket& socket,
                     GatewayCounters& counters) {
@@ -312,12 +356,13 @@ asio::awaitable<bool> handleCompletion(HttpServer::Shard& shard, beast::tcp_stre
   struct Finish {
     Exchange& e;
     Lookahead& client;
+    tcp::socket& s;
     ~Finish() {
       e.endLease();  // a dispatched request that was never proxied (or a coroutine unwound)
       e.finished = true;
-      client.watching = nullptr;  // ends the watch; the read goes on as the next request's
+      endWatch(client, s);
     }
-  } finish{*ex, client};
+  } finish{*ex, client, stream.socket()};
 
   if (!gw.bundle().flowControlEnabled) {
     // Legacy (gate off): everything at once, except priority < 0 while saturated.
@@ -336,7 +381,7 @@ asio::awaitable<bool> handleCompletion(HttpServer::Shard& shard, beast::tcp_stre
           replyForOutcome({QueueOutcome::kRejectedNoEndpoints, OutcomeCause::kNoEndpoints}, true));
     }
     ex->done = true;
-    client.watch(*ex, counters);
+    watchClient(client, *ex, stream.socket(), counters);
     co_return co_await proxyTo(shard, stream, req, ex, std::move(*endpoint), 0, streamed,
                                keepAlive);
   }
@@ -359,7 +404,7 @@ asio::awaitable<bool> handleCompletion(HttpServer::Shard& shard, beast::tcp_stre
   gw.dispatcher().arrived();
   ex->ticket = gw.controller().enqueue(std::move(request));
   gw.dispatcher().dispatchNow();
-  client.watch(*ex, counters);
+  watchClient(client, *ex, stream.socket(), counters);
   while (!ex->done) {
     auto [ec] = co_await ex->wake.async_wait(kUse);
     (void)ec;
@@ -595,7 +640,8 @@ asio::awaitable<void> session(HttpServer::Shard& shard, tcp::socket socket) {
       req.target(std::string(origin));
     }
     const bool keep_alive = req.keep_alive();
-    // Read on while the request is served: the hang-up watch, and the next request's first bytes.
+    // Read on while the request is served: the hang-up watch, and the next request's first bytes
+    // (with pipelined bytes buffered, the watch is a readiness wait: watchClient).
     if (buffer.size() == 0) startLookahead(client, stream.socket(), counters);
     counters.exchangesInProgress.fetch_add(1, std::memory_order_relaxed);
     const bool keep = co_await route(shard, stream, *client, req, keep_alive);

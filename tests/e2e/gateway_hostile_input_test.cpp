@@ -443,5 +443,49 @@ TEST(GatewayHostileInputE2ETest, KeptAliveConnectionsServeEachRequestAndCloseWhe
   if (HasFailure()) std::cerr << gateway.stderrTail() << "\n";
 }
 
+// A client that sends two requests in one write and leaves while the first is generating: its
+// pipelined bytes are already buffered when the first is proxied, so no read of the socket is in
+// progress; the hang-up is still noticed (a readiness wait) and the first request's upstream
+// exchange aborted at once instead of running to its end.
+TEST(GatewayHostileInputE2ETest, AClientThatPipelinesAndLeavesHasItsUpstreamRequestAborted) {
+  const std::string dir = makeScratchDir("holdback-gateway-pipeline-leave");
+  ChildProcess server("model-server",
+                      {HOLDBACK_MODEL_SERVER, "--port", "0", "--slots", "64", "--token-ms", "20",
+                       "--prefill-ms", "0", "--model", "fake-model"},
+                      dir);
+  ASSERT_TRUE(server.startedOk()) << server.error();
+  ChildProcess gateway(
+      "gateway", {HOLDBACK_GATEWAY, "--endpoint", server.url(), "--listen", "127.0.0.1:0"}, dir);
+  ASSERT_TRUE(gateway.startedOk()) << gateway.error();
+  // 100 tokens of 20 ms: 2 s of generation for the first request.
+  const std::string longBody = R"({"model":"fake-model","prompt":"hi","max_tokens":100})";
+  const std::string one =
+      request("POST", "/v1/completions", "HTTP/1.1",
+              {"Content-Type: application/json", contentLength(longBody.size())}, longBody);
+  const double aborted0 =
+      metricValue(getMetrics(gateway), "holdback_gateway_upstream_aborted_total").value_or(0);
+  const int fd = connectTo(gateway);
+  ASSERT_GE(fd, 0);
+  const std::string both = one + one;
+  ASSERT_EQ(::send(fd, both.data(), both.size(), MSG_NOSIGNAL), static_cast<ssize_t>(both.size()));
+  std::this_thread::sleep_for(300ms);  // the first is generating
+  ::close(fd);
+  const auto t0 = std::chrono::steady_clock::now();
+  double aborted = aborted0;
+  bool serverIdle = false;
+  while (std::chrono::steady_clock::now() - t0 < 1s) {
+    aborted =
+        metricValue(getMetrics(gateway), "holdback_gateway_upstream_aborted_total").value_or(0);
+    const std::string m = getMetrics(server);
+    serverIdle = metricValue(m, "vllm:num_requests_running").value_or(1) == 0 &&
+                 metricValue(m, "vllm:num_requests_waiting").value_or(1) == 0;
+    if (aborted > aborted0 && serverIdle) break;
+    std::this_thread::sleep_for(20ms);
+  }
+  EXPECT_EQ(aborted - aborted0, 1) << "the first request's upstream exchange was not aborted";
+  EXPECT_TRUE(serverIdle) << "the model server still runs the departed client's request";
+  if (HasFailure()) std::cerr << gateway.stderrTail() << "\n";
+}
+
 }  // namespace
 }  // namespace holdback_e2e
