@@ -283,12 +283,21 @@ std::size_t countOf(std::string_view s, std::string_view what) {
   return n;
 }
 
+// The model server of these tests: 64 slots (never the bottleneck), `tokenMs` per token, no
+// prefill.
+std::unique_ptr<ChildProcess> startFakeServer(const std::string& dir, int tokenMs) {
+  return std::make_unique<ChildProcess>(
+      "model-server",
+      std::vector<std::string>{HOLDBACK_MODEL_SERVER, "--port", "0", "--slots", "64", "--token-ms",
+                               std::to_string(tokenMs), "--prefill-ms", "0", "--model",
+                               "fake-model"},
+      dir);
+}
+
 TEST(GatewayHostileInputE2ETest, EveryConnectionGetsWellFormedRepliesAndTheGatewayStaysUp) {
   const std::string dir = makeScratchDir("holdback-gateway-hostile");
-  ChildProcess server("model-server",
-                      {HOLDBACK_MODEL_SERVER, "--port", "0", "--slots", "64", "--token-ms", "1",
-                       "--prefill-ms", "0", "--model", "fake-model"},
-                      dir);
+  const auto started = startFakeServer(dir, 1);
+  ChildProcess& server = *started;
   ASSERT_TRUE(server.startedOk()) << server.error();
   ChildProcess gateway(
       "gateway",
@@ -396,10 +405,8 @@ std::optional<std::chrono::milliseconds> closedWithin(int fd, std::chrono::milli
 // previous reply, and --idle-timeout-s, counted from the end of the last reply, all still hold.
 TEST(GatewayHostileInputE2ETest, KeptAliveConnectionsServeEachRequestAndCloseWhenIdle) {
   const std::string dir = makeScratchDir("holdback-gateway-idle");
-  ChildProcess server("model-server",
-                      {HOLDBACK_MODEL_SERVER, "--port", "0", "--slots", "64", "--token-ms", "1",
-                       "--prefill-ms", "0", "--model", "fake-model"},
-                      dir);
+  const auto started = startFakeServer(dir, 1);
+  ChildProcess& server = *started;
   ASSERT_TRUE(server.startedOk()) << server.error();
   ChildProcess gateway("gateway",
                        {HOLDBACK_GATEWAY, "--endpoint", server.url(), "--listen", "127.0.0.1:0",
@@ -449,10 +456,8 @@ TEST(GatewayHostileInputE2ETest, KeptAliveConnectionsServeEachRequestAndCloseWhe
 // exchange aborted at once instead of running to its end.
 TEST(GatewayHostileInputE2ETest, AClientThatPipelinesAndLeavesHasItsUpstreamRequestAborted) {
   const std::string dir = makeScratchDir("holdback-gateway-pipeline-leave");
-  ChildProcess server("model-server",
-                      {HOLDBACK_MODEL_SERVER, "--port", "0", "--slots", "64", "--token-ms", "20",
-                       "--prefill-ms", "0", "--model", "fake-model"},
-                      dir);
+  const auto started = startFakeServer(dir, 20);
+  ChildProcess& server = *started;
   ASSERT_TRUE(server.startedOk()) << server.error();
   ChildProcess gateway(
       "gateway", {HOLDBACK_GATEWAY, "--endpoint", server.url(), "--listen", "127.0.0.1:0"}, dir);
