@@ -115,8 +115,8 @@ void clientHungUp(Exchange& ex, GatewayCounters& counters) {
 // saves a system call per request (asio re-arms a readiness wait with epoll_ctl each time).
 // When the client's pipelined bytes are already buffered, no read is started (the session parses
 // them first): the watch is then a readiness wait with a MSG_PEEK (watchReadiness), cancelled
-// when the exchange ends. Shared with the completion handlers, which can run after the session
-// has ended.
+// when the exchange ends (endWatch: with no read in progress, it is the socket's only operation).
+// Shared with the completion handlers, which can run after the session has ended.
 struct Lookahead : std::enable_shared_from_this<Lookahead> {
   explicit Lookahead(const asio::any_io_executor& ex) : wake(ex) {}
   std::array<char, 2048> bytes{};
@@ -125,7 +125,6 @@ struct Lookahead : std::enable_shared_from_this<Lookahead> {
   beast::error_code ec;
   std::size_t n = 0;
   Exchange* watching = nullptr;  // the exchange a hang-up acts on (set while one is served)
-  bool readinessWatch = false;   // a watchReadiness wait is in progress for `watching`
   asio::steady_timer wake;       // the session's wait for the read (with the idle timeout)
 
   [[nodiscard]] bool hungUp() const {
@@ -137,21 +136,16 @@ struct Lookahead : std::enable_shared_from_this<Lookahead> {
 // error is the hang-up, more bytes end the watch without acting.
 void watchReadiness(const std::shared_ptr<Lookahead>& la, tcp::socket& socket,
                     GatewayCounters& counters) {
-  la->readinessWatch = true;
   socket.async_wait(tcp::socket::wait_read, [la, &socket, &counters](const beast::error_code& ec) {
     // Cancelled (the exchange ended, or the socket closed): `socket` may be gone; touch nothing.
     if (ec || la->watching == nullptr) return;
     char b = 0;
     const ssize_t n = ::recv(socket.native_handle(), &b, 1, MSG_PEEK | MSG_DONTWAIT);
-    if (n > 0) {
-      la->readinessWatch = false;
-      return;
-    }
+    if (n > 0) return;
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) {
       watchReadiness(la, socket, counters);
       return;
     }
-    la->readinessWatch = false;
     clientHungUp(*la->watching, counters);
   });
 }
@@ -171,8 +165,7 @@ void watchClient(Lookahead& la, Exchange& ex, tcp::socket& socket, GatewayCounte
 // Ends the watch of the exchange being served: the read, if any, goes on as the next request's.
 void endWatch(Lookahead& la, tcp::socket& socket) {
   la.watching = nullptr;
-  if (la.readinessWatch) {  // no read is in progress then, so cancel() ends only the wait
-    la.readinessWatch = false;
+  if (!la.pending) {  // no read in progress: cancel() ends the readiness wait, if there is one
     beast::error_code ignored;
     socket.cancel(ignored);
   }

@@ -255,7 +255,7 @@ asio::awaitable<ProxyResult> proxy(UpstreamPool& pool, const Options& options,
     std::string content_type(parser.get()[http::field::content_type]);
     if (content_type.empty()) content_type = "application/json";
 
-    char* const buf = conn->bodyBuffer.get();
+    char* const buf = conn->bodyBuffer.data();
     constexpr std::size_t buf_size = UpstreamConnection::kBodyBufferBytes;
     std::string collected;
     bool head_sent = false;

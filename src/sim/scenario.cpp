@@ -139,10 +139,6 @@ void readClass(const config::Json& json, const std::string& path, Diagnostics& d
   r.finish();
 }
 
-}  // namespace
-
-namespace {
-
 // The fewest tokens a length distribution draws (exponential: 1).
 double shortest(const LengthSpec& l) {
   switch (l.distribution) {
