@@ -1,9 +1,9 @@
 // holdback eviction-bench: upstream's eviction benchmark shapes (PR #2107) against the flow
-// controller's in-flight eviction (include/holdback/sim/eviction_bench.hpp).
+// controller's in-flight eviction (src/sim/eviction_bench.hpp).
 #include <iostream>
 
 #include "common.hpp"
-#include "holdback/sim/eviction_bench.hpp"
+#include "sim/eviction_bench.hpp"
 
 namespace holdback::cli {
 namespace {

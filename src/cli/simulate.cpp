@@ -1,5 +1,5 @@
 // holdback simulate: the discrete-event simulation of a gateway and a pool of LLM servers, driving
-// the real FlowController, policies and detectors (include/holdback/sim/simulator.hpp).
+// the real FlowController, policies and detectors (src/sim/simulator.hpp).
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
@@ -8,9 +8,9 @@
 #include <sstream>
 
 #include "common.hpp"
-#include "holdback/sim/evaluate.hpp"
-#include "holdback/sim/report.hpp"
-#include "holdback/sim/simulator.hpp"
+#include "sim/evaluate.hpp"
+#include "sim/report.hpp"
+#include "sim/simulator.hpp"
 
 namespace holdback::cli {
 namespace {

@@ -1,6 +1,6 @@
-// The arms (include/holdback/sim/arms.hpp): a table of plugin documents, built through the
+// The arms (src/sim/arms.hpp): a table of plugin documents, built through the
 // library's policy and detector registries (no second factory beside the registries).
-#include "holdback/sim/arms.hpp"
+#include "sim/arms.hpp"
 
 #include <algorithm>
 #include <cmath>

@@ -1,7 +1,7 @@
 // The event loop, the traffic and the gateway side of the simulation (src/sim/engine.hpp): every
 // arrival is enqueued into the FlowController and followed by one dispatchCycle, a 1 ms ticker
 // runs dispatchCycle, expire() runs every second; a dispatched request is routed to an endpoint.
-#include "engine.hpp"
+#include "sim/engine.hpp"
 
 #include <algorithm>
 #include <utility>

@@ -24,7 +24,7 @@
 #include "holdback/detector/in_flight_tracker.hpp"
 #include "holdback/detector/saturation_detector.hpp"
 #include "holdback/flow/flow_controller.hpp"
-#include "holdback/sim/simulator.hpp"
+#include "sim/simulator.hpp"
 
 namespace holdback {
 inline namespace HOLDBACK_ABI_NAMESPACE {

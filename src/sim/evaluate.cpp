@@ -1,6 +1,6 @@
-// The evaluation over seeds (include/holdback/sim/evaluate.hpp): seeds, jobs, threads, baselines
+// The evaluation over seeds (src/sim/evaluate.hpp): seeds, jobs, threads, baselines
 // and the aggregation into means and spreads. Its reports are in evaluation_report.cpp.
-#include "holdback/sim/evaluate.hpp"
+#include "sim/evaluate.hpp"
 
 #include <algorithm>
 #include <atomic>

@@ -1,4 +1,4 @@
-// The reports of an evaluation over seeds (include/holdback/sim/evaluate.hpp): the JSON document,
+// The reports of an evaluation over seeds (src/sim/evaluate.hpp): the JSON document,
 // the summary table and the Pareto data and script.
 #include <algorithm>
 #include <cmath>
@@ -8,7 +8,7 @@
 #include <utility>
 
 #include "holdback/config/json.hpp"
-#include "holdback/sim/evaluate.hpp"
+#include "sim/evaluate.hpp"
 
 namespace holdback {
 inline namespace HOLDBACK_ABI_NAMESPACE {

@@ -1,6 +1,6 @@
 // Upstream's eviction benchmark shapes against the real FlowController (see
-// include/holdback/sim/eviction_bench.hpp for the model).
-#include "holdback/sim/eviction_bench.hpp"
+// src/sim/eviction_bench.hpp for the model).
+#include "sim/eviction_bench.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -13,7 +13,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "engine.hpp"
+#include "sim/engine.hpp"
 #include "holdback/flow/flow_controller.hpp"
 #include "holdback/policy/policies.hpp"
 

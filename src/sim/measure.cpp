@@ -1,6 +1,6 @@
 // Measurement (src/sim/engine.hpp): the gateway sampled every sampleInterval, and the per class and
 // window figures (percentiles, completions and output tokens per second) of a finished run.
-#include "engine.hpp"
+#include "sim/engine.hpp"
 
 #include <string>
 #include <utility>

@@ -1,7 +1,7 @@
 // The pool of model servers (src/sim/engine.hpp): continuous batching with a server-side FCFS
 // queue, prefill then one token per decode step, KV accounting, and the periodic scrape that copies
 // the servers' queue, running count and KV fraction into the gateway's Endpoint snapshot.
-#include "engine.hpp"
+#include "sim/engine.hpp"
 
 namespace holdback {
 inline namespace HOLDBACK_ABI_NAMESPACE {

@@ -1,6 +1,6 @@
-// The reports of one seed's runs (include/holdback/sim/report.hpp): the text table, the CSV files
+// The reports of one seed's runs (src/sim/report.hpp): the text table, the CSV files
 // and the gnuplot script.
-#include "holdback/sim/report.hpp"
+#include "sim/report.hpp"
 
 #include <algorithm>
 #include <cmath>

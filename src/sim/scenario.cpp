@@ -1,5 +1,5 @@
-// Scenarios: the built-in catalog and the scenario-file reader (include/holdback/sim/scenario.hpp).
-#include "holdback/sim/scenario.hpp"
+// Scenarios: the built-in catalog and the scenario-file reader (src/sim/scenario.hpp).
+#include "sim/scenario.hpp"
 
 #include <algorithm>
 #include <cstdio>

@@ -1,5 +1,5 @@
 // Parity with upstream's eviction benchmark (PR #2107; upstream-reference.md §6, adaptive-holdback
-// §1.3) on its own shapes, through holdback's controller (include/holdback/sim/eviction_bench.hpp):
+// §1.3) on its own shapes, through holdback's controller (src/sim/eviction_bench.hpp):
 // relief time = confirmation + grace per decision (epoch model), no over-eviction at a matched
 // grace, over-eviction when the grace is below the sensor lag; plus holdback's wait-vs-evict.
 // Deterministic (millisecond-stepped clock): exact figures are asserted.
@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "holdback/sim/eviction_bench.hpp"
+#include "sim/eviction_bench.hpp"
 
 namespace holdback::sim {
 namespace {

@@ -10,9 +10,9 @@
 
 #include "holdback/config/document.hpp"
 #include "holdback/config/json.hpp"
-#include "holdback/sim/evaluate.hpp"
-#include "holdback/sim/report.hpp"
-#include "holdback/sim/simulator.hpp"
+#include "sim/evaluate.hpp"
+#include "sim/report.hpp"
+#include "sim/simulator.hpp"
 
 namespace holdback::sim {
 namespace {

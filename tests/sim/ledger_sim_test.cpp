@@ -9,8 +9,8 @@
 #include <vector>
 
 #include "holdback/config/document.hpp"
-#include "holdback/sim/report.hpp"
-#include "holdback/sim/simulator.hpp"
+#include "sim/report.hpp"
+#include "sim/simulator.hpp"
 
 namespace holdback::sim {
 namespace {

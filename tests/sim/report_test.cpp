@@ -1,4 +1,4 @@
-// The evaluation over seeds and its reports (include/holdback/sim/evaluate.hpp): determinism, the
+// The evaluation over seeds and its reports (src/sim/evaluate.hpp): determinism, the
 // JSON schema, the unloaded baseline, goodput against requests.csv, and replicas = 1.
 #include <gtest/gtest.h>
 
@@ -10,8 +10,8 @@
 #include <vector>
 
 #include "holdback/config/json.hpp"
-#include "holdback/sim/evaluate.hpp"
-#include "holdback/sim/report.hpp"
+#include "sim/evaluate.hpp"
+#include "sim/report.hpp"
 
 #ifndef HOLDBACK_SIM_GOLDEN_DIR
 #error "HOLDBACK_SIM_GOLDEN_DIR must be defined"

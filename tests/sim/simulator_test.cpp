@@ -1,4 +1,4 @@
-// The discrete-event simulator (include/holdback/sim/simulator.hpp): determinism, the M/M/c
+// The discrete-event simulator (src/sim/simulator.hpp): determinism, the M/M/c
 // sanity check, the direction of the default scenario's result, and scenario parsing.
 #include <gtest/gtest.h>
 
@@ -8,8 +8,8 @@
 #include <vector>
 
 #include "holdback/config/document.hpp"
-#include "holdback/sim/report.hpp"
-#include "holdback/sim/simulator.hpp"
+#include "sim/report.hpp"
+#include "sim/simulator.hpp"
 
 namespace holdback::sim {
 namespace {

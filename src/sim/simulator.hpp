@@ -53,8 +53,8 @@
 #include <string_view>
 #include <vector>
 
-#include "holdback/sim/arms.hpp"
-#include "holdback/sim/scenario.hpp"
+#include "sim/arms.hpp"
+#include "sim/scenario.hpp"
 
 namespace holdback {
 inline namespace HOLDBACK_ABI_NAMESPACE {

@@ -16,7 +16,7 @@
 #include <string_view>
 #include <vector>
 
-#include "holdback/sim/simulator.hpp"
+#include "sim/simulator.hpp"
 
 namespace holdback {
 inline namespace HOLDBACK_ABI_NAMESPACE {

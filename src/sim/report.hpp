@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "holdback/sim/simulator.hpp"
+#include "sim/simulator.hpp"
 
 namespace holdback {
 inline namespace HOLDBACK_ABI_NAMESPACE {

@@ -19,7 +19,7 @@
 #include "holdback/detector/saturation_detector.hpp"
 #include "holdback/flow/flow_controller.hpp"
 #include "holdback/policy/usage_limit_policy.hpp"
-#include "holdback/sim/scenario.hpp"
+#include "sim/scenario.hpp"
 
 namespace holdback {
 inline namespace HOLDBACK_ABI_NAMESPACE {
