@@ -30,8 +30,8 @@ tokens/s, and as a % of static-1.0 on the same seed), rejected/evicted counts an
 health (saturation, server queues, dispatches per scrape interval). See docs/simulation.md.
 
 Options:
-  --scenario S      a built-in scenario (default, burst-after-idle, short-bursts) or a scenario
-                    document, JSON or YAML (keys in docs/simulation.md); default: default
+  --scenario S      a built-in scenario (default, burst-after-idle, short-bursts, kv-bound) or a
+                    scenario document, JSON or YAML (keys in docs/simulation.md); default: default
   --seed N          one random seed (default: the scenario's, 1); same seed, same table
   --seeds LIST      several seeds, "1,2,7" or "1-5" (at most 1000): every arm runs on every seed;
                     the report gives the mean over seeds and its min-max
@@ -69,6 +69,10 @@ Options:
   --slot-term on|off
                     utilization detector: the slot term, maxRunningRequests = slots
                     (pool.slotTerm; default on: the pool's slots are configuration)
+  --concurrency-mode requests|tokens|hybrid
+                    concurrency detector: what it counts (pool.concurrencyMode): in-flight
+                    requests against the slots (default), in-flight tokens (input + output)
+                    against kvCapacityTokens, or per endpoint the larger of the two
   --jobs N          threads (default: the machine's cores); the results do not depend on it
   --format F        table (default) or json (one JSON document on stdout; schema in
                     docs/simulation.md)
@@ -94,12 +98,17 @@ bool writeFile(const std::filesystem::path& path, const std::string& text) {
 int runSimulate(int argc, char** argv) {
   constexpr std::string_view kCommand = "simulate";
   Args args;
-  if (auto error =
-          parseArgs(argc, argv, 2,
-                    {"scenario", "seed", "seeds", "duration", "arms", "detector", "replicas",
-                     "jobs", "format", "csv", "plot", "scrape-ms", "revocation-ms", "burst-memory",
-                     "ledger", "ledger-budget", "ledger-credit", "lost-completions", "slot-term"},
-                    args)) {
+  if (auto error = parseArgs(argc, argv, 2, {"scenario",      "seed",
+                                             "seeds",         "duration",
+                                             "arms",          "detector",
+                                             "replicas",      "jobs",
+                                             "format",        "csv",
+                                             "plot",          "scrape-ms",
+                                             "revocation-ms", "burst-memory",
+                                             "ledger",        "ledger-budget",
+                                             "ledger-credit", "lost-completions",
+                                             "slot-term",     "concurrency-mode"},
+                             args)) {
     return usageError(kCommand, *error);
   }
   if (args.help) {
@@ -201,6 +210,17 @@ int runSimulate(int argc, char** argv) {
         return usageError(kCommand, std::string("--") + flag + " must be on or off");
       }
       *field = *v == "on";
+    }
+  }
+  if (auto mode = args.get("concurrency-mode")) {
+    if (*mode == "requests") {
+      scenario.pool.concurrencyMode = sim::CountedResource::kRequests;
+    } else if (*mode == "tokens") {
+      scenario.pool.concurrencyMode = sim::CountedResource::kTokens;
+    } else if (*mode == "hybrid") {
+      scenario.pool.concurrencyMode = sim::CountedResource::kHybrid;
+    } else {
+      return usageError(kCommand, "--concurrency-mode must be requests, tokens or hybrid");
     }
   }
   if (auto ms = args.get("revocation-ms")) {

@@ -197,8 +197,13 @@ Result<std::shared_ptr<UsageLimitPolicy>> makePolicy(const Scenario& scenario, c
 Result<std::shared_ptr<SaturationDetector>> makeDetector(const Scenario& s) {
   static const config::DetectorRegistry registry = config::builtinDetectorRegistry();
   if (s.detector == DetectorKind::kConcurrency) {
-    return config::loadSaturationDetector(
-        plugin("concurrency-detector", {{"maxConcurrency", s.pool.slots}}), registry);
+    config::Json parameters = {{"maxConcurrency", s.pool.slots}};
+    if (s.pool.concurrencyMode != CountedResource::kRequests) {
+      parameters["concurrencyMode"] = std::string(toString(s.pool.concurrencyMode));
+      parameters["maxTokenConcurrency"] = s.pool.kvCapacityTokens;
+    }
+    return config::loadSaturationDetector(plugin("concurrency-detector", std::move(parameters)),
+                                          registry);
   }
   // Telemetry older than two scrapes is stale.
   const auto staleNs = 2 * std::llround(s.pool.scrapeIntervalMs * 1e6);

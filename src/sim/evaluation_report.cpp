@@ -204,6 +204,8 @@ std::string formatSummary(const Evaluation& e) {
         settings += num(100.0 * pool.lostCompletions) + " % completions lost, ";
       }
       if (!pool.slotTerm) settings += "no slot term, ";
+    } else if (pool.concurrencyMode != CountedResource::kRequests) {
+      settings += std::string("counting ") + std::string(toString(pool.concurrencyMode)) + ", ";
     }
     if (pool.scrapeIntervalMs != PoolSpec{}.scrapeIntervalMs) {
       settings += "scrape " + num(pool.scrapeIntervalMs) + " ms, ";

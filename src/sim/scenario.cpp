@@ -49,7 +49,11 @@ std::vector<CatalogEntry> scenarioCatalog() {
            "bursts at 24 req/s for 30 s into the full pool; 3 cycles (180 s)"},
           {"short-bursts",
            "interactive 5 s on at 24 req/s / 25 s off at 1 req/s (off first) for 300 s: short "
-           "bursts into the full pool, long idle stretches between them"}};
+           "bursts into the full pool, long idle stretches between them"},
+          {"kv-bound",
+           "burst-after-idle with long batch contexts (input uniform 1024-4096 tokens): about "
+           "eleven batch requests fill a server's 32768-token KV cache while 5 of its 16 slots "
+           "stay free, so the KV cache, not the slots, binds"}};
 }
 
 bool findScenario(std::string_view name, Scenario& out) {
@@ -62,6 +66,10 @@ bool findScenario(std::string_view name, Scenario& out) {
   interactive.arrival.startOff = true;
   if (name == "burst-after-idle") {
     s.durationSeconds = 180.0;
+  } else if (name == "kv-bound") {
+    s.durationSeconds = 180.0;
+    TrafficClass& batch = s.classes.back();
+    batch.inputTokens = {.distribution = LengthDistribution::kUniform, .min = 1024, .max = 4096};
   } else if (name == "short-bursts") {
     interactive.arrival.onSeconds = 5.0;
     interactive.arrival.offSeconds = 25.0;
@@ -254,6 +262,11 @@ Result<Scenario> parseScenario(const config::Json& document) {
     if (auto v = pr.boolean("ledgerBudget")) s.pool.ledgerBudget = *v;
     if (auto v = pr.boolean("ledgerCreditCompletions")) s.pool.ledgerCreditCompletions = *v;
     if (auto v = pr.boolean("slotTerm")) s.pool.slotTerm = *v;
+    if (auto v = pr.oneOf("concurrencyMode", {"requests", "tokens", "hybrid"})) {
+      s.pool.concurrencyMode = *v == "requests" ? CountedResource::kRequests
+                               : *v == "tokens" ? CountedResource::kTokens
+                                                : CountedResource::kHybrid;
+    }
     readPositive(pr, "revocationLatencyMs", s.pool.revocationLatencyMs, 1e6, true);
     if (auto v = pr.number("lostCompletions")) {
       if (!(*v >= 0.0 && *v <= 1.0)) {
@@ -296,6 +309,18 @@ Result<Scenario> parseScenario(const config::Json& document) {
 
 std::string_view toString(DetectorKind kind) noexcept {
   return kind == DetectorKind::kUtilization ? "utilization" : "concurrency";
+}
+
+std::string_view toString(CountedResource mode) noexcept {
+  switch (mode) {
+    case CountedResource::kRequests:
+      return "requests";
+    case CountedResource::kTokens:
+      return "tokens";
+    case CountedResource::kHybrid:
+      return "hybrid";
+  }
+  return "requests";
 }
 
 }  // namespace sim

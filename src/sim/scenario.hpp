@@ -56,6 +56,11 @@ enum class ServiceModel { kTokens, kExponential };
 enum class DetectorKind { kUtilization, kConcurrency };
 // "utilization", "concurrency".
 [[nodiscard]] std::string_view toString(DetectorKind kind) noexcept;
+// What the concurrency detector counts (ConcurrencyDetectorOptions::mode): requests against the
+// slots, tokens against the KV capacity, or the per-endpoint roofline of both.
+enum class CountedResource { kRequests, kTokens, kHybrid };
+// "requests", "tokens", "hybrid".
+[[nodiscard]] std::string_view toString(CountedResource mode) noexcept;
 
 struct PoolSpec {
   int endpoints = 4;
@@ -96,6 +101,10 @@ struct PoolSpec {
   // (the library's detector leaves it off by default for parity with the reference, which has no
   // slot figure). Off: the KV-dominated roofline of the reference.
   bool slotTerm = true;
+  // Concurrency detector: what it counts. requests (the default): in-flight requests against
+  // `slots`; tokens: in-flight tokens (input + output of each request) against kvCapacityTokens;
+  // hybrid: per endpoint the larger of the two fractions.
+  CountedResource concurrencyMode = CountedResource::kRequests;
 };
 
 struct Scenario {
@@ -125,6 +134,8 @@ struct Scenario {
 //   burst-after-idle  the batch backlog fills the pool first; interactive idles at 1 req/s for
 //                     30 s, then bursts at 24 req/s for 30 s into the full pool; 3 cycles (180 s)
 //   short-bursts      interactive 5 s on (24 req/s) / 25 s off (1 req/s), off first, for 300 s
+//   kv-bound          burst-after-idle with long batch contexts (input uniform [1024, 4096]): the
+//                     servers' KV cache fills before their slots do
 struct CatalogEntry {
   std::string_view name;
   std::string_view purpose;

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "holdback/config/document.hpp"
+#include "holdback/detector/detectors.hpp"
 #include "sim/report.hpp"
 #include "sim/simulator.hpp"
 
@@ -202,7 +203,7 @@ TEST(SimulatorTest, AScenarioTooLargeToHoldIsRejectedBeforeItRuns) {
   Scenario s = defaultScenario();
   EXPECT_TRUE(scenarioSizeError(s).empty()) << scenarioSizeError(s);
   EXPECT_LT(estimatedRequestsPerRun(s), kMaxRequestsPerRun / 10);
-  for (const char* name : {"burst-after-idle", "short-bursts"}) {
+  for (const char* name : {"burst-after-idle", "short-bursts", "kv-bound"}) {
     Scenario c;
     ASSERT_TRUE(findScenario(name, c));
     EXPECT_TRUE(scenarioSizeError(c).empty()) << name << ": " << scenarioSizeError(c);
@@ -235,6 +236,65 @@ TEST(SimulatorTest, ARunStopsAtItsRequestLimitAndSaysSo) {
   std::uint64_t all = 0;
   for (const ClassResult& c : whole.classes) all += c.arrived;
   EXPECT_GT(all, 50u);
+}
+
+// kv-bound: with the batch backlog alone, the servers' KV cache stops admission while slots are
+// still free (a server with a queue runs fewer than its 16 slots on average); in
+// burst-after-idle, whose batch contexts are shorter, the same backlog keeps every slot busy.
+TEST(SimulatorTest, KvBoundFillsTheKvCacheBeforeTheSlots) {
+  Arm none;
+  ASSERT_TRUE(findArm("none", none));
+  // The mean running count of the servers that have a queue, sampled after the ramp.
+  auto runningWhileQueued = [&](const char* name) {
+    Scenario s;
+    EXPECT_TRUE(findScenario(name, s));
+    s.durationSeconds = 30.0;
+    s.drainSeconds = 0.0;
+    const ArmResult r = runArm(s, none, {.collectSeries = true, .onlyClass = 2});
+    double sum = 0.0;
+    std::size_t n = 0;
+    for (const IntervalSample& sample : r.samples) {
+      if (sample.time < 15.0) continue;
+      for (std::size_t e = 0; e < sample.running.size(); ++e) {
+        if (sample.serverQueue[e] == 0) continue;
+        sum += static_cast<double>(sample.running[e]);
+        ++n;
+      }
+    }
+    EXPECT_GT(n, 0u) << name;
+    return n == 0 ? 0.0 : sum / static_cast<double>(n);
+  };
+  EXPECT_LT(runningWhileQueued("kv-bound"), 13.0);  // 32768 tokens hold ~11 of its requests
+  EXPECT_GT(runningWhileQueued("burst-after-idle"), 15.5);
+}
+
+TEST(SimulatorTest, ConcurrencyModeSelectsWhatTheConcurrencyDetectorCounts) {
+  auto doc = config::parseDocument("detector: concurrency\npool: {concurrencyMode: hybrid}");
+  ASSERT_TRUE(doc.ok());
+  const auto s = parseScenario(doc->json);
+  ASSERT_TRUE(s.ok()) << s.diagnostics().toString();
+  EXPECT_EQ(s->pool.concurrencyMode, CountedResource::kHybrid);
+  EXPECT_EQ(defaultScenario().pool.concurrencyMode, CountedResource::kRequests);
+  for (const CountedResource mode :
+       {CountedResource::kRequests, CountedResource::kTokens, CountedResource::kHybrid}) {
+    Scenario c = s.value();
+    c.pool.concurrencyMode = mode;
+    const auto detector = makeDetector(c);
+    ASSERT_TRUE(detector.ok()) << detector.diagnostics().toString();
+    const auto* concurrency = dynamic_cast<const ConcurrencyDetector*>(detector->get());
+    ASSERT_NE(concurrency, nullptr);
+    EXPECT_EQ(toString(concurrency->options().mode), toString(mode));
+    EXPECT_EQ(concurrency->options().maxConcurrency, c.pool.slots);
+    if (mode != CountedResource::kRequests) {
+      EXPECT_EQ(concurrency->options().maxTokenConcurrency, c.pool.kvCapacityTokens);
+    }
+  }
+  auto bad = config::parseDocument("pool: {concurrencyMode: kv}");
+  ASSERT_TRUE(bad.ok());
+  const auto error = parseScenario(bad->json);
+  ASSERT_FALSE(error.ok());
+  EXPECT_NE(error.diagnostics().toString().find("/pool/concurrencyMode"), std::string::npos)
+      << error.diagnostics().toString();
 }
 
 }  // namespace
