@@ -194,6 +194,15 @@ Result<std::shared_ptr<UsageLimitPolicy>> makePolicy(const Scenario& scenario, c
   return config::loadUsageLimitPolicy(arm.policy(scenario), registry);
 }
 
+Result<std::shared_ptr<SaturationDetector>> makeDetector(const Scenario& scenario, const Arm& arm) {
+  if (!arm.hybridConcurrency || scenario.detector != DetectorKind::kConcurrency) {
+    return makeDetector(scenario);
+  }
+  Scenario s = scenario;
+  s.pool.concurrencyMode = CountedResource::kHybrid;
+  return makeDetector(s);
+}
+
 Result<std::shared_ptr<SaturationDetector>> makeDetector(const Scenario& s) {
   static const config::DetectorRegistry registry = config::builtinDetectorRegistry();
   if (s.detector == DetectorKind::kConcurrency) {

@@ -45,6 +45,12 @@ struct Arm {
   // reserve restoration (EvictionOptions::restoreReserve, epsilon 1 %, measured lead time).
   bool revokeOnBlock = true;
   bool restoreReserve = false;
+  // Routing: the EndpointPicker's fit-first rule (a dispatched request goes where it starts now:
+  // a free slot and KV for its input, by the detector's room).
+  bool fitFirst = false;
+  // The concurrency detector of this arm counts tokens too (hybrid, maxTokenConcurrency = the
+  // pool's kvCapacityTokens) whatever pool.concurrencyMode says.
+  bool hybridConcurrency = false;
 };
 
 // none, static-1.0, stepwise, linear, sigmoid, static-map, soft-reflective, stepwise-active,
@@ -61,9 +67,13 @@ struct Arm {
 [[nodiscard]] Result<std::shared_ptr<UsageLimitPolicy>> makePolicy(const Scenario& scenario,
                                                                    const Arm& arm);
 // The scenario's saturation detector, built through the library's detector registry: the
-// concurrency detector with maxConcurrency = slots, or the utilization detector with a staleness
-// threshold of two scrape intervals.
+// concurrency detector with maxConcurrency = slots (and maxTokenConcurrency = kvCapacityTokens
+// when it counts tokens), or the utilization detector with a staleness threshold of two scrape
+// intervals.
 [[nodiscard]] Result<std::shared_ptr<SaturationDetector>> makeDetector(const Scenario& scenario);
+// The detector of `arm` on `scenario`: makeDetector, with the arm's overrides.
+[[nodiscard]] Result<std::shared_ptr<SaturationDetector>> makeDetector(const Scenario& scenario,
+                                                                       const Arm& arm);
 
 }  // namespace sim
 }  // namespace HOLDBACK_ABI_NAMESPACE

@@ -16,7 +16,7 @@ Simulation::Simulation(const Scenario& s, const Arm& arm, const RunOptions& opti
       arm_(arm),
       options_(options),
       servers_(static_cast<std::size_t>(s.pool.endpoints)),
-      detector_(makeDetector(s).value()),
+      detector_(makeDetector(s, arm).value()),
       lossRng_(s.seed * 0x9e3779b97f4a7c15ULL + 0x10057),
       end_(fromSeconds(s.durationSeconds)),
       stop_(end_ + fromSeconds(s.drainSeconds)) {
@@ -29,7 +29,7 @@ Simulation::Simulation(const Scenario& s, const Arm& arm, const RunOptions& opti
   for (std::size_t g = 0; g < replicas; ++g) {
     Gateway& gw = gateways_[g];
     gw.source = std::make_shared<SimEndpoints>(endpoints);
-    gw.picker = EndpointPicker(endpoints);
+    gw.picker = EndpointPicker(endpoints, {.fitFirst = arm.fitFirst});
     gw.inFlight = std::make_unique<InFlightTracker>();
     for (auto& e : gw.source->pool()) e.updateTime = at(0);
     if (s.pool.dispatchLedger && s.detector == DetectorKind::kUtilization) {
@@ -305,7 +305,7 @@ void Simulation::route(std::size_t id) {
   Gateway& gw = gateways_[r.gateway];
   std::vector<Endpoint>& pool = gw.source->pool();
   gw.fill();
-  const std::size_t best = gw.picker.pick(pool, *detector_, at(now_)).value_or(0);
+  const std::size_t best = gw.picker.pick(pool, *detector_, at(now_), {}, r.input).value_or(0);
   r.endpoint = static_cast<int>(best);
   r.state = State::kServerQueue;
   // The library's in-flight mechanism: a handle per request, its counts copied into the

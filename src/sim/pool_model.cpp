@@ -165,6 +165,9 @@ void Simulation::scrape() {
       pool[i].runningRequests = static_cast<double>(sv.running.size());
       pool[i].kvCacheUsage = std::min(
           1.0, static_cast<double>(sv.kvTokens) / static_cast<double>(s_.pool.kvCapacityTokens));
+      // The capacity a deployment configures (the ledger's registration carries it otherwise).
+      pool[i].maxRunningRequests = s_.pool.slots;
+      pool[i].kvCapacityTokens = s_.pool.kvCapacityTokens;
     }
   }
 }

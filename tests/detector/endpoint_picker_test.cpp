@@ -101,9 +101,60 @@ TEST(EndpointPickerTest, NoAllocationInSteadyState) {
   const auto endpoints = pool(8);
   const auto detector = concurrency(100);
   EndpointPicker picker(8);
+  EndpointPicker fit(8, {.fitFirst = true});
   testing::AllocationCounter counter;
   for (int k = 0; k < 100; ++k) (void)picker.pick(endpoints, *detector, TimePoint{});
+  for (int k = 0; k < 100; ++k) (void)fit.pick(endpoints, *detector, TimePoint{}, {}, 512);
   EXPECT_EQ(counter.count(), 0u);
+}
+
+// The KV-bound case: endpoint 0 runs fewer requests but its KV cache is full; endpoint 1 runs
+// more and has room. Fit-first routes the request where it starts now.
+TEST(EndpointPickerTest, FitFirstPrefersAnEndpointWhereTheRequestStartsNow) {
+  auto endpoints = pool(2);
+  for (Endpoint& e : endpoints) {
+    e.maxRunningRequests = 16;
+    e.kvCapacityTokens = 32768;
+  }
+  endpoints[0].runningRequests = endpoints[0].inFlightRequests = 10;
+  endpoints[0].kvCacheUsage = 0.78;  // 0.02 x 32768 = 655 tokens below the 0.8 threshold
+  endpoints[1].runningRequests = endpoints[1].inFlightRequests = 12;
+  endpoints[1].kvCacheUsage = 0.4;
+  auto utilization = UtilizationDetector::create().value();
+  EndpointPicker plain(2);
+  EXPECT_EQ(plain.pick(endpoints, *utilization, TimePoint{}, {}, 512), 0u);  // fewest in flight
+  EndpointPicker fit(2, {.fitFirst = true});
+  EXPECT_TRUE(fit.options().fitFirst);
+  EXPECT_EQ(fit.pick(endpoints, *utilization, TimePoint{}, {}, 1024), 1u);
+  // A small request fits on both: the old order decides again.
+  EXPECT_EQ(fit.pick(endpoints, *utilization, TimePoint{}, {}, 512), 0u);
+  // It fits nowhere: the old order.
+  EXPECT_EQ(fit.pick(endpoints, *utilization, TimePoint{}, {}, 100000), 0u);
+  // A server with a queue has no free slot for it, whatever its KV.
+  endpoints[1].waitingQueueSize = 1;
+  EXPECT_EQ(fit.pick(endpoints, *utilization, TimePoint{}, {}, 1024), 0u);
+}
+
+// A detector without a capacity model (the default room()): fit-first changes nothing.
+TEST(EndpointPickerTest, FitFirstWithoutACapacityModelKeepsTheOrder) {
+  class Plain final : public SaturationDetector {
+   public:
+    Plain() : SaturationDetector("plain") {}
+    double saturation(std::span<const Endpoint>, TimePoint) const noexcept override { return 0.0; }
+    FilterResult filter(std::span<const Endpoint> e, TimePoint,
+                        std::span<std::size_t> out) const noexcept override {
+      FilterResult r;
+      for (std::size_t i = 0; i < e.size() && i < out.size(); ++i) out[r.kept++] = i;
+      return r;
+    }
+    std::string_view type() const noexcept override { return "plain"; }
+  };
+  auto endpoints = pool(3);
+  endpoints[0].inFlightRequests = 3;
+  endpoints[1].inFlightRequests = 1;
+  endpoints[2].inFlightRequests = 2;
+  EndpointPicker fit(3, {.fitFirst = true});
+  EXPECT_EQ(fit.pick(endpoints, Plain{}, TimePoint{}, {}, 1 << 20), 1u);
 }
 
 }  // namespace

@@ -106,7 +106,11 @@ HOLDBACK_INLINE OrderedJson effectiveParameters(const UsageLimitPolicy& policy) 
             {"requestUnit", detail::optionalNumber(o.requestUnit)},
             {"riseTime", formatDuration(o.smoothing.rise)},
             {"decayTime", formatDuration(o.smoothing.decay)},
-            {"holdReserve", o.holdReserve}};
+            {"holdReserve", o.holdReserve},
+            {"sizing", o.sizing == ReservationSizing::kOccupancy ? "occupancy" : "refill"},
+            {"poissonSizing", o.poissonSizing},
+            {"capacityModel",
+             o.capacityModel == ReservationCapacity::kEndpoints ? "endpoints" : "pooled"}};
   }
   if (dynamic_cast<const SoftReflectiveCeilingPolicy*>(&policy) != nullptr) {
     return OrderedJson::object();

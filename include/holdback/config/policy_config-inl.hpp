@@ -245,6 +245,10 @@ HOLDBACK_INLINE std::optional<ReservationOptions> parseReservationOptions(
     options.sizing = *v == "occupancy" ? ReservationSizing::kOccupancy : ReservationSizing::kRefill;
   }
   if (const auto v = reader.boolean("poissonSizing")) options.poissonSizing = *v;
+  if (const auto v = reader.oneOf("capacityModel", {"pooled", "endpoints"})) {
+    options.capacityModel =
+        *v == "endpoints" ? ReservationCapacity::kEndpoints : ReservationCapacity::kPooled;
+  }
   if (const auto v = reader.boolean("holdReserve")) options.holdReserve = *v;
   if (const Json* fb = reader.value("feedback")) {
     ParamReader sub(fb, reader.pathOf("feedback"), diagnostics);

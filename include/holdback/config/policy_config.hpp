@@ -40,8 +40,9 @@ HOLDBACK_API std::optional<StaticUsageLimitOptions> parseStaticUsageLimitOptions
     const Json* parameters, const std::string& path, Diagnostics& diagnostics);
 // reservation-holdback-policy: epsilon, epsilons {priority: epsilon}, minCeiling, maxCeiling,
 // minReserve, minReserveShare, refillHorizon, requestUnit, riseTime, decayTime, sizing ("refill" |
-// "occupancy"), poissonSizing, feedback {enabled, targetWait, targets {priority: wait}, increase,
-// decrease, maxExtra, interval} (policy/reservation.hpp).
+// "occupancy"), poissonSizing, holdReserve, capacityModel ("pooled" | "endpoints"), feedback
+// {enabled, targetWait, targets {priority: wait}, increase, decrease, maxExtra, interval}
+// (policy/reservation.hpp).
 HOLDBACK_API std::optional<ReservationOptions> parseReservationOptions(const Json* parameters,
                                                                        const std::string& path,
                                                                        Diagnostics& diagnostics);

@@ -57,6 +57,13 @@ struct Endpoint {
   // Requests and tokens the gateway has dispatched to this endpoint and not yet seen finish.
   std::int64_t inFlightRequests = 0;
   std::int64_t inFlightTokens = 0;
+  // The endpoint's capacity where the host knows it; 0 = unknown (negative reads as unknown).
+  // Slots: how many requests run at once (vLLM's --max-num-seqs); KV: its KV cache in tokens
+  // (vLLM's num_gpu_blocks x block_size). DispatchLedger::fill writes both from the endpoint's
+  // registered capacity (the slots from its observed slot count when none is configured).
+  // Detectors use them for their per-endpoint room (SaturationDetector::room).
+  std::int64_t maxRunningRequests = 0;
+  std::int64_t kvCapacityTokens = 0;
   // Relative capacity (for weighted aggregation in mixed pools, e.g. H100 = 4, L4 = 1).
   double weight = 1.0;
   EndpointRole role = EndpointRole::kDecode;

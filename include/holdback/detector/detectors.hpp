@@ -130,8 +130,17 @@ struct UtilizationDetectorOptions {
 //   At most out.size() indices are written (the first ones); failOpen still says whether any
 //   endpoint passed.
 //
-// Thread safety: thread-safe (immutable after creation). saturation and filter are O(n), do not
-// allocate and do not throw.
+//   room(endpoints, now, out): each fresh endpoint's free capacity before the detector's limits
+//   (holdback/core/capacity.hpp); a stale or invalid one has none ({0, 0}).
+//     slots   0 when a request waits (waitingQueueSize >= 0.5: a new one would queue behind
+//             it), else M - runningRequests with M = Endpoint::maxRunningRequests, or the slot
+//             term's maxRunningRequests, when known; unknown M: +infinity (not counted)
+//     KV      (kvCacheUtilThreshold - kvCacheUsage) x Endpoint::kvCapacityTokens when the
+//             capacity is known; unknown: 0 at or above the threshold, else +infinity
+//   each floored at 0.
+//
+// Thread safety: thread-safe (immutable after creation). saturation, filter and room are O(n),
+// do not allocate and do not throw.
 class HOLDBACK_API UtilizationDetector final : public SaturationDetector {
  public:
   static constexpr std::string_view kType = "utilization-detector";
@@ -160,6 +169,8 @@ class HOLDBACK_API UtilizationDetector final : public SaturationDetector {
                                   TimePoint now) const noexcept override;
   FilterResult filter(std::span<const Endpoint> endpoints, TimePoint now,
                       std::span<std::size_t> out) const noexcept override;
+  bool room(std::span<const Endpoint> endpoints, TimePoint now,
+            std::span<EndpointRoom> out) const noexcept override;
 
   [[nodiscard]] std::string_view type() const noexcept override { return kType; }
   [[nodiscard]] const UtilizationDetectorOptions& options() const noexcept { return options_; }
@@ -233,8 +244,12 @@ struct ConcurrencyDetectorOptions {
 //   There is NO fail-open: the result may be empty, and failOpen is always false. At most
 //   out.size() indices are written (the first ones).
 //
-// Thread safety: thread-safe (immutable after creation). saturation and filter are O(n), do not
-// allocate and do not throw.
+//   room(endpoints, now, out): slots = maxConcurrency - inFlightRequests (requests, hybrid) and
+//   KV = maxTokenConcurrency - inFlightTokens (tokens, hybrid), each floored at 0; the resource a
+//   mode does not count is +infinity. An endpoint with a negative count has no room.
+//
+// Thread safety: thread-safe (immutable after creation). saturation, filter and room are O(n),
+// do not allocate and do not throw.
 class HOLDBACK_API ConcurrencyDetector final : public SaturationDetector {
  public:
   static constexpr std::string_view kType = "concurrency-detector";
@@ -248,6 +263,8 @@ class HOLDBACK_API ConcurrencyDetector final : public SaturationDetector {
                                   TimePoint now) const noexcept override;
   FilterResult filter(std::span<const Endpoint> endpoints, TimePoint now,
                       std::span<std::size_t> out) const noexcept override;
+  bool room(std::span<const Endpoint> endpoints, TimePoint now,
+            std::span<EndpointRoom> out) const noexcept override;
 
   [[nodiscard]] std::string_view type() const noexcept override { return kType; }
   [[nodiscard]] const ConcurrencyDetectorOptions& options() const noexcept { return options_; }
@@ -396,6 +413,36 @@ inline FilterResult UtilizationDetector::filter(std::span<const Endpoint> endpoi
   return result;
 }
 
+inline bool UtilizationDetector::room(std::span<const Endpoint> endpoints, TimePoint now,
+                                      std::span<EndpointRoom> out) const noexcept {
+  constexpr double kInf = std::numeric_limits<double>::infinity();
+  const std::size_t n = endpoints.size() < out.size() ? endpoints.size() : out.size();
+  for (std::size_t i = 0; i < n; ++i) {
+    const Endpoint& e = endpoints[i];
+    EndpointRoom r;  // {0, 0}: stale or invalid
+    if (observe(e, now) == Observation::kFresh) {
+      const double slots =
+          e.maxRunningRequests > 0 ? static_cast<double>(e.maxRunningRequests) : max_running_;
+      const double running = detail::isValidTelemetry(e.runningRequests) ? e.runningRequests : 0.0;
+      if (e.waitingQueueSize >= 0.5) {
+        r.slots = 0.0;
+      } else {
+        r.slots = slots > 0.0 ? slots - running : kInf;
+      }
+      const double free_kv = options_.kvCacheUtilThreshold - e.kvCacheUsage;
+      if (e.kvCapacityTokens > 0) {
+        r.kvTokens = free_kv * static_cast<double>(e.kvCapacityTokens);
+      } else {
+        r.kvTokens = free_kv > 0.0 ? kInf : 0.0;
+      }
+      if (!(r.slots > 0.0)) r.slots = 0.0;
+      if (!(r.kvTokens > 0.0)) r.kvTokens = 0.0;
+    }
+    out[i] = r;
+  }
+  return true;
+}
+
 inline double ConcurrencyDetector::saturation(std::span<const Endpoint> endpoints,
                                               TimePoint /*now*/) const noexcept {
   if (endpoints.empty()) return 1.0;
@@ -449,6 +496,30 @@ inline FilterResult ConcurrencyDetector::filter(std::span<const Endpoint> endpoi
     if (keep) out[result.kept++] = i;
   }
   return result;
+}
+
+inline bool ConcurrencyDetector::room(std::span<const Endpoint> endpoints, TimePoint /*now*/,
+                                      std::span<EndpointRoom> out) const noexcept {
+  constexpr double kInf = std::numeric_limits<double>::infinity();
+  const bool slots = options_.mode != ConcurrencyMode::kTokens;
+  const bool tokens = options_.mode != ConcurrencyMode::kRequests;
+  const std::size_t n = endpoints.size() < out.size() ? endpoints.size() : out.size();
+  for (std::size_t i = 0; i < n; ++i) {
+    const Endpoint& e = endpoints[i];
+    EndpointRoom r;
+    if (e.inFlightRequests >= 0 && e.inFlightTokens >= 0) {
+      r.slots = slots ? static_cast<double>(options_.maxConcurrency) -
+                            static_cast<double>(e.inFlightRequests)
+                      : kInf;
+      r.kvTokens = tokens ? static_cast<double>(options_.maxTokenConcurrency) -
+                                static_cast<double>(e.inFlightTokens)
+                          : kInf;
+      if (!(r.slots > 0.0)) r.slots = 0.0;
+      if (!(r.kvTokens > 0.0)) r.kvTokens = 0.0;
+    }
+    out[i] = r;
+  }
+  return true;
 }
 
 }  // namespace HOLDBACK_ABI_NAMESPACE

@@ -153,6 +153,8 @@ inline void clearTelemetry(Endpoint& e) noexcept {
   e.kvCacheUsage = 0.0;
   e.inFlightRequests = 0;
   e.inFlightTokens = 0;
+  e.maxRunningRequests = 0;
+  e.kvCapacityTokens = 0;
 }
 
 }  // namespace detail
@@ -528,6 +530,10 @@ namespace detail {
                                             const ScrapeView& v, const ScrapeMark& c,
                                             const DispatchLedgerOptions& options) noexcept {
   const LedgerSlot* slot = &slotRef;
+  e.maxRunningRequests = slotsInUse(*slot);
+  const double capacity_per_token = slot->kvPerToken.load(std::memory_order_relaxed);
+  e.kvCapacityTokens =
+      capacity_per_token > 0.0 ? std::llround(1.0 / capacity_per_token) : std::int64_t{0};
   e.inFlightRequests = std::max<std::int64_t>(0, since(c.dispatchedRequests, c.completedRequests));
   e.inFlightTokens = std::max<std::int64_t>(0, since(c.dispatchedTokens, c.completedTokens));
   if (!v.has) {
@@ -571,9 +577,8 @@ namespace detail {
     }
     const std::int64_t pending_tokens = since(c.dispatchedTokens, v.base.dispatchedTokens) -
                                         since(c.completedTokens, v.base.completedTokens);
-    const double per_token = slot->kvPerToken.load(std::memory_order_relaxed);
-    if (per_token > 0.0 && pending_tokens > 0) {
-      const double kv = v.kv + static_cast<double>(pending_tokens) * replicas * per_token;
+    if (capacity_per_token > 0.0 && pending_tokens > 0) {
+      const double kv = v.kv + static_cast<double>(pending_tokens) * replicas * capacity_per_token;
       e.kvCacheUsage = kv < 1.0 ? kv : 1.0;
     }
   }

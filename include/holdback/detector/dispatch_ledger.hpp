@@ -43,7 +43,9 @@
 //   less than without it. The history restarts at 0 at registration.
 //
 //   fill() writes, per endpoint: updateTime, waitingQueueSize, runningRequests, kvCacheUsage of
-//   the last scrape, corrected (options.correction, on by default), and inFlightRequests/Tokens.
+//   the last scrape, corrected (options.correction, on by default), inFlightRequests/Tokens, and
+//   the capacity: maxRunningRequests = the slot count M below (configured, else observed; 0 while
+//   unknown) and kvCapacityTokens = the configured K (0 when not configured).
 //     pending       = max(0, (dispatched - base.dispatched) - (completed - base.completed))
 //     pendingTokens = the same over tokens
 //     maxRunning M known (EndpointCapacity::maxRunningRequests > 0):

@@ -9,11 +9,14 @@
 namespace holdback {
 inline namespace HOLDBACK_ABI_NAMESPACE {
 
-HOLDBACK_INLINE EndpointPicker::EndpointPicker(std::size_t capacity) : scratch_(capacity) {}
+HOLDBACK_INLINE EndpointPicker::EndpointPicker(std::size_t capacity, EndpointPickerOptions options)
+    : scratch_(capacity), options_(options) {}
 
-HOLDBACK_INLINE std::optional<std::size_t> EndpointPicker::pick(
-    std::span<const Endpoint> endpoints, const SaturationDetector& detector, TimePoint now,
-    std::span<const std::uint8_t> up) noexcept {
+HOLDBACK_INLINE std::optional<std::size_t> EndpointPicker::pick(std::span<const Endpoint> endpoints,
+                                                                const SaturationDetector& detector,
+                                                                TimePoint now,
+                                                                std::span<const std::uint8_t> up,
+                                                                std::int64_t startTokens) noexcept {
   const std::size_t n = endpoints.size();
   if (n == 0) return std::nullopt;
   if (scratch_.size() < n) scratch_.resize(n);  // grows with the pool only
@@ -25,12 +28,22 @@ HOLDBACK_INLINE std::optional<std::size_t> EndpointPicker::pick(
   }
   const bool useUp = up.size() >= n;
   if (cursor_ >= n) cursor_ = 0;
-  // Smaller is better: (down, in flight, waiting, distance from the cursor).
+  const double tokens = startTokens > 0 ? static_cast<double>(startTokens) : 0.0;
+  // Rule 3: false when the request starts on endpoint i now (or without a capacity model).
+  auto waitsOn = [&](std::size_t i) {
+    if (!options_.fitFirst) return false;
+    EndpointRoom room{1.0, tokens};
+    if (!detector.room(endpoints.subspan(i, 1), now, std::span<EndpointRoom>(&room, 1))) {
+      return false;
+    }
+    return !(room.slots >= 1.0 && room.kvTokens >= tokens);
+  };
+  // Smaller is better: (down, waits, in flight, waiting, distance from the cursor).
   auto key = [&](std::size_t i) {
     const bool down = useUp && up[i] == 0;
     const std::size_t distance = i >= cursor_ ? i - cursor_ : i + n - cursor_;
-    return std::make_tuple(down, endpoints[i].inFlightRequests, endpoints[i].waitingQueueSize,
-                           distance);
+    return std::make_tuple(down, waitsOn(i), endpoints[i].inFlightRequests,
+                           endpoints[i].waitingQueueSize, distance);
   };
   std::size_t best = candidates[0];
   auto bestKey = key(best);

@@ -5,16 +5,21 @@
 //   1. Candidates: the endpoints the detector's filter keeps; when it keeps none (a detector that
 //      does not fail open, e.g. the concurrency detector with every endpoint full), every endpoint.
 //   2. Prefer candidates whose last scrape succeeded (`up[i] != 0`; an empty `up` means all up).
-//   3. Then the fewest requests in flight (Endpoint::inFlightRequests: the gateway's own count,
+//   3. With fitFirst (EndpointPickerOptions): then candidates where the request starts now, by
+//      the detector's room (SaturationDetector::room): a free slot and KV for the request's
+//      `startTokens` (its input: what the server needs to admit it). A detector without a
+//      capacity model makes every candidate fit (the rule then has no effect).
+//   4. Then the fewest requests in flight (Endpoint::inFlightRequests: the gateway's own count,
 //      always current).
-//   4. Then the smallest scraped waiting queue (Endpoint::waitingQueueSize).
-//   5. Ties: round-robin. The picker keeps a cursor; among the tied endpoints it takes the first at
+//   5. Then the smallest scraped waiting queue (Endpoint::waitingQueueSize).
+//   6. Ties: round-robin. The picker keeps a cursor; among the tied endpoints it takes the first at
 //      or after the cursor (wrapping), and moves the cursor past the endpoint it picked. Equal
 //      endpoints therefore share the load instead of the first one taking every tie.
 // The result is a pure function of the inputs and the picker's history (deterministic).
 //
-// Cost: one detector filter plus one pass over the candidates; no allocation in steady state (a
-// scratch buffer grows only when the pool does). pick() never throws.
+// Cost: one detector filter plus one pass over the candidates (with fitFirst, one room() call
+// per candidate); no allocation in steady state (a scratch buffer grows only when the pool does).
+// pick() never throws.
 //
 // Thread safety: thread-compatible. The cursor is state: give each dispatching thread its own
 // picker, or call pick() under the host's lock.
@@ -33,16 +38,26 @@
 namespace holdback {
 inline namespace HOLDBACK_ABI_NAMESPACE {
 
+struct EndpointPickerOptions {
+  // Rule 3: prefer endpoints where the request starts now (a free slot and KV for its input).
+  bool fitFirst = false;
+};
+
 class HOLDBACK_API EndpointPicker {
  public:
   // `capacity`: the expected pool size (the scratch buffer is sized once).
-  explicit EndpointPicker(std::size_t capacity = 0);
+  explicit EndpointPicker(std::size_t capacity = 0, EndpointPickerOptions options = {});
 
   // The index (into `endpoints`) of the endpoint to dispatch to; nullopt only for an empty pool.
   // `up`, when not empty, holds one flag per endpoint (non-zero: its last scrape succeeded).
+  // `startTokens`: the KV tokens the request needs to start (its input; rule 3); <= 0 needs a
+  // free slot only.
   [[nodiscard]] std::optional<std::size_t> pick(std::span<const Endpoint> endpoints,
                                                 const SaturationDetector& detector, TimePoint now,
-                                                std::span<const std::uint8_t> up = {}) noexcept;
+                                                std::span<const std::uint8_t> up = {},
+                                                std::int64_t startTokens = 0) noexcept;
+
+  [[nodiscard]] const EndpointPickerOptions& options() const noexcept { return options_; }
 
   // Where the next tie-break starts (for tests and diagnostics).
   [[nodiscard]] std::size_t cursor() const noexcept { return cursor_; }
@@ -50,6 +65,7 @@ class HOLDBACK_API EndpointPicker {
  private:
   std::vector<std::size_t> scratch_;
   std::size_t cursor_ = 0;
+  EndpointPickerOptions options_;
 };
 
 }  // namespace HOLDBACK_ABI_NAMESPACE

@@ -10,6 +10,10 @@
 //                               Always finite and >= 0. An empty pool reads 1.0.
 //   filter(endpoints, now, out) which endpoints a scheduler may still route to; writes their
 //                               indices into `out` and says whether it failed open.
+//   room(endpoints, now, out)   optional: each endpoint's free capacity before the detector's
+//                               limits, in slots and KV tokens (holdback/core/capacity.hpp); the
+//                               flow controller sizes a reserve from it and the EndpointPicker's
+//                               fit test reads it. The default reports no capacity model.
 //
 // Thread safety: implementations are thread-safe (saturation and filter may be called
 // concurrently).
@@ -23,6 +27,7 @@
 #include <string_view>
 #include <utility>
 
+#include "holdback/core/capacity.hpp"
 #include "holdback/core/endpoint.hpp"
 #include "holdback/core/types.hpp"
 
@@ -49,6 +54,15 @@ class HOLDBACK_API SaturationDetector {
   // in order. `out` should hold endpoints.size() elements; at most out.size() are written.
   virtual FilterResult filter(std::span<const Endpoint> endpoints, TimePoint now,
                               std::span<std::size_t> out) const noexcept = 0;
+
+  // Writes endpoints[i]'s free capacity into out[i] (at most out.size() of them) and returns
+  // true; returns false, writing nothing, when the detector has no capacity model (the default).
+  // A stale or invalid endpoint has no room ({0, 0}); +infinity marks a resource the detector
+  // does not count. Same contract as saturation(): pure, no allocation, no throw.
+  virtual bool room(std::span<const Endpoint> /*endpoints*/, TimePoint /*now*/,
+                    std::span<EndpointRoom> /*out*/) const noexcept {
+    return false;
+  }
 
   [[nodiscard]] virtual std::string_view type() const noexcept = 0;
   [[nodiscard]] std::string_view name() const noexcept { return name_; }

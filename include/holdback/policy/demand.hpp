@@ -19,7 +19,10 @@
 //     waitP95      seconds, an approximate 95th percentile of the queue wait of the band's recent
 //                  dispatches: an exponentially weighted mean plus twice the weighted mean absolute
 //                  deviation (about the p95 of a normal wait; cheap and allocation-free);
-//     inFlight, queued  the instantaneous counts.
+//     inFlight, queued  the instantaneous counts;
+//     footprintTokens  the KV tokens a request of the band holds (input + expected output, as
+//                  the host declares them at enqueue), an average over arrivals (0 until one
+//                  declared a footprint).
 //   Fast attack, slow decay: a rising sample moves the estimate with time constant `rise`, a
 //   falling one with `decay` (both configurable; defaults 0.3 s and 5 s). A burst is seen within a
 //   few hundred milliseconds; a lull does not drop the reserve at once.
@@ -40,17 +43,20 @@
 #include <limits>
 #include <span>
 
+#include "holdback/core/capacity.hpp"
+
 namespace holdback {
 inline namespace HOLDBACK_ABI_NAMESPACE {
 
 struct BandDemand {
-  double occupancy = 0.0;       // smoothed in-flight + queued requests
-  double arrivalRate = 0.0;     // smoothed arrivals per second
-  double holdingTime = 0.0;     // smoothed seconds per dispatched request; 0 = not measured yet
-  double inFlight = 0.0;        // instantaneous
-  double queued = 0.0;          // instantaneous
-  double waitP95 = 0.0;         // approximate p95 queue wait (seconds) of recent dispatches
-  double completionRate = 0.0;  // leases ended per second, averaged over `decay`
+  double occupancy = 0.0;        // smoothed in-flight + queued requests
+  double arrivalRate = 0.0;      // smoothed arrivals per second
+  double holdingTime = 0.0;      // smoothed seconds per dispatched request; 0 = not measured yet
+  double inFlight = 0.0;         // instantaneous
+  double queued = 0.0;           // instantaneous
+  double waitP95 = 0.0;          // approximate p95 queue wait (seconds) of recent dispatches
+  double completionRate = 0.0;   // leases ended per second, averaged over `decay`
+  double footprintTokens = 0.0;  // mean KV tokens per request (input + expected output); 0 = none
 };
 
 // What a demand-aware policy receives besides saturation and priorities. `bands` is aligned with
@@ -64,6 +70,11 @@ struct DemandView {
   double requestUnit = std::numeric_limits<double>::quiet_NaN();
   // The caller's clock at this computation (for policies with feedback state); epoch = unknown.
   std::chrono::steady_clock::time_point now{};
+  // Aligned with `bands` (band i's at index i), or empty when unknown: the pool's room for the
+  // requests above band i, in whole requests of their footprint that fit on some endpoint, and
+  // what is left of it once one request of band i is placed (holdback/core/capacity.hpp). The
+  // controller fills it when its detector reports per-endpoint room.
+  std::span<const BandRoom> room;
 };
 
 struct DemandSmoothing {
@@ -73,6 +84,9 @@ struct DemandSmoothing {
   double holdingSamples = 32.0;
   // Dispatches whose queue waits are averaged for waitP95 (EWMA weight 1 / waitSamples).
   double waitSamples = 64.0;
+  // Arrivals whose declared KV footprints are averaged for footprintTokens (EWMA weight
+  // 1 / footprintSamples).
+  double footprintSamples = 32.0;
 };
 
 // Folds one band's raw counts into a BandDemand (see the file comment).
@@ -110,6 +124,18 @@ class DemandEstimator {
     }
     const double w = smoothing_.holdingSamples >= 1.0 ? 1.0 / smoothing_.holdingSamples : 1.0;
     demand_.holdingTime += w * (holdSeconds - demand_.holdingTime);
+  }
+
+  // A request of this band arrived declaring a KV footprint of `tokens` (input + expected
+  // output). Zero, negative or non-finite: no footprint declared (ignored).
+  void arrivedWithFootprint(double tokens) noexcept {
+    if (!(tokens > 0.0) || !std::isfinite(tokens)) return;
+    if (demand_.footprintTokens <= 0.0) {
+      demand_.footprintTokens = tokens;
+      return;
+    }
+    const double w = smoothing_.footprintSamples >= 1.0 ? 1.0 / smoothing_.footprintSamples : 1.0;
+    demand_.footprintTokens += w * (tokens - demand_.footprintTokens);
   }
 
   // A request of this band was dispatched after waiting `waitSeconds` in the queue.

@@ -365,6 +365,7 @@ HOLDBACK_INLINE void ReservationPolicy::reserves(std::span<const Priority> prior
 
 HOLDBACK_INLINE void ReservationPolicy::holdReserves(std::span<const Priority> priorities,
                                                      const DemandView& demand, double unit,
+                                                     bool endpoints,
                                                      std::span<double> reserves) noexcept {
   if (!options_.holdReserve || demand.now == std::chrono::steady_clock::time_point{}) return;
   const std::int64_t now_ns =
@@ -373,8 +374,9 @@ HOLDBACK_INLINE void ReservationPolicy::holdReserves(std::span<const Priority> p
   const bool update = hold_busy_.compare_exchange_strong(expected, true, std::memory_order_acquire);
   // Beyond this reserve the ceiling is minCeiling anyway; an infinite reserve decays from here.
   // (A denormal unit would make it infinite: then the largest finite double.)
-  const double range = (1.0 - options_.minCeiling) / unit;
-  const double cap = std::isfinite(range) ? range : std::numeric_limits<double>::max();
+  const double range = unit > 0.0 ? (1.0 - options_.minCeiling) / unit : 0.0;
+  const double pooled_cap =
+      unit > 0.0 && std::isfinite(range) ? range : std::numeric_limits<double>::max();
   const double decay = std::chrono::duration<double>(options_.smoothing.decay).count();
   const std::size_t n = std::min({priorities.size(), reserves.size(), kMaxFeedbackBands});
   // The in-flight cap needs the figures of every band above the one it caps.
@@ -382,6 +384,11 @@ HOLDBACK_INLINE void ReservationPolicy::holdReserves(std::span<const Priority> p
   double above = 0.0;  // requests in flight in the bands above band i
   for (std::size_t i = 1; i < n; ++i) {
     if (have) above += detail::finiteNonNegative(demand.bands[i - 1].inFlight);
+    // Counted in room, a reserve beyond all of it (fits_i + 1) holds the band whatever it is.
+    double cap = pooled_cap;
+    if (endpoints && std::isfinite(demand.room[i].fits) && demand.room[i].fits >= 0.0) {
+      cap = demand.room[i].fits + 1.0;
+    }
     const double r = reserves[i] < cap ? reserves[i] : cap;  // NaN -> cap (protective)
     const Priority p = priorities[i];
     const HoldSlot* slot = &hold_[i];
@@ -426,7 +433,28 @@ HOLDBACK_INLINE void ReservationPolicy::holdReserves(std::span<const Priority> p
   if (update) hold_busy_.store(false, std::memory_order_release);
 }
 
-HOLDBACK_INLINE void ReservationPolicy::computeWithDemand(double /*saturation*/,
+HOLDBACK_INLINE std::optional<double> ReservationPolicy::roomCeiling(double saturation,
+                                                                     const BandRoom& room,
+                                                                     double reserve,
+                                                                     double unit) const noexcept {
+  if (std::isnan(room.fits) || std::isnan(room.fitsAfter) || std::isnan(reserve)) {
+    return std::nullopt;
+  }
+  const double s = std::isfinite(saturation) && saturation > 0.0 ? saturation : 0.0;
+  double w = unit > 0.0 && std::isfinite(unit) ? unit : 1.0 / 64.0;
+  if (s < 1.0 && room.fits >= 1.0 && std::isfinite(room.fits)) w = (1.0 - s) / room.fits;
+  if (!(w > 0.0)) w = 1.0 / 64.0;
+  double c = 0.0;
+  if (room.fitsAfter >= reserve) {
+    c = s + (std::isfinite(room.fitsAfter - reserve) ? (room.fitsAfter - reserve + 1.0) * w
+                                                     : options_.maxCeiling + 1.0);
+  } else {
+    c = s - (reserve - room.fitsAfter) * w;  // -infinity when it fits nowhere
+  }
+  return std::clamp(c, options_.minCeiling, options_.maxCeiling);
+}
+
+HOLDBACK_INLINE void ReservationPolicy::computeWithDemand(double saturation,
                                                           std::span<const Priority> priorities,
                                                           std::span<double> ceilings,
                                                           const DemandView& demand) noexcept {
@@ -434,14 +462,25 @@ HOLDBACK_INLINE void ReservationPolicy::computeWithDemand(double /*saturation*/,
   updateFeedback(priorities, demand);
   double unit = demand.requestUnit;
   if (!(unit > 0.0 && std::isfinite(unit))) unit = options_.requestUnit.value_or(0.0);
-  if (!(unit > 0.0)) {
+  const bool endpoints =
+      options_.capacityModel == ReservationCapacity::kEndpoints && demand.room.size() >= n;
+  if (!(unit > 0.0) && !endpoints) {
     for (std::size_t i = 0; i < n; ++i) ceilings[i] = options_.maxCeiling;
     return;
   }
   reserves(priorities, demand, ceilings);  // ceilings[i] = R_i for now
-  holdReserves(priorities, demand, unit, ceilings);
+  holdReserves(priorities, demand, unit, endpoints, ceilings);
   for (std::size_t i = 0; i < n; ++i) {
-    const double c = i == 0 ? options_.maxCeiling : 1.0 - ceilings[i] * unit;
+    double c = options_.maxCeiling;
+    if (i > 0) {
+      std::optional<double> by_room;
+      if (endpoints) by_room = roomCeiling(saturation, demand.room[i], ceilings[i], unit);
+      if (by_room) {
+        c = *by_room;
+      } else if (unit > 0.0) {
+        c = 1.0 - ceilings[i] * unit;
+      }
+    }
     ceilings[i] = std::clamp(c, options_.minCeiling, options_.maxCeiling);
   }
 }

@@ -67,6 +67,24 @@
 // It needs DemandView::now (no clock, no hold: the computation is then a pure function).
 // reserves() returns R_i before the hold.
 //
+// Capacity model (option capacityModel). The reserve R_i counts requests of the bands above i.
+//   pooled (the default): converted to saturation with u, the pool's mean footprint per request
+//     in flight (c_i above). On a pool whose KV cache binds, u is mostly the lower bands' long
+//     requests, so a reserve of R short protected requests withholds the room of R long ones.
+//   endpoints: counted where it exists, in the resource that binds on each endpoint
+//     (DemandView::room, holdback/core/capacity.hpp): band i is held whenever placing one more
+//     band-i request would leave room for fewer than R_i requests of the protected bands'
+//     footprint (their arrival-weighted mean KV tokens), i.e. fitsAfter_i < R_i. Its ceiling is
+//     expressed against the current saturation s so that the controller's gate (s >= c_i) holds
+//     exactly then:
+//       c_i = clamp(s + (fitsAfter_i - R_i + 1) w_i, minCeiling, maxCeiling)   fitsAfter_i >= R_i
+//       c_i = clamp(s - (R_i - fitsAfter_i) w_i, minCeiling, maxCeiling)       otherwise
+//     w_i > 0, the saturation one protected request's room is worth: (1 - s) / fits_i while
+//     s < 1 and fits_i >= 1, else u, else 1 / 64. A band whose room is unknown (NaN: the
+//     detector reports no room, or nothing was declared yet) falls back to the pooled
+//     conversion; a band whose own request fits nowhere (fitsAfter -infinity) is held unless
+//     s < minCeiling. The hold (below) caps an infinite R_i at fits_i + 1 here.
+//
 // Without demand (an empty view, e.g. the three-argument computeLimit), A_i = L_i = 0: every band
 // below the top keeps max(minReserve, 1) request of reserve.
 //
@@ -134,6 +152,12 @@ struct ReservationFeedback {
   std::chrono::nanoseconds interval = std::chrono::milliseconds(500);  // > 0
 };
 
+// Where the reserve is counted (see the file comment, "Capacity model").
+enum class ReservationCapacity : std::uint8_t {
+  kPooled,     // converted to saturation with the pool's mean footprint per request in flight
+  kEndpoints,  // in protected requests' footprints that fit on some endpoint (DemandView::room)
+};
+
 // How R_i is sized from the demand (see the file comment).
 enum class ReservationSizing : std::uint8_t {
   kOccupancy,  // r(A_i, eps) + L_i T_i: the Poisson quantile of the higher bands' whole occupancy
@@ -174,6 +198,7 @@ struct ReservationOptions {
   bool poissonSizing = true;
   ReservationSizing sizing = ReservationSizing::kRefill;
   ReservationFeedback feedback;
+  ReservationCapacity capacityModel = ReservationCapacity::kPooled;
 };
 
 class HOLDBACK_API ReservationPolicy final : public UsageLimitPolicy {
@@ -231,7 +256,11 @@ class HOLDBACK_API ReservationPolicy final : public UsageLimitPolicy {
   // Applies the hold to reserves[i] (requests; see the file comment), advancing the state when
   // this caller gets it. `unit` > 0.
   void holdReserves(std::span<const Priority> priorities, const DemandView& demand, double unit,
-                    std::span<double> reserves) noexcept;
+                    bool endpoints, std::span<double> reserves) noexcept;
+  // Band i's ceiling from its room (capacityModel endpoints; see the file comment); nullopt when
+  // the room is unknown.
+  [[nodiscard]] std::optional<double> roomCeiling(double saturation, const BandRoom& room,
+                                                  double reserve, double unit) const noexcept;
 
   static constexpr std::int64_t kNoPriority = std::numeric_limits<std::int64_t>::min();
   struct FeedbackSlot {
