@@ -22,6 +22,11 @@
 // reference's status and drop reason (429 with Retry-After from the queue state). Dispatched ->
 // proxy().
 //
+// Where each part lives: http_server.cpp the listener and the connection loop (read, lookahead,
+// idle timeout, refusals); client_watch.hpp the hang-up watch and the request's rendezvous with
+// the controller; routes.hpp the routes and the small endpoints; completion.hpp the request path
+// of an inference request; own_response.hpp the replies the gateway writes itself.
+//
 // Thread safety: one io_context per I/O thread; a connection lives on one thread; the listener
 // runs on the first.
 #pragma once

@@ -41,7 +41,7 @@
 #include "holdback/detector/dispatch_ledger.hpp"
 #include "holdback/detector/endpoint_picker.hpp"
 #include "holdback/flow/flow_controller.hpp"
-#include "prometheus_text.hpp"
+#include "vllm_telemetry.hpp"
 
 namespace holdback::gateway {
 

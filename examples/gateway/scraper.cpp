@@ -7,7 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "prometheus_text.hpp"
+#include "vllm_telemetry.hpp"
 
 namespace holdback::gateway {
 namespace {
@@ -75,7 +75,7 @@ asio::awaitable<void> scrapeLoop(Gateway& gw, std::size_t i, tcp::endpoint targe
                      pool.url(i).c_str(), gw.options().maxScrapeBytes);
       }
     } else {
-      const ParsedMetrics parsed = parsePrometheusText(*body);
+      const ParsedPrometheusText parsed = parsePrometheusText(*body);
       const auto telemetry = extractVllmTelemetry(parsed);
       if (telemetry) {
         pool.recordScrape(i, *telemetry, Clock::now(), mark, parsed.skippedLines);

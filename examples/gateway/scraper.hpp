@@ -1,6 +1,6 @@
 // Telemetry: one coroutine per model server GETs its /metrics every --scrape-interval-ms over a
 // kept-alive connection (1 s timeout per step, TCP_NODELAY), parses the Prometheus text
-// (prometheus_text.hpp), and records the vLLM gauges in the Pool; a body larger than
+// (vllm_telemetry.hpp), and records the vLLM gauges in the Pool; a body larger than
 // --max-scrape-bytes, a non-200, an unreachable server or missing gauges is a failed scrape.
 // Every 100 scrapes (and on the first) it also reads /v1/models for GET /v1/models.
 //

@@ -1,72 +1,95 @@
 #include "batch_scheduler.hpp"
 
+#include <boost/asio/as_tuple.hpp>
 #include <utility>
 
 namespace holdback_examples {
 
-BatchScheduler::Slot::Slot(Slot&& other) noexcept
-    : owner_(std::exchange(other.owner_, nullptr)), kv_tokens_(other.kv_tokens_) {}
+namespace asio = boost::asio;
 
 BatchScheduler::Slot& BatchScheduler::Slot::operator=(Slot&& other) noexcept {
   if (this != &other) {
     release();
     owner_ = std::exchange(other.owner_, nullptr);
-    kv_tokens_ = other.kv_tokens_;
+    seq_ = std::move(other.seq_);
   }
   return *this;
 }
 
 void BatchScheduler::Slot::release() noexcept {
-  if (owner_ != nullptr) std::exchange(owner_, nullptr)->releaseSlot(kv_tokens_);
+  if (owner_ != nullptr && seq_) std::exchange(owner_, nullptr)->releaseSlot(*seq_);
 }
 
-std::optional<BatchScheduler::Slot> BatchScheduler::admit(std::int64_t kvTokens) {
-  std::unique_lock lock(mu_);
-  const std::uint64_t ticket = next_ticket_++;
-  admitted_.wait(lock, [&] {
-    return stopped_ ||
-           (ticket == head_ticket_ && running_ < static_cast<std::size_t>(options_.slots) &&
-            (kv_in_use_ + kvTokens <= options_.kvCapacityTokens || running_ == 0));
-  });
-  // Whether admitted or stopped, this ticket leaves the queue; tickets are served in order, so
-  // the head moves on (after stop() every waiter leaves and the order no longer matters).
-  ++head_ticket_;
-  if (stopped_) return std::nullopt;
-  ++running_;
-  kv_in_use_ += kvTokens;
-  lock.unlock();
-  admitted_.notify_all();  // the next head may fit too
-  return Slot(this, kvTokens);
+asio::awaitable<bool> BatchScheduler::Slot::sleepUntil(Clock::time_point until) {
+  if (owner_->stopped_) co_return false;
+  // stop() posts a cancel to this executor: it runs once this coroutine is suspended below.
+  seq_->timer.expires_at(until);
+  (void)co_await seq_->timer.async_wait(asio::as_tuple(asio::use_awaitable));
+  co_return !owner_->stopped_;
 }
 
-void BatchScheduler::releaseSlot(std::int64_t kvTokens) noexcept {
+void BatchScheduler::wake(Sequence& s) {
+  asio::post(s.timer.get_executor(), [self = s.shared_from_this()] { self->timer.cancel(); });
+}
+
+asio::awaitable<std::optional<BatchScheduler::Slot>> BatchScheduler::admit(std::int64_t kvTokens) {
+  auto seq = std::make_shared<Sequence>(co_await asio::this_coro::executor, kvTokens);
+  seq->timer.expires_at(Clock::time_point::max());
   {
     std::lock_guard lock(mu_);
-    --running_;
-    kv_in_use_ -= kvTokens;
+    if (!stopped_) {
+      waiting_.push_back(seq);
+      admitHeadsLocked();
+    }
   }
-  admitted_.notify_all();
+  for (;;) {
+    {
+      std::lock_guard lock(mu_);
+      seq->parked = false;
+      if (seq->granted) co_return Slot(this, std::move(seq));
+      if (stopped_) co_return std::nullopt;  // stop() emptied the queue
+      seq->parked = true;
+    }
+    (void)co_await seq->timer.async_wait(asio::as_tuple(asio::use_awaitable));
+  }
 }
 
-bool BatchScheduler::sleepUntil(Clock::time_point until) {
-  std::unique_lock lock(mu_);
-  return !stopped_cv_.wait_until(lock, until, [&] { return stopped_; });
+void BatchScheduler::admitHeadsLocked() {
+  while (!waiting_.empty()) {
+    Sequence& head = *waiting_.front();
+    const bool fits = running_.size() < static_cast<std::size_t>(options_.slots) &&
+                      (kv_in_use_ + head.kvTokens <= options_.kvCapacityTokens || running_.empty());
+    if (!fits) return;
+    running_.insert(&head);
+    kv_in_use_ += head.kvTokens;
+    head.granted = true;
+    if (head.parked) wake(head);
+    waiting_.pop_front();
+  }
+}
+
+void BatchScheduler::releaseSlot(Sequence& s) noexcept {
+  std::lock_guard lock(mu_);
+  running_.erase(&s);
+  kv_in_use_ -= s.kvTokens;
+  if (!stopped_) admitHeadsLocked();
 }
 
 void BatchScheduler::stop() {
-  {
-    std::lock_guard lock(mu_);
-    stopped_ = true;
+  std::lock_guard lock(mu_);
+  stopped_ = true;
+  for (const auto& w : waiting_) {
+    if (w->parked) wake(*w);
   }
-  admitted_.notify_all();
-  stopped_cv_.notify_all();
+  waiting_.clear();
+  for (Sequence* r : running_) wake(*r);  // ends a token sleep in progress
 }
 
 BatchScheduler::Snapshot BatchScheduler::snapshot() const {
   std::lock_guard lock(mu_);
   Snapshot s;
-  s.waiting = static_cast<std::size_t>(next_ticket_ - head_ticket_);
-  s.running = running_;
+  s.waiting = waiting_.size();
+  s.running = running_.size();
   s.kvTokensInUse = kv_in_use_;
   s.kvCacheUsage = static_cast<double>(kv_in_use_) / static_cast<double>(options_.kvCapacityTokens);
   return s;

@@ -1,5 +1,6 @@
 // End to end: holdback-gateway in front of two holdback-model-server processes, on loopback,
-// driven by many concurrent httplib clients. One test, in phases, all on the same processes:
+// driven by many concurrent HTTP clients (http_client.hpp). One test, in phases, all on the same
+// processes:
 //
 //   0. unloaded: interactive requests alone -> their median latency (the baseline), and both
 //      model servers take traffic;
@@ -29,7 +30,6 @@
 //   all 8 slots and ~8 waiting per server before anything is gated, and interactive requests queue
 //   behind it in the servers' FIFO queues (~1 s).
 #include <gtest/gtest.h>
-#include <httplib.h>
 #include <sys/wait.h>
 
 #include <atomic>
@@ -111,31 +111,31 @@ class Traffic {
  public:
   explicit Traffic(Clock::time_point t0) : t0_(t0) {}
 
-  Reply send(httplib::Client& c, const std::string& objective, bool stream, int maxTokens,
+  Reply send(HttpClient& c, const std::string& objective, bool stream, int maxTokens,
              const std::string& flow) {
     const std::string body = std::string(R"({"model": "fake-model", "prompt": ")") +
                              (objective == "batch" ? "b" : "i") + R"(", "max_tokens": )" +
                              std::to_string(maxTokens) + (stream ? R"(, "stream": true})" : "}");
-    httplib::Headers headers{{"x-gateway-inference-objective", objective},
-                             {"x-gateway-inference-fairness-id", flow}};
+    HttpHeaders headers{{"x-gateway-inference-objective", objective},
+                        {"x-gateway-inference-fairness-id", flow}};
     Reply r;
     const auto start = Clock::now();
     r.sentAtMs = msSince(t0_, start);
     ++sent_;
-    auto res = c.Post("/v1/completions", headers, body, "application/json");
+    auto res = c.post("/v1/completions", body, "application/json", headers);
     r.ms = msSince(start);
     std::lock_guard lock(mu_);
     if (!res) {
-      r.error = httplib::to_string(res.error());
+      r.error = res.error();
       ++transport_errors_;
       if (error_samples_.size() < 5) error_samples_.push_back(objective + ": " + r.error);
       return r;
     }
     r.status = res->status;
     ++statuses_[r.status];
-    r.endpoint = res->get_header_value("x-holdback-endpoint");
-    if (res->has_header("x-holdback-queued-ms")) {
-      r.queuedMs = std::atof(res->get_header_value("x-holdback-queued-ms").c_str());
+    r.endpoint = res->header("x-holdback-endpoint");
+    if (res->hasHeader("x-holdback-queued-ms")) {
+      r.queuedMs = std::atof(res->header("x-holdback-queued-ms").c_str());
     }
     if (stream && r.status == 200) {
       const SseSummary s = summarizeSse(res->body);
@@ -245,7 +245,7 @@ class GatewayE2ETest : public ::testing::Test {
     batch.reserve(kBatchClients);
     for (int i = 0; i < kBatchClients; ++i) {
       batch.emplace_back([&, i] {
-        // Spread the connects over 120 ms: httplib's listen backlog is small.
+        // Spread the connects over 120 ms.
         std::this_thread::sleep_for(i * 5ms);
         auto c = clientFor(gw, 60s);
         while (on) {
@@ -496,9 +496,9 @@ TEST_F(GatewayE2ETest, ReportsServedTokensOfStreamedAndNonStreamedResponses) {
   std::this_thread::sleep_for(200ms);  // a scrape or two
   auto c = clientFor(*gateway_);
   const auto post = [&](const std::string& flow, const std::string& body) {
-    auto res = c.Post("/v1/completions", {{"x-gateway-inference-fairness-id", flow}}, body,
-                      "application/json");
-    ASSERT_TRUE(res) << httplib::to_string(res.error());
+    auto res = c.post("/v1/completions", body, "application/json",
+                      {{"x-gateway-inference-fairness-id", flow}});
+    ASSERT_TRUE(res) << res.error();
     ASSERT_EQ(res->status, 200) << res->body;
   };
   const std::string streamed_no_usage =
@@ -508,7 +508,7 @@ TEST_F(GatewayE2ETest, ReportsServedTokensOfStreamedAndNonStreamedResponses) {
   post("no-usage", streamed_no_usage);
   post("whole", R"({"model": "fake-model", "prompt": "hello", "max_tokens": 7})");
 
-  auto res = c.Get("/debug/program-aware-fairness");
+  auto res = c.get("/debug/program-aware-fairness");
   ASSERT_TRUE(res && res->status == 200);
   const auto state = nlohmann::json::parse(res->body, nullptr, false);
   ASSERT_TRUE(state.is_object()) << res->body;

@@ -35,7 +35,6 @@
 //   confirmation grace of 100 ms (a few 25 ms scrape intervals) instead of the default derived
 //   for a lagging sensor (scrape interval + staleness threshold + 250 ms).
 #include <gtest/gtest.h>
-#include <httplib.h>
 #include <sys/wait.h>
 
 #include <algorithm>
@@ -101,23 +100,23 @@ struct Reply {
   bool stream = false;
 };
 
-Reply send(httplib::Client& c, const std::string& objective, bool stream, int maxTokens,
+Reply send(HttpClient& c, const std::string& objective, bool stream, int maxTokens,
            const std::string& flow) {
   const std::string body = std::string(R"({"model": "fake-model", "prompt": "x", "max_tokens": )") +
                            std::to_string(maxTokens) + (stream ? R"(, "stream": true})" : "}");
-  httplib::Headers headers{{"x-gateway-inference-objective", objective},
-                           {"x-gateway-inference-fairness-id", flow}};
+  HttpHeaders headers{{"x-gateway-inference-objective", objective},
+                      {"x-gateway-inference-fairness-id", flow}};
   Reply r;
   r.stream = stream;
   const auto start = Clock::now();
-  auto res = c.Post("/v1/completions", headers, body, "application/json");
+  auto res = c.post("/v1/completions", body, "application/json", headers);
   r.ms = msSince(start);
   if (!res) {
-    r.error = httplib::to_string(res.error());
+    r.error = res.error();
     return r;
   }
   r.status = res->status;
-  r.dropReason = res->get_header_value("x-llm-d-request-dropped-reason");
+  r.dropReason = res->header("x-llm-d-request-dropped-reason");
   r.body = res->body;
   return r;
 }

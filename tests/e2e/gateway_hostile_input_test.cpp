@@ -373,10 +373,10 @@ TEST(GatewayHostileInputE2ETest, EveryConnectionGetsWellFormedRepliesAndTheGatew
   // Still up, and serving.
   EXPECT_FALSE(gateway.waitExit(10ms).has_value()) << "the gateway exited";
   auto client = clientFor(gateway, 10s);
-  auto ok = client.Post("/v1/completions", kBody, "application/json");
+  auto ok = client.post("/v1/completions", kBody, "application/json");
   ASSERT_TRUE(ok);
   EXPECT_EQ(ok->status, 200);
-  auto health = client.Get("/healthz");
+  auto health = client.get("/healthz");
   ASSERT_TRUE(health);
   EXPECT_EQ(health->status, 200);
   if (HasFailure()) std::cerr << gateway.stderrTail() << "\n";

@@ -240,8 +240,8 @@ TEST(GatewayHostileUpstreamE2ETest, EveryClientGetsOneReplyAndNothingStaysStuck)
   int passedThrough = 0;
   for (int i = 0; i < 60; ++i) {
     auto client = clientFor(gateway, 15s);  // a fresh client connection each time
-    auto r = client.Post("/v1/completions", body, "application/json");
-    ASSERT_TRUE(r) << "request " << i << ": no response (" << httplib::to_string(r.error()) << ")";
+    auto r = client.post("/v1/completions", body, "application/json");
+    ASSERT_TRUE(r) << "request " << i << ": no response (" << r.error() << ")";
     if (r->status == 200) {
       ++ok;
       EXPECT_EQ(r->body, kCompletion) << "request " << i;
@@ -271,7 +271,7 @@ TEST(GatewayHostileUpstreamE2ETest, EveryClientGetsOneReplyAndNothingStaysStuck)
     clients.emplace_back([&] {
       auto c = clientFor(gateway, 10s);
       for (int i = 0; i < 10; ++i) {
-        auto r = c.Post("/v1/completions", body, "application/json");
+        auto r = c.post("/v1/completions", body, "application/json");
         if (r && r->status == 200 && r->body == kCompletion) ++good;
       }
     });
@@ -308,13 +308,13 @@ TEST(GatewayHostileUpstreamE2ETest, AConnectionTheServerClosedAfterItsReplyIsRet
     clients.emplace_back([&] {
       auto c = clientFor(gateway, 10s);
       for (int i = 0; i < kEach; ++i) {
-        auto r = c.Post("/v1/completions", body, "application/json");
+        auto r = c.post("/v1/completions", body, "application/json");
         if (r && r->status == 200 && r->body == kCompletion) {
           ++good;
         } else {
           std::lock_guard lock(mu);
           failures.push_back(r ? std::to_string(r->status) + " " + r->body
-                               : "no response: " + httplib::to_string(r.error()));
+                               : "no response: " + r.error());
         }
       }
     });

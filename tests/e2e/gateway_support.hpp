@@ -1,7 +1,6 @@
-// Shared helpers of the gateway end-to-end tests (httplib clients against ChildProcess servers).
+// Shared helpers of the gateway end-to-end tests (http_client.hpp clients against ChildProcess
+// servers).
 #pragma once
-
-#include <httplib.h>
 
 #include <chrono>
 #include <fstream>
@@ -14,6 +13,7 @@
 
 #include "child_process.hpp"
 #include "e2e_support.hpp"
+#include "http_client.hpp"
 
 namespace holdback_e2e {
 
@@ -33,21 +33,18 @@ inline double msSince(std::chrono::steady_clock::time_point t0,
 }
 
 // A keep-alive client with TCP_NODELAY; `readTimeout` bounds each response.
-inline httplib::Client clientFor(const ChildProcess& p,
-                                 std::chrono::seconds readTimeout = std::chrono::seconds(30)) {
-  httplib::Client c(p.host(), p.port());
-  c.set_connection_timeout(std::chrono::seconds(5));
-  c.set_read_timeout(readTimeout);
-  c.set_write_timeout(std::chrono::seconds(5));
-  c.set_tcp_nodelay(true);
-  c.set_keep_alive(true);
-  return c;
+inline HttpClient clientFor(const ChildProcess& p,
+                            std::chrono::seconds readTimeout = std::chrono::seconds(30)) {
+  return HttpClient(p.host(), p.port(),
+                    {.connectTimeout = std::chrono::seconds(5),
+                     .readTimeout = readTimeout,
+                     .writeTimeout = std::chrono::seconds(5)});
 }
 
 // GET /metrics, or "" when it fails.
 inline std::string getMetrics(const ChildProcess& p) {
   auto c = clientFor(p, std::chrono::seconds(5));
-  auto r = c.Get("/metrics");
+  auto r = c.get("/metrics");
   return r && r->status == 200 ? r->body : std::string();
 }
 

@@ -2,7 +2,6 @@
 // the slot limit with its FIFO queue, the KV-cache limit, a disconnecting client freeing its slot,
 // and a clean exit on SIGTERM.
 #include <gtest/gtest.h>
-#include <httplib.h>
 #include <sys/wait.h>
 
 #include <atomic>
@@ -17,6 +16,7 @@
 
 #include "child_process.hpp"
 #include "e2e_support.hpp"
+#include "http_client.hpp"
 
 namespace holdback_e2e {
 namespace {
@@ -37,38 +37,30 @@ class ModelServerTest : public ::testing::Test {
     return *server_;
   }
 
-  httplib::Client client(std::chrono::milliseconds readTimeout = 10s) {
-    httplib::Client c(server_->host(), server_->port());
-    c.set_connection_timeout(2s);
-    c.set_read_timeout(readTimeout);
-    c.set_tcp_nodelay(true);
-    return c;
+  HttpClient client(std::chrono::milliseconds readTimeout = 10s) {
+    return HttpClient(server_->host(), server_->port(),
+                      {.connectTimeout = 2s, .readTimeout = readTimeout});
   }
 
   std::string metrics() {
     auto c = client();
-    auto r = c.Get("/metrics");
+    auto r = c.get("/metrics");
     return r && r->status == 200 ? r->body : std::string();
   }
 
   // Streams a completion of `maxTokens` tokens; `onEvents(events so far)` runs after each
   // chunk, and returning false from it hangs up. True when the whole stream arrived.
-  static bool streamCompletion(httplib::Client& c, int maxTokens,
+  static bool streamCompletion(HttpClient& c, int maxTokens,
                                const std::function<bool(int)>& onEvents) {
-    httplib::Request req;
-    req.method = "POST";
-    req.path = "/v1/completions";
-    req.body =
-        R"({"prompt": "x", "stream": true, "max_tokens": )" + std::to_string(maxTokens) + "}";
-    req.set_header("Content-Type", "application/json");
     int events = 0;
-    req.content_receiver = [&](const char* data, std::size_t n, std::uint64_t, std::uint64_t) {
-      events += summarizeSse(std::string_view(data, n)).events;
-      return onEvents(events);
-    };
-    httplib::Response res;
-    httplib::Error err = httplib::Error::Success;
-    return c.send(req, res, err);
+    const auto r = c.send(
+        "POST", "/v1/completions", {},
+        R"({"prompt": "x", "stream": true, "max_tokens": )" + std::to_string(maxTokens) + "}",
+        "application/json", [&](std::string_view data) {
+          events += summarizeSse(data).events;
+          return onEvents(events);
+        });
+    return static_cast<bool>(r);
   }
 
   void TearDown() override {
@@ -91,14 +83,14 @@ TEST_F(ModelServerTest, ServesOpenAiShapedCompletionsStreamsAndMetrics) {
   EXPECT_EQ(s.host(), "127.0.0.1");
   auto c = client();
 
-  auto health = c.Get("/health");
+  auto health = c.get("/health");
   ASSERT_TRUE(health);
   EXPECT_EQ(health->status, 200);
 
   // "one two three": 3 words, 13 characters -> max(3, ceil(13 / 4) = 4) = 4 prompt tokens.
-  auto r = c.Post("/v1/completions", R"({"prompt": "one two three", "max_tokens": 4})",
+  auto r = c.post("/v1/completions", R"({"prompt": "one two three", "max_tokens": 4})",
                   "application/json");
-  ASSERT_TRUE(r) << httplib::to_string(r.error());
+  ASSERT_TRUE(r) << r.error();
   ASSERT_EQ(r->status, 200) << r->body;
   const auto body = nlohmann::json::parse(r->body);
   EXPECT_EQ(body["object"], "text_completion");
@@ -109,7 +101,7 @@ TEST_F(ModelServerTest, ServesOpenAiShapedCompletionsStreamsAndMetrics) {
   EXPECT_EQ(body["usage"]["total_tokens"], 8);
 
   // The default max_tokens is 16.
-  auto chat = c.Post("/v1/chat/completions", R"({"messages": [{"role": "user", "content": "hi"}]})",
+  auto chat = c.post("/v1/chat/completions", R"({"messages": [{"role": "user", "content": "hi"}]})",
                      "application/json");
   ASSERT_TRUE(chat);
   ASSERT_EQ(chat->status, 200) << chat->body;
@@ -118,24 +110,24 @@ TEST_F(ModelServerTest, ServesOpenAiShapedCompletionsStreamsAndMetrics) {
   EXPECT_EQ(chat_body["choices"][0]["message"]["role"], "assistant");
   EXPECT_EQ(chat_body["usage"]["completion_tokens"], 16);
 
-  auto stream = c.Post("/v1/chat/completions",
+  auto stream = c.post("/v1/chat/completions",
                        R"({"messages": [{"role": "user", "content": "hi"}], "max_tokens": 3,
                            "stream": true, "stream_options": {"include_usage": true}})",
                        "application/json");
   ASSERT_TRUE(stream);
   ASSERT_EQ(stream->status, 200);
-  EXPECT_EQ(stream->get_header_value("Content-Type"), "text/event-stream");
+  EXPECT_EQ(stream->header("Content-Type"), "text/event-stream");
   const SseSummary sse = summarizeSse(stream->body);
   EXPECT_EQ(sse.events, 4) << stream->body;  // 3 tokens and the usage chunk
   EXPECT_TRUE(sse.done) << stream->body;
   EXPECT_NE(stream->body.find(R"("finish_reason":"length")"), std::string::npos);
   EXPECT_NE(stream->body.find(R"("completion_tokens":3)"), std::string::npos);
 
-  auto bad = c.Post("/v1/completions", R"({"prompt": "x", "max_tokens": 0})", "application/json");
+  auto bad = c.post("/v1/completions", R"({"prompt": "x", "max_tokens": 0})", "application/json");
   ASSERT_TRUE(bad);
   EXPECT_EQ(bad->status, 400);
   auto too_big =
-      c.Post("/v1/completions", R"({"prompt": "x", "max_tokens": 5000})", "application/json");
+      c.post("/v1/completions", R"({"prompt": "x", "max_tokens": 5000})", "application/json");
   ASSERT_TRUE(too_big);
   EXPECT_EQ(too_big->status, 400);
   EXPECT_NE(too_big->body.find("KV-cache capacity"), std::string::npos) << too_big->body;
@@ -218,7 +210,7 @@ TEST_F(ModelServerTest, RunsAtMostSlotsSequencesAndQueuesTheRestInArrivalOrder) 
     threads.emplace_back([&, i] {
       auto c = client();
       auto r =
-          c.Post("/v1/completions", R"({"prompt": "x", "max_tokens": 10})", "application/json");
+          c.post("/v1/completions", R"({"prompt": "x", "max_tokens": 10})", "application/json");
       std::lock_guard lock(mu);
       statuses[static_cast<std::size_t>(i)] = r ? r->status : -1;
       finished_ms[static_cast<std::size_t>(i)] =
@@ -258,7 +250,7 @@ TEST_F(ModelServerTest, KvCapacityLimitsTheBatchBeforeTheSlotsDo) {
     threads.emplace_back([&] {
       auto c = client();
       auto r =
-          c.Post("/v1/completions", R"({"prompt": "x", "max_tokens": 10})", "application/json");
+          c.post("/v1/completions", R"({"prompt": "x", "max_tokens": 10})", "application/json");
       if (r && r->status == 200) ++ok;
     });
   }
@@ -289,14 +281,14 @@ TEST_F(ModelServerTest, AClientThatDisconnectsMidStreamFreesItsSlot) {
   });
   EXPECT_FALSE(sent) << "the receiver aborted the stream";
   EXPECT_GE(events, 2);
-  c.stop();
+  c.close();
 
   // The slot is free again: a short request completes at once, not after 10 s.
   const auto t0 = Clock::now();
   auto c2 = client(5s);
-  auto r = c2.Post("/v1/completions", R"({"prompt": "x", "max_tokens": 2})", "application/json");
+  auto r = c2.post("/v1/completions", R"({"prompt": "x", "max_tokens": 2})", "application/json");
   const double waited = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
-  ASSERT_TRUE(r) << httplib::to_string(r.error());
+  ASSERT_TRUE(r) << r.error();
   EXPECT_EQ(r->status, 200);
   EXPECT_LT(waited, 3000.0);
   const std::string m = metrics();
@@ -318,7 +310,7 @@ TEST_F(ModelServerTest, SigtermMidStreamExitsCleanlyWithStatusZero) {
   // A queued request is released too.
   std::thread waiter([&] {
     auto c = client();
-    c.Post("/v1/completions", R"({"prompt": "x", "max_tokens": 5})", "application/json");
+    c.post("/v1/completions", R"({"prompt": "x", "max_tokens": 5})", "application/json");
   });
   const auto deadline = Clock::now() + 5s;
   while (events < 2 && Clock::now() < deadline) std::this_thread::sleep_for(5ms);

@@ -4,7 +4,6 @@
 // hang.
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
-#include <httplib.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -19,6 +18,7 @@
 
 #include "child_process.hpp"
 #include "e2e_support.hpp"
+#include "http_client.hpp"
 
 namespace holdback_e2e {
 namespace {
@@ -39,13 +39,8 @@ class ProxyFloorE2ETest : public ::testing::Test {
     return *floor_;
   }
 
-  httplib::Client client() {
-    httplib::Client c(floor_->host(), floor_->port());
-    c.set_connection_timeout(2s);
-    c.set_read_timeout(5s);
-    c.set_keep_alive(true);
-    c.set_tcp_nodelay(true);
-    return c;
+  HttpClient client() {
+    return HttpClient(floor_->host(), floor_->port(), {.connectTimeout = 2s, .readTimeout = 5s});
   }
 
   void TearDown() override {
@@ -70,14 +65,14 @@ TEST_F(ProxyFloorE2ETest, RelaysKeptAliveRequestsAndStreamsUnchanged) {
   // Several requests over one kept-alive connection: each reply whole and parseable.
   auto c = client();
   for (int i = 0; i < 5; ++i) {
-    auto r = c.Post("/v1/completions", kBody, "application/json");
-    ASSERT_TRUE(r) << "request " << i << ": " << httplib::to_string(r.error());
+    auto r = c.post("/v1/completions", kBody, "application/json");
+    ASSERT_TRUE(r) << "request " << i << ": " << r.error();
     ASSERT_EQ(r->status, 200);
     const auto j = nlohmann::json::parse(r->body);
     EXPECT_EQ(j.at("usage").at("completion_tokens"), 4);
   }
   // A stream relayed event by event to its end.
-  auto s = c.Post("/v1/completions",
+  auto s = c.post("/v1/completions",
                   R"({"model": "fake-model", "prompt": "hi", "max_tokens": 6, "stream": true})",
                   "application/json");
   ASSERT_TRUE(s);
@@ -93,7 +88,7 @@ TEST_F(ProxyFloorE2ETest, RelaysKeptAliveRequestsAndStreamsUnchanged) {
     threads.emplace_back([&] {
       auto cc = client();
       for (int i = 0; i < 10; ++i) {
-        auto r = cc.Post("/v1/completions", kBody, "application/json");
+        auto r = cc.post("/v1/completions", kBody, "application/json");
         if (r && r->status == 200 && r->body.find("\"completion_tokens\":4") != std::string::npos)
           ok.fetch_add(1);
       }
@@ -123,11 +118,11 @@ TEST_F(ProxyFloorE2ETest, ClosesTheClientConnectionWhenTheUpstreamIsUnreachable)
   ASSERT_TRUE(floor_->startedOk());
   auto c = client();
   const auto start = std::chrono::steady_clock::now();
-  auto r = c.Post("/v1/completions", kBody, "application/json");
+  auto r = c.post("/v1/completions", kBody, "application/json");
   EXPECT_FALSE(r) << "status " << (r ? r->status : 0);
   EXPECT_LT(std::chrono::steady_clock::now() - start, 4s) << "closed, not left to time out";
   // The relay itself stays up for the next client.
-  auto again = client().Post("/v1/completions", kBody, "application/json");
+  auto again = client().post("/v1/completions", kBody, "application/json");
   EXPECT_FALSE(again);
   EXPECT_FALSE(floor_->waitExit(10ms).has_value()) << "the relay exited";
 }

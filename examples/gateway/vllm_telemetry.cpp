@@ -1,17 +1,17 @@
-#include "prometheus_text.hpp"
+#include "vllm_telemetry.hpp"
 
 #include <cmath>
 
 namespace holdback::gateway {
 
-std::optional<VllmTelemetry> extractVllmTelemetry(const ParsedMetrics& metrics,
+std::optional<VllmTelemetry> extractVllmTelemetry(const ParsedPrometheusText& metrics,
                                                   std::string* missing) {
   VllmTelemetry t;
   bool have_waiting = false;
   bool have_kv = false;
   bool have_gpu = false;
   double gpu = 0.0;
-  for (const Sample& s : metrics.samples) {
+  for (const PrometheusSample& s : metrics.samples) {
     if (s.name == "vllm:num_requests_waiting") {
       t.waiting += s.value;
       have_waiting = true;

@@ -1,5 +1,5 @@
 // The parser itself is tested in tests/metrics/prometheus_parser_test.cpp.
-#include "prometheus_text.hpp"
+#include "vllm_telemetry.hpp"
 
 #include <cmath>
 #include <limits>
@@ -10,7 +10,7 @@ namespace holdback::gateway {
 namespace {
 
 TEST(VllmTelemetry, ReadsTheThreeGauges) {
-  const ParsedMetrics m = parsePrometheusText(
+  const ParsedPrometheusText m = parsePrometheusText(
       "vllm:num_requests_waiting{model_name=\"a\"} 2\n"
       "vllm:num_requests_running{model_name=\"a\"} 4\n"
       "vllm:kv_cache_usage_perc{model_name=\"a\"} 0.5\n"

@@ -1,0 +1,77 @@
+#include "client_watch.hpp"
+
+#include <sys/socket.h>
+
+#include <cerrno>
+
+namespace holdback::gateway {
+
+void clientHungUp(Exchange& ex, GatewayCounters& counters) {
+  ex.clientGone = true;
+  if (!ex.done) {
+    if (ex.ticket.cancel()) counters.queuedCancelled.fetch_add(1, std::memory_order_relaxed);
+  } else if (ex.abort.active != nullptr) {
+    counters.upstreamAborted.fetch_add(1, std::memory_order_relaxed);
+    ex.abort.abort();
+  } else {
+    ex.abort.aborted = true;
+  }
+}
+
+namespace {
+
+// The watch while pipelined bytes are buffered: waits for the socket to become readable; EOF or an
+// error is the hang-up, more bytes end the watch without acting.
+void watchReadiness(const std::shared_ptr<Lookahead>& la, tcp::socket& socket,
+                    GatewayCounters& counters) {
+  socket.async_wait(tcp::socket::wait_read, [la, &socket, &counters](const beast::error_code& ec) {
+    // Cancelled (the exchange ended, or the socket closed): `socket` may be gone; touch nothing.
+    if (ec || la->watching == nullptr) return;
+    char b = 0;
+    const ssize_t n = ::recv(socket.native_handle(), &b, 1, MSG_PEEK | MSG_DONTWAIT);
+    if (n > 0) return;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) {
+      watchReadiness(la, socket, counters);
+      return;
+    }
+    clientHungUp(*la->watching, counters);
+  });
+}
+
+}  // namespace
+
+void watchClient(Lookahead& la, Exchange& ex, tcp::socket& socket, GatewayCounters& counters) {
+  la.watching = &ex;
+  if (la.hungUp()) {
+    clientHungUp(ex, counters);
+  } else if (!la.pending && !la.complete) {
+    watchReadiness(la.shared_from_this(), socket, counters);
+  }
+}
+
+// Ends the watch of the exchange being served: the read, if any, goes on as the next request's.
+void endWatch(Lookahead& la, tcp::socket& socket) {
+  la.watching = nullptr;
+  if (!la.pending) {  // no read in progress: cancel() ends the readiness wait, if there is one
+    beast::error_code ignored;
+    socket.cancel(ignored);
+  }
+}
+
+void startLookahead(const std::shared_ptr<Lookahead>& la, tcp::socket& socket,
+                    GatewayCounters& counters) {
+  la->pending = true;
+  la->complete = false;
+  socket.async_read_some(asio::buffer(la->bytes),
+                         [la, &counters](const beast::error_code& ec, std::size_t n) {
+                           la->pending = false;
+                           la->complete = true;
+                           la->ec = ec;
+                           la->n = n;
+                           if (la->watching != nullptr && la->hungUp())
+                             clientHungUp(*la->watching, counters);
+                           la->wake.cancel();
+                         });
+}
+
+}  // namespace holdback::gateway

@@ -1,0 +1,124 @@
+// The client side of one request being served: its rendezvous with the flow controller
+// (Exchange, an OutcomeSink) and the connection's watch for the client hanging up (Lookahead:
+// the read of the client's next bytes that is also the next request's read).
+//
+// Thread safety: thread-compatible; everything here lives on the connection's I/O thread
+// (Exchange::deliver and Exchange::revoke post there from any thread).
+#pragma once
+
+#include <array>
+#include <memory>
+#include <optional>
+#include <utility>
+
+#include "gateway.hpp"
+#include "net.hpp"
+#include "upstream.hpp"
+
+namespace holdback::gateway {
+
+// One request's rendezvous with the controller (OutcomeSink), its ticket, and what a client
+// hang-up or a revocation must undo. Lives on the connection's I/O thread; deliver() and revoke()
+// post there.
+struct Exchange : OutcomeSink, std::enable_shared_from_this<Exchange> {
+  Exchange(const asio::any_io_executor& ex, Gateway& g) : executor(ex), wake(ex), gw(g) {
+    wake.expires_at(asio::steady_timer::time_point::max());
+  }
+  void deliver(Outcome o, std::optional<Pool::Dispatch> d, Duration q) override {
+    // The handle travels in a shared_ptr (the posted function must be copyable); if the post
+    // never runs, destroying it releases the handle. dispatch, not post: when the outcome is
+    // decided on the request's own I/O thread (the usual case: enqueue, or another request's end,
+    // cycled inline), it is recorded at once and the coroutine does not suspend for it.
+    auto held = std::make_shared<std::optional<Pool::Dispatch>>(std::move(d));
+    asio::dispatch(executor, [self = shared_from_this(), o, held, q] {
+      self->done = true;
+      self->outcome = o;
+      self->leaseHeld = o.dispatched();
+      self->dispatch = std::move(*held);
+      self->queued = q;
+      self->wake.cancel();
+    });
+  }
+  void revoke(HttpDisposition disposition) override {
+    asio::post(executor, [self = shared_from_this(), disposition] {
+      // Too late: the upstream exchange is over (the lease was released: this revocation raced
+      // with the natural completion, a failure or the client's hang-up), or the request never
+      // held a lease. The release already sent stands.
+      if (!self->leaseHeld || self->finished) {
+        self->gw.counters().evictionsTooLate.fetch_add(1, std::memory_order_relaxed);
+        return;
+      }
+      self->revoked = true;
+      self->evictedAs = disposition;
+      self->abort.revoked = true;
+      self->abort.abort();  // closes the upstream connection if one is in use
+    });
+  }
+  // The one release of this request's lease (no-op when none is held or it already ended).
+  void endLease() {
+    if (!leaseHeld) return;
+    leaseHeld = false;
+    gw.endLease(ticket.id());
+  }
+  asio::any_io_executor executor;
+  asio::steady_timer wake;
+  Gateway& gw;
+  bool done = false;
+  Outcome outcome;
+  std::optional<Pool::Dispatch> dispatch;  // the endpoint and its ledger handle
+  Duration queued{};
+  Ticket ticket;
+  bool finished = false;  // the exchange is over: the watch must not touch anything
+  bool clientGone = false;
+  bool leaseHeld = false;  // dispatched, and endLease() not yet called
+  bool revoked = false;    // in-flight eviction revoked it before its upstream exchange ended
+  HttpDisposition evictedAs = kEvictedHttp;
+  AbortHandle abort;
+};
+
+// A client hang-up while its request is queued or proxied: cancels the ticket, or aborts the
+// upstream exchange at once (closing the upstream connection), or, between the two, marks the
+// exchange aborted so that it is not proxied.
+void clientHungUp(Exchange& ex, GatewayCounters& counters);
+
+// The connection's read of the client's next bytes, started as soon as a request has been read
+// whole (with no pipelined bytes behind it) and kept in progress while the request is served: it
+// is both the hang-up watch and the read of the next request. EOF or an error while an exchange
+// is attached (`watching`) is the client's hang-up (clientHungUp); bytes are the next request,
+// kept in `bytes` until the session takes them, and end the watch without acting. A client that
+// half-closes its sending side after the request is taken as gone (documented). One read for
+// both, instead of a readiness wait per request for the watch and another read after the reply,
+// saves a system call per request (asio re-arms a readiness wait with epoll_ctl each time).
+// When the client's pipelined bytes are already buffered, no read is started (the session parses
+// them first): the watch is then a readiness wait with a MSG_PEEK (watchReadiness), cancelled
+// when the exchange ends (endWatch: with no read in progress, it is the socket's only operation).
+// Shared with the completion handlers, which can run after the session has ended.
+struct Lookahead : std::enable_shared_from_this<Lookahead> {
+  explicit Lookahead(const asio::any_io_executor& ex) : wake(ex) {}
+  std::array<char, 2048> bytes{};
+  bool pending = false;   // the read is in progress
+  bool complete = false;  // it completed with `ec` and `n`, not yet taken by the session
+  beast::error_code ec;
+  std::size_t n = 0;
+  Exchange* watching = nullptr;  // the exchange a hang-up acts on (set while one is served)
+  asio::steady_timer wake;       // the session's wait for the read (with the idle timeout)
+
+  [[nodiscard]] bool hungUp() const {
+    return complete && ec && ec != asio::error::operation_aborted;
+  }
+};
+
+// Attaches the exchange being served to the connection's watch: a hang-up already seen acts on
+// it at once; a read in progress watches; with neither (pipelined bytes buffered), a readiness
+// wait does. Bytes already read (a pipelined request) mean there is nothing to watch.
+void watchClient(Lookahead& la, Exchange& ex, tcp::socket& socket, GatewayCounters& counters);
+
+// Ends the watch of the exchange being served: the read, if any, goes on as the next request's.
+void endWatch(Lookahead& la, tcp::socket& socket);
+
+// Starts the lookahead read (the socket's read of the client's next bytes); its completion
+// wakes `la->wake`.
+void startLookahead(const std::shared_ptr<Lookahead>& la, tcp::socket& socket,
+                    GatewayCounters& counters);
+
+}  // namespace holdback::gateway

@@ -1,0 +1,230 @@
+#include "completion.hpp"
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <utility>
+
+#include "holdback/flow/slo_deadline_ordering.hpp"
+#include "own_response.hpp"
+
+namespace holdback::gateway {
+
+using namespace std::chrono_literals;
+
+namespace {
+
+// A revoked request's one reply (its upstream request is already aborted): 429 `evicted` with
+// the JSON error body, or, when the streamed response's head is already out, the same error as a
+// final server-sent event and the end of the chunked body (of the connection, for an HTTP/1.0
+// client: `chunked` false). Nothing when the client is gone.
+asio::awaitable<bool> answerEvicted(Gateway& gw, beast::tcp_stream& stream, Exchange& ex,
+                                    bool midStream, bool keepAlive, bool chunked = true) {
+  gw.counters().evictionsActuated.fetch_add(1, std::memory_order_relaxed);
+  if (ex.clientGone) co_return false;
+  gw.counters().count(ex.evictedAs.status);
+  if (midStream) {
+    const std::string event = evictionEvent(ex.evictedAs);
+    stream.expires_after(30s);
+    if (!chunked) {
+      // Whether or not it was written, the connection closes next (that ends the body).
+      (void)co_await asio::async_write(stream, asio::buffer(event), kUse);
+      stream.expires_never();
+      co_return false;
+    }
+    auto [ec, n] = co_await asio::async_write(stream, http::make_chunk(asio::buffer(event)), kUse);
+    if (!ec) std::tie(ec, n) = co_await asio::async_write(stream, http::make_chunk_last(), kUse);
+    stream.expires_never();
+    co_return !ec && keepAlive;
+  }
+  Reply r = replyForEviction(ex.evictedAs);
+  r.retryAfterS = gw.retryAfter429();
+  co_return co_await writeReply(stream, r, keepAlive);
+}
+
+// Proxies to the dispatch's endpoint and releases its ledger handle when the upstream exchange
+// ends (done, failed, aborted or the client gone).
+asio::awaitable<bool> proxyTo(HttpServer::Shard& shard, beast::tcp_stream& stream,
+                              http::request<http::string_body>& req, std::shared_ptr<Exchange> ex,
+                              Pool::Dispatch dispatch, long long queuedMs, bool streamed,
+                              bool keepAlive, TokenUsage* usage = nullptr) {
+  Gateway& gw = shard.gw;
+  const std::size_t endpoint = dispatch.endpoint;
+  // An HTTP/1.0 client cannot take a chunked stream: its stream ends with the connection.
+  const bool chunked = req.version() >= 11;
+  if (streamed && !chunked) keepAlive = false;
+  ProxyRequest what{usage,     endpoint, gw.pool().url(endpoint), streamed, queuedMs,
+                    keepAlive, chunked};
+  std::string error;
+  unsigned status = 0;
+  const ProxyResult r =
+      co_await proxy(shard.upstream, gw.options(), req, stream, what, ex->abort, error, status);
+  // The upstream exchange is torn down: the ledger's slot and the controller's lease end here (for
+  // a revoked request, this release is the confirmation).
+  dispatch.handle.release();
+  ex->endLease();
+  if (ex->revoked && r != ProxyResult::kRevoked && r != ProxyResult::kRevokedMidStream) {
+    // The revocation arrived after the upstream response had been read to its end: it completed.
+    gw.counters().evictionsTooLate.fetch_add(1, std::memory_order_relaxed);
+  }
+  switch (r) {
+    case ProxyResult::kRevoked:
+    case ProxyResult::kRevokedMidStream:
+      co_return co_await answerEvicted(gw, stream, *ex, r == ProxyResult::kRevokedMidStream,
+                                       keepAlive, chunked);
+    case ProxyResult::kDone:
+      gw.counters().count(int(status));
+      co_return keepAlive;
+    case ProxyResult::kTruncated:
+      gw.counters().upstreamFailures.fetch_add(1, std::memory_order_relaxed);
+      co_return false;
+    case ProxyResult::kClientGone:
+      co_return false;
+    case ProxyResult::kFailedBeforeHead: {
+      gw.counters().upstreamFailures.fetch_add(1, std::memory_order_relaxed);
+      gw.counters().count(502);
+      Reply reply = replyForUpstreamFailure(what.endpointUrl, error);
+      auto res = ownResponse(502u, "application/json", keepAlive, std::move(reply.body));
+      res.set(kEndpointHeader, what.endpointUrl);
+      co_return co_await send(stream, res);
+    }
+  }
+  co_return false;
+}
+
+}  // namespace
+
+// GCC 12 reports asio's coroutine-frame operator delete as mismatched with its operator new here
+// (a false positive: both are awaitable_frame_base's, through asio's recycling allocator); it
+// appeared when this function moved out of http_server.cpp's anonymous namespace.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
+#endif
+asio::awaitable<bool> handleCompletion(HttpServer::Shard& shard, beast::tcp_stream& stream,
+                                       Lookahead& client, http::request<http::string_body>& req,
+                                       bool keepAlive) {
+  Gateway& gw = shard.gw;
+  GatewayCounters& counters = gw.counters();
+  auto reply = [&](Reply r) -> asio::awaitable<bool> {
+    counters.count(r.status);
+    co_return co_await writeReply(stream, r, keepAlive);
+  };
+  const TimePoint received = Clock::now();
+  const CompletionBody body = scanCompletionBody(req.body());
+  if (!body.object) {
+    counters.clientErrors.fetch_add(1, std::memory_order_relaxed);
+    co_return co_await reply(replyForBadRequest("the request body is not a JSON object"));
+  }
+  const Priority priority = gw.options().objectives.priorityOf(req[kObjectiveHeader]);
+  std::string flow = flowIdFrom(req[kFairnessIdHeader], req[kFairnessIdHeaderAlias]);
+  const bool streamed = body.stream;
+
+  if (!gw.pool().anyUp()) {
+    Reply r = jsonError(503, "service_unavailable",
+                        "no model server is usable: none answered its last metrics scrape");
+    r.dropReason = "rejected-no-endpoints";
+    r.retryAfterS = gw.retryAfter503();
+    co_return co_await reply(std::move(r));
+  }
+
+  auto ex = std::make_shared<Exchange>(stream.get_executor(), gw);
+  struct Finish {
+    Exchange& e;
+    Lookahead& client;
+    tcp::socket& s;
+    ~Finish() {
+      e.endLease();  // a dispatched request that was never proxied (or a coroutine unwound)
+      e.finished = true;
+      endWatch(client, s);
+    }
+  } finish{*ex, client, stream.socket()};
+
+  if (!gw.bundle().flowControlEnabled) {
+    // Legacy (gate off): everything at once, except priority < 0 while saturated.
+    std::vector<Endpoint> snapshot;
+    gw.pool().snapshot(snapshot);
+    const TimePoint now = Clock::now();
+    if (priority < 0 && gw.detector().saturation(snapshot, now) >= 1.0) {
+      Reply r =
+          jsonError(429, "rate_limit_exceeded", "system saturated, sheddable request dropped");
+      r.retryAfterS = 1;
+      co_return co_await reply(std::move(r));
+    }
+    auto endpoint = gw.pool().pick(gw.detector(), now);
+    if (!endpoint) {
+      co_return co_await reply(
+          replyForOutcome({QueueOutcome::kRejectedNoEndpoints, OutcomeCause::kNoEndpoints}, true));
+    }
+    ex->done = true;
+    watchClient(client, *ex, stream.socket(), counters);
+    co_return co_await proxyTo(shard, stream, req, ex, std::move(*endpoint), 0, streamed,
+                               keepAlive);
+  }
+
+  FlowRequest request;
+  request.flowId = flow;
+  request.priority = priority;
+  // slo-deadline-ordering-policy: received time + the TTFT objective of the SLO header.
+  request.receivedTime = received;
+  const auto header = [&](std::string_view name) -> std::optional<std::string_view> {
+    const auto it = req.find(name);
+    if (it == req.end()) return std::nullopt;
+    return std::string_view(it->value().data(), it->value().size());
+  };
+  request.ttftObjective = SloDeadlineOrderingPolicy::ttftFromHeaders(
+      header(SloDeadlineOrderingPolicy::kHeader),
+      header(SloDeadlineOrderingPolicy::kDeprecatedHeader));
+  request.sizeBytes = req.body().size();
+  request.payload = std::shared_ptr<OutcomeSink>(ex);
+  gw.dispatcher().arrived();
+  ex->ticket = gw.controller().enqueue(std::move(request));
+  gw.dispatcher().dispatchNow();
+  watchClient(client, *ex, stream.socket(), counters);
+  while (!ex->done) {
+    auto [ec] = co_await ex->wake.async_wait(kUse);
+    (void)ec;
+  }
+  if (!ex->outcome.dispatched() || !ex->dispatch) {
+    if (ex->clientGone) co_return false;  // nobody to answer
+    const bool pool_empty = gw.controller().poolRegime().empty;
+    Reply r = ex->outcome.dispatched()
+                  ? replyForOutcome(
+                        {QueueOutcome::kRejectedNoEndpoints, OutcomeCause::kNoEndpoints}, true)
+                  : replyForOutcome(ex->outcome, pool_empty);
+    if (r.status == 429) r.retryAfterS = gw.retryAfter429();
+    if (r.status == 503 && r.dropReason == "rejected-no-endpoints") {
+      r.retryAfterS = gw.retryAfter503();
+    }
+    co_return co_await reply(std::move(r));
+  }
+  if (ex->revoked && !ex->clientGone) {
+    // Revoked between its dispatch and the start of its upstream exchange: nothing to abort.
+    ex->dispatch.reset();  // releases the ledger handle
+    ex->endLease();
+    co_return co_await answerEvicted(gw, stream, *ex, false, keepAlive);
+  }
+  if (ex->clientGone || ex->abort.aborted) {
+    // Dispatched just as the client went away: do not spend a model-server slot on it.
+    ex->dispatch.reset();  // releases the ledger handle
+    ex->endLease();
+    counters.queuedCancelled.fetch_add(1, std::memory_order_relaxed);
+    co_return false;
+  }
+  const auto queued_ms = std::chrono::duration_cast<std::chrono::milliseconds>(ex->queued).count();
+  Pool::Dispatch dispatch = std::move(*ex->dispatch);
+  ex->dispatch.reset();
+  TokenUsage usage;
+  const bool keep =
+      co_await proxyTo(shard, stream, req, ex, std::move(dispatch), queued_ms, streamed, keepAlive,
+                       gw.reportsServedTokens() ? &usage : nullptr);
+  // program-aware-fairness: the tokens served (a non-streamed body's "usage", a stream's usage
+  // event when the client asked for one, else the stream's estimate: StreamUsageScanner).
+  if (usage.known) gw.reportServed(flow, usage.promptTokens, usage.completionTokens, ex->queued);
+  co_return keep;
+}
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
+
+}  // namespace holdback::gateway

@@ -1,0 +1,73 @@
+#include "routes.hpp"
+
+#include <string>
+#include <string_view>
+
+#include <nlohmann/json.hpp>
+
+#include "metrics_endpoint.hpp"
+#include "own_response.hpp"
+
+namespace holdback::gateway {
+
+namespace {
+
+std::string modelsBody(const Gateway& gw) {
+  nlohmann::json data = nlohmann::json::array();
+  for (const std::string& id : gw.models()) {
+    data.push_back({{"id", id}, {"object", "model"}, {"created", 0}, {"owned_by", "holdback"}});
+  }
+  return nlohmann::json({{"object", "list"}, {"data", data}})
+      .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+}  // namespace
+
+asio::awaitable<bool> route(HttpServer::Shard& shard, beast::tcp_stream& stream, Lookahead& client,
+                            http::request<http::string_body>& req, bool keepAlive) {
+  Gateway& gw = shard.gw;
+  std::string_view path = req.target();
+  if (const auto q = path.find('?'); q != std::string_view::npos) path = path.substr(0, q);
+  const bool post = req.method() == http::verb::post;
+  const bool head = req.method() == http::verb::head;
+  const bool get = req.method() == http::verb::get || head;
+  auto clientError = [&](int status, std::string_view type, std::string message,
+                         std::string_view allow = {}) -> asio::awaitable<bool> {
+    gw.counters().clientErrors.fetch_add(1, std::memory_order_relaxed);
+    co_return co_await writeReply(stream, jsonError(status, type, message), keepAlive, allow, head);
+  };
+  // 405 with the methods the path takes (`allow`; the message says "use `use`").
+  auto methodNotAllowed = [&](std::string_view allow, std::string_view use) {
+    return clientError(405, "invalid_request_error",
+                       "method " + std::string(req.method_string()) + " not allowed on " +
+                           std::string(path) + "; use " + std::string(use),
+                       allow);
+  };
+  if (isInferencePath(path)) {
+    if (!post) co_return co_await methodNotAllowed("POST", "POST");
+    co_return co_await handleCompletion(shard, stream, client, req, keepAlive);
+  }
+  if (path == "/metrics" || path == "/healthz" || path == "/readyz" || path == "/v1/models" ||
+      path == "/debug/program-aware-fairness") {
+    if (!get) co_return co_await methodNotAllowed("GET, HEAD", "GET or HEAD");
+    const auto text = [&](std::string body, std::string_view type) {
+      return writeText(stream, 200, std::move(body), type, keepAlive, head);
+    };
+    if (path == "/metrics") {
+      co_return co_await text(renderMetrics(gw), "text/plain; version=0.0.4; charset=utf-8");
+    }
+    if (path == "/healthz") co_return co_await text("ok", "text/plain");
+    if (path == "/debug/program-aware-fairness") {
+      co_return co_await text(gw.programAwareState(), "application/json");
+    }
+    if (path == "/v1/models") co_return co_await text(modelsBody(gw), "application/json");
+    if (gw.pool().anyUp()) co_return co_await text("ready", "text/plain");
+    Reply r = jsonError(503, "service_unavailable",
+                        "not ready: no model server answered its last metrics scrape");
+    r.retryAfterS = gw.retryAfter503();
+    co_return co_await writeReply(stream, r, keepAlive, {}, head);
+  }
+  co_return co_await clientError(404, "invalid_request_error", "no route for " + std::string(path));
+}
+
+}  // namespace holdback::gateway

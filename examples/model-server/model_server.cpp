@@ -1,0 +1,47 @@
+#include "model_server.hpp"
+
+#include <ctime>
+#include <initializer_list>
+#include <string_view>
+
+#include "holdback/metrics/prometheus.hpp"
+
+namespace holdback_examples {
+
+ModelServer::ModelServer(const ServerOptions& o)
+    : options_(o),
+      scheduler_({.slots = o.slots, .kvCapacityTokens = o.kvCapacityTokens}),
+      context_{o.model, static_cast<std::int64_t>(std::time(nullptr))} {}
+
+std::string ModelServer::metrics() const {
+  const BatchScheduler::Snapshot s = scheduler_.snapshot();
+  using Label = holdback::PrometheusWriter::Label;
+  holdback::PrometheusWriter w;
+  const auto gauge = [&](std::string_view name, std::string_view help, double value) {
+    w.family(name, "gauge", help);
+    w.sample(name, {Label{"model_name", options_.model}}, value);
+  };
+  const auto counter = [&](std::string_view name, std::string_view help, std::uint64_t value,
+                           std::initializer_list<Label> labels) {
+    w.family(name, "counter", help);
+    w.sample(name, labels, value);
+  };
+  gauge("vllm:num_requests_running", "Number of requests in model execution batches.",
+        static_cast<double>(s.running));
+  gauge("vllm:num_requests_waiting", "Number of requests waiting to be processed.",
+        options_.fakeWaiting.value_or(static_cast<double>(s.waiting)));
+  const double kv = options_.fakeKv.value_or(s.kvCacheUsage);
+  gauge("vllm:kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage.", kv);
+  gauge("vllm:gpu_cache_usage_perc",
+        "GPU KV-cache usage. 1 means 100 percent usage (older name of kv_cache_usage_perc).", kv);
+  counter("vllm:request_success_total", "Count of successfully processed requests.",
+          counters_.success.load(),
+          {Label{"finished_reason", "length"}, Label{"model_name", options_.model}});
+  counter("vllm:prompt_tokens_total", "Number of prefill tokens processed.",
+          counters_.promptTokens.load(), {Label{"model_name", options_.model}});
+  counter("vllm:generation_tokens_total", "Number of generation tokens processed.",
+          counters_.generationTokens.load(), {Label{"model_name", options_.model}});
+  return w.take();
+}
+
+}  // namespace holdback_examples
