@@ -50,6 +50,8 @@
 #include <vector>
 
 #include "holdback/flow/admission.hpp"
+#include "holdback/flow/detail/flat_index.hpp"
+#include "holdback/flow/detail/intrusive_treap.hpp"
 #include "holdback/flow/fairness.hpp"
 #include "holdback/flow/flow_controller.hpp"
 #include "holdback/flow/options.hpp"
@@ -151,139 +153,10 @@ inline void destroyItem(Item* item) noexcept {
 // The public view of a queued record (for OrderingPolicy::less and FlowQueueView::head).
 QueuedRequestView makeView(const Item& item) noexcept;
 
-// An intrusive treap over nodes with `parent`, `left` and `right` links, ordered by the caller's
-// comparisons (insertWith), heap-ordered by Rank::of(node) (pseudo-random, so the expected depth
-// is O(log n) for any order of insertion). The first and last nodes are cached: an insertion
-// after the last or before the first compares once, and erasing the first is a splice plus the
-// successor's lookup. Erasure compares nothing. No allocation.
-template <class Node, class Rank>
-class IntrusiveTreap {
- public:
-  [[nodiscard]] bool empty() const noexcept { return count_ == 0; }
-  [[nodiscard]] std::size_t size() const noexcept { return count_; }
-  [[nodiscard]] Node* front() const noexcept { return first_; }
-
-  // Inserts x; before(other) tells whether x goes before `other` (a strict total order).
-  template <class Before>
-  void insertWith(Node* x, Before&& before) noexcept {
-    x->left = nullptr;
-    x->right = nullptr;
-    count_ += 1;
-    if (root_ == nullptr) {
-      x->parent = nullptr;
-      root_ = first_ = last_ = x;
-      return;
-    }
-    Node* p = nullptr;
-    bool left = false;
-    if (!before(last_)) {  // after the last (every arrival in order): no descent
-      p = last_;
-      last_ = x;
-    } else if (before(first_)) {
-      p = first_;
-      left = true;
-      first_ = x;
-    } else {
-      p = root_;
-      for (;;) {
-        left = before(p);
-        Node* child = left ? p->left : p->right;
-        if (child == nullptr) break;
-        p = child;
-      }
-    }
-    x->parent = p;
-    (left ? p->left : p->right) = x;
-    const std::uint64_t r = Rank::of(x);
-    while (x->parent != nullptr && Rank::of(x->parent) < r) rotateUp(x);
-  }
-
-  void erase(Node* x) noexcept {
-    // Rotations keep the in-order sequence, so neighbours found now stay the neighbours.
-    if (x == first_) first_ = next(x);
-    if (x == last_) last_ = prev(x);
-    while (x->left != nullptr && x->right != nullptr) {
-      rotateUp(Rank::of(x->left) > Rank::of(x->right) ? x->left : x->right);
-    }
-    Node* child = x->left != nullptr ? x->left : x->right;
-    Node* p = x->parent;
-    if (child != nullptr) child->parent = p;
-    if (p == nullptr) {
-      root_ = child;
-    } else if (p->left == x) {
-      p->left = child;
-    } else {
-      p->right = child;
-    }
-    x->parent = x->left = x->right = nullptr;
-    count_ -= 1;
-  }
-
-  // In-order successor / predecessor; nullptr past the ends.
-  [[nodiscard]] static Node* next(const Node* x) noexcept {
-    if (x->right != nullptr) {
-      Node* n = x->right;
-      while (n->left != nullptr) n = n->left;
-      return n;
-    }
-    Node* p = x->parent;
-    while (p != nullptr && p->right == x) {
-      x = p;
-      p = p->parent;
-    }
-    return p;
-  }
-  [[nodiscard]] static Node* prev(const Node* x) noexcept {
-    if (x->left != nullptr) {
-      Node* n = x->left;
-      while (n->right != nullptr) n = n->right;
-      return n;
-    }
-    Node* p = x->parent;
-    while (p != nullptr && p->left == x) {
-      x = p;
-      p = p->parent;
-    }
-    return p;
-  }
-
- private:
-  void rotateUp(Node* x) noexcept {  // x takes its parent's place
-    Node* p = x->parent;
-    Node* g = p->parent;
-    if (p->left == x) {
-      p->left = x->right;
-      if (x->right != nullptr) x->right->parent = p;
-      x->right = p;
-    } else {
-      p->right = x->left;
-      if (x->left != nullptr) x->left->parent = p;
-      x->left = p;
-    }
-    p->parent = x;
-    x->parent = g;
-    if (g == nullptr) {
-      root_ = x;
-    } else if (g->left == p) {
-      g->left = x;
-    } else {
-      g->right = x;
-    }
-  }
-
-  Node* root_ = nullptr;
-  Node* first_ = nullptr;
-  Node* last_ = nullptr;
-  std::size_t count_ = 0;
-};
-
-// A bijective mix (splitmix64's finalizer): distinct pseudo-random treap priorities from unique
-// sequence numbers, not chosen by the host.
+// Distinct pseudo-random treap ranks from unique sequence numbers, not chosen by the host
+// (mix64 of the sequence plus the golden-ratio increment: splitmix64's output).
 inline std::uint64_t mixSequence(std::uint64_t sequence) noexcept {
-  std::uint64_t z = sequence + 0x9E3779B97F4A7C15ull;
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
+  return mix64(sequence + 0x9E3779B97F4A7C15ull);
 }
 
 // One flow's queue, ordered by ItemLess: an IntrusiveTreap over the records' links, whose heap
@@ -410,10 +283,10 @@ class HeadIndex {
 
 using ActiveSet = std::set<Flow*, IdLess>;
 
-// A band's flows by id: open addressing with linear probing over (hash, Flow*) slots, a
-// power-of-two array kept at most half full; erasure shifts the following slots back (no
-// tombstones). A lookup reads one slot array (the stored hash is compared before the id) instead
-// of a node-based map's bucket, node and key. Allocates only when it grows (a new flow).
+// A band's flows by id: a FlatIndex (open addressing, linear probing, at most half full,
+// backward-shift erasure) over (hash, Flow*) slots, homed by the hash's top bits (Fibonacci
+// hashing). A lookup reads one slot array (the stored hash is compared before the id) instead of
+// a node-based map's bucket, node and key. Allocates only when it grows (a new flow).
 class FlowIndex {
  public:
   [[nodiscard]] static std::uint64_t hashOf(std::string_view id) noexcept {
@@ -423,19 +296,23 @@ class FlowIndex {
   // Adds a flow whose id is not in the index (by its id_hash).
   void insert(Flow* f);
   void erase(const Flow* f) noexcept;
-  [[nodiscard]] std::size_t size() const noexcept { return size_; }
+  [[nodiscard]] std::size_t size() const noexcept { return index_.size(); }
 
  private:
   struct Slot {
     std::uint64_t hash = 0;
     Flow* flow = nullptr;  // nullptr: empty
   };
-  [[nodiscard]] std::size_t home(std::uint64_t hash) const noexcept {
-    return static_cast<std::size_t>((hash * 0x9E3779B97F4A7C15ull) >> shift_);
-  }
-  std::vector<Slot> slots_;
-  unsigned shift_ = 64;
-  std::size_t size_ = 0;
+  struct Policy {
+    using Slot = FlowIndex::Slot;
+    static constexpr std::size_t kInitialCapacity = 16;
+    static bool empty(const Slot& s) noexcept { return s.flow == nullptr; }
+    static std::uint64_t key(const Slot& s) noexcept { return s.hash; }
+    static std::size_t home(std::uint64_t hash, unsigned shift) noexcept {
+      return static_cast<std::size_t>((hash * 0x9E3779B97F4A7C15ull) >> shift);
+    }
+  };
+  FlatIndex<Policy> index_;
 };
 
 inline constexpr std::uint32_t kNoIdBuffer = 0xffffffffu;
@@ -649,56 +526,17 @@ inline Flow::Flow(std::string flow_id, Band* owner, ItemLess less)
 }
 
 inline Flow* FlowIndex::find(std::string_view id, std::uint64_t hash) const noexcept {
-  if (size_ == 0) return nullptr;
-  const std::size_t mask = slots_.size() - 1;
-  for (std::size_t i = home(hash);; i = (i + 1) & mask) {
-    const Slot& s = slots_[i];
-    if (s.flow == nullptr) return nullptr;
-    if (s.hash == hash && std::string_view(s.flow->id) == id) return s.flow;
-  }
+  const Slot* s = index_.find(
+      hash, [&](const Slot& e) { return e.hash == hash && std::string_view(e.flow->id) == id; });
+  return s == nullptr ? nullptr : s->flow;
 }
 
 inline void FlowIndex::insert(Flow* f) {
-  if (2 * (size_ + 1) > slots_.size()) {  // grow: at most half full
-    const std::size_t n = slots_.empty() ? 16 : 2 * slots_.size();
-    std::vector<Slot> old(n);
-    old.swap(slots_);
-    shift_ = 64;
-    for (std::size_t k = n; k > 1; k >>= 1) shift_ -= 1;
-    for (const Slot& s : old) {
-      if (s.flow == nullptr) continue;
-      std::size_t i = home(s.hash);
-      while (slots_[i].flow != nullptr) i = (i + 1) & (n - 1);
-      slots_[i] = s;
-    }
-  }
-  const std::size_t mask = slots_.size() - 1;
-  std::size_t i = home(f->id_hash);
-  while (slots_[i].flow != nullptr) i = (i + 1) & mask;
-  slots_[i] = {f->id_hash, f};
-  size_ += 1;
+  index_.insert(Slot{f->id_hash, f});
 }
 
 inline void FlowIndex::erase(const Flow* f) noexcept {
-  if (size_ == 0) return;
-  const std::size_t mask = slots_.size() - 1;
-  std::size_t i = home(f->id_hash);
-  while (slots_[i].flow != f) {
-    if (slots_[i].flow == nullptr) return;  // not indexed
-    i = (i + 1) & mask;
-  }
-  // Backward shift: move each following slot of the run into the hole when its home position
-  // does not lie (cyclically) in (hole, slot].
-  for (std::size_t j = (i + 1) & mask; slots_[j].flow != nullptr; j = (j + 1) & mask) {
-    const std::size_t h = home(slots_[j].hash);
-    const bool stays = i <= j ? (i < h && h <= j) : (i < h || h <= j);
-    if (!stays) {
-      slots_[i] = slots_[j];
-      i = j;
-    }
-  }
-  slots_[i] = Slot{};
-  size_ -= 1;
+  (void)index_.erase(f->id_hash, [f](const Slot& e) { return e.flow == f; });
 }
 
 inline void Band::dropFromActive(Flow* f) const noexcept {
