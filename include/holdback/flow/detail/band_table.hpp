@@ -6,6 +6,11 @@
 //   id; global and per-band totals; the outcome counters per priority (kept after a band is
 //   removed); the desired priority set.
 //
+// Built from the containers of flow/detail/: the records and their pools (item_pool.hpp), the
+// id index (id_index.hpp), a band's orders and indexes (band_indexes.hpp: treaps of
+// intrusive_treap.hpp, a FlatIndex of flat_index.hpp). The stats snapshot is implemented in
+// band_table_stats-inl.hpp.
+//
 // Invariants (hold between calls)
 //   - Every queued Item is in exactly one Flow's `items` (linked through its own treap links) and
 //     in `items_` under its id (chained through its own hash link): a request is one allocation.
@@ -22,7 +27,7 @@
 //     takes back, so a finalization does not allocate.
 //   - Band 0 always exists; `ordered_` lists the bands highest first, and the scratch buffers of
 //     the dispatch cycle have capacity for every band.
-//   - Records are recycled through bounded pools (pool_, one per record size): the table's own
+//   - Records are recycled through bounded pools (pool_: one per record size): the table's own
 //     operations do not allocate in steady state, and memory beyond the pools, or unused by them
 //     between two collectGarbage() calls, is handed back as Retired, to be freed after the
 //     owner's lock.
