@@ -1,6 +1,6 @@
-// LeaseTable (flow/lease_table.hpp): against a std::map model under random operations, the walks
-// in dispatch order, bad input, and no allocation once warm.
-#include "holdback/flow/lease_table.hpp"
+// detail::LeaseTable (flow/detail/lease_table.hpp): against a std::map model under random
+// operations, the walks in dispatch order, bad input, and no allocation once warm.
+#include "holdback/flow/detail/lease_table.hpp"
 
 #include <gtest/gtest.h>
 
@@ -12,6 +12,8 @@
 
 namespace holdback {
 namespace {
+
+using detail::LeaseTable;
 
 TimePoint at(int ms) {
   return TimePoint{} + std::chrono::milliseconds(ms);

@@ -4,7 +4,8 @@
 // contract.
 //
 // The pieces
-//   - Leases: every request the FlowController dispatches holds a lease (flow/lease_table.hpp)
+//   - Leases: every request the FlowController dispatches holds a lease
+//   (flow/detail/lease_table.hpp)
 //     while eviction is enabled or the policy reads demand, until the host calls
 //     FlowController::release(id, now). The host may tell the lease its tokens
 //     (FlowController::updateLease: footprint and tokens generated so far).

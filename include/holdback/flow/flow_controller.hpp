@@ -37,9 +37,9 @@
 //   kEvictedOther and rejects later ones kRejectedOther (cause kNotRunning).
 //
 //   Demand (only when the policy's usesDemand() is true; otherwise none of this runs or costs):
-//   a dispatched request holds a lease (flow/lease_table.hpp, under mu, O(1), no allocation in
-//   steady state) until the host calls release(id, now) when it ends; expire() drops leases older
-//   than options.leaseTimeout (default 10 min), so a host that never releases does not grow
+//   a dispatched request holds a lease (flow/detail/lease_table.hpp, under mu, O(1), no allocation
+//   in steady state) until the host calls release(id, now) when it ends; expire() drops leases
+//   older than options.leaseTimeout (default 10 min), so a host that never releases does not grow
 //   memory, and its bands' in-flight figures recover after that long. Per band, one
 //   DemandEstimator (policy/demand.hpp, constants from policy->demandSmoothing()) folds arrivals
 //   (accepted enqueues), in flight (leases), queued requests and holding times (release) into a

@@ -1,8 +1,9 @@
 // Implementation of holdback/flow/detail/band_table.hpp (compiled by src/flow.cpp, or included by
-// flow_controller-inl.hpp in header-only mode).
+// flow_controller-inl.hpp in header-only mode); the stats snapshot is in band_table_stats-inl.hpp.
 #pragma once
 
 #include "holdback/flow/detail/band_table.hpp"
+#include "holdback/flow/detail/band_table_stats-inl.hpp"
 
 #include <algorithm>
 #include <utility>
@@ -62,70 +63,16 @@ HOLDBACK_INLINE Item* ItemQueue::next(const Item* x) noexcept {
 }
 
 // ---------------------------------------------------------------------------------------------
-// The id index
-
-HOLDBACK_INLINE Item* IdIndex::find(RequestId id) const noexcept {
-  if (size_ == 0) return nullptr;
-  for (Item* it = buckets_[slot(id)]; it != nullptr; it = it->hash_next) {
-    if (it->id == id) return it;
-  }
-  return nullptr;
-}
-
-HOLDBACK_INLINE std::vector<Item*> IdIndex::rehash(std::size_t buckets) {
-  std::vector<Item*> old(buckets, nullptr);
-  old.swap(buckets_);
-  shift_ = 64;
-  for (std::size_t n = buckets; n > 1; n >>= 1) shift_ -= 1;
-  for (Item* head : old) {
-    while (head != nullptr) {
-      Item* next = head->hash_next;
-      Item*& b = buckets_[slot(head->id)];
-      head->hash_next = b;
-      b = head;
-      head = next;
-    }
-  }
-  return old;
-}
-
-HOLDBACK_INLINE void IdIndex::insert(Item* item) {
-  if (size_ + 1 > buckets_.size()) (void)rehash(std::max(kMinBuckets, buckets_.size() * 2));
-  Item*& b = buckets_[slot(item->id)];
-  item->hash_next = b;
-  b = item;
-  size_ += 1;
-}
-
-HOLDBACK_INLINE void IdIndex::erase(Item* item) noexcept {
-  Item** link = &buckets_[slot(item->id)];
-  while (*link != item) link = &(*link)->hash_next;
-  *link = item->hash_next;
-  item->hash_next = nullptr;
-  size_ -= 1;
-}
-
-HOLDBACK_INLINE void IdIndex::shrinkToFit(std::vector<Item*>& old) {
-  std::size_t target = buckets_.size();
-  while (target > kMinBuckets && size_ * 4 < target) target /= 2;
-  if (target != buckets_.size()) old = rehash(target);
-}
-
-// ---------------------------------------------------------------------------------------------
 // Memory
 
-HOLDBACK_INLINE BandTable::BandTable() {
-  for (auto& pool : spare_) pool.reserve(kMaxSpareItems);  // the pools never grow their arrays
-}
+HOLDBACK_INLINE BandTable::BandTable() = default;
 
 HOLDBACK_INLINE BandTable::~BandTable() {
   std::vector<Item*> all;
   all.reserve(items_.size());
   items_.forEach([&](Item* item) { all.push_back(item); });
   for (Item* item : all) destroyItem(item);
-  for (auto& pool : spare_)
-    for (Item* item : pool) destroyItem(item);
-}
+}  // pool_ frees the pooled records
 
 HOLDBACK_INLINE PreparedItem BandTable::acquire(RequestId id, const FlowRequest& request,
                                                 TimePoint now) {
@@ -135,20 +82,7 @@ HOLDBACK_INLINE PreparedItem BandTable::acquire(RequestId id, const FlowRequest&
   const Item::Kind kind = extras                        ? Item::kFullKind
                           : request.payload.has_value() ? Item::kWithPayload
                                                         : Item::kPlain;
-  std::vector<Item*>& pool = spare_[kind];
-  std::size_t& low_water = spare_low_water_[kind];
-  Item* item = nullptr;
-  if (!pool.empty()) {
-    item = pool.back();
-    pool.pop_back();
-    if (pool.size() < low_water) low_water = pool.size();
-  } else if (kind == Item::kFullKind) {  // the pool is empty: the table is growing
-    item = new FullItem();
-  } else if (kind == Item::kWithPayload) {
-    item = new PayloadItem();
-  } else {
-    item = new Item();
-  }
+  Item* item = pool_.take(kind);
   item->hash_next = item->parent = item->left = item->right = nullptr;
   item->flow = nullptr;
   item->id = id;
@@ -173,45 +107,8 @@ HOLDBACK_INLINE PreparedItem BandTable::acquire(RequestId id, const FlowRequest&
   return PreparedItem{item};
 }
 
-HOLDBACK_INLINE void BandTable::recycle(Item* item, Retired& freed) noexcept {
-  if (std::any* payload = item->payload()) payload->reset();  // never kept alive by the pool
-  item->flow = nullptr;
-  std::vector<Item*>& pool = spare_[item->kind()];
-  if (pool.size() < kMaxSpareItems) {
-    pool.push_back(item);  // capacity reserved: no allocation
-  } else {
-    freed.item = item;
-  }
-}
-
-HOLDBACK_INLINE void BandTable::keepIdBuffer(Flow* flow, std::string&& text) {
-  std::uint32_t i = free_id_buffers_;
-  if (i == kNoIdBuffer) {
-    i = static_cast<std::uint32_t>(id_buffers_.size());
-    id_buffers_.emplace_back();  // growth (more such requests queued than ever before)
-  } else {
-    free_id_buffers_ = id_buffers_[i].next;
-  }
-  IdBuffer& b = id_buffers_[i];
-  b.text = std::move(text);
-  b.next = flow->id_buffers;
-  flow->id_buffers = i;
-  used_id_buffers_ += 1;
-}
-
-HOLDBACK_INLINE void BandTable::takeIdBuffer(Flow* flow, std::string& out) noexcept {
-  const std::uint32_t i = flow->id_buffers;
-  if (i == kNoIdBuffer) return;
-  IdBuffer& b = id_buffers_[i];
-  out = std::move(b.text);
-  flow->id_buffers = b.next;
-  b.next = free_id_buffers_;
-  free_id_buffers_ = i;
-  used_id_buffers_ -= 1;
-}
-
 HOLDBACK_INLINE void BandTable::release(PreparedItem&& prepared, Retired& freed) noexcept {
-  recycle(std::exchange(prepared.item, nullptr), freed);
+  pool_.recycle(std::exchange(prepared.item, nullptr), freed);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -401,19 +298,8 @@ HOLDBACK_INLINE void BandTable::collectGarbage(TimePoint now, Duration flow_idle
                                                Duration band_idle_timeout,
                                                std::vector<Retired>& freed) {
   // The pool's memory no request needed since the last collection goes back to the system.
-  for (std::size_t k = 0; k < spare_.size(); ++k) {
-    std::vector<Item*>& pool = spare_[k];
-    for (std::size_t i = 0; i < spare_low_water_[k] && !pool.empty(); ++i) {
-      freed.emplace_back().item = pool.back();
-      pool.pop_back();
-    }
-    spare_low_water_[k] = pool.size();
-  }
-  if (used_id_buffers_ == 0 && id_buffers_.capacity() > 0) {
-    freed.emplace_back().id_buffers = std::move(id_buffers_);
-    id_buffers_ = {};
-    free_id_buffers_ = kNoIdBuffer;
-  }
+  pool_.collect(freed);
+  id_buffers_.collect(freed);
   {
     std::vector<Item*> old_buckets;
     items_.shrinkToFit(old_buckets);
@@ -525,7 +411,7 @@ HOLDBACK_INLINE void BandTable::insert(PreparedItem&& prepared, FlowRequest& req
   if (request.flowId.capacity() > std::string().capacity()) {
     // A heap buffer holding the flow's id: kept for this request's completion, so finalizing
     // does not allocate (growing the flow's array does: a burst, not the steady state).
-    keepIdBuffer(flow, std::move(request.flowId));
+    id_buffers_.keep(flow->id_buffers, std::move(request.flowId));
   }
   if (std::any* payload = item->payload()) *payload = std::move(request.payload);
   item->flow = flow;
@@ -573,7 +459,7 @@ HOLDBACK_INLINE Retired BandTable::finalize(Item* item, Outcome outcome, TimePoi
   c.id = item->id;
   // The flow id: in the buffer a request of this flow brought (every request whose id does not
   // fit the small-string buffer left one), so no allocation.
-  takeIdBuffer(flow, c.flowId);
+  id_buffers_.take(flow->id_buffers, c.flowId);
   c.flowId.assign(flow->id);
   c.requestedPriority = item->requestedPriority;
   c.bandPriority = band->prio;
@@ -585,7 +471,7 @@ HOLDBACK_INLINE Retired BandTable::finalize(Item* item, Outcome outcome, TimePoi
   if (outcome.kind == QueueOutcome::kDispatched) {
     recordQueueDuration(band, elapsed(c.enqueueTime, now));
   }
-  recycle(item, retired);
+  pool_.recycle(item, retired);
   return retired;
 }
 
@@ -596,116 +482,6 @@ HOLDBACK_INLINE std::vector<Item*> BandTable::allItems() const {
   std::sort(all.begin(), all.end(),
             [](const Item* a, const Item* b) { return a->sequence < b->sequence; });
   return all;
-}
-
-HOLDBACK_INLINE void BandTable::fillStats(FlowControllerStats& out,
-                                          std::size_t fairness_id_labels) const {
-  out.queuedRequests = total_requests_;
-  out.queuedBytes = total_bytes_;
-  out.outcomes = outcomes_;
-  out.untrackedRequestedOutcomes = requested_outcomes_.untracked;
-  out.fairnessIdLabelLimit = fairness_id_labels;
-  out.bands.reserve(counters_.size());
-  for (auto it = counters_.rbegin(); it != counters_.rend(); ++it) {  // highest first
-    const auto& [p, c] = *it;
-    BandStats b;
-    b.priority = p;
-    b.gatedCycles = c.gated_cycles;
-    b.outcomes = c.outcomes;
-    b.queueDurationBuckets = c.queue_duration_buckets;
-    b.queueDurationSumSeconds = c.queue_duration_sum;
-    for (std::size_t i = 0; i < requested_outcomes_.size; ++i) {
-      const std::uint64_t k = requested_outcomes_.keys[i];
-      if (static_cast<Priority>(static_cast<std::uint32_t>(k >> 32)) != p) continue;
-      b.requestedOutcomes.push_back(
-          {static_cast<Priority>(static_cast<std::uint32_t>(k)), requested_outcomes_.counts[i]});
-    }
-    std::sort(b.requestedOutcomes.begin(), b.requestedOutcomes.end(),
-              [](const RequestedPriorityOutcomes& x, const RequestedPriorityOutcomes& y) {
-                return x.requestedPriority < y.requestedPriority;
-              });
-    auto band_it = bands_.find(p);
-    b.provisioned = band_it != bands_.end();
-    if (b.provisioned) {
-      const Band& band = *band_it->second;
-      b.queuedRequests = band.queued_requests;
-      b.queuedBytes = band.queued_bytes;
-      b.maxRequests = band.maxRequests;
-      b.maxBytes = band.maxBytes;
-      b.flows = band.flows.size();
-      b.activeFlows = band.active_count;
-      b.lastCeiling = band.last_ceiling;
-    }
-    out.bands.push_back(std::move(b));
-  }
-  if (fairness_id_labels > 0) fillFlowQueues(out, fairness_id_labels);
-}
-
-HOLDBACK_INLINE void BandTable::fillFlowQueues(FlowControllerStats& out, std::size_t limit) const {
-  // Each band's non-empty flows in id order, without a sort: the by-id index of the non-empty
-  // flows when the band keeps one, else every flow (by id) skipping the empty ones.
-  const auto forEachNonEmpty = [](const Band& band, auto&& fn) {
-    if (band.track_active) {
-      for (const Flow* f : band.active) {
-        if (!f->items.empty()) fn(f);
-      }
-    } else {
-      for (const auto& [id, f] : band.flows) {
-        if (!f->items.empty()) fn(f.get());
-      }
-    }
-  };
-  // Each flow id's totals over the bands.
-  struct Total {
-    std::size_t requests = 0;
-    std::uint64_t bytes = 0;
-    bool named = false;
-  };
-  std::unordered_map<std::string_view, Total> totals;
-  std::size_t entries = 0;
-  for (const Band* band : ordered_) entries += band->active_count;
-  totals.reserve(entries);
-  for (const Band* band : ordered_) {
-    forEachNonEmpty(*band, [&totals](const Flow* f) {
-      Total& t = totals[f->id];
-      t.requests += f->items.size();
-      t.bytes += f->queued_bytes;
-    });
-  }
-  // The `limit` ids with the most queued requests (then bytes, then the smaller id) get a label;
-  // a flow named like the bucket is always folded into it.
-  std::vector<std::pair<std::string_view, Total*>> ranked;
-  ranked.reserve(totals.size());
-  for (auto& [id, t] : totals) {
-    if (id != kOtherFairnessIdLabel) ranked.emplace_back(id, &t);
-  }
-  if (ranked.size() > limit) {
-    std::nth_element(ranked.begin(), ranked.begin() + static_cast<std::ptrdiff_t>(limit),
-                     ranked.end(), [](const auto& a, const auto& b) {
-                       if (a.second->requests != b.second->requests) {
-                         return a.second->requests > b.second->requests;
-                       }
-                       if (a.second->bytes != b.second->bytes) {
-                         return a.second->bytes > b.second->bytes;
-                       }
-                       return a.first < b.first;
-                     });
-    ranked.resize(limit);
-  }
-  for (auto& [id, t] : ranked) t->named = true;
-  for (BandStats& b : out.bands) {
-    if (!b.provisioned) continue;
-    const Band& band = *bands_.at(b.priority);
-    b.flowQueues.reserve(std::min(band.active_count, limit));
-    forEachNonEmpty(band, [&](const Flow* f) {
-      if (totals.at(f->id).named) {
-        b.flowQueues.push_back({f->id, f->items.size(), f->queued_bytes});
-      } else {
-        b.otherFlowsQueuedRequests += f->items.size();
-        b.otherFlowsQueuedBytes += f->queued_bytes;
-      }
-    });
-  }
 }
 
 }  // namespace detail

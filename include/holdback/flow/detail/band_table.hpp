@@ -6,6 +6,11 @@
 //   id; global and per-band totals; the outcome counters per priority (kept after a band is
 //   removed); the desired priority set.
 //
+// Built from the containers of flow/detail/: the records and their pools (item_pool.hpp), the
+// id index (id_index.hpp), a band's orders and indexes (band_indexes.hpp: treaps of
+// intrusive_treap.hpp, a FlatIndex of flat_index.hpp). The stats snapshot is implemented in
+// band_table_stats-inl.hpp.
+//
 // Invariants (hold between calls)
 //   - Every queued Item is in exactly one Flow's `items` (linked through its own treap links) and
 //     in `items_` under its id (chained through its own hash link): a request is one allocation.
@@ -22,7 +27,7 @@
 //     takes back, so a finalization does not allocate.
 //   - Band 0 always exists; `ordered_` lists the bands highest first, and the scratch buffers of
 //     the dispatch cycle have capacity for every band.
-//   - Records are recycled through bounded pools (spare_, one per record size): the table's own
+//   - Records are recycled through bounded pools (pool_: one per record size): the table's own
 //     operations do not allocate in steady state, and memory beyond the pools, or unused by them
 //     between two collectGarbage() calls, is handed back as Retired, to be freed after the
 //     owner's lock.
@@ -50,6 +55,9 @@
 #include <vector>
 
 #include "holdback/flow/admission.hpp"
+#include "holdback/flow/detail/band_indexes.hpp"
+#include "holdback/flow/detail/id_index.hpp"
+#include "holdback/flow/detail/item_pool.hpp"
 #include "holdback/flow/fairness.hpp"
 #include "holdback/flow/flow_controller.hpp"
 #include "holdback/flow/options.hpp"
@@ -58,393 +66,6 @@
 namespace holdback {
 inline namespace HOLDBACK_ABI_NAMESPACE {
 namespace detail {
-
-struct Flow;
-struct Band;
-struct Item;
-
-// Orders a flow's queue: the band's OrderingPolicy, then the arrival sequence. The built-in FCFS
-// policy is compared on the records directly; any other policy sees QueuedRequestViews built
-// from the records for the call (makeView).
-struct ItemLess {
-  const OrderingPolicy* ordering = nullptr;
-  bool fcfs = false;  // `ordering` is the built-in FcfsOrderingPolicy
-  bool operator()(const Item* a, const Item* b) const noexcept;
-  // The same with the records' views at hand (a policy other than FCFS).
-  bool operator()(const QueuedRequestView& va, const Item* a, const QueuedRequestView& vb,
-                  const Item* b) const noexcept;
-};
-
-// A queued request's record: one pooled block that is also its node in the id index (a hash
-// chain) and in its flow's queue (a treap). The flow id and the band priority are the flow's
-// (`flow`). Three sizes, each with its own pool: a plain record (88 bytes), a PayloadItem for a
-// request with a payload (104), a FullItem for one that also sets a caller deadline, a TTFT
-// objective or a receive time other than its enqueue time (128).
-struct Item {
-  enum Kind : std::uint8_t { kPlain = 0, kWithPayload = 1, kFullKind = 2 };
-  static constexpr std::size_t kKinds = 3;
-  static constexpr std::uint8_t kHasDeadline = 4;  // FullItem::deadline is set
-  static constexpr std::uint8_t kHasTtft = 8;      // FullItem::ttftObjective is set
-  static constexpr std::uint8_t kKindMask = 3;
-
-  Item* hash_next = nullptr;  // the id index's chain
-  Item* parent = nullptr;     // the flow queue's treap (see ItemQueue)
-  Item* left = nullptr;
-  Item* right = nullptr;
-  Flow* flow = nullptr;  // while queued
-  RequestId id = 0;
-  std::uint64_t sequence = 0;  // arrival order at the controller (QueuedRequestView::sequence)
-  std::uint64_t sizeBytes = 0;
-  TimePoint enqueueTime{};
-  Duration effectiveTtl{0};
-  Priority requestedPriority = 0;
-  std::uint8_t flags = 0;  // the Kind, kHasDeadline, kHasTtft
-
-  [[nodiscard]] Kind kind() const noexcept { return static_cast<Kind>(flags & kKindMask); }
-  [[nodiscard]] std::optional<TimePoint> deadline() const noexcept;
-  [[nodiscard]] TimePoint receivedTime() const noexcept;
-  [[nodiscard]] std::optional<Duration> ttftObjective() const noexcept;
-  // The payload slot (nullptr for a plain record).
-  [[nodiscard]] std::any* payload() noexcept;
-};
-
-struct PayloadItem : Item {
-  std::any payload;
-};
-
-struct FullItem final : PayloadItem {
-  TimePoint receivedTime{};
-  TimePoint deadline{};
-  Duration ttftObjective{0};
-};
-
-inline std::optional<TimePoint> Item::deadline() const noexcept {
-  if ((flags & kHasDeadline) == 0) return std::nullopt;
-  return static_cast<const FullItem*>(this)->deadline;
-}
-inline TimePoint Item::receivedTime() const noexcept {
-  return kind() == kFullKind ? static_cast<const FullItem*>(this)->receivedTime : enqueueTime;
-}
-inline std::optional<Duration> Item::ttftObjective() const noexcept {
-  if ((flags & kHasTtft) == 0) return std::nullopt;
-  return static_cast<const FullItem*>(this)->ttftObjective;
-}
-inline std::any* Item::payload() noexcept {
-  return kind() == kPlain ? nullptr : &static_cast<PayloadItem*>(this)->payload;
-}
-
-// Frees a record of any size.
-inline void destroyItem(Item* item) noexcept {
-  if (item == nullptr) return;
-  switch (item->kind()) {
-    case Item::kFullKind:
-      delete static_cast<FullItem*>(item);
-      break;
-    case Item::kWithPayload:
-      delete static_cast<PayloadItem*>(item);
-      break;
-    default:
-      delete item;
-  }
-}
-
-// The public view of a queued record (for OrderingPolicy::less and FlowQueueView::head).
-QueuedRequestView makeView(const Item& item) noexcept;
-
-// An intrusive treap over nodes with `parent`, `left` and `right` links, ordered by the caller's
-// comparisons (insertWith), heap-ordered by Rank::of(node) (pseudo-random, so the expected depth
-// is O(log n) for any order of insertion). The first and last nodes are cached: an insertion
-// after the last or before the first compares once, and erasing the first is a splice plus the
-// successor's lookup. Erasure compares nothing. No allocation.
-template <class Node, class Rank>
-class IntrusiveTreap {
- public:
-  [[nodiscard]] bool empty() const noexcept { return count_ == 0; }
-  [[nodiscard]] std::size_t size() const noexcept { return count_; }
-  [[nodiscard]] Node* front() const noexcept { return first_; }
-
-  // Inserts x; before(other) tells whether x goes before `other` (a strict total order).
-  template <class Before>
-  void insertWith(Node* x, Before&& before) noexcept {
-    x->left = nullptr;
-    x->right = nullptr;
-    count_ += 1;
-    if (root_ == nullptr) {
-      x->parent = nullptr;
-      root_ = first_ = last_ = x;
-      return;
-    }
-    Node* p = nullptr;
-    bool left = false;
-    if (!before(last_)) {  // after the last (every arrival in order): no descent
-      p = last_;
-      last_ = x;
-    } else if (before(first_)) {
-      p = first_;
-      left = true;
-      first_ = x;
-    } else {
-      p = root_;
-      for (;;) {
-        left = before(p);
-        Node* child = left ? p->left : p->right;
-        if (child == nullptr) break;
-        p = child;
-      }
-    }
-    x->parent = p;
-    (left ? p->left : p->right) = x;
-    const std::uint64_t r = Rank::of(x);
-    while (x->parent != nullptr && Rank::of(x->parent) < r) rotateUp(x);
-  }
-
-  void erase(Node* x) noexcept {
-    // Rotations keep the in-order sequence, so neighbours found now stay the neighbours.
-    if (x == first_) first_ = next(x);
-    if (x == last_) last_ = prev(x);
-    while (x->left != nullptr && x->right != nullptr) {
-      rotateUp(Rank::of(x->left) > Rank::of(x->right) ? x->left : x->right);
-    }
-    Node* child = x->left != nullptr ? x->left : x->right;
-    Node* p = x->parent;
-    if (child != nullptr) child->parent = p;
-    if (p == nullptr) {
-      root_ = child;
-    } else if (p->left == x) {
-      p->left = child;
-    } else {
-      p->right = child;
-    }
-    x->parent = x->left = x->right = nullptr;
-    count_ -= 1;
-  }
-
-  // In-order successor / predecessor; nullptr past the ends.
-  [[nodiscard]] static Node* next(const Node* x) noexcept {
-    if (x->right != nullptr) {
-      Node* n = x->right;
-      while (n->left != nullptr) n = n->left;
-      return n;
-    }
-    Node* p = x->parent;
-    while (p != nullptr && p->right == x) {
-      x = p;
-      p = p->parent;
-    }
-    return p;
-  }
-  [[nodiscard]] static Node* prev(const Node* x) noexcept {
-    if (x->left != nullptr) {
-      Node* n = x->left;
-      while (n->right != nullptr) n = n->right;
-      return n;
-    }
-    Node* p = x->parent;
-    while (p != nullptr && p->left == x) {
-      x = p;
-      p = p->parent;
-    }
-    return p;
-  }
-
- private:
-  void rotateUp(Node* x) noexcept {  // x takes its parent's place
-    Node* p = x->parent;
-    Node* g = p->parent;
-    if (p->left == x) {
-      p->left = x->right;
-      if (x->right != nullptr) x->right->parent = p;
-      x->right = p;
-    } else {
-      p->right = x->left;
-      if (x->left != nullptr) x->left->parent = p;
-      x->left = p;
-    }
-    p->parent = x;
-    x->parent = g;
-    if (g == nullptr) {
-      root_ = x;
-    } else if (g->left == p) {
-      g->left = x;
-    } else {
-      g->right = x;
-    }
-  }
-
-  Node* root_ = nullptr;
-  Node* first_ = nullptr;
-  Node* last_ = nullptr;
-  std::size_t count_ = 0;
-};
-
-// A bijective mix (splitmix64's finalizer): distinct pseudo-random treap priorities from unique
-// sequence numbers, not chosen by the host.
-inline std::uint64_t mixSequence(std::uint64_t sequence) noexcept {
-  std::uint64_t z = sequence + 0x9E3779B97F4A7C15ull;
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
-
-// One flow's queue, ordered by ItemLess: an IntrusiveTreap over the records' links, whose heap
-// priorities are a mix of the (unique) arrival sequence; FCFS enqueue (at the end) and dispatch
-// (at the front) compare O(1) times. No allocation.
-class ItemQueue {
- public:
-  explicit ItemQueue(ItemLess less) noexcept : less_(less) {}
-  ItemQueue(const ItemQueue&) = delete;
-  ItemQueue& operator=(const ItemQueue&) = delete;
-
-  [[nodiscard]] bool empty() const noexcept { return tree_.empty(); }
-  [[nodiscard]] std::size_t size() const noexcept { return tree_.size(); }
-  // The record that goes first; nullptr when empty.
-  [[nodiscard]] Item* front() const noexcept { return tree_.front(); }
-  [[nodiscard]] const ItemLess& key_comp() const noexcept { return less_; }
-  // `view`: the item's view, when the caller has it (saves building it for a policy other than
-  // FCFS).
-  void insert(Item* item, const QueuedRequestView* view = nullptr) noexcept;
-  void erase(Item* item) noexcept { tree_.erase(item); }  // no comparison
-  // In-order successor; nullptr after the last.
-  [[nodiscard]] static Item* next(const Item* item) noexcept;
-  template <class F>
-  void forEach(F&& f) const {
-    for (Item* it = tree_.front(); it != nullptr; it = next(it)) f(it);
-  }
-
- private:
-  struct Rank {
-    static std::uint64_t of(const Item* item) noexcept;
-  };
-  ItemLess less_;
-  IntrusiveTreap<Item, Rank> tree_;
-};
-
-// Queued records by id: an intrusive hash table (chains through Item::hash_next, a power-of-two
-// bucket array grown at load factor 1, shrunk when a collection finds it sparse).
-class IdIndex {
- public:
-  [[nodiscard]] Item* find(RequestId id) const noexcept;
-  // Allocates only when the bucket array grows.
-  void insert(Item* item);
-  void erase(Item* item) noexcept;
-  [[nodiscard]] std::size_t size() const noexcept { return size_; }
-  // Halves the bucket array while it is more than 4x larger than needed (not below the
-  // minimum); the old array goes into `old`, to free after the owner's lock.
-  void shrinkToFit(std::vector<Item*>& old);
-  template <class F>
-  void forEach(F&& f) const {
-    for (Item* head : buckets_)
-      for (Item* it = head; it != nullptr; it = it->hash_next) f(it);
-  }
-
- private:
-  static constexpr std::size_t kMinBuckets = 64;
-  [[nodiscard]] std::size_t slot(RequestId id) const noexcept {
-    return static_cast<std::size_t>((id * 0x9E3779B97F4A7C15ull) >> shift_);
-  }
-  // Moves every record into a new array of `buckets` (a power of two); returns the old array.
-  std::vector<Item*> rehash(std::size_t buckets);
-
-  std::vector<Item*> buckets_;
-  unsigned shift_ = 64;
-  std::size_t size_ = 0;
-};
-
-// Orders non-empty flows by their heads.
-struct HeadLess {
-  ItemLess item;
-  bool operator()(const Flow* a, const Flow* b) const noexcept;
-};
-
-// The first 8 bytes of `s`, big-endian, zero-padded: comparing two prefixes as integers orders
-// as comparing those bytes lexicographically (as unsigned chars, like string_view's compare), so
-// equal prefixes are the only case that needs the full comparison.
-inline std::uint64_t idPrefix(std::string_view s) noexcept {
-  std::uint64_t p = 0;
-  const std::size_t n = s.size() < 8 ? s.size() : 8;
-  for (std::size_t i = 0; i < n; ++i) p = (p << 8) | static_cast<unsigned char>(s[i]);
-  return n == 0 ? 0 : p << (8 * (8 - n));
-}
-
-// Orders flows by id (lexicographic), the prefix first.
-struct IdLess {
-  using is_transparent = void;
-  struct Key {
-    std::uint64_t prefix;
-    std::string_view id;
-  };
-  static Key key(const Flow* f) noexcept;
-  static Key key(std::string_view s) noexcept { return {idPrefix(s), s}; }
-  template <class A, class B>
-  bool operator()(const A& a, const B& b) const noexcept {
-    const Key ka = key(a);
-    const Key kb = key(b);
-    if (ka.prefix != kb.prefix) return ka.prefix < kb.prefix;
-    return ka.id < kb.id;
-  }
-};
-
-// A band's non-empty flows ordered by their heads (HeadLess): an IntrusiveTreap over the flows'
-// own links, so a flow entering or leaving it allocates nothing and touches no separate node. A
-// flow that becomes non-empty under arrival order has the newest head and goes last (one
-// comparison); dispatching the best head erases the first (no comparison). Defined after Flow.
-class HeadIndex {
- public:
-  explicit HeadIndex(HeadLess less) noexcept : less_(less) {}
-  HeadIndex(const HeadIndex&) = delete;
-  HeadIndex& operator=(const HeadIndex&) = delete;
-  [[nodiscard]] bool empty() const noexcept { return tree_.empty(); }
-  [[nodiscard]] Flow* front() const noexcept { return tree_.front(); }
-  [[nodiscard]] const HeadLess& key_comp() const noexcept { return less_; }
-  // Inserts a non-empty flow that is not in the index (its rank from its head's sequence).
-  void insert(Flow* f) noexcept;
-  void erase(Flow* f) noexcept;  // no comparison
-
- private:
-  struct Rank {
-    static std::uint64_t of(const Flow* f) noexcept;
-  };
-  HeadLess less_;
-  IntrusiveTreap<Flow, Rank> tree_;
-};
-
-using ActiveSet = std::set<Flow*, IdLess>;
-
-// A band's flows by id: open addressing with linear probing over (hash, Flow*) slots, a
-// power-of-two array kept at most half full; erasure shifts the following slots back (no
-// tombstones). A lookup reads one slot array (the stored hash is compared before the id) instead
-// of a node-based map's bucket, node and key. Allocates only when it grows (a new flow).
-class FlowIndex {
- public:
-  [[nodiscard]] static std::uint64_t hashOf(std::string_view id) noexcept {
-    return std::hash<std::string_view>{}(id);
-  }
-  [[nodiscard]] Flow* find(std::string_view id, std::uint64_t hash) const noexcept;
-  // Adds a flow whose id is not in the index (by its id_hash).
-  void insert(Flow* f);
-  void erase(const Flow* f) noexcept;
-  [[nodiscard]] std::size_t size() const noexcept { return size_; }
-
- private:
-  struct Slot {
-    std::uint64_t hash = 0;
-    Flow* flow = nullptr;  // nullptr: empty
-  };
-  [[nodiscard]] std::size_t home(std::uint64_t hash) const noexcept {
-    return static_cast<std::size_t>((hash * 0x9E3779B97F4A7C15ull) >> shift_);
-  }
-  std::vector<Slot> slots_;
-  unsigned shift_ = 64;
-  std::size_t size_ = 0;
-};
-
-inline constexpr std::uint32_t kNoIdBuffer = 0xffffffffu;
-
-// A request's flow-id string kept for its completion, in its flow's list (or the free list).
-struct IdBuffer {
-  std::string text;
-  std::uint32_t next = kNoIdBuffer;
-};
 
 struct Flow final : FlowQueueView {
   // Defined after Band (asks the band's fairness policy for the flow's state).
@@ -649,56 +270,17 @@ inline Flow::Flow(std::string flow_id, Band* owner, ItemLess less)
 }
 
 inline Flow* FlowIndex::find(std::string_view id, std::uint64_t hash) const noexcept {
-  if (size_ == 0) return nullptr;
-  const std::size_t mask = slots_.size() - 1;
-  for (std::size_t i = home(hash);; i = (i + 1) & mask) {
-    const Slot& s = slots_[i];
-    if (s.flow == nullptr) return nullptr;
-    if (s.hash == hash && std::string_view(s.flow->id) == id) return s.flow;
-  }
+  const Slot* s = index_.find(
+      hash, [&](const Slot& e) { return e.hash == hash && std::string_view(e.flow->id) == id; });
+  return s == nullptr ? nullptr : s->flow;
 }
 
 inline void FlowIndex::insert(Flow* f) {
-  if (2 * (size_ + 1) > slots_.size()) {  // grow: at most half full
-    const std::size_t n = slots_.empty() ? 16 : 2 * slots_.size();
-    std::vector<Slot> old(n);
-    old.swap(slots_);
-    shift_ = 64;
-    for (std::size_t k = n; k > 1; k >>= 1) shift_ -= 1;
-    for (const Slot& s : old) {
-      if (s.flow == nullptr) continue;
-      std::size_t i = home(s.hash);
-      while (slots_[i].flow != nullptr) i = (i + 1) & (n - 1);
-      slots_[i] = s;
-    }
-  }
-  const std::size_t mask = slots_.size() - 1;
-  std::size_t i = home(f->id_hash);
-  while (slots_[i].flow != nullptr) i = (i + 1) & mask;
-  slots_[i] = {f->id_hash, f};
-  size_ += 1;
+  index_.insert(Slot{f->id_hash, f});
 }
 
 inline void FlowIndex::erase(const Flow* f) noexcept {
-  if (size_ == 0) return;
-  const std::size_t mask = slots_.size() - 1;
-  std::size_t i = home(f->id_hash);
-  while (slots_[i].flow != f) {
-    if (slots_[i].flow == nullptr) return;  // not indexed
-    i = (i + 1) & mask;
-  }
-  // Backward shift: move each following slot of the run into the hole when its home position
-  // does not lie (cyclically) in (hole, slot].
-  for (std::size_t j = (i + 1) & mask; slots_[j].flow != nullptr; j = (j + 1) & mask) {
-    const std::size_t h = home(slots_[j].hash);
-    const bool stays = i <= j ? (i < h && h <= j) : (i < h || h <= j);
-    if (!stays) {
-      slots_[i] = slots_[j];
-      i = j;
-    }
-  }
-  slots_[i] = Slot{};
-  size_ -= 1;
+  (void)index_.erase(f->id_hash, [f](const Slot& e) { return e.flow == f; });
 }
 
 inline void Band::dropFromActive(Flow* f) const noexcept {
@@ -766,37 +348,6 @@ struct PreparedItem {
   Item* item = nullptr;
 };
 
-// Memory the table let go of under the owner's lock: freed when this is destroyed, after the
-// lock (a record the pool did not keep, an old bucket array, idle flow-id buffers).
-struct Retired {
-  Retired() = default;
-  Retired(Retired&& other) noexcept
-      : item(std::exchange(other.item, nullptr)),
-        buckets(std::move(other.buckets)),
-        id_buffers(std::move(other.id_buffers)) {}
-  Retired& operator=(Retired&& other) noexcept {
-    if (this != &other) {
-      destroyItem(item);
-      item = std::exchange(other.item, nullptr);
-      buckets = std::move(other.buckets);
-      id_buffers = std::move(other.id_buffers);
-    }
-    return *this;
-  }
-  Retired(const Retired&) = delete;
-  Retired& operator=(const Retired&) = delete;
-  ~Retired() { destroyItem(item); }
-
-  Item* item = nullptr;
-  std::vector<Item*> buckets;
-  std::vector<IdBuffer> id_buffers;
-};
-
-// Records each pool (one per record size) keeps at most: 88 to 128 KB each. Above it, finalized
-// requests' records are freed (after the lock); collectGarbage() also frees what the pools did
-// not need since the last collection, so an idle controller returns it.
-inline constexpr std::size_t kMaxSpareItems = 1024;
-
 // The band topology's reloadable settings.
 struct BandTopology {
   BandTemplate defaultBand;
@@ -845,11 +396,7 @@ class BandTable {
   // the last collection goes into `freed` (free it after the lock).
   void collectGarbage(TimePoint now, Duration flow_idle_timeout, Duration band_idle_timeout,
                       std::vector<Retired>& freed);
-  [[nodiscard]] std::size_t spareItems() const noexcept {
-    std::size_t n = 0;
-    for (const auto& pool : spare_) n += pool.size();
-    return n;
-  }
+  [[nodiscard]] std::size_t spareItems() const noexcept { return pool_.size(); }
 
   // --- queues ------------------------------------------------------------------------------
 
@@ -903,19 +450,11 @@ class BandTable {
   std::array<std::uint64_t, kNumQueueOutcomes> outcomes_{};
   RequestedOutcomeTable requested_outcomes_;
   IdIndex items_;
-  // The pools of records by Item::Kind, at most kMaxSpareItems each, with their smallest sizes
-  // since the last collectGarbage.
-  std::array<std::vector<Item*>, Item::kKinds> spare_;
-  std::array<std::size_t, Item::kKinds> spare_low_water_{};
+  ItemPool pool_;
   // Flow-id buffers (Flow::id_buffers): one per queued request whose flow id is on the heap; the
   // array grows with the number of such requests (a burst) and is released by a collection that
   // finds none queued.
-  std::vector<IdBuffer> id_buffers_;
-  std::uint32_t free_id_buffers_ = kNoIdBuffer;
-  std::size_t used_id_buffers_ = 0;
-  void keepIdBuffer(Flow* flow, std::string&& text);
-  void takeIdBuffer(Flow* flow, std::string& out) noexcept;
-  void recycle(Item* item, Retired& freed) noexcept;
+  IdBufferPool id_buffers_;
   std::vector<Priority> desired_;
   std::size_t total_requests_ = 0;
   std::uint64_t total_bytes_ = 0;

@@ -36,9 +36,9 @@
 
 #include "holdback/core/thread_annotations.hpp"
 #include "holdback/flow/detail/band_table.hpp"
+#include "holdback/flow/detail/lease_table.hpp"
 #include "holdback/flow/eviction.hpp"
 #include "holdback/flow/flow_controller.hpp"
-#include "holdback/flow/lease_table.hpp"
 #include "holdback/flow/pool_pressure.hpp"
 #include "holdback/policy/demand.hpp"
 

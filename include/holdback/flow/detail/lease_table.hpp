@@ -1,20 +1,23 @@
-// LeaseTable: the dispatched requests that still hold a slot, by id, with their band and dispatch
-// time. The flow controller records a lease when it dispatches a request and drops it when the
-// host releases it (the request ended) or revokes it; the table answers "how many requests of
+// detail::LeaseTable: the dispatched requests that still hold a slot, by id, with their band and
+// dispatch time. The flow controller records a lease when it dispatches a request and drops it when
+// the host releases it (the request ended) or revokes it; the table answers "how many requests of
 // band p are in flight", "how long did this one hold its slot" and, for eviction, "the newest
 // lease of the lowest band".
 //
 // The structure
-//   Slots in one vector, reused through a free list; an open-addressing hash index (linear
-//   probing, power-of-two size, load <= 1/2, backward-shift deletion, so no tombstones) maps a
-//   RequestId to its slot; each band's leases form a doubly linked list in dispatch order (oldest
-//   at the head, newest at the tail). add, find, remove and newest/oldest are O(1) expected.
-//   Storage grows by doubling and is kept: after warm-up the table does not allocate.
+//   Slots in one vector, reused through a free list; a FlatIndex (flat_index.hpp: linear
+//   probing, power-of-two size from 64, load <= 1/2, backward-shift deletion, so no tombstones;
+//   homed by the low bits of mix64(id)) maps a RequestId to its slot; each band's leases form a
+//   doubly linked list in dispatch order (oldest at the head, newest at the tail). add, find,
+//   remove and newest/oldest are O(1) expected. Storage grows by doubling and is kept: after
+//   warm-up the table does not allocate.
 //
 // Bad input: id 0 is never stored (add returns false); adding an id that is present returns
 // false and changes nothing; removing an unknown id returns nullopt. Bands are small indices the
 // caller assigns (e.g. its band table's positions), below `bandCapacity` given at construction
 // or by reserveBands(); an out-of-range band is rejected by add.
+//
+// Internal (not installed API): the controller's (ControllerCore) lease mechanism.
 //
 // Thread safety: thread-compatible (the controller guards it with its own lock).
 #pragma once
@@ -27,9 +30,11 @@
 #include <vector>
 
 #include "holdback/core/types.hpp"
+#include "holdback/flow/detail/flat_index.hpp"
 
 namespace holdback {
 inline namespace HOLDBACK_ABI_NAMESPACE {
+namespace detail {
 
 class LeaseTable {
  public:
@@ -59,7 +64,7 @@ class LeaseTable {
   bool add(Id id, std::uint32_t band, Priority priority, TimePoint dispatchedAt,
            std::uint64_t tokens = 0) {
     if (id == 0 || band >= bands_.size() || findSlot(id) != kNone) return false;
-    if ((count_ + 1) * 2 > index_.size()) grow();
+    index_.reserve(count_ + 1);  // growth before any change
     std::uint32_t slot = free_;
     if (slot != kNone) {
       free_ = slots_[slot].next;
@@ -80,7 +85,7 @@ class LeaseTable {
     }
     list.tail = slot;
     ++list.count;
-    insertIndex(id, slot);
+    index_.insert(IndexEntry{id, slot});  // capacity reserved
     ++count_;
     return true;
   }
@@ -103,7 +108,7 @@ class LeaseTable {
       list.tail = s.prev;
     }
     --list.count;
-    eraseIndex(id);
+    (void)index_.erase(id, [id](const IndexEntry& e) { return e.id == id; });
     s.lease.id = 0;
     s.next = free_;
     s.prev = kNone;
@@ -202,61 +207,30 @@ class LeaseTable {
     std::uint32_t slot = kNone;
   };
 
-  static std::size_t hash(Id id) noexcept {
-    std::uint64_t x = id;  // splitmix64 finalizer: sequential ids spread over the table
-    x ^= x >> 30;
-    x *= 0xbf58476d1ce4e5b9ULL;
-    x ^= x >> 27;
-    x *= 0x94d049bb133111ebULL;
-    x ^= x >> 31;
-    return static_cast<std::size_t>(x);
-  }
+  struct IndexPolicy {
+    using Slot = IndexEntry;
+    static constexpr std::size_t kInitialCapacity = 64;
+    static bool empty(const IndexEntry& e) noexcept { return e.id == 0; }
+    static std::uint64_t key(const IndexEntry& e) noexcept { return e.id; }
+    // Sequential ids spread over the table.
+    static std::size_t home(std::uint64_t id, unsigned shift) noexcept {
+      return static_cast<std::size_t>(mix64(id) & (~std::uint64_t{0} >> shift));
+    }
+  };
 
   [[nodiscard]] std::uint32_t findSlot(Id id) const noexcept {
-    if (index_.empty() || id == 0) return kNone;
-    const std::size_t mask = index_.size() - 1;
-    for (std::size_t i = hash(id) & mask;; i = (i + 1) & mask) {
-      if (index_[i].id == id) return index_[i].slot;
-      if (index_[i].id == 0) return kNone;
-    }
-  }
-  void insertIndex(Id id, std::uint32_t slot) noexcept {
-    const std::size_t mask = index_.size() - 1;
-    std::size_t i = hash(id) & mask;
-    while (index_[i].id != 0) i = (i + 1) & mask;
-    index_[i] = IndexEntry{id, slot};
-  }
-  // Backward-shift deletion keeps every probe chain intact without tombstones.
-  void eraseIndex(Id id) noexcept {
-    const std::size_t mask = index_.size() - 1;
-    std::size_t i = hash(id) & mask;
-    while (index_[i].id != id) i = (i + 1) & mask;
-    std::size_t hole = i;
-    for (std::size_t j = (hole + 1) & mask; index_[j].id != 0; j = (j + 1) & mask) {
-      const std::size_t home = hash(index_[j].id) & mask;
-      // Move j into the hole when its home is not within (hole, j] (cyclically).
-      const bool between = hole <= j ? (home > hole && home <= j) : (home > hole || home <= j);
-      if (!between) {
-        index_[hole] = index_[j];
-        hole = j;
-      }
-    }
-    index_[hole] = IndexEntry{};
-  }
-  void grow() {
-    std::vector<IndexEntry> old = std::move(index_);
-    index_.assign(old.empty() ? 64 : old.size() * 2, IndexEntry{});
-    for (const IndexEntry& e : old) {
-      if (e.id != 0) insertIndex(e.id, e.slot);
-    }
+    if (id == 0) return kNone;
+    const IndexEntry* e = index_.find(id, [id](const IndexEntry& x) { return x.id == id; });
+    return e == nullptr ? kNone : e->slot;
   }
 
   std::vector<Slot> slots_;
-  std::vector<IndexEntry> index_;
+  FlatIndex<IndexPolicy> index_;
   std::vector<BandList> bands_;
   std::uint32_t free_ = kNone;
   std::size_t count_ = 0;
 };
 
+}  // namespace detail
 }  // namespace HOLDBACK_ABI_NAMESPACE
 }  // namespace holdback
