@@ -13,7 +13,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "holdback/flow/slo_deadline_ordering.hpp"
+#include "holdback/flow/plugins/slo_deadline_ordering.hpp"
 #include "metrics_endpoint.hpp"
 #include "upstream.hpp"
 

@@ -15,8 +15,8 @@
 #include "alloc_counter.hpp"
 #include "flow_controller_fixture.hpp"
 #include "holdback/config/endpoint_picker_config.hpp"
-#include "holdback/flow/program_aware_fairness.hpp"
-#include "holdback/flow/slo_deadline_ordering.hpp"
+#include "holdback/flow/plugins/program_aware_fairness.hpp"
+#include "holdback/flow/plugins/slo_deadline_ordering.hpp"
 #include "holdback/metrics/prometheus.hpp"
 #include "holdback/testing/flow_policy_conformance.hpp"
 

@@ -30,8 +30,8 @@
 #include "holdback/config/plugin.hpp"
 #include "holdback/flow/eviction.hpp"
 #include "holdback/flow/fairness.hpp"
-#include "holdback/flow/program_aware_fairness.hpp"
-#include "holdback/flow/slo_deadline_ordering.hpp"
+#include "holdback/flow/plugins/program_aware_fairness.hpp"
+#include "holdback/flow/plugins/slo_deadline_ordering.hpp"
 
 namespace holdback {
 inline namespace HOLDBACK_ABI_NAMESPACE {

@@ -55,5 +55,5 @@ class HOLDBACK_API SloDeadlineOrderingPolicy final : public OrderingPolicy {
 }  // namespace holdback
 
 #ifdef HOLDBACK_HEADER_ONLY
-#include "holdback/flow/slo_deadline_ordering-inl.hpp"
+#include "holdback/flow/plugins/slo_deadline_ordering-inl.hpp"
 #endif

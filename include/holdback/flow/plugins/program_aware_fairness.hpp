@@ -173,5 +173,5 @@ class HOLDBACK_API ProgramAwareFairnessPolicy final : public FairnessPolicy {
 }  // namespace holdback
 
 #ifdef HOLDBACK_HEADER_ONLY
-#include "holdback/flow/program_aware_fairness-inl.hpp"
+#include "holdback/flow/plugins/program_aware_fairness-inl.hpp"
 #endif

@@ -1,8 +1,8 @@
-// Implementation of holdback/flow/program_aware_fairness.hpp: compiled into libholdback by
+// Implementation of holdback/flow/plugins/program_aware_fairness.hpp: compiled into libholdback by
 // src/flow.cpp, or included by the header itself in header-only mode (HOLDBACK_HEADER_ONLY).
 #pragma once
 
-#include "holdback/flow/program_aware_fairness.hpp"
+#include "holdback/flow/plugins/program_aware_fairness.hpp"
 
 #include <algorithm>
 #include <cmath>
