@@ -27,20 +27,24 @@ std::string builtType(const config::PluginRegistry<Interface>& registry, const s
   return std::string(made.value()->type());
 }
 
-TEST(FlowPluginConfigTest, EveryBuiltinFairnessTypeResolves) {
-  const auto registry = config::builtinFairnessRegistry();
-  const std::vector<std::string> types = {"global-strict-fairness-policy", "program-aware-fairness",
-                                          "round-robin-fairness-policy"};
+// The registry holds exactly `types`, and each builds a plugin of that type.
+template <class Interface>
+void expectEveryTypeBuilds(const config::PluginRegistry<Interface>& registry,
+                           const std::vector<std::string>& types) {
   EXPECT_EQ(registry.types(), types);
   for (const std::string& type : types) EXPECT_EQ(builtType(registry, type), type);
 }
 
+TEST(FlowPluginConfigTest, EveryBuiltinFairnessTypeResolves) {
+  expectEveryTypeBuilds(
+      config::builtinFairnessRegistry(),
+      {"global-strict-fairness-policy", "program-aware-fairness", "round-robin-fairness-policy"});
+}
+
 TEST(FlowPluginConfigTest, EveryBuiltinOrderingTypeResolves) {
-  const auto registry = config::builtinOrderingRegistry();
-  const std::vector<std::string> types = {"edf-ordering-policy", "fcfs-ordering-policy",
-                                          "slo-deadline-ordering-policy"};
-  EXPECT_EQ(registry.types(), types);
-  for (const std::string& type : types) EXPECT_EQ(builtType(registry, type), type);
+  expectEveryTypeBuilds(
+      config::builtinOrderingRegistry(),
+      {"edf-ordering-policy", "fcfs-ordering-policy", "slo-deadline-ordering-policy"});
 }
 
 TEST(FlowPluginConfigTest, EveryBuiltinEvictionTypeResolves) {
