@@ -1,8 +1,10 @@
 // The whole-file loader: one EndpointPickerConfig (JSON or YAML) -> one immutable, validated
 // bundle holding the usage limit policy, the saturation detector and the FlowController options.
 //
-// What is read (field names and defaults of upstream-reference.md §3 and §8; docs/configuration.md
-// has the full table, checked against kEndpointPickerConfigFields by a test):
+// What is read (field names and defaults of the Go EndpointPickerConfig of llm-d-router,
+// https://github.com/llm-d/llm-d-router: apix/config/v1alpha1/endpointpickerconfig_types.go and
+// pkg/epp/config/loader/; docs/configuration.md has the full table, checked against
+// kEndpointPickerConfigFields by a test):
 //   apiVersion    "llm-d.ai/v1alpha1"; the deprecated "inference.networking.x-k8s.io/v1alpha1" is
 //                 accepted with a warning; anything else (or missing) is an error
 //   kind          "EndpointPickerConfig"
