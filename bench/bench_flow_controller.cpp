@@ -65,8 +65,8 @@
 
 #include "../tests/alloc_counter.hpp"
 #include "holdback/flow/flow_controller.hpp"
-#include "holdback/flow/program_aware_fairness.hpp"
-#include "holdback/flow/slo_deadline_ordering.hpp"
+#include "holdback/flow/plugins/program_aware_fairness.hpp"
+#include "holdback/flow/plugins/slo_deadline_ordering.hpp"
 #include "holdback/metrics/prometheus.hpp"
 #include "holdback/policy/policies.hpp"
 

@@ -23,8 +23,8 @@
 
 #include "check.hpp"
 #include "holdback/flow/flow_controller.hpp"
-#include "holdback/flow/program_aware_fairness.hpp"
-#include "holdback/flow/slo_deadline_ordering.hpp"
+#include "holdback/flow/plugins/program_aware_fairness.hpp"
+#include "holdback/flow/plugins/slo_deadline_ordering.hpp"
 #include "holdback/policy/policies.hpp"
 
 namespace {

@@ -5,6 +5,7 @@
 #include "holdback/config/duration-inl.hpp"
 #include "holdback/config/effective_config-inl.hpp"
 #include "holdback/config/endpoint_picker_config-inl.hpp"
+#include "holdback/config/flow_plugin_config-inl.hpp"
 #include "holdback/config/json-inl.hpp"
 #include "holdback/config/plugin-inl.hpp"
 #include "holdback/config/policy_config-inl.hpp"

@@ -5,7 +5,7 @@
 #include <string>
 #include <utility>
 
-#include "holdback/flow/slo_deadline_ordering.hpp"
+#include "holdback/flow/plugins/slo_deadline_ordering.hpp"
 #include "own_response.hpp"
 
 namespace holdback::gateway {

@@ -6,7 +6,7 @@
 #include <set>
 
 #include "holdback/detector/detectors.hpp"
-#include "holdback/flow/program_aware_fairness.hpp"
+#include "holdback/flow/plugins/program_aware_fairness.hpp"
 
 #include <nlohmann/json.hpp>
 

@@ -1,4 +1,5 @@
-// Upstream's eviction benchmark shapes (llm-d-router PR #2107, upstream-reference.md §6 family 3)
+// Upstream's eviction benchmark shapes (llm-d-router PR #2107: the eviction
+// simulator of pkg/epp/flowcontrol/benchmark, https://github.com/llm-d/llm-d-router)
 // against holdback's FlowController and its in-flight eviction (flow/eviction.hpp): a
 // deterministic, millisecond-stepped closed loop, run by `holdback eviction-bench` and asserted
 // by tests/sim/eviction_bench_test.cpp. docs/eviction.md has the table.

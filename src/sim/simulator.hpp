@@ -23,7 +23,8 @@
 //   library's EndpointPicker (the gateway's rule: among the endpoints the detector's filter keeps,
 //   fewest in flight, then smallest scraped waiting queue, ties round-robin).
 //
-//   Flow control, as the reference's processor (upstream-reference.md §3): every arrival is
+//   Flow control, as the Go reference's processor
+//   (pkg/epp/flowcontrol/controller/internal/processor.go of llm-d-router): every arrival is
 //   enqueued and followed by one dispatchCycle; a 1 ms ticker runs one dispatchCycle; expire()
 //   runs every second. The arm "none" routes every arrival at once (no FlowController).
 //

@@ -20,7 +20,7 @@
 #include <string_view>
 #include <vector>
 
-#include "holdback/flow/slo_deadline_ordering.hpp"
+#include "holdback/flow/plugins/slo_deadline_ordering.hpp"
 
 namespace holdback {
 namespace {

@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "flow_controller_fixture.hpp"
-#include "holdback/flow/program_aware_fairness.hpp"
+#include "holdback/flow/plugins/program_aware_fairness.hpp"
 #include "holdback/testing/conformance_support.hpp"
 
 namespace holdback {

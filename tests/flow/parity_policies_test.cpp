@@ -15,8 +15,8 @@
 #include "alloc_counter.hpp"
 #include "flow_controller_fixture.hpp"
 #include "holdback/config/endpoint_picker_config.hpp"
-#include "holdback/flow/program_aware_fairness.hpp"
-#include "holdback/flow/slo_deadline_ordering.hpp"
+#include "holdback/flow/plugins/program_aware_fairness.hpp"
+#include "holdback/flow/plugins/slo_deadline_ordering.hpp"
 #include "holdback/metrics/prometheus.hpp"
 #include "holdback/testing/flow_policy_conformance.hpp"
 
@@ -427,57 +427,6 @@ TEST(ProgramAwareFairnessTest, DumpStateIsAJsonSnapshot) {
   EXPECT_EQ(j["programs"][1]["attainedService"], 20);
   EXPECT_EQ(j["programs"][0]["requests"], 2);
   EXPECT_NEAR(j["jainFairnessIndex"].get<double>(), 0.9, 1e-9);
-}
-
-TEST(ProgramAwareFairnessTest, LoadsFromAnEndpointPickerConfigAndIsShared) {
-  const auto loaded = config::loadEndpointPickerConfigText(R"(
-apiVersion: llm-d.ai/v1alpha1
-kind: EndpointPickerConfig
-featureGates: [flowControl]
-plugins:
-- type: program-aware-fairness
-  parameters: {strategy: las, lasWeightService: 0.7, lasWeightHeadWait: 0.3,
-               lasHalfLifeSeconds: 30, evictionTtlSeconds: 0, evictionSweepSeconds: 60}
-- type: slo-deadline-ordering-policy
-flowControl:
-  priorityBands:
-  - {priority: 10, fairnessPolicyRef: program-aware-fairness,
-     orderingPolicyRef: slo-deadline-ordering-policy}
-  - {priority: 0, fairnessPolicyRef: program-aware-fairness}
-)");
-  ASSERT_TRUE(loaded) << loaded.diagnostics().toString();
-  EXPECT_TRUE(loaded.diagnostics().warnings().empty()) << loaded.diagnostics().toString();
-  const auto& bands = loaded.value()->controller.bands;
-  ASSERT_EQ(bands.size(), 2u);
-  EXPECT_EQ(bands[0].fairness, bands[1].fairness);  // one program table for the file
-  const auto* p = dynamic_cast<const ProgramAwareFairnessPolicy*>(bands[0].fairness.get());
-  ASSERT_NE(p, nullptr);
-  EXPECT_EQ(p->options().weightService, 0.7);
-  EXPECT_EQ(p->options().halfLife, Duration(30s));
-  EXPECT_EQ(p->options().evictionTtl, Duration::zero());
-  EXPECT_EQ(bands[0].ordering->type(), "slo-deadline-ordering-policy");
-  // Undeclared, a band ref gets the defaults, also shared.
-  const auto undeclared = config::loadEndpointPickerConfigText(
-      R"({"apiVersion": "llm-d.ai/v1alpha1", "kind": "EndpointPickerConfig",
-          "featureGates": ["flowControl"], "flowControl": {"priorityBands": [
-            {"priority": 1, "fairnessPolicyRef": "program-aware-fairness"},
-            {"priority": 2, "fairnessPolicyRef": "program-aware-fairness"}]}})");
-  ASSERT_TRUE(undeclared) << undeclared.diagnostics().toString();
-  EXPECT_EQ(undeclared.value()->controller.bands[0].fairness,
-            undeclared.value()->controller.bands[1].fairness);
-  // Bad parameters name their path and what is allowed.
-  const auto bad = config::loadEndpointPickerConfigText(
-      R"({"apiVersion": "llm-d.ai/v1alpha1", "kind": "EndpointPickerConfig",
-          "plugins": [{"type": "program-aware-fairness",
-                       "parameters": {"strategy": "vtc", "lasWeightService": -1,
-                                      "evictionSweepSeconds": 0, "bogus": 1}}]})");
-  ASSERT_FALSE(bad);
-  const std::string errors = bad.diagnostics().toString();
-  for (const char* path :
-       {"/plugins/0/parameters/strategy", "/plugins/0/parameters/lasWeightService",
-        "/plugins/0/parameters/evictionSweepSeconds", "/plugins/0/parameters/bogus"}) {
-    EXPECT_NE(errors.find(path), std::string::npos) << path << "\n" << errors;
-  }
 }
 
 // Hot-path rule: in steady state a cycle with the new policies does not allocate.

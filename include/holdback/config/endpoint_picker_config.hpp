@@ -1,8 +1,10 @@
 // The whole-file loader: one EndpointPickerConfig (JSON or YAML) -> one immutable, validated
 // bundle holding the usage limit policy, the saturation detector and the FlowController options.
 //
-// What is read (field names and defaults of upstream-reference.md §3 and §8; docs/configuration.md
-// has the full table, checked against kEndpointPickerConfigFields by a test):
+// What is read (field names and defaults of the Go EndpointPickerConfig of llm-d-router,
+// https://github.com/llm-d/llm-d-router: apix/config/v1alpha1/endpointpickerconfig_types.go and
+// pkg/epp/config/loader/; docs/configuration.md has the full table, checked against
+// kEndpointPickerConfigFields by a test):
 //   apiVersion    "llm-d.ai/v1alpha1"; the deprecated "inference.networking.x-k8s.io/v1alpha1" is
 //                 accepted with a warning; anything else (or missing) is an error
 //   kind          "EndpointPickerConfig"
@@ -42,36 +44,21 @@
 
 #include "holdback/config/detector_config.hpp"
 #include "holdback/config/document.hpp"
+#include "holdback/config/flow_plugin_config.hpp"
 #include "holdback/config/plugin.hpp"
 #include "holdback/config/policy_config.hpp"
 #include "holdback/flow/eviction.hpp"
 #include "holdback/flow/fairness.hpp"
 #include "holdback/flow/flow_controller.hpp"
-#include "holdback/flow/program_aware_fairness.hpp"
-#include "holdback/flow/slo_deadline_ordering.hpp"
 
 namespace holdback {
 inline namespace HOLDBACK_ABI_NAMESPACE {
 namespace config {
 
-using FairnessRegistry = PluginRegistry<FairnessPolicy>;
-using OrderingRegistry = PluginRegistry<OrderingPolicy>;
-using EvictionFilterRegistry = PluginRegistry<EvictionFilter>;
-using EvictionOrderRegistry = PluginRegistry<EvictionOrderPolicy>;
-
-// global-strict-fairness-policy and round-robin-fairness-policy (no parameters),
-// program-aware-fairness (strategy, lasWeightService, lasWeightHeadWait, lasHalfLifeSeconds,
-// evictionTtlSeconds, evictionSweepSeconds).
-HOLDBACK_API FairnessRegistry builtinFairnessRegistry();
-// fcfs-ordering-policy, edf-ordering-policy and slo-deadline-ordering-policy (no parameters).
-HOLDBACK_API OrderingRegistry builtinOrderingRegistry();
-// sheddable-eviction-filter and priority-then-time-eviction-order-policy (no parameters).
-HOLDBACK_API EvictionFilterRegistry builtinEvictionFilterRegistry();
-HOLDBACK_API EvictionOrderRegistry builtinEvictionOrderRegistry();
-
-// The type registries a load uses. Default-constructed: the built-in types; a host adds its own
-// with e.g. registries.policies.add("my-policy", factory). A plugin type must be registered in
-// at most one registry (a type in two is reported as an error at its plugin).
+// The type registries a load uses (the flow plugins' registries: config/flow_plugin_config.hpp).
+// Default-constructed: the built-in types; a host adds its own with e.g.
+// registries.policies.add("my-policy", factory). A plugin type must be registered in at most one
+// registry (a type in two is reported as an error at its plugin).
 struct Registries {
   PolicyRegistry policies = builtinPolicyRegistry();
   DetectorRegistry detectors = builtinDetectorRegistry();

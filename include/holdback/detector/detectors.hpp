@@ -148,7 +148,8 @@ class HOLDBACK_API UtilizationDetector final : public SaturationDetector {
   static constexpr double kMaxWeight = 1e12;
   static constexpr double kUncapped = std::numeric_limits<double>::infinity();
 
-  // The options of the reference's behaviour (upstream-reference.md §4.2): reference telemetry
+  // The options of the Go reference's utilization-detector (llm-d-router,
+  // https://github.com/llm-d/llm-d-router): reference telemetry
   // validation, no score cap, no slot term, no ledger correction.
   [[nodiscard]] static UtilizationDetectorOptions referenceOptions() noexcept {
     UtilizationDetectorOptions o;

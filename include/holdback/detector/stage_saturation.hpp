@@ -1,6 +1,7 @@
 // Stage-aware saturation for disaggregated (prefill/decode) pools.
 //
-// The algorithm (upstream-reference.md §3.2)
+// The algorithm (the Go reference's stage-aware saturation, llm-d-router PR #2221,
+// https://github.com/llm-d/llm-d-router)
 //   Endpoints are partitioned by role: prefill and encode-prefill go to the prefill stage; decode
 //   (and unlabeled) to the decode stage; prefill-decode and encode-prefill-decode (interleaved) to
 //   both; encode and unknown roles to neither. The detector is evaluated once per non-empty stage

@@ -1,7 +1,8 @@
 // In-flight eviction: when higher-priority work is blocked at the head of the line, revoke a few
-// dispatched sheddable requests so that their capacity comes back (upstream-reference.md §3.4,
-// adaptive-holdback.md §1.3 and M3). docs/eviction.md has the full semantics and the host
-// contract.
+// dispatched sheddable requests so that their capacity comes back (the Go reference's
+// reclamation: pkg/epp/flowcontrol/controller/internal/reclamation.go of llm-d-router, PR #2093,
+// https://github.com/llm-d/llm-d-router; holdback adds wait-vs-evict and reserve restoration).
+// docs/eviction.md has the full semantics and the host contract.
 //
 // The pieces
 //   - Leases: every request the FlowController dispatches holds a lease
@@ -60,7 +61,7 @@ namespace holdback {
 inline namespace HOLDBACK_ABI_NAMESPACE {
 
 // ---------------------------------------------------------------------------------------------
-// Defaults (upstream-reference.md §3.4)
+// Defaults (the Go reference's where it has the setting, PR #2093)
 
 inline constexpr std::size_t kDefaultMaxRevocationsPerDecision = 2;
 // The largest cap a configuration may ask for (the cycle keeps its victims on the stack).

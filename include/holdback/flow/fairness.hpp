@@ -1,6 +1,7 @@
 // Fairness (which flow of a band dispatches next) and ordering (which request of a flow goes
 // first): the two lower tiers of the flow controller's three-tier choice (priority band ->
-// fairness -> ordering; upstream-reference.md §3.3, §5).
+// fairness -> ordering, as the Go reference's dispatch cycle and its plugins under
+// pkg/epp/framework/plugins/flowcontrol/ in llm-d-router, https://github.com/llm-d/llm-d-router).
 //
 //   fcfs            OrderingPolicy: earlier enqueue time first (exact: equal times fall back to
 //                   the controller's arrival sequence, so FCFS is a strict FIFO across a flow).

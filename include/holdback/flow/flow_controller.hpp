@@ -6,9 +6,11 @@
 //   Requests go in through enqueue() from any thread. Each carries a flow id, a priority, a size
 //   in bytes, an optional TTL and deadline and an opaque host payload. enqueue() resolves the
 //   priority band (declared in options, provisioned on first use from a template, or priority 0
-//   as fallback), checks the four capacity limits of upstream-reference.md §3.6 (global and band,
-//   requests and bytes; reaching a limit exactly is allowed), and adds the request to its flow's
-//   queue, ordered by the band's OrderingPolicy with the arrival sequence as tie-break.
+//   as fallback), checks the four capacity limits of the Go reference's enqueue (llm-d-router's
+//   pkg/epp/flowcontrol/controller/internal/processor.go, https://github.com/llm-d/llm-d-router:
+//   global and band, requests and bytes; reaching a limit exactly is allowed), and adds the request
+//   to its flow's queue, ordered by the band's OrderingPolicy with the arrival sequence as
+//   tie-break.
 //
 //   dispatchCycle(now), one decision (steps 1-2 sample the pool under no controller lock; 3-6 are
 //   dispatch(now, pressure), under the lock):

@@ -30,7 +30,8 @@ inline namespace HOLDBACK_ABI_NAMESPACE {
 struct Completion;
 
 // ---------------------------------------------------------------------------------------------
-// Defaults (upstream-reference.md §3.6, §3.7, §3.10)
+// Defaults (the Go reference's flow controller and registry where it has the setting:
+// pkg/epp/flowcontrol/ of llm-d-router, https://github.com/llm-d/llm-d-router)
 
 // The saturation-regime queue budget of a request without its own TTL.
 inline constexpr Duration kDefaultRequestTtl = std::chrono::seconds(60);

@@ -1,11 +1,12 @@
 // Flow-control outcomes: how every request handed to the FlowController ends, and what a gateway
 // answers its client for each ending.
 //
-// Every request ends with exactly one Outcome (upstream-reference.md §3.8 taxonomy, without the
-// internal NotYetFinalized value): one success (kDispatched), three pre-queue rejections and four
-// evictions of a queued request. The OutcomeCause says why a kRejectedOther/kEvictedOther happened
-// (and repeats the obvious cause for the others), so that toHttp() can map it like the Go EPP's
-// translateFlowControlOutcome:
+// Every request ends with exactly one Outcome (the QueueOutcome taxonomy of the Go reference's
+// pkg/epp/flowcontrol/types/outcomes.go in llm-d-router, https://github.com/llm-d/llm-d-router,
+// without the internal NotYetFinalized value): one success (kDispatched), three pre-queue
+// rejections and four evictions of a queued request. The OutcomeCause says why a
+// kRejectedOther/kEvictedOther happened (and repeats the obvious cause for the others), so that
+// toHttp() can map it like the Go EPP's translateFlowControlOutcome:
 //
 //   outcome                                   HTTP  drop reason (x-...-request-dropped-reason)
 //   kDispatched                               200   "" (proceed)

@@ -1,9 +1,10 @@
 // The pool's pressure, sampled outside every controller lock.
 //
 // A dispatch decision needs two facts about the pool: whether it is empty (the expiry regime of
-// upstream-reference.md §3.7) and how saturated it is (stage-aware, §3.2). Both come from host
-// code: the EndpointSource and the SaturationDetector. PoolPressureSampler calls them and returns
-// the facts as a value, PoolPressure, which FlowController::dispatch(now, pressure) and
+// the Go reference's regime-aware TTL sweep, llm-d-router PR #2284,
+// https://github.com/llm-d/llm-d-router) and how saturated it is (stage-aware, PR #2221). Both come
+// from host code: the EndpointSource and the SaturationDetector. PoolPressureSampler calls them and
+// returns the facts as a value, PoolPressure, which FlowController::dispatch(now, pressure) and
 // expire(now, pressure) then apply under the controller's lock. FlowController::dispatchCycle(now)
 // is exactly `dispatch(now, sampler.sample(now))`. Hosts and the simulator may skip the sampler
 // and feed a PoolPressure they computed themselves.

@@ -83,7 +83,7 @@ struct BandStats {
   // Outcomes of requests placed in this band, indexed by QueueOutcome.
   std::array<std::uint64_t, kNumQueueOutcomes> outcomes{};
   // The part of `outcomes` whose requested priority was another one (a priority without a band,
-  // queued or rejected in band 0, upstream-reference.md §3.5), by requested priority
+  // queued or rejected in band 0, as the Go reference's EnqueueAndWait does), by requested priority
   // (ascending). At most kRequestedPriorityLabelLimit distinct (band, requested priority) pairs
   // are tracked per controller (the first seen, kept for its lifetime; only band 0 ever holds
   // such requests); the outcomes of the others are only in `outcomes` (counted in

@@ -83,11 +83,11 @@ class HOLDBACK_API PrometheusWriter {
 [[nodiscard]] HOLDBACK_API std::string_view prometheusOutcomeLabel(QueueOutcome outcome) noexcept;
 
 // The outcome counts by requested priority, as flow_control_requests_total labels them (upstream
-// #1636, upstream-reference.md §3.5): each band's outcomes less the requested-priority parts it
-// tracks (BandStats::requestedOutcomes), which go to their requested priority instead; the
-// untracked ones (beyond kRequestedPriorityLabelLimit) stay under their band's priority. Highest
-// priority first; every band's priority is present. The sums over all priorities equal the
-// bands' sums.
+// llm-d-router #1636, https://github.com/llm-d/llm-d-router): each band's outcomes less the
+// requested-priority parts it tracks (BandStats::requestedOutcomes), which go to their requested
+// priority instead; the untracked ones (beyond kRequestedPriorityLabelLimit) stay under their
+// band's priority. Highest priority first; every band's priority is present. The sums over all
+// priorities equal the bands' sums.
 [[nodiscard]] HOLDBACK_API
     std::vector<std::pair<Priority, std::array<std::uint64_t, kNumQueueOutcomes>>>
     requestedPriorityOutcomes(const FlowControllerStats& stats);

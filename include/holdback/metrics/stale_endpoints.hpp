@@ -7,7 +7,8 @@
 //   monitor.update(detector, snapshot, now);            // e.g. on every /metrics scrape or cycle
 //   text += renderStaleEndpoints(monitor.count(), detector.name(), pool);
 //
-// Reference vector (upstream-reference.md §4.2): {fresh, 2 h old, no metrics} with a 1 h
+// Reference vector (the Go reference's utilization-detector, llm-d-router,
+// https://github.com/llm-d/llm-d-router): {fresh, 2 h old, no metrics} with a 1 h
 // threshold -> 2 and one log line; again within 30 s -> no second line; empty pool -> 0; stale
 // again -> 2; one fresh endpoint -> 0. The gauge is per detector, not per stage (as upstream).
 //

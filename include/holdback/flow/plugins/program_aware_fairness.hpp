@@ -1,6 +1,7 @@
 // program-aware-fairness: picks the program (flow) of a band by least attained service, with
-// head-of-queue wait as a second term (upstream-reference.md §5, upstream PRs #1534, #1839,
-// #2116; strategy "las").
+// head-of-queue wait as a second term (the Go reference's fairness/program-aware plugin under
+// pkg/epp/framework/plugins/flowcontrol/ in llm-d-router, https://github.com/llm-d/llm-d-router,
+// PRs #1534, #1839, #2116; strategy "las").
 //
 //   programs          flow ids, shared across bands (one table per policy instance)
 //   attained service  sum of (inputTokens + 2 x outputTokens) the host reports per program,
@@ -173,5 +174,5 @@ class HOLDBACK_API ProgramAwareFairnessPolicy final : public FairnessPolicy {
 }  // namespace holdback
 
 #ifdef HOLDBACK_HEADER_ONLY
-#include "holdback/flow/program_aware_fairness-inl.hpp"
+#include "holdback/flow/plugins/program_aware_fairness-inl.hpp"
 #endif

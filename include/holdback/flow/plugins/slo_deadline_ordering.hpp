@@ -1,5 +1,7 @@
 // slo-deadline-ordering-policy: orders a flow's requests by receivedTime + ttftObjective (the
-// request's time-to-first-token SLO), earliest first (upstream-reference.md §5).
+// request's time-to-first-token SLO), earliest first (the Go reference's ordering/slodeadline
+// plugin under pkg/epp/framework/plugins/flowcontrol/ in llm-d-router,
+// https://github.com/llm-d/llm-d-router).
 //
 //   deadline(r) = r.receivedTime + *r.ttftObjective, saturating at TimePoint::max();
 //                 no objective -> TimePoint::max() (after every request that has one).
@@ -55,5 +57,5 @@ class HOLDBACK_API SloDeadlineOrderingPolicy final : public OrderingPolicy {
 }  // namespace holdback
 
 #ifdef HOLDBACK_HEADER_ONLY
-#include "holdback/flow/slo_deadline_ordering-inl.hpp"
+#include "holdback/flow/plugins/slo_deadline_ordering-inl.hpp"
 #endif

@@ -1,8 +1,8 @@
-// Implementation of holdback/flow/slo_deadline_ordering.hpp: compiled into libholdback by
+// Implementation of holdback/flow/plugins/slo_deadline_ordering.hpp: compiled into libholdback by
 // src/flow.cpp, or included by the header itself in header-only mode (HOLDBACK_HEADER_ONLY).
 #pragma once
 
-#include "holdback/flow/slo_deadline_ordering.hpp"
+#include "holdback/flow/plugins/slo_deadline_ordering.hpp"
 
 #include <charconv>
 #include <cstdint>
