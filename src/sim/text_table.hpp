@@ -1,7 +1,7 @@
 // Text formatting shared by the simulator's reports (report.cpp, evaluation_report.cpp,
-// overview_report.cpp): fixed-point numbers and padding, and TextTable, a table whose columns are
-// as wide as their widest cell, so every row has its columns at the same offsets whatever the arm
-// and class names.
+// pareto_report.cpp, overview_report.cpp): fixed-point numbers and padding, and TextTable, a table
+// whose columns are as wide as their widest cell, so every row has its columns at the same offsets
+// whatever the arm and class names.
 //
 // Thread safety: pure functions; TextTable is thread-compatible (a plain value).
 #pragma once
