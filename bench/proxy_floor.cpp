@@ -1,5 +1,5 @@
 // holdback-proxy-floor: the floor of a proxy, for the gateway's load figures (docs/gateway.md
-// "Performance", scripts/gateway-load.sh FLOOR=1). A blind TCP relay: each accepted client
+// "Performance", scripts/dev/gateway-load.sh FLOOR=1). A blind TCP relay: each accepted client
 // connection gets its own upstream connection, and bytes are copied both ways as they come, one
 // recv and one send per readiness event, on one thread with level-triggered epoll, TCP_NODELAY on
 // both sides. It parses nothing, queues nothing and decides nothing, so whatever a real HTTP proxy

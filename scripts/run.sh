@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Builds holdback and runs its main job on the built-in default scenario:
 #   holdback simulate   (a gateway in front of 4 x 16-slot LLM servers; interactive bursts, a
-#                        standard class and a saturating batch backlog; one table per detector
-#                        with one row block per policy arm, same seed; see docs/simulation.md)
+#                        standard class and a saturating batch backlog; every policy arm on the
+#                        same seed; a compact summary per detector, --detail for every arm's
+#                        tables; see docs/simulation.md)
 # Extra arguments are passed to `holdback simulate`, e.g. scripts/run.sh --seed 2 --csv out/, or
 # scripts/run.sh --scenario burst-after-idle --seeds 1-5 (every arm on 5 seeds, mean and min-max).
 # With --plot DIR the Debian package gnuplot-nox is installed as well (to render the pictures).

@@ -3,14 +3,14 @@
 #   1. the whole suite (build/default) and the header self-containment check (every public header
 #      compiles and links on its own, compiled and header-only: target holdback_header_checks);
 #      stops here when it fails,
-#   2. Clang's thread-safety analysis of the library's lock annotations (scripts/thread-safety.sh),
+#   2. Clang's thread-safety analysis of the library's lock annotations (scripts/dev/thread-safety.sh),
 #      then the concurrency tests under ThreadSanitizer (build/tsan),
 #   3. the whole suite under AddressSanitizer + UndefinedBehaviorSanitizer (build/asan), the unit
 #      and concurrency tests linked to holdback::header_only (so the suite runs in both modes), each
 #      GoogleTest binary as four shards (one process each) instead of one process per test,
 #   4. the core library and its tests with -fno-exceptions as a shared library with hidden
 #      symbols, checking its exports (build/noexcept, preset `noexcept`),
-#   5. every libFuzzer target for HOLDBACK_FUZZ_SECONDS (default 60) each (scripts/fuzz.sh,
+#   5. every libFuzzer target for HOLDBACK_FUZZ_SECONDS (default 60) each (scripts/dev/fuzz.sh,
 #      build/fuzz),
 # and ends by printing the ordinary suite's CTest summary line again (CI counts the last one).
 set -euo pipefail
@@ -39,7 +39,7 @@ fi
 echo "== Every public header on its own, compiled and header-only" >&2
 cmake --build build/default -j"$jobs" --target holdback_header_checks
 
-scripts/thread-safety.sh
+scripts/dev/thread-safety.sh
 
 echo "== ThreadSanitizer: concurrency tests" >&2
 cmake -S . -B build/tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DHOLDBACK_SANITIZE=thread \
@@ -61,7 +61,7 @@ cmake --preset noexcept >/dev/null
 cmake --build --preset noexcept -j"$jobs"
 ctest --preset noexcept -j"$jobs"
 
-scripts/fuzz.sh
+scripts/dev/fuzz.sh
 
 echo "== All stages passed; the ordinary suite (build/default):" >&2
 cat "$summary_file"

@@ -18,16 +18,19 @@ namespace {
 constexpr std::string_view kHelp =
     R"(Usage: holdback simulate [--scenario NAME|FILE] [--seed N | --seeds LIST] [--duration SECONDS]
                          [--arms A,B,...] [--detector utilization|concurrency|both]
-                         [--replicas R] [--jobs N] [--format table|json] [--csv DIR]
-                         [--plot DIR]
+                         [--replicas R] [--jobs N] [--format table|json] [--detail]
+                         [--csv DIR] [--plot DIR]
 
 Simulates a gateway in front of a pool of LLM servers (continuous batching, server-side FCFS
 queues, telemetry scraped every 50 ms) under prioritized traffic, once per arm, seed and
-detector on the same traffic, and prints per class and arm the gateway queueing delay and time to
-first token (p50/p95/p99, in burst, onset, idle and all windows) with its ratio to the same
-arrivals alone on the empty pool (the unloaded baseline), goodput (completions/s and output
-tokens/s, and as a % of static-1.0 on the same seed), rejected/evicted counts and the signal
-health (saturation, server queues, dispatches per scrape interval). See docs/simulation.md.
+detector on the same traffic. By default it prints one compact summary per detector: the
+recommended arm against none, static-1.0 and the best other arm, with the top class's time to
+first token p99 as a multiple of the same arrivals alone on the empty pool (the unloaded baseline)
+per window, the lowest class's goodput as a % of static-1.0 and the requests evicted. --detail
+prints every arm in full: per class the gateway queueing delay and time to first token
+(p50/p95/p99, in burst, onset, idle and all windows), goodput (completions/s and output tokens/s),
+rejected/evicted counts and the signal health (saturation, server queues, dispatches per scrape
+interval). See docs/simulation.md.
 
 Options:
   --scenario S      a built-in scenario (default, burst-after-idle, short-bursts, kv-bound) or a
@@ -76,6 +79,8 @@ Options:
   --jobs N          threads (default: the machine's cores); the results do not depend on it
   --format F        table (default) or json (one JSON document on stdout; schema in
                     docs/simulation.md)
+  --detail          table format: every arm's full tables (with one seed, each run's table per
+                    class and window; then the tables over seeds), before the summary
   --csv DIR         write summary.csv, requests.csv (one row per request), intervals.csv
                     (saturation, ceilings and queue depths every 100 ms), ttft-cdf.csv (all of
                     the first seed) and pareto.csv (over all seeds) into DIR
@@ -108,7 +113,7 @@ int runSimulate(int argc, char** argv) {
                                              "ledger",        "ledger-budget",
                                              "ledger-credit", "lost-completions",
                                              "slot-term",     "concurrency-mode"},
-                             args)) {
+                             args, {"detail"})) {
     return usageError(kCommand, *error);
   }
   if (args.help) {
@@ -296,7 +301,7 @@ int runSimulate(int argc, char** argv) {
 
   if (format == "json") {
     std::cout << sim::formatJson(evaluation);
-  } else {
+  } else if (args.has("detail")) {
     for (std::size_t d = 0; d < evaluation.reports.size(); ++d) {
       if (seeds.size() == 1) {
         scenario.detector = detectors[d];
@@ -304,7 +309,9 @@ int runSimulate(int argc, char** argv) {
                   << sim::formatTable(scenario, evaluation.reports[d].firstSeed);
       }
     }
-    std::cout << sim::formatSummary(evaluation);
+    std::cout << sim::formatSummary(evaluation) << sim::formatOverview(evaluation);
+  } else {
+    std::cout << sim::formatOverview(evaluation);
   }
 
   // In the CSV files and pictures the arms are named <detector>-<arm> when more than one

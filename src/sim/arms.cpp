@@ -170,6 +170,12 @@ std::vector<Arm> allArms() {
   return arms;
 }
 
+std::string_view recommendedArm(const std::vector<std::string>& armNames) {
+  constexpr std::string_view kNamed = "recommended";
+  const bool named = std::find(armNames.begin(), armNames.end(), kNamed) != armNames.end();
+  return named ? kNamed : "reservation+evict";
+}
+
 bool findArm(std::string_view name, Arm& out) {
   for (Arm& a : allArms()) {
     if (a.name == name) {

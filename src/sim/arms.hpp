@@ -57,6 +57,10 @@ struct Arm {
 // reservation..., static-1.0+evict, stepwise+evict, reservation+evict (reserve restoration),
 // reservation+evict-hol (upstream's trigger).
 [[nodiscard]] std::vector<Arm> allArms();
+// The configuration the project recommends, the one `holdback simulate` compares the others
+// against: the arm named "recommended" when `armNames` has it, else "reservation+evict" (which
+// may be absent from `armNames`: callers check).
+[[nodiscard]] std::string_view recommendedArm(const std::vector<std::string>& armNames);
 // Looks an arm up by name; false when unknown.
 [[nodiscard]] bool findArm(std::string_view name, Arm& out);
 // "none, static-1.0, ..." (for usage messages).

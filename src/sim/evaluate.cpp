@@ -1,5 +1,6 @@
 // The evaluation over seeds (src/sim/evaluate.hpp): seeds, jobs, threads, baselines
-// and the aggregation into means and spreads. Its reports are in evaluation_report.cpp.
+// and the aggregation into means and spreads. Its reports are in evaluation_report.cpp,
+// overview_report.cpp and pareto_report.cpp.
 #include "sim/evaluate.hpp"
 
 #include <algorithm>

@@ -14,6 +14,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "sim/simulator.hpp"
@@ -100,6 +101,30 @@ struct Evaluation {
 // its ratio to the unloaded baseline, the lowest class's goodput and its share of static-1.0, and
 // the signal health; "mean (min-max)".
 [[nodiscard]] std::string formatSummary(const Evaluation& evaluation);
+// The compact summary `holdback simulate` prints by default, per detector: the recommended arm
+// (recommendedArm()) against none, static-1.0 and the best other arm (bestOtherArm()), the top
+// class's TTFT p99 as a multiple of its unloaded p99 per window, the lowest class's goodput as % of
+// static-1.0 and the requests evicted; then where the full tables and pictures are. Over several
+// seeds, each arm's row of means is followed by a row of min-max.
+[[nodiscard]] std::string formatOverview(const Evaluation& evaluation);
+// The rule bestOtherArm() applies, in one line (printed under the summary, quoted in the docs).
+inline constexpr std::string_view kBestOtherArmRule =
+    "best other: of the other arms keeping >= 90 % of static-1.0's idle goodput, the lowest burst "
+    "p99";
+// The index in report.arms of the best other arm, by the rule above: lowest mean burst (or all,
+// without windows) TTFT p99 / unloaded of the top class among the arms whose lowest class keeps
+// >= 90 % of static-1.0's goodput in idle windows (all, without windows); ties go to the higher
+// whole-run goodput, then to the earlier arm; when no arm qualifies, the highest whole-run goodput.
+// nullopt when the report has no arm other than those three.
+[[nodiscard]] std::optional<std::size_t> bestOtherArm(const DetectorReport& report,
+                                                      std::string_view recommended);
+// The top (highest priority) and bottom class indices of an arm's classes (first on ties).
+[[nodiscard]] std::pair<std::size_t, std::size_t> topAndBottomClass(
+    const std::vector<ClassSummary>& classes);
+// The window named `name` of a class, or null.
+[[nodiscard]] const WindowSummary* findWindow(const ClassSummary& c, std::string_view name);
+// "mean" or, with `spread`, "mean (min-max)", `decimals` decimals; "-" for no value.
+[[nodiscard]] std::string formatSpread(const Spread& s, int decimals, bool spread);
 // pareto.csv: per detector and arm the top class's TTFT p99 (burst, onset) and the lowest class's
 // goodput (output tokens/s over the whole measured time), each mean,min,max.
 [[nodiscard]] std::string paretoCsv(const Evaluation& evaluation);

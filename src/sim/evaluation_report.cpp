@@ -1,5 +1,6 @@
-// The reports of an evaluation over seeds (src/sim/evaluate.hpp): the JSON document,
-// the summary table and the Pareto data and script.
+// The reports of an evaluation over seeds (src/sim/evaluate.hpp): the JSON document and the
+// full summary tables (the compact summary is overview_report.cpp, the Pareto data and picture
+// pareto_report.cpp).
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -9,6 +10,7 @@
 
 #include "holdback/config/json.hpp"
 #include "sim/evaluate.hpp"
+#include "sim/text_table.hpp"
 
 namespace holdback {
 inline namespace HOLDBACK_ABI_NAMESPACE {
@@ -133,32 +135,7 @@ std::string formatJson(const Evaluation& e) {
 // ---------------------------------------------------------------------------------------------
 // Summary table and Pareto data
 
-namespace {
-
-std::string num(double v, int decimals) {
-  if (std::isnan(v)) return "-";
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.*f", decimals, v);
-  return buf;
-}
-
-std::string cell(const Spread& s, int decimals, bool spread) {
-  std::string out = num(s.mean, decimals);
-  if (spread && !std::isnan(s.mean)) {
-    out += " (" + num(s.min, decimals) + "-" + num(s.max, decimals) + ")";
-  }
-  return out;
-}
-
-std::string padLeft(const std::string& s, std::size_t w) {
-  return s.size() >= w ? s : std::string(w - s.size(), ' ') + s;
-}
-std::string padRight(const std::string& s, std::size_t w) {
-  return s.size() >= w ? s : s + std::string(w - s.size(), ' ');
-}
-
-// The top (highest priority) and bottom class indices.
-std::pair<std::size_t, std::size_t> topBottom(const std::vector<ClassSummary>& cs) {
+std::pair<std::size_t, std::size_t> topAndBottomClass(const std::vector<ClassSummary>& cs) {
   std::size_t top = 0;
   std::size_t bottom = 0;
   for (std::size_t i = 0; i < cs.size(); ++i) {
@@ -168,23 +145,29 @@ std::pair<std::size_t, std::size_t> topBottom(const std::vector<ClassSummary>& c
   return {top, bottom};
 }
 
-const WindowSummary* find(const ClassSummary& c, std::string_view name) {
+const WindowSummary* findWindow(const ClassSummary& c, std::string_view name) {
   for (const WindowSummary& w : c.windows) {
     if (w.window == name) return &w;
   }
   return nullptr;
 }
 
-}  // namespace
+std::string formatSpread(const Spread& s, int decimals, bool spread) {
+  std::string out = text::fixed(s.mean, decimals);
+  if (spread && !std::isnan(s.mean)) {
+    out += " (" + text::fixed(s.min, decimals) + "-" + text::fixed(s.max, decimals) + ")";
+  }
+  return out;
+}
 
 std::string formatSummary(const Evaluation& e) {
   std::ostringstream out;
   const bool spread = e.seeds.size() > 1;
   for (const DetectorReport& report : e.reports) {
     if (report.arms.empty() || report.arms.front().classes.empty()) continue;
-    const auto [top, bottom] = topBottom(report.arms.front().classes);
+    const auto [top, bottom] = topAndBottomClass(report.arms.front().classes);
     const ClassSummary& t0 = report.arms.front().classes[top];
-    const bool windows = find(t0, "burst") != nullptr;
+    const bool windows = findWindow(t0, "burst") != nullptr;
     // Non-default gateway settings (pool.*), so that a table says what produced it.
     std::string settings;
     const auto num = [](double v) {
@@ -218,47 +201,54 @@ std::string formatSummary(const Evaluation& e) {
         << report.arms.front().classes[bottom].name
         << " goodput (output tok/s over the measured time) and its % of static-1.0\n";
     const std::size_t wide = spread ? 22 : 14;
-    out << padRight("arm", 16);
+    using Col = text::TextTable::Column;
+    auto table = [&](std::size_t minName, std::size_t n, std::size_t width) {
+      std::vector<Col> cs{{minName, true}};
+      cs.insert(cs.end(), n, Col{width});
+      return text::TextTable(std::move(cs));
+    };
+    text::TextTable trade = table(16, windows ? 7 : 4, wide);
     if (windows) {
-      out << padLeft("p99 burst", wide) << padLeft("p99 onset", wide) << padLeft("p99 idle", wide)
-          << padLeft("x unl. burst", wide) << padLeft("x unl. onset", wide);
+      trade.row({"arm", "p99 burst", "p99 onset", "p99 idle", "x unl. burst", "x unl. onset",
+                 "goodput", "% static"});
     } else {
-      out << padLeft("p99", wide) << padLeft("x unloaded", wide);
+      trade.row({"arm", "p99", "x unloaded", "goodput", "% static"});
     }
-    out << padLeft("goodput", wide) << padLeft("% static", wide) << "\n";
     for (const ArmSummary& a : report.arms) {
       const ClassSummary& t = a.classes[top];
       const ClassSummary& b = a.classes[bottom];
-      out << padRight(a.name, 16);
+      std::vector<std::string> row{a.name};
       if (windows) {
-        out << padLeft(cell(find(t, "burst")->ttftP99, 0, spread), wide)
-            << padLeft(cell(find(t, "onset")->ttftP99, 0, spread), wide)
-            << padLeft(cell(find(t, "idle")->ttftP99, 0, spread), wide)
-            << padLeft(cell(find(t, "burst")->ttftP99OverUnloaded, 1, spread), wide)
-            << padLeft(cell(find(t, "onset")->ttftP99OverUnloaded, 1, spread), wide);
+        row.insert(row.end(),
+                   {formatSpread(findWindow(t, "burst")->ttftP99, 0, spread),
+                    formatSpread(findWindow(t, "onset")->ttftP99, 0, spread),
+                    formatSpread(findWindow(t, "idle")->ttftP99, 0, spread),
+                    formatSpread(findWindow(t, "burst")->ttftP99OverUnloaded, 1, spread),
+                    formatSpread(findWindow(t, "onset")->ttftP99OverUnloaded, 1, spread)});
       } else {
-        out << padLeft(cell(find(t, "all")->ttftP99, 0, spread), wide)
-            << padLeft(cell(find(t, "all")->ttftP99OverUnloaded, 1, spread), wide);
+        row.insert(row.end(), {formatSpread(findWindow(t, "all")->ttftP99, 0, spread),
+                               formatSpread(findWindow(t, "all")->ttftP99OverUnloaded, 1, spread)});
       }
-      out << padLeft(cell(find(b, "all")->outputTokensPerSec, 0, spread), wide)
-          << padLeft(cell(find(b, "all")->outputTokensPctOfStatic, 0, spread), wide) << "\n";
+      row.insert(row.end(),
+                 {formatSpread(findWindow(b, "all")->outputTokensPerSec, 0, spread),
+                  formatSpread(findWindow(b, "all")->outputTokensPctOfStatic, 0, spread)});
+      trade.row(std::move(row));
     }
+    out << trade.str();
     out << "signal health (sat.: the saturation the gateways see; load: the pool's true "
-           "(running + server-queued) / slots; disp.: requests dispatched per scrape interval)\n"
-        << padRight("arm", 16) << padLeft("sat. mean", wide) << padLeft("sat. p99", wide)
-        << padLeft("load mean", wide) << padLeft("load p99", wide) << padLeft("max srv queue", wide)
-        << padLeft("disp. p50", wide) << padLeft("disp. p99", wide) << padLeft("disp. max", wide)
-        << "\n";
+           "(running + server-queued) / slots; disp.: requests dispatched per scrape interval)\n";
+    text::TextTable health = table(16, 8, wide);
+    health.row({"arm", "sat. mean", "sat. p99", "load mean", "load p99", "max srv queue",
+                "disp. p50", "disp. p99", "disp. max"});
     for (const ArmSummary& a : report.arms) {
-      out << padRight(a.name, 16) << padLeft(cell(a.saturationMean, 2, spread), wide)
-          << padLeft(cell(a.saturationP99, 2, spread), wide)
-          << padLeft(cell(a.poolLoadMean, 2, spread), wide)
-          << padLeft(cell(a.poolLoadP99, 2, spread), wide)
-          << padLeft(cell(a.maxServerQueue, 0, spread), wide)
-          << padLeft(cell(a.dispatchesPerScrapeP50, 0, spread), wide)
-          << padLeft(cell(a.dispatchesPerScrapeP99, 0, spread), wide)
-          << padLeft(cell(a.dispatchesPerScrapeMax, 0, spread), wide) << "\n";
+      health.row({a.name, formatSpread(a.saturationMean, 2, spread),
+                  formatSpread(a.saturationP99, 2, spread), formatSpread(a.poolLoadMean, 2, spread),
+                  formatSpread(a.poolLoadP99, 2, spread), formatSpread(a.maxServerQueue, 0, spread),
+                  formatSpread(a.dispatchesPerScrapeP50, 0, spread),
+                  formatSpread(a.dispatchesPerScrapeP99, 0, spread),
+                  formatSpread(a.dispatchesPerScrapeMax, 0, spread)});
     }
+    out << health.str();
     const bool anyEviction = std::any_of(report.arms.begin(), report.arms.end(),
                                          [](const ArmSummary& a) { return a.eviction; });
     if (!anyEviction) continue;
@@ -268,83 +258,38 @@ std::string formatSummary(const Evaluation& e) {
         << " output tokens wasted (% of generated), prefill tokens paid again, " << t0.name
         << " TTFT p99 / unloaded in " << (windows ? "idle and settled" : "all") << ", " << b0.name
         << " goodput % of static-1.0" << (windows ? " in idle and burst" : "") << "\n";
-    const std::size_t w2 = std::max<std::size_t>(wide, 16);
-    out << padRight("arm", 20) << padLeft("issued", w2) << padLeft("per top req", w2)
-        << padLeft("wasted %", w2) << padLeft("re-paid prefill", w2);
+    text::TextTable evict = table(20, windows ? 8 : 6, std::max<std::size_t>(wide, 16));
+    std::vector<std::string> header{"arm", "issued", "per top req", "wasted %", "re-paid prefill"};
     if (windows) {
-      out << padLeft("x unl. idle", w2) << padLeft("x unl. settled", w2)
-          << padLeft("% static idle", w2) << padLeft("% static burst", w2);
+      header.insert(header.end(),
+                    {"x unl. idle", "x unl. settled", "% static idle", "% static burst"});
     } else {
-      out << padLeft("x unloaded", w2) << padLeft("% static", w2);
+      header.insert(header.end(), {"x unloaded", "% static"});
     }
-    out << "\n";
+    evict.row(std::move(header));
     for (const ArmSummary& a : report.arms) {
       const ClassSummary& t = a.classes[top];
       const ClassSummary& b = a.classes[bottom];
-      out << padRight(a.name, 20) << padLeft(cell(a.revocationsIssued, 0, spread), w2)
-          << padLeft(cell(a.evictionsPerTopRequest, 3, spread), w2)
-          << padLeft(cell(b.wastedPct, 2, spread), w2)
-          << padLeft(cell(b.repaidPrefillTokens, 0, spread), w2);
+      std::vector<std::string> row{a.name, formatSpread(a.revocationsIssued, 0, spread),
+                                   formatSpread(a.evictionsPerTopRequest, 3, spread),
+                                   formatSpread(b.wastedPct, 2, spread),
+                                   formatSpread(b.repaidPrefillTokens, 0, spread)};
       if (windows) {
-        out << padLeft(cell(find(t, "idle")->ttftP99OverUnloaded, 1, spread), w2)
-            << padLeft(cell(find(t, "settled")->ttftP99OverUnloaded, 1, spread), w2)
-            << padLeft(cell(find(b, "idle")->outputTokensPctOfStatic, 0, spread), w2)
-            << padLeft(cell(find(b, "burst")->outputTokensPctOfStatic, 0, spread), w2);
+        row.insert(row.end(),
+                   {formatSpread(findWindow(t, "idle")->ttftP99OverUnloaded, 1, spread),
+                    formatSpread(findWindow(t, "settled")->ttftP99OverUnloaded, 1, spread),
+                    formatSpread(findWindow(b, "idle")->outputTokensPctOfStatic, 0, spread),
+                    formatSpread(findWindow(b, "burst")->outputTokensPctOfStatic, 0, spread)});
       } else {
-        out << padLeft(cell(find(t, "all")->ttftP99OverUnloaded, 1, spread), w2)
-            << padLeft(cell(find(b, "all")->outputTokensPctOfStatic, 0, spread), w2);
+        row.insert(row.end(),
+                   {formatSpread(findWindow(t, "all")->ttftP99OverUnloaded, 1, spread),
+                    formatSpread(findWindow(b, "all")->outputTokensPctOfStatic, 0, spread)});
       }
-      out << "\n";
+      evict.row(std::move(row));
     }
+    out << evict.str();
   }
   return out.str();
-}
-
-std::string paretoCsv(const Evaluation& e) {
-  std::ostringstream out;
-  out << "scenario,detector,arm,goodput_mean,goodput_min,goodput_max,p99_burst_mean,"
-         "p99_burst_min,p99_burst_max,p99_onset_mean,p99_onset_min,p99_onset_max\n";
-  auto csv = [](const Spread& s) {
-    return num(s.mean, 3) + "," + num(s.min, 3) + "," + num(s.max, 3);
-  };
-  for (const DetectorReport& report : e.reports) {
-    for (const ArmSummary& a : report.arms) {
-      const auto [top, bottom] = topBottom(a.classes);
-      const WindowSummary* burst = find(a.classes[top], "burst");
-      const WindowSummary* onset = find(a.classes[top], "onset");
-      if (burst == nullptr) burst = find(a.classes[top], "all");
-      if (onset == nullptr) onset = burst;
-      out << e.scenario.name << ',' << toString(report.detector) << ',' << a.name << ','
-          << csv(find(a.classes[bottom], "all")->outputTokensPerSec) << ',' << csv(burst->ttftP99)
-          << ',' << csv(onset->ttftP99) << '\n';
-    }
-  }
-  return out.str();
-}
-
-std::string paretoGnuplot(const Evaluation& e) {
-  std::ostringstream g;
-  g << "# Generated by `holdback simulate --plot`: the trade-off, one point per arm (mean over\n"
-       "# seeds, bars min-max). Run with `gnuplot pareto.gp` next to pareto.csv.\n"
-       "set datafile separator ','\nset datafile missing '-'\n"
-       "set terminal pngcairo size 1000,650 noenhanced\nset grid\nset logscale y\n"
-       "set key outside right\n"
-       "set xlabel 'lowest class goodput (output tokens/s, whole measured time)'\n"
-       "set ylabel 'top class TTFT p99 (ms, log)'\n";
-  for (const DetectorReport& report : e.reports) {
-    const std::string d(toString(report.detector));
-    g << "set output 'pareto-" << e.scenario.name << "-" << d << ".png'\n"
-      << "set title 'Trade-off: " << e.scenario.name << ", " << d << " detector, " << e.seeds.size()
-      << " seed(s)'\n"
-      << "plot 'pareto.csv' using (strcol(2) eq '" << d
-      << "' ? $4 : NaN):7:5:6:8:9 with xyerrorbars pt 7 title 'p99 burst', \\\n"
-      << "     '' using (strcol(2) eq '" << d
-      << "' ? $4 : NaN):10:5:6:11:12 with xyerrorbars pt 5 title 'p99 onset', \\\n"
-      << "     '' using (strcol(2) eq '" << d
-      << "' ? $4 : NaN):7:(stringcolumn(3)) with labels offset 1,1 notitle\n";
-  }
-  g << "set output\n";
-  return g.str();
 }
 
 }  // namespace sim

@@ -8,21 +8,18 @@
 #include <sstream>
 #include <string_view>
 
+#include "sim/text_table.hpp"
+
 namespace holdback {
 inline namespace HOLDBACK_ABI_NAMESPACE {
 namespace sim {
 namespace {
 
-std::string fixed(double v, int decimals = 0) {
-  if (std::isnan(v)) return "-";
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.*f", decimals, v);
-  return buf;
-}
+using text::fixed;
 
-std::string pad(std::string s, std::size_t width, bool right = true) {
-  if (s.size() >= width) return s;
-  return right ? std::string(width - s.size(), ' ') + s : s + std::string(width - s.size(), ' ');
+// Pads to `width`, on the left (`right`) or on the right.
+std::string pad(const std::string& s, std::size_t width, bool right = true) {
+  return right ? text::padLeft(s, width) : text::padRight(s, width);
 }
 
 std::string triple(const Percentiles& p) {
@@ -45,6 +42,10 @@ std::string formatTable(const Scenario& scenario, const std::vector<ArmResult>& 
       << fixed(scenario.pool.scrapeIntervalMs) << " ms, " << fixed(scenario.durationSeconds)
       << " s, seed " << scenario.seed << "\n";
   out << "times in ms (p50 / p95 / p99); done/s and tok/s are completions inside the window\n";
+  // The class column fits the longest class name.
+  std::size_t classWidth = 12;
+  for (const TrafficClass& c : scenario.classes)
+    classWidth = std::max(classWidth, c.name.size() + 1);
   for (const ArmResult& a : arms) {
     const double hol = a.cyclesWithWork == 0 ? 0.0
                                              : 100.0 * static_cast<double>(a.gatedCycles) /
@@ -56,13 +57,13 @@ std::string formatTable(const Scenario& scenario, const std::vector<ArmResult>& 
           << a.inFlightEvictions << " requests aborted (retried), " << a.wastedTokens
           << " output tokens wasted, " << a.repaidPrefillTokens << " prefill tokens paid again\n";
     }
-    out << pad("class", 12, false) << pad("prio", 5) << "  " << pad("window", 6, false)
+    out << pad("class", classWidth, false) << pad("prio", 5) << "  " << pad("window", 6, false)
         << pad("n", 6) << pad("gateway queue", 22) << pad("TTFT", 24) << pad("done/s", 8)
         << pad("tok/s", 8) << pad("rej", 5) << pad("evict", 6) << pad("unfin", 6) << "\n";
     for (const ClassResult& c : a.classes) {
       bool first = true;
       for (const WindowStats& w : c.windows) {
-        out << pad(first ? c.name : "", 12, false)
+        out << pad(first ? c.name : "", classWidth, false)
             << pad(first ? std::to_string(c.priority) : "", 5) << "  " << pad(w.window, 6, false)
             << pad(std::to_string(w.arrived), 6) << pad(triple(w.queueMs), 22)
             << pad(triple(w.ttftMs), 24) << pad(fixed(w.completedPerSecond, 1), 8)
@@ -86,19 +87,18 @@ std::string formatTable(const Scenario& scenario, const std::vector<ArmResult>& 
     const bool windows = cs[top].windows.size() > 1;
     out << "\n== summary: " << cs[top].name << " TTFT p99 vs " << cs[bottom].name
         << " throughput (done/s)\n";
-    out << pad("arm", 16, false) << pad(windows ? "TTFT p99 burst" : "TTFT p99", 16)
-        << (windows ? pad("TTFT p99 idle", 15) : "") << pad(windows ? "tput burst" : "tput", 12)
-        << (windows ? pad("tput idle", 11) : "") << "\n";
+    text::TextTable table({{16, true}, {16}, {windows ? 15u : 0u}, {12}, {windows ? 11u : 0u}});
+    table.row({"arm", windows ? "TTFT p99 burst" : "TTFT p99", windows ? "TTFT p99 idle" : "",
+               windows ? "tput burst" : "tput", windows ? "tput idle" : ""});
     for (const ArmResult& a : arms) {
       const ClassResult& t = a.classes[top];
       const ClassResult& b = a.classes[bottom];
-      out << pad(a.arm.name, 16, false)
-          << pad(fixed(findWindow(t, windows ? "burst" : "all")->ttftMs.p99), 16);
-      if (windows) out << pad(fixed(findWindow(t, "idle")->ttftMs.p99), 15);
-      out << pad(fixed(findWindow(b, windows ? "burst" : "all")->completedPerSecond, 1), 12);
-      if (windows) out << pad(fixed(findWindow(b, "idle")->completedPerSecond, 1), 11);
-      out << "\n";
+      table.row({a.arm.name, fixed(findWindow(t, windows ? "burst" : "all")->ttftMs.p99),
+                 windows ? fixed(findWindow(t, "idle")->ttftMs.p99) : "",
+                 fixed(findWindow(b, windows ? "burst" : "all")->completedPerSecond, 1),
+                 windows ? fixed(findWindow(b, "idle")->completedPerSecond, 1) : ""});
     }
+    out << table.str();
   }
   return out.str();
 }

@@ -3,15 +3,15 @@
 # tests, bench, examples, fuzz: whatever build/tidy/compile_commands.json lists) and fails on any
 # warning (WarningsAsErrors: '*').
 #
-#   scripts/tidy.sh                 the checks of .clang-tidy, two files at a time
-#   scripts/tidy.sh --analyzer      also the clang static analyzer (much slower)
-#   scripts/tidy.sh REGEX           only the files whose path matches REGEX (e.g. 'include/holdback/config/')
+#   scripts/dev/tidy.sh                 the checks of .clang-tidy, two files at a time
+#   scripts/dev/tidy.sh --analyzer      also the clang static analyzer (much slower)
+#   scripts/dev/tidy.sh REGEX           only the files whose path matches REGEX (e.g. 'include/holdback/config/')
 #   HOLDBACK_TIDY_JOBS=N            files at a time (default 2)
 #
 # Only configures build/tidy (compile_commands.json and the generated version header); nothing
 # is compiled.
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 . scripts/deps.sh
 holdback_ensure_packages clang-tidy-14
 

@@ -11,7 +11,7 @@
 # and printed in base64 (to recover it from a CI log): commit it, fix the bug, and the CTest test
 # FuzzCorpus.<target>, which replays that directory in every build, keeps it fixed.
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 . scripts/deps.sh
 # clang-14 does not pull in the libFuzzer/sanitizer runtimes (only a Recommends of
 # libclang-common-14-dev, which deps.sh does not install); llvm-14 has llvm-symbolizer for

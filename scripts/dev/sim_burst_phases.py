@@ -13,7 +13,7 @@ top-class request with TTFT above 1.5x the unloaded p99 (`--unloaded-ms`, 31) in
       holdback simulate --scenario short-bursts --seed $s --detector concurrency \\
         --arms static-1.0,reservation,reservation-0.1% --csv sb-$s
     done
-    scripts/sim_burst_phases.py --off 25 --on 5 --arms reservation,reservation-0.1% sb-[1-5]
+    scripts/dev/sim_burst_phases.py --off 25 --on 5 --arms reservation,reservation-0.1% sb-[1-5]
 """
 import argparse
 import csv

@@ -3,7 +3,7 @@
 # idle fake model server (1 ms tokens), 2000 req/s for 30 s, slowloris, 5000 idle connections.
 # Needs hey (Debian package hey) and python3. Loopback only; everything on the same cores.
 #
-#   scripts/gateway-load.sh [BUILD_DIR] [RUNS]     (default: build/default, 3)
+#   scripts/dev/gateway-load.sh [BUILD_DIR] [RUNS]     (default: build/default, 3)
 # Environment: GATEWAY_ARGS (extra gateway flags, e.g. "--threads 1"), CLIENTS (default "1 16 64"),
 # LATENCY_ONLY=1 (skip the 2000 req/s, slowloris and idle-connection parts), SLOT_TERM=1 (the
 # built-in config plus the server's slot count, `maxRunningRequests: 1024`, so that the dispatch
@@ -12,7 +12,7 @@
 # single-threaded epoll TCP relay in front of the same server, printed as target "floor" and
 # compared in the same runs).
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 BUILD="${1:-build/default}"
 RUNS="${2:-3}"
 GATEWAY="$BUILD/examples/gateway/holdback-gateway"
@@ -151,7 +151,7 @@ run_hey "$GW" -z 30s -c 50 -q 40 | awk '{printf "req/s %s  p50 %s ms  p99 %s ms 
 
 echo "== slowloris: ordinary requests (hey -z 10s -c 4) idle, then beside 1000 trickling connections"
 run_hey "$GW" -z 10s -c 4 | awk '{printf "idle:          req/s %s  p50 %s ms  p99 %s ms  statuses %s\n", $1, $2, $3, $4 $5}'
-python3 scripts/gateway_load_clients.py slowloris 127.0.0.1 "${GW##*:}" 1000 16 &
+python3 scripts/dev/gateway_load_clients.py slowloris 127.0.0.1 "${GW##*:}" 1000 16 &
 SLOW=$!
 sleep 5
 open_conns=$(curl -s "$GW/metrics" | awk '$1 == "holdback_gateway_connections_open" {print $2}')
@@ -162,7 +162,7 @@ wait "$SLOW"
 echo "== 5000 idle keep-alive connections"
 rss() { awk '/VmRSS/ {printf "%.1f MB", $2/1024}' "/proc/$GW_PID/status"; }
 echo "gateway RSS before: $(rss)"
-python3 scripts/gateway_load_clients.py idle 127.0.0.1 "${GW##*:}" 5000 8 &
+python3 scripts/dev/gateway_load_clients.py idle 127.0.0.1 "${GW##*:}" 5000 8 &
 IDLE=$!
 sleep 6
 echo "gateway RSS with them open: $(rss); open per /metrics: $(curl -s "$GW/metrics" | awk '$1 == "holdback_gateway_connections_open" {print $2}')"

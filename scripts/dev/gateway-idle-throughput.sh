@@ -2,9 +2,9 @@
 # Issue 14's throughput target: through the gateway's built-in config over ONE idle fake model
 # server (64 slots, 330 ms requests: 10 ms prefill + 16 tokens x 20 ms), hey at 64 concurrent
 # clients, against going direct. Medians of RUNS runs. Loopback; everything on the same cores.
-#   scripts/gateway-idle-throughput.sh [BUILD_DIR] [RUNS]   (default: build/default, 3)
+#   scripts/dev/gateway-idle-throughput.sh [BUILD_DIR] [RUNS]   (default: build/default, 3)
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 BUILD="${1:-build/default}"
 RUNS="${2:-3}"
 MS="$BUILD/examples/model-server/holdback-model-server"

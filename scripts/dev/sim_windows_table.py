@@ -6,7 +6,7 @@ after its first 2 s) and onset windows, and the lowest class's output tokens as 
 in the idle and burst windows; each as mean (min-max over seeds), as markdown table rows.
 
     holdback simulate --scenario S --seeds 1-5 --arms ... --format json > S.json
-    scripts/sim_windows_table.py S.json [more.json ...]
+    scripts/dev/sim_windows_table.py S.json [more.json ...]
 """
 import json
 import sys

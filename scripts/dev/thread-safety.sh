@@ -4,7 +4,7 @@
 # layer) is compiled with clang++-14 -Wthread-safety -Werror, syntax only (about 30 s). Called
 # early by scripts/test.sh; runnable on its own.
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 . scripts/deps.sh
 holdback_ensure_packages clang-14
 
