@@ -21,7 +21,7 @@
 // Invariants (hold between calls)
 //   - outstanding_ holds the revocations issued and not yet ended (their leases are marked
 //     revoked in the owner's LeaseTable); cooling_ the ended ones within their grace.
-//   - pending_reclaim_ is the sum of their credits (0 when both are empty).
+//   - pending_reclaim_ is the sum of their credits (up to rounding; 0 when both are empty).
 //   - stats_ counts every lease start and end the owner reports and every revocation issued.
 //
 // Host code: the Evictor calls only the pure, host-pluggable EvictionFilter and
