@@ -1,6 +1,6 @@
 // Implementation of holdback/flow/eviction.hpp (compiled by src/flow.cpp, or included by the
-// header in header-only mode). The controller's part (trigger, sizing, pacing) is in
-// flow/detail/controller_core-inl.hpp.
+// header in header-only mode). The controller's part (trigger, sizing, pacing) is
+// detail::Evictor, flow/detail/evictor-inl.hpp.
 #pragma once
 
 #include "holdback/flow/eviction.hpp"

@@ -17,6 +17,8 @@
 
 #include "holdback/flow/detail/band_table-inl.hpp"
 #include "holdback/flow/detail/controller_core-inl.hpp"
+#include "holdback/flow/detail/demand_tracker-inl.hpp"
+#include "holdback/flow/detail/evictor-inl.hpp"
 #include "holdback/flow/runner.hpp"
 
 namespace holdback {

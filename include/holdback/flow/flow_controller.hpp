@@ -59,8 +59,9 @@
 //   source + detector, flow/pool_pressure.hpp) is sampled first, under the sampler's own mutex and
 //   under no controller lock; then dispatch(now, pressure) decides under the controller's one
 //   mutex, mu. expire(now) is `expire(now, sampler.samplePool(now))` the same way. mu guards the
-//   bands, flows, queues, counters, the request index, the settings and the regime
-//   (flow/detail/band_table.hpp, flow/detail/controller_core.hpp); the annotations
+//   bands, flows, queues, counters, the request index, the leases, the demand figures, the
+//   eviction state, the settings and the regime (flow/detail/: band_table, demand_tracker,
+//   evictor, controller_core); the annotations
 //   (core/thread_annotations.hpp) are checked by clang -Wthread-safety in CI.
 //
 //   Host code and mu:

@@ -244,7 +244,7 @@ struct Band final : BandView {
   TimePoint last_activity{};
   std::optional<double> last_ceiling;
   BandCounters* counters = nullptr;
-  // The controller's demand slot for this priority (ControllerCore::demandSlotOf); a cache.
+  // The controller's demand slot for this priority (DemandTracker::slotOf); a cache.
   std::uint32_t demand_slot = 0xffffffffu;
 
  private:

@@ -5,11 +5,7 @@
 #include "holdback/flow/detail/controller_core.hpp"
 
 #include <algorithm>
-#include <cmath>
-#include <limits>
 #include <utility>
-
-#include "holdback/policy/reservation.hpp"
 
 namespace holdback {
 inline namespace HOLDBACK_ABI_NAMESPACE {
@@ -51,9 +47,6 @@ HOLDBACK_INLINE ControllerCore::ControllerCore(FlowControllerOptions options)
       sampler_(std::move(options.endpoints), std::move(options.detector)) {
   MutexLock lock(mu_);
   settings_ = settingsOf(options);
-  // Stop-and-wait keeps outstanding + cooling within one decision's cap.
-  outstanding_.reserve(kMaxRevocationsPerDecisionLimit);
-  cooling_.reserve(kMaxRevocationsPerDecisionLimit);
   table_.applyBands(topologyOf(options), options.bands);
 }
 
@@ -125,7 +118,7 @@ HOLDBACK_INLINE RequestId ControllerCore::enqueue(FlowRequest&& request, TimePoi
       c.payload = std::move(request.payload);
       rejected = std::move(c);
     } else {
-      if (measuresDemand()) demand_slots_[demandSlotOf(band)].arrivals += 1.0;
+      if (measuresDemand()) demand_.arrived(band, *settings_.policy, leases_);
       table_.insert(std::move(prepared), request, band, ttl.effectiveTtl, flow_hash);
       queued = true;
     }
@@ -153,21 +146,9 @@ HOLDBACK_INLINE bool ControllerCore::release(RequestId id, TimePoint now) noexce
   MutexLock lock(mu_);
   const std::optional<LeaseTable::Lease> lease = leases_.remove(id);
   if (!lease) return false;
-  if (lease->revoked) {  // the confirmation of a revocation
-    for (std::size_t i = 0; i < outstanding_.size(); ++i) {
-      if (outstanding_[i].id == id) {
-        endOutstanding(i, now, /*timedOut=*/false);
-        break;
-      }
-    }
-    eviction_stats_.leaseEnds[static_cast<std::size_t>(LeaseEnd::kRevokedConfirmed)] += 1;
-    return true;  // its holding time was cut short: not a holding-time sample
-  }
-  eviction_stats_.leaseEnds[static_cast<std::size_t>(LeaseEnd::kReleased)] += 1;
-  if (lease->band < demand_slots_.size()) {
-    demand_slots_[lease->band].estimator.completed(
-        std::chrono::duration<double>(now - lease->dispatchedAt).count());
-  }
+  evictor_.leaseReleased(*lease, now, settings_.eviction);  // a revoked one: its confirmation
+  // A revoked lease's holding time was cut short: not a holding-time sample.
+  if (!lease->revoked) demand_.completed(lease->band, now - lease->dispatchedAt);
   return true;
 }
 
@@ -175,420 +156,6 @@ HOLDBACK_INLINE bool ControllerCore::updateLease(RequestId id, std::uint64_t foo
                                                  std::uint64_t generated) noexcept {
   MutexLock lock(mu_);
   return leases_.setTokens(id, footprint, generated);
-}
-
-// ---------------------------------------------------------------------------------------------
-// Eviction (flow/eviction.hpp)
-
-HOLDBACK_INLINE void ControllerCore::endOutstanding(std::size_t i, TimePoint now,
-                                                    bool timedOut) noexcept {
-  const Outstanding o = outstanding_[i];
-  outstanding_[i] = outstanding_.back();
-  outstanding_.pop_back();
-  cooling_.push_back(Cooling{now + settings_.eviction.confirmationGrace, o.credit});
-  if (timedOut) {
-    eviction_stats_.timedOut += 1;
-    return;
-  }
-  eviction_stats_.confirmed += 1;
-  const double latency = std::max(0.0, std::chrono::duration<double>(now - o.issuedAt).count());
-  std::size_t b = 0;
-  while (b < kRevocationConfirmationBucketsSeconds.size() &&
-         latency > kRevocationConfirmationBucketsSeconds[b]) {
-    ++b;
-  }
-  eviction_stats_.confirmationBuckets[b] += 1;
-  eviction_stats_.confirmationSumSeconds += latency;
-}
-
-HOLDBACK_INLINE void ControllerCore::retireRevocations(TimePoint now) noexcept {
-  for (std::size_t i = outstanding_.size(); i-- > 0;) {
-    if (elapsed(outstanding_[i].issuedAt, now) > settings_.eviction.confirmationTimeout) {
-      // Treated as confirmed: the lease ends here (a late release finds nothing).
-      if (leases_.remove(outstanding_[i].id)) {
-        eviction_stats_.leaseEnds[static_cast<std::size_t>(LeaseEnd::kRevokedTimedOut)] += 1;
-      }
-      endOutstanding(i, now, /*timedOut=*/true);
-    }
-  }
-  for (std::size_t i = cooling_.size(); i-- > 0;) {
-    if (now >= cooling_[i].expiresAt) {
-      pending_reclaim_ = std::max(0.0, pending_reclaim_ - cooling_[i].credit);
-      cooling_[i] = cooling_.back();
-      cooling_.pop_back();
-    }
-  }
-  if (outstanding_.empty() && cooling_.empty()) pending_reclaim_ = 0.0;  // no rounding residue
-}
-
-HOLDBACK_INLINE double ControllerCore::releaseChance(double hold, double age,
-                                                     double horizon) noexcept {
-  if (!(hold > 0.0) || !std::isfinite(hold)) return 0.0;  // not measured: expect nothing
-  age = std::max(0.0, age);
-  // Younger than the band's holding time: it ends within the horizon iff it is due by then.
-  if (age < hold) return age + horizon >= hold ? 1.0 : 0.0;
-  // Overdue: memoryless beyond the mean.
-  return 1.0 - std::exp(-horizon / hold);
-}
-
-HOLDBACK_INLINE void ControllerCore::collectCandidates(const LeaseTable& leases, std::uint32_t band,
-                                                       bool below, const EvictionFilter& filter,
-                                                       std::vector<Candidate>& out,
-                                                       double& totalFootprint,
-                                                       bool& footprintsKnown) {
-  leases.newestFirst(band, [&](const LeaseTable::Lease& l) {
-    if (l.tokens == 0) footprintsKnown = false;
-    totalFootprint += static_cast<double>(l.tokens);
-    if (!below || l.revoked || !l.delivered) return true;
-    const EvictionCandidate c{l.id, l.priority, l.dispatchedAt, l.tokens, l.generated};
-    if (filter.accept(c)) out.push_back(Candidate{c, 0.0});
-    return true;
-  });
-}
-
-HOLDBACK_INLINE void ControllerCore::issuedFor(Priority victim) {
-  auto& by = eviction_stats_.issuedByPriority;
-  auto it = std::lower_bound(by.begin(), by.end(), victim,
-                             [](const auto& e, Priority p) { return e.first < p; });
-  if (it == by.end() || it->first != victim) it = by.insert(it, {victim, 0});
-  it->second += 1;
-}
-
-HOLDBACK_INLINE bool ControllerCore::gatherCandidates(Priority demandPrio, double s,
-                                                      bool& byFootprint,
-                                                      double& total_footprint) noexcept {
-  const EvictionOptions& ev = settings_.eviction;
-  const std::size_t in_flight = leases_.size();
-  // Candidates: leases strictly below the demand band that the filter accepts.
-  candidates_.reserve(in_flight);
-  candidates_.clear();
-  total_footprint = 0.0;
-  bool footprints_known = true;
-  for (std::uint32_t b = 0; b < demand_slots_.size(); ++b) {
-    const bool below =
-        demand_slots_[b].prio < demandPrio && ev.filter->mayAccept(demand_slots_[b].prio);
-    // Bands at or above the demand (or refused by the filter) matter only for the footprint total.
-    if (!below && !ev.footprintAware) continue;
-    collectCandidates(leases_, b, below, *ev.filter, candidates_, total_footprint,
-                      footprints_known);
-  }
-  if (candidates_.empty()) return false;
-  const double credit = s / static_cast<double>(in_flight);  // mean footprint, saturation units
-  if (!(credit > 0.0) || !std::isfinite(credit)) return false;
-  byFootprint = ev.footprintAware && footprints_known && total_footprint > 0.0;
-  for (Candidate& c : candidates_) {
-    c.credit =
-        byFootprint ? s * static_cast<double>(c.lease.footprintTokens) / total_footprint : credit;
-  }
-  return true;
-}
-
-HOLDBACK_INLINE double ControllerCore::leadSeconds(Duration configured) const noexcept {
-  const double lead = std::chrono::duration<double>(configured).count();
-  if (lead > 0.0) return lead;
-  const double measured =
-      eviction_stats_.confirmed > 0
-          ? eviction_stats_.confirmationSumSeconds / static_cast<double>(eviction_stats_.confirmed)
-          : 0.0;
-  return measured + std::chrono::duration<double>(settings_.eviction.confirmationGrace).count();
-}
-
-HOLDBACK_INLINE double ControllerCore::rememberBurst(TimePoint now, double lambda) noexcept {
-  const Duration memory = settings_.eviction.restoreReserve.burstMemory;
-  if (!(memory > Duration::zero()) || !std::isfinite(lambda)) return lambda;
-  const double age =
-      std::max(0.0, std::chrono::duration<double>(elapsed(restore_peak_time_, now)).count());
-  const double tau = std::chrono::duration<double>(memory).count();
-  const double remembered =
-      restore_peak_rate_ > 0.0 ? restore_peak_rate_ * std::exp(-age / tau) : 0.0;
-  if (lambda >= remembered) {
-    restore_peak_rate_ = lambda;
-    restore_peak_time_ = now;
-    return lambda;
-  }
-  return remembered;
-}
-
-HOLDBACK_INLINE void ControllerCore::restoreReserve(TimePoint now, double s,
-                                                    RevocationBatch& out) noexcept {
-  const EvictionOptions& ev = settings_.eviction;
-  const ReserveRestoreOptions& ro = ev.restoreReserve;
-  retireRevocations(now);
-  // Pipelined, not stop-and-wait: the revocations still outstanding or within their grace are
-  // debited from the deficit (the sensor does not show them yet), so that a cluster of arrivals
-  // is answered in the cycle that sees it rather than one decision per lead time.
-  const auto pending = static_cast<double>(outstanding_.size() + cooling_.size());
-  const std::size_t in_flight = leases_.size();
-  if (in_flight == 0 || !std::isfinite(s) || domain_bands_.empty()) return;
-  const double unit = s / static_cast<double>(in_flight);  // one request, saturation units
-  if (!(unit > 0.0) || !std::isfinite(unit)) return;
-  // The highest band victims may come from; the bands above it are the protected ones.
-  std::size_t v = 0;
-  while (v < domain_bands_.size() && !ev.filter->mayAccept(domain_bands_[v]->prio)) ++v;
-  if (v == 0 || v == domain_bands_.size()) return;  // nothing protected, or no victim band
-
-  double lambda = 0.0;  // the protected bands' arrivals per second
-  for (std::size_t j = 0; j < v; ++j) {
-    const std::uint32_t slot = domain_bands_[j]->demand_slot;
-    if (slot < demand_slots_.size() && demand_slots_[slot].prio == domain_bands_[j]->prio) {
-      lambda += demand_slots_[slot].estimator.demand().arrivalRate;
-    }
-  }
-  lambda = rememberBurst(now, lambda);
-  const double over = (s - ceilings_[v]) / unit;  // requests beyond the victim band's ceiling
-  if (!(over > 0.0)) return;                      // the policy's reserve is intact
-  double completions = 0.0;                       // every band's releases per second
-  for (const DemandSlot& d : demand_slots_) completions += d.estimator.demand().completionRate;
-  const double lead = leadSeconds(ro.leadTime);
-  const double wanted = ReservationPolicy::poissonReserve(
-      lambda * lead, ro.epsilon, ReservationPolicy::inverseNormal(1.0 - ro.epsilon));
-  const double room = (ceilings_[0] - s) / unit;  // free for the top band, in requests
-  const double target = std::min(over, wanted - room) - completions * lead;
-  eviction_stats_.reclaimTarget = target * unit;
-  const double deficit = target - pending;
-  if (!(deficit >= 1.0) || !std::isfinite(deficit)) return;
-  const Priority protectedPrio = domain_bands_[v - 1]->prio;  // the lowest protected band
-  bool by_footprint = false;
-  double total_footprint = 0.0;
-  if (!gatherCandidates(protectedPrio, s, by_footprint, total_footprint)) return;
-  const auto need = static_cast<std::size_t>(std::min(std::floor(deficit), 1e9));
-  issueRevocations(now, domain_bands_[0]->prio, need, static_cast<double>(need) * unit,
-                   by_footprint, /*restored=*/true, out);
-}
-
-HOLDBACK_INLINE void ControllerCore::reclaim(TimePoint now, double s, std::size_t gated,
-                                             RevocationBatch& out) noexcept {
-  const EvictionOptions& ev = settings_.eviction;
-  retireRevocations(now);
-  if (!outstanding_.empty() || !cooling_.empty()) return;  // stop-and-wait: gate closed
-
-  // The eligible demand: the highest blocked band (from the gated one down) with queued work.
-  Band* demand = nullptr;
-  double ceiling = 0.0;
-  for (std::size_t j = gated; j < domain_bands_.size(); ++j) {
-    const double c = ceilings_[j];
-    if (!(c > 0.0) || !isGated(s, c) || domain_bands_[j]->queued_requests == 0) continue;
-    demand = domain_bands_[j];
-    ceiling = c;
-    break;
-  }
-  if (demand == nullptr) return;
-  const std::size_t in_flight = leases_.size();
-  if (in_flight == 0 || !std::isfinite(s)) return;
-
-  bool by_footprint = false;
-  double total_footprint = 0.0;
-  if (!gatherCandidates(demand->prio, s, by_footprint, total_footprint)) return;
-  const double credit = s / static_cast<double>(in_flight);  // mean footprint, saturation units
-  const double target = s - ceiling;
-  double net = target - pending_reclaim_;
-  eviction_stats_.reclaimTarget = target;
-  if (net < 0.0 || (net == 0.0 && pending_reclaim_ > 0.0)) return;
-
-  // How many (upstream): at least one, enough mean footprints to cover the net deficit.
-  const double ratio = std::min(net / credit, 1e9);
-  std::size_t need = std::max<std::size_t>(1, static_cast<std::size_t>(std::ceil(ratio)));
-
-  // Wait-vs-evict: the releases expected anyway within the remaining tolerance.
-  if (ev.waitForReleases.enabled) {
-    // The demand band's head (its oldest request under FCFS) has waited this long already.
-    Duration waited{0};
-    if (const FlowQueueView* f = demand->bestHeadFlow(); f != nullptr && f->size() > 0) {
-      waited = elapsed(static_cast<const Flow*>(f)->items.front()->enqueueTime, now);
-    }
-    const double horizon =
-        std::chrono::duration<double>(ev.waitForReleases.tolerance - waited).count();
-    if (horizon > 0.0) {
-      double expected = 0.0;  // in leases, or in saturation units by footprint
-      for (std::uint32_t b = 0; b < demand_slots_.size(); ++b) {
-        const double hold = demand_slots_[b].estimator.demand().holdingTime;
-        leases_.newestFirst(b, [&](const LeaseTable::Lease& l) {
-          if (l.revoked) return true;
-          const double age = std::chrono::duration<double>(now - l.dispatchedAt).count();
-          const double p = releaseChance(hold, age, horizon);
-          expected += by_footprint ? p * s * static_cast<double>(l.tokens) / total_footprint : p;
-          return true;
-        });
-      }
-      if (by_footprint) {
-        if (net - expected < 0.0 || (net - expected == 0.0 && expected > 0.0)) {
-          eviction_stats_.deferred += 1;
-          return;
-        }
-        net -= expected;
-      } else {
-        const auto freed = static_cast<std::size_t>(std::floor(expected + 1e-9));
-        if (freed >= need) {
-          eviction_stats_.deferred += 1;
-          return;
-        }
-        need -= freed;
-      }
-    }
-  }
-
-  issueRevocations(now, demand->prio, need, net, by_footprint, /*restored=*/false, out);
-}
-
-HOLDBACK_INLINE void ControllerCore::issueRevocations(TimePoint now, Priority demandPrio,
-                                                      std::size_t need, double net,
-                                                      bool by_footprint, bool restored,
-                                                      RevocationBatch& out) noexcept {
-  const EvictionOptions& ev = settings_.eviction;
-  const std::size_t cap = std::min(ev.maxRevocationsPerDecision, candidates_.size());
-  std::size_t take = 0;
-  if (by_footprint) {
-    // Lowest priority first; within it, the fewest generated tokens per unit of credit; then the
-    // order policy. Take until the net deficit is covered (at least one).
-    const EvictionOrderPolicy& order = *ev.order;
-    std::sort(candidates_.begin(), candidates_.end(), [&](const Candidate& a, const Candidate& b) {
-      if (a.lease.priority != b.lease.priority) return a.lease.priority < b.lease.priority;
-      const double ca = static_cast<double>(a.lease.generatedTokens) / a.credit;
-      const double cb = static_cast<double>(b.lease.generatedTokens) / b.credit;
-      if (ca != cb) return ca < cb;
-      return order.less(a.lease, b.lease);
-    });
-    double covered = 0.0;
-    double cost = 0.0;
-    while (take < cap && (take == 0 || covered < net)) {
-      covered += candidates_[take].credit;
-      cost += static_cast<double>(candidates_[take++].lease.generatedTokens);
-    }
-    // Greedy by rate can overpay at the last step: try each prefix of the greedy set completed by
-    // the cheapest single candidate (not of a higher priority) that covers what is left.
-    if (covered >= net) {
-      std::size_t best_k = take;  // keep the greedy set
-      std::size_t best_finisher = 0;
-      double prefix_credit = 0.0;
-      double prefix_cost = 0.0;
-      for (std::size_t k = 0; k < take; ++k) {
-        const double left = net - prefix_credit;
-        for (std::size_t f = k; f < candidates_.size(); ++f) {
-          const Candidate& c = candidates_[f];
-          if (c.lease.priority > candidates_[take - 1].lease.priority) break;
-          if (c.credit < left) continue;
-          const double total = prefix_cost + static_cast<double>(c.lease.generatedTokens);
-          if (total < cost) {
-            cost = total;
-            best_k = k;
-            best_finisher = f;
-          }
-        }
-        prefix_credit += candidates_[k].credit;
-        prefix_cost += static_cast<double>(candidates_[k].lease.generatedTokens);
-      }
-      if (best_k < take) {
-        std::swap(candidates_[best_k], candidates_[best_finisher]);
-        take = best_k + 1;
-      }
-    }
-  } else {
-    take = std::min(need, cap);
-    const EvictionOrderPolicy& order = *ev.order;
-    std::partial_sort(candidates_.begin(), candidates_.begin() + static_cast<std::ptrdiff_t>(take),
-                      candidates_.end(), [&](const Candidate& a, const Candidate& b) {
-                        return order.less(a.lease, b.lease);
-                      });
-  }
-  for (std::size_t k = 0; k < take && !out.full(); ++k) {
-    const Candidate& c = candidates_[k];
-    if (!leases_.markRevoked(c.lease.id)) continue;
-    outstanding_.push_back(Outstanding{c.lease.id, now, c.credit});
-    pending_reclaim_ += c.credit;
-    eviction_stats_.issued += 1;
-    if (restored) eviction_stats_.restored += 1;
-    issuedFor(c.lease.priority);
-    Revocation& r = out.add();
-    r.id = c.lease.id;
-    r.priority = c.lease.priority;
-    r.demandPriority = demandPrio;
-    r.dispatchedAt = c.lease.dispatchedAt;
-    r.issuedAt = now;
-    r.footprintTokens = c.lease.footprintTokens;
-    r.generatedTokens = c.lease.generatedTokens;
-    r.credit = c.credit;
-    r.disposition = kEvictedHttp;
-  }
-}
-
-HOLDBACK_INLINE void ControllerCore::deliverRevocations(
-    const RevocationBatch& batch) const noexcept {
-  for (std::size_t i = 0; i < batch.size(); ++i) {
-    HOLDBACK_TRY {
-      evict_(batch.at(i));
-    }
-    HOLDBACK_CATCH_ALL {
-      // The host's callback threw: the revocation stays outstanding and times out.
-    }
-  }
-}
-
-// ---------------------------------------------------------------------------------------------
-// Demand
-
-HOLDBACK_INLINE std::uint32_t ControllerCore::demandSlotOf(Band* band) {
-  const std::uint32_t cached = band->demand_slot;
-  if (cached < demand_slots_.size() && demand_slots_[cached].prio == band->prio) return cached;
-  for (std::size_t i = 0; i < demand_slots_.size(); ++i) {
-    if (demand_slots_[i].prio == band->prio) {
-      band->demand_slot = static_cast<std::uint32_t>(i);
-      return band->demand_slot;
-    }
-  }
-  DemandSlot slot;
-  slot.prio = band->prio;
-  slot.estimator = DemandEstimator(settings_.policy->demandSmoothing());
-  demand_slots_.push_back(slot);
-  leases_.reserveBands(demand_slots_.size());
-  band->demand_slot = static_cast<std::uint32_t>(demand_slots_.size() - 1);
-  return band->demand_slot;
-}
-
-HOLDBACK_INLINE void ControllerCore::updateDemand(TimePoint now) noexcept {
-  double dt = 0.0;
-  if (last_demand_update_) dt = std::chrono::duration<double>(now - *last_demand_update_).count();
-  const bool advance = !last_demand_update_ || dt > 0.0;
-  if (advance) last_demand_update_ = now;
-  for (Band* band : table_.ordered()) {
-    DemandSlot& slot = demand_slots_[demandSlotOf(band)];
-    // dt <= 0 (the first update, or a clock that did not move): counts only, arrivals kept.
-    slot.estimator.update(dt, slot.arrivals,
-                          static_cast<double>(leases_.inFlight(band->demand_slot)),
-                          static_cast<double>(band->queued_requests));
-    if (dt > 0.0) slot.arrivals = 0.0;
-  }
-  demand_view_.reserve(table_.ordered().size());
-  demand_view_.clear();
-  for (Band* band : domain_bands_) {
-    demand_view_.push_back(demand_slots_[band->demand_slot].estimator.demand());
-  }
-}
-
-HOLDBACK_INLINE void ControllerCore::reapLeases(TimePoint now) noexcept {
-  if (leases_.size() == 0) return;
-  const Duration timeout = settings_.leaseTimeout;
-  for (std::uint32_t b = 0; b < demand_slots_.size(); ++b) {
-    for (;;) {
-      LeaseTable::Id oldest = 0;
-      leases_.oldestFirst(b, [&](const LeaseTable::Lease& l) {
-        if (elapsed(l.dispatchedAt, now) >= timeout) oldest = l.id;
-        return false;
-      });
-      if (oldest == 0) break;
-      const std::optional<LeaseTable::Lease> gone = leases_.remove(oldest);
-      if (gone && gone->revoked) {  // an outstanding revocation: it ends timed out
-        for (std::size_t i = 0; i < outstanding_.size(); ++i) {
-          if (outstanding_[i].id == oldest) {
-            endOutstanding(i, now, /*timedOut=*/true);
-            break;
-          }
-        }
-        eviction_stats_.leaseEnds[static_cast<std::size_t>(LeaseEnd::kRevokedTimedOut)] += 1;
-      } else {
-        eviction_stats_.leaseEnds[static_cast<std::size_t>(LeaseEnd::kReaped)] += 1;
-      }
-    }
-  }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -656,10 +223,12 @@ HOLDBACK_INLINE DispatchResult ControllerCore::dispatchImpl(TimePoint now,
     ceilings_.assign(domain_bands_.size(), 1.0);
     const bool demand_on = demandOn();
     const bool leases_on = demand_on || settings_.eviction.enabled;
-    if (measuresDemand()) updateDemand(now);
+    if (measuresDemand()) {
+      demand_.update(now, ordered, domain_bands_, *settings_.policy, leases_);
+    }
     if (demand_on) {
       DemandView view;
-      view.bands = demand_view_;
+      view.bands = demand_.view();
       view.now = now;
       if (leases_.size() > 0) view.requestUnit = s / static_cast<double>(leases_.size());
       settings_.policy->computeLimit(s, domain_priorities_, ceilings_, view);
@@ -673,7 +242,7 @@ HOLDBACK_INLINE DispatchResult ControllerCore::dispatchImpl(TimePoint now,
     result.kind = DispatchResult::Kind::kNothingQueued;
     // Reserve restoration runs whether or not anything is queued (its point is to act before).
     if (settings_.eviction.enabled && settings_.eviction.restoreReserve.enabled && evict_) {
-      restoreReserve(now, s, revocations);
+      evictor_.restoreReserve(evictionCycle(now, s), revocations);
       result.revoked = revocations.size();
     }
 
@@ -685,7 +254,7 @@ HOLDBACK_INLINE DispatchResult ControllerCore::dispatchImpl(TimePoint now,
         result.kind = DispatchResult::Kind::kGated;
         result.priority = band->prio;
         if (settings_.eviction.enabled && settings_.eviction.revokeOnBlock && evict_) {
-          reclaim(now, s, i, revocations);
+          evictor_.reclaim(evictionCycle(now, s), i, revocations);
         }
         result.revoked = revocations.size();
         break;
@@ -709,13 +278,12 @@ HOLDBACK_INLINE DispatchResult ControllerCore::dispatchImpl(TimePoint now,
         result.priority = band->prio;
         result.id = head->id;
         if (leases_on) {
-          const std::uint32_t slot = demandSlotOf(band);
+          const std::uint32_t slot = demand_.slotOf(band, *settings_.policy, leases_);
           if (leases_.add(head->id, slot, band->prio, now)) {
-            eviction_stats_.leasesStarted += 1;
+            evictor_.leaseStarted();
             leased = settings_.eviction.enabled;
           }
-          demand_slots_[slot].estimator.dispatched(
-              std::chrono::duration<double>(elapsed(head->enqueueTime, now)).count());
+          demand_.dispatched(slot, elapsed(head->enqueueTime, now));
         }
         FinalizedBatch::Entry& e = finalized.add();
         e.retired = table_.finalize(head, {QueueOutcome::kDispatched, OutcomeCause::kNone}, now,
@@ -730,7 +298,7 @@ HOLDBACK_INLINE DispatchResult ControllerCore::dispatchImpl(TimePoint now,
     MutexLock lock(mu_);
     leases_.markDelivered(result.id);
   }
-  deliverRevocations(revocations);
+  deliverRevocations(revocations, evict_);  // host code: after the lock
   return result;
 }
 
@@ -770,8 +338,8 @@ HOLDBACK_INLINE std::size_t ControllerCore::expireImpl(TimePoint now,
       retired.push_back(table_.finalize(victims[i].first, victims[i].second, now, finalized[i]));
     }
     table_.collectGarbage(now, flow_idle_timeout_, band_idle_timeout_, retired);
-    reapLeases(now);
-    retireRevocations(now);
+    evictor_.reapLeases(leases_, now, settings_.leaseTimeout, settings_.eviction);
+    evictor_.retireRevocations(now, settings_.eviction, leases_);
   }
   for (Completion& c : finalized) deliver(std::move(c));
   return finalized.size();
@@ -819,14 +387,7 @@ HOLDBACK_INLINE Diagnostics ControllerCore::reconfigure(FlowControllerOptions o)
     MutexLock lock(mu_);
     std::swap(settings_, settings);  // the old policy is released after the lock
     // New smoothing constants restart the estimators (the leases are kept).
-    const DemandSmoothing smoothing = settings_.policy->demandSmoothing();
-    for (DemandSlot& slot : demand_slots_) {
-      const DemandSmoothing& old = slot.estimator.smoothing();
-      if (old.rise != smoothing.rise || old.decay != smoothing.decay ||
-          old.holdingSamples != smoothing.holdingSamples) {
-        slot.estimator = DemandEstimator(smoothing);
-      }
-    }
+    demand_.resmooth(settings_.policy->demandSmoothing());
     table_.applyBands(std::move(topology), o.bands);
   }
   return d;
@@ -865,11 +426,8 @@ HOLDBACK_INLINE FlowControllerStats ControllerCore::stats() const {
   out.poolEmpty = regime_.empty;
   out.cycles = cycles_;
   out.stopped = stopped_;
-  out.eviction = eviction_stats_;
+  out.eviction = evictor_.stats();
   out.eviction.enabled = settings_.eviction.enabled;
-  out.eviction.pendingReclaim = pending_reclaim_;
-  out.eviction.outstanding = outstanding_.size();
-  out.eviction.cooling = cooling_.size();
   out.eviction.leases = leases_.size();
   return out;
 }

@@ -4,21 +4,35 @@
 //   - PoolPressureSampler (flow/pool_pressure.hpp): calls the host's endpoint source and detector,
 //     under its own mutex and under no controller lock;
 //   - BandTable (flow/detail/band_table.hpp): bands, flows, queues, the request index, counters;
-//   - the reloadable settings (policy, global limits, TTLs, priority domain);
+//   - LeaseTable (flow/lease_table.hpp): the dispatched requests still holding a slot, while the
+//     policy reads demand or eviction is on;
+//   - DemandTracker (flow/detail/demand_tracker.hpp): the per-priority demand figures and the
+//     cycle's DemandView;
+//   - Evictor (flow/detail/evictor.hpp): in-flight eviction and reserve restoration, their
+//     pacing and counters;
+//   - the reloadable settings (policy, global limits, TTLs, priority domain, eviction);
 //   - the pool regime, the last pressure, the cycle's scratch buffers.
 //
+// The cycle (dispatchImpl): the pressure, the policy's domain, the demand update, the ceilings;
+// reserve restoration; then the bands highest first, each gated (a block: the evictor's
+// reclaim) or dispatching its fairness policy's pick (a lease); after the lock, the outcomes,
+// the lease marked delivered, the revocations.
+//
 // Locking
-//   One mutex, mu_, guards the table, the settings and the regime (HOLDBACK_GUARDED_BY). Under
-//   mu_ run only the library's own bookkeeping plus three host-pluggable pieces of pure
-//   computation: UsageLimitPolicy::computeLimit (once per cycle), FairnessPolicy::pick and the
-//   OrderingPolicy comparators. They must be O(bands) / O(log n), must not block and must not
-//   call the controller. Never under mu_: the endpoint source, the detector (the sampler runs
-//   before mu_ is taken), the clock (read before mu_), the outcome callback (completions are
-//   collected under mu_ and delivered after it is released) and, in steady state, heap
-//   allocation for a request: its memory comes from the table's bounded pool under mu_ (a heap
-//   allocation only while the queues grow past the pool) and memory the pool does not keep is
-//   freed after mu_ is released (Retired). Create-only collaborators (endpoints, onOutcome,
-//   clock, timings) are const members, read without a lock.
+//   One mutex, mu_, guards the table, the leases, the demand tracker, the evictor, the settings
+//   and the regime (HOLDBACK_GUARDED_BY); the components have no lock of their own. Under mu_ run
+//   only the library's own bookkeeping plus host-pluggable pieces of pure computation:
+//   UsageLimitPolicy::computeLimit (once per cycle), FairnessPolicy::pick, the OrderingPolicy
+//   comparators and the EvictionFilter and EvictionOrderPolicy. They must be O(bands) /
+//   O(log n), must not block and must not call the controller. Never under mu_: the endpoint
+//   source, the detector (the sampler runs before mu_ is taken), the clock (read before mu_),
+//   the outcome callback (completions are collected under mu_ and delivered after it is
+//   released), the evict callback (revocations are collected in a RevocationBatch under mu_ and
+//   delivered after it is released) and, in steady state, heap allocation for a request: its
+//   memory comes from the table's bounded pool under mu_ (a heap allocation only while the
+//   queues grow past the pool) and memory the pool does not keep is freed after mu_ is released
+//   (Retired). Create-only collaborators (endpoints, onOutcome, evict, clock, timings) are const
+//   members, read without a lock.
 //
 // Thread safety: thread-safe.
 #pragma once
@@ -31,11 +45,12 @@
 #include <new>
 #include <optional>
 #include <span>
-#include <type_traits>
 #include <vector>
 
 #include "holdback/core/thread_annotations.hpp"
 #include "holdback/flow/detail/band_table.hpp"
+#include "holdback/flow/detail/demand_tracker.hpp"
+#include "holdback/flow/detail/evictor.hpp"
 #include "holdback/flow/detail/lease_table.hpp"
 #include "holdback/flow/eviction.hpp"
 #include "holdback/flow/flow_controller.hpp"
@@ -85,31 +100,6 @@ class FinalizedBatch {
   std::size_t size_ = 0;
 };
 
-// The revocations of one cycle, on the stack (their evict callbacks run after the lock). Only
-// the slots used are constructed: a cycle usually revokes nothing, and initializing all 32
-// slots was a third of a dispatch cycle's own time.
-class RevocationBatch {
- public:
-  static_assert(std::is_trivially_destructible_v<Revocation>);
-  RevocationBatch() noexcept {}  // NOLINT: the storage is deliberately left uninitialized
-  RevocationBatch(const RevocationBatch&) = delete;
-  RevocationBatch& operator=(const RevocationBatch&) = delete;
-
-  [[nodiscard]] std::size_t size() const noexcept { return size_; }
-  [[nodiscard]] bool full() const noexcept { return size_ == kMaxRevocationsPerDecisionLimit; }
-  Revocation& add() noexcept { return *::new (&storage_[size_++]) Revocation(); }
-  [[nodiscard]] const Revocation& at(std::size_t i) const noexcept {
-    return *std::launder(reinterpret_cast<const Revocation*>(&storage_[i]));
-  }
-
- private:
-  struct alignas(Revocation) Slot {
-    unsigned char bytes[sizeof(Revocation)];
-  };
-  std::array<Slot, kMaxRevocationsPerDecisionLimit> storage_;
-  std::size_t size_ = 0;
-};
-
 class ControllerCore {
  public:
   // `options` must be valid (FlowController::validate) and have a clock.
@@ -155,29 +145,6 @@ class ControllerCore {
     std::size_t fairnessIdLabelLimit = 0;
     EvictionOptions eviction;  // filter and order never null; evict is evict_
   };
-  // A revocation issued and not yet confirmed, and a confirmed one within its grace.
-  struct Outstanding {
-    RequestId id = 0;
-    TimePoint issuedAt{};
-    double credit = 0.0;
-  };
-  struct Cooling {
-    TimePoint expiresAt{};
-    double credit = 0.0;
-  };
-  // A victim candidate with its credit (saturation units it frees).
-  struct Candidate {
-    EvictionCandidate lease;
-    double credit = 0.0;
-  };
-  // One band priority's demand: its estimator, the arrivals since the last update. Slot i is
-  // band i of leases_. Slots are added when a priority is first seen and kept (a priority that
-  // comes back reuses its slot), so their number is bounded by the distinct priorities used.
-  struct DemandSlot {
-    Priority prio = 0;
-    DemandEstimator estimator;
-    double arrivals = 0.0;
-  };
   static Settings settingsOf(FlowControllerOptions& options);
   static BandTopology topologyOf(FlowControllerOptions& options);
 
@@ -198,50 +165,15 @@ class ControllerCore {
   [[nodiscard]] bool measuresDemand() const noexcept HOLDBACK_REQUIRES(mu_) {
     return demandOn() || (settings_.eviction.enabled && settings_.eviction.restoreReserve.enabled);
   }
-  // The band's demand slot (adds one, allocating, when its priority is new).
-  std::uint32_t demandSlotOf(Band* band) HOLDBACK_REQUIRES(mu_);
-  // Folds the counts since the last update into the estimators; fills demand_view_ for the
-  // cycle's domain_bands_.
-  void updateDemand(TimePoint now) noexcept HOLDBACK_REQUIRES(mu_);
-  void reapLeases(TimePoint now) noexcept HOLDBACK_REQUIRES(mu_);
   [[nodiscard]] bool leasesOn() const noexcept HOLDBACK_REQUIRES(mu_) {
     return demandOn() || settings_.eviction.enabled;
   }
-  // Eviction (flow/eviction.hpp). reclaim: the HoL block at domain band `gated`.
-  void reclaim(TimePoint now, double s, std::size_t gated, RevocationBatch& out) noexcept
-      HOLDBACK_REQUIRES(mu_);
-  // A revocation's lead time in seconds: `configured` when > 0, else the measured mean
-  // issue-to-confirmation latency (0 before the first) + confirmationGrace.
-  [[nodiscard]] double leadSeconds(Duration configured) const noexcept HOLDBACK_REQUIRES(mu_);
-  // Reserve restoration (EvictionOptions::restoreReserve): any cycle, before a block.
-  void restoreReserve(TimePoint now, double s, RevocationBatch& out) noexcept
-      HOLDBACK_REQUIRES(mu_);
-  // The protected arrival rate restoration sizes for: `lambda`, or the decayed peak of the
-  // earlier ones when burstMemory is on (and larger); updates the peak.
-  double rememberBurst(TimePoint now, double lambda) noexcept HOLDBACK_REQUIRES(mu_);
-  // Fills candidates_ (leases strictly below `demandPrio` the filter accepts) with their credits;
-  // false when there is none (or the credit is not finite).
-  bool gatherCandidates(Priority demandPrio, double s, bool& byFootprint,
-                        double& totalFootprint) noexcept HOLDBACK_REQUIRES(mu_);
-  // Revokes `need` candidates (by footprint: enough to cover `net`), at most the cap.
-  void issueRevocations(TimePoint now, Priority demandPrio, std::size_t need, double net,
-                        bool byFootprint, bool restored, RevocationBatch& out) noexcept
-      HOLDBACK_REQUIRES(mu_);
-  // Retires timed-out outstanding revocations and expired cooling debits.
-  void retireRevocations(TimePoint now) noexcept HOLDBACK_REQUIRES(mu_);
-  // Moves outstanding revocation `i` to cooling (confirmed or timed out).
-  void endOutstanding(std::size_t i, TimePoint now, bool timedOut) noexcept HOLDBACK_REQUIRES(mu_);
-  // The chance (0..1) that a lease of age `age` in a band holding `hold` seconds on average
-  // ends on its own within `horizon` seconds (wait-vs-evict); 0 when `hold` is not measured.
-  [[nodiscard]] static double releaseChance(double hold, double age, double horizon) noexcept;
-  void issuedFor(Priority victim) HOLDBACK_REQUIRES(mu_);
-  // Appends band `band`'s revocable leases the filter accepts (when `below`: the band is under
-  // the demand) and sums every lease's footprint (footprintsKnown: none is 0).
-  static void collectCandidates(const LeaseTable& leases, std::uint32_t band, bool below,
-                                const EvictionFilter& filter, std::vector<Candidate>& out,
-                                double& totalFootprint, bool& footprintsKnown);
-  void deliverRevocations(const RevocationBatch& batch) const noexcept;
-
+  // The evictor's view of the cycle: the domain bands and their ceilings as dispatchImpl left
+  // them, at saturation `s`.
+  [[nodiscard]] Evictor::Cycle evictionCycle(TimePoint now, double s) noexcept
+      HOLDBACK_REQUIRES(mu_) {
+    return {settings_.eviction, leases_, demand_, domain_bands_, ceilings_, now, s};
+  }
   // Create-only: read without a lock.
   const std::function<void(Completion&&)> on_outcome_;
   const std::function<TimePoint()> clock_;
@@ -265,20 +197,10 @@ class ControllerCore {
   std::vector<Band*> domain_bands_ HOLDBACK_GUARDED_BY(mu_);
   std::vector<Priority> domain_priorities_ HOLDBACK_GUARDED_BY(mu_);
   std::vector<double> ceilings_ HOLDBACK_GUARDED_BY(mu_);
-  // Demand (only while the policy reads it).
+  // Leases (while the policy reads demand or eviction is on): the tracker's slots are its bands.
   LeaseTable leases_ HOLDBACK_GUARDED_BY(mu_);
-  std::vector<DemandSlot> demand_slots_ HOLDBACK_GUARDED_BY(mu_);
-  std::vector<BandDemand> demand_view_ HOLDBACK_GUARDED_BY(mu_);
-  std::optional<TimePoint> last_demand_update_ HOLDBACK_GUARDED_BY(mu_);
-  // Eviction: pacing state, counters, the victims' scratch.
-  std::vector<Outstanding> outstanding_ HOLDBACK_GUARDED_BY(mu_);
-  std::vector<Cooling> cooling_ HOLDBACK_GUARDED_BY(mu_);
-  double pending_reclaim_ HOLDBACK_GUARDED_BY(mu_) = 0.0;
-  // Reserve restoration's burst memory: the highest protected arrival rate and when it was seen.
-  double restore_peak_rate_ HOLDBACK_GUARDED_BY(mu_) = 0.0;
-  TimePoint restore_peak_time_ HOLDBACK_GUARDED_BY(mu_){};
-  EvictionStats eviction_stats_ HOLDBACK_GUARDED_BY(mu_);
-  std::vector<Candidate> candidates_ HOLDBACK_GUARDED_BY(mu_);
+  DemandTracker demand_ HOLDBACK_GUARDED_BY(mu_);
+  Evictor evictor_ HOLDBACK_GUARDED_BY(mu_);
 };
 
 }  // namespace detail
