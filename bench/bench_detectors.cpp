@@ -12,6 +12,10 @@
 //   BM_ConcurrencySaturation/<M>   requests mode (in-flight 0..129)
 //   BM_FloorSumScores/<M>          one clock read + sum of max(queue / 5, kv / 0.8) over the same
 //                                  Endpoint structs: the floor of a saturation pass
+//   BM_PickEndpoint/<M>            EndpointPicker::pick over the utilization detector (endpoints
+//                                  with capacities, 16 slots and 32768 KV tokens each)
+//   BM_PickEndpointFitFirst/<M>    the same with fitFirst (the fit test: one room() call per
+//                                  candidate; target at 1024 endpoints: <= 2 us)
 //
 // Issue 14 (DispatchLedger):
 //   BM_LedgerDispatchComplete            one dispatch + one completion (handle release) on one
@@ -33,6 +37,7 @@
 
 #include "holdback/detector/detectors.hpp"
 #include "holdback/detector/dispatch_ledger.hpp"
+#include "holdback/detector/endpoint_picker.hpp"
 #include "holdback/detector/in_flight_tracker.hpp"
 
 namespace holdback {
@@ -111,6 +116,34 @@ void BM_FloorSumScores(benchmark::State& state) {
 void detectorSizes(benchmark::internal::Benchmark* b) {
   for (const int m : {1, 64, 1024, 4096}) b->Arg(m);
 }
+// EndpointPicker over the utilization detector's view of a pool whose endpoints carry their
+// capacity (16 slots, 32768 KV tokens): the plain rule, and with fitFirst (one room() call per
+// candidate) for a request of 512 input tokens. The plain pick is the fit test's floor.
+void pickOnce(benchmark::State& state, bool fitFirst) {
+  auto endpoints = workPool(static_cast<std::size_t>(state.range(0)));
+  for (std::size_t i = 0; i < endpoints.size(); ++i) {
+    endpoints[i].maxRunningRequests = 16;
+    endpoints[i].kvCacheUsage = 0.4 + 0.3 * static_cast<double>(i % 7) / 7.0;
+    endpoints[i].runningRequests = static_cast<double>(i % 16);
+    endpoints[i].waitingQueueSize = 0.0;
+    endpoints[i].kvCapacityTokens = 32768;
+    endpoints[i].inFlightRequests = static_cast<std::int64_t>(i % 16);
+  }
+  const auto detector = workDetector();
+  EndpointPicker picker(endpoints.size(), {.fitFirst = fitFirst});
+  const TimePoint now = Clock::now();
+  for (auto _ : state) benchmark::DoNotOptimize(picker.pick(endpoints, *detector, now, {}, 512));
+  state.SetItemsProcessed(state.iterations() * state.range(0));
+}
+void BM_PickEndpoint(benchmark::State& state) {
+  pickOnce(state, false);
+}
+void BM_PickEndpointFitFirst(benchmark::State& state) {
+  pickOnce(state, true);
+}
+BENCHMARK(BM_PickEndpoint)->Arg(8)->Arg(1024);
+BENCHMARK(BM_PickEndpointFitFirst)->Arg(8)->Arg(1024);
+
 BENCHMARK(BM_UtilizationSaturation)->Apply(detectorSizes);
 BENCHMARK(BM_UtilizationFilter)->Apply(detectorSizes);
 BENCHMARK(BM_ConcurrencySaturation)->Apply(detectorSizes);

@@ -16,6 +16,9 @@
 //   BM_FloorExp/<N>                 N exp() calls into the buffer      (floor of sigmoid)
 //   BM_ComputeLimitDemand/reservation/<N>  reservation-holdback-policy with a demand view
 //   BM_ComputeLimitDemand/reservation-hold/<N>  the same with a clock: the hold of the reserve runs
+//   BM_ComputeLimitDemand/reservation-room/<N>  capacityModel endpoints with a room per band (the
+//                                  reserve counted in protected footprints); its floor is
+//                                  BM_ComputeLimitDemand/reservation (target: within 3x)
 //                                   (refill sizing, the default; N in {8, 64}; compare with
 //                                   BM_FloorMulAdd/<N> + BM_FloorRefillQuantile/<N>)
 //   BM_ComputeLimitDemand/reservation-occupancy/<N>  the same with the occupancy sizing (compare
@@ -107,12 +110,23 @@ void computeLimitChanging(benchmark::State& state, const std::string& strategy) 
 // arrivals 2/s, holding time 0.5 s, request unit 1/64; epsilon 0.01, minCeiling 0.5.
 // `hold`: the view carries a clock advancing 1 ms per call, so the hold of the reserve runs (one
 // exponential per band whose held reserve is above the computed one).
-void computeLimitDemand(benchmark::State& state, ReservationSizing sizing, bool hold = false) {
+// `room`: capacityModel endpoints with a room per band (fits 40 - i, fitsAfter 38 - i): the
+// reserve counted in protected requests' footprints; the pooled run of the same view is its floor.
+void computeLimitDemand(benchmark::State& state, ReservationSizing sizing, bool hold = false,
+                        bool room = false) {
   const auto n = static_cast<std::size_t>(state.range(0));
   const auto priorities = workPriorities(n);
   auto policy =
-      std::move(ReservationPolicy::create({.minCeiling = 0.5, .minReserve = 1.0, .sizing = sizing}))
+      std::move(ReservationPolicy::create({.minCeiling = 0.5,
+                                           .minReserve = 1.0,
+                                           .sizing = sizing,
+                                           .capacityModel = room ? ReservationCapacity::kEndpoints
+                                                                 : ReservationCapacity::kPooled}))
           .value();
+  std::vector<BandRoom> rooms(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    rooms[i] = BandRoom{40.0 - static_cast<double>(i), 38.0 - static_cast<double>(i)};
+  }
   std::vector<BandDemand> bands(n);
   for (std::size_t i = 0; i < n; ++i) {
     bands[i].occupancy = 1.0 + static_cast<double>(i) / 4.0;
@@ -123,6 +137,7 @@ void computeLimitDemand(benchmark::State& state, ReservationSizing sizing, bool 
   DemandView view;
   view.bands = bands;
   view.requestUnit = 1.0 / 64.0;
+  if (room) view.room = rooms;
   std::vector<double> ceilings(n, 1.0);
   auto now = std::chrono::steady_clock::time_point{} + std::chrono::hours(1);
   for (auto _ : state) {
@@ -263,6 +278,11 @@ int registerAll() {
         benchmark::RegisterBenchmark(
             "BM_ComputeLimitDemand/reservation-hold",
             [](benchmark::State& st) { computeLimitDemand(st, ReservationSizing::kRefill, true); }),
+        benchmark::RegisterBenchmark("BM_ComputeLimitDemand/reservation-room",
+                                     [](benchmark::State& st) {
+                                       computeLimitDemand(st, ReservationSizing::kRefill, false,
+                                                          true);
+                                     }),
         benchmark::RegisterBenchmark(
             "BM_ComputeLimitDemand/reservation-occupancy",
             [](benchmark::State& st) { computeLimitDemand(st, ReservationSizing::kOccupancy); }),

@@ -10,7 +10,11 @@
 //     the utilization detector when none passes in a non-empty pool, the original list with
 //     failOpen set; the concurrency detector never fails open;
 //   - StageSaturationEvaluator: each stage's value is the detector's saturation of that stage's
-//     endpoints, the effective value their maximum (or the whole pool's when both are empty).
+//     endpoints, the effective value their maximum (or the whole pool's when both are empty);
+//   - room() (with any endpoint capacities) writes at most out.size() entries, each slot and KV
+//     figure >= 0 (never NaN), {0, 0} for an endpoint the utilization detector does not see as
+//     fresh; bandRoom() over them with any footprints (NaN, negative, huge) gives fits >= 0 and
+//     fitsAfter <= fits (or -infinity), never NaN.
 // Inputs starting with 'L' drive a DispatchLedger instead (issue 14): registrations, removals
 // (with work in flight), dispatches, handle releases, handle-free dispatches and completions
 // (including completions without dispatches and huge or negative token counts), marks, scrapes
@@ -444,6 +448,29 @@ void runLedger(Input& in) {
 
 }  // namespace
 
+// room() and bandRoom() (see the file comment); `capacity` is the output buffer's size.
+void checkRoom(const SaturationDetector& d, std::span<const Endpoint> pool, TimePoint now,
+               bool utilization, double protectedTokens, double ownTokens, std::size_t capacity) {
+  std::vector<EndpointRoom> room(capacity, EndpointRoom{-7.0, -7.0});
+  require(d.room(pool, now, room), "the built-in detectors have a capacity model");
+  const std::size_t written = std::min(capacity, pool.size());
+  for (std::size_t i = 0; i < capacity; ++i) {
+    if (i >= written) {
+      require(room[i].slots == -7.0 && room[i].kvTokens == -7.0, "room past the pool untouched");
+      continue;
+    }
+    require(room[i].slots >= 0.0 && room[i].kvTokens >= 0.0, "room is >= 0 and never NaN");
+    if (utilization && static_cast<const UtilizationDetector&>(d).observe(pool[i], now) !=
+                           UtilizationDetector::Observation::kFresh) {
+      require(room[i].slots == 0.0 && room[i].kvTokens == 0.0, "no room on an unseen endpoint");
+    }
+  }
+  const BandRoom band =
+      bandRoom(std::span<const EndpointRoom>(room.data(), written), protectedTokens, ownTokens);
+  require(band.fits >= 0.0, "fits >= 0, never NaN");
+  require(band.fitsAfter <= band.fits, "fitsAfter <= fits, never NaN");
+}
+
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   if (size > 0 && data[0] == 'L') {
     Input ledger_input(data + 1, size - 1);
@@ -471,6 +498,9 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       if (f & 32) e.inFlightRequests = pickInt(in);
       if (f & 64) e.inFlightTokens = pickInt(in);
       if (f & 128) e.weight = pickDouble(in);
+      const std::uint8_t c = in.byte();
+      if (c & 1) e.maxRunningRequests = pickInt(in);
+      if (c & 2) e.kvCapacityTokens = pickInt(in);
       const std::uint8_t r = in.byte();
       e.role = (r % 2) ? EndpointRole::kDecode : static_cast<EndpointRole>(r / 2 % 7);
     }
@@ -494,6 +524,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       checkConcurrency(static_cast<const ConcurrencyDetector&>(*detector), pool, result, written);
     }
     checkStages(*detector, pool, now);
+    checkRoom(*detector, pool, now, utilization, pickDouble(in), pickDouble(in),
+              in.byte() % (pool.size() + 2));
   }
   return 0;
 }

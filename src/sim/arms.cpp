@@ -161,6 +161,27 @@ std::vector<Arm> allArms() {
        .eviction = true,
        .revokeOnBlock = false,
        .restoreReserve = true},
+      // The library's recommended configuration for "protect interactive, keep batch" (the
+      // file examples/configs/recommended.yaml, docs/policies.md): reservation+evict with the
+      // reserve counted in the protected requests' footprints where they fit
+      // (capacityModel: endpoints), fit-first routing, and a concurrency detector that counts
+      // KV tokens too (hybrid) since the pool's KV capacity is known.
+      {.name = "recommended",
+       .description = "reservation+evict with the reserve counted in protected requests' "
+                      "footprints that fit endpoint by endpoint (slots and KV tokens), fit-first "
+                      "routing, hybrid concurrency",
+       .policy =
+           [](S s) {
+             return reservation(s, 0.01,
+                                {{"holdReserve", false},
+                                 {"minReserve", idleReserve(s.pool)},
+                                 {"capacityModel", "endpoints"}});
+           },
+       .eviction = true,
+       .revokeOnBlock = false,
+       .restoreReserve = true,
+       .fitFirst = true,
+       .hybridConcurrency = true},
       {.name = "reservation+evict-hol",
        .description = "reservation (epsilon 1 %) with in-flight eviction at a head-of-line block "
                       "(upstream's trigger)",
@@ -168,12 +189,6 @@ std::vector<Arm> allArms() {
        .eviction = true},
   };
   return arms;
-}
-
-std::string_view recommendedArm(const std::vector<std::string>& armNames) {
-  constexpr std::string_view kNamed = "recommended";
-  const bool named = std::find(armNames.begin(), armNames.end(), kNamed) != armNames.end();
-  return named ? kNamed : "reservation+evict";
 }
 
 bool findArm(std::string_view name, Arm& out) {

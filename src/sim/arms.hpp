@@ -55,12 +55,12 @@ struct Arm {
 
 // none, static-1.0, stepwise, linear, sigmoid, static-map, soft-reflective, stepwise-active,
 // reservation..., static-1.0+evict, stepwise+evict, reservation+evict (reserve restoration),
-// reservation+evict-hol (upstream's trigger).
+// recommended, reservation+evict-hol (upstream's trigger).
 [[nodiscard]] std::vector<Arm> allArms();
-// The configuration the project recommends, the one `holdback simulate` compares the others
-// against: the arm named "recommended" when `armNames` has it, else "reservation+evict" (which
-// may be absent from `armNames`: callers check).
-[[nodiscard]] std::string_view recommendedArm(const std::vector<std::string>& armNames);
+// The configuration the project recommends (examples/configs/recommended.yaml), the arm
+// `holdback simulate` compares the others against; a run's --arms may leave it out (callers
+// check).
+inline constexpr std::string_view kRecommendedArm = "recommended";
 // Looks an arm up by name; false when unknown.
 [[nodiscard]] bool findArm(std::string_view name, Arm& out);
 // "none, static-1.0, ..." (for usage messages).

@@ -248,6 +248,7 @@ void Simulation::submit(Request r) {
   fr.flowId = tc.name;
   fr.priority = tc.priority;
   fr.sizeBytes = static_cast<std::uint64_t>(r.input) * 4;
+  fr.kvTokens = r.input + r.output;  // the KV it holds to the end of its stream
   if (tc.ttlSeconds > 0.0) fr.ttl = std::chrono::nanoseconds(fromSeconds(tc.ttlSeconds));
   fr.payload = id;
   (void)gw.fc->enqueue(std::move(fr), at(now_));

@@ -102,7 +102,7 @@ struct Evaluation {
 // the signal health; "mean (min-max)".
 [[nodiscard]] std::string formatSummary(const Evaluation& evaluation);
 // The compact summary `holdback simulate` prints by default, per detector: the recommended arm
-// (recommendedArm()) against none, static-1.0 and the best other arm (bestOtherArm()), the top
+// (kRecommendedArm) against none, static-1.0 and the best other arm (bestOtherArm()), the top
 // class's TTFT p99 as a multiple of its unloaded p99 per window, the lowest class's goodput as % of
 // static-1.0 and the requests evicted; then where the full tables and pictures are. Over several
 // seeds, each arm's row of means is followed by a row of min-max.

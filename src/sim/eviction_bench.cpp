@@ -13,9 +13,9 @@
 #include <unordered_map>
 #include <vector>
 
-#include "sim/engine.hpp"
 #include "holdback/flow/flow_controller.hpp"
 #include "holdback/policy/policies.hpp"
+#include "sim/engine.hpp"
 
 namespace holdback {
 inline namespace HOLDBACK_ABI_NAMESPACE {

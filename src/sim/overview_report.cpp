@@ -91,15 +91,11 @@ std::optional<std::size_t> bestOtherArm(const DetectorReport& report,
 
 std::string formatOverview(const Evaluation& e) {
   std::ostringstream out;
-  std::string recommendedName;
   std::size_t armCount = 0;
   for (const DetectorReport& report : e.reports) {
     if (report.arms.empty() || report.arms.front().classes.empty()) continue;
-    std::vector<std::string> names;
-    for (const ArmSummary& a : report.arms) names.push_back(a.name);
-    armCount = names.size();
-    const std::string_view recommended = recommendedArm(names);
-    recommendedName = recommended;
+    armCount = report.arms.size();
+    const std::string_view recommended = kRecommendedArm;
     // The rows: none, static-1.0, the best other arm, the recommended one (those the run has).
     std::vector<std::pair<std::size_t, std::string>> rows;
     for (std::size_t i = 0; i < report.arms.size(); ++i) {
@@ -165,7 +161,8 @@ std::string formatOverview(const Evaluation& e) {
       out << "(the recommended arm, " << recommended << ", did not run: see --arms)\n";
     }
   }
-  out << "\nrecommended: " << recommendedName << "\n"
+  out << "\nrecommended: " << kRecommendedArm
+      << " (examples/configs/recommended.yaml, docs/policies.md)\n"
       << kBestOtherArmRule << "\n"
       << "all " << armCount
       << " arms in full: --detail; pictures: --plot DIR; JSON: --format json; docs/simulation.md\n";

@@ -250,6 +250,21 @@ TEST(CliSaturationTest, ValidateAcceptsTheReservationEvictionExample) {
                          "(type utilization-detector)\n");
 }
 
+// The recommended configuration loads as well, with the reserve counted where it fits.
+TEST(CliSaturationTest, ValidateAcceptsTheRecommendedExample) {
+  const std::string example = kExamples + "recommended.yaml";
+  CliRun run = holdback("validate " + example);
+  EXPECT_EQ(run.exitCode, 0) << run.err;
+  EXPECT_EQ(run.err, "");
+  EXPECT_EQ(run.out, example +
+                         ": ok: usage limit policy \"reservation\" (type "
+                         "reservation-holdback-policy), saturation detector \"vllm-utilization\" "
+                         "(type utilization-detector)\n");
+  CliRun json = holdback("validate --json " + example);
+  EXPECT_EQ(json.exitCode, 0) << json.err;
+  EXPECT_NE(json.out.find("\"capacityModel\": \"endpoints\""), std::string::npos) << json.out;
+}
+
 TEST(CliSaturationTest, ValidateChecksDetectorPlugins) {
   CliRun run = holdback("validate " + kExamples + "utilization-detector.json");
   EXPECT_EQ(run.exitCode, 0) << run.err;

@@ -63,6 +63,13 @@ TEST(BandRoomTest, UncountedResourcesAndBadInput) {
   const BandRoom r = bandRoom(broken, 640.0, 640.0);
   EXPECT_EQ(r.fits, 0.0);
   EXPECT_EQ(r.fitsAfter, -kInf);
+  // Infinite footprints: a protected request of infinite KV fits nowhere the KV is counted;
+  // uncounted KV takes any request.
+  const std::vector<EndpointRoom> mixed{{3.0, kInf}, {3.0, 1e6}};
+  EXPECT_EQ(bandRoom(mixed, kInf, kInf).fits, 3.0);
+  EXPECT_EQ(bandRoom(mixed, kInf, kInf).fitsAfter, 2.0);
+  EXPECT_EQ(bandRoom(mixed, 640.0, kInf).fits, 6.0);
+  EXPECT_EQ(bandRoom(mixed, 640.0, kInf).fitsAfter, 5.0);  // only where KV is uncounted
   // Fractions of a slot do not count.
   EXPECT_EQ(bandRoom(std::vector<EndpointRoom>{{1.9, kInf}}, 1.0, 1.0).fits, 1.0);
 }

@@ -130,12 +130,14 @@ TEST(CliSimulateTest, DefaultOutputIsOneScreenNamingTheRecommendedArm) {
     const CliRun run = holdback("simulate --scenario " + scenario);
     ASSERT_EQ(run.exitCode, 0) << run.err;
     EXPECT_LE(lines(run.out).size(), 60u) << scenario << "\n" << run.out;
-    EXPECT_NE(run.out.find("recommended: reservation+evict"), std::string::npos) << run.out;
-    const std::size_t row = run.out.find("\nreservation+evict ");
+    EXPECT_NE(run.out.find("recommended: recommended (examples/configs/recommended.yaml"),
+              std::string::npos)
+        << run.out;
+    const std::size_t row = run.out.find("\nrecommended ");
     ASSERT_NE(row, std::string::npos) << run.out;
     EXPECT_EQ(run.out.substr(row + 1, run.out.find('\n', row + 1) - row - 1)
-                  .find_first_not_of(' ', std::string("reservation+evict").size()),
-              run.out.substr(row + 1).find("recommended"))
+                  .find_first_not_of(' ', std::string("recommended").size()),
+              run.out.substr(row + 1).find("recommended", 1))
         << "the recommended arm's row says so\n"
         << run.out;
     EXPECT_NE(run.out.find("best other: "), std::string::npos);
@@ -157,7 +159,7 @@ TEST(CliSimulateTest, SummaryShowsWhatTheArmsGiveAndTheSpreadOverSeeds) {
   ASSERT_EQ(run.exitCode, 0) << run.err;
   EXPECT_NE(run.out.find("2 seeds: mean, then min-max over seeds"), std::string::npos) << run.out;
   EXPECT_NE(run.out.find("  min-max "), std::string::npos) << run.out;
-  EXPECT_NE(run.out.find("reservation+evict, did not run"), std::string::npos) << run.out;
+  EXPECT_NE(run.out.find("recommended, did not run"), std::string::npos) << run.out;
   EXPECT_NE(run.out.find(" best other "), std::string::npos) << run.out;
   EXPECT_EQ(run.out.find("\nnone "), std::string::npos) << run.out;
   expectAlignedTables(run.out, {"stepwise", "linear"});
@@ -182,6 +184,7 @@ TEST(CliSimulateTest, DetailPrintsEveryArmsFullTablesAligned) {
                                           "static-1.0+evict",
                                           "stepwise+evict",
                                           "reservation+evict",
+                                          "recommended",
                                           "reservation+evict-hol"};
   for (const std::string& arm : names) {
     EXPECT_NE(run.out.find("== arm " + arm + ":"), std::string::npos) << arm;
@@ -189,7 +192,7 @@ TEST(CliSimulateTest, DetailPrintsEveryArmsFullTablesAligned) {
   EXPECT_NE(run.out.find("== summary: interactive TTFT p99 vs batch throughput"),
             std::string::npos);
   EXPECT_NE(run.out.find("signal health"), std::string::npos);
-  EXPECT_NE(run.out.find("recommended: reservation+evict"), std::string::npos);
+  EXPECT_NE(run.out.find("recommended: recommended"), std::string::npos);
   // Per detector: the trade-off of formatTable, then the trade-off, signal health and eviction
   // tables over seeds; and the compact summary.
   EXPECT_GE(expectAlignedTables(run.out, names), 10);

@@ -42,17 +42,20 @@ ArmResult run(const Scenario& s, const std::string& name) {
 }
 
 TEST(EvictionSimTest, EvictionArmsExistAndTheOthersHaveNone) {
-  for (const char* name :
-       {"static-1.0+evict", "stepwise+evict", "reservation+evict", "reservation+evict-hol"}) {
+  for (const char* name : {"static-1.0+evict", "stepwise+evict", "reservation+evict",
+                           "reservation+evict-hol", "recommended"}) {
     EXPECT_TRUE(arm(name).eviction) << name;
   }
+  // recommended restores its reserve as reservation+evict does.
+  EXPECT_TRUE(arm("recommended").restoreReserve);
+  EXPECT_FALSE(arm("recommended").revokeOnBlock);
   // reservation+evict restores its reserve instead of upstream's head-of-line trigger.
   EXPECT_TRUE(arm("reservation+evict").restoreReserve);
   EXPECT_FALSE(arm("reservation+evict").revokeOnBlock);
   EXPECT_TRUE(arm("reservation+evict-hol").revokeOnBlock);
   EXPECT_FALSE(arm("reservation+evict-hol").restoreReserve);
   for (const Arm& a : allArms()) {
-    if (a.name.find("+evict") == std::string::npos) {
+    if (a.name.find("+evict") == std::string::npos && a.name != "recommended") {
       EXPECT_FALSE(a.eviction) << a.name;
     }
   }

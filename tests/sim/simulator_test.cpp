@@ -297,5 +297,32 @@ TEST(SimulatorTest, ConcurrencyModeSelectsWhatTheConcurrencyDetectorCounts) {
       << error.diagnostics().toString();
 }
 
+// The kv-bound failure the recommended arm fixes: with the concurrency detector counting
+// requests only, reservation+evict dispatches interactive requests at once onto servers whose
+// slots are free but whose KV cache the batch holds (TTFT p99 in idle windows many times the
+// unloaded); recommended counts KV tokens too and routes where a request starts now.
+TEST(SimulatorTest, RecommendedKeepsInteractiveFastOnAKvBoundPool) {
+  Scenario s;
+  ASSERT_TRUE(findScenario("kv-bound", s));
+  s.detector = DetectorKind::kConcurrency;
+  s.durationSeconds = 60.0;  // one idle and one burst phase
+  Arm none;
+  ASSERT_TRUE(findArm("none", none));
+  const double unloaded =
+      windowNamed(classNamed(runArm(s, none, {.onlyClass = 0}), "interactive"), "idle").ttftMs.p99;
+  ASSERT_GT(unloaded, 0.0);
+  const auto arms = runArms(s, {"reservation+evict", "recommended", "static-1.0"});
+  const auto idleRatio = [&](const ArmResult& a) {
+    return windowNamed(classNamed(a, "interactive"), "idle").ttftMs.p99 / unloaded;
+  };
+  EXPECT_GT(idleRatio(arms[0]), 3.0);
+  EXPECT_LE(idleRatio(arms[1]), 1.5);
+  // ... while batch keeps most of static-1.0's idle output.
+  const auto idleBatch = [&](const ArmResult& a) {
+    return windowNamed(classNamed(a, "batch"), "idle").outputTokensPerSecond;
+  };
+  EXPECT_GE(idleBatch(arms[1]), 0.85 * idleBatch(arms[2]));
+}
+
 }  // namespace
 }  // namespace holdback::sim

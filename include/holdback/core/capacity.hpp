@@ -59,8 +59,9 @@ namespace detail {
 // binds).
 [[nodiscard]] inline double fitCount(double slots, double kvTokens, double footprint) noexcept {
   const double s = std::floor(roomCount(slots));
-  if (!(footprint > 0.0)) return s;
-  const double k = std::floor(roomCount(kvTokens) / footprint);
+  const double kv = roomCount(kvTokens);
+  if (!(footprint > 0.0) || std::isinf(kv)) return s;  // KV not needed, or not counted
+  const double k = std::floor(kv / footprint);         // an infinite footprint fits nowhere: 0
   return s < k ? s : k;
 }
 
@@ -80,7 +81,9 @@ namespace detail {
     fits += here;
     const double own = ownTokens > 0.0 ? ownTokens : 0.0;
     if (slots >= 1.0 && kv >= own) {
-      const double after = detail::fitCount(slots - 1.0, kv - own, protectedTokens);
+      // Uncounted KV (+infinity) stays uncounted whatever the request needs.
+      const double after =
+          detail::fitCount(slots - 1.0, std::isinf(kv) ? kv : kv - own, protectedTokens);
       const double taken = here - after;  // inf - inf (both unbounded) is NaN: takes nothing
       const double cost = taken > 0.0 ? taken : 0.0;
       if (cost < least) least = cost;

@@ -129,6 +129,12 @@ struct FlowRequest {
   std::string flowId;
   Priority priority = 0;
   std::uint64_t sizeBytes = 0;
+  // The KV-cache tokens the request will hold on its server: input + expected output (e.g.
+  // max_tokens, or the host's estimate). 0 = not declared. The controller learns each band's
+  // mean footprint from it (BandDemand::footprintTokens), which sizes a reserve counted in
+  // protected requests' footprints (reservation-holdback-policy, capacityModel: endpoints).
+  // Negative counts as not declared.
+  std::int64_t kvTokens = 0;
   // Saturation-regime queue budget; nullopt or <= 0 means options.defaultRequestTtl.
   std::optional<Duration> ttl;
   // The caller's deadline: clamps the budget, and the request is evicted kEvictedTtl when it

@@ -4,6 +4,7 @@
 
 #include "holdback/flow/pool_pressure.hpp"
 
+#include <algorithm>
 #include <utility>
 
 namespace holdback {
@@ -24,6 +25,17 @@ HOLDBACK_INLINE void PoolPressureSampler::setDetector(
     old = std::exchange(next_detector_, std::move(detector));
     detector_changed_.store(true, std::memory_order_release);
   }
+}
+
+HOLDBACK_INLINE void PoolPressureSampler::setFootprints(
+    std::span<const BandFootprint> bands) noexcept {
+  const std::size_t n = std::min(bands.size(), footprints_.size());
+  for (std::size_t i = 0; i < n; ++i) {
+    footprints_[i].priority.store(bands[i].priority, std::memory_order_relaxed);
+    footprints_[i].protectedTokens.store(bands[i].protectedTokens, std::memory_order_relaxed);
+    footprints_[i].ownTokens.store(bands[i].ownTokens, std::memory_order_relaxed);
+  }
+  footprint_count_.store(n, std::memory_order_release);
 }
 
 HOLDBACK_INLINE std::optional<PoolPressure> PoolPressureSampler::sample(TimePoint now) noexcept {
@@ -50,7 +62,31 @@ HOLDBACK_INLINE std::optional<PoolPressure> PoolPressureSampler::run(
     }
     const std::span<const Endpoint> pool = endpoints_->endpoints(now);
     out.poolEmpty = pool.empty();
-    if (with_saturation) out.saturation = evaluator_.evaluate(*detector_, pool, now);
+    if (with_saturation) {
+      out.saturation = evaluator_.evaluate(*detector_, pool, now);
+      const std::size_t bands = footprint_count_.load(std::memory_order_acquire);
+      if (bands > 0 && !pool.empty()) {
+        if (room_scratch_.size() < pool.size()) {
+          HOLDBACK_TRY {
+            room_scratch_.resize(pool.size());
+          }
+          HOLDBACK_CATCH_ALL {
+            room_scratch_.clear();
+          }
+        }
+        const std::span<EndpointRoom> room(room_scratch_.data(),
+                                           std::min(room_scratch_.size(), pool.size()));
+        if (room.size() == pool.size() && detector_->room(pool, now, room)) {
+          for (std::size_t i = 0; i < bands; ++i) {
+            const FootprintSlot& f = footprints_[i];
+            out.room[i].priority = f.priority.load(std::memory_order_relaxed);
+            out.room[i].room = bandRoom(room, f.protectedTokens.load(std::memory_order_relaxed),
+                                        f.ownTokens.load(std::memory_order_relaxed));
+          }
+          out.roomBands = bands;
+        }
+      }
+    }
     owner_.store(std::thread::id{}, std::memory_order_relaxed);
   }
   return out;

@@ -24,12 +24,15 @@
 
 #include "holdback/abi.hpp"
 
+#include <array>
 #include <atomic>
 #include <memory>
 #include <optional>
 #include <span>
 #include <thread>
+#include <vector>
 
+#include "holdback/core/capacity.hpp"
 #include "holdback/core/endpoint.hpp"
 #include "holdback/core/thread_annotations.hpp"
 #include "holdback/detector/saturation_detector.hpp"
@@ -41,12 +44,33 @@ inline namespace HOLDBACK_ABI_NAMESPACE {
 // EndpointSource (where the controller reads the pool from) is in holdback/core/endpoint.hpp; it
 // is called outside every controller lock and may call any FlowController method ("Locking").
 
-// One sample of the pool: emptiness and stage-aware saturation.
+// A band's room in one sample (see PoolPressure::room).
+struct BandRoomEntry {
+  Priority priority = 0;
+  BandRoom room;
+};
+
+// What the controller declares per band for the room computation: the KV footprint of the
+// requests the band's holdback protects (those of the bands above it) and of its own requests.
+struct BandFootprint {
+  Priority priority = 0;
+  double protectedTokens = 0.0;
+  double ownTokens = 0.0;
+};
+
+// One sample of the pool: emptiness, stage-aware saturation and the bands' room.
 struct PoolPressure {
+  static constexpr std::size_t kMaxRoomBands = 16;
   // The endpoint source returned no endpoint (the no-endpoint expiry regime).
   bool poolEmpty = false;
   // Stage-aware saturation (StageSaturationEvaluator). effective is what the policy sees.
   StageSaturation saturation;
+  // For the first roomBands bands the controller declared footprints for
+  // (PoolPressureSampler::setFootprints), the room of the whole pool for its protected requests
+  // (holdback/core/capacity.hpp, from SaturationDetector::room). roomBands = 0 when the detector
+  // has no capacity model or nothing was declared: a demand-aware policy then sees no room.
+  std::array<BandRoomEntry, kMaxRoomBands> room{};
+  std::size_t roomBands = 0;
 };
 
 // Calls the host's endpoint source and detector outside every controller lock.
@@ -70,6 +94,11 @@ class HOLDBACK_API PoolPressureSampler {
   void setDetector(std::shared_ptr<const SaturationDetector> detector) noexcept
       HOLDBACK_EXCLUDES(detector_mu_);
 
+  // The bands whose room later samples compute (at most PoolPressure::kMaxRoomBands, the first
+  // ones; a footprint <= 0 or NaN needs no KV). Lock-free (atomics): the controller calls it
+  // under its own lock. A sample racing with a call may mix old and new entries for one sample.
+  void setFootprints(std::span<const BandFootprint> bands) noexcept;
+
  private:
   std::optional<PoolPressure> run(TimePoint now, bool with_saturation) noexcept
       HOLDBACK_EXCLUDES(sample_mu_, detector_mu_);
@@ -83,6 +112,16 @@ class HOLDBACK_API PoolPressureSampler {
   Mutex sample_mu_ HOLDBACK_ACQUIRED_BEFORE(detector_mu_);
   std::shared_ptr<const SaturationDetector> detector_ HOLDBACK_GUARDED_BY(sample_mu_);
   StageSaturationEvaluator evaluator_ HOLDBACK_GUARDED_BY(sample_mu_);
+  // The detector's per-endpoint room (grows with the pool only).
+  std::vector<EndpointRoom> room_scratch_ HOLDBACK_GUARDED_BY(sample_mu_);
+
+  struct FootprintSlot {
+    std::atomic<Priority> priority{0};
+    std::atomic<double> protectedTokens{0.0};
+    std::atomic<double> ownTokens{0.0};
+  };
+  std::array<FootprintSlot, PoolPressure::kMaxRoomBands> footprints_{};
+  std::atomic<std::size_t> footprint_count_{0};
   // The thread inside sample(), to detect a re-entrant call from the host's code.
   std::atomic<std::thread::id> owner_{};
 };

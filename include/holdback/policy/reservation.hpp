@@ -221,6 +221,9 @@ class HOLDBACK_API ReservationPolicy final : public UsageLimitPolicy {
 
   [[nodiscard]] std::string_view type() const noexcept override { return kType; }
   [[nodiscard]] bool usesDemand() const noexcept override { return true; }
+  [[nodiscard]] bool usesRoom() const noexcept override {
+    return options_.capacityModel == ReservationCapacity::kEndpoints;
+  }
   [[nodiscard]] DemandSmoothing demandSmoothing() const noexcept override {
     return options_.smoothing;
   }

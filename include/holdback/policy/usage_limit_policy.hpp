@@ -142,6 +142,9 @@ class HOLDBACK_API UsageLimitPolicy {
 
   // True when the policy reads demand, so a caller may skip measuring it otherwise.
   [[nodiscard]] virtual bool usesDemand() const noexcept { return false; }
+  // True when the policy reads DemandView::room (the pool's room per band in its protected
+  // requests' footprints), so a caller may skip computing it otherwise.
+  [[nodiscard]] virtual bool usesRoom() const noexcept { return false; }
   // How the caller should smooth the demand it reports (policy/demand.hpp).
   [[nodiscard]] virtual DemandSmoothing demandSmoothing() const noexcept { return {}; }
 

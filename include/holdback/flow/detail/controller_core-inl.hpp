@@ -118,7 +118,7 @@ HOLDBACK_INLINE RequestId ControllerCore::enqueue(FlowRequest&& request, TimePoi
       c.payload = std::move(request.payload);
       rejected = std::move(c);
     } else {
-      if (measuresDemand()) demand_.arrived(band, *settings_.policy, leases_);
+      if (measuresDemand()) demand_.arrived(band, *settings_.policy, leases_, request.kvTokens);
       table_.insert(std::move(prepared), request, band, ttl.effectiveTtl, flow_hash);
       queued = true;
     }
@@ -168,7 +168,57 @@ HOLDBACK_INLINE void ControllerCore::applyPressure(TimePoint now, const PoolPres
     last_saturation_ = p.saturation.effective;
     last_prefill_ = p.saturation.prefill;
     last_decode_ = p.saturation.decode;
+    last_room_bands_ = std::min(p.roomBands, p.room.size());
+    std::copy_n(p.room.begin(), last_room_bands_, last_room_.begin());
   }
+}
+
+HOLDBACK_INLINE std::span<const BandRoom> ControllerCore::roomView() noexcept {
+  room_view_.clear();
+  bool any = false;
+  for (const Priority prio : domain_priorities_) {
+    BandRoom room;
+    for (std::size_t k = 0; k < last_room_bands_; ++k) {
+      if (last_room_[k].priority == prio) {
+        room = last_room_[k].room;
+        any = true;
+        break;
+      }
+    }
+    room_view_.push_back(room);
+  }
+  return any ? std::span<const BandRoom>(room_view_) : std::span<const BandRoom>();
+}
+
+HOLDBACK_INLINE void ControllerCore::declareFootprints(
+    std::span<const BandDemand> demand) noexcept {
+  // Band i protects the bands above it: their mean footprint weighted by their arrival rates
+  // (equally while none has a rate), declared footprints only. Band 0 protects nothing.
+  footprints_.clear();
+  double weighted = 0.0;
+  double rates = 0.0;
+  double plain = 0.0;
+  double declared = 0.0;
+  const std::size_t n = std::min(demand.size(), domain_priorities_.size());
+  for (std::size_t i = 0; i < n && footprints_.size() < PoolPressure::kMaxRoomBands; ++i) {
+    const double own = demand[i].footprintTokens;
+    if (i > 0) {
+      const double protect = rates > 0.0      ? weighted / rates
+                             : declared > 0.0 ? plain / declared
+                                              : 0.0;
+      footprints_.push_back(BandFootprint{domain_priorities_[i], protect, own});
+    }
+    if (own > 0.0 && std::isfinite(own)) {
+      const double rate = demand[i].arrivalRate;
+      if (rate > 0.0 && std::isfinite(rate)) {
+        weighted += rate * own;
+        rates += rate;
+      }
+      plain += own;
+      declared += 1.0;
+    }
+  }
+  sampler_.setFootprints(footprints_);
 }
 
 HOLDBACK_INLINE std::optional<Outcome> ControllerCore::deadOutcomeOf(const Item& item,
@@ -209,6 +259,8 @@ HOLDBACK_INLINE DispatchResult ControllerCore::dispatchImpl(TimePoint now,
     domain_bands_.reserve(ordered.size());
     domain_priorities_.reserve(ordered.size());
     ceilings_.reserve(ordered.size());
+    room_view_.reserve(ordered.size());
+    footprints_.reserve(PoolPressure::kMaxRoomBands);
     domain_bands_.clear();
     domain_priorities_.clear();
     for (Band* band : ordered) {
@@ -231,6 +283,10 @@ HOLDBACK_INLINE DispatchResult ControllerCore::dispatchImpl(TimePoint now,
       view.bands = demand_.view();
       view.now = now;
       if (leases_.size() > 0) view.requestUnit = s / static_cast<double>(leases_.size());
+      if (settings_.policy->usesRoom()) {
+        view.room = roomView();
+        declareFootprints(view.bands);  // for the next samples
+      }
       settings_.policy->computeLimit(s, domain_priorities_, ceilings_, view);
     } else {
       settings_.policy->computeLimit(s, domain_priorities_, ceilings_);

@@ -155,6 +155,12 @@ class ControllerCore {
       HOLDBACK_EXCLUDES(mu_);
   void applyPressure(TimePoint now, const PoolPressure& pressure, bool with_saturation) noexcept
       HOLDBACK_REQUIRES(mu_);
+  // The last sample's room per domain band (NaN where the sample had none); empty when it had
+  // none at all.
+  [[nodiscard]] std::span<const BandRoom> roomView() noexcept HOLDBACK_REQUIRES(mu_);
+  // Declares each domain band's protected and own footprint to the sampler (from `demand`,
+  // aligned with the domain), so the next samples compute their room.
+  void declareFootprints(std::span<const BandDemand> demand) noexcept HOLDBACK_REQUIRES(mu_);
   [[nodiscard]] std::optional<Outcome> deadOutcomeOf(const Item& item, TimePoint now) const noexcept
       HOLDBACK_REQUIRES(mu_);
   void deliver(Completion&& c) const noexcept;
@@ -190,6 +196,12 @@ class ControllerCore {
   PoolRegime regime_ HOLDBACK_GUARDED_BY(mu_);
   bool stopped_ HOLDBACK_GUARDED_BY(mu_) = false;
   double last_saturation_ HOLDBACK_GUARDED_BY(mu_) = 0.0;
+  // The bands' room of the last sample, and its view aligned with the domain (policies that read
+  // DemandView::room); the footprints declared to the sampler for the next ones.
+  std::array<BandRoomEntry, PoolPressure::kMaxRoomBands> last_room_ HOLDBACK_GUARDED_BY(mu_){};
+  std::size_t last_room_bands_ HOLDBACK_GUARDED_BY(mu_) = 0;
+  std::vector<BandRoom> room_view_ HOLDBACK_GUARDED_BY(mu_);
+  std::vector<BandFootprint> footprints_ HOLDBACK_GUARDED_BY(mu_);
   std::optional<double> last_prefill_ HOLDBACK_GUARDED_BY(mu_);
   std::optional<double> last_decode_ HOLDBACK_GUARDED_BY(mu_);
   std::uint64_t cycles_ HOLDBACK_GUARDED_BY(mu_) = 0;

@@ -57,9 +57,12 @@ class DemandTracker {
     return slot < slots_.size() && slots_[slot].prio == band.prio ? &slots_[slot] : nullptr;
   }
 
-  // A request was queued in `band`.
-  void arrived(Band* band, const UsageLimitPolicy& policy, LeaseTable& leases) {
-    slots_[slotOf(band, policy, leases)].arrivals += 1.0;
+  // A request declaring `kvTokens` (FlowRequest::kvTokens; <= 0: none) was queued in `band`.
+  void arrived(Band* band, const UsageLimitPolicy& policy, LeaseTable& leases,
+               std::int64_t kvTokens = 0) {
+    Slot& slot = slots_[slotOf(band, policy, leases)];
+    slot.arrivals += 1.0;
+    if (kvTokens > 0) slot.estimator.arrivedWithFootprint(static_cast<double>(kvTokens));
   }
   // A request of slot `slot` was dispatched after waiting `waited` in its queue.
   void dispatched(std::uint32_t slot, Duration waited) noexcept {

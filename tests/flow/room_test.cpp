@@ -1,0 +1,156 @@
+// The pool's room per band, from the detector's per-endpoint room and the bands' declared KV
+// footprints, handed to a policy that reads it (DemandView::room; flow/pool_pressure.hpp).
+#include <gtest/gtest.h>
+
+#include <array>
+#include <chrono>
+#include <cmath>
+#include <memory>
+#include <vector>
+
+#include "alloc_counter.hpp"
+#include "flow_test_support.hpp"
+#include "holdback/detector/detectors.hpp"
+#include "holdback/flow/flow_controller.hpp"
+#include "holdback/flow/pool_pressure.hpp"
+
+namespace holdback {
+namespace {
+
+using namespace std::chrono_literals;
+using testing::request;
+
+// Records the room of the last DemandView it was given; admits everything.
+class RoomSpy final : public UsageLimitPolicy {
+ public:
+  explicit RoomSpy(bool usesRoom) : UsageLimitPolicy("room-spy"), uses_room_(usesRoom) {}
+  [[nodiscard]] bool usesDemand() const noexcept override { return true; }
+  [[nodiscard]] bool usesRoom() const noexcept override { return uses_room_; }
+  [[nodiscard]] std::string_view type() const noexcept override { return "room-spy"; }
+
+  std::size_t roomBands = 0;
+  std::array<BandRoom, 4> room{};
+  std::array<BandDemand, 4> demand{};
+
+ protected:
+  void compute(double, std::span<const Priority>, std::span<double> ceilings) noexcept override {
+    for (double& c : ceilings) c = 1.0;
+  }
+  void computeWithDemand(double, std::span<const Priority>, std::span<double> ceilings,
+                         const DemandView& view) noexcept override {
+    roomBands = view.room.size();
+    for (std::size_t i = 0; i < view.room.size() && i < room.size(); ++i) room[i] = view.room[i];
+    for (std::size_t i = 0; i < view.bands.size() && i < demand.size(); ++i) {
+      demand[i] = view.bands[i];
+    }
+    for (double& c : ceilings) c = 1.0;
+  }
+
+ private:
+  bool uses_room_;
+};
+
+// Two endpoints of 16 slots and 10000 KV tokens (hybrid concurrency): endpoint 0 runs 4 requests
+// holding 9000 tokens (room for 12 slots, 1000 tokens), endpoint 1 runs 10 holding 2000 (6 slots,
+// 8000 tokens).
+std::shared_ptr<VectorEndpointSource> kvBoundPool() {
+  std::vector<Endpoint> pool = VectorEndpointSource::named(2);
+  pool[0].inFlightRequests = 4;
+  pool[0].inFlightTokens = 9000;
+  pool[1].inFlightRequests = 10;
+  pool[1].inFlightTokens = 2000;
+  return std::make_shared<VectorEndpointSource>(std::move(pool));
+}
+
+std::shared_ptr<SaturationDetector> hybrid() {
+  return ConcurrencyDetector::create(
+             {.mode = ConcurrencyMode::kHybrid, .maxConcurrency = 16, .maxTokenConcurrency = 10000})
+      .value();
+}
+
+FlowRequest withTokens(const char* flow, Priority priority, std::int64_t tokens) {
+  FlowRequest r = request(flow, priority);
+  r.kvTokens = tokens;
+  return r;
+}
+
+TEST(FlowRoomTest, APolicyThatReadsRoomSeesItPerBandInTheProtectedFootprint) {
+  auto spy = std::make_shared<RoomSpy>(true);
+  testing::Recorder rec;
+  FlowControllerOptions o;
+  o.policy = spy;
+  o.detector = hybrid();
+  o.endpoints = kvBoundPool();
+  o.onOutcome = rec.callback();
+  auto fc = FlowController::create(std::move(o)).value();
+  TimePoint now{};
+  for (int k = 0; k < 3; ++k) {
+    (void)fc->enqueue(withTokens("chat", 100, 640), now);
+    (void)fc->enqueue(withTokens("batch", -1, 2800), now);
+  }
+  (void)fc->dispatchCycle(now);  // declares the footprints: no room in this cycle's view yet
+  EXPECT_EQ(spy->roomBands, 0u);
+  now += 1ms;
+  (void)fc->dispatchCycle(now);
+  // The domain: 100, the default band 0 (no request, no footprint) and -1.
+  ASSERT_EQ(spy->roomBands, 3u);
+  EXPECT_EQ(spy->demand[0].footprintTokens, 640.0);
+  EXPECT_EQ(spy->demand[2].footprintTokens, 2800.0);
+  // The top band protects nothing: unknown.
+  EXPECT_TRUE(std::isnan(spy->room[0].fits));
+  // Bands 0 and -1 protect 640-token requests: endpoint 0 has KV for 1, endpoint 1 slots for 6.
+  // A request of band 0 declares no footprint: it takes a slot where that costs no room.
+  EXPECT_EQ(spy->room[1].fits, 7.0);
+  EXPECT_EQ(spy->room[1].fitsAfter, 7.0);
+  // A 2800-token batch request fits only on endpoint 1, where it takes one of the 6.
+  EXPECT_EQ(spy->room[2].fits, 7.0);
+  EXPECT_EQ(spy->room[2].fitsAfter, 6.0);
+}
+
+TEST(FlowRoomTest, NoRoomIsComputedForAPolicyThatDoesNotReadIt) {
+  auto spy = std::make_shared<RoomSpy>(false);
+  testing::Recorder rec;
+  FlowControllerOptions o;
+  o.policy = spy;
+  o.detector = hybrid();
+  o.endpoints = kvBoundPool();
+  o.onOutcome = rec.callback();
+  auto fc = FlowController::create(std::move(o)).value();
+  TimePoint now{};
+  (void)fc->enqueue(withTokens("chat", 100, 640), now);
+  (void)fc->enqueue(withTokens("batch", -1, 2800), now);
+  for (int k = 0; k < 3; ++k) {
+    (void)fc->dispatchCycle(now);
+    now += 1ms;
+  }
+  EXPECT_EQ(spy->roomBands, 0u);
+}
+
+TEST(FlowRoomTest, TheSamplerComputesRoomForTheDeclaredBandsWithoutAllocating) {
+  PoolPressureSampler sampler(kvBoundPool(), hybrid());
+  const TimePoint now{};
+  const auto before = sampler.sample(now);
+  ASSERT_TRUE(before);
+  EXPECT_EQ(before->roomBands, 0u);  // nothing declared
+  const std::array<BandFootprint, 2> bands{BandFootprint{50, 640.0, 1280.0},
+                                           BandFootprint{-1, 640.0, 2800.0}};
+  sampler.setFootprints(bands);
+  (void)sampler.sample(now);  // sizes the scratch buffer
+  testing::AllocationCounter allocations;
+  const auto after = sampler.sample(now);
+  EXPECT_EQ(allocations.count(), 0u);
+  ASSERT_TRUE(after);
+  ASSERT_EQ(after->roomBands, 2u);
+  EXPECT_EQ(after->room[0].priority, 50);
+  EXPECT_EQ(after->room[0].room.fits, 7.0);
+  EXPECT_EQ(after->room[0].room.fitsAfter, 6.0);  // 1280 tokens fit on endpoint 1 only
+  EXPECT_EQ(after->room[1].priority, -1);
+  EXPECT_EQ(after->room[1].room.fitsAfter, 6.0);
+  // More bands than the sample holds: the first kMaxRoomBands.
+  std::vector<BandFootprint> many(PoolPressure::kMaxRoomBands + 3, BandFootprint{1, 1.0, 1.0});
+  sampler.setFootprints(many);
+  EXPECT_EQ(sampler.sample(now)->roomBands, PoolPressure::kMaxRoomBands);
+}
+
+}  // namespace
+}  // namespace holdback
