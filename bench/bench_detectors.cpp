@@ -14,8 +14,8 @@
 //                                  Endpoint structs: the floor of a saturation pass
 //   BM_PickEndpoint/<M>            EndpointPicker::pick over the utilization detector (endpoints
 //                                  with capacities, 16 slots and 32768 KV tokens each)
-//   BM_PickEndpointFitFirst/<M>    the same with fitFirst (the fit test: one room() call per
-//                                  candidate; target at 1024 endpoints: <= 2 us)
+//   BM_PickEndpointFitFirst/<M>    the same with fitFirst (the fit test: one room() call over
+//                                  the pool; target at 1024 endpoints: <= 2 us)
 //
 // Issue 14 (DispatchLedger):
 //   BM_LedgerDispatchComplete            one dispatch + one completion (handle release) on one
@@ -117,8 +117,8 @@ void detectorSizes(benchmark::internal::Benchmark* b) {
   for (const int m : {1, 64, 1024, 4096}) b->Arg(m);
 }
 // EndpointPicker over the utilization detector's view of a pool whose endpoints carry their
-// capacity (16 slots, 32768 KV tokens): the plain rule, and with fitFirst (one room() call per
-// candidate) for a request of 512 input tokens. The plain pick is the fit test's floor.
+// capacity (16 slots, 32768 KV tokens): the plain rule, and with fitFirst (one room() call over
+// the pool) for a request of 512 input tokens. The plain pick is the fit test's floor.
 void pickOnce(benchmark::State& state, bool fitFirst) {
   auto endpoints = workPool(static_cast<std::size_t>(state.range(0)));
   for (std::size_t i = 0; i < endpoints.size(); ++i) {

@@ -10,7 +10,7 @@ namespace holdback {
 inline namespace HOLDBACK_ABI_NAMESPACE {
 
 HOLDBACK_INLINE EndpointPicker::EndpointPicker(std::size_t capacity, EndpointPickerOptions options)
-    : scratch_(capacity), options_(options) {}
+    : scratch_(capacity), room_(options.fitFirst ? capacity : 0), options_(options) {}
 
 HOLDBACK_INLINE std::optional<std::size_t> EndpointPicker::pick(std::span<const Endpoint> endpoints,
                                                                 const SaturationDetector& detector,
@@ -29,14 +29,15 @@ HOLDBACK_INLINE std::optional<std::size_t> EndpointPicker::pick(std::span<const 
   const bool useUp = up.size() >= n;
   if (cursor_ >= n) cursor_ = 0;
   const double tokens = startTokens > 0 ? static_cast<double>(startTokens) : 0.0;
-  // Rule 3: false when the request starts on endpoint i now (or without a capacity model).
+  // Rule 3: the detector's room of every endpoint, in one call (without a capacity model, none).
+  bool fit = false;
+  if (options_.fitFirst) {
+    if (room_.size() < n) room_.resize(n);  // grows with the pool only
+    fit = detector.room(endpoints, now, std::span<EndpointRoom>(room_.data(), n));
+  }
+  // false when the request starts on endpoint i now (or without a capacity model).
   auto waitsOn = [&](std::size_t i) {
-    if (!options_.fitFirst) return false;
-    EndpointRoom room{1.0, tokens};
-    if (!detector.room(endpoints.subspan(i, 1), now, std::span<EndpointRoom>(&room, 1))) {
-      return false;
-    }
-    return !(room.slots >= 1.0 && room.kvTokens >= tokens);
+    return fit && !(room_[i].slots >= 1.0 && room_[i].kvTokens >= tokens);
   };
   // Smaller is better: (down, waits, in flight, waiting, distance from the cursor).
   auto key = [&](std::size_t i) {

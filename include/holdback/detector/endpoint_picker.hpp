@@ -18,7 +18,7 @@
 // The result is a pure function of the inputs and the picker's history (deterministic).
 //
 // Cost: one detector filter plus one pass over the candidates (with fitFirst, one room() call
-// per candidate); no allocation in steady state (a scratch buffer grows only when the pool does).
+// over the pool); no allocation in steady state (the scratch buffers grow only with the pool).
 // pick() never throws.
 //
 // Thread safety: thread-compatible. The cursor is state: give each dispatching thread its own
@@ -45,7 +45,7 @@ struct EndpointPickerOptions {
 
 class HOLDBACK_API EndpointPicker {
  public:
-  // `capacity`: the expected pool size (the scratch buffer is sized once).
+  // `capacity`: the expected pool size (the scratch buffers are sized once).
   explicit EndpointPicker(std::size_t capacity = 0, EndpointPickerOptions options = {});
 
   // The index (into `endpoints`) of the endpoint to dispatch to; nullopt only for an empty pool.
@@ -64,6 +64,7 @@ class HOLDBACK_API EndpointPicker {
 
  private:
   std::vector<std::size_t> scratch_;
+  std::vector<EndpointRoom> room_;  // fitFirst: the detector's room per endpoint
   std::size_t cursor_ = 0;
   EndpointPickerOptions options_;
 };
