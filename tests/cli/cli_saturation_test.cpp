@@ -239,8 +239,9 @@ TEST(CliSaturationTest, UsageErrorsExitTwo) {
 
 // The example of the recommended eviction setup (reservation policy without the hold, reserve
 // restoration) loads without a problem or a warning.
-TEST(CliSaturationTest, ValidateAcceptsTheReservationEvictionExample) {
-  const std::string example = kExamples + "reservation-eviction.yaml";
+// `validate FILE` of an example with the reservation policy "reservation" and the utilization
+// detector "vllm-utilization": ok, no problem, no warning.
+void expectReservationExampleValid(const std::string& example) {
   CliRun run = holdback("validate " + example);
   EXPECT_EQ(run.exitCode, 0) << run.err;
   EXPECT_EQ(run.err, "");
@@ -250,16 +251,14 @@ TEST(CliSaturationTest, ValidateAcceptsTheReservationEvictionExample) {
                          "(type utilization-detector)\n");
 }
 
+TEST(CliSaturationTest, ValidateAcceptsTheReservationEvictionExample) {
+  expectReservationExampleValid(kExamples + "reservation-eviction.yaml");
+}
+
 // The recommended configuration loads as well, with the reserve counted where it fits.
 TEST(CliSaturationTest, ValidateAcceptsTheRecommendedExample) {
   const std::string example = kExamples + "recommended.yaml";
-  CliRun run = holdback("validate " + example);
-  EXPECT_EQ(run.exitCode, 0) << run.err;
-  EXPECT_EQ(run.err, "");
-  EXPECT_EQ(run.out, example +
-                         ": ok: usage limit policy \"reservation\" (type "
-                         "reservation-holdback-policy), saturation detector \"vllm-utilization\" "
-                         "(type utilization-detector)\n");
+  expectReservationExampleValid(example);
   CliRun json = holdback("validate --json " + example);
   EXPECT_EQ(json.exitCode, 0) << json.err;
   EXPECT_NE(json.out.find("\"capacityModel\": \"endpoints\""), std::string::npos) << json.out;

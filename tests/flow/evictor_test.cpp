@@ -16,16 +16,16 @@
 #include <vector>
 
 #include "flow_controller_fixture.hpp"
-#include "holdback/flow/eviction.hpp"
 #include "holdback/flow/detail/lease_table.hpp"
+#include "holdback/flow/eviction.hpp"
 
 namespace holdback {
 namespace {
 
 using namespace std::chrono_literals;
 using detail::Band;
-using detail::LeaseTable;
 using detail::Evictor;
+using detail::LeaseTable;
 using detail::RevocationBatch;
 
 std::size_t leaseEnds(const EvictionStats& s, LeaseEnd end) {

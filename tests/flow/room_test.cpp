@@ -74,15 +74,21 @@ FlowRequest withTokens(const char* flow, Priority priority, std::int64_t tokens)
   return r;
 }
 
-TEST(FlowRoomTest, APolicyThatReadsRoomSeesItPerBandInTheProtectedFootprint) {
-  auto spy = std::make_shared<RoomSpy>(true);
-  testing::Recorder rec;
+// A controller with `policy` over kvBoundPool() and the hybrid detector.
+std::unique_ptr<FlowController> controllerOver(std::shared_ptr<UsageLimitPolicy> policy,
+                                               testing::Recorder& rec) {
   FlowControllerOptions o;
-  o.policy = spy;
+  o.policy = std::move(policy);
   o.detector = hybrid();
   o.endpoints = kvBoundPool();
   o.onOutcome = rec.callback();
-  auto fc = FlowController::create(std::move(o)).value();
+  return FlowController::create(std::move(o)).value();
+}
+
+TEST(FlowRoomTest, APolicyThatReadsRoomSeesItPerBandInTheProtectedFootprint) {
+  auto spy = std::make_shared<RoomSpy>(true);
+  testing::Recorder rec;
+  auto fc = controllerOver(spy, rec);
   TimePoint now{};
   for (int k = 0; k < 3; ++k) {
     (void)fc->enqueue(withTokens("chat", 100, 640), now);
@@ -110,12 +116,7 @@ TEST(FlowRoomTest, APolicyThatReadsRoomSeesItPerBandInTheProtectedFootprint) {
 TEST(FlowRoomTest, NoRoomIsComputedForAPolicyThatDoesNotReadIt) {
   auto spy = std::make_shared<RoomSpy>(false);
   testing::Recorder rec;
-  FlowControllerOptions o;
-  o.policy = spy;
-  o.detector = hybrid();
-  o.endpoints = kvBoundPool();
-  o.onOutcome = rec.callback();
-  auto fc = FlowController::create(std::move(o)).value();
+  auto fc = controllerOver(spy, rec);
   TimePoint now{};
   (void)fc->enqueue(withTokens("chat", 100, 640), now);
   (void)fc->enqueue(withTokens("batch", -1, 2800), now);

@@ -1,9 +1,9 @@
 // Clang thread-safety annotations and an annotated mutex.
 //
 // The macros expand to Clang's thread-safety attributes (checked with -Wthread-safety, see
-// scripts/dev/thread-safety.sh) and to nothing on other compilers. libstdc++'s std::mutex carries no
-// annotations, so the library's own locks use holdback::Mutex and holdback::MutexLock below; they
-// are std::mutex and std::lock_guard with the attributes added and cost nothing more.
+// scripts/dev/thread-safety.sh) and to nothing on other compilers. libstdc++'s std::mutex carries
+// no annotations, so the library's own locks use holdback::Mutex and holdback::MutexLock below;
+// they are std::mutex and std::lock_guard with the attributes added and cost nothing more.
 //
 // Usage:
 //   Mutex mu_;

@@ -50,8 +50,8 @@
 #include "holdback/core/types.hpp"
 #include "holdback/flow/detail/band_table.hpp"
 #include "holdback/flow/detail/demand_tracker.hpp"
-#include "holdback/flow/eviction.hpp"
 #include "holdback/flow/detail/lease_table.hpp"
+#include "holdback/flow/eviction.hpp"
 #include "holdback/flow/stats.hpp"
 
 namespace holdback {
