@@ -1,5 +1,6 @@
 // Room in slots and KV tokens, counted where it exists (core/capacity.hpp).
 #include "holdback/core/capacity.hpp"
+#include "test_values.hpp"
 
 #include <gtest/gtest.h>
 
@@ -10,8 +11,8 @@
 namespace holdback {
 namespace {
 
-constexpr double kInf = std::numeric_limits<double>::infinity();
-constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+using test_support::kInf;
+using test_support::kNaN;
 
 TEST(BandRoomTest, SlotsBindWhenTheKvCacheHasRoom) {
   const std::vector<EndpointRoom> pool{{3.0, kInf}, {3.0, 1e6}};

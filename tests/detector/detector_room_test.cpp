@@ -9,18 +9,19 @@
 
 #include "holdback/detector/detectors.hpp"
 #include "holdback/detector/dispatch_ledger.hpp"
+#include "test_values.hpp"
 
 namespace holdback {
 namespace {
 
 using namespace std::chrono_literals;
-constexpr double kInf = std::numeric_limits<double>::infinity();
-const TimePoint kNow = TimePoint{} + 1h;
+using test_support::kInf;
+const TimePoint kRoomNow = TimePoint{} + 1h;
 
-Endpoint scraped(double waiting, double running, double kv, std::int64_t slots = 0,
-                 std::int64_t kvTokens = 0) {
+Endpoint roomTelemetry(double waiting, double running, double kv, std::int64_t slots = 0,
+                       std::int64_t kvTokens = 0) {
   Endpoint e;
-  e.updateTime = kNow;
+  e.updateTime = kRoomNow;
   e.waitingQueueSize = waiting;
   e.runningRequests = running;
   e.kvCacheUsage = kv;
@@ -29,19 +30,19 @@ Endpoint scraped(double waiting, double running, double kv, std::int64_t slots =
   return e;
 }
 
-std::vector<EndpointRoom> roomOf(const SaturationDetector& d, const std::vector<Endpoint>& pool) {
+std::vector<EndpointRoom> roomsOf(const SaturationDetector& d, const std::vector<Endpoint>& pool) {
   std::vector<EndpointRoom> out(pool.size(), EndpointRoom{-1.0, -1.0});
-  EXPECT_TRUE(d.room(pool, kNow, out));
+  EXPECT_TRUE(d.room(pool, kRoomNow, out));
   return out;
 }
 
 TEST(DetectorRoomTest, UtilizationCountsFreeSlotsAndKvBeforeItsThreshold) {
   auto d = UtilizationDetector::create().value();  // kvCacheUtilThreshold 0.8, no slot term
-  const auto room = roomOf(*d, {scraped(0, 10, 0.5, 16, 32768),  // 6 slots, 0.3 x 32768 KV
-                                scraped(1, 10, 0.5, 16, 32768),  // a request waits: no slot
-                                scraped(0, 10, 0.9, 16, 32768),  // KV above the threshold
-                                scraped(0, 3, 0.5),              // capacities unknown
-                                scraped(0, 3, 0.85)});           // unknown, KV past threshold
+  const auto room = roomsOf(*d, {roomTelemetry(0, 10, 0.5, 16, 32768),  // 6 slots, 0.3 x 32768 KV
+                                 roomTelemetry(1, 10, 0.5, 16, 32768),  // a request waits: no slot
+                                 roomTelemetry(0, 10, 0.9, 16, 32768),  // KV above the threshold
+                                 roomTelemetry(0, 3, 0.5),              // capacities unknown
+                                 roomTelemetry(0, 3, 0.85)});  // unknown, KV past threshold
   EXPECT_EQ(room[0].slots, 6.0);
   EXPECT_NEAR(room[0].kvTokens, 0.3 * 32768, 1e-6);
   EXPECT_EQ(room[1].slots, 0.0);
@@ -54,11 +55,11 @@ TEST(DetectorRoomTest, UtilizationCountsFreeSlotsAndKvBeforeItsThreshold) {
 
 TEST(DetectorRoomTest, UtilizationFallsBackToItsSlotTermAndGivesStaleEndpointsNoRoom) {
   auto d = UtilizationDetector::create({.maxRunningRequests = 8}).value();
-  Endpoint stale = scraped(0, 0, 0.0, 16, 32768);
+  Endpoint stale = roomTelemetry(0, 0, 0.0, 16, 32768);
   stale.updateTime.reset();
-  Endpoint invalid = scraped(0, 0, 1.5, 16, 32768);  // KV above 1: invalid (strict)
-  Endpoint broken = scraped(0, 3, 0.25, -4, -1);     // negative capacities: unknown
-  const auto room = roomOf(*d, {scraped(0, 3, 0.25), stale, invalid, broken});
+  Endpoint invalid = roomTelemetry(0, 0, 1.5, 16, 32768);  // KV above 1: invalid (strict)
+  Endpoint broken = roomTelemetry(0, 3, 0.25, -4, -1);     // negative capacities: unknown
+  const auto room = roomsOf(*d, {roomTelemetry(0, 3, 0.25), stale, invalid, broken});
   EXPECT_EQ(room[0].slots, 5.0);  // the slot term's 8
   EXPECT_EQ(room[0].kvTokens, kInf);
   EXPECT_EQ(room[1].slots, 0.0);
@@ -68,7 +69,7 @@ TEST(DetectorRoomTest, UtilizationFallsBackToItsSlotTermAndGivesStaleEndpointsNo
   EXPECT_EQ(room[3].slots, 5.0);
   EXPECT_EQ(room[3].kvTokens, kInf);
   // More running than slots: no room, never negative.
-  EXPECT_EQ(roomOf(*d, {scraped(0, 12, 0.25)})[0].slots, 0.0);
+  EXPECT_EQ(roomsOf(*d, {roomTelemetry(0, 12, 0.25)})[0].slots, 0.0);
 }
 
 TEST(DetectorRoomTest, ConcurrencyCountsWhatItsModeCounts) {
@@ -86,13 +87,13 @@ TEST(DetectorRoomTest, ConcurrencyCountsWhatItsModeCounts) {
       ConcurrencyDetector::create(
           {.mode = ConcurrencyMode::kHybrid, .maxConcurrency = 16, .maxTokenConcurrency = 32768})
           .value();
-  const auto r = roomOf(*requests, pool);
+  const auto r = roomsOf(*requests, pool);
   EXPECT_EQ(r[0].slots, 6.0);
   EXPECT_EQ(r[0].kvTokens, kInf);
-  const auto t = roomOf(*tokens, pool);
+  const auto t = roomsOf(*tokens, pool);
   EXPECT_EQ(t[0].slots, kInf);
   EXPECT_EQ(t[0].kvTokens, 2768.0);
-  const auto h = roomOf(*hybrid, pool);
+  const auto h = roomsOf(*hybrid, pool);
   EXPECT_EQ(h[0].slots, 6.0);
   EXPECT_EQ(h[0].kvTokens, 2768.0);
   for (const auto& room : {r, t, h}) {
@@ -101,16 +102,16 @@ TEST(DetectorRoomTest, ConcurrencyCountsWhatItsModeCounts) {
   }
   // Over capacity: no room, never negative.
   e.inFlightTokens = 40000;
-  EXPECT_EQ(roomOf(*hybrid, {e})[0].kvTokens, 0.0);
+  EXPECT_EQ(roomsOf(*hybrid, {e})[0].kvTokens, 0.0);
 }
 
 TEST(DetectorRoomTest, RoomWritesAtMostTheOutputSpan) {
   auto d = ConcurrencyDetector::create({.maxConcurrency = 4}).value();
   const std::vector<Endpoint> pool(3);
   std::vector<EndpointRoom> out(2, EndpointRoom{-1.0, -1.0});
-  EXPECT_TRUE(d->room(pool, kNow, out));
+  EXPECT_TRUE(d->room(pool, kRoomNow, out));
   EXPECT_EQ(out[1].slots, 4.0);
-  EXPECT_TRUE(d->room({}, kNow, {}));
+  EXPECT_TRUE(d->room({}, kRoomNow, {}));
 }
 
 TEST(DetectorRoomTest, TheLedgerFillsTheCapacityItKnows) {
@@ -119,7 +120,7 @@ TEST(DetectorRoomTest, TheLedgerFillsTheCapacityItKnows) {
       "a", EndpointCapacity{.maxRunningRequests = 16, .kvCapacityTokens = 32768});
   const EndpointId learnt = ledger.registerEndpoint("b");
   ASSERT_TRUE(ledger.installScrape(
-      learnt, Scrape{.updateTime = kNow, .waitingQueueSize = 0, .runningRequests = 5}));
+      learnt, Scrape{.updateTime = kRoomNow, .waitingQueueSize = 0, .runningRequests = 5}));
   std::vector<Endpoint> pool(2);
   const std::vector<EndpointId> ids{configured, learnt};
   ledger.fill(pool, ids);

@@ -62,7 +62,7 @@ std::shared_ptr<VectorEndpointSource> kvBoundPool() {
   return std::make_shared<VectorEndpointSource>(std::move(pool));
 }
 
-std::shared_ptr<SaturationDetector> hybrid() {
+std::shared_ptr<SaturationDetector> hybridDetector() {
   return ConcurrencyDetector::create(
              {.mode = ConcurrencyMode::kHybrid, .maxConcurrency = 16, .maxTokenConcurrency = 10000})
       .value();
@@ -79,7 +79,7 @@ std::unique_ptr<FlowController> controllerOver(std::shared_ptr<UsageLimitPolicy>
                                                testing::Recorder& rec) {
   FlowControllerOptions o;
   o.policy = std::move(policy);
-  o.detector = hybrid();
+  o.detector = hybridDetector();
   o.endpoints = kvBoundPool();
   o.onOutcome = rec.callback();
   return FlowController::create(std::move(o)).value();
@@ -128,7 +128,7 @@ TEST(FlowRoomTest, NoRoomIsComputedForAPolicyThatDoesNotReadIt) {
 }
 
 TEST(FlowRoomTest, TheSamplerComputesRoomForTheDeclaredBandsWithoutAllocating) {
-  PoolPressureSampler sampler(kvBoundPool(), hybrid());
+  PoolPressureSampler sampler(kvBoundPool(), hybridDetector());
   const TimePoint now{};
   const auto before = sampler.sample(now);
   ASSERT_TRUE(before);

@@ -12,12 +12,13 @@
 #include "holdback/config/json.hpp"
 #include "holdback/config/policy_config.hpp"
 #include "holdback/policy/reservation.hpp"
+#include "test_values.hpp"
 
 namespace holdback {
 namespace {
 
-constexpr double kInf = std::numeric_limits<double>::infinity();
-constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+using test_support::kInf;
+using test_support::kNaN;
 
 // Two bands (100 above -1) whose reserve is exactly minReserve = 4 requests: no Poisson sizing,
 // no hold, so the capacity model alone decides.
