@@ -62,6 +62,14 @@ double idleReserve(const PoolSpec& pool) {
   return std::max(1.0, std::round(double(pool.endpoints) * double(pool.slots) / 8.0));
 }
 
+// reservation+evict's policy: no hold (restoration repairs the reserve), the idle reserve;
+// `extra` is merged into the parameters.
+config::Json restoringReservation(const Scenario& s, config::Json extra = nullptr) {
+  config::Json p = {{"holdReserve", false}, {"minReserve", idleReserve(s.pool)}};
+  if (!extra.is_null()) p.merge_patch(extra);
+  return reservation(s, 0.01, std::move(p));
+}
+
 // The DAGOR-style trim: when the highest class's p95 queue wait exceeds 50 ms its reserve grows
 // 1.5x every 500 ms, else shrinks by 0.5 request; the other classes have a 10 s target (in
 // effect none: their wait is what the holdback costs them).
@@ -153,11 +161,7 @@ std::vector<Arm> allArms() {
        .description = "reservation (epsilon 1 %, no hold, minReserve an eighth of the pool's "
                       "slots) with in-flight eviction that restores its reserve before a block "
                       "(no head-of-line trigger)",
-       .policy =
-           [](S s) {
-             return reservation(s, 0.01,
-                                {{"holdReserve", false}, {"minReserve", idleReserve(s.pool)}});
-           },
+       .policy = [](S s) { return restoringReservation(s); },
        .eviction = true,
        .revokeOnBlock = false,
        .restoreReserve = true},
@@ -172,10 +176,7 @@ std::vector<Arm> allArms() {
                       "routing, hybrid concurrency",
        .policy =
            [](S s) {
-             return reservation(s, 0.01,
-                                {{"holdReserve", false},
-                                 {"minReserve", idleReserve(s.pool)},
-                                 {"capacityModel", "endpoints"}});
+             return restoringReservation(s, {{"capacityModel", "endpoints"}});
            },
        .eviction = true,
        .revokeOnBlock = false,
