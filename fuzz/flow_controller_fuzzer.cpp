@@ -171,6 +171,13 @@ struct Delivered {
   QueueOutcome kind = QueueOutcome::kDispatched;
 };
 
+// 0-2 endpoints with KV capacities unknown (0), negative or up to 25,500 tokens.
+std::vector<Endpoint> fuzzPool(Input& in) {
+  std::vector<Endpoint> pool(in.byte() % 3);
+  for (Endpoint& e : pool) e.kvCapacityTokens = (static_cast<std::int64_t>(in.byte()) - 32) * 100;
+  return pool;
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
@@ -178,7 +185,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   Input in(data, size);
   auto detector = std::make_shared<FakeDetector>();
   auto pool = std::make_shared<VectorEndpointSource>();
-  pool->set(std::vector<Endpoint>(in.byte() % 3));
+  pool->set(fuzzPool(in));
   std::map<RequestId, Delivered> outcomes;
   std::uint64_t delivered = 0;
   std::array<std::uint64_t, kNumQueueOutcomes> delivered_by_kind{};
@@ -238,6 +245,10 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
             (f % 5 == 4) ? std::string() : std::string(1, static_cast<char>('a' + f % 5));
         request.priority = kPriorities[in.byte() % std::size(kPriorities)];
         request.sizeBytes = in.byte();
+        // KV footprints: undeclared, negative, small, larger than any endpoint, or huge.
+        const std::uint8_t kv = in.byte();
+        request.kvTokens = kv >= 250 ? std::numeric_limits<std::int64_t>::max() - kv
+                                     : (static_cast<std::int64_t>(kv) - 16) * 150;
         const std::uint8_t t = in.byte();
         if (t & 1) request.ttl = std::chrono::milliseconds(static_cast<int>(t) - 64);
         if (t & 2) request.deadline = now + std::chrono::milliseconds(static_cast<int>(t) - 100);
@@ -321,7 +332,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
           controller->shutdown(now);
           stopped = true;
         } else {
-          pool->set(std::vector<Endpoint>(in.byte() % 3));
+          pool->set(fuzzPool(in));
         }
         break;
       case 11:

@@ -32,6 +32,8 @@ TEST(FlowOutcomeTest, StringsFollowTheTaxonomy) {
   EXPECT_EQ(toString(QueueOutcome::kEvictedTtl), "EvictedTTL");
   EXPECT_EQ(toString(QueueOutcome::kEvictedCancelled), "EvictedCancelled");
   EXPECT_EQ(toString(static_cast<QueueOutcome>(42)), "UnknownOutcome");
+  EXPECT_EQ(toString(OutcomeCause::kTooLarge), "too-large");
+  EXPECT_EQ(toString(OutcomeCause::kInvalidRequest), "invalid-request");
 }
 
 TEST(FlowOutcomeTest, HttpMappingMatchesTheReference) {
@@ -56,6 +58,8 @@ TEST(FlowOutcomeTest, HttpMappingMatchesTheReference) {
       {{Q::kRejectedOther, C::kTtlExpired}, false, 429, "rejected-ttl-expired"},
       {{Q::kRejectedOther, C::kCancelled}, false, 503, "rejected-context-cancelled"},
       {{Q::kRejectedOther, C::kInvalidRequest}, false, 500, ""},
+      {{Q::kRejectedOther, C::kTooLarge}, false, 413, "rejected-too-large"},
+      {{Q::kEvictedOther, C::kTooLarge}, false, 413, "rejected-too-large"},
       {{static_cast<Q>(99), C::kNone}, false, 500, ""},
   };
   for (const Row& row : rows) {

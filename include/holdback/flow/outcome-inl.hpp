@@ -46,6 +46,8 @@ HOLDBACK_INLINE std::string_view toString(OutcomeCause cause) noexcept {
       return "not-running";
     case OutcomeCause::kInvalidRequest:
       return "invalid-request";
+    case OutcomeCause::kTooLarge:
+      return "too-large";
   }
   return "unknown";
 }
@@ -85,6 +87,8 @@ HOLDBACK_INLINE HttpDisposition toHttp(Outcome outcome, bool poolEmptyNow) noexc
           return detail::ttlExpired(poolEmptyNow);
         case OutcomeCause::kCancelled:
           return detail::cancelled();
+        case OutcomeCause::kTooLarge:
+          return {413, "rejected-too-large"};
         default:
           return {500, ""};
       }

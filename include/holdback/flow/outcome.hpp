@@ -18,6 +18,7 @@
 //   *Other with cause kNotRunning             503   rejected-shutting-down
 //   *Other with cause kTtlExpired             as kEvictedTtl
 //   *Other with cause kCancelled              as kEvictedCancelled
+//   *Other with cause kTooLarge               413   rejected-too-large
 //   any other *Other                          500   ""
 //
 // Thread safety: thread-safe (pure functions on values).
@@ -60,6 +61,10 @@ enum class OutcomeCause : std::uint8_t {
   kCancelled,        // kEvictedCancelled
   kNotRunning,       // *Other: the controller is shutting down or shut down
   kInvalidRequest,   // kRejectedOther: e.g. an empty flow id
+  // kRejectedOther / kEvictedOther: the request's KV footprint (FlowRequest::kvTokens) exceeds
+  // the KV capacity of every endpoint of the pool (Endpoint::kvCapacityTokens, all known), so it
+  // could never start (holdback's own outcome; the Go reference has no capacity model).
+  kTooLarge,
 };
 
 struct Outcome {
@@ -80,7 +85,7 @@ struct Outcome {
 // "Dispatched", "RejectedCapacity", ..., "EvictedOther"; "UnknownOutcome" for out-of-range values.
 [[nodiscard]] HOLDBACK_API std::string_view toString(QueueOutcome outcome) noexcept;
 // "none", "queue-at-capacity", "no-endpoints", "ttl-expired", "cancelled", "not-running",
-// "invalid-request".
+// "invalid-request", "too-large".
 [[nodiscard]] HOLDBACK_API std::string_view toString(OutcomeCause cause) noexcept;
 
 struct HttpDisposition {

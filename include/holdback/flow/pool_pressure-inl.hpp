@@ -10,6 +10,15 @@
 namespace holdback {
 inline namespace HOLDBACK_ABI_NAMESPACE {
 
+HOLDBACK_INLINE std::int64_t largestKvCapacity(std::span<const Endpoint> pool) noexcept {
+  std::int64_t largest = 0;
+  for (const Endpoint& e : pool) {
+    if (e.kvCapacityTokens <= 0) return 0;  // unknown somewhere: any footprint may fit there
+    largest = std::max(largest, e.kvCapacityTokens);
+  }
+  return largest;
+}
+
 HOLDBACK_INLINE PoolPressureSampler::PoolPressureSampler(
     std::shared_ptr<EndpointSource> endpoints, std::shared_ptr<const SaturationDetector> detector)
     : endpoints_(std::move(endpoints)) {
@@ -62,6 +71,7 @@ HOLDBACK_INLINE std::optional<PoolPressure> PoolPressureSampler::run(
     }
     const std::span<const Endpoint> pool = endpoints_->endpoints(now);
     out.poolEmpty = pool.empty();
+    out.largestKvCapacityTokens = largestKvCapacity(pool);
     if (with_saturation) {
       out.saturation = evaluator_.evaluate(*detector_, pool, now);
       const std::size_t bands = footprint_count_.load(std::memory_order_acquire);

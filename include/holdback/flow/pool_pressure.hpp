@@ -26,6 +26,7 @@
 
 #include <array>
 #include <atomic>
+#include <cstdint>
 #include <memory>
 #include <optional>
 #include <span>
@@ -63,6 +64,10 @@ struct PoolPressure {
   static constexpr std::size_t kMaxRoomBands = 16;
   // The endpoint source returned no endpoint (the no-endpoint expiry regime).
   bool poolEmpty = false;
+  // The largest KV capacity of one endpoint of the pool (Endpoint::kvCapacityTokens), when every
+  // endpoint's is known; 0 when some endpoint's is unknown (<= 0) or the pool is empty. A request
+  // whose KV footprint exceeds it can never start: the controller rejects it (kTooLarge).
+  std::int64_t largestKvCapacityTokens = 0;
   // Stage-aware saturation (StageSaturationEvaluator). effective is what the policy sees.
   StageSaturation saturation;
   // For the first roomBands bands the controller declared footprints for
@@ -72,6 +77,10 @@ struct PoolPressure {
   std::array<BandRoomEntry, kMaxRoomBands> room{};
   std::size_t roomBands = 0;
 };
+
+// PoolPressure::largestKvCapacityTokens of `pool`: the largest Endpoint::kvCapacityTokens, or 0
+// when some endpoint's is unknown (<= 0) or the pool is empty. O(n), no allocation.
+[[nodiscard]] HOLDBACK_API std::int64_t largestKvCapacity(std::span<const Endpoint> pool) noexcept;
 
 // Calls the host's endpoint source and detector outside every controller lock.
 // Thread safety: thread-safe (see the file comment).
@@ -86,7 +95,8 @@ class HOLDBACK_API PoolPressureSampler {
   // sampler's own endpoint source or detector on the same thread (not re-entrant).
   [[nodiscard]] std::optional<PoolPressure> sample(TimePoint now) noexcept
       HOLDBACK_EXCLUDES(sample_mu_, detector_mu_);
-  // Emptiness only (the detector is not called; saturation is left at its default).
+  // Emptiness and the largest KV capacity only (the detector is not called; saturation is left
+  // at its default).
   [[nodiscard]] std::optional<PoolPressure> samplePool(TimePoint now) noexcept
       HOLDBACK_EXCLUDES(sample_mu_, detector_mu_);
 

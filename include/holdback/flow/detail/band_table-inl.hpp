@@ -91,6 +91,10 @@ HOLDBACK_INLINE PreparedItem BandTable::acquire(RequestId id, const FlowRequest&
   item->enqueueTime = now;
   item->effectiveTtl = Duration{0};
   item->requestedPriority = request.priority;
+  item->kvTokens = request.kvTokens <= 0 ? 0u
+                   : request.kvTokens >= static_cast<std::int64_t>(UINT32_MAX)
+                       ? UINT32_MAX
+                       : static_cast<std::uint32_t>(request.kvTokens);
   item->flags = kind;
   if (kind == Item::kFullKind) {
     auto* f = static_cast<FullItem*>(item);

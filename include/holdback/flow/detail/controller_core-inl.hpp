@@ -91,6 +91,8 @@ HOLDBACK_INLINE RequestId ControllerCore::enqueue(FlowRequest&& request, TimePoi
       ttl = resolveRequestTtl(request.ttl, settings_.defaultTtl, request.deadline, now);
       if (ttl.deadlinePassed) {
         outcome = {QueueOutcome::kRejectedOther, OutcomeCause::kTtlExpired};
+      } else if (exceedsEveryEndpoint(request.kvTokens, largest_kv_)) {
+        outcome = {QueueOutcome::kRejectedOther, OutcomeCause::kTooLarge};
       } else {
         const CapacityUsage global{settings_.maxBytes, table_.totalBytes(), settings_.maxRequests,
                                    table_.totalRequests()};
@@ -164,6 +166,7 @@ HOLDBACK_INLINE bool ControllerCore::updateLease(RequestId id, std::uint64_t foo
 HOLDBACK_INLINE void ControllerCore::applyPressure(TimePoint now, const PoolPressure& p,
                                                    bool with_saturation) noexcept {
   if (p.poolEmpty != regime_.empty) regime_ = PoolRegime{p.poolEmpty, now};
+  if (!p.poolEmpty) largest_kv_ = p.largestKvCapacityTokens;
   if (with_saturation) {
     last_saturation_ = p.saturation.effective;
     last_prefill_ = p.saturation.prefill;
@@ -223,6 +226,9 @@ HOLDBACK_INLINE void ControllerCore::declareFootprints(
 
 HOLDBACK_INLINE std::optional<Outcome> ControllerCore::deadOutcomeOf(const Item& item,
                                                                      TimePoint now) const noexcept {
+  if (exceedsEveryEndpoint(item.kvTokens, largest_kv_)) {
+    return Outcome{QueueOutcome::kEvictedOther, OutcomeCause::kTooLarge};
+  }
   return deadOutcome(item.deadline(), item.enqueueTime, item.effectiveTtl, settings_.noEndpointTtl,
                      regime_, now);
 }
@@ -382,9 +388,12 @@ HOLDBACK_INLINE std::size_t ControllerCore::expireImpl(TimePoint now,
     std::vector<std::pair<Item*, Outcome>> victims;
     const Duration no_endpoint_ttl = settings_.noEndpointTtl;
     const PoolRegime regime = regime_;
+    const std::int64_t largest_kv = largest_kv_;
     table_.forEachItem([&](Item* item) {
-      if (auto dead = deadOutcome(item->deadline(), item->enqueueTime, item->effectiveTtl,
-                                  no_endpoint_ttl, regime, now)) {
+      if (exceedsEveryEndpoint(item->kvTokens, largest_kv)) {
+        victims.emplace_back(item, Outcome{QueueOutcome::kEvictedOther, OutcomeCause::kTooLarge});
+      } else if (auto dead = deadOutcome(item->deadline(), item->enqueueTime, item->effectiveTtl,
+                                         no_endpoint_ttl, regime, now)) {
         victims.emplace_back(item, *dead);
       }
     });

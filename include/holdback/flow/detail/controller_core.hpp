@@ -100,6 +100,13 @@ class FinalizedBatch {
   std::size_t size_ = 0;
 };
 
+// A request of `kvTokens` can never start on a pool whose largest endpoint holds `largestKv`
+// tokens of KV (0: unknown, nothing is too large).
+[[nodiscard]] constexpr bool exceedsEveryEndpoint(std::int64_t kvTokens,
+                                                  std::int64_t largestKv) noexcept {
+  return largestKv > 0 && kvTokens > largestKv;
+}
+
 class ControllerCore {
  public:
   // `options` must be valid (FlowController::validate) and have a clock.
@@ -194,6 +201,8 @@ class ControllerCore {
   Settings settings_ HOLDBACK_GUARDED_BY(mu_);
   BandTable table_ HOLDBACK_GUARDED_BY(mu_);
   PoolRegime regime_ HOLDBACK_GUARDED_BY(mu_);
+  // PoolPressure::largestKvCapacityTokens of the last sample (0: unknown, nothing is too large).
+  std::int64_t largest_kv_ HOLDBACK_GUARDED_BY(mu_) = 0;
   bool stopped_ HOLDBACK_GUARDED_BY(mu_) = false;
   double last_saturation_ HOLDBACK_GUARDED_BY(mu_) = 0.0;
   // The bands' room of the last sample, and its view aligned with the domain (policies that read

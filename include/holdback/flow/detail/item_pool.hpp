@@ -40,9 +40,9 @@ struct Flow;
 
 // A queued request's record: one pooled block that is also its node in the id index (a hash
 // chain) and in its flow's queue (a treap). The flow id and the band priority are the flow's
-// (`flow`). Three sizes, each with its own pool: a plain record (88 bytes), a PayloadItem for a
-// request with a payload (104), a FullItem for one that also sets a caller deadline, a TTFT
-// objective or a receive time other than its enqueue time (128).
+// (`flow`). Three sizes, each with its own pool: a plain record (96 bytes), a PayloadItem for a
+// request with a payload (112), a FullItem for one that also sets a caller deadline, a TTFT
+// objective or a receive time other than its enqueue time (136).
 struct Item {
   enum Kind : std::uint8_t { kPlain = 0, kWithPayload = 1, kFullKind = 2 };
   static constexpr std::size_t kKinds = 3;
@@ -61,6 +61,8 @@ struct Item {
   TimePoint enqueueTime{};
   Duration effectiveTtl{0};
   Priority requestedPriority = 0;
+  // FlowRequest::kvTokens (0: not declared; saturated at 2^32 - 1).
+  std::uint32_t kvTokens = 0;
   std::uint8_t flags = 0;  // the Kind, kHasDeadline, kHasTtft
 
   [[nodiscard]] Kind kind() const noexcept { return static_cast<Kind>(flags & kKindMask); }
