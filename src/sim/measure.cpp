@@ -45,6 +45,7 @@ void Simulation::sample() {
   for (const Server& sv : servers_) {
     s.serverQueue.push_back(sv.queue.size());
     s.running.push_back(sv.running.size());
+    s.kvTokens.push_back(sv.kvTokens);
   }
   samples_.push_back(std::move(s));
 }

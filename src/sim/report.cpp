@@ -140,8 +140,12 @@ std::string intervalsCsv(const Scenario& scenario, const std::vector<ArmResult>&
   // The free room each class's ceiling keeps for the classes above it, in requests (slot
   // equivalents of saturation): (1 - ceiling) x the pool's slots.
   for (const TrafficClass& c : scenario.classes) out << ",reserve_" << c.name;
-  out << '\n';
+  // The room the pool really had, in both resources: free slots (endpoints x slots - running) and
+  // free KV tokens (endpoints x KV capacity - KV held), whichever binds.
+  out << ",free_slots,free_kv_tokens\n";
   const double poolSlots = static_cast<double>(scenario.pool.endpoints) * scenario.pool.slots;
+  const std::int64_t poolKv =
+      static_cast<std::int64_t>(scenario.pool.endpoints) * scenario.pool.kvCapacityTokens;
   for (const ArmResult& a : arms) {
     for (const IntervalSample& s : a.samples) {
       out << a.arm.name << ',' << csvNumber(s.time) << ',' << csvNumber(s.saturation);
@@ -156,7 +160,9 @@ std::string intervalsCsv(const Scenario& scenario, const std::vector<ArmResult>&
       for (std::size_t c = 0; c < scenario.classes.size(); ++c) {
         out << ',' << csvNumber((1.0 - s.ceilings[c]) * poolSlots);
       }
-      out << '\n';
+      std::int64_t kv = 0;
+      for (const std::int64_t x : s.kvTokens) kv += x;
+      out << ',' << csvNumber(poolSlots - static_cast<double>(r)) << ',' << poolKv - kv << '\n';
     }
   }
   return out.str();
@@ -245,8 +251,9 @@ std::string gnuplotScript(const Scenario& scenario, const std::vector<ArmResult>
   g << "set xlabel 'time (s)'\n";
   for (const ArmResult& a : arms) {
     if (!a.arm.flowControl) continue;
-    g << "set output 'bands-" << a.arm.name << ".png'\n"
-      << "set multiplot layout 3,1 title 'arm " << a.arm.name << "'\n"
+    g << "set terminal pngcairo size 1000,800 noenhanced\n"
+      << "set output 'bands-" << a.arm.name << ".png'\n"
+      << "set multiplot layout 4,1 title 'arm " << a.arm.name << "'\n"
       << "set title 'ceiling per band, and saturation'\nset ylabel 'ceiling'\n"
       << "set yrange [0:1.05]\n"
       << "plot 'intervals.csv' using (strcol(1) eq '" << a.arm.name
@@ -264,14 +271,24 @@ std::string gnuplotScript(const Scenario& scenario, const std::vector<ArmResult>
         << "'";
     }
     const std::size_t reserveColumn = 6 + 2 * scenario.classes.size();
-    g << "\nset title 'reserve kept below each band (requests: (1 - ceiling) x slots)'\n"
+    g << "\nset title 'reserve kept below each band ((1 - ceiling) x slots)'\n"
       << "set ylabel 'requests'\nplot ";
     for (std::size_t c = 0; c < scenario.classes.size(); ++c) {
       g << (c ? ", " : "") << "'intervals.csv' using (strcol(1) eq '" << a.arm.name
         << "' ? $2 : NaN):" << reserveColumn + c << " with lines lw 2 title '"
         << scenario.classes[c].name << "'";
     }
-    g << "\nunset multiplot\nset yrange [*:*]\n";
+    // The pool's real free room in both resources: free slots (left axis) and free KV tokens
+    // (right axis); with KV-bound traffic the second runs out first.
+    const std::size_t freeColumn = reserveColumn + scenario.classes.size();
+    g << "\nset title 'free room of the pool: slots and KV tokens'\n"
+      << "set ylabel 'slots'\nset y2label 'KV tokens'\nset y2tics\nset y2range [0:*]\n"
+      << "plot 'intervals.csv' using (strcol(1) eq '" << a.arm.name
+      << "' ? $2 : NaN):" << freeColumn
+      << " with lines lw 2 title 'free slots', '' using (strcol(1) eq '" << a.arm.name
+      << "' ? $2 : NaN):" << freeColumn + 1 << " axes x1y2 with lines lw 2 title 'free KV tokens'";
+    g << "\nunset y2tics\nunset y2label\nset y2range [*:*]\nunset multiplot\nset yrange [*:*]\n"
+      << "set terminal pngcairo size 1000,600 noenhanced\n";
   }
   g << "set output\n";
   return g.str();

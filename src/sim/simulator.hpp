@@ -131,6 +131,7 @@ struct IntervalSample {
   std::vector<std::size_t> queued;       // per class, in the gateway
   std::vector<std::size_t> serverQueue;  // per endpoint, true (not scraped)
   std::vector<std::size_t> running;      // per endpoint
+  std::vector<std::int64_t> kvTokens;    // per endpoint: KV tokens held (running sequences)
 };
 
 struct ArmResult {

@@ -129,8 +129,22 @@ TEST(SimulatorTest, SeriesAndCsv) {
   EXPECT_EQ(requests.rfind("arm,class,priority,endpoint,", 0), 0u);
   const std::string intervals = intervalsCsv(s, arms);
   EXPECT_NE(intervals.find("ceiling_batch,queued_batch"), std::string::npos);
-  EXPECT_NE(intervals.find(",running,reserve_interactive,reserve_standard,reserve_batch\n"),
+  EXPECT_NE(intervals.find(",running,reserve_interactive,reserve_standard,reserve_batch,"
+                           "free_slots,free_kv_tokens\n"),
             std::string::npos);
+  // The free room in both resources: slots and KV tokens of the pool minus what runs.
+  const IntervalSample& last = arms[1].samples.back();
+  std::size_t running = 0;
+  std::int64_t held = 0;
+  for (const std::size_t r : last.running) running += r;
+  for (const std::int64_t k : last.kvTokens) held += k;
+  ASSERT_EQ(last.kvTokens.size(), static_cast<std::size_t>(s.pool.endpoints));
+  EXPECT_GT(held, 0);  // 5 s into the default scenario the pool is busy
+  const std::int64_t freeKv = s.pool.endpoints * s.pool.kvCapacityTokens - held;
+  const std::size_t freeSlots = static_cast<std::size_t>(s.pool.endpoints * s.pool.slots) - running;
+  EXPECT_NE(
+      intervals.find("," + std::to_string(freeSlots) + ".000000," + std::to_string(freeKv) + "\n"),
+      std::string::npos);
   EXPECT_NE(intervals.find("\nstepwise,5.000000,"), std::string::npos);
   const std::string summary = summaryCsv(arms);
   EXPECT_NE(summary.find("\nstepwise,interactive,100,burst,"), std::string::npos);
