@@ -36,8 +36,8 @@ if(KIND STREQUAL "find_package")
     file(READ ${file} text)
     # Absolute paths outside the installed tree (its own prefix is computed from the file's
     # location, _IMPORT_PREFIX): a library, a header directory, the build or source tree.
-    string(REPLACE "\${_IMPORT_PREFIX}" "" text "${text}")
-    if(text MATCHES "\"(/[A-Za-z][^\"]*)" OR text MATCHES "[ ;](/usr/[^ ;\"]*)")
+    string(REPLACE "\${_IMPORT_PREFIX}" "IMPORT_PREFIX" text "${text}")
+    if(text MATCHES "[ ;:\"](/[A-Za-z][^ ;>\"]*)")
       message(FATAL_ERROR "${file} names an absolute path (${CMAKE_MATCH_1}): not relocatable")
     endif()
   endforeach()
