@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "holdback/detector/detectors.hpp"
@@ -22,6 +23,21 @@ HOLDBACK_INLINE config::OrderedJson priorityMap(
   config::OrderedJson out = config::OrderedJson::object();
   for (const auto& [priority, value] : entries) out[std::to_string(priority)] = value;
   return out;
+}
+
+// reservation-holdback-policy's `feedback` block after every default.
+HOLDBACK_INLINE config::OrderedJson effectiveFeedback(const ReservationFeedback& f) {
+  config::OrderedJson targets = config::OrderedJson::object();
+  for (const ReservationWaitTarget& t : f.targets) {
+    targets[std::to_string(t.priority)] = formatDuration(t.wait);
+  }
+  return {{"enabled", f.enabled},
+          {"targetWait", formatDuration(f.targetWait)},
+          {"targets", std::move(targets)},
+          {"increase", f.increase},
+          {"decrease", f.decrease},
+          {"maxExtra", f.maxExtra},
+          {"interval", formatDuration(f.interval)}};
 }
 
 // flowControl.eviction after every default (the grace as derived from the detector).
@@ -110,7 +126,8 @@ HOLDBACK_INLINE OrderedJson effectiveParameters(const UsageLimitPolicy& policy) 
             {"sizing", o.sizing == ReservationSizing::kOccupancy ? "occupancy" : "refill"},
             {"poissonSizing", o.poissonSizing},
             {"capacityModel",
-             o.capacityModel == ReservationCapacity::kEndpoints ? "endpoints" : "pooled"}};
+             o.capacityModel == ReservationCapacity::kEndpoints ? "endpoints" : "pooled"},
+            {"feedback", detail::effectiveFeedback(o.feedback)}};
   }
   if (dynamic_cast<const SoftReflectiveCeilingPolicy*>(&policy) != nullptr) {
     return OrderedJson::object();

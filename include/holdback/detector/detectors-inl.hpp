@@ -159,5 +159,14 @@ HOLDBACK_INLINE ConcurrencyDetector::ConcurrencyDetector(ConcurrencyDetectorOpti
       request_limit_(detail::truncatedLimit(options.maxConcurrency, options.headroom)),
       token_limit_(detail::truncatedLimit(options.maxTokenConcurrency, options.headroom)) {}
 
+HOLDBACK_INLINE std::size_t UtilizationDetector::staleEndpoints(std::span<const Endpoint> endpoints,
+                                                                TimePoint now) const noexcept {
+  std::size_t stale = 0;
+  for (const Endpoint& e : endpoints) {
+    if (observe(e, now) != Observation::kFresh) ++stale;
+  }
+  return stale;
+}
+
 }  // namespace HOLDBACK_ABI_NAMESPACE
 }  // namespace holdback

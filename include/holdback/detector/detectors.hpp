@@ -180,6 +180,10 @@ class HOLDBACK_API UtilizationDetector final : public SaturationDetector {
   [[nodiscard]] double queueLimit() const noexcept { return queue_limit_; }
   [[nodiscard]] double kvCacheLimit() const noexcept { return kv_limit_; }
 
+  // The endpoints observe() classifies as stale or invalid (what StaleEndpointMonitor counts).
+  [[nodiscard]] std::size_t staleEndpoints(std::span<const Endpoint> endpoints,
+                                           TimePoint now) const noexcept override;
+
   enum class Observation : std::uint8_t { kFresh, kStale, kInvalid };
   // How saturation() and filter() classify one endpoint (see "The algorithm").
   [[nodiscard]] Observation observe(const Endpoint& endpoint, TimePoint now) const noexcept;

@@ -14,6 +14,11 @@
 //                               limits, in slots and KV tokens (holdback/core/capacity.hpp); the
 //                               flow controller sizes a reserve from it and the EndpointPicker's
 //                               fit test reads it. The default reports no capacity model.
+//   staleEndpoints(endpoints, now)
+//                               optional: how many endpoints the detector cannot use because
+//                               their telemetry is missing, too old or invalid (the flow
+//                               controller counts cycles gated with every endpoint stale,
+//                               FlowControllerStats::staleGatedCycles). The default: 0.
 //
 // Thread safety: implementations are thread-safe (saturation and filter may be called
 // concurrently).
@@ -62,6 +67,14 @@ class HOLDBACK_API SaturationDetector {
   virtual bool room(std::span<const Endpoint> /*endpoints*/, TimePoint /*now*/,
                     std::span<EndpointRoom> /*out*/) const noexcept {
     return false;
+  }
+
+  // How many of `endpoints` this detector cannot use at `now` because their telemetry is missing
+  // (no updateTime), older than its staleness threshold or invalid. The default (a detector that
+  // reads no scraped telemetry, e.g. in-flight counts only): 0. Pure, no allocation, no throw.
+  [[nodiscard]] virtual std::size_t staleEndpoints(std::span<const Endpoint> /*endpoints*/,
+                                                   TimePoint /*now*/) const noexcept {
+    return 0;
   }
 
   [[nodiscard]] virtual std::string_view type() const noexcept = 0;

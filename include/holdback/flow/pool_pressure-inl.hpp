@@ -74,6 +74,9 @@ HOLDBACK_INLINE std::optional<PoolPressure> PoolPressureSampler::run(
     out.largestKvCapacityTokens = largestKvCapacity(pool);
     if (with_saturation) {
       out.saturation = evaluator_.evaluate(*detector_, pool, now);
+      out.endpoints = pool.size();
+      if (out.saturation.effective >= 1.0)
+        out.staleEndpoints = detector_->staleEndpoints(pool, now);
       const std::size_t bands = footprint_count_.load(std::memory_order_acquire);
       if (bands > 0 && !pool.empty()) {
         if (room_scratch_.size() < pool.size()) {

@@ -70,6 +70,11 @@ struct PoolPressure {
   std::int64_t largestKvCapacityTokens = 0;
   // Stage-aware saturation (StageSaturationEvaluator). effective is what the policy sees.
   StageSaturation saturation;
+  // The pool's size and, when the effective saturation reads >= 1.0 (saturated: the only case
+  // where staleness alone can gate every band), how many endpoints the detector found stale
+  // (SaturationDetector::staleEndpoints); 0 otherwise, the count then being skipped.
+  std::size_t endpoints = 0;
+  std::size_t staleEndpoints = 0;
   // For the first roomBands bands the controller declared footprints for
   // (PoolPressureSampler::setFootprints), the room of the whole pool for its protected requests
   // (holdback/core/capacity.hpp, from SaturationDetector::room). roomBands = 0 when the detector

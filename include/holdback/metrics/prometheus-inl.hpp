@@ -339,6 +339,9 @@ HOLDBACK_INLINE std::string renderPrometheus(const FlowControllerStats& stats,
           [](const BandStats& b) { return std::uint64_t{b.gatedCycles}; });
   w.family("flow_control_dispatch_cycles_total", "counter", "Dispatch cycles run.");
   w.sample("flow_control_dispatch_cycles_total", {}, std::uint64_t{stats.cycles});
+  w.family("flow_control_stale_gated_cycles_total", "counter",
+           "Dispatch cycles gated while every endpoint's telemetry was stale for the detector.");
+  w.sample("flow_control_stale_gated_cycles_total", {}, std::uint64_t{stats.staleGatedCycles});
   detail::renderEvictionMetrics(w, stats.eviction);
   return w.take();
 }

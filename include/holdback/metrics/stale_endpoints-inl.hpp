@@ -19,10 +19,7 @@ HOLDBACK_INLINE StaleEndpointMonitor::StaleEndpointMonitor(
 HOLDBACK_INLINE std::size_t StaleEndpointMonitor::update(const UtilizationDetector& detector,
                                                          std::span<const Endpoint> endpoints,
                                                          TimePoint now) {
-  std::size_t stale = 0;
-  for (const Endpoint& e : endpoints) {
-    if (detector.observe(e, now) != UtilizationDetector::Observation::kFresh) ++stale;
-  }
+  const std::size_t stale = detector.staleEndpoints(endpoints, now);
   bool log_now = false;
   {
     MutexLock lock(mu_);

@@ -169,6 +169,7 @@ HOLDBACK_INLINE void ControllerCore::applyPressure(TimePoint now, const PoolPres
   if (!p.poolEmpty) largest_kv_ = p.largestKvCapacityTokens;
   if (with_saturation) {
     last_saturation_ = p.saturation.effective;
+    last_all_stale_ = p.endpoints > 0 && p.staleEndpoints >= p.endpoints;
     last_prefill_ = p.saturation.prefill;
     last_decode_ = p.saturation.decode;
     last_room_bands_ = std::min(p.roomBands, p.room.size());
@@ -313,6 +314,7 @@ HOLDBACK_INLINE DispatchResult ControllerCore::dispatchImpl(TimePoint now,
       Band* band = domain_bands_[i];
       if (isGated(s, ceilings_[i])) {  // HoL: checked before looking at the band's items
         band->counters->gated_cycles += 1;
+        if (last_all_stale_) stale_gated_cycles_ += 1;
         result.kind = DispatchResult::Kind::kGated;
         result.priority = band->prio;
         if (settings_.eviction.enabled && settings_.eviction.revokeOnBlock && evict_) {
@@ -490,6 +492,7 @@ HOLDBACK_INLINE FlowControllerStats ControllerCore::stats() const {
   out.lastDecodeSaturation = last_decode_;
   out.poolEmpty = regime_.empty;
   out.cycles = cycles_;
+  out.staleGatedCycles = stale_gated_cycles_;
   out.stopped = stopped_;
   out.eviction = evictor_.stats();
   out.eviction.enabled = settings_.eviction.enabled;

@@ -214,6 +214,9 @@ class ControllerCore {
   std::optional<double> last_prefill_ HOLDBACK_GUARDED_BY(mu_);
   std::optional<double> last_decode_ HOLDBACK_GUARDED_BY(mu_);
   std::uint64_t cycles_ HOLDBACK_GUARDED_BY(mu_) = 0;
+  // The last sample found every endpoint stale; cycles gated while it did.
+  bool last_all_stale_ HOLDBACK_GUARDED_BY(mu_) = false;
+  std::uint64_t stale_gated_cycles_ HOLDBACK_GUARDED_BY(mu_) = 0;
   // The cycle's scratch (capacity for every band: no allocation in steady state).
   std::vector<Band*> domain_bands_ HOLDBACK_GUARDED_BY(mu_);
   std::vector<Priority> domain_priorities_ HOLDBACK_GUARDED_BY(mu_);
