@@ -40,7 +40,7 @@ start() {
   echo "$name did not start"; cat "$WORK/$name.err"; exit 1
 }
 # hey's file descriptors: one per client connection, plus the gateway's two per client.
-ulimit -n 65536 2>/dev/null || true
+ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
 start MS model-server "$MODEL_SERVER" --port 0 --slots 1024 --token-ms 1 --prefill-ms 0 \
   --model fake-model
 # Admission wide open: the server's slot count is configured (maxRunningRequests), so that the
