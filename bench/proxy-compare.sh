@@ -11,7 +11,7 @@
 #
 #   bench/proxy-compare.sh [BUILD_DIR] [RUNS]      (default: build/default, 3 runs, medians)
 # Environment: CLIENTS (default "1 64 1000"), SECONDS_EACH (default 5), TARGETS (default
-# "direct floor nginx haproxy gateway"; one missing binary is skipped with a message).
+# "direct nginx floor haproxy gateway"; one missing binary is skipped with a message).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 BUILD="${1:-build/default}"
@@ -61,7 +61,7 @@ cpu_ticks() {
 start MS model-server "$MODEL_SERVER" --port 0 --slots 1024 --token-ms 1 --prefill-ms 0 \
   --model fake-model
 MS_HOSTPORT="${MS#http://}"
-TARGETS="${TARGETS:-direct floor nginx haproxy gateway}"
+TARGETS="${TARGETS:-direct nginx floor haproxy gateway}"  # nginx first: the ratios' base
 declare -A URL PID
 URL[direct]="$MS"
 PID[direct]="$MS_PID"
@@ -170,6 +170,7 @@ echo "== keep-alive hey clients, -z ${SECONDS_EACH}s, $RUNS runs, medians; CPU: 
 printf "%-8s %-8s %9s %9s %9s  %-22s %s\n" clients target "req/s" "p50 ms" "p99 ms" \
   "added p50 / p99 ms" "CPU us/request (x nginx)"
 for c in ${CLIENTS:-1 64 1000}; do
+  nginx_cpu=""
   for t in direct $(printf "%s\n" $TARGETS | grep -vx direct); do
     [ -n "${URL[$t]:-}" ] || continue
     : >"$WORK/$t.runs"
