@@ -131,32 +131,7 @@ EOF
         URL[haproxy]="http://127.0.0.1:$port"
       else echo "skipping haproxy: not installed (apt-get install haproxy)"; fi ;;
     gateway)
-      cat >"$WORK/open.yaml" <<'YAML'
-apiVersion: llm-d.ai/v1alpha1
-kind: EndpointPickerConfig
-featureGates: [flowControl]
-plugins:
-  - name: vllm-utilization
-    type: utilization-detector
-    parameters:
-      queueDepthThreshold: 4
-      kvCacheUtilThreshold: 0.8
-      metricsStalenessThreshold: 1s
-      stalenessPolicy: saturated
-      maxRunningRequests: 1024
-  - name: holdback
-    type: priority-holdback-policy
-    parameters: {strategy: stepwise-spread, minCeiling: 0.5, maxCeiling: 1.0}
-flowControl:
-  usageLimitPolicyPluginRef: holdback
-  saturationDetector: {pluginRef: vllm-utilization}
-  defaultRequestTTL: 30s
-  priorityBands:
-    - {priority: 10}
-    - {priority: 0}
-    - {priority: -1}
-YAML
-      start GW gateway "$GATEWAY" --endpoint "$MS" --listen 127.0.0.1:0 --config "$WORK/open.yaml"
+      start GW gateway "$GATEWAY" --endpoint "$MS" --listen 127.0.0.1:0 --config scripts/dev/open-admission.yaml
       URL[gateway]="$GW" PID[gateway]="$GW_PID" ;;
   esac
 done

@@ -46,33 +46,8 @@ start MS model-server "$MODEL_SERVER" --port 0 --slots 1024 --token-ms 1 --prefi
 # Admission wide open: the server's slot count is configured (maxRunningRequests), so that the
 # dispatch ledger counts unscraped dispatches as running, not waiting: the proxy's behaviour at
 # this concurrency, not holdback's queueing.
-cat >"$WORK/open.yaml" <<'YAML'
-apiVersion: llm-d.ai/v1alpha1
-kind: EndpointPickerConfig
-featureGates: [flowControl]
-plugins:
-  - name: vllm-utilization
-    type: utilization-detector
-    parameters:
-      queueDepthThreshold: 4
-      kvCacheUtilThreshold: 0.8
-      metricsStalenessThreshold: 1s
-      stalenessPolicy: saturated
-      maxRunningRequests: 1024
-  - name: holdback
-    type: priority-holdback-policy
-    parameters: {strategy: stepwise-spread, minCeiling: 0.5, maxCeiling: 1.0}
-flowControl:
-  usageLimitPolicyPluginRef: holdback
-  saturationDetector: {pluginRef: vllm-utilization}
-  defaultRequestTTL: 30s
-  priorityBands:
-    - {priority: 10}
-    - {priority: 0}
-    - {priority: -1}
-YAML
 # shellcheck disable=SC2086
-start GW gateway "$GATEWAY" --endpoint "$MS" --listen 127.0.0.1:0 --config "$WORK/open.yaml" \
+start GW gateway "$GATEWAY" --endpoint "$MS" --listen 127.0.0.1:0 --config scripts/dev/open-admission.yaml \
   ${GATEWAY_ARGS:-}
 BODY='{"model":"fake-model","prompt":"hi","max_tokens":4}'
 metric() { curl -s "$GW/metrics" | awk -v m="$1" '$1 == m {print $2}'; }

@@ -594,8 +594,12 @@ namespace detail {
     const auto replicas = static_cast<double>(
         peer_replicas > options.replicas ? std::int64_t{peer_replicas} : options.replicas);
     const bool synced = peer_requests >= 0;
-    const double peers = synced ? static_cast<double>(peer_requests) : 0.0;
     const double own_pending = static_cast<double>(pending > 0 ? pending : 0);
+    // The others' reported sum, but never less than the share would count for them: between two
+    // syncs their new dispatches are not in the sum yet.
+    const double share_of_others = own_pending * (replicas - 1.0);
+    const double reported = synced ? static_cast<double>(peer_requests) : 0.0;
+    const double peers = reported > share_of_others ? reported : share_of_others;
     if (synced ? own_pending + peers > 0.0 : pending > 0) {
       const double p = synced ? own_pending + peers : static_cast<double>(pending) * replicas;
       const std::uint32_t slots = slotsInUse(*slot);
@@ -620,10 +624,14 @@ namespace detail {
     }
     const std::int64_t pending_tokens = since(c.dispatchedTokens, v.base.dispatchedTokens) -
                                         since(c.completedTokens, v.base.completedTokens);
-    const double tokens_total =
-        synced ? static_cast<double>(pending_tokens > 0 ? pending_tokens : 0) +
-                     static_cast<double>(slot->peerTokens.load(std::memory_order_relaxed))
-               : static_cast<double>(pending_tokens) * replicas;
+    const double own_tokens = static_cast<double>(pending_tokens > 0 ? pending_tokens : 0);
+    const double reported_tokens =
+        static_cast<double>(slot->peerTokens.load(std::memory_order_relaxed));
+    const double tokens_total = synced
+                                    ? own_tokens + (reported_tokens > own_tokens * (replicas - 1.0)
+                                                        ? reported_tokens
+                                                        : own_tokens * (replicas - 1.0))
+                                    : static_cast<double>(pending_tokens) * replicas;
     if (capacity_per_token > 0.0 && tokens_total > 0.0) {
       const double kv = v.kv + tokens_total * capacity_per_token;
       e.kvCacheUsage = kv < 1.0 ? kv : 1.0;

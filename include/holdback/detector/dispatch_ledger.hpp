@@ -63,7 +63,7 @@
 //     R gateway replicas (options.replicas > 1), each with its own ledger: pending and
 //     pendingTokens are multiplied by R (every replica assumed to dispatch as this one does);
 //     with replica sync (setPeerPending, replica_sync.hpp) they are this replica's own plus the
-//     other replicas' reported sum instead
+//     larger of the other replicas' reported sum and (R - 1) times its own
 //   The observed slot count S (a slow start): a server that ran R requests at once has at least R
 //   slots, so every installed scrape raises S to floor(running) (S = max running shown). A
 //   scrape that shows a queue (waiting > 0) shows the server taking no more work than it runs
@@ -409,10 +409,12 @@ class HOLDBACK_API DispatchLedger {
   // scrape or for a stale id.
   [[nodiscard]] InFlightLoad localPending(EndpointId id) const noexcept;
   // The other replicas' pending work on `id` (their localPending, summed), used by fill in place
-  // of the `replicas` share: pending = this replica's own + `others` (creditCompletions does not
-  // apply then). nullopt: none known (the store is unreachable): fill falls back to the share,
-  // times max(options.replicas, `replicas`). `replicas`: the live replicas, this one included, as
-  // last seen (0: unknown). False for a stale id.
+  // of the `replicas` share: pending = own + max(`others`, own x (R - 1)), R =
+  // max(options.replicas, `replicas`): the reported sum, but never less than the share would count
+  // for the others (their dispatches since the last sync are not in the sum yet). creditCompletions
+  // does not apply then. nullopt: none known (the store is unreachable): fill falls back to the
+  // share, times max(options.replicas, `replicas`). `replicas`: the live replicas, this one
+  // included, as last seen (0: unknown). False for a stale id.
   bool setPeerPending(EndpointId id, std::optional<InFlightLoad> others,
                       std::int64_t replicas = 0) noexcept;
   // The slot count fill uses for `id`: the configured maxRunningRequests, else the observed slot

@@ -8,7 +8,8 @@
 //   they are not (one replica carries the interactive traffic, another a batch flood: the busy one
 //   over-counts, the quiet one under-counts and hands out slots the busy one has already taken).
 //   With the other replicas' pending work known (at most one sync interval old), fill counts
-//   this replica's own pending work plus theirs.
+//   this replica's own pending work plus theirs (never less than R - 1 times its own: the
+//   others' dispatches since the last sync are not in their sum yet).
 //
 // The seam
 //   ReplicaSync is what the host implements: one call, exchange(), that publishes this
