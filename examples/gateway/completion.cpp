@@ -81,11 +81,14 @@ asio::awaitable<bool> proxyTo(HttpServer::Shard& shard, beast::tcp_stream& strea
     case ProxyResult::kClientGone:
       co_return false;
     case ProxyResult::kFailedBeforeHead: {
+      // 503: the gateway's own limit on connections to the server (upstream.hpp), else 502.
+      const unsigned code = status == 503 ? 503u : 502u;
       gw.counters().upstreamFailures.fetch_add(1, std::memory_order_relaxed);
-      gw.counters().count(502);
+      gw.counters().count(int(code));
       Reply reply = replyForUpstreamFailure(what.endpointUrl, error);
-      auto res = ownResponse(502u, "application/json", keepAlive, std::move(reply.body));
+      auto res = ownResponse(code, "application/json", keepAlive, std::move(reply.body));
       res.set(kEndpointHeader, what.endpointUrl);
+      if (code == 503) res.set(http::field::retry_after, "1");
       co_return co_await send(stream, res);
     }
   }

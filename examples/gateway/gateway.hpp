@@ -71,6 +71,12 @@ struct GatewayCounters {
   std::atomic<std::int64_t> exchangesInProgress{0};  // requests read and not yet answered
   std::atomic<std::uint64_t> evictionsActuated{0};   // revoked: upstream aborted (+ 429 evicted)
   std::atomic<std::uint64_t> evictionsTooLate{0};    // revoked after the request had ended
+  // Replica sync (replica_sync_redis.hpp): rounds that succeeded and failed, whether the last
+  // one failed (the ledger on the 1/R share), and the replicas the last success saw.
+  std::atomic<std::uint64_t> replicaSyncRounds{0};
+  std::atomic<std::uint64_t> replicaSyncFailures{0};
+  std::atomic<std::int64_t> replicaSyncFallback{0};
+  std::atomic<std::int64_t> replicaSyncReplicas{0};
 
   void count(int status) noexcept {
     if (status >= 0 && status < int(responses.size())) {

@@ -29,6 +29,7 @@
 #include "http_server.hpp"
 #include "net.hpp"
 #include "options.hpp"
+#include "replica_sync_redis.hpp"
 #include "scraper.hpp"
 
 namespace holdback::gateway {
@@ -46,6 +47,14 @@ void raiseFileLimit() {
 int run(int argc, char** argv) {
   Options options;
   if (const int rc = parseArgs(argc, argv, options); rc != 0) return rc == 2 ? 0 : 2;
+#ifndef HOLDBACK_GATEWAY_HIREDIS
+  if (options.replicaSync.port != 0) {
+    std::fprintf(stderr,
+                 "holdback-gateway: --replica-sync: built without hiredis (Debian "
+                 "libhiredis-dev); rebuild with it installed\n");
+    return 2;
+  }
+#endif
 
   const config::BundleResult loaded =
       options.configFile.empty() ? config::loadEndpointPickerConfigText(kDefaultConfigText)
@@ -121,6 +130,16 @@ int run(int argc, char** argv) {
   }
   first_round.wait();
 
+  // --replica-sync: share this replica's pending dispatches through Redis (a background thread).
+  std::unique_ptr<ReplicaSyncThread> replica_sync;
+  if (options.replicaSync.port != 0) {
+#ifdef HOLDBACK_GATEWAY_HIREDIS
+    replica_sync = ReplicaSyncThread::start(
+        options.replicaSync, options.endpointUrls, gateway->pool(), gateway->counters(),
+        options.replicaSyncIntervalMs, options.replicaSyncTtlMs);
+#endif
+  }
+
   server->startAccepting();
   std::printf("listening on http://%s:%d\n", options.listen.host.c_str(), port);
   std::fflush(stdout);
@@ -137,6 +156,7 @@ int run(int argc, char** argv) {
          std::chrono::steady_clock::now() < deadline) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
+  replica_sync.reset();
   for (asio::io_context* c : raw) c->stop();
   for (std::thread& t : threads) t.join();
   work.clear();

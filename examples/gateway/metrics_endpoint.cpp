@@ -83,6 +83,18 @@ std::string renderMetrics(Gateway& gw) {
       {"holdback_gateway_client_errors_total", "counter",
        "Requests the gateway answered 4xx itself (malformed, too large, wrong method, ...).",
        double(gc.clientErrors.load(std::memory_order_relaxed))},
+      {"holdback_gateway_replica_sync_rounds_total", "counter",
+       "Replica sync rounds (--replica-sync) that published and read the other replicas.",
+       double(gc.replicaSyncRounds.load(std::memory_order_relaxed))},
+      {"holdback_gateway_replica_sync_failures_total", "counter",
+       "Replica sync rounds that failed (store down or slow).",
+       double(gc.replicaSyncFailures.load(std::memory_order_relaxed))},
+      {"holdback_gateway_replica_sync_fallback", "gauge",
+       "1 while the last replica sync round failed: the ledger counts the 1/R share.",
+       double(gc.replicaSyncFallback.load(std::memory_order_relaxed))},
+      {"holdback_gateway_replica_sync_replicas", "gauge",
+       "Gateway replicas (this one included) the last successful replica sync round saw.",
+       double(gc.replicaSyncReplicas.load(std::memory_order_relaxed))},
   };
   for (const Global& g : globals) {
     family(g.name, g.type, g.help);

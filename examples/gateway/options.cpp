@@ -20,6 +20,8 @@ constexpr const char* kUsage =
     "         [--upstream-connect-ms N (2000)] [--upstream-max-idle N (64)]\n"
     "         [--upstream-idle-ms N (1500)] [--max-scrape-bytes N (1048576)]\n"
     "         [--drain-timeout-s N (30)] [--no-scrape-lag-credit (deprecated, no-op)]\n"
+    "         [--upstream-max-connections N (4096)] [--replica-sync redis://HOST:PORT]\n"
+    "         [--replica-sync-interval-ms N (20)] [--replica-sync-ttl-ms N (1000)]\n"
     "       holdback-gateway --print-default-config\n";
 
 // A positive integer of type T; nullopt when `s` is not one. `tooLarge` is set when `s` is a
@@ -99,6 +101,9 @@ int parseArgs(int argc, char** argv, Options& o) {
         {"--upstream-max-idle", &o.upstreamMaxIdle, kIntMax},
         {"--upstream-idle-ms", &o.upstreamIdleMs, kIntMax},
         {"--drain-timeout-s", &o.drainTimeoutS, kIntMax},
+        {"--upstream-max-connections", &o.upstreamMaxConnections, kIntMax},
+        {"--replica-sync-interval-ms", &o.replicaSyncIntervalMs, kIntMax},
+        {"--replica-sync-ttl-ms", &o.replicaSyncTtlMs, kIntMax},
     };
     struct SizeFlag {
       const char* name;
@@ -158,6 +163,17 @@ int parseArgs(int argc, char** argv, Options& o) {
         o.listen = *hp;
       } else {
         std::fprintf(stderr, "holdback-gateway: --listen: \"%s\" is not HOST:PORT\n", v->c_str());
+        failed = true;
+      }
+    } else if (arg == "--replica-sync") {
+      const auto v = next();
+      if (!v) continue;
+      const auto hp = v->rfind("redis://", 0) == 0 ? parseHostPort(v->substr(8)) : std::nullopt;
+      if (hp) {
+        o.replicaSync = *hp;
+      } else {
+        std::fprintf(stderr, "holdback-gateway: --replica-sync: \"%s\" is not redis://HOST:PORT\n",
+                     v->c_str());
         failed = true;
       }
     } else if (arg == "--objective") {

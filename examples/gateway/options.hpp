@@ -39,6 +39,15 @@ struct Options {
   std::size_t maxScrapeBytes =
       std::size_t{1024} * 1024;  // a larger /metrics body is a failed scrape
   int drainTimeoutS = 30;        // SIGTERM: how long responses in progress may take
+
+  // Open connections per model server per I/O thread (upstream.hpp); beyond it: 503.
+  int upstreamMaxConnections = 4096;
+  // Replica sync (replica_sync_redis.hpp): --replica-sync redis://HOST:PORT; port 0: off.
+  HostPort replicaSync{"", 0};
+  // How often this replica publishes its pending work and reads the others'.
+  int replicaSyncIntervalMs = 20;
+  // A replica's published share expires this long after its last publication.
+  int replicaSyncTtlMs = 1000;
 };
 
 // Returns 0 to go on, 1 for a usage error (printed), 2 for "printed what was asked, exit 0".

@@ -87,6 +87,10 @@ class Pool final : public EndpointSource {
     return ledger_.load(ids_[i]).requests;
   }
 
+  // The ledger and endpoint i's id in it (replica sync, replica_sync_redis.hpp).
+  [[nodiscard]] DispatchLedger& ledger() noexcept { return ledger_; }
+  [[nodiscard]] EndpointId ledgerId(std::size_t i) const noexcept { return ids_[i]; }
+
   // For /metrics.
   struct Counters {
     std::uint64_t scrapes = 0;

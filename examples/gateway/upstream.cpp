@@ -4,6 +4,7 @@
 
 #include <sys/socket.h>
 
+#include <algorithm>
 #include <array>
 #include <cerrno>
 #include <limits>
@@ -121,7 +122,42 @@ UpstreamPool::UpstreamPool(asio::any_io_executor ex, std::vector<tcp::endpoint> 
       idle_(targets_.size()) {
   for (const tcp::endpoint& t : targets_) {
     host_headers_.push_back(t.address().to_string() + ":" + std::to_string(t.port()));
+    demand_.push_back(std::make_shared<UpstreamDemand>());
   }
+}
+
+namespace {
+struct ConnectionLimitCategory : boost::system::error_category {
+  [[nodiscard]] const char* name() const noexcept override { return "holdback.upstream"; }
+  [[nodiscard]] std::string message(int /*ev*/) const override {
+    return "upstream connection limit reached (--upstream-max-connections)";
+  }
+};
+const ConnectionLimitCategory kConnectionLimitCategory;
+}  // namespace
+
+const beast::error_code UpstreamPool::kConnectionLimit{1, kConnectionLimitCategory};
+
+std::size_t UpstreamPool::idleCap(std::size_t i) const {
+  const UpstreamDemand& d = *demand_[i];
+  return std::max({std::size_t(options_.upstreamMaxIdle), d.peak, d.previousPeak});
+}
+
+// Counts `c` as in use, and the endpoint's peak of connections in use at once for this period.
+void UpstreamPool::checkOut(std::size_t i, UpstreamConnection& c) {
+  UpstreamDemand& d = *demand_[i];
+  c.inUse = true;
+  ++d.inUse;
+  const auto now = std::chrono::steady_clock::now();
+  if (now - d.periodStart >= std::chrono::milliseconds(options_.upstreamIdleMs)) {
+    // A new period: what the last one needed is kept for one more (a gap of two whole periods
+    // without demand lets the cap fall back to --upstream-max-idle).
+    d.previousPeak =
+        now - d.periodStart < 2 * std::chrono::milliseconds(options_.upstreamIdleMs) ? d.peak : 0;
+    d.peak = 0;
+    d.periodStart = now;
+  }
+  d.peak = std::max(d.peak, d.inUse);
 }
 
 std::unique_ptr<UpstreamConnection> UpstreamPool::takeIdle(std::size_t i) {
@@ -137,6 +173,7 @@ std::unique_ptr<UpstreamConnection> UpstreamPool::takeIdle(std::size_t i) {
     // any response byte and the request is retried once, on a new connection.
     if (idle_for < max_idle && (idle_for < kCheckAfterIdle || stillOpen(*c))) {
       counters_.upstreamReuses.fetch_add(1, std::memory_order_relaxed);
+      checkOut(i, *c);
       return c;
     }
   }
@@ -145,7 +182,12 @@ std::unique_ptr<UpstreamConnection> UpstreamPool::takeIdle(std::size_t i) {
 
 asio::awaitable<std::unique_ptr<UpstreamConnection>> UpstreamPool::connect(std::size_t i,
                                                                            beast::error_code& ec) {
-  auto c = std::make_unique<UpstreamConnection>(ex_);
+  if (demand_[i]->open >= std::size_t(options_.upstreamMaxConnections)) {
+    ec = kConnectionLimit;
+    co_return nullptr;
+  }
+  auto c = std::make_unique<UpstreamConnection>(ex_, demand_[i]);
+  checkOut(i, *c);
   c->stream.expires_after(std::chrono::milliseconds(options_.upstreamConnectMs));
   auto [cec] = co_await c->stream.async_connect(targets_[i], kUse);
   c->stream.expires_never();
@@ -162,7 +204,11 @@ asio::awaitable<std::unique_ptr<UpstreamConnection>> UpstreamPool::connect(std::
 
 void UpstreamPool::release(std::size_t i, std::unique_ptr<UpstreamConnection> c) {
   auto& idle = idle_[i];
-  if (idle.size() >= std::size_t(options_.upstreamMaxIdle)) return;  // closed by the destructor
+  if (c->inUse) {
+    c->inUse = false;
+    --demand_[i]->inUse;
+  }
+  if (idle.size() >= idleCap(i)) return;  // closed by the destructor
   c->idleSince = std::chrono::steady_clock::now();
   c->stream.expires_never();
   idle.push_back(std::move(c));
@@ -218,6 +264,7 @@ asio::awaitable<ProxyResult> proxy(UpstreamPool& pool, const Options& options,
     if (abort.aborted) co_return aborted(false);
     if (!conn) {
       error = "connect: " + ec.message();
+      if (ec == UpstreamPool::kConnectionLimit) status = 503;  // not the server's failure
       co_return ProxyResult::kFailedBeforeHead;
     }
     abort.active = conn.get();

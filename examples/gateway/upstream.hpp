@@ -2,11 +2,18 @@
 // relays one request over them.
 //
 // UpstreamPool (one per I/O thread, so it needs no lock): per model server, a stack of idle
-// kept-alive connections (at most --upstream-max-idle; one idle longer than --upstream-idle-ms,
-// or that the server closed, is dropped instead of reused; the closed check is made on
-// connections idle for 100 ms or more, see kCheckAfterIdle). takeIdle() pops a live idle
-// connection, connect() makes a new one (--upstream-connect-ms, TCP_NODELAY); release() returns a
-// connection whose response was read to the end with keep-alive.
+// kept-alive connections (one idle longer than --upstream-idle-ms, or that the server closed, is
+// dropped instead of reused; the closed check is made on connections idle for 100 ms or more, see
+// kCheckAfterIdle). takeIdle() pops a live idle connection, connect() makes a new one
+// (--upstream-connect-ms, TCP_NODELAY); release() returns a connection whose response was read to
+// the end with keep-alive.
+// The pool grows with demand: release() keeps a connection while the idle stack is smaller than
+// max(--upstream-max-idle, the most connections in use at once to that server over the last two
+// --upstream-idle-ms periods), so that a concurrency above --upstream-max-idle does not close and
+// reopen connections on every burst of completions (each reconnect is a handshake and a trip
+// through the server's listen backlog). Open connections (in use and idle) to one server are
+// capped at --upstream-max-connections per I/O thread: over it, connect() fails with
+// kConnectionLimit and the request is answered 503 with Retry-After (no connect is attempted).
 //
 // proxy(): sends the request (its head serialized by hand into one buffer, written with the body
 // in one gather write that is first tried as one non-blocking send), reads the response head and
@@ -36,8 +43,30 @@
 
 namespace holdback::gateway {
 
+// Per endpoint and I/O thread: connections open and in use now, and the most in use at once in
+// the current and the previous --upstream-idle-ms period (the demand release() keeps idle
+// connections for). Shared with the connections, which count themselves out when destroyed
+// (wherever that happens: a failed exchange, an aborted one, a coroutine frame torn down at
+// shutdown).
+struct UpstreamDemand {
+  std::size_t open = 0;
+  std::size_t inUse = 0;
+  std::size_t peak = 0;
+  std::size_t previousPeak = 0;
+  std::chrono::steady_clock::time_point periodStart{};
+};
+
 struct UpstreamConnection {
-  explicit UpstreamConnection(const asio::any_io_executor& ex) : stream(ex) {}
+  UpstreamConnection(const asio::any_io_executor& ex, std::shared_ptr<UpstreamDemand> d)
+      : stream(ex), demand(std::move(d)) {
+    ++demand->open;
+  }
+  ~UpstreamConnection() {
+    --demand->open;
+    if (inUse) --demand->inUse;
+  }
+  UpstreamConnection(const UpstreamConnection&) = delete;
+  UpstreamConnection& operator=(const UpstreamConnection&) = delete;
   beast::tcp_stream stream;
   beast::flat_buffer buffer;
   // Where proxy() reads the response body into, piece by piece: part of the connection (which
@@ -47,6 +76,8 @@ struct UpstreamConnection {
   // NOLINTNEXTLINE(cppcoreguidelines-pro-type-member-init): written by the parser before read
   std::array<char, kBodyBufferBytes> bodyBuffer;
   std::chrono::steady_clock::time_point idleSince{};
+  std::shared_ptr<UpstreamDemand> demand;
+  bool inUse = false;  // out of the pool, carrying an exchange
 };
 
 class UpstreamPool {
@@ -57,20 +88,25 @@ class UpstreamPool {
   // A usable idle connection to endpoint i, or nullptr (then connect()). Not a coroutine: the
   // usual request under load takes a pooled connection without suspending.
   std::unique_ptr<UpstreamConnection> takeIdle(std::size_t i);
-  // A new connection to endpoint i (nullptr and `ec` on a failed connect).
+  // A new connection to endpoint i (nullptr and `ec` on a failed connect; `ec` is
+  // kConnectionLimit when --upstream-max-connections are open to it already).
   asio::awaitable<std::unique_ptr<UpstreamConnection>> connect(std::size_t i,
                                                                beast::error_code& ec);
+  static const beast::error_code kConnectionLimit;
   // How long a connection may sit idle in the pool and still be reused without first checking
   // (a non-blocking MSG_PEEK) that the server has not closed it.
   static constexpr std::chrono::milliseconds kCheckAfterIdle{100};
   void release(std::size_t i, std::unique_ptr<UpstreamConnection> c);
+  // Connections to endpoint i open now (in use and idle), and how many idle ones release() keeps.
+  [[nodiscard]] std::size_t openConnections(std::size_t i) const { return demand_[i]->open; }
+  [[nodiscard]] std::size_t idleCap(std::size_t i) const;
 
   [[nodiscard]] const tcp::endpoint& target(std::size_t i) const { return targets_[i]; }
   // "IP:PORT" of endpoint i, the Host header of requests to it.
   [[nodiscard]] const std::string& hostHeader(std::size_t i) const { return host_headers_[i]; }
   // Closes every idle connection (shutdown, with the I/O threads stopped).
   void clear() {
-    for (auto& v : idle_) v.clear();
+    for (auto& v : idle_) v.clear();  // each connection counts itself out
   }
 
  private:
@@ -80,6 +116,8 @@ class UpstreamPool {
   const Options& options_;
   GatewayCounters& counters_;
   std::vector<std::vector<std::unique_ptr<UpstreamConnection>>> idle_;
+  std::vector<std::shared_ptr<UpstreamDemand>> demand_;
+  void checkOut(std::size_t i, UpstreamConnection& c);
 };
 
 // Lets a client watcher abort the upstream exchange in progress.

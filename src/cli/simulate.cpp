@@ -52,6 +52,8 @@ Options:
   --replicas R      gateway replicas (pool.gatewayReplicas, 1-64): each has its own controller
                     and in-flight counts, all read the same scraped telemetry
   --scrape-ms MS    the scrape interval (pool.scrapeIntervalMs, default 50)
+  --sync-ms MS      replicas share their pending dispatches every MS ms (replica sync,
+                    pool.replicaSyncIntervalMs; default off: each counts its own R times)
   --revocation-ms MS
                     in-flight eviction arms (*+evict): from the controller's revocation to the
                     victim's slot being free (pool.revocationLatencyMs, default 50)
@@ -112,7 +114,8 @@ int runSimulate(int argc, char** argv) {
                                              "revocation-ms", "burst-memory",
                                              "ledger",        "ledger-budget",
                                              "ledger-credit", "lost-completions",
-                                             "slot-term",     "concurrency-mode"},
+                                             "slot-term",     "concurrency-mode",
+                                             "sync-ms"},
                              args, {"detail"})) {
     return usageError(kCommand, *error);
   }
@@ -197,6 +200,13 @@ int runSimulate(int argc, char** argv) {
       return usageError(kCommand, "--replicas needs an integer in [1, 64]");
     }
     scenario.pool.gatewayReplicas = static_cast<int>(*v);
+  }
+  if (auto ms = args.get("sync-ms")) {
+    const auto v = parseDouble(*ms);
+    if (!v || !(*v > 0.0 && *v <= 1e6)) {
+      return usageError(kCommand, "--sync-ms needs a number of milliseconds in (0, 1e6]");
+    }
+    scenario.pool.replicaSyncIntervalMs = *v;
   }
   if (auto ms = args.get("scrape-ms")) {
     const auto v = parseDouble(*ms);

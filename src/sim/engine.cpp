@@ -50,6 +50,15 @@ Simulation::Simulation(const Scenario& s, const Arm& arm, const RunOptions& opti
       }
       gw.fill();
     }
+    if (gw.ledger && replicas > 1 && s.pool.replicaSyncIntervalMs > 0.0) {
+      if (!replicaStore_) {
+        replicaStore_ = std::make_unique<SimReplicaStore>();
+        replicaStore_->published.assign(replicas, std::vector<InFlightLoad>(endpoints));
+      }
+      replicaSyncs_.push_back(std::make_unique<SimReplicaSync>(*replicaStore_, g));
+      replicaSyncers_.push_back(
+          std::make_unique<ReplicaSyncer>(*gw.ledger, *replicaSyncs_.back(), gw.ids));
+    }
     if (!arm.flowControl) continue;
     FlowControllerOptions o;
     o.policy = makePolicy(s, arm).value();
@@ -99,6 +108,9 @@ ArmResult Simulation::run() {
     }
   }
   schedule(fromMs(s_.pool.scrapeIntervalMs), EventType::kScrape, 0);
+  if (!replicaSyncers_.empty()) {
+    schedule(fromMs(s_.pool.replicaSyncIntervalMs), EventType::kReplicaSync, 0);
+  }
   if (arm_.flowControl) {
     schedule(fromMs(1.0), EventType::kTick, 0);
     schedule(kSecond, EventType::kExpire, 0);
@@ -207,6 +219,13 @@ void Simulation::handle(const Event& e) {
       break;
     case EventType::kRevoke:
       abort(e.index);
+      break;
+    case EventType::kReplicaSync:
+      for (std::size_t g = 0; g < gateways_.size(); ++g) {
+        (void)replicaSyncers_[g]->syncOnce();
+        gateways_[g].fill();
+      }
+      schedule(now_ + fromMs(s_.pool.replicaSyncIntervalMs), EventType::kReplicaSync, 0);
       break;
     case EventType::kSample:
       sample();

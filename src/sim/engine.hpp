@@ -22,6 +22,7 @@
 #include "holdback/detector/dispatch_ledger.hpp"
 #include "holdback/detector/endpoint_picker.hpp"
 #include "holdback/detector/in_flight_tracker.hpp"
+#include "holdback/detector/replica_sync.hpp"
 #include "holdback/detector/saturation_detector.hpp"
 #include "holdback/flow/flow_controller.hpp"
 #include "sim/simulator.hpp"
@@ -88,7 +89,8 @@ enum class EventType : std::uint8_t {
   kComplete,
   kExpire,
   kSample,
-  kRevoke  // the host's abort reaches the victim's server (pool.revocationLatencyMs after evict)
+  kRevoke,  // the host's abort reaches the victim's server (pool.revocationLatencyMs after evict)
+  kReplicaSync  // every replica publishes its pending work and reads the others' (replica sync)
 };
 
 struct Event {
@@ -167,6 +169,33 @@ struct Gateway {
   }
 };
 
+// The store the simulated replicas share (replica sync): every replica's last publication, per
+// endpoint. Instant and never down: the simulation models the sync interval only.
+struct SimReplicaStore {
+  std::vector<std::vector<InFlightLoad>> published;  // [replica][endpoint]
+};
+
+class SimReplicaSync final : public ReplicaSync {
+ public:
+  SimReplicaSync(SimReplicaStore& store, std::size_t self) : store_(store), self_(self) {}
+  std::int64_t exchange(std::span<const InFlightLoad> mine,
+                        std::span<InFlightLoad> othersSum) noexcept override {
+    std::copy(mine.begin(), mine.end(), store_.published[self_].begin());
+    for (std::size_t r = 0; r < store_.published.size(); ++r) {
+      if (r == self_) continue;
+      for (std::size_t k = 0; k < othersSum.size(); ++k) {
+        othersSum[k].requests += store_.published[r][k].requests;
+        othersSum[k].tokens += store_.published[r][k].tokens;
+      }
+    }
+    return static_cast<std::int64_t>(store_.published.size()) - 1;
+  }
+
+ private:
+  SimReplicaStore& store_;
+  std::size_t self_;
+};
+
 inline constexpr double kOnsetSeconds = 2.0;  // the onset window: the first 2 s of each burst
 
 // Position of t within an on/off class's period, counted from the start of an on phase (a class
@@ -215,6 +244,10 @@ class Simulation {
   std::vector<Server> servers_;
   std::shared_ptr<const SaturationDetector> detector_;
   std::vector<Gateway> gateways_;  // pool.gatewayReplicas of them
+  // Replica sync (pool.replicaSyncIntervalMs): the shared store and one syncer per replica.
+  std::unique_ptr<SimReplicaStore> replicaStore_;
+  std::vector<std::unique_ptr<ReplicaSync>> replicaSyncs_;
+  std::vector<std::unique_ptr<ReplicaSyncer>> replicaSyncers_;
   std::uint64_t arrivals_ = 0;
   std::vector<Random> rngs_;
   std::vector<Request> requests_;

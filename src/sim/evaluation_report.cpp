@@ -54,6 +54,9 @@ std::string formatJson(const Evaluation& e) {
   doc["spread"] = "min-max over seeds";
   doc["durationSeconds"] = e.scenario.durationSeconds;
   doc["gatewayReplicas"] = e.scenario.pool.gatewayReplicas;
+  if (e.scenario.pool.replicaSyncIntervalMs > 0.0) {  // absent when off: older documents unchanged
+    doc["replicaSyncIntervalMs"] = e.scenario.pool.replicaSyncIntervalMs;
+  }
   doc["reports"] = Json::array();
   for (const DetectorReport& report : e.reports) {
     Json rj;
@@ -194,6 +197,9 @@ std::string formatSummary(const Evaluation& e) {
       settings += "scrape " + num(pool.scrapeIntervalMs) + " ms, ";
     }
     if (pool.gatewayReplicas > 1) settings += std::to_string(pool.gatewayReplicas) + " replicas, ";
+    if (pool.gatewayReplicas > 1 && pool.replicaSyncIntervalMs > 0.0) {
+      settings += "replica sync " + num(pool.replicaSyncIntervalMs) + " ms, ";
+    }
     out << "\n== " << e.scenario.name << ", " << toString(report.detector) << " detector, "
         << settings << e.seeds.size() << (e.seeds.size() == 1 ? " seed" : " seeds")
         << (spread ? ": mean (min-max over seeds)" : "") << "\n";

@@ -258,6 +258,7 @@ Result<Scenario> parseScenario(const config::Json& document) {
     readPositive(pr, "meanServiceMs", s.pool.meanServiceMs, 1e9);
     if (auto v = pr.integer("gatewayReplicas", 1, 64))
       s.pool.gatewayReplicas = static_cast<int>(*v);
+    readPositive(pr, "replicaSyncIntervalMs", s.pool.replicaSyncIntervalMs, 1e6, true);
     if (auto v = pr.boolean("dispatchLedger")) s.pool.dispatchLedger = *v;
     if (auto v = pr.boolean("ledgerBudget")) s.pool.ledgerBudget = *v;
     if (auto v = pr.boolean("ledgerCreditCompletions")) s.pool.ledgerCreditCompletions = *v;

@@ -80,6 +80,11 @@ struct PoolSpec {
   // Gateway replicas: each has its own FlowController and its own in-flight counts, arrivals are
   // spread over them round-robin, all read the same scraped telemetry.
   int gatewayReplicas = 1;
+  // Replica sync (holdback/detector/replica_sync.hpp): with the dispatch ledger and more than one
+  // replica, every this many ms each replica publishes its pending dispatches to a shared store
+  // and reads the others' sum, which replaces the 1/R share in its ledger. 0 (the default): off,
+  // each replica counts its own pending work R times.
+  double replicaSyncIntervalMs = 0.0;
   // Utilization detector only: every replica feeds its own DispatchLedger (its own dispatches and
   // completions, every scrape installed with its sample time) and fills its Endpoint view through
   // it before every detector call. On by default: the simulated gateway is a host that feeds the

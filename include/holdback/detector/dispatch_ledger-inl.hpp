@@ -258,6 +258,9 @@ HOLDBACK_INLINE EndpointId DispatchLedger::registerEndpoint(
     slot.excess = {};
     slot.excessNext = 0;
     slot.excessBucketStartNs = detail::LedgerSlot::kNoBucket;
+    slot.peerRequests.store(-1, std::memory_order_relaxed);  // no replica sync yet
+    slot.peerTokens.store(0, std::memory_order_relaxed);
+    slot.peerReplicas.store(0, std::memory_order_relaxed);
     detail::endWrite(slot);
     const EndpointCapacity cap = capacity.value_or(EndpointCapacity{});
     slot.maxRunning.store(detail::slotCount(cap.maxRunningRequests), std::memory_order_relaxed);
@@ -517,6 +520,39 @@ HOLDBACK_INLINE std::optional<DispatchLedger::BudgetState> DispatchLedger::budge
       std::max<std::int64_t>(0, v.budget)};
 }
 
+HOLDBACK_INLINE InFlightLoad DispatchLedger::localPending(EndpointId id) const noexcept {
+  const detail::LedgerSlot* slot = slotOf(id);
+  if (slot == nullptr) return {};
+  const detail::ScrapeView v = detail::readScrape(*slot);
+  if (!v.has) return {};
+  const ScrapeMark c = detail::readCounters(*slot);
+  return {
+      std::max<std::int64_t>(0, detail::since(c.dispatchedRequests, v.base.dispatchedRequests) -
+                                    detail::since(c.completedRequests, v.base.completedRequests)),
+      std::max<std::int64_t>(0, detail::since(c.dispatchedTokens, v.base.dispatchedTokens) -
+                                    detail::since(c.completedTokens, v.base.completedTokens))};
+}
+
+HOLDBACK_INLINE bool DispatchLedger::setPeerPending(EndpointId id,
+                                                    std::optional<InFlightLoad> others,
+                                                    std::int64_t replicas) noexcept {
+  detail::LedgerSlot* slot = slotOf(id);
+  if (slot == nullptr) return false;
+  const auto r = static_cast<std::uint32_t>(
+      std::clamp<std::int64_t>(replicas, 0, DispatchLedgerOptions::kMaxReplicas));
+  slot->peerReplicas.store(r, std::memory_order_relaxed);
+  if (!others) {
+    slot->peerRequests.store(-1, std::memory_order_relaxed);
+    return true;
+  }
+  const std::int64_t cap = kMaxTokensPerRequest;
+  slot->peerTokens.store(std::clamp<std::int64_t>(others->tokens, 0, cap),
+                         std::memory_order_relaxed);
+  slot->peerRequests.store(std::clamp<std::int64_t>(others->requests, 0, cap),
+                           std::memory_order_relaxed);
+  return true;
+}
+
 HOLDBACK_INLINE std::int64_t DispatchLedger::slotCount(EndpointId id) const noexcept {
   const detail::LedgerSlot* slot = slotOf(id);
   if (slot == nullptr) return 0;
@@ -551,10 +587,21 @@ namespace detail {
   if (options.correction) {
     const std::int64_t pending = since(c.dispatchedRequests, v.base.dispatchedRequests) -
                                  since(c.completedRequests, v.base.completedRequests);
-    // Each replica's own pending work, times the replicas (see DispatchLedgerOptions::replicas).
-    const auto replicas = static_cast<double>(options.replicas);
-    if (pending > 0) {
-      const double p = static_cast<double>(pending) * replicas;
+    // Each replica's own pending work, times the replicas (see DispatchLedgerOptions::replicas),
+    // or with replica sync (setPeerPending) its own plus the other replicas' reported sum.
+    const std::int64_t peer_requests = slot->peerRequests.load(std::memory_order_relaxed);
+    const std::uint32_t peer_replicas = slot->peerReplicas.load(std::memory_order_relaxed);
+    const auto replicas = static_cast<double>(
+        peer_replicas > options.replicas ? std::int64_t{peer_replicas} : options.replicas);
+    const bool synced = peer_requests >= 0;
+    const double own_pending = static_cast<double>(pending > 0 ? pending : 0);
+    // The others' reported sum, but never less than the share would count for them: between two
+    // syncs their new dispatches are not in the sum yet.
+    const double share_of_others = own_pending * (replicas - 1.0);
+    const double reported = synced ? static_cast<double>(peer_requests) : 0.0;
+    const double peers = reported > share_of_others ? reported : share_of_others;
+    if (synced ? own_pending + peers > 0.0 : pending > 0) {
+      const double p = synced ? own_pending + peers : static_cast<double>(pending) * replicas;
       const std::uint32_t slots = slotsInUse(*slot);
       if (slots != 0) {
         const auto m = static_cast<double>(slots);
@@ -566,7 +613,7 @@ namespace detail {
         e.runningRequests = v.running + p;
         e.waitingQueueSize = v.waiting + p;
       }
-    } else if (pending < 0 && options.creditCompletions) {
+    } else if (pending < 0 && !synced && options.creditCompletions) {
       // Requests the scrape showed have ended since: the freed capacity, at once. Not times the
       // replicas: only this replica's completions are known.
       const double freed = -static_cast<double>(pending);
@@ -577,8 +624,16 @@ namespace detail {
     }
     const std::int64_t pending_tokens = since(c.dispatchedTokens, v.base.dispatchedTokens) -
                                         since(c.completedTokens, v.base.completedTokens);
-    if (capacity_per_token > 0.0 && pending_tokens > 0) {
-      const double kv = v.kv + static_cast<double>(pending_tokens) * replicas * capacity_per_token;
+    const double own_tokens = static_cast<double>(pending_tokens > 0 ? pending_tokens : 0);
+    const double reported_tokens =
+        static_cast<double>(slot->peerTokens.load(std::memory_order_relaxed));
+    const double tokens_total = synced
+                                    ? own_tokens + (reported_tokens > own_tokens * (replicas - 1.0)
+                                                        ? reported_tokens
+                                                        : own_tokens * (replicas - 1.0))
+                                    : static_cast<double>(pending_tokens) * replicas;
+    if (capacity_per_token > 0.0 && tokens_total > 0.0) {
+      const double kv = v.kv + tokens_total * capacity_per_token;
       e.kvCacheUsage = kv < 1.0 ? kv : 1.0;
     }
   }

@@ -61,7 +61,9 @@
 //       total = max(0, running + waiting - freed); running' = min(running, total);
 //       waiting' = total - running'   (the server refills slots from its queue first)
 //     R gateway replicas (options.replicas > 1), each with its own ledger: pending and
-//     pendingTokens are multiplied by R (every replica assumed to dispatch as this one does)
+//     pendingTokens are multiplied by R (every replica assumed to dispatch as this one does);
+//     with replica sync (setPeerPending, replica_sync.hpp) they are this replica's own plus the
+//     larger of the other replicas' reported sum and (R - 1) times its own
 //   The observed slot count S (a slow start): a server that ran R requests at once has at least R
 //   slots, so every installed scrape raises S to floor(running) (S = max running shown). A
 //   scrape that shows a queue (waiting > 0) shows the server taking no more work than it runs
@@ -263,6 +265,12 @@ struct alignas(64) LedgerSlot {
   alignas(64) std::array<std::uint32_t, kExcessHistory> excess{};
   std::uint32_t excessNext = 0;
   std::int64_t excessBucketStartNs = kNoBucket;  // the scrape time the current stretch began
+  // Replica sync (setPeerPending, replica_sync.hpp): the other replicas' pending requests and
+  // tokens (-1 requests: none, the `replicas` share applies), and the replicas last seen live
+  // (0: unknown). Written by the host's sync thread, read by fill (only these, on this line).
+  std::atomic<std::int64_t> peerRequests{-1};
+  std::atomic<std::int64_t> peerTokens{0};
+  std::atomic<std::uint32_t> peerReplicas{0};
 };
 static_assert(sizeof(LedgerSlot) == 192,
               "two hot cache lines per endpoint and one for the scrape writer alone");
@@ -394,6 +402,21 @@ class HOLDBACK_API DispatchLedger {
     std::int64_t budget = 0;
   };
   [[nodiscard]] std::optional<BudgetState> budgetState(EndpointId id) const noexcept;
+  // ---- replica sync (replica_sync.hpp; called by the host's sync thread, not on the hot path,
+  // lock-free, no allocation) ----
+  // This replica's pending work on `id` since its last scrape's baseline (dispatches less
+  // completions, floored at 0): what it publishes to the other replicas. Zeros before the first
+  // scrape or for a stale id.
+  [[nodiscard]] InFlightLoad localPending(EndpointId id) const noexcept;
+  // The other replicas' pending work on `id` (their localPending, summed), used by fill in place
+  // of the `replicas` share: pending = own + max(`others`, own x (R - 1)), R =
+  // max(options.replicas, `replicas`): the reported sum, but never less than the share would count
+  // for the others (their dispatches since the last sync are not in the sum yet). creditCompletions
+  // does not apply then. nullopt: none known (the store is unreachable): fill falls back to the
+  // share, times max(options.replicas, `replicas`). `replicas`: the live replicas, this one
+  // included, as last seen (0: unknown). False for a stale id.
+  bool setPeerPending(EndpointId id, std::optional<InFlightLoad> others,
+                      std::int64_t replicas = 0) noexcept;
   // The slot count fill uses for `id`: the configured maxRunningRequests, else the observed slot
   // count (0: unknown, or a stale id; see the header comment). For diagnostics and tests.
   [[nodiscard]] std::int64_t slotCount(EndpointId id) const noexcept;

@@ -1,0 +1,114 @@
+// Replica sync: gateway replicas that share their pending dispatches through a store the host
+// provides (Redis, a database, a bus), so that each replica's DispatchLedger counts the work the
+// others sent since the last scrape instead of assuming they sent as much as it did.
+//
+// Why
+//   Each replica's ledger sees only its own dispatches. With DispatchLedgerOptions::replicas = R
+//   it multiplies its own pending work by R: right when arrivals are spread evenly, wrong when
+//   they are not (one replica carries the interactive traffic, another a batch flood: the busy one
+//   over-counts, the quiet one under-counts and hands out slots the busy one has already taken).
+//   With the other replicas' pending work known (at most one sync interval old), fill counts
+//   this replica's own pending work plus theirs (never less than R - 1 times its own: the
+//   others' dispatches since the last sync are not in their sum yet).
+//
+// The seam
+//   ReplicaSync is what the host implements: one call, exchange(), that publishes this
+//   replica's pending work per endpoint and returns the other live replicas' sum per endpoint.
+//   ReplicaSyncer drives it: syncOnce() reads DispatchLedger::localPending for each endpoint,
+//   calls exchange() (no ledger lock is held: the ledger has none on this path), and installs the
+//   result with DispatchLedger::setPeerPending. The host calls syncOnce() on a thread of its own
+//   every sync interval (the gateway: a background thread; the simulator: a timed event); a
+//   dispatch never waits for it. When exchange() fails (the store is down or slow), syncOnce()
+//   clears the peers' figures and the ledger falls back to the `replicas` share, times the most
+//   replicas it saw live (at least options.replicas).
+//
+// What a host's exchange() must do
+//   - publish `mine` under this replica's identity with an expiry (a dead replica's share must
+//     vanish within a bounded time; the gateway's Redis implementation uses key TTLs);
+//   - sum, per endpoint, the latest publication of every other replica that has not expired;
+//   - bound its own time (a timeout well under the sync interval's multiple the host tolerates):
+//     the figures installed stay in use until the next successful or failed exchange.
+//
+// Cost: syncOnce() allocates nothing (its buffers are sized at construction); one
+// localPending and one setPeerPending per endpoint (a few atomic loads and stores).
+//
+// Thread safety: ReplicaSync implementations are called from one thread at a time (the
+// syncer's caller). ReplicaSyncer is thread-compatible: one thread calls syncOnce(); the ledger
+// it writes to is thread-safe and may be used concurrently by any thread.
+#pragma once
+
+#include "holdback/abi.hpp"
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <utility>
+#include <vector>
+
+#include "holdback/detector/dispatch_ledger.hpp"
+
+namespace holdback {
+inline namespace HOLDBACK_ABI_NAMESPACE {
+
+// The store the replicas share, implemented by the host (see the header comment).
+class HOLDBACK_API ReplicaSync {
+ public:
+  virtual ~ReplicaSync() = default;
+  // Publishes `mine` (this replica's pending work, mine[k] for the syncer's endpoint k) and
+  // writes into `othersSum` (same size, zeroed by the caller) the sum of the other live replicas'
+  // latest publications. Returns the number of other live replicas seen (>= 0), or -1 when the
+  // store could not be reached in time (`othersSum` is then ignored). Must not throw.
+  virtual std::int64_t exchange(std::span<const InFlightLoad> mine,
+                                std::span<InFlightLoad> othersSum) noexcept = 0;
+};
+
+class HOLDBACK_API ReplicaSyncer {
+ public:
+  // `ledger` and `sync` must outlive the syncer; `endpoints` are the ids to share, in the order
+  // the host's store names them (the host maps index k to an endpoint name).
+  ReplicaSyncer(DispatchLedger& ledger, ReplicaSync& sync, std::vector<EndpointId> endpoints)
+      : ledger_(ledger),
+        sync_(sync),
+        endpoints_(std::move(endpoints)),
+        mine_(endpoints_.size()),
+        others_(endpoints_.size()) {}
+
+  // One round (see the header comment). True when the exchange succeeded.
+  bool syncOnce() noexcept {
+    for (std::size_t k = 0; k < endpoints_.size(); ++k) {
+      mine_[k] = ledger_.localPending(endpoints_[k]);
+      others_[k] = InFlightLoad{};
+    }
+    const std::int64_t peers = sync_.exchange(mine_, others_);
+    if (peers >= 0) {
+      last_replicas_ = peers + 1;
+      for (std::size_t k = 0; k < endpoints_.size(); ++k) {
+        ledger_.setPeerPending(endpoints_[k], others_[k], last_replicas_);
+      }
+      ++successes_;
+      return true;
+    }
+    for (const EndpointId id : endpoints_) ledger_.setPeerPending(id, std::nullopt, last_replicas_);
+    ++failures_;
+    return false;
+  }
+
+  // Rounds that succeeded and failed so far, and the replicas (this one included) the last
+  // successful round saw (0 before one).
+  [[nodiscard]] std::uint64_t successes() const noexcept { return successes_; }
+  [[nodiscard]] std::uint64_t failures() const noexcept { return failures_; }
+  [[nodiscard]] std::int64_t replicasSeen() const noexcept { return last_replicas_; }
+
+ private:
+  DispatchLedger& ledger_;
+  ReplicaSync& sync_;
+  std::vector<EndpointId> endpoints_;
+  std::vector<InFlightLoad> mine_;
+  std::vector<InFlightLoad> others_;
+  std::int64_t last_replicas_ = 0;
+  std::uint64_t successes_ = 0;
+  std::uint64_t failures_ = 0;
+};
+
+}  // namespace HOLDBACK_ABI_NAMESPACE
+}  // namespace holdback

@@ -1,0 +1,152 @@
+#!/usr/bin/env bash
+# End to end: three holdback-gateway replicas with --replica-sync over one redis-server (started
+# here on a free port) in front of two fake model servers of 4 slots each (ctest
+# E2E.GatewayReplicaSync, about 20 s). A batch flood goes through all three replicas and
+# interactive traffic through the first, and:
+#   - every replica sees the three (holdback_gateway_replica_sync_replicas 3);
+#   - replica 3 is killed (SIGKILL) mid-run: the others see two within twice the key expiry;
+#   - Redis is stopped mid-run: the survivors fall back (holdback_gateway_replica_sync_fallback 1,
+#     "falling back" on stderr) and no request through them fails (no 5xx, no transport error);
+#   - the deepest server queue sampled while the replicas shared their state is printed.
+# Skipped (exit 0, "SKIPPED:") when redis-server (Debian redis-server) is not installed.
+#
+#   gateway_replica_sync_e2e.sh GATEWAY MODEL_SERVER
+set -uo pipefail
+GATEWAY="$1" MODEL_SERVER="$2"
+if ! command -v redis-server >/dev/null; then
+  echo "SKIPPED: redis-server not installed (apt-get install redis-server)"
+  exit 0
+fi
+command -v hey >/dev/null || { echo "SKIPPED: hey not installed (apt-get install hey)"; exit 0; }
+WORK="$(mktemp -d)"
+PIDS=()
+FAILED=0
+cleanup() {
+  for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done
+  wait 2>/dev/null || true
+  rm -rf "$WORK"
+}
+trap cleanup EXIT
+fail() { echo "FAIL: $*"; FAILED=1; }
+ok() { echo "ok: $*"; }
+start() {  # start VAR NAME CMD...: runs CMD in the background, waits for "listening on URL"
+  local var="$1" name="$2"
+  shift 2
+  "$@" >"$WORK/$name.out" 2>"$WORK/$name.err" &
+  PIDS+=($!)
+  printf -v "${var}_PID" '%s' "$!"
+  for _ in $(seq 100); do
+    if grep -q '^listening on ' "$WORK/$name.out" 2>/dev/null; then
+      printf -v "$var" '%s' "$(sed -n 's/^listening on //p' "$WORK/$name.out")"
+      return 0
+    fi
+    sleep 0.1
+  done
+  echo "FAIL: $name did not start"; cat "$WORK/$name.err"; exit 1
+}
+metric() {  # metric URL NAME: the first sample's value
+  curl -s --max-time 2 "$1/metrics" | awk -v n="$2" '$1 == n || index($1, n "{") == 1 {print $2; exit}'
+}
+wait_metric() {  # wait_metric URL NAME VALUE SECONDS: true once the metric reads VALUE
+  local deadline=$((SECONDS + $4))
+  while [ "$SECONDS" -le "$deadline" ]; do
+    [ "$(metric "$1" "$2")" = "$3" ] && return 0
+    sleep 0.05
+  done
+  return 1
+}
+
+REDIS_PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+redis-server --port "$REDIS_PORT" --bind 127.0.0.1 --save '' --appendonly no \
+  >"$WORK/redis.out" 2>&1 &
+REDIS_PID=$!
+PIDS+=("$REDIS_PID")
+for _ in $(seq 50); do
+  (exec 3<>"/dev/tcp/127.0.0.1/$REDIS_PORT") 2>/dev/null && break
+  sleep 0.1
+done
+
+start MS1 server1 "$MODEL_SERVER" --port 0 --slots 4 --token-ms 10 --prefill-ms 20 --model fake-model
+start MS2 server2 "$MODEL_SERVER" --port 0 --slots 4 --token-ms 10 --prefill-ms 20 --model fake-model
+TTL_MS=1000
+for g in 1 2 3; do
+  start "GW$g" "gateway$g" "$GATEWAY" --endpoint "$MS1" --endpoint "$MS2" --listen 127.0.0.1:0 \
+    --scrape-interval-ms 25 --replica-sync "redis://127.0.0.1:$REDIS_PORT" \
+    --replica-sync-interval-ms 20 --replica-sync-ttl-ms "$TTL_MS"
+done
+
+for g in 1 2 3; do
+  url_var="GW$g"
+  if wait_metric "${!url_var}" holdback_gateway_replica_sync_replicas 3 5; then
+    ok "replica $g sees 3 replicas"
+  else
+    fail "replica $g sees $(metric "${!url_var}" holdback_gateway_replica_sync_replicas) replicas, not 3"
+  fi
+done
+
+BODY='{"model":"fake-model","prompt":"hello there","max_tokens":8}'
+load() {  # load NAME URL OBJECTIVE CLIENTS SECONDS
+  hey -z "$5s" -c "$4" -t 20 -m POST -T application/json -H "x-gateway-inference-objective: $3" \
+    -d "$BODY" "$2/v1/completions" >"$WORK/$1.hey" 2>&1 &
+  LOADS+=($!)
+}
+LOADS=()
+RUN_S=12
+load batch1 "$GW1" batch 6 "$RUN_S"
+load batch2 "$GW2" batch 6 "$RUN_S"
+load batch3 "$GW3" batch 6 "$RUN_S"
+load interactive1 "$GW1" interactive 2 "$RUN_S"
+
+# While all three share their state: the deepest queue either server shows, sampled.
+deepest=0
+end=$((SECONDS + 3))
+while [ "$SECONDS" -lt "$end" ]; do
+  for s in "$MS1" "$MS2"; do
+    w=$(metric "$s" vllm:num_requests_waiting)
+    deepest=$(awk -v a="$deepest" -v b="${w:-0}" 'BEGIN {print (b > a ? b : a)}')
+  done
+  sleep 0.05
+done
+echo "deepest server queue sampled while shared: $deepest (the detector's queueDepthThreshold: 4)"
+
+kill -9 "$GW3_PID"
+wait "$GW3_PID" 2>/dev/null
+killed_at=$(date +%s%N)
+if wait_metric "$GW1" holdback_gateway_replica_sync_replicas 2 $((2 * TTL_MS / 1000 + 1)); then
+  took=$((($(date +%s%N) - killed_at) / 1000000))
+  if [ "$took" -le $((2 * TTL_MS)) ]; then
+    ok "a killed replica left the others' sums in $took ms (key expiry $TTL_MS ms)"
+  else
+    fail "a killed replica left the others' sums only after $took ms (key expiry $TTL_MS ms)"
+  fi
+else
+  fail "replica 1 still sees $(metric "$GW1" holdback_gateway_replica_sync_replicas) replicas"
+fi
+
+sleep 1
+kill "$REDIS_PID"
+for g in 1 2; do
+  url_var="GW$g"
+  if wait_metric "${!url_var}" holdback_gateway_replica_sync_fallback 1 3 &&
+    grep -q "falling back" "$WORK/gateway$g.err"; then
+    ok "replica $g fell back to the 1/R share when Redis stopped, and said so"
+  else
+    fail "replica $g did not report the fallback"
+  fi
+done
+
+for pid in "${LOADS[@]}"; do wait "$pid"; done
+for run in batch1 batch2 interactive1; do
+  statuses=$(awk '$1 ~ /^\[[0-9]+\]$/ {printf "%s x%s ", $1, $2}' "$WORK/$run.hey")
+  errors=$(awk '/Error distribution:/ {on=1; next} on && NF {n += $1} END {print n + 0}' "$WORK/$run.hey")
+  bad=$(awk '$1 ~ /^\[5[0-9][0-9]\]$/ {n += $2} END {print n + 0}' "$WORK/$run.hey")
+  if [ "$errors" = 0 ] && [ "$bad" = 0 ] && grep -q '^  \[200\]' "$WORK/$run.hey"; then
+    ok "$run: $statuses, no transport error"
+  else
+    fail "$run: $statuses, $errors transport errors"
+    grep -A5 'Error distribution' "$WORK/$run.hey" | head -6
+  fi
+done
+p99=$(awk '/99% in/ {print $3 * 1000}' "$WORK/interactive1.hey")
+echo "interactive p99 through replica 1: ${p99} ms"
+[ "$FAILED" = 0 ] && echo "PASS" || { echo "FAIL: see above"; exit 1; }
