@@ -87,6 +87,18 @@ TEST(UpstreamRegressionTest, LedgerKeepsSilentRequestsInFlight) {
   EXPECT_LT(detector->saturation(pool, t0 + 10min), 1.0);
 }
 
+// A controller over a fixed pool, discarding outcomes.
+std::unique_ptr<FlowController> controllerOverPool(std::shared_ptr<const SaturationDetector> d,
+                                                   const std::vector<Endpoint>& pool,
+                                                   std::shared_ptr<UsageLimitPolicy> policy) {
+  FlowControllerOptions o;
+  o.policy = std::move(policy);
+  o.detector = std::move(d);
+  o.endpoints = std::make_shared<VectorEndpointSource>(pool);
+  o.onOutcome = [](Completion&&) {};
+  return std::move(FlowController::create(std::move(o))).value();
+}
+
 // ---- no built-in detector reads 0 for an overloaded pool --------------------------------------
 
 Endpoint overloadedEndpoint(const std::string& name, TimePoint at) {
@@ -122,12 +134,7 @@ TEST(UpstreamRegressionTest, NoBuiltInDetectorReadsZeroForAnOverloadedPool) {
     EXPECT_EQ(d.name(), "d");
     EXPECT_GE(d.saturation(pool, now), 1.0) << params;
 
-    FlowControllerOptions o = loaded.value()->controller;
-    o.policy = loaded.value()->policy;
-    o.detector = loaded.value()->detector;
-    o.endpoints = std::make_shared<VectorEndpointSource>(pool);
-    o.onOutcome = [](Completion&&) {};
-    auto fc = std::move(FlowController::create(std::move(o))).value();
+    auto fc = controllerOverPool(loaded.value()->detector, pool, loaded.value()->policy);
     fc->enqueue(request("f", 0), now);
     EXPECT_EQ(fc->dispatchCycle(now).kind, Kind::kGated) << params;
   }
@@ -143,12 +150,7 @@ TEST(UpstreamRegressionTest, StaleMetricsGateVisiblyOrFailOpenByChoice) {
   // Fail closed (default, as upstream): the pool reads saturated and dispatch stops ...
   std::shared_ptr<const SaturationDetector> fail_closed = std::move(closed);
   {
-    FlowControllerOptions o;
-    o.policy = testing::staticPolicy();
-    o.detector = fail_closed;
-    o.endpoints = std::make_shared<VectorEndpointSource>(pool);
-    o.onOutcome = [](Completion&&) {};
-    auto fc = std::move(FlowController::create(std::move(o))).value();
+    auto fc = controllerOverPool(fail_closed, pool, testing::staticPolicy());
     fc->enqueue(request("f", 0), now);
     EXPECT_EQ(fc->dispatchCycle(now).kind, Kind::kGated);
   }
@@ -164,12 +166,7 @@ TEST(UpstreamRegressionTest, StaleMetricsGateVisiblyOrFailOpenByChoice) {
   // stalenessPolicy: ignore: the all-stale pool reads 0 and dispatch goes on.
   std::shared_ptr<const SaturationDetector> fail_open =
       std::move(UtilizationDetector::create({.stalenessPolicy = StalenessPolicy::kIgnore})).value();
-  FlowControllerOptions o;
-  o.policy = testing::staticPolicy();
-  o.detector = fail_open;
-  o.endpoints = std::make_shared<VectorEndpointSource>(pool);
-  o.onOutcome = [](Completion&&) {};
-  auto fc = std::move(FlowController::create(std::move(o))).value();
+  auto fc = controllerOverPool(fail_open, pool, testing::staticPolicy());
   fc->enqueue(request("f", 0), now);
   EXPECT_EQ(fc->dispatchCycle(now).kind, Kind::kDispatched);
 }
