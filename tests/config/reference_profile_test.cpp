@@ -121,6 +121,7 @@ TEST(ReferenceProfileTest, IsValidatedAndListedInTheEffectiveConfig) {
   const std::string effective = effectiveConfig(*b).dump();
   EXPECT_NE(effective.find(R"("profile":"reference")"), std::string::npos) << effective;
   EXPECT_NE(effective.find(R"("telemetryValidation":"reference")"), std::string::npos) << effective;
+  EXPECT_NE(effective.find(R"("endpointScoreCap":"none")"), std::string::npos) << effective;
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 #include "holdback/config/effective_config.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <string>
 #include <vector>
 
@@ -130,7 +131,10 @@ HOLDBACK_INLINE OrderedJson effectiveParameters(const SaturationDetector& detect
             {"stalenessPolicy", std::string(toString(o.stalenessPolicy))},
             {"maxRunningRequests", o.maxRunningRequests},
             {"telemetryValidation", std::string(toString(o.telemetryValidation))},
-            {"endpointScoreCap", o.endpointScoreCap},
+            // Uncapped as the config spells it ("none"; JSON has no infinity).
+            {"endpointScoreCap", std::isinf(o.endpointScoreCap)
+                                     ? config::OrderedJson("none")
+                                     : config::OrderedJson(o.endpointScoreCap)},
             {"dispatchLedger",
              {{"correction", o.ledger.correction},
               {"scrapeMarginRequests", o.ledger.scrapeMarginRequests},

@@ -8,18 +8,19 @@
 #include <string>
 #include <utility>
 
+#include "holdback/config/endpoint_picker_config.hpp"
 #include "holdback/detector/detectors.hpp"
 
 namespace holdback {
 inline namespace HOLDBACK_ABI_NAMESPACE {
-namespace config {
 namespace detail {
 
 // The "parameters" object of the plugin named `name` in `document`, or null.
-HOLDBACK_INLINE const Json* pluginParameters(const Json& document, std::string_view name) {
+HOLDBACK_INLINE const config::Json* profilePluginParameters(const config::Json& document,
+                                                            std::string_view name) {
   const auto plugins = document.find("plugins");
   if (plugins == document.end() || !plugins->is_array()) return nullptr;
-  for (const Json& p : *plugins) {
+  for (const config::Json& p : *plugins) {
     if (!p.is_object()) continue;
     const auto n = p.find("name");
     const auto t = p.find("type");
@@ -34,11 +35,13 @@ HOLDBACK_INLINE const Json* pluginParameters(const Json& document, std::string_v
   return nullptr;
 }
 
-HOLDBACK_INLINE bool setsKey(const Json* object, std::string_view key) {
+HOLDBACK_INLINE bool profileSetsKey(const config::Json* object, std::string_view key) {
   return object != nullptr && object->is_object() && object->contains(std::string(key));
 }
 
 }  // namespace detail
+
+namespace config {
 
 HOLDBACK_INLINE void applyReferenceProfile(ConfigBundle& bundle, const Json& document,
                                            Diagnostics& diagnostics) {
@@ -47,17 +50,18 @@ HOLDBACK_INLINE void applyReferenceProfile(ConfigBundle& bundle, const Json& doc
       -> std::shared_ptr<SaturationDetector> {
     const auto* util = dynamic_cast<const UtilizationDetector*>(detector.get());
     if (util == nullptr) return detector;
-    const Json* params = detail::pluginParameters(document, util->name());
+    const Json* params = detail::profilePluginParameters(document, util->name());
     UtilizationDetectorOptions o = util->options();
-    if (!detail::setsKey(params, "telemetryValidation")) {
+    if (!detail::profileSetsKey(params, "telemetryValidation")) {
       o.telemetryValidation = reference.telemetryValidation;
     }
-    if (!detail::setsKey(params, "endpointScoreCap"))
+    if (!detail::profileSetsKey(params, "endpointScoreCap"))
       o.endpointScoreCap = reference.endpointScoreCap;
-    const Json* ledger = params != nullptr && detail::setsKey(params, "dispatchLedger")
+    const Json* ledger = params != nullptr && detail::profileSetsKey(params, "dispatchLedger")
                              ? &params->at("dispatchLedger")
                              : nullptr;
-    if (!detail::setsKey(ledger, "correction")) o.ledger.correction = reference.ledger.correction;
+    if (!detail::profileSetsKey(ledger, "correction"))
+      o.ledger.correction = reference.ledger.correction;
     auto made = UtilizationDetector::create(o, std::string(util->name()));
     if (!made) {
       for (const Diagnostic& d : made.diagnostics().errors()) diagnostics.add(d);

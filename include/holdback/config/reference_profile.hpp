@@ -25,13 +25,14 @@
 
 #include <string_view>
 
-#include "holdback/config/endpoint_picker_config.hpp"
 #include "holdback/config/json.hpp"
 #include "holdback/core/diagnostics.hpp"
 
 namespace holdback {
 inline namespace HOLDBACK_ABI_NAMESPACE {
 namespace config {
+
+struct ConfigBundle;  // config/endpoint_picker_config.hpp (which includes this header)
 
 inline constexpr std::string_view kHoldbackProfile = "holdback";
 inline constexpr std::string_view kReferenceProfile = "reference";
