@@ -134,6 +134,7 @@ FlowControllerOptions readOptions(Input& in, std::shared_ptr<const SaturationDet
   options.defaultBand.fairness = makeFairness(flags >> 5);
   options.defaultBand.ordering = makeOrdering(flags >> 6);
   options.defaultRequestTtl = std::chrono::milliseconds(in.byte() % 50);
+  options.defaultBand.requestTtl = std::chrono::milliseconds(in.byte() % 30);
   if (flags & 8) options.noEndpointRequestTtl = std::chrono::milliseconds(in.byte() % 50 - 2);
   options.flowIdleTimeout = std::chrono::milliseconds(1 + in.byte() % 20);
   options.bandIdleTimeout = options.flowIdleTimeout + std::chrono::milliseconds(in.byte() % 20 - 1);
@@ -159,7 +160,9 @@ FlowControllerOptions readOptions(Input& in, std::shared_ptr<const SaturationDet
       options.bands.push_back({.priority = kPriorities[b % std::size(kPriorities)],
                                .maxRequests = static_cast<std::uint64_t>(b >> 4) % 5,
                                .fairness = makeFairness(b >> 3),
-                               .ordering = makeOrdering(b >> 7)});
+                               .ordering = makeOrdering(b >> 7),
+                               // scoped TTLs: 0 = none, -1 ms invalid
+                               .requestTtl = std::chrono::milliseconds(b % 7 - 1)});
     }
   }
   return options;

@@ -10,3 +10,4 @@
 #include "holdback/config/plugin-inl.hpp"
 #include "holdback/config/policy_config-inl.hpp"
 #include "holdback/config/quantity-inl.hpp"
+#include "holdback/config/reference_profile-inl.hpp"

@@ -1,11 +1,15 @@
 #include "completion.hpp"
 
 #include <chrono>
+#include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 
+#include "holdback/flow/engine_priority.hpp"
 #include "holdback/flow/plugins/slo_deadline_ordering.hpp"
+#include "holdback/flow/request_headers.hpp"
 #include "own_response.hpp"
 
 namespace holdback::gateway {
@@ -47,7 +51,8 @@ asio::awaitable<bool> answerEvicted(Gateway& gw, beast::tcp_stream& stream, Exch
 asio::awaitable<bool> proxyTo(HttpServer::Shard& shard, beast::tcp_stream& stream,
                               http::request<http::string_body>& req, std::shared_ptr<Exchange> ex,
                               Pool::Dispatch dispatch, long long queuedMs, bool streamed,
-                              bool keepAlive, TokenUsage* usage = nullptr) {
+                              bool keepAlive, TokenUsage* usage = nullptr,
+                              std::optional<Priority> flowPriority = std::nullopt) {
   Gateway& gw = shard.gw;
   const std::size_t endpoint = dispatch.endpoint;
   // An HTTP/1.0 client cannot take a chunked stream: its stream ends with the connection.
@@ -55,6 +60,12 @@ asio::awaitable<bool> proxyTo(HttpServer::Shard& shard, beast::tcp_stream& strea
   if (streamed && !chunked) keepAlive = false;
   ProxyRequest what{usage,     endpoint, gw.pool().url(endpoint), streamed, queuedMs,
                     keepAlive, chunked};
+  if (flowPriority) {  // flow-controlled: the advisory band headroom, read at the response head
+    what.bandHeadroom = [&gw, p = *flowPriority]() -> std::optional<std::uint64_t> {
+      const auto room = gw.controller().bandHeadroom(p);
+      return room ? std::optional<std::uint64_t>(room->requests) : std::nullopt;
+    };
+  }
   std::string error;
   unsigned status = 0;
   const ProxyResult r =
@@ -178,6 +189,15 @@ asio::awaitable<bool> handleCompletion(HttpServer::Shard& shard, beast::tcp_stre
   request.ttftObjective = SloDeadlineOrderingPolicy::ttftFromHeaders(
       header(SloDeadlineOrderingPolicy::kHeader),
       header(SloDeadlineOrderingPolicy::kDeprecatedHeader));
+  // x-llm-d-inference-ttl: the caller's queue budget (it can only shorten the configured ones).
+  const RequestTtlHeader ttl = parseRequestTtl(header(kRequestTtlHeader));
+  if (ttl.status == RequestTtlHeader::Status::kInvalid) {
+    co_return co_await reply(jsonError(
+        400, "invalid_request_error",
+        std::string(kRequestTtlHeader) + ": \"" + std::string(*header(kRequestTtlHeader)) +
+            "\" is not a positive duration; use Go spellings such as \"1500ms\" or \"2s\""));
+  }
+  if (ttl.status == RequestTtlHeader::Status::kValid) request.ttl = ttl.ttl;
   request.sizeBytes = req.body().size();
   request.payload = std::shared_ptr<OutcomeSink>(ex);
   gw.dispatcher().arrived();
@@ -217,10 +237,18 @@ asio::awaitable<bool> handleCompletion(HttpServer::Shard& shard, beast::tcp_stre
   const auto queued_ms = std::chrono::duration_cast<std::chrono::milliseconds>(ex->queued).count();
   Pool::Dispatch dispatch = std::move(*ex->dispatch);
   ex->dispatch.reset();
+  if (const EnginePriority engine = gw.bundle().enginePriority; engine != EnginePriority::kOff) {
+    // Priority to the engine: the band the request was placed in (band 0 when demoted).
+    const auto placed = gw.controller().bandHeadroom(priority);
+    if (auto body =
+            withEnginePriority(req.body(), placed ? placed->bandPriority : priority, engine)) {
+      req.body() = std::move(*body);
+    }
+  }
   TokenUsage usage;
   const bool keep =
       co_await proxyTo(shard, stream, req, ex, std::move(dispatch), queued_ms, streamed, keepAlive,
-                       gw.reportsServedTokens() ? &usage : nullptr);
+                       gw.reportsServedTokens() ? &usage : nullptr, priority);
   // program-aware-fairness: the tokens served (a non-streamed body's "usage", a stream's usage
   // event when the client asked for one, else the stream's estimate: StreamUsageScanner).
   if (usage.known) gw.reportServed(flow, usage.promptTokens, usage.completionTokens, ex->queued);

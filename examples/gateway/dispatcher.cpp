@@ -84,12 +84,16 @@ void Dispatcher::loop() {
       const DispatchResult r = controller_.dispatchCycle(Clock::now());
       if (r.kind != DispatchResult::Kind::kDispatched) break;
     }
-    // The dispatch rate over windows of >= 2 s (for Retry-After).
+    // The drain rate for Retry-After: an EWMA (weight kRateEwmaWeight per window) of the dispatch
+    // rates of windows of >= 2 s, so one burst or one stall does not swing the advice.
     now = Clock::now();
     if (now - rate_window >= 2s) {
       const std::uint64_t total = dispatched_.load(std::memory_order_relaxed);
+      const double sample =
+          double(total - rate_count) / std::chrono::duration<double>(now - rate_window).count();
       std::lock_guard rate_lock(rate_mu_);
-      rate_ = double(total - rate_count) / std::chrono::duration<double>(now - rate_window).count();
+      rate_ = rate_samples_++ == 0 ? sample
+                                   : kRateEwmaWeight * sample + (1.0 - kRateEwmaWeight) * rate_;
       rate_count = total;
       rate_window = now;
     }

@@ -50,7 +50,7 @@ class Dispatcher {
   [[nodiscard]] std::int64_t queued() const noexcept {
     return waiting_.load(std::memory_order_relaxed);
   }
-  // Dispatches per second over the last few seconds.
+  // Dispatches per second: an EWMA over windows of >= 2 s (0 until the first window ends).
   [[nodiscard]] double dispatchRate() const;
   // dispatchCycle calls so far (to show that an idle gateway does not spin).
   [[nodiscard]] std::uint64_t cycles() const noexcept {
@@ -77,7 +77,9 @@ class Dispatcher {
   std::thread thread_;
 
   mutable std::mutex rate_mu_;
-  double rate_ = 0.0;  // guarded by rate_mu_
+  double rate_ = 0.0;               // guarded by rate_mu_
+  std::uint64_t rate_samples_ = 0;  // guarded by rate_mu_
+  static constexpr double kRateEwmaWeight = 0.5;
 };
 
 }  // namespace holdback::gateway

@@ -11,6 +11,9 @@
 //   x-llm-d-slo-ttft-ms: MS                 the TTFT objective (alias x-slo-ttft-ms; the new name
 //                                           wins) for slo-deadline-ordering-policy; junk or
 //                                           overflowing values mean none, as upstream.
+//   x-llm-d-inference-ttl: DURATION         the request's queue budget (Go duration, "1500ms");
+//                                           the smallest of it, its band's and the default TTL
+//                                           wins; not a positive duration -> 400.
 // A response's served tokens are reported to every program-aware-fairness policy of the config
 // as the program's: a non-streamed body's "usage" (prompt_tokens, completion_tokens), a stream's
 // usage event, or for a stream without one an estimate (StreamUsageScanner).

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "gateway_http.hpp"
+#include "holdback/flow/request_headers.hpp"
 
 namespace holdback::gateway {
 namespace {
@@ -64,12 +65,18 @@ void appendResponseHead(std::string& out, const http::response_header<>& upstrea
   const std::string_view connection = upstream[http::field::connection];
   for (const auto& field : upstream) {
     if (!isHopByHop(field.name_string(), connection) &&
-        !beast::iequals(field.name_string(), "content-type")) {
+        !beast::iequals(field.name_string(), "content-type") &&
+        !beast::iequals(field.name_string(), kBandHeadroomHeader)) {
       appendField(out, field.name_string(), field.value());
     }
   }
   appendField(out, kEndpointHeader, what.endpointUrl);
   appendField(out, kQueuedMsHeader, std::to_string(what.queuedMs));
+  if (what.bandHeadroom) {
+    if (const auto room = what.bandHeadroom()) {
+      appendField(out, kBandHeadroomHeader, std::to_string(*room));
+    }
+  }
   if (contentLength) {
     appendField(out, "Content-Length", std::to_string(*contentLength));
   } else if (what.chunked) {

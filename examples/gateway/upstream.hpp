@@ -34,7 +34,9 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -163,6 +165,9 @@ struct ProxyRequest {
   // The client speaks HTTP/1.1: a stream goes out chunked. False (HTTP/1.0): the stream's body is
   // delimited by closing the connection, and keepAlive must be false.
   bool chunked = true;
+  // Read when the response head goes out: the advisory x-llm-d-flow-band-headroom-requests value
+  // (nullopt or no function: omitted). The gateway owns that header: the server's is dropped.
+  std::function<std::optional<std::uint64_t>()> bandHeadroom;
 };
 
 asio::awaitable<ProxyResult> proxy(UpstreamPool& pool, const Options& options,

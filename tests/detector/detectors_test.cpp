@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "alloc_counter.hpp"
+#include "go_detector_vectors.hpp"
 #include "test_values.hpp"
 
 namespace holdback {
@@ -69,33 +70,11 @@ Filtered filterOf(const SaturationDetector& d, const std::vector<Endpoint>& endp
 
 // ---- utilization-detector: reference §4.2 saturation vectors ---------------------------------
 
-struct SaturationVector {
-  const char* label;
-  std::vector<Endpoint> endpoints;
-  double expected;
-};
-
 TEST(UtilizationDetectorTest, ReferenceSaturationVectors) {
   auto d = utilization(reference({.queueDepthThreshold = 5,
                                   .kvCacheUtilThreshold = 0.9,
                                   .metricsStalenessThreshold = milliseconds(100)}));
-  const std::vector<SaturationVector> vectors{
-      {"none", {}, 1.0},
-      {"fresh", {metrics(2, 0.5)}, 0.5 / 0.9},
-      {"stale", {metrics(1, 0.1, milliseconds(200))}, 1.0},
-      {"queue overload", {metrics(10, 0.1)}, 2.0},
-      {"kv overload", {metrics(1, 0.95)}, 0.95 / 0.90},
-      {"nil metrics", {noMetrics()}, 1.0},
-      {"two fresh", {metrics(1, 0.1), metrics(0, 0.2)}, (0.2 + 0.2 / 0.9) / 2},
-      {"fresh + stale", {metrics(1, 0.1), metrics(0, 0.2, milliseconds(300))}, 0.6},
-      {"fresh + overloaded", {metrics(1, 0.1), metrics(15, 0.2)}, 1.6},
-      {"three mixed",
-       {metrics(1, 0.1, milliseconds(200)), metrics(20, 0.2), metrics(1, 0.99)},
-       (1.0 + 4.0 + 1.1) / 3},
-      {"exactly at threshold", {metrics(5, 0.1)}, 1.0},
-      {"just past staleness", {metrics(1, 0.1, milliseconds(101))}, 1.0},
-  };
-  for (const auto& v : vectors) {
+  for (const auto& v : test_support::goUtilizationSaturationVectors(kNow)) {
     EXPECT_NEAR(d->saturation(v.endpoints, kNow), v.expected, kTolerance) << v.label;
   }
 }
@@ -460,7 +439,7 @@ std::unique_ptr<ConcurrencyDetector> concurrency(ConcurrencyDetectorOptions opti
 
 TEST(ConcurrencyDetectorTest, ReferenceRequestsVectors) {
   auto d = concurrency({.maxConcurrency = 10});
-  const std::vector<SaturationVector> vectors{
+  const std::vector<test_support::GoSaturationVector> vectors{
       {"none", {}, 1.0},
       {"a:0", {load(0)}, 0.0},
       {"a:5", {load(5)}, 0.5},

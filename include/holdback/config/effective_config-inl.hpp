@@ -5,6 +5,7 @@
 #include "holdback/config/effective_config.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <string>
 #include <utility>
 #include <vector>
@@ -67,13 +68,14 @@ HOLDBACK_INLINE config::OrderedJson optionalNumber(const std::optional<double>& 
 HOLDBACK_INLINE config::OrderedJson effectiveBand(
     std::optional<Priority> priority, std::uint64_t max_requests, std::uint64_t max_bytes,
     const std::shared_ptr<const FairnessPolicy>& fairness,
-    const std::shared_ptr<const OrderingPolicy>& ordering) {
+    const std::shared_ptr<const OrderingPolicy>& ordering, Duration request_ttl) {
   const FairnessPolicy& f = fairness ? *fairness : *globalStrictFairness();
   const OrderingPolicy& o = ordering ? *ordering : *fcfsOrdering();
   config::OrderedJson band = config::OrderedJson::object();
   if (priority) band["priority"] = *priority;
   band["maxRequests"] = max_requests;
   band["maxBytes"] = max_bytes;
+  band["defaultRequestTTL"] = formatDuration(request_ttl);
   band["fairnessPolicy"] = {{"type", std::string(f.type())},
                             {"parameters", config::effectiveParameters(f)}};
   band["orderingPolicy"] = {{"type", std::string(o.type())},
@@ -146,7 +148,10 @@ HOLDBACK_INLINE OrderedJson effectiveParameters(const SaturationDetector& detect
             {"stalenessPolicy", std::string(toString(o.stalenessPolicy))},
             {"maxRunningRequests", o.maxRunningRequests},
             {"telemetryValidation", std::string(toString(o.telemetryValidation))},
-            {"endpointScoreCap", o.endpointScoreCap},
+            // Uncapped as the config spells it ("none"; JSON has no infinity).
+            {"endpointScoreCap", std::isinf(o.endpointScoreCap)
+                                     ? config::OrderedJson("none")
+                                     : config::OrderedJson(o.endpointScoreCap)},
             {"dispatchLedger",
              {{"correction", o.ledger.correction},
               {"scrapeMarginRequests", o.ledger.scrapeMarginRequests},
@@ -198,6 +203,8 @@ HOLDBACK_INLINE OrderedJson effectiveConfig(const ConfigBundle& bundle) {
   OrderedJson out = OrderedJson::object();
   out["schemaVersion"] = kEffectiveConfigSchemaVersion;
   out["flowControl"] = bundle.flowControlEnabled;
+  out["profile"] = bundle.profile;
+  out["enginePriority"] = std::string(toString(bundle.enginePriority));
   if (bundle.policy) {
     out["usageLimitPolicy"] = {{"name", std::string(bundle.policy->name())},
                                {"type", std::string(bundle.policy->type())},
@@ -216,22 +223,23 @@ HOLDBACK_INLINE OrderedJson effectiveConfig(const ConfigBundle& bundle) {
   out["enableEviction"] = bundle.enableEviction;
   out["eviction"] = detail::effectiveEviction(o.eviction);
   out["fairnessIdLabelLimit"] = o.fairnessIdLabelLimit;
-  out["defaultPriorityBand"] =
-      detail::effectiveBand(std::nullopt, o.defaultBand.maxRequests, o.defaultBand.maxBytes,
-                            o.defaultBand.fairness, o.defaultBand.ordering);
+  out["defaultPriorityBand"] = detail::effectiveBand(
+      std::nullopt, o.defaultBand.maxRequests, o.defaultBand.maxBytes, o.defaultBand.fairness,
+      o.defaultBand.ordering, o.defaultBand.requestTtl);
   out["defaultNegativePriorityBand"] =
       o.defaultNegativeBand
           ? detail::effectiveBand(std::nullopt, o.defaultNegativeBand->maxRequests,
                                   o.defaultNegativeBand->maxBytes, o.defaultNegativeBand->fairness,
-                                  o.defaultNegativeBand->ordering)
+                                  o.defaultNegativeBand->ordering,
+                                  o.defaultNegativeBand->requestTtl)
           : OrderedJson();
   std::vector<BandOptions> bands = o.bands;
   std::sort(bands.begin(), bands.end(),
             [](const BandOptions& a, const BandOptions& b) { return a.priority > b.priority; });
   OrderedJson list = OrderedJson::array();
   for (const BandOptions& b : bands) {
-    list.push_back(
-        detail::effectiveBand(b.priority, b.maxRequests, b.maxBytes, b.fairness, b.ordering));
+    list.push_back(detail::effectiveBand(b.priority, b.maxRequests, b.maxBytes, b.fairness,
+                                         b.ordering, b.requestTtl));
   }
   out["priorityBands"] = std::move(list);
   return out;

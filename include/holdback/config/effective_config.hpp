@@ -6,6 +6,8 @@
 // documents it); fields are only ever added:
 //   schemaVersion         1
 //   flowControl           the feature gate (false: the host does not gate)
+//   profile               "holdback" or "reference" (config/reference_profile.hpp)
+//   enginePriority        "off", "vllm" or "sglang" (flow/engine_priority.hpp)
 //   usageLimitPolicy      {"name", "type", "parameters"}
 //   saturationDetector    {"name", "type", "parameters"}
 //   maxRequests, maxBytes global limits, 0 = unlimited
@@ -17,10 +19,11 @@
 //                          "restoreReserve": {"enabled", "epsilon", "leadTime", "burstMemory"},
 //                          "filter", "order"} (the plugins' names)
 //   fairnessIdLabelLimit  distinct fairness_id label values of the queue gauges (0 = none)
-//   defaultPriorityBand   {"maxRequests", "maxBytes", "fairnessPolicy", "orderingPolicy"}
+//   defaultPriorityBand   {"maxRequests", "maxBytes", "defaultRequestTTL" ("0s" = none),
+//                          "fairnessPolicy", "orderingPolicy"}
 //   defaultNegativePriorityBand   the same, or null (negative priorities use the default band)
-//   priorityBands         [{"priority", "maxRequests", "maxBytes", "fairnessPolicy",
-//                           "orderingPolicy"}], highest priority first
+//   priorityBands         [{"priority", "maxRequests", "maxBytes", "defaultRequestTTL",
+//                           "fairnessPolicy", "orderingPolicy"}], highest priority first
 // A policy or detector is {"name", "type", "parameters"}; fairness and ordering policies are
 // {"type", "parameters"}. "parameters" holds every parameter with its effective value for the
 // built-in types, and null for a host's own type (holdback cannot see inside it).

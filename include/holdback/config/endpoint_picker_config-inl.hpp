@@ -56,6 +56,11 @@ HOLDBACK_INLINE const std::vector<FieldInfo> kEndpointPickerConfigFields = {
     {"flowControl.fairnessIdLabelLimit", "integer", "1000",
      "0 to 1000000; distinct fairness_id values of the queue gauges, the rest in \"other\" "
      "(0 = no per-flow gauges)"},
+    {"flowControl.profile", "string", "holdback",
+     "\"holdback\" or \"reference\" (Go's arithmetic in every utilization-detector)"},
+    {"flowControl.enginePriority", "string", "off",
+     "off, vllm (lower first: the sign flips) or sglang (higher first): the effective priority "
+     "in the model server's request body"},
     {"flowControl.defaultPriorityBand", "band", "all defaults", "band fields; priority ignored"},
     {"flowControl.defaultNegativePriorityBand", "band", "defaultPriorityBand",
      "band fields; priority ignored"},
@@ -64,6 +69,8 @@ HOLDBACK_INLINE const std::vector<FieldInfo> kEndpointPickerConfigFields = {
     {"band.priority", "integer", "required in priorityBands", "int32"},
     {"band.maxBytes", "quantity", "1000000000 (0 = default)", ">= 0"},
     {"band.maxRequests", "quantity", "5000 (0 = default)", ">= 0"},
+    {"band.defaultRequestTTL", "duration", "0s (none: the global defaultRequestTTL)",
+     ">= 0; the smallest set TTL of request, band and global wins"},
     {"band.fairnessPolicyRef", "string", "global-strict-fairness-policy",
      "a fairness policy plugin name"},
     {"band.orderingPolicyRef", "string", "fcfs-ordering-policy", "an ordering policy plugin name"},

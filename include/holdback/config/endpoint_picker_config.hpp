@@ -47,6 +47,7 @@
 #include "holdback/config/flow_plugin_config.hpp"
 #include "holdback/config/plugin.hpp"
 #include "holdback/config/policy_config.hpp"
+#include "holdback/flow/engine_priority.hpp"
 #include "holdback/flow/eviction.hpp"
 #include "holdback/flow/fairness.hpp"
 #include "holdback/flow/flow_controller.hpp"
@@ -95,6 +96,12 @@ struct ConfigBundle {
   std::map<std::string, std::shared_ptr<const OrderingPolicy>, std::less<>> orderingPolicies;
   // The warnings of the load (with positions for YAML).
   Diagnostics warnings;
+  // flowControl.profile: "holdback" (default) or "reference" (Go's arithmetic: the detectors
+  // built by config/reference_profile.hpp).
+  std::string profile = "holdback";
+  // flowControl.enginePriority: whether the host writes each request's effective priority into
+  // the model server's body, and in which direction (flow/engine_priority.hpp). Off by default.
+  EnginePriority enginePriority = EnginePriority::kOff;
 };
 
 using BundleResult = Result<std::shared_ptr<const ConfigBundle>>;

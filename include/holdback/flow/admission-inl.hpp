@@ -34,11 +34,17 @@ HOLDBACK_INLINE ExpiryVerdict isExpired(TimePoint enqueueTime, Duration effectiv
 }
 
 HOLDBACK_INLINE TtlResolution resolveRequestTtl(std::optional<Duration> requestTtl,
-                                                Duration defaultTtl,
+                                                Duration bandTtl, Duration defaultTtl,
                                                 std::optional<TimePoint> deadline,
                                                 TimePoint now) noexcept {
   TtlResolution out;
-  Duration ttl = requestTtl && *requestTtl > Duration::zero() ? *requestTtl : defaultTtl;
+  Duration ttl = Duration::zero();
+  const auto tighten = [&ttl](Duration level) {
+    if (level > Duration::zero() && (ttl <= Duration::zero() || level < ttl)) ttl = level;
+  };
+  if (requestTtl) tighten(*requestTtl);
+  tighten(bandTtl);
+  tighten(defaultTtl);
   if (deadline) {
     const Duration remaining = elapsed(now, *deadline);
     if (remaining <= Duration::zero()) {

@@ -10,8 +10,8 @@
 #include <cstdint>
 #include <optional>
 
-#include "holdback/detector/saturation_detector.hpp"
 #include "holdback/core/types.hpp"
+#include "holdback/detector/saturation_detector.hpp"
 #include "holdback/flow/outcome.hpp"
 
 namespace holdback {
@@ -61,11 +61,13 @@ struct TtlResolution {
   Duration effectiveTtl{};
 };
 
-// ttl = requestTtl when set and > 0, else defaultTtl; a deadline clamps it to the time remaining
-// (and sets a budget when ttl <= 0); a deadline at or before `now` is deadlinePassed.
-// Overflow-safe for any clock epoch (TimePoint::max() is a legal deadline).
+// ttl = the smallest of requestTtl, bandTtl and defaultTtl among those set and > 0 (a level can
+// only shorten the budget, never extend it: upstream's scoped queue TTLs); none set = 0 (never
+// expires). A deadline clamps it to the time remaining (and sets a budget when there is none); a
+// deadline at or before `now` is deadlinePassed. Overflow-safe for any clock epoch
+// (TimePoint::max() is a legal deadline). Does not allocate.
 [[nodiscard]] HOLDBACK_API TtlResolution resolveRequestTtl(std::optional<Duration> requestTtl,
-                                                           Duration defaultTtl,
+                                                           Duration bandTtl, Duration defaultTtl,
                                                            std::optional<TimePoint> deadline,
                                                            TimePoint now) noexcept;
 

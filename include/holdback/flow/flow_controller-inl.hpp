@@ -17,6 +17,7 @@
 
 #include "holdback/flow/detail/band_table-inl.hpp"
 #include "holdback/flow/detail/controller_core-inl.hpp"
+#include "holdback/flow/detail/controller_core_headroom-inl.hpp"
 #include "holdback/flow/detail/demand_tracker-inl.hpp"
 #include "holdback/flow/detail/evictor-inl.hpp"
 #include "holdback/flow/runner.hpp"
@@ -48,6 +49,15 @@ HOLDBACK_INLINE void validateFlowOptions(const FlowControllerOptions& o, Diagnos
   };
   non_negative(o.defaultRequestTtl, "/defaultRequestTtl", "defaultRequestTtl");
   non_negative(o.noEndpointRequestTtl, "/noEndpointRequestTtl", "noEndpointRequestTtl");
+  for (std::size_t i = 0; i < o.bands.size(); ++i) {
+    const std::string path = "/bands/" + std::to_string(i) + "/requestTtl";
+    non_negative(o.bands[i].requestTtl, path.c_str(), "a band's requestTtl");
+  }
+  non_negative(o.defaultBand.requestTtl, "/defaultBand/requestTtl", "a band's requestTtl");
+  if (o.defaultNegativeBand) {
+    non_negative(o.defaultNegativeBand->requestTtl, "/defaultNegativeBand/requestTtl",
+                 "a band's requestTtl");
+  }
   auto positive = [&](Duration v, const char* path, const char* name) {
     if (v <= Duration::zero()) {
       d.error(path, std::string(name) + " must be positive, but got " + formatDuration(v));
@@ -253,6 +263,11 @@ HOLDBACK_INLINE std::vector<Priority> FlowController::bandPriorities() const {
 
 HOLDBACK_INLINE PoolRegime FlowController::poolRegime() const noexcept {
   return core_->poolRegime();
+}
+
+HOLDBACK_INLINE std::optional<BandHeadroom> FlowController::bandHeadroom(
+    Priority requested) const noexcept {
+  return core_->bandHeadroom(requested);
 }
 
 }  // namespace HOLDBACK_ABI_NAMESPACE

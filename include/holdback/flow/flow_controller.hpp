@@ -135,7 +135,8 @@ struct FlowRequest {
   // protected requests' footprints (reservation-holdback-policy, capacityModel: endpoints).
   // Negative counts as not declared.
   std::int64_t kvTokens = 0;
-  // Saturation-regime queue budget; nullopt or <= 0 means options.defaultRequestTtl.
+  // Saturation-regime queue budget; nullopt or <= 0 means none of its own. It can only shorten
+  // the band's and options.defaultRequestTtl (the smallest set value wins: resolveRequestTtl).
   std::optional<Duration> ttl;
   // The caller's deadline: clamps the budget, and the request is evicted kEvictedTtl when it
   // passes whatever the regime (a client deadline counts as TTL expiry, as in the reference).
@@ -295,6 +296,12 @@ class HOLDBACK_API FlowController {
   // Priorities of the existing bands, highest first.
   [[nodiscard]] std::vector<Priority> bandPriorities() const;
   [[nodiscard]] PoolRegime poolRegime() const noexcept;
+  // The advisory band headroom (upstream's x-llm-d-flow-band-headroom-requests): the room left
+  // in requests in the band a request of priority `requested` is placed in now (its own band, or
+  // band 0 when it would be demoted there): maxRequests - queued, clamped at 0. nullopt when that
+  // band does not exist yet (it would be provisioned). A shared reading: nothing is reserved,
+  // and a byte limit can admit fewer. O(log bands) under the controller's lock; no allocation.
+  [[nodiscard]] std::optional<BandHeadroom> bandHeadroom(Priority requested) const noexcept;
 
  private:
   FlowController();  // create() fills the members (no detail type in an exported signature)

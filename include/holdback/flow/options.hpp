@@ -59,6 +59,9 @@ struct BandTemplate {
   // nullptr means global-strict / fcfs.
   std::shared_ptr<const FairnessPolicy> fairness;
   std::shared_ptr<const OrderingPolicy> ordering;
+  // The band's queue budget (config: defaultRequestTTL of the band); 0 = none. A request's budget
+  // is the smallest of its own TTL, its band's and the controller's default that are set (> 0).
+  Duration requestTtl{0};
 };
 
 struct BandOptions {
@@ -67,6 +70,8 @@ struct BandOptions {
   std::uint64_t maxBytes = kDefaultBandMaxBytes;
   std::shared_ptr<const FairnessPolicy> fairness;
   std::shared_ptr<const OrderingPolicy> ordering;
+  // As BandTemplate::requestTtl.
+  Duration requestTtl{0};
 };
 
 enum class PriorityDomain {
@@ -111,7 +116,9 @@ struct FlowControllerOptions {
   std::uint64_t maxBytes = 0;
 
   // TTLs (§3.7): unset default = kDefaultRequestTtl; unset noEndpoint = follows default; 0 =
-  // never expire.
+  // never expire. The saturation-regime budget of a request is the smallest of the set (> 0)
+  // values among its own TTL, its band's requestTtl and defaultRequestTtl (resolveRequestTtl);
+  // noEndpointRequestTtl is a separate budget charged only while the pool has no endpoint.
   std::optional<Duration> defaultRequestTtl;
   std::optional<Duration> noEndpointRequestTtl;
   Duration expiryInterval = kDefaultExpiryInterval;

@@ -181,5 +181,13 @@ struct FlowControllerStats {
   std::optional<DurationHistogram> enqueueDuration;
 };
 
+// FlowController::bandHeadroom: the room one band has left, in requests.
+struct BandHeadroom {
+  Priority bandPriority = 0;         // the band read (band 0 for a demoted priority)
+  std::uint64_t maxRequests = 0;     // its limit
+  std::uint64_t queuedRequests = 0;  // queued in it now
+  std::uint64_t requests = 0;        // maxRequests - queuedRequests, clamped at 0
+};
+
 }  // namespace HOLDBACK_ABI_NAMESPACE
 }  // namespace holdback

@@ -12,6 +12,7 @@
 
 #include "holdback/config/duration.hpp"
 #include "holdback/config/quantity.hpp"
+#include "holdback/config/reference_profile.hpp"
 #include "holdback/flow/options.hpp"
 
 namespace holdback {
@@ -105,6 +106,7 @@ HOLDBACK_INLINE void Loader::run() {
   }
   top.finish();
   readFlowControl();
+  if (bundle_.profile == kReferenceProfile) applyReferenceProfile(bundle_, json_, d_);
 }
 
 HOLDBACK_INLINE void Loader::readHeader(ParamReader& top) {
@@ -326,6 +328,8 @@ HOLDBACK_INLINE std::optional<BandOptions> Loader::readBand(const Json& object,
   band.maxRequests = readQuantity(reader, "maxRequests", name + " MaxRequests").value_or(0);
   if (band.maxBytes == 0) band.maxBytes = BandTemplate{}.maxBytes;
   if (band.maxRequests == 0) band.maxRequests = BandTemplate{}.maxRequests;
+  band.requestTtl =
+      readDuration(reader, "defaultRequestTTL", name + " DefaultRequestTTL").value_or(Duration{0});
   band.fairness = resolveBandPolicy<FairnessPolicy>(reader, "fairnessPolicyRef",
                                                     bundle_.fairnessPolicies, registries_.fairness,
                                                     globalStrictFairness(), "fairness policy");
@@ -341,7 +345,7 @@ HOLDBACK_INLINE std::optional<BandOptions> Loader::readBand(const Json& object,
 }
 
 HOLDBACK_INLINE BandTemplate Loader::toTemplate(const BandOptions& b) {
-  return BandTemplate{b.maxRequests, b.maxBytes, b.fairness, b.ordering};
+  return BandTemplate{b.maxRequests, b.maxBytes, b.fairness, b.ordering, b.requestTtl};
 }
 
 HOLDBACK_INLINE std::optional<std::string> Loader::readRef(ParamReader& reader,
@@ -381,6 +385,12 @@ HOLDBACK_INLINE void Loader::readFlowControl() {
     o.eviction.enabled = *enable;
   }
   readEviction(fc);
+  if (const auto profile = fc.oneOf("profile", {kHoldbackProfile, kReferenceProfile})) {
+    bundle_.profile = *profile;
+  }
+  if (const auto engine = fc.oneOf("enginePriority", {"off", "vllm", "sglang"})) {
+    bundle_.enginePriority = parseEnginePriority(*engine).value_or(EnginePriority::kOff);
+  }
   if (const auto n = fc.integer("fairnessIdLabelLimit", 0,
                                 static_cast<std::int64_t>(kMaxFairnessIdLabelLimit))) {
     o.fairnessIdLabelLimit = static_cast<std::size_t>(*n);

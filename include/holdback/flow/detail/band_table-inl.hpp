@@ -134,7 +134,9 @@ HOLDBACK_INLINE Band* BandTable::addBand(Priority p, std::uint64_t max_requests,
 HOLDBACK_INLINE Band* BandTable::addBandFromTemplate(Priority p) {
   const BandTemplate& t = (p < 0 && topology_.defaultNegativeBand) ? *topology_.defaultNegativeBand
                                                                    : topology_.defaultBand;
-  return addBand(p, t.maxRequests, t.maxBytes, t.fairness, t.ordering);
+  Band* band = addBand(p, t.maxRequests, t.maxBytes, t.fairness, t.ordering);
+  band->requestTtl = t.requestTtl;
+  return band;
 }
 
 HOLDBACK_INLINE void BandTable::rebuildOrder() {
@@ -232,16 +234,22 @@ HOLDBACK_INLINE void BandTable::applyBands(BandTopology topology,
     seen.insert(b.priority);
     auto it = bands_.find(b.priority);
     if (it == bands_.end()) {
-      addBand(b.priority, b.maxRequests, b.maxBytes, b.fairness, b.ordering)->initial = true;
+      Band* band = addBand(b.priority, b.maxRequests, b.maxBytes, b.fairness, b.ordering);
+      band->initial = true;
+      band->requestTtl = b.requestTtl;
     } else {
-      reshapeBand(it->second, b.maxRequests, b.maxBytes, b.fairness, b.ordering)->initial = true;
+      Band* band = reshapeBand(it->second, b.maxRequests, b.maxBytes, b.fairness, b.ordering);
+      band->initial = true;
+      band->requestTtl = b.requestTtl;
     }
   }
   for (auto& [p, band] : bands_) {
     if (seen.count(p) > 0) continue;
     if (p == 0) {
       const BandTemplate& t = topology_.defaultBand;
-      reshapeBand(band, t.maxRequests, t.maxBytes, t.fairness, t.ordering)->initial = true;
+      Band* zero = reshapeBand(band, t.maxRequests, t.maxBytes, t.fairness, t.ordering);
+      zero->initial = true;
+      zero->requestTtl = t.requestTtl;
     } else {
       band->initial = false;
     }

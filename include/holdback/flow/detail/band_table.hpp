@@ -204,6 +204,7 @@ struct Band final : BandView {
   Priority prio;
   std::uint64_t maxRequests;
   std::uint64_t maxBytes;
+  Duration requestTtl{0};  // the band's queue budget, 0 = none (BandOptions::requestTtl)
   std::shared_ptr<const FairnessPolicy> fairness;
   std::shared_ptr<const OrderingPolicy> ordering;
   std::unique_ptr<FairnessState> fairness_state;
@@ -387,6 +388,10 @@ class BandTable {
   Band* resolve(Priority p);
   // The band of `p` or band 0 (never provisions).
   [[nodiscard]] Band* bandOrZero(Priority p) const noexcept;
+  // The band a request of priority `p` would be queued in now, without provisioning: its own,
+  // band 0 when it would not get one (provisioning off or maxBands reached), null when it would
+  // get a new band (nothing to read yet).
+  [[nodiscard]] const Band* placementOf(Priority p) const noexcept;
   [[nodiscard]] std::span<Band* const> ordered() const noexcept { return ordered_; }
   [[nodiscard]] std::vector<Priority> priorities() const;
   // The control plane's desired priorities: provisions missing bands, removes idle undesired

@@ -15,6 +15,13 @@ namespace holdback {
 inline namespace HOLDBACK_ABI_NAMESPACE {
 namespace detail {
 
+HOLDBACK_INLINE const Band* BandTable::placementOf(Priority p) const noexcept {
+  const auto it = bands_.find(p);
+  if (it != bands_.end()) return it->second.get();
+  if (topology_.provisionOnFirstUse && bands_.size() < topology_.maxBands) return nullptr;
+  return bands_.at(0).get();
+}
+
 HOLDBACK_INLINE void BandTable::fillStats(FlowControllerStats& out,
                                           std::size_t fairness_id_labels) const {
   out.queuedRequests = total_requests_;

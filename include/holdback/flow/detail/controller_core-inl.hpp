@@ -88,7 +88,8 @@ HOLDBACK_INLINE RequestId ControllerCore::enqueue(FlowRequest&& request, TimePoi
       band = table_.resolve(request.priority);
       band->last_arrival = now;
       band->last_activity = std::max(band->last_activity, now);
-      ttl = resolveRequestTtl(request.ttl, settings_.defaultTtl, request.deadline, now);
+      ttl = resolveRequestTtl(request.ttl, band->requestTtl, settings_.defaultTtl, request.deadline,
+                              now);
       if (ttl.deadlinePassed) {
         outcome = {QueueOutcome::kRejectedOther, OutcomeCause::kTtlExpired};
       } else if (exceedsEveryEndpoint(request.kvTokens, largest_kv_)) {

@@ -134,6 +134,8 @@ class ControllerCore {
 
   [[nodiscard]] FlowControllerStats stats() const HOLDBACK_EXCLUDES(mu_);
   [[nodiscard]] std::vector<Priority> bandPriorities() const HOLDBACK_EXCLUDES(mu_);
+  [[nodiscard]] std::optional<BandHeadroom> bandHeadroom(Priority requested) const noexcept
+      HOLDBACK_EXCLUDES(mu_);
   [[nodiscard]] PoolRegime poolRegime() const noexcept HOLDBACK_EXCLUDES(mu_);
 
   // The host clock (never called under mu_).
