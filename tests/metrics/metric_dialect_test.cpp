@@ -240,8 +240,7 @@ TEST(MetricDialectTest, KvUsageNaNWinsAndMissingRequiredKvDoesNotMatch) {
   EXPECT_EQ(detectMetricDialect(no_kv), nullptr);
   const auto errors = checkMetricDialect(*findMetricDialect("vllm"), no_kv, "--dialect vllm");
   ASSERT_EQ(errors.size(), 1u);
-  EXPECT_EQ(errors[0],
-            "--dialect vllm/kvUsage: none of \"vllm:kv_cache_usage_perc\" is in the scrape");
+  EXPECT_EQ(errors[0], "--dialect vllm/kvUsage: none of vllm:kv_cache_usage_perc is in the scrape");
 }
 
 TEST(MetricDialectTest, UnknownServerIsDescribedByItsNames) {

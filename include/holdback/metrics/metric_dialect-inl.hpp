@@ -8,6 +8,8 @@
 #include <cmath>
 #include <initializer_list>
 
+#include "holdback/metrics/prometheus.hpp"
+
 namespace holdback {
 inline namespace HOLDBACK_ABI_NAMESPACE {
 namespace detail {
@@ -221,14 +223,7 @@ HOLDBACK_INLINE void appendSeriesSpec(const MetricSeries& s, std::string& out) {
     if (i > 0) out += ',';
     out += s.labels[i].first;
     out += "=\"";
-    for (const char c : s.labels[i].second) {
-      if (c == '"' || c == '\\') out += '\\';
-      if (c == '\n') {
-        out += "\\n";
-        continue;
-      }
-      out += c;
-    }
+    out += escapeLabelValue(s.labels[i].second);
     out += '"';
   }
   out += '}';
@@ -359,8 +354,8 @@ HOLDBACK_INLINE std::vector<std::string> checkMetricDialect(const MetricDialect&
     } else {
       msg += "none of ";
       for (std::size_t i = 0; i < d.sources[q].size(); ++i) {
-        if (i > 0) msg += ", ";
-        msg += '"' + d.sources[q][i].toString() + '"';
+        if (i > 0) msg += "; ";
+        msg += d.sources[q][i].toString();
       }
       msg += " is in the scrape";
     }

@@ -151,8 +151,8 @@ struct DialectReading {
                                                               std::size_t limit = 12);
 
 // Every required quantity of `d` that `metrics` cannot read, as one message each:
-// "<path>/<quantity>: none of <specs> is in the scrape". `path` names where `d` was configured
-// (a flag or a JSON path). Empty when the scrape reads every required quantity.
+// "<path>/<quantity>: none of <spec>; <spec> is in the scrape". `path` names where `d` was
+// configured (a flag or a JSON path). Empty when the scrape reads every required quantity.
 [[nodiscard]] HOLDBACK_API std::vector<std::string> checkMetricDialect(
     const MetricDialect& d, const ParsedPrometheusText& metrics, std::string_view path);
 
