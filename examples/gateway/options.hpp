@@ -7,6 +7,7 @@
 
 #include <cstddef>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "gateway_http.hpp"
@@ -39,6 +40,11 @@ struct Options {
   std::size_t maxScrapeBytes =
       std::size_t{1024} * 1024;  // a larger /metrics body is a failed scrape
   int drainTimeoutS = 30;        // SIGTERM: how long responses in progress may take
+
+  // Metric dialects (endpoint_dialect.hpp, docs/engines.md).
+  std::string dialect = "auto";  // --dialect: auto (detect), custom or a built-in dialect
+  std::vector<std::pair<std::string, std::string>> endpointDialects;  // --endpoint-dialect URL=D
+  std::vector<std::pair<std::string, std::string>> metricSpecs;       // (--metric-* flag, SPEC)
 };
 
 // Returns 0 to go on, 1 for a usage error (printed), 2 for "printed what was asked, exit 0".
