@@ -5,3 +5,4 @@
 #include "holdback/metrics/prometheus-inl.hpp"
 #include "holdback/metrics/prometheus_parser-inl.hpp"
 #include "holdback/metrics/stale_endpoints-inl.hpp"
+#include "holdback/metrics/metric_dialect_config-inl.hpp"

@@ -1,6 +1,8 @@
 #include "endpoint_dialect.hpp"
 
 #include <cstdio>
+#include <fstream>
+#include <sstream>
 #include <utility>
 
 namespace holdback::gateway {
@@ -64,6 +66,18 @@ DialectChoices resolveDialects(const Options& o, std::vector<std::string>& error
           "--metric-*: a custom mapping needs --metric-waiting (the queue holdback gates on)");
     }
   }
+  if (!o.dialectFile.empty()) {
+    std::ifstream in(o.dialectFile);
+    std::stringstream text;
+    text << in.rdbuf();
+    if (!in) {
+      errors.push_back("--dialect-file " + o.dialectFile + ": cannot be read");
+    } else {
+      MetricDialectsLoad load = parseMetricDialects(text.str());
+      for (const std::string& e : load.errors) errors.push_back(o.dialectFile + ":" + e);
+      out.fromFile = std::move(load.dialects);
+    }
+  }
   // name -> dialect; "auto": detect; "custom": the --metric-* mapping.
   auto lookup = [&](const std::string& name, const std::string& path, DialectChoice& choice) {
     choice.path = path;
@@ -73,10 +87,16 @@ DialectChoices resolveDialects(const Options& o, std::vector<std::string>& error
       choice.dialect = out.custom.get();
       return;
     }
+    for (std::size_t i = 0; i < out.fromFile.size(); ++i) {
+      if (out.fromFile[i].name != name) continue;
+      choice = {&out.fromFile[i], o.dialectFile + ":/dialects/" + std::to_string(i)};
+      return;
+    }
     choice.dialect = findMetricDialect(name);
     if (!choice.dialect) {
-      errors.push_back(path + ": \"" + name + "\" is not a dialect (allowed: " + knownDialects() +
-                       ")");
+      std::string allowed = knownDialects();
+      for (const MetricDialect& d : out.fromFile) allowed += ", " + d.name;
+      errors.push_back(path + ": \"" + name + "\" is not a dialect (allowed: " + allowed + ")");
     }
   };
   DialectChoice pool_choice;

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "holdback/metrics/metric_dialect.hpp"
+#include "holdback/metrics/metric_dialect_config.hpp"
 #include "options.hpp"
 #include "vllm_telemetry.hpp"
 
@@ -33,11 +34,13 @@ struct DialectChoice {
 struct DialectChoices {
   std::vector<DialectChoice> perEndpoint;  // same order as Options::endpointUrls
   std::unique_ptr<MetricDialect> custom;   // the --metric-* dialect, when given
+  std::vector<MetricDialect> fromFile;     // --dialect-file's; not resized once resolved
 
   [[nodiscard]] const DialectChoice& forEndpoint(std::size_t i) const { return perEndpoint[i]; }
 };
 
-// Resolves --dialect, --endpoint-dialect and --metric-* against the built-in dialects. Every
+// Resolves --dialect, --endpoint-dialect and --metric-* against --dialect-file's dialects and the
+// built-in ones (a file dialect is chosen by name; detection uses the built-in ones). Every
 // problem is appended to `errors` (flag, value, what is allowed); the result is only meaningful
 // when none was.
 [[nodiscard]] DialectChoices resolveDialects(const Options& o, std::vector<std::string>& errors);

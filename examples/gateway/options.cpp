@@ -23,7 +23,8 @@ constexpr const char* kUsage =
     "         [--dialect auto|custom|vllm|vllm-v0|sglang|llamacpp|tgi|trtllm (auto)]\n"
     "         [--endpoint-dialect URL=DIALECT ...] [--metric-waiting SPEC]\n"
     "         [--metric-running SPEC] [--metric-kv-usage SPEC]\n"
-    "         [--metric-kv-capacity-tokens SPEC] [--metric-slots SPEC] (docs/engines.md)\n"
+    "         [--metric-kv-capacity-tokens SPEC] [--metric-slots SPEC]\n"
+    "         [--dialect-file FILE] (docs/engines.md)\n"
     "       holdback-gateway --print-default-config\n";
 
 // A positive integer of type T; nullopt when `s` is not one. `tooLarge` is set when `s` is a
@@ -173,6 +174,8 @@ int parseArgs(int argc, char** argv, Options& o) {
       }
     } else if (arg == "--dialect") {
       if (const auto v = next()) o.dialect = *v;  // checked by resolveDialects
+    } else if (arg == "--dialect-file") {
+      if (const auto v = next()) o.dialectFile = *v;  // read by resolveDialects
     } else if (arg == "--endpoint-dialect") {
       const auto v = next();
       const auto eq = v ? v->rfind('=') : std::string::npos;

@@ -44,7 +44,8 @@ struct Options {
   // Metric dialects (endpoint_dialect.hpp, docs/engines.md).
   std::string dialect = "auto";  // --dialect: auto (detect), custom or a built-in dialect
   std::vector<std::pair<std::string, std::string>> endpointDialects;  // --endpoint-dialect URL=D
-  std::vector<std::pair<std::string, std::string>> metricSpecs;       // (--metric-* flag, SPEC)
+  std::string dialectFile;  // --dialect-file: custom dialects (metric_dialect_config.hpp)
+  std::vector<std::pair<std::string, std::string>> metricSpecs;  // (--metric-* flag, SPEC)
 };
 
 // Returns 0 to go on, 1 for a usage error (printed), 2 for "printed what was asked, exit 0".

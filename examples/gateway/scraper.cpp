@@ -7,6 +7,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "vllm_telemetry.hpp"
+
 namespace holdback::gateway {
 namespace {
 
@@ -76,7 +78,12 @@ asio::awaitable<void> scrapeLoop(
       }
     } else {
       const ParsedPrometheusText parsed = parsePrometheusText(*body);
-      const auto telemetry = dialect.read(parsed);
+      auto telemetry = dialect.read(parsed);
+      if (telemetry && (dialect.name() == "vllm" || dialect.name() == "vllm-v0")) {
+        // vLLM: the same gauges through vllm_telemetry.hpp, which also reads what only vLLM
+        // exports beyond the dialect's quantities.
+        if (auto vllm = extractVllmTelemetry(parsed)) telemetry = std::move(vllm);
+      }
       pool.setDialect(i, dialect.name());
       if (telemetry) {
         pool.recordScrape(i, *telemetry, Clock::now(), mark, parsed.skippedLines);

@@ -2,6 +2,7 @@
 // engine's documented form: HELP/TYPE lines, the engine's labels, several models (or engines)
 // on one server where the engine can serve them, and the neighbouring series a real scrape has.
 #include "holdback/metrics/metric_dialect.hpp"
+#include "holdback/metrics/metric_dialect_config.hpp"
 
 #include <gtest/gtest.h>
 
@@ -13,7 +14,7 @@
 namespace holdback {
 namespace {
 
-using Q = DialectQuantity;
+using DialectQ = DialectQuantity;
 
 // vLLM v1: per-engine, per-model labelled gauges; the "_perc" gauge is a fraction.
 constexpr const char* kVllmV1Text =
@@ -161,13 +162,13 @@ TEST_P(MetricDialectEngineTest, DetectsAndReadsTheDocumentedText) {
   EXPECT_EQ(d->name, c.dialect);
   const DialectReading r = readMetricDialect(*d, parsed);
   EXPECT_TRUE(r.complete(*d));
-  EXPECT_EQ(r.get(Q::kWaiting), c.waiting);
-  EXPECT_EQ(r.get(Q::kRunning), c.running);
+  EXPECT_EQ(r.get(DialectQ::kWaiting), c.waiting);
+  EXPECT_EQ(r.get(DialectQ::kRunning), c.running);
   if (std::isnan(c.kv)) {
-    EXPECT_FALSE(r.get(Q::kKvUsage).has_value());
+    EXPECT_FALSE(r.get(DialectQ::kKvUsage).has_value());
   } else {
-    ASSERT_TRUE(r.get(Q::kKvUsage).has_value());
-    EXPECT_DOUBLE_EQ(*r.get(Q::kKvUsage), c.kv);
+    ASSERT_TRUE(r.get(DialectQ::kKvUsage).has_value());
+    EXPECT_DOUBLE_EQ(*r.get(DialectQ::kKvUsage), c.kv);
   }
   EXPECT_TRUE(checkMetricDialect(*d, parsed, "/x").empty());
 }
@@ -193,12 +194,12 @@ INSTANTIATE_TEST_SUITE_P(Engines, MetricDialectEngineTest,
 TEST(MetricDialectTest, CapacityAndSlotsWhereExported) {
   const ParsedPrometheusText sglang = parsePrometheusText(kSglangText);
   const DialectReading s = readMetricDialect(*findMetricDialect("sglang"), sglang);
-  EXPECT_EQ(s.get(Q::kKvCapacityTokens), 800000.0);
-  EXPECT_FALSE(s.get(Q::kSlots).has_value());
+  EXPECT_EQ(s.get(DialectQ::kKvCapacityTokens), 800000.0);
+  EXPECT_FALSE(s.get(DialectQ::kSlots).has_value());
   const ParsedPrometheusText trt = parsePrometheusText(kTrtllmText);
   const DialectReading t = readMetricDialect(*findMetricDialect("trtllm"), trt);
-  EXPECT_EQ(t.get(Q::kKvCapacityTokens), 5000.0 * 64.0);  // blocks summed x tokens per block
-  EXPECT_EQ(t.get(Q::kSlots), 128.0);
+  EXPECT_EQ(t.get(DialectQ::kKvCapacityTokens), 5000.0 * 64.0);  // blocks summed x tokens per block
+  EXPECT_EQ(t.get(DialectQ::kSlots), 128.0);
 }
 
 TEST(MetricDialectTest, TrtllmPrefersTheFractionAndFallsBackToPendingCount) {
@@ -209,10 +210,10 @@ TEST(MetricDialectTest, TrtllmPrefersTheFractionAndFallsBackToPendingCount) {
       "nv_inference_pending_request_count{model=\"m\",version=\"1\"} 4\n");
   const MetricDialect& d = *findMetricDialect("trtllm");
   const DialectReading r = readMetricDialect(d, p);
-  EXPECT_EQ(r.get(Q::kKvUsage), 0.9);
-  EXPECT_EQ(r.sourceIndex[std::size_t(Q::kKvUsage)], 0);
-  EXPECT_EQ(r.get(Q::kWaiting), 4.0);
-  EXPECT_EQ(r.sourceIndex[std::size_t(Q::kWaiting)], 1);
+  EXPECT_EQ(r.get(DialectQ::kKvUsage), 0.9);
+  EXPECT_EQ(r.sourceIndex[std::size_t(DialectQ::kKvUsage)], 0);
+  EXPECT_EQ(r.get(DialectQ::kWaiting), 4.0);
+  EXPECT_EQ(r.sourceIndex[std::size_t(DialectQ::kWaiting)], 1);
   EXPECT_EQ(detectMetricDialect(p), &d);
 }
 
@@ -222,7 +223,7 @@ TEST(MetricDialectTest, VllmWithBothKvNamesIsV1AndNewerSglangPrefixReads) {
       "0.3\n");
   ASSERT_NE(detectMetricDialect(both), nullptr);
   EXPECT_EQ(detectMetricDialect(both)->name, "vllm");
-  EXPECT_EQ(readMetricDialect(*detectMetricDialect(both), both).get(Q::kKvUsage), 0.2);
+  EXPECT_EQ(readMetricDialect(*detectMetricDialect(both), both).get(DialectQ::kKvUsage), 0.2);
   const ParsedPrometheusText underscore =
       parsePrometheusText("sglang_num_queue_reqs{model_name=\"m\"} 3\nsglang_token_usage 0.5\n");
   ASSERT_NE(detectMetricDialect(underscore), nullptr);
@@ -233,7 +234,7 @@ TEST(MetricDialectTest, KvUsageNaNWinsAndMissingRequiredKvDoesNotMatch) {
   const ParsedPrometheusText nan = parsePrometheusText(
       "vllm:num_requests_waiting 1\nvllm:kv_cache_usage_perc 0.2\n"
       "vllm:kv_cache_usage_perc NaN\nvllm:kv_cache_usage_perc 0.9\n");
-  const auto kv = readMetricDialect(*findMetricDialect("vllm"), nan).get(Q::kKvUsage);
+  const auto kv = readMetricDialect(*findMetricDialect("vllm"), nan).get(DialectQ::kKvUsage);
   ASSERT_TRUE(kv.has_value());
   EXPECT_TRUE(std::isnan(*kv));
   const ParsedPrometheusText no_kv = parsePrometheusText("vllm:num_requests_waiting 1\n");
@@ -271,8 +272,8 @@ TEST(MetricDialectTest, SpecStringsParseAndRoundTrip) {
   // Percent: 40 of 100 reads as 0.4.
   const ParsedPrometheusText p = parsePrometheusText("kv_percent 40\n");
   MetricDialect d{.name = "custom"};
-  d.sources[std::size_t(Q::kWaiting)].push_back(*parseMetricSource("kv_percent %"));
-  EXPECT_DOUBLE_EQ(*readMetricDialect(d, p).get(Q::kWaiting), 0.4);
+  d.sources[std::size_t(DialectQ::kWaiting)].push_back(*parseMetricSource("kv_percent %"));
+  EXPECT_DOUBLE_EQ(*readMetricDialect(d, p).get(DialectQ::kWaiting), 0.4);
 
   EXPECT_FALSE(parseMetricSource("", &error));
   EXPECT_EQ(error, "\"\" at 0: expected a metric name");
@@ -290,16 +291,59 @@ TEST(MetricDialectTest, BuiltinTableIsComplete) {
   const auto all = builtinMetricDialects();
   ASSERT_EQ(all.size(), 6u);
   for (std::size_t i = 0; i < all.size(); ++i) {
-    EXPECT_EQ(all[i].of(Q::kWaiting).size(), kWaitingSources[i]) << all[i].name;
-    EXPECT_TRUE(all[i].needs(Q::kWaiting));
+    EXPECT_EQ(all[i].of(DialectQ::kWaiting).size(), kWaitingSources[i]) << all[i].name;
+    EXPECT_TRUE(all[i].needs(DialectQ::kWaiting));
     EXPECT_EQ(findMetricDialect(all[i].name), &all[i]);
   }
-  EXPECT_EQ(findMetricDialect("trtllm")->of(Q::kKvUsage).size(), 2u);
-  EXPECT_EQ(findMetricDialect("trtllm")->of(Q::kKvCapacityTokens).size(), 1u);
-  EXPECT_TRUE(findMetricDialect("tgi")->of(Q::kKvUsage).empty());
+  EXPECT_EQ(findMetricDialect("trtllm")->of(DialectQ::kKvUsage).size(), 2u);
+  EXPECT_EQ(findMetricDialect("trtllm")->of(DialectQ::kKvCapacityTokens).size(), 1u);
+  EXPECT_TRUE(findMetricDialect("tgi")->of(DialectQ::kKvUsage).empty());
   EXPECT_EQ(findMetricDialect("nope"), nullptr);
-  EXPECT_EQ(dialectQuantityFromString("kvCapacityTokens"), Q::kKvCapacityTokens);
+  EXPECT_EQ(dialectQuantityFromString("kvCapacityTokens"), DialectQ::kKvCapacityTokens);
   EXPECT_FALSE(dialectQuantityFromString("kv").has_value());
+}
+
+TEST(MetricDialectConfigTest, ReadsADialectFile) {
+  const MetricDialectsLoad load = parseMetricDialects(R"({"dialects": [
+    {"name": "my-engine", "waiting": "my_queue{pool=\"a\"}",
+     "running": ["my_running", "my_active"],
+     "kvUsage": "my_kv_used / my_kv_total"}]})");
+  ASSERT_TRUE(load.ok()) << load.errors.front();
+  ASSERT_EQ(load.dialects.size(), 1u);
+  const MetricDialect& d = load.dialects[0];
+  EXPECT_EQ(d.name, "my-engine");
+  EXPECT_EQ(d.of(DialectQuantity::kRunning).size(), 2u);
+  EXPECT_TRUE(d.needs(DialectQuantity::kKvUsage));  // every quantity named is required
+  EXPECT_TRUE(d.needs(DialectQuantity::kRunning));
+  const ParsedPrometheusText p =
+      parsePrometheusText("my_queue{pool=\"a\"} 3\nmy_active 2\nmy_kv_used 30\nmy_kv_total 120\n");
+  const DialectReading r = readMetricDialect(d, p);
+  EXPECT_TRUE(r.complete(d));
+  EXPECT_EQ(r.get(DialectQuantity::kRunning), 2.0);
+  EXPECT_EQ(r.get(DialectQuantity::kKvUsage), 0.25);
+}
+
+TEST(MetricDialectConfigTest, EveryProblemHasItsPath) {
+  const MetricDialectsLoad load = parseMetricDialects(R"({"dialects": [
+    {"name": "sglang", "waiting": ["q", 3], "kvUsage": "kv{", "colour": 1},
+    {"running": "r", "required": ["running", "latency", "slots"]}]})");
+  EXPECT_TRUE(load.dialects.empty());
+  const std::vector<std::string> expected = {
+      "/dialects/0/colour: unknown key (allowed: name, waiting, running, kvUsage, "
+      "kvCapacityTokens, slots, required)",
+      "/dialects/0/kvUsage: \"kv{\" at 3: expected a label name",
+      "/dialects/0/name: \"sglang\" is already a dialect's name",
+      "/dialects/0/waiting/1: a string is required",
+      "/dialects/1/required/1: \"latency\" is not one of waiting, running, kvUsage, "
+      "kvCapacityTokens, slots",
+      "/dialects/1/name: required",
+      "/dialects/1/waiting: required (the queue holdback gates on)",
+      "/dialects/1/required: \"slots\" is required but no metric is named for it",
+  };
+  EXPECT_EQ(load.errors, expected);
+  EXPECT_EQ(parseMetricDialects("{").errors, std::vector<std::string>{": not valid JSON"});
+  EXPECT_EQ(parseMetricDialects("[]").errors,
+            std::vector<std::string>{"/dialects: an array of dialects is required"});
 }
 
 }  // namespace

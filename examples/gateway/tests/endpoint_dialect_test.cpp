@@ -5,6 +5,8 @@
 
 #include <gtest/gtest.h>
 
+#include <fstream>
+
 namespace holdback::gateway {
 namespace {
 
@@ -91,6 +93,33 @@ TEST(EndpointDialectTest, ConfiguredMappingNamingAbsentMetricsIsAnErrorWithItsPa
   EXPECT_TRUE(ed.mappingErrors().empty());
   EXPECT_EQ(t->waiting, 2.0);
   EXPECT_DOUBLE_EQ(t->kvCacheUsage, 0.3);
+}
+
+TEST(EndpointDialectTest, DialectFileNamesAreChosenByNameWithTheFilePathInErrors) {
+  const std::string file = testing::TempDir() + "/endpoint_dialect_test_dialects.json";
+  std::ofstream(file) << R"({"dialects": [{"name": "mine", "waiting": "my_queue"}]})";
+  Options o = twoEndpoints();
+  o.dialectFile = file;
+  o.endpointDialects = {{"http://127.0.0.1:8001", "mine"}};
+  std::vector<std::string> errors;
+  const DialectChoices c = resolveDialects(o, errors);
+  ASSERT_TRUE(errors.empty()) << errors.front();
+  EXPECT_EQ(c.forEndpoint(1).dialect, nullptr);  // auto
+  EndpointDialect ed(c.forEndpoint(0), "http://127.0.0.1:8001");
+  EXPECT_EQ(ed.name(), "mine");
+  EXPECT_FALSE(ed.read(parsePrometheusText("other_queue 1\n")));
+  ASSERT_EQ(ed.mappingErrors().size(), 1u);
+  EXPECT_EQ(ed.mappingErrors()[0],
+            file + ":/dialects/0/waiting: none of my_queue is in the scrape");
+  EXPECT_EQ(ed.read(parsePrometheusText("my_queue 4\n"))->waiting, 4.0);
+
+  std::ofstream(file) << R"({"dialects": [{"name": "mine"}]})";
+  errors.clear();
+  (void)resolveDialects(o, errors);
+  // The file's error, then the name it no longer provides.
+  ASSERT_EQ(errors.size(), 2u);
+  EXPECT_EQ(errors[0], file + ":/dialects/0/waiting: required (the queue holdback gates on)");
+  EXPECT_NE(errors[1].find("\"mine\" is not a dialect"), std::string::npos) << errors[1];
 }
 
 }  // namespace
