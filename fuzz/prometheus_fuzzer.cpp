@@ -10,7 +10,13 @@
 //   - parsePrometheusValue agrees with the C library: for a token of digits, '.', 'e', signs, it
 //     accepts exactly what strtod (C locale) reads whole without overflow, with the same value
 //     (an underflow reads as strtod's 0 or subnormal), and no other spelling than those and
-//     the inf / infinity / nan words is accepted.
+//     the inf / infinity / nan words is accepted;
+//   - the metric dialects (holdback/metrics/metric_dialect.hpp) over the same text: a detected
+//     dialect reads every quantity it requires; a quantity read from a plain source (no pair, no
+//     scale) is the sum of its matching samples (the largest, NaN winning, for the KV fraction),
+//     recomputed here; every line taken as a spec string either fails with a message or prints
+//     back to a spec that parses to the same text.
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstdint>
@@ -23,6 +29,7 @@
 #include <vector>
 
 #include "check.hpp"
+#include "holdback/metrics/metric_dialect.hpp"
 #include "holdback/metrics/prometheus_parser.hpp"
 
 namespace {
@@ -130,6 +137,51 @@ void checkValue(std::string_view token) {
   if (v) require(sameValue(*v, expected), "the value strtod reads");
 }
 
+void checkDialects(std::string_view text, const ParsedPrometheusText& parsed) {
+  if (const MetricDialect* d = detectMetricDialect(parsed)) {
+    require(readMetricDialect(*d, parsed).complete(*d), "a detected dialect reads what it needs");
+  }
+  for (const MetricDialect& d : builtinMetricDialects()) {
+    const DialectReading r = readMetricDialect(d, parsed);
+    require(r.complete(d) == checkMetricDialect(d, parsed, "/d").empty(),
+            "checkMetricDialect reports exactly the missing required quantities");
+    for (std::size_t q = 0; q < kDialectQuantityCount; ++q) {
+      if (!r.values[q]) continue;
+      const MetricSource& src = d.sources[q][r.sourceIndex[q]];
+      if (src.combine != MetricSource::Combine::kNone || src.scale != 1.0) continue;
+      const bool takeMax = DialectQuantity(q) == DialectQuantity::kKvUsage;
+      double expected = 0.0;
+      bool any = false;
+      for (const PrometheusSample& s : parsed.samples) {
+        if (!src.series.matches(s)) continue;
+        if (!any || !takeMax) {
+          expected = any ? expected + s.value : s.value;
+        } else if (!std::isnan(expected) && (std::isnan(s.value) || s.value > expected)) {
+          expected = s.value;
+        }
+        any = true;
+      }
+      require(any, "a read quantity has a matching sample");
+      require(sameValue(*r.values[q], expected), "a plain source reads the sum (or the max)");
+    }
+  }
+  (void)describeExposedMetrics(parsed);
+  // Each line (bounded) as a spec string.
+  std::string_view rest = text;
+  for (int n = 0; n < 8 && !rest.empty(); ++n) {
+    const std::size_t nl = rest.find('\n');
+    const std::string_view line = rest.substr(0, std::min<std::size_t>(nl, 256));
+    rest = nl == std::string_view::npos ? std::string_view{} : rest.substr(nl + 1);
+    std::string error;
+    const std::optional<MetricSource> src = parseMetricSource(line, &error);
+    require(src.has_value() != !error.empty(), "a spec parses or says why not");
+    if (!src) continue;
+    const std::optional<MetricSource> again = parseMetricSource(src->toString());
+    require(again.has_value(), "a spec's printed form parses");
+    require(again->toString() == src->toString(), "a spec's printed form is stable");
+  }
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
@@ -181,5 +233,6 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     require(again.has_value(), "a sample's canonical form parses");
     require(sameSample(*again, s), "a sample's canonical form parses to the same sample");
   }
+  checkDialects(text, parsed);
   return 0;
 }

@@ -18,6 +18,7 @@
 // (at most --drain-timeout-s), exit 0.
 #include <sys/resource.h>
 
+#include <atomic>
 #include <csignal>
 #include <cstdio>
 #include <latch>
@@ -25,6 +26,7 @@
 #include <thread>
 #include <vector>
 
+#include "endpoint_dialect.hpp"
 #include "gateway.hpp"
 #include "http_server.hpp"
 #include "net.hpp"
@@ -55,6 +57,11 @@ int run(int argc, char** argv) {
     return 2;
   }
 #endif
+  std::vector<std::string> dialect_errors;
+  const DialectChoices dialects = resolveDialects(options, dialect_errors);
+  for (const std::string& e : dialect_errors)
+    std::fprintf(stderr, "holdback-gateway: %s\n", e.c_str());
+  if (!dialect_errors.empty()) return 2;
 
   const config::BundleResult loaded =
       options.configFile.empty() ? config::loadEndpointPickerConfigText(kDefaultConfigText)
@@ -123,16 +130,22 @@ int run(int argc, char** argv) {
 
   // One scrape of every model server before accepting traffic, so that the first requests are
   // not held back by "no metrics yet" (bounded by the 1 s scrape timeouts).
+  // A configured dialect naming metrics a reachable server lacks is a start-up error (the
+  // scraper printed each with its flag and the names the server exposes).
   std::latch first_round(std::ptrdiff_t(targets.size()));
+  std::atomic<bool> mapping_failed{false};
   for (std::size_t i = 0; i < targets.size(); ++i) {
-    startScraper(raw.front()->get_executor(), *gateway, i, targets[i],
-                 [&first_round] { first_round.count_down(); });
+    startScraper(raw.front()->get_executor(), *gateway, i, targets[i], dialects.forEndpoint(i),
+                 [&first_round, &mapping_failed](const std::vector<std::string>& errors) {
+                   if (!errors.empty()) mapping_failed = true;
+                   first_round.count_down();
+                 });
   }
   first_round.wait();
 
   // --replica-sync: share this replica's pending dispatches through Redis (a background thread).
   std::unique_ptr<ReplicaSyncThread> replica_sync;
-  if (options.replicaSync.port != 0) {
+  if (options.replicaSync.port != 0 && !mapping_failed) {
 #ifdef HOLDBACK_GATEWAY_HIREDIS
     replica_sync = ReplicaSyncThread::start(
         options.replicaSync, options.endpointUrls, gateway->pool(), gateway->counters(),
@@ -140,14 +153,15 @@ int run(int argc, char** argv) {
 #endif
   }
 
-  server->startAccepting();
-  std::printf("listening on http://%s:%d\n", options.listen.host.c_str(), port);
-  std::fflush(stdout);
-
   int received = 0;
-  sigwait(&signals, &received);
-  std::fprintf(stderr, "holdback-gateway: %s: shutting down\n",
-               received == SIGINT ? "SIGINT" : "SIGTERM");
+  if (!mapping_failed) {
+    server->startAccepting();
+    std::printf("listening on http://%s:%d\n", options.listen.host.c_str(), port);
+    std::fflush(stdout);
+    sigwait(&signals, &received);
+    std::fprintf(stderr, "holdback-gateway: %s: shutting down\n",
+                 received == SIGINT ? "SIGINT" : "SIGTERM");
+  }
   server->stopAccepting();
   gateway->shutdownController();  // queued requests: 503 rejected-shutting-down
   const auto deadline =
@@ -164,7 +178,7 @@ int run(int argc, char** argv) {
   contexts.clear();  // destroys the parked coroutines (and their sockets)
   server.reset();
   gateway.reset();
-  return 0;
+  return mapping_failed ? 2 : 0;
 }
 
 }  // namespace

@@ -139,7 +139,7 @@ std::string renderMetrics(Gateway& gw) {
       {"holdback_gateway_scrapes_total", "counter", "Scrapes of the endpoint's /metrics.",
        [](const Pool::Counters& c, const Endpoint&, double, bool) { return double(c.scrapes); }},
       {"holdback_gateway_scrape_errors_total", "counter",
-       "Failed scrapes (unreachable, non-200, or vLLM gauges missing).",
+       "Failed scrapes (unreachable, non-200, or the dialect's gauges missing).",
        [](const Pool::Counters& c, const Endpoint&, double, bool) {
          return double(c.scrapeErrors);
        }},
@@ -181,7 +181,8 @@ std::string renderMetrics(Gateway& gw) {
       const bool stale = utilization != nullptr ? utilization->observe(snapshot[i], now) !=
                                                       UtilizationDetector::Observation::kFresh
                                                 : !c.up;
-      sample(m.name, {endpointLabel(i)}, m.value(c, snapshot[i], age, stale));
+      sample(m.name, {endpointLabel(i), {"dialect", c.dialect.empty() ? "none" : c.dialect}},
+             m.value(c, snapshot[i], age, stale));
     }
   }
   return out + writer.take();

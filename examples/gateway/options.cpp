@@ -22,6 +22,11 @@ constexpr const char* kUsage =
     "         [--drain-timeout-s N (30)] [--no-scrape-lag-credit (deprecated, no-op)]\n"
     "         [--upstream-max-connections N (4096)] [--replica-sync redis://HOST:PORT]\n"
     "         [--replica-sync-interval-ms N (20)] [--replica-sync-ttl-ms N (1000)]\n"
+    "         [--dialect auto|custom|vllm|vllm-v0|sglang|llamacpp|tgi|trtllm (auto)]\n"
+    "         [--endpoint-dialect URL=DIALECT ...] [--metric-waiting SPEC]\n"
+    "         [--metric-running SPEC] [--metric-kv-usage SPEC]\n"
+    "         [--metric-kv-capacity-tokens SPEC] [--metric-slots SPEC]\n"
+    "         [--dialect-file FILE] (docs/engines.md)\n"
     "       holdback-gateway --print-default-config\n";
 
 // A positive integer of type T; nullopt when `s` is not one. `tooLarge` is set when `s` is a
@@ -183,6 +188,24 @@ int parseArgs(int argc, char** argv, Options& o) {
         std::fprintf(stderr, "holdback-gateway: --objective: %s\n", error.c_str());
         failed = true;
       }
+    } else if (arg == "--dialect") {
+      if (const auto v = next()) o.dialect = *v;  // checked by resolveDialects
+    } else if (arg == "--dialect-file") {
+      if (const auto v = next()) o.dialectFile = *v;  // read by resolveDialects
+    } else if (arg == "--endpoint-dialect") {
+      const auto v = next();
+      const auto eq = v ? v->rfind('=') : std::string::npos;
+      if (v && (eq == std::string::npos || eq == 0 || eq + 1 == v->size())) {
+        std::fprintf(stderr, "holdback-gateway: --endpoint-dialect: \"%s\" is not URL=DIALECT\n",
+                     v->c_str());
+        failed = true;
+      } else if (v) {
+        o.endpointDialects.emplace_back(v->substr(0, eq), v->substr(eq + 1));
+      }
+    } else if (arg == "--metric-waiting" || arg == "--metric-running" ||
+               arg == "--metric-kv-usage" || arg == "--metric-kv-capacity-tokens" ||
+               arg == "--metric-slots") {
+      if (const auto v = next()) o.metricSpecs.emplace_back(arg, *v);  // parsed by resolveDialects
     } else if (arg == "--no-scrape-lag-credit" && !has_value) {
       std::fprintf(stderr,
                    "holdback-gateway: warning: --no-scrape-lag-credit is deprecated and does "

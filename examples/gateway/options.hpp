@@ -7,6 +7,7 @@
 
 #include <cstddef>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "gateway_http.hpp"
@@ -48,6 +49,11 @@ struct Options {
   int replicaSyncIntervalMs = 20;
   // A replica's published share expires this long after its last publication.
   int replicaSyncTtlMs = 1000;
+  // Metric dialects (endpoint_dialect.hpp, docs/engines.md).
+  std::string dialect = "auto";  // --dialect: auto (detect), custom or a built-in dialect
+  std::vector<std::pair<std::string, std::string>> endpointDialects;  // --endpoint-dialect URL=D
+  std::string dialectFile;  // --dialect-file: custom dialects (metric_dialect_config.hpp)
+  std::vector<std::pair<std::string, std::string>> metricSpecs;  // (--metric-* flag, SPEC)
 };
 
 // Returns 0 to go on, 1 for a usage error (printed), 2 for "printed what was asked, exit 0".

@@ -60,6 +60,11 @@ bool Pool::up(std::size_t i) const {
   return states_[i]->up;
 }
 
+void Pool::setDialect(std::size_t i, const std::string& dialect) {
+  std::lock_guard lock(mu_);
+  if (states_[i]->dialect != dialect) states_[i]->dialect = dialect;
+}
+
 bool Pool::anyUp() const {
   std::lock_guard lock(mu_);
   for (const auto& s : states_) {
@@ -86,7 +91,7 @@ Pool::Counters Pool::counters(std::size_t i) const {
   std::lock_guard lock(mu_);
   const State& s = *states_[i];
   return {s.scrapes, s.scrapeErrors, s.skippedLines, s.dispatches.load(std::memory_order_relaxed),
-          s.up,      s.updateTime};
+          s.up,      s.updateTime,   s.dialect};
 }
 
 }  // namespace holdback::gateway

@@ -72,6 +72,8 @@ class Pool final : public EndpointSource {
   // gateway's "no usable model server" 503).
   [[nodiscard]] bool up(std::size_t i) const;
   [[nodiscard]] bool anyUp() const;
+  // The metric dialect the scraper reads endpoint i with ("" until one is known); for /metrics.
+  void setDialect(std::size_t i, const std::string& dialect);
 
   // One dispatch: the endpoint and the ledger's handle for it. Hold the handle for the whole
   // upstream exchange; releasing (or destroying) it completes the request in the ledger.
@@ -99,6 +101,7 @@ class Pool final : public EndpointSource {
     std::uint64_t dispatches = 0;
     bool up = false;
     std::optional<TimePoint> updateTime;
+    std::string dialect;
   };
   [[nodiscard]] Counters counters(std::size_t i) const;
 
@@ -112,6 +115,7 @@ class Pool final : public EndpointSource {
     std::uint64_t scrapes = 0;
     std::uint64_t scrapeErrors = 0;
     std::uint64_t skippedLines = 0;
+    std::string dialect;
     // Atomics.
     std::atomic<std::uint64_t> dispatches{0};
   };

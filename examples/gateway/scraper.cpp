@@ -54,13 +54,15 @@ asio::awaitable<std::optional<std::string>> get(beast::tcp_stream& stream, bool&
   co_return std::move(parser.get().body());
 }
 
-asio::awaitable<void> scrapeLoop(Gateway& gw, std::size_t i, tcp::endpoint target,
-                                 std::function<void()> firstRoundDone) {
+asio::awaitable<void> scrapeLoop(
+    Gateway& gw, std::size_t i, tcp::endpoint target, DialectChoice choice,
+    std::function<void(const std::vector<std::string>&)> firstRoundDone) {
   auto ex = co_await asio::this_coro::executor;
   beast::tcp_stream stream(ex);
   bool connected = false;
   asio::steady_timer timer(ex);
   auto next = std::chrono::steady_clock::now();
+  EndpointDialect dialect(std::move(choice), gw.pool().url(i));
   const auto interval = std::chrono::milliseconds(gw.options().scrapeIntervalMs);
   for (std::uint64_t round = 0;; ++round) {
     Pool& pool = gw.pool();
@@ -76,7 +78,13 @@ asio::awaitable<void> scrapeLoop(Gateway& gw, std::size_t i, tcp::endpoint targe
       }
     } else {
       const ParsedPrometheusText parsed = parsePrometheusText(*body);
-      const auto telemetry = extractVllmTelemetry(parsed);
+      auto telemetry = dialect.read(parsed);
+      if (telemetry && (dialect.name() == "vllm" || dialect.name() == "vllm-v0")) {
+        // vLLM: the same gauges through vllm_telemetry.hpp, which also reads what only vLLM
+        // exports beyond the dialect's quantities.
+        if (auto vllm = extractVllmTelemetry(parsed)) telemetry = std::move(vllm);
+      }
+      pool.setDialect(i, dialect.name());
       if (telemetry) {
         pool.recordScrape(i, *telemetry, Clock::now(), mark, parsed.skippedLines);
       } else {
@@ -99,7 +107,7 @@ asio::awaitable<void> scrapeLoop(Gateway& gw, std::size_t i, tcp::endpoint targe
         gw.setEndpointModels(i, std::move(ids));
       }
     }
-    if (round == 0 && firstRoundDone) firstRoundDone();
+    if (round == 0 && firstRoundDone) firstRoundDone(dialect.mappingErrors());
     next += interval;
     const auto now = std::chrono::steady_clock::now();
     if (next < now) next = now;  // fell behind (slow endpoint): no catch-up burst
@@ -112,8 +120,10 @@ asio::awaitable<void> scrapeLoop(Gateway& gw, std::size_t i, tcp::endpoint targe
 }  // namespace
 
 void startScraper(const asio::any_io_executor& ex, Gateway& gw, std::size_t index,
-                  const tcp::endpoint& target, std::function<void()> firstRoundDone) {
-  asio::co_spawn(ex, scrapeLoop(gw, index, target, std::move(firstRoundDone)), asio::detached);
+                  const tcp::endpoint& target, DialectChoice dialect,
+                  std::function<void(const std::vector<std::string>&)> firstRoundDone) {
+  asio::co_spawn(ex, scrapeLoop(gw, index, target, std::move(dialect), std::move(firstRoundDone)),
+                 asio::detached);
 }
 
 }  // namespace holdback::gateway

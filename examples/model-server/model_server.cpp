@@ -5,6 +5,7 @@
 #include <string_view>
 
 #include "holdback/metrics/prometheus.hpp"
+#include "metric_dialects.hpp"
 
 namespace holdback_examples {
 
@@ -15,6 +16,15 @@ ModelServer::ModelServer(const ServerOptions& o)
 
 std::string ModelServer::metrics() const {
   const BatchScheduler::Snapshot s = scheduler_.snapshot();
+  if (options_.dialect != "vllm") {  // metric_dialects.hpp
+    return renderDialectMetrics(
+        options_.dialect, {.model = options_.model,
+                           .waiting = options_.fakeWaiting.value_or(static_cast<double>(s.waiting)),
+                           .running = static_cast<double>(s.running),
+                           .kvCacheUsage = options_.fakeKv.value_or(s.kvCacheUsage),
+                           .kvCapacityTokens = options_.kvCapacityTokens,
+                           .slots = options_.slots});
+  }
   using Label = holdback::PrometheusWriter::Label;
   holdback::PrometheusWriter w;
   const auto gauge = [&](std::string_view name, std::string_view help, double value) {

@@ -5,6 +5,8 @@
 #include <string_view>
 #include <system_error>
 
+#include "metric_dialects.hpp"
+
 namespace holdback_examples {
 
 namespace {
@@ -13,14 +15,16 @@ constexpr const char* kUsage =
     "usage: holdback-model-server [--host 127.0.0.1] [--port 0] [--slots 8] [--token-ms 20]\n"
     "                             [--prefill-ms 50] [--kv-capacity-tokens 16384]\n"
     "                             [--model fake-model] [--threads 256]\n"
-    "                             [--fake-waiting N] [--fake-kv X]\n"
+    "                             [--fake-waiting N] [--fake-kv X] [--dialect vllm]\n"
     "A fake vLLM-like model server: continuous batching over --slots sequences (FIFO queue),\n"
     "one token every --token-ms after --prefill-ms, vLLM metrics on GET /metrics.\n"
     "--threads caps the I/O threads (connections are coroutines on at most one thread per CPU).\n"
     "Prints `listening on http://HOST:PORT` once it accepts.\n"
     "--fake-waiting / --fake-kv (tests): report these as vllm:num_requests_waiting / the KV usage\n"
     "gauges whatever the real state (e.g. --fake-kv 50: a server reporting percent, not a\n"
-    "fraction); requests are still served normally.\n";
+    "fraction); requests are still served normally.\n"
+    "--dialect: /metrics in another engine's names: vllm, vllm-v0, sglang, llamacpp, tgi,\n"
+    "trtllm (docs/engines.md).\n";
 
 template <typename T>
 bool parseNumber(std::string_view text, T& out) {
@@ -78,6 +82,15 @@ std::optional<int> parseArgs(int argc, char** argv, ServerOptions& o) {
       // The same bound as when each was a worker thread started up front.
       ok = positive(o.threads, 1) && o.threads <= 16384;
       if (!ok) std::fprintf(stderr, "holdback-model-server: --threads must be in [1, 16384]\n");
+    } else if (arg == "--dialect") {
+      o.dialect = value;
+      ok = isServerDialect(value);
+      if (!ok) {
+        std::fprintf(stderr,
+                     "holdback-model-server: --dialect: '%s' is not one of vllm, vllm-v0, "
+                     "sglang, llamacpp, tgi, trtllm\n",
+                     value.c_str());
+      }
     } else if (arg == "--fake-waiting" || arg == "--fake-kv") {
       double v = 0.0;
       ok = parseNumber(value, v) && v >= 0.0;

@@ -21,6 +21,8 @@ struct ServerOptions {
   // Misbehaviour for tests: when set, /metrics reports these instead of the real gauges.
   std::optional<double> fakeWaiting;
   std::optional<double> fakeKv;
+  // The /metrics dialect (metric_dialects.hpp): vllm, vllm-v0, sglang, llamacpp, tgi, trtllm.
+  std::string dialect = "vllm";
 };
 
 // Parses the flags into `o`. Returns the exit code for a usage error (2), 0 for --help, or
