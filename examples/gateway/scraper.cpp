@@ -79,6 +79,8 @@ asio::awaitable<void> scrapeLoop(Gateway& gw, std::size_t i, tcp::endpoint targe
       const auto telemetry = extractVllmTelemetry(parsed);
       if (telemetry) {
         pool.recordScrape(i, *telemetry, Clock::now(), mark, parsed.skippedLines);
+        pool.recordCapacity(i, extractCacheConfigInfo(parsed), telemetry->running,
+                            telemetry->waiting);
       } else {
         pool.recordScrapeFailure(i, parsed.skippedLines);
       }
