@@ -61,34 +61,11 @@ start M2 model-2 "${SERVER[@]}"
 GATEWAY="$BUILD/examples/gateway/holdback-gateway"
 # The control: binary backpressure (static-usage-limit-policy, every band gated only at saturation
 # 1.0) with the default config's detector and bands, no eviction.
-cat >"$WORK/no-holdback.yaml" <<'YAML'
-apiVersion: llm-d.ai/v1alpha1
-kind: EndpointPickerConfig
-featureGates: [flowControl]
-plugins:
-  - name: vllm-utilization
-    type: utilization-detector
-    parameters:
-      queueDepthThreshold: 5
-      kvCacheUtilThreshold: 0.8
-      metricsStalenessThreshold: 1s
-      stalenessPolicy: saturated
-  - name: static
-    type: static-usage-limit-policy
-    parameters: {threshold: 1.0}
-flowControl:
-  usageLimitPolicyPluginRef: static
-  saturationDetector: {pluginRef: vllm-utilization}
-  defaultRequestTTL: 30s
-  priorityBands:
-    - {priority: 10}
-    - {priority: 0}
-    - {priority: -1}
-YAML
+CONTROL_CONFIG=examples/configs/static-1.0-gateway.yaml
 # The holdback gateway: its defaults (the recommended configuration, capacity learned).
 start G_HOLDBACK gw-holdback "$GATEWAY" --endpoint "$M1" --endpoint "$M2"
 start G_CONTROL gw-control "$GATEWAY" --endpoint "$M1" --endpoint "$M2" \
-  --config "$WORK/no-holdback.yaml"
+  --config "$CONTROL_CONFIG"
 echo "model servers: $M1 $M2"
 echo "gateways:      $G_HOLDBACK (default config), $G_CONTROL (no holdback)"
 

@@ -1,5 +1,6 @@
 #include "capacity.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <utility>
 
@@ -34,8 +35,9 @@ std::string_view toString(KvSource source) noexcept {
 }
 
 CapacityLearner::CapacityLearner(std::vector<std::string> names,
-                                 const std::vector<SlotSettings>& settings, Log log)
-    : log_(std::move(log)) {
+                                 const std::vector<SlotSettings>& settings, Log log,
+                                 std::int64_t probeReserve)
+    : log_(std::move(log)), probe_reserve_(std::max<std::int64_t>(0, probeReserve)) {
   states_.resize(names.size());
   for (std::size_t i = 0; i < names.size(); ++i) {
     State& s = states_[i];
@@ -94,7 +96,7 @@ std::optional<EndpointCapacity> CapacityLearner::observe(std::size_t i, const Ca
       }
       // Until a queue confirms it, one slot beyond what was shown: the probe that lets the
       // estimate grow (a reserve counted in slots would otherwise never dispatch past it).
-      c.slots = s.confirmed ? s.mostRunning : s.mostRunning + 1;
+      c.slots = s.confirmed ? s.mostRunning : s.mostRunning + 1 + probe_reserve_;
     }
     const KvSource source = info.status == CacheConfigInfo::Status::kValid
                                 ? KvSource::kCacheConfigInfo

@@ -11,9 +11,10 @@
 //     3. the utilization detector's maxRunningRequests in the config;
 //     4. else an estimate from the scrapes: S = the most requests any scrape showed running (a
 //        lower bound that only grows). Until a scrape shows a queue (waiting >= 0.5) with S
-//        running, the slot count in use is S + 1: one probe beyond what was shown, so that a
-//        reserve counted in free slots still lets work through to show more (counted exactly
-//        at S it would never dispatch past it); once a queue has shown at S running, S itself.
+//        running, the slot count in use is S + 1 + probeReserve: one probe beyond what was shown
+//        and beyond the reserve's free slots, so that a reserve counted in free slots still lets
+//        work through to show more (counted exactly at S it would never dispatch past it, and
+//        every band below the top would wait); once a queue has shown at S running, S itself.
 //        A later scrape showing more than S running raises S and probes again. Before the first
 //        scrape the count is unknown (0: the ledger counts dispatches as waiting).
 //   A setting of 0 is not a slot count (it would admit nothing): it is ignored with one warning
@@ -70,9 +71,12 @@ class CapacityLearner {
  public:
   using Log = std::function<void(std::string_view)>;
 
-  // One entry of `names` and `settings` per endpoint (same order).
+  // One entry of `names` and `settings` per endpoint (same order). `probeReserve`: free slots a
+  // reserve keeps (the reservation policy's minReserve, rounded up); the estimate's probe is that
+  // many slots wider, so that the reserve cannot hold every band below it before the estimate
+  // has grown.
   CapacityLearner(std::vector<std::string> names, const std::vector<SlotSettings>& settings,
-                  Log log);
+                  Log log, std::int64_t probeReserve = 0);
 
   // The capacity to register endpoint i with before any scrape (slots configured, else 0).
   [[nodiscard]] EndpointCapacity initial(std::size_t i) const;
@@ -94,6 +98,7 @@ class CapacityLearner {
     bool confirmed = false;        // a scrape showed a queue at S running
   };
   Log log_;
+  std::int64_t probe_reserve_ = 0;
   mutable std::mutex mu_;
   std::vector<State> states_;  // guarded by mu_
 };

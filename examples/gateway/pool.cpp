@@ -16,8 +16,10 @@ std::vector<SlotSettings> slotSettings(std::vector<SlotSettings> slots, std::siz
 }  // namespace
 
 Pool::Pool(std::vector<std::string> urls, std::vector<HostPort> hosts, DispatchLedgerOptions ledger,
-           EndpointCapacity capacity, std::vector<SlotSettings> slots, CapacityLearner::Log log)
-    : capacity_(urls, slotSettings(std::move(slots), urls.size(), capacity), std::move(log)),
+           EndpointCapacity capacity, std::vector<SlotSettings> slots, CapacityLearner::Log log,
+           std::int64_t probeReserve)
+    : capacity_(urls, slotSettings(std::move(slots), urls.size(), capacity), std::move(log),
+                probeReserve),
       ledger_(ledger),
       picker_(urls.size(), {.fitFirst = true}) {
   for (std::size_t i = 0; i < urls.size(); ++i) {

@@ -55,10 +55,12 @@ class Pool final : public EndpointSource {
   // `ledger` and `capacity` configure the DispatchLedger (capacity applies to every endpoint;
   // its maxRunningRequests counts as the config's slot setting). `slots`, when not empty, holds
   // each endpoint's slot settings (capacity.hpp; its `config` entries override `capacity`'s).
-  // `log` receives what the pool learns of the endpoints' capacity (one line per change).
+  // `log` receives what the pool learns of the endpoints' capacity (one line per change);
+  // `probeReserve` widens the slot estimate's probe (CapacityLearner).
   Pool(std::vector<std::string> urls, std::vector<HostPort> hosts,
        DispatchLedgerOptions ledger = {}, EndpointCapacity capacity = {},
-       std::vector<SlotSettings> slots = {}, CapacityLearner::Log log = {});
+       std::vector<SlotSettings> slots = {}, CapacityLearner::Log log = {},
+       std::int64_t probeReserve = 0);
 
   [[nodiscard]] std::size_t size() const noexcept { return states_.size(); }
   [[nodiscard]] const std::string& url(std::size_t i) const { return states_[i]->url; }

@@ -10,7 +10,7 @@
 #     RUNS       default 3
 #     CONFIG     gateway config files to try; "default" (the default) is the built-in config
 # Environment: POOLS (default "SlotBound KvBound"), GATEWAY_ARGS (extra gateway flags, e.g.
-# "--endpoint-slots 4"), REQUESTS (interactive requests per run, default 150).
+# "--endpoint-slots 4"), REQUESTS (interactive requests per run, default 120).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 BUILD="${1:-build/default}"
@@ -26,7 +26,7 @@ for config in "${CONFIGS[@]}"; do
       file=""
       [ "$config" != default ] && file="$(realpath "$config")"
       HOLDBACK_CAPACITY_E2E_CONFIG="$file" HOLDBACK_CAPACITY_E2E_ARGS="${GATEWAY_ARGS:-}" \
-        HOLDBACK_CAPACITY_E2E_REQUESTS="${REQUESTS:-150}" \
+        HOLDBACK_CAPACITY_E2E_REQUESTS="${REQUESTS:-120}" \
         "$TESTS" --gtest_filter="GatewayCapacityE2ETest.${pool}*" 2>&1 |
         grep -E '^\[e2e-capacity\]|^  (default|control|ratios):|^\[  (PASSED|FAILED)  \] [0-9]'
     done

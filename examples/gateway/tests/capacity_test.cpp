@@ -256,3 +256,21 @@ TEST(CompletionFootprint, IsThePromptEstimatePlusMaxTokens) {
 
 }  // namespace
 }  // namespace holdback::gateway
+
+namespace holdback::gateway {
+namespace {
+
+TEST(CapacityLearner, TheProbeIsWiderThanTheReserveSoNoBandIsHeldBeforeTheEstimateGrows) {
+  // A reserve of 2 free slots: the probe is 2 slots wider, so one request past the reserve can
+  // still be placed on a server that has shown nothing running yet.
+  CapacityLearner learner({"http://a"}, {{}}, {}, 2);
+  const auto installed = learner.observe(0, {}, 0.0, 0.0);
+  ASSERT_TRUE(installed.has_value());
+  EXPECT_EQ(installed->maxRunningRequests, 3);
+  // Confirmed by a queue: the probe goes.
+  EXPECT_EQ(learner.observe(0, {}, 4.0, 0.0)->maxRunningRequests, 7);
+  EXPECT_EQ(learner.observe(0, {}, 4.0, 1.0)->maxRunningRequests, 4);
+}
+
+}  // namespace
+}  // namespace holdback::gateway
