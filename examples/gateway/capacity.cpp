@@ -64,10 +64,14 @@ CapacityLearner::CapacityLearner(std::vector<std::string> names,
   }
 }
 
+std::int64_t CapacityLearner::counted(std::int64_t slots) const {
+  return slots > 0 ? std::max(slots, probe_reserve_ + 1) : 0;
+}
+
 EndpointCapacity CapacityLearner::initial(std::size_t i) const {
   std::lock_guard lock(mu_);
   const LearnedCapacity& c = states_[i].now;
-  return {.maxRunningRequests = c.slots, .kvCapacityTokens = c.kvCapacityTokens};
+  return {.maxRunningRequests = counted(c.slots), .kvCapacityTokens = c.kvCapacityTokens};
 }
 
 std::optional<EndpointCapacity> CapacityLearner::observe(std::size_t i, const CacheConfigInfo& info,
@@ -119,7 +123,8 @@ std::optional<EndpointCapacity> CapacityLearner::observe(std::size_t i, const Ca
       s.problem = info.problem;
     }
     if (tokens != c.kvCapacityTokens || c.slots != slots_before) {
-      install = EndpointCapacity{.maxRunningRequests = c.slots, .kvCapacityTokens = tokens};
+      install =
+          EndpointCapacity{.maxRunningRequests = counted(c.slots), .kvCapacityTokens = tokens};
     }
     c.kvCapacityTokens = tokens;
     c.kvSource = source;

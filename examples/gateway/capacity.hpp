@@ -17,6 +17,9 @@
 //        every band below the top would wait); once a queue has shown at S running, S itself.
 //        A later scrape showing more than S running raises S and probes again. Before the first
 //        scrape the count is unknown (0: the ledger counts dispatches as waiting).
+//   Whatever the source, the ledger counts at least probeReserve + 1 slots per endpoint: a
+//   server with no more slots than the reserve would otherwise never run a request of any band
+//   below the top (the reserve would be all of it); such a server may queue one of them.
 //   A setting of 0 is not a slot count (it would admit nothing): it is ignored with one warning
 //   and the next source applies.
 //   KV capacity: vllm:cache_config_info's num_gpu_blocks x block_size (extractCacheConfigInfo),
@@ -97,6 +100,8 @@ class CapacityLearner {
     std::int64_t mostRunning = 0;  // the estimate's S
     bool confirmed = false;        // a scrape showed a queue at S running
   };
+  // The slot count installed in the ledger: at least probeReserve + 1 (see the header).
+  [[nodiscard]] std::int64_t counted(std::int64_t slots) const;
   Log log_;
   std::int64_t probe_reserve_ = 0;
   mutable std::mutex mu_;

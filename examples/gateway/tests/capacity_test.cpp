@@ -274,3 +274,15 @@ TEST(CapacityLearner, TheProbeIsWiderThanTheReserveSoNoBandIsHeldBeforeTheEstima
 
 }  // namespace
 }  // namespace holdback::gateway
+
+namespace holdback::gateway {
+namespace {
+
+TEST(CapacityLearner, AServerWithNoMoreSlotsThanTheReserveIsNotShutForLowerBands) {
+  CapacityLearner learner({"http://a"}, {{.endpoint = 1}}, {}, 1);
+  EXPECT_EQ(learner.initial(0).maxRunningRequests, 2);  // reserve 1 + one request of a lower band
+  EXPECT_EQ(learner.learned(0).slots, 1);               // what /metrics shows
+}
+
+}  // namespace
+}  // namespace holdback::gateway
