@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # The HTTP gateway demo (docs/gateway.md): builds holdback-gateway and holdback-model-server,
-# starts two fake model servers (4 slots each) and two gateways in front of them -- one with the
-# built-in holdback config, one with plain binary backpressure (static-usage-limit-policy,
-# threshold 1.0) -- then, through each gateway in turn, floods the pool with batch requests while
-# sending interactive requests one after another, and prints the interactive latencies, the batch
-# outcome and a few gateway metrics. Takes about 20 s after the build. Loopback only.
+# starts two fake model servers (4 slots each) and two gateways in front of them -- one with its
+# default config (the recommended configuration, capacity learned from the servers), one with
+# plain binary backpressure (static-usage-limit-policy, threshold 1.0) -- then, through each
+# gateway in turn, floods the pool with batch requests while sending interactive requests one
+# after another, and prints the interactive latencies (median, p99, max), the batch outcome and a
+# few gateway metrics. Takes about 20 s after the build. Loopback only.
 #
 #   scripts/gateway-demo.sh [BUILD_DIR]      (default: build)
 set -euo pipefail
@@ -15,7 +16,7 @@ holdback_ensure_packages curl
 BUILD="${1:-build}"
 BATCH_REQUESTS=64   # batch flood: 64 requests, 32 at a time (4x the pool's 8 slots)
 BATCH_PARALLEL=32
-INTERACTIVE=12      # interactive requests per phase, one every 150 ms (open loop)
+INTERACTIVE=40      # interactive requests per phase, one every 100 ms (open loop)
 
 if [ ! -f "$BUILD/CMakeCache.txt" ]; then
   cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
@@ -58,19 +59,17 @@ start M1 model-1 "${SERVER[@]}"
 start M2 model-2 "${SERVER[@]}"
 
 GATEWAY="$BUILD/examples/gateway/holdback-gateway"
-# The control: the built-in config with its policy swapped for binary backpressure (every band
-# gated only at saturation 1.0); same detector, same bands.
-"$GATEWAY" --print-default-config |
-  sed -e 's/type: priority-holdback-policy/type: static-usage-limit-policy/' \
-      -e 's/parameters: {strategy: .*}/parameters: {threshold: 1.0}/' >"$WORK/no-holdback.yaml"
-grep -q 'threshold: 1.0' "$WORK/no-holdback.yaml"
+# The control: binary backpressure (static-usage-limit-policy, every band gated only at saturation
+# 1.0) with the default config's detector and bands, no eviction.
+CONTROL_CONFIG=examples/configs/static-1.0-gateway.yaml
+# The holdback gateway: its defaults (the recommended configuration, capacity learned).
 start G_HOLDBACK gw-holdback "$GATEWAY" --endpoint "$M1" --endpoint "$M2"
 start G_CONTROL gw-control "$GATEWAY" --endpoint "$M1" --endpoint "$M2" \
-  --config "$WORK/no-holdback.yaml"
+  --config "$CONTROL_CONFIG"
 echo "model servers: $M1 $M2"
-echo "gateways:      $G_HOLDBACK (built-in holdback config), $G_CONTROL (no holdback)"
+echo "gateways:      $G_HOLDBACK (default config), $G_CONTROL (no holdback)"
 
-# interactive GATEWAY FILE: INTERACTIVE requests, one every 150 ms whether or not the previous
+# interactive GATEWAY FILE: INTERACTIVE requests, one every 100 ms whether or not the previous
 # ones are done; "status seconds" lines into FILE.
 interactive() {
   : >"$2"
@@ -80,18 +79,20 @@ interactive() {
       -H 'x-gateway-inference-objective: interactive' -H 'x-gateway-inference-fairness-id: chat' \
       -d '{"prompt": "i", "max_tokens": 8}' >>"$2" &
     pids+=($!)
-    sleep 0.15
+    sleep 0.1
   done
   wait "${pids[@]}"
 }
 
-# summary LABEL FILE: median and max of the latencies in FILE, and the status codes.
+# summary LABEL FILE: median, p99 (nearest rank) and max of the latencies in FILE, and the status
+# codes.
 summary() {
   sort -k2 -n "$2" | awk -v label="$1" '
     { t[NR] = $2 * 1000; code[$1]++ }
     END {
       codes = ""; for (c in code) codes = codes " " c "x" code[c]
-      printf "  %-34s median %6.0f ms   max %6.0f ms   statuses:%s\n", label, t[int((NR + 1) / 2)], t[NR], codes
+      p99 = int(0.99 * NR); if (p99 < 0.99 * NR) p99++
+      printf "  %-34s median %6.0f ms   p99 %6.0f ms   max %6.0f ms   statuses:%s\n", label, t[int((NR + 1) / 2)], t[p99], t[NR], codes
     }'
 }
 
@@ -123,4 +124,4 @@ phase holdback "$G_HOLDBACK"
 phase no-holdback "$G_CONTROL"
 
 echo "holdback gateway metrics (excerpt):"
-curl -s "$G_HOLDBACK/metrics" | grep -E '^holdback_gateway_(responses_total|endpoint_dispatches_total|scrape_errors_total)|^holdback_flow_control_requests_total\{outcome="Dispatched"' | sed 's/^/  /'
+curl -s "$G_HOLDBACK/metrics" | grep -E '^holdback_gateway_(responses_total|endpoint_dispatches_total|scrape_errors_total|endpoint_slots|endpoint_kv_capacity_tokens|evictions_total)|^holdback_flow_control_requests_total\{outcome="Dispatched"' | sed 's/^/  /'

@@ -165,7 +165,7 @@ asio::awaitable<bool> handleCompletion(HttpServer::Shard& shard, beast::tcp_stre
       r.retryAfterS = 1;
       co_return co_await reply(std::move(r));
     }
-    auto endpoint = gw.pool().pick(gw.detector(), now);
+    auto endpoint = gw.pool().pick(gw.detector(), now, body.kvTokens());
     if (!endpoint) {
       co_return co_await reply(
           replyForOutcome({QueueOutcome::kRejectedNoEndpoints, OutcomeCause::kNoEndpoints}, true));
@@ -199,6 +199,9 @@ asio::awaitable<bool> handleCompletion(HttpServer::Shard& shard, beast::tcp_stre
   }
   if (ttl.status == RequestTtlHeader::Status::kValid) request.ttl = ttl.ttl;
   request.sizeBytes = req.body().size();
+  // The KV footprint: the reservation policy's capacity model and the fitFirst pick read it.
+  request.kvTokens = body.kvTokens();
+  ex->kvTokens = request.kvTokens;
   request.payload = std::shared_ptr<OutcomeSink>(ex);
   gw.dispatcher().arrived();
   ex->ticket = gw.controller().enqueue(std::move(request));

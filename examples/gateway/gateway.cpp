@@ -2,11 +2,13 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <set>
 
 #include "holdback/detector/detectors.hpp"
 #include "holdback/flow/plugins/program_aware_fairness.hpp"
+#include "holdback/policy/reservation.hpp"
 
 #include <nlohmann/json.hpp>
 
@@ -35,7 +37,22 @@ bool Gateway::start() {
     ledger = u->options().ledger;
     capacity.maxRunningRequests = u->options().maxRunningRequests;
   }
-  pool_ = std::make_shared<Pool>(options_.endpointUrls, options_.endpoints, ledger, capacity);
+  // Slots: the endpoint's own setting, else the pool-wide one, else the detector's (capacity.hpp).
+  std::vector<SlotSettings> slots(options_.endpoints.size());
+  for (std::size_t i = 0; i < slots.size(); ++i) {
+    slots[i].endpoint = i < options_.endpointSlots.size() ? options_.endpointSlots[i] : 0;
+    slots[i].pool = options_.poolSlots;
+  }
+  // The slot estimate probes past the reservation policy's fixed reserve (capacity.hpp).
+  std::int64_t probe_reserve = 0;
+  if (const auto* r = dynamic_cast<const ReservationPolicy*>(bundle_->policy.get())) {
+    probe_reserve = static_cast<std::int64_t>(std::ceil(std::min(r->options().minReserve, 1e6)));
+  }
+  const auto log = [](std::string_view line) {
+    std::fprintf(stderr, "holdback-gateway: %.*s\n", static_cast<int>(line.size()), line.data());
+  };
+  pool_ = std::make_shared<Pool>(options_.endpointUrls, options_.endpoints, ledger, capacity,
+                                 std::move(slots), log, probe_reserve);
   FlowControllerOptions fc = bundle_->controller;
   fc.endpoints = pool_;
   fc.onOutcome = [this](Completion&& c) { onOutcome(std::move(c)); };
@@ -65,7 +82,7 @@ void Gateway::onOutcome(Completion&& c) {
   if (dispatcher_) dispatcher_->finalized(dispatched);
   if (holder == nullptr || !*holder) return;
   std::optional<Pool::Dispatch> dispatch;
-  if (dispatched) dispatch = pool_->pick(*detector_, c.finalizedAt);
+  if (dispatched) dispatch = pool_->pick(*detector_, c.finalizedAt, (*holder)->kvTokens);
   if (dispatched && eviction_) {
     std::lock_guard lock(leases_mu_);
     leases_[c.id] = *holder;

@@ -55,6 +55,10 @@ class OutcomeSink {
   // `disposition` (or ignore it if the request already ended). Called from the dispatch thread,
   // at most once, after deliver().
   virtual void revoke(HttpDisposition disposition) = 0;
+
+  // The request's declared KV footprint (FlowRequest::kvTokens), for the endpoint pick; set
+  // before the request is enqueued.
+  std::int64_t kvTokens = 0;
 };
 
 struct GatewayCounters {

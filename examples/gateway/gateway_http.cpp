@@ -1,5 +1,6 @@
 #include "gateway_http.hpp"
 
+#include <algorithm>
 #include <array>
 #include <charconv>
 #include <cmath>
@@ -18,45 +19,62 @@ std::optional<int> parseInt(std::string_view s, long long lo, long long hi) {
   return static_cast<int>(v);
 }
 
+// The prompt-token estimate of one string: max(words, ceil(bytes / 4)) (the fake model
+// server counts the same way; a real tokenizer gives about 4 bytes of English per token).
+std::int64_t estimateTokens(std::string_view text) {
+  std::int64_t words = 0;
+  bool in_word = false;
+  for (const char c : text) {
+    const bool space = c == ' ' || c == '\n' || c == '\t' || c == '\r' || c == '\f' || c == '\v';
+    if (!space && !in_word) ++words;
+    in_word = !space;
+  }
+  return std::max(words, static_cast<std::int64_t>((text.size() + 3) / 4));
+}
+
 // The SAX events of scanCompletionBody: tracks the nesting depth and the value that follows the
 // top-level key "stream".
 class CompletionBodyScan final : public nlohmann::json_sax<nlohmann::json> {
  public:
   bool null() override { return value(); }
   bool boolean(bool v) override {
-    const bool stream = streamNext_ && depth_ == 1;
+    const bool stream = top_ == Top::kStream && depth_ == 1;
     value();
     if (stream) result.stream = v;
     return true;
   }
-  bool number_integer(number_integer_t /*v*/) override { return value(); }
-  bool number_unsigned(number_unsigned_t /*v*/) override { return value(); }
+  bool number_integer(number_integer_t v) override { return integer(v); }
+  bool number_unsigned(number_unsigned_t v) override {
+    return integer(v > number_unsigned_t(INT64_MAX) ? INT64_MAX : number_integer_t(v));
+  }
   bool number_float(number_float_t /*v*/, const string_t& /*s*/) override { return value(); }
-  bool string(string_t& /*v*/) override { return value(); }
+  bool string(string_t& v) override {
+    if (inPrompt()) result.promptTokens = saturatingAdd(result.promptTokens, estimateTokens(v));
+    return value();
+  }
   bool binary(binary_t& /*v*/) override { return value(); }
   bool start_object(std::size_t /*n*/) override {
     if (depth_ == 0) result.object = true;
-    value();
+    container();
     ++depth_;
     return true;
   }
   bool key(string_t& k) override {
-    streamNext_ = depth_ == 1 && k == "stream";
+    if (depth_ == 1) {
+      top_ = k == "stream"                                       ? Top::kStream
+             : k == "max_tokens" || k == "max_completion_tokens" ? Top::kMaxTokens
+             : k == "prompt" || k == "messages"                  ? Top::kPrompt
+                                                                 : Top::kOther;
+    }
     return true;
   }
-  bool end_object() override {
-    --depth_;
-    return true;
-  }
+  bool end_object() override { return end(); }
   bool start_array(std::size_t /*n*/) override {
-    value();
+    container();
     ++depth_;
     return true;
   }
-  bool end_array() override {
-    --depth_;
-    return true;
-  }
+  bool end_array() override { return end(); }
   bool parse_error(std::size_t /*pos*/, const std::string& /*token*/,
                    const nlohmann::detail::exception& /*e*/) override {
     return false;
@@ -65,14 +83,39 @@ class CompletionBodyScan final : public nlohmann::json_sax<nlohmann::json> {
   CompletionBody result;
 
  private:
-  // Any value: a "stream" that is not a boolean is not true (a later duplicate key wins).
+  enum class Top { kOther, kStream, kMaxTokens, kPrompt };
+  [[nodiscard]] bool inPrompt() const { return top_ == Top::kPrompt && depth_ >= 1; }
+  static std::int64_t saturatingAdd(std::int64_t a, std::int64_t b) {
+    return a > INT64_MAX - b ? INT64_MAX : a + b;
+  }
+  bool integer(number_integer_t v) {
+    const bool max_tokens = top_ == Top::kMaxTokens && depth_ == 1;
+    if (inPrompt() && depth_ > 1) result.promptTokens = saturatingAdd(result.promptTokens, 1);
+    value();
+    if (max_tokens) result.maxTokens = v > 0 ? v : 0;
+    return true;
+  }
+  // A value: a "stream" that is not a boolean is not true, a "max_tokens" that is not a positive
+  // integer is not given (a later duplicate key wins); a container's end closes the top key.
   bool value() {
-    if (streamNext_ && depth_ == 1) result.stream = false;
-    streamNext_ = false;
+    if (depth_ == 1 && top_ == Top::kStream) result.stream = false;
+    if (depth_ == 1 && top_ == Top::kMaxTokens) result.maxTokens = 0;
+    if (depth_ == 1) top_ = Top::kOther;
+    return true;
+  }
+  // A container as a top-level key's value: not a boolean "stream", not a "max_tokens" (the key
+  // stays current for a "prompt" until the container ends).
+  void container() {
+    if (depth_ == 1 && top_ == Top::kStream) result.stream = false;
+    if (depth_ == 1 && top_ == Top::kMaxTokens) result.maxTokens = 0;
+  }
+  bool end() {
+    --depth_;
+    if (depth_ == 1) top_ = Top::kOther;
     return true;
   }
   int depth_ = 0;
-  bool streamNext_ = false;
+  Top top_ = Top::kOther;
 };
 
 }  // namespace

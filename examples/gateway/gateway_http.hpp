@@ -151,11 +151,24 @@ struct Reply {
 [[nodiscard]] Reply replyForUpstreamFailure(std::string_view endpoint, std::string_view detail);
 
 // What the gateway needs of a completion request's body, read without building a JSON document:
-// whether it is one JSON object (anything else is a 400), and whether its top-level "stream" is
-// true (a streamed response).
+// whether it is one JSON object (anything else is a 400), whether its top-level "stream" is
+// true (a streamed response), and its KV footprint (FlowRequest::kvTokens):
+//   promptTokens  an estimate: max(words, ceil(bytes / 4)) per string under the top-level
+//                 "prompt" or "messages", plus one per token id (an integer in a "prompt" array)
+//   maxTokens     the top-level "max_tokens" or "max_completion_tokens" when a positive integer
+//                 (the last one written), else 0
+//   kvTokens()    promptTokens + maxTokens, or + kDefaultMaxTokens without one (the completions
+//                 API's default; a chat request without a limit declares at least that much)
 struct CompletionBody {
+  static constexpr std::int64_t kDefaultMaxTokens = 16;
   bool object = false;
   bool stream = false;
+  std::int64_t promptTokens = 0;
+  std::int64_t maxTokens = 0;
+  [[nodiscard]] std::int64_t kvTokens() const noexcept {
+    const std::int64_t out = maxTokens > 0 ? maxTokens : kDefaultMaxTokens;
+    return promptTokens > INT64_MAX - out ? INT64_MAX : promptTokens + out;
+  }
 };
 [[nodiscard]] CompletionBody scanCompletionBody(std::string_view body);
 
@@ -165,12 +178,17 @@ struct CompletionBody {
 // The OpenAI-style error body.
 [[nodiscard]] std::string errorBody(int status, std::string_view type, std::string_view message);
 
-// The configuration used without --config (documented in docs/gateway.md): a vLLM roofline
-// detector with a staleness threshold of 1 s (20 scrape intervals at the default 50 ms) and a
-// stepwise holdback over the three bands of the built-in objectives: interactive (10) keeps
-// ceiling 1.0, unlabelled traffic (0) stops at saturation 0.75, batch (-1) at 0.5.
+// The configuration used without --config (docs/gateway.md, "The default configuration"): the
+// library's recommended configuration (examples/configs/recommended.yaml) sized for the gateway's
+// small pools: the reservation holdback policy counting room on the endpoints (capacityModel:
+// endpoints, from the slots and KV capacity the gateway learns, capacity.hpp), reserve
+// restoration by in-flight eviction, and the vLLM utilization detector. The gateway routes with
+// the fitFirst EndpointPicker and declares each request's KV footprint. The previous built-in
+// (stepwise holdback) is examples/configs/stepwise-gateway.yaml.
 inline constexpr std::string_view kDefaultConfigText =
-    R"(# holdback-gateway's built-in configuration
+    R"(# holdback-gateway's built-in configuration: the recommended configuration
+# (examples/configs/recommended.yaml, docs/policies.md "The recommended configuration") with a
+# reserve sized for small pools (docs/gateway.md, "The default configuration").
 apiVersion: llm-d.ai/v1alpha1
 kind: EndpointPickerConfig
 featureGates: [flowControl]
@@ -178,23 +196,37 @@ plugins:
   - name: vllm-utilization
     type: utilization-detector
     parameters:
-      queueDepthThreshold: 4
+      queueDepthThreshold: 5
       kvCacheUtilThreshold: 0.8
       metricsStalenessThreshold: 1s
       stalenessPolicy: saturated
-  - name: holdback
-    type: priority-holdback-policy
-    parameters: {strategy: stepwise-spread, minCeiling: 0.5, maxCeiling: 1.0}
+  - name: reservation
+    type: reservation-holdback-policy
+    parameters:
+      epsilon: 0.01
+      # Small pools: no floor (the detector has no slot term, so a slot-bound pool reads
+      # saturation ~0 and a floor of 0.5 would never hold batch), and a fixed reserve of one
+      # protected request's room that restoration keeps (the Poisson sizing asks for an infinite
+      # reserve when a steady interactive stream outruns a small pool's turnover).
+      minCeiling: 0.0
+      decayTime: 1500ms
+      holdReserve: false
+      minReserve: 1
+      poissonSizing: false
+      capacityModel: endpoints
 flowControl:
-  usageLimitPolicyPluginRef: holdback
+  usageLimitPolicyPluginRef: reservation
   saturationDetector: {pluginRef: vllm-utilization}
   defaultRequestTTL: 30s
+  enableEviction: true
+  eviction:
+    revokeOnBlock: false
+    restoreReserve: {epsilon: 0.01}
   priorityBands:
     - {priority: 10}
     - {priority: 0}
     - {priority: -1}
 )";
-
 // "HOST:PORT" -> host and port (0..65535); nullopt when malformed.
 struct HostPort {
   std::string host;

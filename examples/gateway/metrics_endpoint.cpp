@@ -185,6 +185,25 @@ std::string renderMetrics(Gateway& gw) {
              m.value(c, snapshot[i], age, stale));
     }
   }
+  // What the pool learned of each endpoint's capacity (capacity.hpp), with where from.
+  family("holdback_gateway_endpoint_slots", "gauge",
+         "The endpoint's slot count in use (requests that run at once; 0 = not known yet), by "
+         "source: endpoint, pool (settings), config (maxRunningRequests), estimate (scrapes).");
+  std::vector<LearnedCapacity> learned;
+  for (std::size_t i = 0; i < pool_->size(); ++i) learned.push_back(pool_->capacity(i));
+  for (std::size_t i = 0; i < pool_->size(); ++i) {
+    sample("holdback_gateway_endpoint_slots",
+           {endpointLabel(i), {"source", std::string(toString(learned[i].slotSource))}},
+           double(learned[i].slots));
+  }
+  family("holdback_gateway_endpoint_kv_capacity_tokens", "gauge",
+         "The endpoint's KV-cache capacity in tokens (0 = unknown), by source: cache_config_info, "
+         "absent, invalid, not-scraped.");
+  for (std::size_t i = 0; i < pool_->size(); ++i) {
+    sample("holdback_gateway_endpoint_kv_capacity_tokens",
+           {endpointLabel(i), {"source", std::string(toString(learned[i].kvSource))}},
+           double(learned[i].kvCapacityTokens));
+  }
   return out + writer.take();
 }
 

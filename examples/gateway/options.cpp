@@ -1,6 +1,7 @@
 #include "options.hpp"
 
 #include <charconv>
+#include <cstdint>
 #include <cstdio>
 #include <limits>
 #include <optional>
@@ -10,7 +11,9 @@ namespace holdback::gateway {
 namespace {
 
 constexpr const char* kUsage =
-    "usage: holdback-gateway --endpoint http://HOST:PORT [--endpoint ...] [--config FILE]\n"
+    "usage: holdback-gateway --endpoint http://HOST:PORT[,slots=N] [--endpoint ...] [--config "
+    "FILE]\n"
+    "         [--endpoint-slots N (estimated from the scrapes)]\n"
     "         [--listen HOST:PORT (127.0.0.1:0)] [--scrape-interval-ms N (50)]\n"
     "         [--objective NAME=PRIORITY ... (interactive=10, batch=-1)] [--model NAME ...]\n"
     "         [--threads N (2)] [--max-connections N (10000)]\n"
@@ -39,6 +42,34 @@ std::optional<T> positive(std::string_view s, bool& tooLarge) {
              s.front() != '-';
   if (ec != std::errc() || end != s.data() + s.size() || v <= 0) return std::nullopt;
   return v;
+}
+
+// A slot count "PREFIX N": N a non-negative integer up to 2^32 - 1. 0 is taken (with a
+// warning) as not given: the next source of the slot count applies (capacity.hpp). nullopt
+// (reported) for anything else.
+std::optional<std::int64_t> slotCount(const std::string& where, std::string_view text,
+                                      std::string_view prefix) {
+  constexpr std::int64_t kMax = 0xFFFFFFFF;
+  std::int64_t n = -1;
+  const bool prefixed = text.substr(0, prefix.size()) == prefix;
+  const std::string_view digits = prefixed ? text.substr(prefix.size()) : std::string_view{};
+  const auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), n);
+  if (!prefixed || digits.empty() || ec != std::errc() || end != digits.data() + digits.size() ||
+      n < 0 || n > kMax) {
+    std::fprintf(stderr,
+                 "holdback-gateway: %s: \"%.*s\" is not %.*sN with N an integer in [1, %lld]\n",
+                 where.c_str(), static_cast<int>(text.size()), text.data(),
+                 static_cast<int>(prefix.size()), prefix.data(), static_cast<long long>(kMax));
+    return std::nullopt;
+  }
+  if (n == 0) {
+    std::fprintf(stderr,
+                 "holdback-gateway: warning: %s: 0 slots would admit nothing; ignored (the slot "
+                 "count comes from the next source: --endpoint-slots, the config's "
+                 "maxRunningRequests, else the scrapes' estimate)\n",
+                 where.c_str());
+  }
+  return n;
 }
 
 }  // namespace
@@ -143,8 +174,19 @@ int parseArgs(int argc, char** argv, Options& o) {
       return 2;
     } else if (arg == "--endpoint") {
       endpoint_given = true;
-      const auto v = next();
+      auto v = next();
       if (!v) continue;
+      // An optional slot count: URL,slots=N.
+      std::int64_t slots = 0;
+      if (const auto comma = v->find(','); comma != std::string::npos) {
+        const auto n = slotCount(arg + " " + *v, v->substr(comma + 1), "slots=");
+        if (!n) {
+          failed = true;
+          continue;
+        }
+        slots = *n;
+        v->resize(comma);
+      }
       const auto hp = parseEndpointUrl(*v);
       if (!hp) {
         std::fprintf(
@@ -157,6 +199,13 @@ int parseArgs(int argc, char** argv, Options& o) {
       if (url.back() == '/') url.pop_back();
       o.endpointUrls.push_back(url);
       o.endpoints.push_back(*hp);
+      o.endpointSlots.push_back(slots);
+    } else if (arg == "--endpoint-slots") {
+      if (const auto v = next()) {
+        const auto n = slotCount(arg, *v, "");
+        failed |= !n;
+        if (n) o.poolSlots = *n;
+      }
     } else if (arg == "--config") {
       if (const auto v = next()) o.configFile = *v;
     } else if (arg == "--model") {

@@ -17,7 +17,11 @@ namespace holdback::gateway {
 struct Options {
   std::vector<std::string> endpointUrls;  // "http://HOST:PORT", no trailing "/"
   std::vector<HostPort> endpoints;        // parsed, same order
-  std::string configFile;                 // empty: the built-in config
+  // Slot counts (capacity.hpp): --endpoint URL,slots=N per endpoint (same order, 0 = not given)
+  // and --endpoint-slots N for every endpoint without one (0 = not given).
+  std::vector<std::int64_t> endpointSlots;
+  std::int64_t poolSlots = 0;
+  std::string configFile;  // empty: the built-in config
   HostPort listen{"127.0.0.1", 0};
   int scrapeIntervalMs = 50;
   ObjectiveTable objectives = ObjectiveTable::builtin();

@@ -2,14 +2,33 @@
 
 namespace holdback::gateway {
 
+namespace {
+
+std::vector<SlotSettings> slotSettings(std::vector<SlotSettings> slots, std::size_t n,
+                                       const EndpointCapacity& capacity) {
+  slots.resize(n);
+  for (SlotSettings& s : slots) {
+    if (s.config <= 0) s.config = capacity.maxRunningRequests;
+  }
+  return slots;
+}
+
+}  // namespace
+
 Pool::Pool(std::vector<std::string> urls, std::vector<HostPort> hosts, DispatchLedgerOptions ledger,
-           EndpointCapacity capacity)
-    : ledger_(ledger), picker_(urls.size()) {
+           EndpointCapacity capacity, std::vector<SlotSettings> slots, CapacityLearner::Log log,
+           std::int64_t probeReserve)
+    : capacity_(urls, slotSettings(std::move(slots), urls.size(), capacity), std::move(log),
+                probeReserve),
+      ledger_(ledger),
+      picker_(urls.size(), {.fitFirst = true}) {
   for (std::size_t i = 0; i < urls.size(); ++i) {
     auto s = std::make_unique<State>();
     s->url = std::move(urls[i]);
     s->host = std::move(hosts[i]);
-    ids_.push_back(ledger_.registerEndpoint(s->url, capacity));
+    EndpointCapacity c = capacity_.initial(i);
+    c.kvCapacityTokens = capacity.kvCapacityTokens;
+    ids_.push_back(ledger_.registerEndpoint(s->url, c));
     states_.push_back(std::move(s));
   }
   view_.resize(states_.size());
@@ -46,6 +65,17 @@ void Pool::recordScrape(std::size_t i, const VllmTelemetry& telemetry, TimePoint
   s.skippedLines += skippedLines;
 }
 
+void Pool::recordCapacity(std::size_t i, const CacheConfigInfo& info, double running,
+                          double waiting) {
+  if (const auto changed = capacity_.observe(i, info, running, waiting)) {
+    (void)ledger_.setCapacity(ids_[i], *changed);
+  }
+}
+
+LearnedCapacity Pool::capacity(std::size_t i) const {
+  return capacity_.learned(i);
+}
+
 void Pool::recordScrapeFailure(std::size_t i, std::size_t skippedLines) {
   std::lock_guard lock(mu_);
   State& s = *states_[i];
@@ -73,7 +103,8 @@ bool Pool::anyUp() const {
   return false;
 }
 
-std::optional<Pool::Dispatch> Pool::pick(const SaturationDetector& detector, TimePoint now) {
+std::optional<Pool::Dispatch> Pool::pick(const SaturationDetector& detector, TimePoint now,
+                                         std::int64_t kvTokens) {
   if (states_.empty()) return std::nullopt;
   std::lock_guard pick_lock(pick_mu_);
   {
@@ -81,10 +112,10 @@ std::optional<Pool::Dispatch> Pool::pick(const SaturationDetector& detector, Tim
     for (std::size_t i = 0; i < states_.size(); ++i) pick_up_[i] = states_[i]->up ? 1 : 0;
   }
   ledger_.fill(pick_view_, ids_);
-  const auto best = picker_.pick(pick_view_, detector, now, pick_up_);
+  const auto best = picker_.pick(pick_view_, detector, now, pick_up_, kvTokens);
   if (!best) return std::nullopt;
   states_[*best]->dispatches.fetch_add(1, std::memory_order_relaxed);
-  return Dispatch{*best, ledger_.dispatch(ids_[*best])};
+  return Dispatch{*best, ledger_.dispatch(ids_[*best], kvTokens)};
 }
 
 Pool::Counters Pool::counters(std::size_t i) const {

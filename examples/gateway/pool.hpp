@@ -26,6 +26,9 @@
 //
 // Thread safety: thread-safe (endpoints() is called by one FlowController at a time, as the
 // EndpointSource contract allows).
+// Capacity: a CapacityLearner (capacity.hpp) turns the scrapes' cache_config_info and running
+// figures into each endpoint's EndpointCapacity in the ledger; pick() routes with
+// EndpointPicker's fitFirst rule (where the request starts now), using the declared footprint.
 #pragma once
 
 #include <atomic>
@@ -37,6 +40,7 @@
 #include <string>
 #include <vector>
 
+#include "capacity.hpp"
 #include "gateway_http.hpp"
 #include "holdback/detector/dispatch_ledger.hpp"
 #include "holdback/detector/endpoint_picker.hpp"
@@ -48,9 +52,15 @@ namespace holdback::gateway {
 class Pool final : public EndpointSource {
  public:
   // `urls` are "http://HOST:PORT"; `hosts` their parsed forms (same order).
-  // `ledger` and `capacity` configure the DispatchLedger (capacity applies to every endpoint).
+  // `ledger` and `capacity` configure the DispatchLedger (capacity applies to every endpoint;
+  // its maxRunningRequests counts as the config's slot setting). `slots`, when not empty, holds
+  // each endpoint's slot settings (capacity.hpp; its `config` entries override `capacity`'s).
+  // `log` receives what the pool learns of the endpoints' capacity (one line per change);
+  // `probeReserve` widens the slot estimate's probe (CapacityLearner).
   Pool(std::vector<std::string> urls, std::vector<HostPort> hosts,
-       DispatchLedgerOptions ledger = {}, EndpointCapacity capacity = {});
+       DispatchLedgerOptions ledger = {}, EndpointCapacity capacity = {},
+       std::vector<SlotSettings> slots = {}, CapacityLearner::Log log = {},
+       std::int64_t probeReserve = 0);
 
   [[nodiscard]] std::size_t size() const noexcept { return states_.size(); }
   [[nodiscard]] const std::string& url(std::size_t i) const { return states_[i]->url; }
@@ -68,6 +78,11 @@ class Pool final : public EndpointSource {
   void recordScrape(std::size_t i, const VllmTelemetry& telemetry, TimePoint at,
                     const ScrapeMark& mark, std::size_t skippedLines);
   void recordScrapeFailure(std::size_t i, std::size_t skippedLines = 0);
+  // A successful scrape's cache configuration (capacity.hpp): installs a changed capacity in the
+  // ledger. Call after recordScrape with the same scrape's running and waiting figures.
+  void recordCapacity(std::size_t i, const CacheConfigInfo& info, double running, double waiting);
+  // What the pool knows of endpoint i's capacity (the slot count and KV capacity in the ledger).
+  [[nodiscard]] LearnedCapacity capacity(std::size_t i) const;
   // Whether the last scrape of endpoint i succeeded; anyUp(): of at least one (/readyz, and the
   // gateway's "no usable model server" 503).
   [[nodiscard]] bool up(std::size_t i) const;
@@ -83,7 +98,10 @@ class Pool final : public EndpointSource {
   };
   // THE endpoint choice: EndpointPicker over a ledger-filled snapshot; nullopt only for an empty
   // pool.
-  std::optional<Dispatch> pick(const SaturationDetector& detector, TimePoint now);
+  // `kvTokens`: the request's declared KV footprint (FlowRequest::kvTokens; 0 = not declared):
+  // the picker's start test (EndpointPicker fitFirst) and the ledger's tokens in flight.
+  std::optional<Dispatch> pick(const SaturationDetector& detector, TimePoint now,
+                               std::int64_t kvTokens = 0);
   // The gateway's requests in flight to endpoint i (dispatched, handle not yet released).
   [[nodiscard]] std::int64_t inFlight(std::size_t i) const noexcept {
     return ledger_.load(ids_[i]).requests;
@@ -120,6 +138,7 @@ class Pool final : public EndpointSource {
     std::atomic<std::uint64_t> dispatches{0};
   };
 
+  CapacityLearner capacity_;
   DispatchLedger ledger_;
   std::vector<EndpointId> ids_;  // per endpoint; fixed after construction
   std::vector<std::unique_ptr<State>> states_;

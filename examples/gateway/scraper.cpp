@@ -87,6 +87,8 @@ asio::awaitable<void> scrapeLoop(
       pool.setDialect(i, dialect.name());
       if (telemetry) {
         pool.recordScrape(i, *telemetry, Clock::now(), mark, parsed.skippedLines);
+        pool.recordCapacity(i, extractCacheConfigInfo(parsed), telemetry->running,
+                            telemetry->waiting);
       } else {
         pool.recordScrapeFailure(i, parsed.skippedLines);
       }

@@ -2,6 +2,7 @@
 
 #include <ctime>
 #include <initializer_list>
+#include <string>
 #include <string_view>
 
 #include "holdback/metrics/prometheus.hpp"
@@ -44,6 +45,15 @@ std::string ModelServer::metrics() const {
   gauge("vllm:kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage.", kv);
   gauge("vllm:gpu_cache_usage_perc",
         "GPU KV-cache usage. 1 means 100 percent usage (older name of kv_cache_usage_perc).", kv);
+  // vLLM's cache configuration as an info gauge (value 1, the settings in the labels): the KV
+  // cache holds num_gpu_blocks x block_size tokens (blocks of 16 when the capacity divides).
+  const std::int64_t block = options_.kvCapacityTokens % 16 == 0 ? 16 : 1;
+  w.family("vllm:cache_config_info", "gauge", "Information of the LLMEngine CacheConfig.");
+  w.sample("vllm:cache_config_info",
+           {Label{"block_size", std::to_string(block)}, Label{"cache_dtype", "auto"},
+            Label{"enable_prefix_caching", "False"},
+            Label{"num_gpu_blocks", std::to_string(options_.kvCapacityTokens / block)}},
+           1.0);
   counter("vllm:request_success_total", "Count of successfully processed requests.",
           counters_.success.load(),
           {Label{"finished_reason", "length"}, Label{"model_name", options_.model}});

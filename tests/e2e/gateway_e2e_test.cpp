@@ -570,13 +570,14 @@ class GatewayMisbehavingServerE2ETest : public ::testing::TestWithParam<const ch
     return std::make_unique<ChildProcess>(name, std::move(argv), dir_);
   }
   // Starts the servers (the bad one and `healthy` good ones) and the gateway over them.
-  void startPool(int healthy);
+  // `config`: the gateway's --config (empty: its default).
+  void startPool(int healthy, const std::string& config = "");
   void check(const std::string& objective);
   std::string dir_;
   std::unique_ptr<ChildProcess> bad_, good_, good2_, gateway_;
 };
 
-void GatewayMisbehavingServerE2ETest::startPool(int healthy) {
+void GatewayMisbehavingServerE2ETest::startPool(int healthy, const std::string& config) {
   const std::string flag = GetParam();
   bad_ = startServer("bad", {flag, "50"});
   good_ = startServer("good", {});
@@ -592,6 +593,7 @@ void GatewayMisbehavingServerE2ETest::startPool(int healthy) {
   const std::string gauge =
       flag == "--fake-kv" ? "vllm:kv_cache_usage_perc" : "vllm:num_requests_waiting";
   ASSERT_EQ(metricValue(getMetrics(*bad_), gauge).value_or(-1), 50.0);
+  if (!config.empty()) argv.insert(argv.end(), {"--config", config});
   gateway_ = std::make_unique<ChildProcess>("gateway", std::move(argv), dir_);
   ASSERT_TRUE(gateway_->startedOk()) << gateway_->stderrTail();
   std::this_thread::sleep_for(300ms);  // a few scrapes
@@ -650,11 +652,12 @@ TEST_P(GatewayMisbehavingServerE2ETest, BatchIsServedByTheHealthyServers) {
   check("batch");
 }
 
-// The bound of the 1/N rule, pinned: with ONE idle server next to the misbehaving one the pool
-// reads at least 0.5, the batch ceiling, so batch waits (here: past the client's 2 s timeout)
-// while interactive (ceiling 1.0) is still served by the healthy server.
+// The bound of the 1/N rule of the stepwise policy (examples/configs/stepwise-gateway.yaml, the
+// gateway's built-in config before the recommended one), pinned: with ONE idle server next to the
+// misbehaving one the pool reads at least 0.5, the batch ceiling, so batch waits (here: past the
+// client's 2 s timeout) while interactive (ceiling 1.0) is still served by the healthy server.
 TEST_P(GatewayMisbehavingServerE2ETest, WithTwoServersBatchIsGatedButInteractiveIsServed) {
-  startPool(1);
+  startPool(1, HOLDBACK_E2E_CONFIGS_DIR "/stepwise-gateway.yaml");
   if (HasFatalFailure()) return;
   Traffic traffic(Clock::now());
   auto interactive = clientFor(*gateway_, 5s);

@@ -12,6 +12,7 @@
 #include "holdback/config/endpoint_picker_config.hpp"
 #include "holdback/detector/detectors.hpp"
 #include "holdback/flow/eviction.hpp"
+#include "holdback/policy/reservation.hpp"
 
 namespace holdback::gateway {
 namespace {
@@ -178,10 +179,22 @@ TEST(DefaultConfig, LoadsWithoutWarningsAndKeepsStalenessAboveTheScrapeInterval)
     EXPECT_NE(std::find(declared.begin(), declared.end(), priority), declared.end()) << name;
   }
   EXPECT_NE(std::find(declared.begin(), declared.end(), 0), declared.end());
+  // The recommended configuration: the reservation policy with its reserve restored by eviction.
+  EXPECT_EQ(bundle.policy->type(), ReservationPolicy::kType);
+  EXPECT_TRUE(bundle.controller.eviction.enabled);
+  EXPECT_TRUE(bundle.controller.eviction.restoreReserve.enabled);
+  EXPECT_FALSE(bundle.controller.eviction.revokeOnBlock);
+}
+
+TEST(DefaultConfig, TheStepwiseFileIsThePreviousBuiltInAndStillLoads) {
+  const auto loaded = config::loadEndpointPickerConfigFile(HOLDBACK_GATEWAY_SOURCE_DIR
+                                                           "/../configs/stepwise-gateway.yaml");
+  ASSERT_TRUE(loaded.ok()) << loaded.diagnostics().toString();
+  EXPECT_TRUE(loaded.diagnostics().empty()) << loaded.diagnostics().toString();
   // Progressive: batch is gated strictly before interactive.
   std::vector<Priority> priorities{10, 0, -1};
   std::vector<double> ceilings(3, 1.0);
-  bundle.policy->computeLimit(0.6, priorities, ceilings);
+  loaded.value()->policy->computeLimit(0.6, priorities, ceilings);
   EXPECT_EQ(ceilings[0], 1.0);
   EXPECT_LT(ceilings[2], ceilings[0]);
   EXPECT_TRUE(isGated(0.6, ceilings[2]));

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -96,6 +97,37 @@ TEST(GatewayOptionsTest, HelpPrintsUsageAndStillFailsAfterABadFlag) {
   (void)testing::internal::GetCapturedStdout();
   EXPECT_EQ(bad.rc, 1);
   EXPECT_NE(bad.stderrText.find("--threads: \"0\""), std::string::npos) << bad.stderrText;
+}
+
+TEST(GatewayOptionsTest, SlotSettingsPerEndpointAndPoolWide) {
+  const Parsed p = parse({"--endpoint", "http://127.0.0.1:8001,slots=8", "--endpoint", "http://h:2",
+                          "--endpoint-slots", "4"});
+  ASSERT_EQ(p.rc, 0) << p.stderrText;
+  EXPECT_EQ(p.options.endpointUrls,
+            (std::vector<std::string>{"http://127.0.0.1:8001", "http://h:2"}));
+  EXPECT_EQ(p.options.endpointSlots, (std::vector<std::int64_t>{8, 0}));
+  EXPECT_EQ(p.options.poolSlots, 4);
+}
+
+TEST(GatewayOptionsTest, ASlotSettingOfZeroIsIgnoredWithAWarningAndBadOnesAreErrors) {
+  const Parsed zero = parse({"--endpoint", "http://h:1,slots=0", "--endpoint-slots", "0"});
+  ASSERT_EQ(zero.rc, 0) << zero.stderrText;
+  EXPECT_EQ(zero.options.endpointSlots, (std::vector<std::int64_t>{0}));
+  EXPECT_EQ(zero.options.poolSlots, 0);
+  EXPECT_NE(zero.stderrText.find("warning: --endpoint http://h:1,slots=0: 0 slots would admit "
+                                 "nothing; ignored"),
+            std::string::npos)
+      << zero.stderrText;
+  EXPECT_NE(zero.stderrText.find("warning: --endpoint-slots: 0 slots"), std::string::npos)
+      << zero.stderrText;
+  const Parsed bad =
+      parse({"--endpoint", "http://h:1,slots=-2", "--endpoint", "http://h:2,seats=3",
+             "--endpoint-slots", "many", "--endpoint", "http://h:3,slots=4294967296"});
+  EXPECT_EQ(bad.rc, 1);
+  for (const char* v : {"\"slots=-2\"", "\"seats=3\"", "\"many\"", "\"slots=4294967296\""}) {
+    EXPECT_NE(bad.stderrText.find(v), std::string::npos) << v << "\n" << bad.stderrText;
+  }
+  EXPECT_NE(bad.stderrText.find("integer in [1, 4294967295]"), std::string::npos) << bad.stderrText;
 }
 
 }  // namespace
