@@ -55,9 +55,9 @@ std::vector<CatalogEntry> scenarioCatalog() {
            "eleven batch requests fill a server's 32768-token KV cache while 5 of its 16 slots "
            "stay free, so the KV cache, not the slots, binds"},
           {"replay-small",
-           "a pool of 2 x 4 slots, interactive 5 s bursts of 8 req/s between 5 s at 1 req/s, a "
-           "batch backlog of 16, for 40 s: small and slow enough for holdback-replay to play in "
-           "about a minute on real processes (docs/replay.md)"}};
+           "a pool of 2 x 16 slots, interactive 5 s bursts of 6 req/s between 10 s at 1 req/s "
+           "(off first), a batch backlog of 64, for 45 s: small and slow enough for "
+           "holdback-replay to play in about a minute on real processes (docs/replay.md)"}};
 }
 
 namespace {
@@ -68,21 +68,21 @@ Scenario replaySmallScenario() {
   Scenario s;
   s.name = "replay-small";
   s.pool.endpoints = 2;
-  s.pool.slots = 4;
+  s.pool.slots = 16;
   s.pool.kvCapacityTokens = 16384;
   s.pool.prefillBaseMs = 20.0;
   s.pool.prefillPerTokenMs = 0.1;
   s.pool.tpotBaseMs = 20.0;
   s.pool.tpotPerRunningMs = 2.0;
-  s.durationSeconds = 40.0;
+  s.durationSeconds = 45.0;
   s.drainSeconds = 10.0;
   s.classes.push_back({.name = "interactive",
                        .priority = 100,
                        .arrival = {.process = ArrivalProcess::kOnOff,
-                                   .rate = 8.0,
+                                   .rate = 6.0,
                                    .offRate = 1.0,
                                    .onSeconds = 5.0,
-                                   .offSeconds = 5.0,
+                                   .offSeconds = 10.0,
                                    .startOff = true},
                        .inputTokens = {.mean = 256.0},
                        .outputTokens = {.mean = 16.0},
@@ -90,7 +90,7 @@ Scenario replaySmallScenario() {
   s.classes.push_back(
       {.name = "batch",
        .priority = -1,
-       .arrival = {.process = ArrivalProcess::kBacklog, .backlog = 16, .rampSeconds = 2.0},
+       .arrival = {.process = ArrivalProcess::kBacklog, .backlog = 64, .rampSeconds = 2.0},
        .inputTokens = {.distribution = LengthDistribution::kUniform, .min = 256, .max = 1024},
        .outputTokens = {.distribution = LengthDistribution::kUniform, .min = 32, .max = 128},
        .ttlSeconds = 0.0});
