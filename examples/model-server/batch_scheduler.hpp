@@ -11,6 +11,11 @@
 //   kvTokensInUse / kvCapacityTokens (in [0, 1]).
 //   stop() wakes every waiter and sleeper: admit() then returns nullopt and sleepUntil() false.
 //
+//   Pool mode (Options::pool set, the flags --prefill-base-ms ...): the simulator's pool model
+//   instead (step_engine.hpp): a sequence needs only its prompt tokens of KV free to start, its KV
+//   grows by one token per decode step, and its tokens come from the server's decode steps, run by
+//   runSteps() on one executor; Slot::awaitToken() waits for them.
+//
 // Waiting is asynchronous: admit() and Slot::sleepUntil() suspend the calling coroutine (on a
 // single-threaded io_context, the connection's) on the sequence's own timer, and the scheduler
 // wakes it by posting a cancel of that timer to its executor. A freed slot is handed to the queue
@@ -32,6 +37,9 @@
 #include <mutex>
 #include <optional>
 #include <set>
+#include <vector>
+
+#include "step_engine.hpp"
 
 namespace holdback_examples {
 
@@ -42,6 +50,8 @@ class BatchScheduler {
   struct Options {
     int slots = 8;
     std::int64_t kvCapacityTokens = 16384;
+    // Set: pool mode with these service times (the simulator's pool model).
+    std::optional<holdback::sim::PoolTiming> pool;
   };
 
   struct Snapshot {
@@ -69,6 +79,10 @@ class BatchScheduler {
     // Suspends until `until`; false when stop() was called (at once, or while sleeping).
     [[nodiscard]] boost::asio::awaitable<bool> sleepUntil(Clock::time_point until);
 
+    // Pool mode: suspends until token i (0-based) is out, and with `last` until the sequence has
+    // finished too; false when stop() was called.
+    [[nodiscard]] boost::asio::awaitable<bool> awaitToken(std::int64_t i, bool last);
+
    private:
     friend class BatchScheduler;
     Slot(BatchScheduler* owner, std::shared_ptr<Sequence> seq)
@@ -77,11 +91,17 @@ class BatchScheduler {
     std::shared_ptr<Sequence> seq_;
   };
 
-  explicit BatchScheduler(Options options) : options_(options) {}
+  explicit BatchScheduler(Options options);
 
   // Suspends the calling coroutine until this sequence is admitted (FIFO) or the scheduler stops
-  // (nullopt). kvTokens must be in [1, kvCapacityTokens]; the caller rejects larger requests.
-  [[nodiscard]] boost::asio::awaitable<std::optional<Slot>> admit(std::int64_t kvTokens);
+  // (nullopt). promptTokens + maxTokens must be in [1, kvCapacityTokens] (not in pool mode); the
+  // caller rejects larger requests.
+  [[nodiscard]] boost::asio::awaitable<std::optional<Slot>> admit(std::int64_t promptTokens,
+                                                                  std::int64_t maxTokens);
+
+  // Pool mode: runs the decode steps until stop(); spawn it once on one executor.
+  [[nodiscard]] boost::asio::awaitable<void> runSteps();
+  [[nodiscard]] bool poolMode() const noexcept { return options_.pool.has_value(); }
 
   void stop();
   [[nodiscard]] Snapshot snapshot() const;
@@ -94,12 +114,16 @@ class BatchScheduler {
     Sequence(const boost::asio::any_io_executor& ex, std::int64_t kv) : timer(ex), kvTokens(kv) {}
     boost::asio::steady_timer timer;
     const std::int64_t kvTokens;
-    bool granted = false;  // guarded by mu_
-    bool parked = false;   // guarded by mu_: suspended in admit(), to be woken by a post
+    bool granted = false;       // guarded by mu_
+    bool parked = false;        // guarded by mu_: suspended in admit(), to be woken by a post
+    StepEngine::Sequence step;  // pool mode; guarded by mu_
   };
 
   static void wake(Sequence& s);
   void admitHeadsLocked();
+  // Pool mode: nanoseconds since construction; wakes the sequences in changed_ (under mu_).
+  [[nodiscard]] StepEngine::Nanos nowNs() const;
+  void wakeChangedLocked();
   void releaseSlot(Sequence& s) noexcept;
 
   const Options options_;
@@ -108,6 +132,12 @@ class BatchScheduler {
   std::set<Sequence*> running_;
   std::int64_t kv_in_use_ = 0;
   std::atomic<bool> stopped_{false};
+  // Pool mode.
+  const Clock::time_point epoch_ = Clock::now();
+  std::optional<StepEngine> engine_;                     // guarded by mu_
+  std::vector<StepEngine::Sequence*> changed_;           // guarded by mu_
+  std::optional<boost::asio::steady_timer> step_timer_;  // set by runSteps()
+  bool steps_parked_ = false;                            // guarded by mu_
 };
 
 }  // namespace holdback_examples

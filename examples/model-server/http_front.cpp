@@ -176,14 +176,16 @@ class HttpFront::Connection {
     }
     const std::int64_t kv = g.promptTokens + g.maxTokens;
     const std::int64_t capacity = model_.options().kvCapacityTokens;
-    if (kv > capacity) {
+    // Pool mode: a sequence alone on the server always runs (the simulator's model).
+    if (kv > capacity && !model_.scheduler().poolMode()) {
       co_return co_await writeError(req, 400,
                                     "prompt tokens (" + std::to_string(g.promptTokens) +
                                         ") + max_tokens (" + std::to_string(g.maxTokens) +
                                         ") exceed the KV-cache capacity (" +
                                         std::to_string(capacity) + " tokens)");
     }
-    std::optional<BatchScheduler::Slot> slot = co_await model_.scheduler().admit(kv);
+    std::optional<BatchScheduler::Slot> slot =
+        co_await model_.scheduler().admit(g.promptTokens, g.maxTokens);
     if (!slot) co_return co_await writeError(req, 503, "the server is shutting down");
     model_.counters().promptTokens += static_cast<std::uint64_t>(g.promptTokens);
     const auto start = ModelServer::Clock::now();
@@ -193,11 +195,16 @@ class HttpFront::Connection {
   }
 
   // Waits for token i (false: the client went away or the server is stopping; the slot is freed).
+  // In pool mode the last token also waits for the sequence to leave the batch.
   asio::awaitable<bool> nextToken(BatchScheduler::Slot& slot, ModelServer::Clock::time_point start,
-                                  std::int64_t i) {
+                                  std::int64_t i, bool last) {
     // (No co_await inside a short-circuit condition: GCC 12 miscompiles it.)
     bool ok = clientStillThere(stream_.socket());
-    if (ok) ok = co_await slot.sleepUntil(model_.tokenTime(start, i));
+    if (ok && model_.scheduler().poolMode()) {
+      ok = co_await slot.awaitToken(i, last);
+    } else if (ok) {
+      ok = co_await slot.sleepUntil(model_.tokenTime(start, i));
+    }
     if (!ok) slot.release();
     co_return ok;
   }
@@ -218,7 +225,7 @@ class HttpFront::Connection {
     stream_.expires_never();
     if (hec) co_return false;  // the slot is freed with it
     for (std::int64_t i = 0; i < g.maxTokens; ++i) {
-      if (!co_await nextToken(slot, start, i)) co_return false;
+      if (!co_await nextToken(slot, start, i, i + 1 == g.maxTokens)) co_return false;
       ++model_.counters().generationTokens;
     }
     slot.release();
@@ -252,7 +259,8 @@ class HttpFront::Connection {
     if (hec) co_return false;
     const ReplyContext& context = model_.replyContext();
     for (std::int64_t i = 0; i < g.maxTokens; ++i) {
-      if (!co_await nextToken(slot, start, i)) co_return false;  // the client left, or stopping
+      // The client left, or stopping.
+      if (!co_await nextToken(slot, start, i, i + 1 == g.maxTokens)) co_return false;
       if (!co_await writeChunk(sseEvent(chunkBody(context, g, id, i)))) {
         slot.release();  // the client went away: free the slot now
         co_return false;

@@ -75,6 +75,9 @@ int main(int argc, char** argv) {
   std::vector<boost::asio::executor_work_guard<boost::asio::io_context::executor_type>> work;
   for (auto& c : contexts) work.push_back(boost::asio::make_work_guard(*c));
   front.startAccepting();
+  if (model.scheduler().poolMode()) {
+    boost::asio::co_spawn(*contexts.front(), model.scheduler().runSteps(), boost::asio::detached);
+  }
 
   // The socket is bound and listening: connections are accepted from here on.
   std::printf("listening on http://%s:%d\n", options.host.c_str(), port);

@@ -12,7 +12,14 @@ namespace holdback_examples {
 
 ModelServer::ModelServer(const ServerOptions& o)
     : options_(o),
-      scheduler_({.slots = o.slots, .kvCapacityTokens = o.kvCapacityTokens}),
+      scheduler_({.slots = o.slots,
+                  .kvCapacityTokens = o.kvCapacityTokens,
+                  .pool = o.poolModel ? std::optional(holdback::sim::PoolTiming{
+                                            .prefillBaseMs = o.prefillBaseMs,
+                                            .prefillPerTokenMs = o.prefillPerTokenMs,
+                                            .tpotBaseMs = o.tpotBaseMs,
+                                            .tpotPerRunningMs = o.tpotPerRunningMs})
+                                      : std::nullopt}),
       context_{o.model, static_cast<std::int64_t>(std::time(nullptr))} {}
 
 std::string ModelServer::metrics() const {

@@ -2,7 +2,8 @@
 // model, the counters and the /metrics text (vLLM's metric names).
 //
 // Timing: token i (0-based) of a sequence admitted at `start` is due at
-// start + prefill-ms + i * token-ms; every sequence generates exactly max_tokens tokens.
+// start + prefill-ms + i * token-ms; every sequence generates exactly max_tokens tokens. In pool
+// mode the scheduler's decode steps time the tokens instead (batch_scheduler.hpp).
 //
 // Thread safety: thread-safe (the scheduler locks, the counters are atomics, the rest is const).
 #pragma once

@@ -16,8 +16,14 @@ constexpr const char* kUsage =
     "                             [--prefill-ms 50] [--kv-capacity-tokens 16384]\n"
     "                             [--model fake-model] [--threads 256]\n"
     "                             [--fake-waiting N] [--fake-kv X] [--dialect vllm]\n"
+    "                             [--prefill-base-ms 5] [--prefill-per-token-ms 0.05]\n"
+    "                             [--tpot-base-ms 5] [--tpot-per-running-ms 0.25]\n"
     "A fake vLLM-like model server: continuous batching over --slots sequences (FIFO queue),\n"
     "one token every --token-ms after --prefill-ms, vLLM metrics on GET /metrics.\n"
+    "Pool mode (any of the last four flags): the simulator's pool model instead: the first token\n"
+    "prefill-base + prefill-per-token x prompt tokens after admission, then one token per decode\n"
+    "step of tpot-base + tpot-per-running x running sequences; a sequence needs its prompt's KV\n"
+    "free to start and holds prompt + generated tokens (docs/replay.md).\n"
     "--threads caps the I/O threads (connections are coroutines on at most one thread per CPU).\n"
     "Prints `listening on http://HOST:PORT` once it accepts.\n"
     "--fake-waiting / --fake-kv (tests): report these as vllm:num_requests_waiting / the KV usage\n"
@@ -90,6 +96,20 @@ std::optional<int> parseArgs(int argc, char** argv, ServerOptions& o) {
                      "holdback-model-server: --dialect: '%s' is not one of vllm, vllm-v0, "
                      "sglang, llamacpp, tgi, trtllm\n",
                      value.c_str());
+      }
+    } else if (arg == "--prefill-base-ms" || arg == "--prefill-per-token-ms" ||
+               arg == "--tpot-base-ms" || arg == "--tpot-per-running-ms") {
+      double v = 0.0;
+      ok = parseNumber(value, v) && v >= 0.0 && v <= 1e6;
+      if (!ok) {
+        std::fprintf(stderr, "holdback-model-server: %s: '%s' is not a number in [0, 1e6]\n",
+                     arg.c_str(), value.c_str());
+      } else {
+        o.poolModel = true;
+        (arg == "--prefill-base-ms"        ? o.prefillBaseMs
+         : arg == "--prefill-per-token-ms" ? o.prefillPerTokenMs
+         : arg == "--tpot-base-ms"         ? o.tpotBaseMs
+                                           : o.tpotPerRunningMs) = v;
       }
     } else if (arg == "--fake-waiting" || arg == "--fake-kv") {
       double v = 0.0;

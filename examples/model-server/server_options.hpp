@@ -16,6 +16,14 @@ struct ServerOptions {
   int tokenMs = 20;
   int prefillMs = 50;
   std::int64_t kvCapacityTokens = 16384;
+  // Pool mode (the simulator's pool model, src/sim/pool_timing.hpp): set by any of
+  // --prefill-base-ms, --prefill-per-token-ms, --tpot-base-ms, --tpot-per-running-ms; the flags
+  // left out keep the simulator's defaults.
+  bool poolModel = false;
+  double prefillBaseMs = 5.0;
+  double prefillPerTokenMs = 0.05;
+  double tpotBaseMs = 5.0;
+  double tpotPerRunningMs = 0.25;
   std::string model = "fake-model";
   int threads = 256;
   // Misbehaviour for tests: when set, /metrics reports these instead of the real gauges.

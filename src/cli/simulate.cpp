@@ -33,7 +33,8 @@ rejected/evicted counts and the signal health (saturation, server queues, dispat
 interval). See docs/simulation.md.
 
 Options:
-  --scenario S      a built-in scenario (default, burst-after-idle, short-bursts, kv-bound) or a
+  --scenario S      a built-in scenario (default, burst-after-idle, short-bursts, kv-bound,
+                    replay-small: the scenario holdback-replay plays, docs/replay.md) or a
                     scenario document, JSON or YAML (keys in docs/simulation.md); default: default
   --seed N          one random seed (default: the scenario's, 1); same seed, same table
   --seeds LIST      several seeds, "1,2,7" or "1-5" (at most 1000): every arm runs on every seed;

@@ -225,23 +225,25 @@ Result<std::shared_ptr<SaturationDetector>> makeDetector(const Scenario& scenari
   return makeDetector(s);
 }
 
-Result<std::shared_ptr<SaturationDetector>> makeDetector(const Scenario& s) {
-  static const config::DetectorRegistry registry = config::builtinDetectorRegistry();
+config::Json detectorDocument(const Scenario& s) {
   if (s.detector == DetectorKind::kConcurrency) {
     config::Json parameters = {{"maxConcurrency", s.pool.slots}};
     if (s.pool.concurrencyMode != CountedResource::kRequests) {
       parameters["concurrencyMode"] = std::string(toString(s.pool.concurrencyMode));
       parameters["maxTokenConcurrency"] = s.pool.kvCapacityTokens;
     }
-    return config::loadSaturationDetector(plugin("concurrency-detector", std::move(parameters)),
-                                          registry);
+    return plugin("concurrency-detector", std::move(parameters));
   }
   // Telemetry older than two scrapes is stale.
   const auto staleNs = 2 * std::llround(s.pool.scrapeIntervalMs * 1e6);
   config::Json parameters = {{"metricsStalenessThreshold", std::to_string(staleNs) + "ns"}};
   if (s.pool.slotTerm) parameters["maxRunningRequests"] = s.pool.slots;  // issue 14 item 2
-  return config::loadSaturationDetector(plugin("utilization-detector", std::move(parameters)),
-                                        registry);
+  return plugin("utilization-detector", std::move(parameters));
+}
+
+Result<std::shared_ptr<SaturationDetector>> makeDetector(const Scenario& s) {
+  static const config::DetectorRegistry registry = config::builtinDetectorRegistry();
+  return config::loadSaturationDetector(detectorDocument(s), registry);
 }
 
 }  // namespace sim

@@ -75,6 +75,8 @@ inline constexpr std::string_view kRecommendedArm = "recommended";
 // when it counts tokens), or the utilization detector with a staleness threshold of two scrape
 // intervals.
 [[nodiscard]] Result<std::shared_ptr<SaturationDetector>> makeDetector(const Scenario& scenario);
+// The plugin document ({"type", "parameters"}) makeDetector builds the detector from.
+[[nodiscard]] config::Json detectorDocument(const Scenario& scenario);
 // The detector of `arm` on `scenario`: makeDetector, with the arm's overrides.
 [[nodiscard]] Result<std::shared_ptr<SaturationDetector>> makeDetector(const Scenario& scenario,
                                                                        const Arm& arm);

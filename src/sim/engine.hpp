@@ -206,6 +206,8 @@ class Simulation {
  public:
   Simulation(const Scenario& s, const Arm& arm, const RunOptions& options);
   ArmResult run();
+  // measureRecords (simulator.hpp): `records` measured as a finished run's requests.
+  ArmResult collectRecords(const std::vector<RequestRecord>& records);
 
  private:
   // engine.cpp

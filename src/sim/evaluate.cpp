@@ -116,10 +116,6 @@ std::optional<std::vector<std::uint64_t>> parseSeeds(std::string_view text, std:
 }
 
 Evaluation evaluate(const Scenario& scenario, const EvaluationOptions& options) {
-  Evaluation out;
-  out.scenario = scenario;
-  if (!options.detectors.empty()) out.scenario.detector = options.detectors.front();
-  out.seeds = options.seeds;
   const std::size_t nd = options.detectors.size();
   const std::size_t ns = options.seeds.size();
   const std::size_t na = options.arms.size();
@@ -160,9 +156,29 @@ Evaluation evaluate(const Scenario& scenario, const EvaluationOptions& options) 
       }
     }
   }
-  out.runs = jobs.size();
   runAll(jobs, options.threads);
-  for (const std::vector<ArmResult>* results : {&arms, &baselines, &references}) {
+  Evaluation out = summarizeRuns(scenario, options, arms, baselines, references);
+  out.runs = jobs.size();
+  return out;
+}
+
+Evaluation summarizeRuns(const Scenario& scenario, const EvaluationOptions& options,
+                         std::vector<ArmResult>& arms, const std::vector<ArmResult>& baselines,
+                         const std::vector<ArmResult>& references) {
+  Evaluation out;
+  out.scenario = scenario;
+  if (!options.detectors.empty()) out.scenario.detector = options.detectors.front();
+  out.seeds = options.seeds;
+  const std::size_t nd = options.detectors.size();
+  const std::size_t ns = options.seeds.size();
+  const std::size_t na = options.arms.size();
+  const std::size_t nc = scenario.classes.size();
+  std::size_t referenceIndex = na;
+  for (std::size_t a = 0; a < na; ++a) {
+    if (options.arms[a].name == "static-1.0") referenceIndex = a;
+  }
+  for (const std::vector<ArmResult>* results :
+       {static_cast<const std::vector<ArmResult>*>(&arms), &baselines, &references}) {
     for (const ArmResult& r : *results) out.truncatedRuns += r.truncated ? 1 : 0;
   }
 

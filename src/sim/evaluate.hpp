@@ -91,9 +91,22 @@ struct Evaluation {
   std::vector<DetectorReport> reports;  // one per detector
   std::size_t runs = 0;                 // simulations run (arms, baselines and references)
   std::size_t truncatedRuns = 0;        // runs stopped at RunOptions::maxRequests
+  // Empty for the simulator; "replay" for runs measured on real processes (holdback-replay):
+  // formatJson then adds "mode": "replay".
+  std::string mode;
 };
 
 [[nodiscard]] Evaluation evaluate(const Scenario& scenario, const EvaluationOptions& options);
+
+// The aggregation behind evaluate(), for runs made elsewhere (holdback-replay): `arms` indexed
+// [(detector x seeds + seed) x arms + arm], `baselines` [(detector x seeds + seed) x classes +
+// class] (the class alone on the pool), `references` [detector x seeds + seed] (static-1.0; read
+// only when options.arms has no static-1.0). The first seed's arm results are moved out of `arms`
+// into DetectorReport::firstSeed. Evaluation::runs is left 0.
+[[nodiscard]] Evaluation summarizeRuns(const Scenario& scenario, const EvaluationOptions& options,
+                                       std::vector<ArmResult>& arms,
+                                       const std::vector<ArmResult>& baselines,
+                                       const std::vector<ArmResult>& references);
 
 // One JSON document (the schema is in docs/simulation.md; key names are stable).
 [[nodiscard]] std::string formatJson(const Evaluation& evaluation);

@@ -49,6 +49,7 @@ struct Sink {
 std::string formatJson(const Evaluation& e) {
   Json doc;
   doc["schemaVersion"] = 1;
+  if (!e.mode.empty()) doc["mode"] = e.mode;
   doc["scenario"] = e.scenario.name;
   doc["seeds"] = e.seeds;
   doc["spread"] = "min-max over seeds";

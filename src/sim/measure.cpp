@@ -2,6 +2,8 @@
 // window figures (percentiles, completions and output tokens per second) of a finished run.
 #include "sim/engine.hpp"
 
+#include <algorithm>
+#include <cmath>
 #include <string>
 #include <utility>
 
@@ -236,7 +238,41 @@ ArmResult Simulation::collect() {
   return out;
 }
 
+ArmResult Simulation::collectRecords(const std::vector<RequestRecord>& records) {
+  auto ns = [](double seconds) { return std::isnan(seconds) ? Nanos{-1} : fromSeconds(seconds); };
+  requests_.clear();
+  now_ = end_;
+  for (const RequestRecord& rec : records) {
+    Request r;
+    r.cls = rec.classIndex;
+    r.endpoint = rec.endpoint;
+    r.input = rec.inputTokens;
+    r.output = rec.outputTokens;
+    r.arrival = ns(rec.arrival);
+    r.dispatched = ns(rec.dispatched);
+    r.firstToken = ns(rec.firstToken);
+    r.finished = ns(rec.finished);
+    r.retryOf = rec.retryOf;
+    r.generated = r.firstToken >= 0 ? rec.outputTokens : 0;
+    r.state = rec.outcome == "completed"  ? State::kDone
+              : rec.outcome == "rejected" ? State::kRejected
+              : rec.outcome == "evicted"  ? State::kEvicted
+              : rec.outcome == "revoked"  ? State::kRevoked
+                                          : State::kRunning;
+    now_ = std::max({now_, r.firstToken, r.finished});
+    requests_.push_back(r);
+  }
+  return collect();
+}
+
 }  // namespace detail
+
+ArmResult measureRecords(const Scenario& scenario, const Arm& arm,
+                         const std::vector<RequestRecord>& records) {
+  detail::Simulation sim(scenario, arm, RunOptions{});
+  return sim.collectRecords(records);
+}
+
 }  // namespace sim
 }  // namespace HOLDBACK_ABI_NAMESPACE
 }  // namespace holdback

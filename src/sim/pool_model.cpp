@@ -9,8 +9,7 @@ namespace sim {
 namespace detail {
 
 Nanos Simulation::tpot(std::size_t running) const {
-  return std::max<Nanos>(
-      1, fromMs(s_.pool.tpotBaseMs + s_.pool.tpotPerRunningMs * static_cast<double>(running)));
+  return std::max<Nanos>(1, fromMs(s_.pool.timing().tpotMs(running)));
 }
 
 void Simulation::admit(std::size_t e) {
@@ -18,7 +17,10 @@ void Simulation::admit(std::size_t e) {
   const bool tokens = s_.pool.service == ServiceModel::kTokens;
   while (!sv.queue.empty() && sv.running.size() < static_cast<std::size_t>(s_.pool.slots)) {
     Request& r = requests_[sv.queue.front()];
-    if (tokens && !sv.running.empty() && sv.kvTokens + r.input > s_.pool.kvCapacityTokens) break;
+    if (tokens && !admitsHead(sv.running.size(), s_.pool.slots, sv.kvTokens, r.input,
+                              s_.pool.kvCapacityTokens)) {
+      break;
+    }
     const std::size_t id = sv.queue.front();
     sv.queue.pop_front();
     r.state = State::kRunning;
@@ -26,8 +28,7 @@ void Simulation::admit(std::size_t e) {
     sv.running.push_back(id);
     if (tokens) {
       sv.kvTokens += r.input;
-      r.firstToken = now_ + fromMs(s_.pool.prefillBaseMs +
-                                   s_.pool.prefillPerTokenMs * static_cast<double>(r.input));
+      r.firstToken = now_ + fromMs(s_.pool.timing().prefillMs(r.input));
       r.generated = 1;
     } else {
       r.firstToken = now_;

@@ -53,12 +53,59 @@ std::vector<CatalogEntry> scenarioCatalog() {
           {"kv-bound",
            "burst-after-idle with long batch contexts (input uniform 1024-4096 tokens): about "
            "eleven batch requests fill a server's 32768-token KV cache while 5 of its 16 slots "
-           "stay free, so the KV cache, not the slots, binds"}};
+           "stay free, so the KV cache, not the slots, binds"},
+          {"replay-small",
+           "a pool of 2 x 16 slots, interactive 5 s bursts of 6 req/s between 10 s at 1 req/s "
+           "(off first), a batch backlog of 64, for 45 s: small and slow enough for "
+           "holdback-replay to play in about a minute on real processes (docs/replay.md)"}};
 }
+
+namespace {
+
+// The small scenario holdback-replay plays in real time (docs/replay.md): service times long
+// enough that HTTP and process overhead (a millisecond or two) stay small against them.
+Scenario replaySmallScenario() {
+  Scenario s;
+  s.name = "replay-small";
+  s.pool.endpoints = 2;
+  s.pool.slots = 16;
+  s.pool.kvCapacityTokens = 16384;
+  s.pool.prefillBaseMs = 20.0;
+  s.pool.prefillPerTokenMs = 0.1;
+  s.pool.tpotBaseMs = 20.0;
+  s.pool.tpotPerRunningMs = 2.0;
+  s.durationSeconds = 45.0;
+  s.drainSeconds = 10.0;
+  s.classes.push_back({.name = "interactive",
+                       .priority = 100,
+                       .arrival = {.process = ArrivalProcess::kOnOff,
+                                   .rate = 6.0,
+                                   .offRate = 1.0,
+                                   .onSeconds = 5.0,
+                                   .offSeconds = 10.0,
+                                   .startOff = true},
+                       .inputTokens = {.mean = 256.0},
+                       .outputTokens = {.mean = 16.0},
+                       .ttlSeconds = 30.0});
+  s.classes.push_back(
+      {.name = "batch",
+       .priority = -1,
+       .arrival = {.process = ArrivalProcess::kBacklog, .backlog = 64, .rampSeconds = 2.0},
+       .inputTokens = {.distribution = LengthDistribution::kUniform, .min = 256, .max = 1024},
+       .outputTokens = {.distribution = LengthDistribution::kUniform, .min = 32, .max = 128},
+       .ttlSeconds = 0.0});
+  return s;
+}
+
+}  // namespace
 
 bool findScenario(std::string_view name, Scenario& out) {
   if (name == "default") {
     out = defaultScenario();
+    return true;
+  }
+  if (name == "replay-small") {
+    out = replaySmallScenario();
     return true;
   }
   Scenario s = defaultScenario();

@@ -15,6 +15,7 @@
 #include "holdback/config/json.hpp"
 #include "holdback/core/diagnostics.hpp"
 #include "holdback/policy/usage_limit_policy.hpp"
+#include "sim/pool_timing.hpp"
 
 namespace holdback {
 inline namespace HOLDBACK_ABI_NAMESPACE {
@@ -110,6 +111,15 @@ struct PoolSpec {
   // `slots`; tokens: in-flight tokens (input + output of each request) against kvCapacityTokens;
   // hybrid: per endpoint the larger of the two fractions.
   CountedResource concurrencyMode = CountedResource::kRequests;
+
+  // The service times of the pool model (src/sim/pool_timing.hpp), shared with the fake model
+  // server.
+  [[nodiscard]] PoolTiming timing() const noexcept {
+    return {.prefillBaseMs = prefillBaseMs,
+            .prefillPerTokenMs = prefillPerTokenMs,
+            .tpotBaseMs = tpotBaseMs,
+            .tpotPerRunningMs = tpotPerRunningMs};
+  }
 };
 
 struct Scenario {

@@ -189,6 +189,15 @@ struct RunOptions {
 [[nodiscard]] ArmResult runArm(const Scenario& scenario, const Arm& arm,
                                const RunOptions& options = {});
 
+// A run made outside the simulator (holdback-replay plays the scenario on real processes),
+// measured as runArm measures its own: per class and window the same percentiles, goodput and
+// outcomes. Each record needs classIndex, the lengths, arrival, and when they happened dispatched,
+// firstToken and finished (seconds from the run's start; NaN when not), and outcome (completed,
+// rejected, evicted, revoked or unfinished). The gateway's internal figures (cycles, saturation,
+// pool load, scrapes) stay zero; requests and samples are not kept.
+[[nodiscard]] ArmResult measureRecords(const Scenario& scenario, const Arm& arm,
+                                       const std::vector<RequestRecord>& records);
+
 // Erlang C: the mean wait in queue of an M/M/c queue with arrival rate `lambda`, service rate
 // `mu` per server and `c` servers; infinity when lambda >= c * mu.
 [[nodiscard]] double erlangCMeanWait(double lambda, double mu, int c);
