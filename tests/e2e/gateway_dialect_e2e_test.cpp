@@ -80,8 +80,12 @@ TEST_P(GatewayDialectE2ETest, DetectedGaugesShownAndBatchHeldBack) {
   ASSERT_TRUE(idle_->startedOk()) << idle_->error();
   gateway_ = std::make_unique<ChildProcess>(
       "gateway",
-      std::vector<std::string>{HOLDBACK_GATEWAY, "--listen", "127.0.0.1:0", "--scrape-interval-ms",
-                               "25", "--endpoint", deep_->url(), "--endpoint", idle_->url()},
+      // The stepwise configuration: batch's ceiling is 0.5, so the pool's saturation read
+      // through the dialect gates it exactly as it would on vLLM.
+      std::vector<std::string>{HOLDBACK_GATEWAY, "--config",
+                               HOLDBACK_E2E_CONFIGS_DIR "/stepwise-gateway.yaml", "--listen",
+                               "127.0.0.1:0", "--scrape-interval-ms", "25", "--endpoint",
+                               deep_->url(), "--endpoint", idle_->url()},
       dir_);
   ASSERT_TRUE(gateway_->startedOk()) << gateway_->error();
   std::this_thread::sleep_for(200ms);  // a few scrapes

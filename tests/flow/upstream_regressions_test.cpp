@@ -49,7 +49,9 @@ TEST_F(FlowControllerTest, SilentLiveRequestsKeepTheirLeases) {
   for (TimePoint t = t0 + 1s; t < t0 + 10min; t += 1s) {
     fc->expire(t);
     fc->dispatchCycle(t);
-    if (t == t0 + 4min) EXPECT_TRUE(fc->updateLease(tickets[1].id(), 600, 1));  // first token
+    if (t == t0 + 4min) {
+      EXPECT_TRUE(fc->updateLease(tickets[1].id(), 600, 1));  // first token
+    }
     ASSERT_EQ(fc->stats().eviction.leases, 3u) << "at +" << (t - t0) / 1s << " s";
   }
   for (Ticket& t : tickets) EXPECT_TRUE(t.release(t0 + 10min - 1ms));
