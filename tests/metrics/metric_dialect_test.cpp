@@ -151,7 +151,7 @@ struct EngineCase {
   double kv;  // NaN: the engine exports none
 };
 
-class MetricDialectEngineTest : public testing::TestWithParam<EngineCase> {};
+class MetricDialectEngineTest : public ::testing::TestWithParam<EngineCase> {};
 
 TEST_P(MetricDialectEngineTest, DetectsAndReadsTheDocumentedText) {
   const EngineCase& c = GetParam();
@@ -174,7 +174,7 @@ TEST_P(MetricDialectEngineTest, DetectsAndReadsTheDocumentedText) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Engines, MetricDialectEngineTest,
-                         testing::Values(
+                         ::testing::Values(
                              // Engines and models summed for the queues; the fullest engine's KV.
                              EngineCase{"vllm", kVllmV1Text, 5.0, 5.0, 0.5},
                              EngineCase{"vllm-v0", kVllmV0Text, 7.0, 2.0, 0.75},
@@ -183,7 +183,7 @@ INSTANTIATE_TEST_SUITE_P(Engines, MetricDialectEngineTest,
                              EngineCase{"tgi", kTgiText, 9.0, 32.0, test_support::kNaN},
                              // No "fraction" series: sum(used) / sum(max) = 2000 / 5000.
                              EngineCase{"trtllm", kTrtllmText, 7.0, 7.0, 0.4}),
-                         [](const testing::TestParamInfo<EngineCase>& info) {
+                         [](const ::testing::TestParamInfo<EngineCase>& info) {
                            std::string name = info.param.dialect;
                            for (char& ch : name) {
                              if (ch == '-') ch = '_';

@@ -6,6 +6,7 @@
 #include "holdback/flow/detail/band_table_stats-inl.hpp"
 
 #include <algorithm>
+#include <limits>
 #include <utility>
 
 namespace holdback {
@@ -91,10 +92,8 @@ HOLDBACK_INLINE PreparedItem BandTable::acquire(RequestId id, const FlowRequest&
   item->enqueueTime = now;
   item->effectiveTtl = Duration{0};
   item->requestedPriority = request.priority;
-  item->kvTokens = request.kvTokens <= 0 ? 0u
-                   : request.kvTokens >= static_cast<std::int64_t>(UINT32_MAX)
-                       ? UINT32_MAX
-                       : static_cast<std::uint32_t>(request.kvTokens);
+  item->kvTokens = static_cast<std::uint32_t>(
+      std::clamp<std::int64_t>(request.kvTokens, 0, std::numeric_limits<std::uint32_t>::max()));
   item->flags = kind;
   if (kind == Item::kFullKind) {
     auto* f = static_cast<FullItem*>(item);
