@@ -23,31 +23,9 @@ SECONDS_EACH="${SECONDS_EACH:-5}"
 command -v hey >/dev/null || { echo "hey not installed (apt-get install hey)"; exit 1; }
 NGINX="$(command -v nginx || echo /usr/sbin/nginx)"
 HAPROXY="$(command -v haproxy || echo /usr/sbin/haproxy)"
-WORK="$(mktemp -d)"
-PIDS=()
-cleanup() {
-  for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done
-  wait 2>/dev/null || true
-  rm -rf "$WORK"
-}
-trap cleanup EXIT
+. scripts/lib/processes.sh  # WORK, cleanup on exit, start VAR NAME CMD...
 ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
-start() {  # start VAR NAME CMD...: waits for "listening on URL"
-  local var="$1" name="$2"
-  shift 2
-  "$@" >"$WORK/$name.out" 2>"$WORK/$name.err" &
-  PIDS+=($!)
-  printf -v "${var}_PID" '%s' "$!"
-  for _ in $(seq 100); do
-    if grep -q '^listening on ' "$WORK/$name.out" 2>/dev/null; then
-      printf -v "$var" '%s' "$(sed -n 's/^listening on //p' "$WORK/$name.out")"
-      return 0
-    fi
-    sleep 0.1
-  done
-  echo "$name did not start"; cat "$WORK/$name.err"; exit 1
-}
 wait_port() { for _ in $(seq 50); do (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0; sleep 0.1; done; return 1; }
 # cpu_ticks PID: user + system ticks of PID and its children processes (nginx's workers)
 cpu_ticks() {

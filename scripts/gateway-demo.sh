@@ -23,33 +23,7 @@ if [ ! -f "$BUILD/CMakeCache.txt" ]; then
 fi
 cmake --build "$BUILD" -j2 --target holdback_gateway holdback_model_server >/dev/null
 
-WORK="$(mktemp -d)"
-PIDS=()
-cleanup() {
-  for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done
-  wait 2>/dev/null || true
-  rm -rf "$WORK"
-}
-trap cleanup EXIT
-
-# start VAR NAME CMD...: runs CMD in the background (in this shell, so that cleanup can stop it),
-# waits for its "listening on URL" line and sets VAR to the URL.
-start() {
-  local var="$1" name="$2"
-  shift 2
-  "$@" >"$WORK/$name.out" 2>"$WORK/$name.err" &
-  PIDS+=($!)
-  for _ in $(seq 1 100); do
-    if grep -q '^listening on ' "$WORK/$name.out" 2>/dev/null; then
-      printf -v "$var" '%s' "$(sed -n 's/^listening on //p' "$WORK/$name.out")"
-      return 0
-    fi
-    sleep 0.05
-  done
-  echo "$name did not start:" >&2
-  cat "$WORK/$name.err" >&2
-  exit 1
-}
+. scripts/lib/processes.sh  # WORK, cleanup on exit, start VAR NAME CMD...
 
 # A small GPU: 4 slots, 200 KV tokens, 10 ms per token. A batch request (48 tokens) takes about
 # 0.5 s and a quarter of the KV cache; an interactive one (8 tokens) about 0.1 s.

@@ -19,28 +19,7 @@ GATEWAY="$BUILD/examples/gateway/holdback-gateway"
 MODEL_SERVER="$BUILD/examples/model-server/holdback-model-server"
 PROXY_FLOOR="$BUILD/bench/holdback-proxy-floor"
 command -v hey >/dev/null || { echo "hey not installed (apt-get install hey)"; exit 1; }
-WORK="$(mktemp -d)"
-PIDS=()
-cleanup() {
-  for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done
-  wait 2>/dev/null || true
-  rm -rf "$WORK"
-}
-trap cleanup EXIT
-start() {
-  local var="$1" name="$2"
-  shift 2
-  "$@" >"$WORK/$name.out" 2>"$WORK/$name.err" &
-  PIDS+=($!)
-  for _ in $(seq 100); do
-    if grep -q '^listening on ' "$WORK/$name.out" 2>/dev/null; then
-      printf -v "$var" '%s' "$(sed -n 's/^listening on //p' "$WORK/$name.out")"
-      return 0
-    fi
-    sleep 0.1
-  done
-  echo "$name did not start"; cat "$WORK/$name.err"; exit 1
-}
+. scripts/lib/processes.sh  # WORK, cleanup on exit, start VAR NAME CMD...
 BODY='{"model":"fake-model","prompt":"hi","max_tokens":4}'
 # run_hey URL ARGS...: prints "rps p50_ms p99_ms statuses"
 run_hey() {

@@ -17,28 +17,7 @@ RATE="${RATE:-2000}"
 SECONDS_EACH="${SECONDS_EACH:-10}"
 P99_LIMIT_MS="${P99_LIMIT_MS:-100}"
 command -v hey >/dev/null || { echo "hey not installed (apt-get install hey)"; exit 1; }
-WORK="$(mktemp -d)"
-PIDS=()
-cleanup() {
-  for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done
-  wait 2>/dev/null || true
-  rm -rf "$WORK"
-}
-trap cleanup EXIT
-start() {
-  local var="$1" name="$2"
-  shift 2
-  "$@" >"$WORK/$name.out" 2>"$WORK/$name.err" &
-  PIDS+=($!)
-  for _ in $(seq 100); do
-    if grep -q '^listening on ' "$WORK/$name.out" 2>/dev/null; then
-      printf -v "$var" '%s' "$(sed -n 's/^listening on //p' "$WORK/$name.out")"
-      return 0
-    fi
-    sleep 0.1
-  done
-  echo "$name did not start"; cat "$WORK/$name.err"; exit 1
-}
+. scripts/lib/processes.sh  # WORK, cleanup on exit, start VAR NAME CMD...
 # hey's file descriptors: one per client connection, plus the gateway's two per client.
 ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
 start MS model-server "$MODEL_SERVER" --port 0 --slots 1024 --token-ms 1 --prefill-ms 0 \

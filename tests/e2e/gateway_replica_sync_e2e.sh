@@ -18,32 +18,10 @@ if ! command -v redis-server >/dev/null; then
   exit 0
 fi
 command -v hey >/dev/null || { echo "SKIPPED: hey not installed (apt-get install hey)"; exit 0; }
-WORK="$(mktemp -d)"
-PIDS=()
+. "$(dirname "$0")/../../scripts/lib/processes.sh"  # WORK, cleanup on exit, start VAR NAME CMD...
 FAILED=0
-cleanup() {
-  for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done
-  wait 2>/dev/null || true
-  rm -rf "$WORK"
-}
-trap cleanup EXIT
 fail() { echo "FAIL: $*"; FAILED=1; }
 ok() { echo "ok: $*"; }
-start() {  # start VAR NAME CMD...: runs CMD in the background, waits for "listening on URL"
-  local var="$1" name="$2"
-  shift 2
-  "$@" >"$WORK/$name.out" 2>"$WORK/$name.err" &
-  PIDS+=($!)
-  printf -v "${var}_PID" '%s' "$!"
-  for _ in $(seq 100); do
-    if grep -q '^listening on ' "$WORK/$name.out" 2>/dev/null; then
-      printf -v "$var" '%s' "$(sed -n 's/^listening on //p' "$WORK/$name.out")"
-      return 0
-    fi
-    sleep 0.1
-  done
-  echo "FAIL: $name did not start"; cat "$WORK/$name.err"; exit 1
-}
 metric() {  # metric URL NAME: the first sample's value
   curl -s --max-time 2 "$1/metrics" | awk -v n="$2" '$1 == n || index($1, n "{") == 1 {print $2; exit}'
 }
