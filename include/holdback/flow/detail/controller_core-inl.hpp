@@ -227,12 +227,15 @@ HOLDBACK_INLINE void ControllerCore::declareFootprints(
 }
 
 HOLDBACK_INLINE std::optional<Outcome> ControllerCore::deadOutcomeOf(const Item& item,
-                                                                     TimePoint now) const noexcept {
-  if (exceedsEveryEndpoint(item.kvTokens, largest_kv_)) {
+                                                                     TimePoint now,
+                                                                     std::int64_t largestKv,
+                                                                     Duration noEndpointTtl,
+                                                                     PoolRegime regime) noexcept {
+  if (exceedsEveryEndpoint(item.kvTokens, largestKv)) {
     return Outcome{QueueOutcome::kEvictedOther, OutcomeCause::kTooLarge};
   }
-  return deadOutcome(item.deadline(), item.enqueueTime, item.effectiveTtl, settings_.noEndpointTtl,
-                     regime_, now);
+  return deadOutcome(item.deadline(), item.enqueueTime, item.effectiveTtl, noEndpointTtl, regime,
+                     now);
 }
 
 HOLDBACK_INLINE DispatchResult ControllerCore::dispatchCycle(TimePoint now) noexcept {
@@ -333,7 +336,7 @@ HOLDBACK_INLINE DispatchResult ControllerCore::dispatchImpl(TimePoint now,
           done = true;
           break;
         }
-        if (auto dead = deadOutcomeOf(*head, now)) {
+        if (auto dead = deadOutcomeOf(*head, now, largest_kv_, settings_.noEndpointTtl, regime_)) {
           FinalizedBatch::Entry& e = finalized.add();
           e.retired = table_.finalize(head, *dead, now, e.completion);
           result.evicted += 1;
@@ -393,10 +396,7 @@ HOLDBACK_INLINE std::size_t ControllerCore::expireImpl(TimePoint now,
     const PoolRegime regime = regime_;
     const std::int64_t largest_kv = largest_kv_;
     table_.forEachItem([&](Item* item) {
-      if (exceedsEveryEndpoint(item->kvTokens, largest_kv)) {
-        victims.emplace_back(item, Outcome{QueueOutcome::kEvictedOther, OutcomeCause::kTooLarge});
-      } else if (auto dead = deadOutcome(item->deadline(), item->enqueueTime, item->effectiveTtl,
-                                         no_endpoint_ttl, regime, now)) {
+      if (auto dead = deadOutcomeOf(*item, now, largest_kv, no_endpoint_ttl, regime)) {
         victims.emplace_back(item, *dead);
       }
     });

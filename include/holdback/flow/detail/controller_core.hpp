@@ -170,8 +170,12 @@ class ControllerCore {
   // Declares each domain band's protected and own footprint to the sampler (from `demand`,
   // aligned with the domain), so the next samples compute their room.
   void declareFootprints(std::span<const BandDemand> demand) noexcept HOLDBACK_REQUIRES(mu_);
-  [[nodiscard]] std::optional<Outcome> deadOutcomeOf(const Item& item, TimePoint now) const noexcept
-      HOLDBACK_REQUIRES(mu_);
+  // Why a queued request is dead at `now`, if it is: too large for every endpoint (`largestKv`),
+  // else deadOutcome(). Pure: the dispatch cycle and the expiry sweep pass the state they read.
+  [[nodiscard]] static std::optional<Outcome> deadOutcomeOf(const Item& item, TimePoint now,
+                                                            std::int64_t largestKv,
+                                                            Duration noEndpointTtl,
+                                                            PoolRegime regime) noexcept;
   void deliver(Completion&& c) const noexcept;
   [[nodiscard]] bool demandOn() const noexcept HOLDBACK_REQUIRES(mu_) {
     return settings_.policy != nullptr && settings_.policy->usesDemand();
