@@ -1,4 +1,4 @@
-// holdback-proxy-floor: the floor of a proxy, for the gateway's load figures (docs/gateway.md
+// holdback-proxy-floor: the floor of a proxy, for the gateway's load figures (docs/guide/gateway.md
 // "Performance", scripts/dev/gateway-load.sh FLOOR=1). A blind TCP relay: each accepted client
 // connection gets its own upstream connection, and bytes are copied both ways as they come, one
 // recv and one send per readiness event, on one thread with level-triggered epoll, TCP_NODELAY on

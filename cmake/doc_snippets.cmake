@@ -1,7 +1,7 @@
-# Every C++ block of README.md and docs/*.md compiles (target holdback_doc_snippets, built with
+# Every C++ block of README.md and docs/**/*.md compiles (target holdback_doc_snippets, built with
 # the tests): a doc that drifts from the API fails the build.
 #
-# The convention (docs/architecture.md, "Docs are compiled"):
+# The convention (docs/design/architecture.md, "Docs are compiled"):
 #   - each fenced ```cpp block is one translation unit, compiled against holdback::holdback;
 #   - an HTML comment right before a block (blank lines between are allowed), invisible on the
 #     rendered page, states what the page assumes around it:
@@ -15,7 +15,7 @@
 #     none); its leading #include lines go first, to the top of the unit. HTML comments cannot
 #     contain two dashes in a row: write `x -= 1`, not `x--`;
 #   - a page whose text contains <!-- snippets: one-program --> is one program instead: its
-#     blocks, in order, form one translation unit (docs/getting-started.md; tests/consumers/
+#     blocks, in order, form one translation unit (docs/guide/getting-started.md; tests/consumers/
 #     also links and runs it);
 #   - `#line` directives point compiler errors at the page and line of the block.
 #

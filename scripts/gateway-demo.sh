@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The HTTP gateway demo (docs/gateway.md): builds holdback-gateway and holdback-model-server,
+# The HTTP gateway demo (docs/guide/gateway.md): builds holdback-gateway and holdback-model-server,
 # starts two fake model servers (4 slots each) and two gateways in front of them -- one with its
 # default config (the recommended configuration, capacity learned from the servers), one with
 # plain binary backpressure (static-usage-limit-policy, threshold 1.0) -- then, through each

@@ -5,7 +5,7 @@
 // fitFirst EndpointPicker read them.
 //
 // The algorithm
-//   Slots, by precedence (docs/gateway.md, "Capacity learning"):
+//   Slots, by precedence (docs/guide/gateway.md, "Capacity learning"):
 //     1. the endpoint's own setting (--endpoint URL,slots=N);
 //     2. the pool-wide default (--endpoint-slots N);
 //     3. the utilization detector's maxRunningRequests in the config;

@@ -8,7 +8,7 @@
 // decision sees the in-flight increment) and hands outcome and endpoint to the sink, which wakes
 // the request's coroutine on its own I/O thread.
 //
-// In-flight eviction (flowControl.enableEviction, docs/eviction.md): every dispatched request's
+// In-flight eviction (flowControl.enableEviction, docs/guide/eviction.md): every dispatched request's
 // sink is registered by its RequestId (onOutcome, before the sink learns of the dispatch, so the
 // lease is findable as soon as it is revocable). The controller's evict callback (on the dispatch
 // thread, no library lock held) looks the sink up and calls revoke(), which posts to the sink's

@@ -139,7 +139,7 @@ struct Reply {
 // status 200 and is not used by the gateway.
 [[nodiscard]] Reply replyForOutcome(Outcome outcome, bool poolEmptyNow);
 
-// A dispatched request revoked by in-flight eviction (docs/eviction.md): `disposition`'s status
+// A dispatched request revoked by in-flight eviction (docs/guide/eviction.md): `disposition`'s status
 // and drop reason (kEvictedHttp: 429 "evicted"), an OpenAI-style body saying why.
 [[nodiscard]] Reply replyForEviction(HttpDisposition disposition);
 // The same error as one server-sent event, for a stream whose head was already sent:
@@ -178,7 +178,7 @@ struct CompletionBody {
 // The OpenAI-style error body.
 [[nodiscard]] std::string errorBody(int status, std::string_view type, std::string_view message);
 
-// The configuration used without --config (docs/gateway.md, "The default configuration"): the
+// The configuration used without --config (docs/guide/gateway.md, "The default configuration"): the
 // library's recommended configuration (examples/configs/recommended.yaml) sized for the gateway's
 // small pools: the reservation holdback policy counting room on the endpoints (capacityModel:
 // endpoints, from the slots and KV capacity the gateway learns, capacity.hpp), reserve
@@ -187,8 +187,8 @@ struct CompletionBody {
 // (stepwise holdback) is examples/configs/stepwise-gateway.yaml.
 inline constexpr std::string_view kDefaultConfigText =
     R"(# holdback-gateway's built-in configuration: the recommended configuration
-# (examples/configs/recommended.yaml, docs/policies.md "The recommended configuration") with a
-# reserve sized for small pools (docs/gateway.md, "The default configuration").
+# (examples/configs/recommended.yaml, docs/guide/policies.md "The recommended configuration") with a
+# reserve sized for small pools (docs/guide/gateway.md, "The default configuration").
 apiVersion: llm-d.ai/v1alpha1
 kind: EndpointPickerConfig
 featureGates: [flowControl]

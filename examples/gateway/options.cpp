@@ -29,7 +29,7 @@ constexpr const char* kUsage =
     "         [--endpoint-dialect URL=DIALECT ...] [--metric-waiting SPEC]\n"
     "         [--metric-running SPEC] [--metric-kv-usage SPEC]\n"
     "         [--metric-kv-capacity-tokens SPEC] [--metric-slots SPEC]\n"
-    "         [--dialect-file FILE] (docs/engines.md)\n"
+    "         [--dialect-file FILE] (docs/guide/engines.md)\n"
     "       holdback-gateway --print-default-config\n";
 
 // A positive integer of type T; nullopt when `s` is not one. `tooLarge` is set when `s` is a

@@ -53,7 +53,7 @@ struct Options {
   int replicaSyncIntervalMs = 20;
   // A replica's published share expires this long after its last publication.
   int replicaSyncTtlMs = 1000;
-  // Metric dialects (endpoint_dialect.hpp, docs/engines.md).
+  // Metric dialects (endpoint_dialect.hpp, docs/guide/engines.md).
   std::string dialect = "auto";  // --dialect: auto (detect), custom or a built-in dialect
   std::vector<std::pair<std::string, std::string>> endpointDialects;  // --endpoint-dialect URL=D
   std::string dialectFile;  // --dialect-file: custom dialects (metric_dialect_config.hpp)

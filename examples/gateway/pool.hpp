@@ -14,7 +14,7 @@
 //   mark and not yet completed count as running (or waiting beyond the slot count: configured,
 //   else the largest running figure the scrapes have shown; all waiting before that), so a
 //   burst inside one scrape interval is not admitted on one stale-but-fresh reading, and
-//   completions since the mark offset them (docs/detectors.md, "The dispatch ledger").
+//   completions since the mark offset them (docs/guide/detectors.md, "The dispatch ledger").
 //
 //   pick(): EndpointPicker::pick over a fresh snapshot and the `up` flags; the pick takes a
 //   DispatchHandle from the ledger, which the caller holds for the whole upstream exchange.

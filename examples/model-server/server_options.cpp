@@ -23,14 +23,14 @@ constexpr const char* kUsage =
     "Pool mode (any of the last four flags): the simulator's pool model instead: the first token\n"
     "prefill-base + prefill-per-token x prompt tokens after admission, then one token per decode\n"
     "step of tpot-base + tpot-per-running x running sequences; a sequence needs its prompt's KV\n"
-    "free to start and holds prompt + generated tokens (docs/replay.md).\n"
+    "free to start and holds prompt + generated tokens (docs/guide/replay.md).\n"
     "--threads caps the I/O threads (connections are coroutines on at most one thread per CPU).\n"
     "Prints `listening on http://HOST:PORT` once it accepts.\n"
     "--fake-waiting / --fake-kv (tests): report these as vllm:num_requests_waiting / the KV usage\n"
     "gauges whatever the real state (e.g. --fake-kv 50: a server reporting percent, not a\n"
     "fraction); requests are still served normally.\n"
     "--dialect: /metrics in another engine's names: vllm, vllm-v0, sglang, llamacpp, tgi,\n"
-    "trtllm (docs/engines.md).\n";
+    "trtllm (docs/guide/engines.md).\n";
 
 template <typename T>
 bool parseNumber(std::string_view text, T& out) {

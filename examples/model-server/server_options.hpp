@@ -1,4 +1,4 @@
-// The command line of holdback-model-server (docs/model-server.md).
+// The command line of holdback-model-server (docs/guide/model-server.md).
 //
 // Thread safety: thread-compatible (parsed once by main).
 #pragma once

@@ -1,5 +1,5 @@
 // holdback-replay: plays a simulator scenario on real processes and prints the simulator's report
-// (docs/replay.md).
+// (docs/guide/replay.md).
 //
 //   holdback-replay [--scenario NAME|FILE] [--seed N | --seeds LIST] [--arms A,B,...]
 //                   [--format table|json] [--detail] [--gateway PATH] [--model-server PATH]

@@ -15,7 +15,7 @@ sheddable leases, ceiling 0.9; bursts single / batch32 / sustained; graces 5, 50
 in-flight and lagging (200 ms) sensors; baselines without eviction, with 500 ms natural churn,
 and wait-vs-evict) against the real FlowController on a millisecond-stepped clock, and prints a
 Markdown table: time to first relief, last admission, high-priority waits, revocations against
-the analytic minimum, goodput. Deterministic: same binary, same table. See docs/eviction.md.
+the analytic minimum, goodput. Deterministic: same binary, same table. See docs/guide/eviction.md.
 )";
 
 }  // namespace

@@ -17,7 +17,7 @@ Commands:
   simulate   simulate a gateway and a pool of LLM servers under prioritized traffic, once per
              policy arm, driving the real flow controller (the main job; see docs/simulation.md)
   eviction-bench  upstream's in-flight eviction benchmark shapes against the flow controller
-             (docs/eviction.md)
+             (docs/guide/eviction.md)
 
 Run 'holdback COMMAND --help' for the options of a command.
 

@@ -52,7 +52,7 @@ Options:
                     largest updateTimeMs in the file, or 0)
   --no-ledger       do not correct the scraped figures with pendingRequests/pendingTokens
                     (default: a DispatchLedger with the detector's dispatchLedger options
-                    corrects them, as a host feeding the ledger would; see docs/detectors.md)
+                    corrects them, as a host feeding the ledger would; see docs/guide/detectors.md)
   --scores          add "endpoints": [{"name", "waitingQueueSize", "runningRequests",
                     "kvCacheUsage", "score"}] with the figures the detector saw (corrected) and
                     each endpoint's own roofline score before the endpointScoreCap (null when

@@ -31,7 +31,7 @@ scorers, ...) are accepted and listed as warnings.
            valid whole EndpointPickerConfig) is the configuration after every default: gate,
            policy and detector with their parameters, global limits, TTLs, the band templates
            and every band with its limits, fairness and ordering (schemaVersion 1; see
-           docs/configuration.md, "Effective configuration").
+           docs/guide/configuration.md, "Effective configuration").
 
 Exit codes: 0 valid (warnings may be printed), 1 invalid, 2 usage error (missing file, bad flag).
 )help";

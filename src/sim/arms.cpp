@@ -152,10 +152,10 @@ std::vector<Arm> allArms() {
        .eviction = true},
       // Restoration repairs a dip of the reserve within a revocation's lead time, so the policy's
       // hold (which keeps a reserve up for a batch holding time after every dip, for want of any
-      // other way back) is off here: docs/eviction.md, "Restoration replaces the hold". What
+      // other way back) is off here: docs/guide/eviction.md, "Restoration replaces the hold". What
       // restoration cannot cover is a burst's first lead time, so the idle reserve is sized for
       // that instead: an eighth of the pool's slots (8 of the built-in scenarios' 64;
-      // docs/eviction.md, "The idle reserve covers the first lead time", has the sensitivity and
+      // docs/guide/eviction.md, "The idle reserve covers the first lead time", has the sensitivity and
       // the runs on pools of 32 and 256 slots).
       {.name = "reservation+evict",
        .description = "reservation (epsilon 1 %, no hold, minReserve an eighth of the pool's "
@@ -166,7 +166,7 @@ std::vector<Arm> allArms() {
        .revokeOnBlock = false,
        .restoreReserve = true},
       // The library's recommended configuration for "protect interactive, keep batch" (the
-      // file examples/configs/recommended.yaml, docs/policies.md): reservation+evict with the
+      // file examples/configs/recommended.yaml, docs/guide/policies.md): reservation+evict with the
       // reserve counted in the protected requests' footprints where they fit
       // (capacityModel: endpoints), fit-first routing, and a concurrency detector that counts
       // KV tokens too (hybrid) since the pool's KV capacity is known.

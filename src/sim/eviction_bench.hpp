@@ -2,7 +2,7 @@
 // simulator of pkg/epp/flowcontrol/benchmark, https://github.com/llm-d/llm-d-router)
 // against holdback's FlowController and its in-flight eviction (flow/eviction.hpp): a
 // deterministic, millisecond-stepped closed loop, run by `holdback eviction-bench` and asserted
-// by tests/sim/eviction_bench_test.cpp. docs/eviction.md has the table.
+// by tests/sim/eviction_bench_test.cpp. docs/guide/eviction.md has the table.
 //
 // The model
 //   A synthetic pool of C = 20 units, preloaded with S = 20 sheddable leases (priority -1, one unit

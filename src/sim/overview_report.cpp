@@ -162,7 +162,7 @@ std::string formatOverview(const Evaluation& e) {
     }
   }
   out << "\nrecommended: " << kRecommendedArm
-      << " (examples/configs/recommended.yaml, docs/policies.md)\n"
+      << " (examples/configs/recommended.yaml, docs/guide/policies.md)\n"
       << kBestOtherArmRule << "\n"
       << "all " << armCount
       << " arms in full: --detail; pictures: --plot DIR; JSON: --format json; docs/simulation.md\n";

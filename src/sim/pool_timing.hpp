@@ -1,6 +1,6 @@
 // The pool model's service times and admission rule, shared by the simulator (src/sim/
 // pool_model.cpp) and the fake model server's pool mode (examples/model-server/step_engine.hpp),
-// so one scenario's pool section describes both runtimes (docs/replay.md).
+// so one scenario's pool section describes both runtimes (docs/guide/replay.md).
 //
 //   prefill(input)  = prefillBaseMs + prefillPerTokenMs x input       (admission -> first token)
 //   tpot(running)   = tpotBaseMs + tpotPerRunningMs x running        (one decode step of the batch)

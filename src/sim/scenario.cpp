@@ -57,12 +57,12 @@ std::vector<CatalogEntry> scenarioCatalog() {
           {"replay-small",
            "a pool of 2 x 16 slots, interactive 5 s bursts of 6 req/s between 10 s at 1 req/s "
            "(off first), a batch backlog of 64, for 45 s: small and slow enough for "
-           "holdback-replay to play in about a minute on real processes (docs/replay.md)"}};
+           "holdback-replay to play in about a minute on real processes (docs/guide/replay.md)"}};
 }
 
 namespace {
 
-// The small scenario holdback-replay plays in real time (docs/replay.md): service times long
+// The small scenario holdback-replay plays in real time (docs/guide/replay.md): service times long
 // enough that HTTP and process overhead (a millisecond or two) stay small against them.
 Scenario replaySmallScenario() {
   Scenario s;

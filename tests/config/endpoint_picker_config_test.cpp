@@ -348,7 +348,7 @@ flowControl:
             std::string::npos);
 }
 
-// docs/configuration.md's field table lists exactly kEndpointPickerConfigFields, with the same
+// docs/guide/configuration.md's field table lists exactly kEndpointPickerConfigFields, with the same
 // type, default and allowed values; and the loader's known keys are exactly those fields.
 TEST(EndpointPickerConfigDocsTest, FieldTableMatchesTheCode) {
   const std::string doc = readFile(fs::path(HOLDBACK_SOURCE_DIR) / "docs" / "configuration.md");

@@ -1,7 +1,7 @@
 // Every example config under examples/configs/ loads as a whole EndpointPickerConfig without a
 // warning (but for a Go gateway plugin shown on purpose), and a controller is created from it once
 // the host adds its collaborators (the `evict` callback when the file enables eviction), as
-// docs/getting-started.md wires it.
+// docs/guide/getting-started.md wires it.
 #include <gtest/gtest.h>
 
 #include <algorithm>

@@ -15,15 +15,15 @@ endfunction()
 
 cmake_minimum_required(VERSION 3.20)
 file(REMOVE_RECURSE ${WORK})
-# The program of docs/getting-started.md, extracted as CI's doc check does (cmake/doc_snippets.cmake).
+# The program of docs/guide/getting-started.md, extracted as CI's doc check does (cmake/doc_snippets.cmake).
 set(PROJECT_SOURCE_DIR ${SOURCE})
 include(${SOURCE}/cmake/doc_snippets.cmake)
 set(unused_snippets)
 set(getting_started)
-holdback_extract_doc_snippets(${SOURCE}/docs/getting-started.md ${WORK}/doc unused_snippets
+holdback_extract_doc_snippets(${SOURCE}/docs/guide/getting-started.md ${WORK}/doc unused_snippets
                               getting_started)
 if(NOT getting_started)
-  message(FATAL_ERROR "docs/getting-started.md has no program")
+  message(FATAL_ERROR "docs/guide/getting-started.md has no program")
 endif()
 set(args -DHOLDBACK_SOURCE_DIR=${SOURCE} -DHOLDBACK_GETTING_STARTED=${getting_started})
 if(KIND STREQUAL "find_package")

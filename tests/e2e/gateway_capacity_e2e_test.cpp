@@ -1,4 +1,4 @@
-// End to end, the gateway's defaults against a static-threshold control (docs/gateway.md, "The
+// End to end, the gateway's defaults against a static-threshold control (docs/guide/gateway.md, "The
 // default configuration"): two holdback-model-server processes, a closed-loop batch flood and an
 // open-loop interactive stream (one request every 40 ms), first through a gateway with its
 // built-in configuration and no capacity flags (slots estimated from the scrapes, KV capacity

@@ -1,4 +1,4 @@
-// The gateway against every metric dialect (docs/engines.md): per dialect, two fake model servers
+// The gateway against every metric dialect (docs/guide/engines.md): per dialect, two fake model servers
 // speaking it (--dialect), one of them reporting a deep queue (and a KV figure) while idle. The
 // gateway, left to detect the dialect, must show the served queue depth and KV usage on its
 // per-endpoint gauges with the dialect label, keep both endpoints up, and gate on the deep queue

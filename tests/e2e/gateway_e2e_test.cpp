@@ -541,7 +541,7 @@ TEST_F(GatewayE2ETest, ReportsServedTokensOfStreamedAndNonStreamedResponses) {
 // minCeiling), so one misbehaving endpoint next to idle ones keeps batch open iff 1/N < 0.5,
 // i.e. N >= 3. With N = 2 the misbehaving endpoint is half of the pool: the pool reads
 // (1.0 + s) / 2 >= 0.5 and batch is gated, as the policy says it should be when half of the
-// capacity is gone (docs/detectors.md, "The score cap"; the test below pins that too).
+// capacity is gone (docs/guide/detectors.md, "The score cap"; the test below pins that too).
 class GatewayMisbehavingServerE2ETest : public ::testing::TestWithParam<const char*> {
  protected:
   void SetUp() override { dir_ = makeScratchDir("holdback-gateway-misbehaving-e2e"); }

@@ -1,4 +1,4 @@
-// End to end, in-flight eviction (docs/eviction.md, docs/gateway.md "In-flight eviction"):
+// End to end, in-flight eviction (docs/guide/eviction.md, docs/guide/gateway.md "In-flight eviction"):
 // holdback-gateway with `flowControl.enableEviction: true` in front of two holdback-model-server
 // processes, on loopback.
 //

@@ -77,7 +77,7 @@ TEST(ReservationPoisson, InverseNormalKnownValues) {
   EXPECT_NEAR(ReservationPolicy::inverseNormal(0.01), -2.3263478740, 1e-8);
 }
 
-// The worked example of docs/policies.md: 64 slots (u = 1/64), three bands.
+// The worked example of docs/guide/policies.md: 64 slots (u = 1/64), three bands.
 TEST(ReservationPolicy, WorkedExampleSizesEachBandForTheBandsAboveIt) {
   auto policy =
       make({.epsilon = 0.01, .refillHorizon = 0ns, .sizing = ReservationSizing::kOccupancy});
@@ -113,7 +113,7 @@ TEST(ReservationRefill, ReserveIsTheSmallestRWithRhoToTheRBelowEpsilon) {
   }
 }
 
-// docs/policies.md's refill example: 64 slots, the idle window of the simulator's scenario.
+// docs/guide/policies.md's refill example: 64 slots, the idle window of the simulator's scenario.
 TEST(ReservationPolicy, RefillWorkedExampleIdleAndBurst) {
   auto policy = make({.epsilon = 0.01, .minCeiling = 0.5});
   const std::vector<Priority> priorities{10, 0, -1};

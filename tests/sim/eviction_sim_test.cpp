@@ -138,7 +138,7 @@ WindowStats windowOf(const ClassResult& c, const char* name) {
 }
 
 // Reserve restoration repairs a dip of the reserve within a revocation's lead time, so
-// reservation+evict runs the policy without its hold (docs/eviction.md, "Restoration replaces the
+// reservation+evict runs the policy without its hold (docs/guide/eviction.md, "Restoration replaces the
 // hold"): on the same traffic batch gets more of the bursts than with the hold, and interactive
 // requests keep their latency (settled bursts within 1.5x of the arm with the hold).
 TEST(EvictionSimTest, RestorationWithoutTheHoldGivesBatchMoreOfTheBursts) {
@@ -204,7 +204,7 @@ TEST(EvictionSimTest, TheIdleReserveAbsorbsTheBurstOnset) {
 
 // The idle reserve is an eighth of the pool's slots, so the same shape of traffic on a pool four
 // times as large (16 servers, every rate and the backlog x4) keeps its onset: with the 64-slot
-// pool's 8 requests the larger pool's burst onset waited (docs/eviction.md, "Pools of other
+// pool's 8 requests the larger pool's burst onset waited (docs/guide/eviction.md, "Pools of other
 // sizes"), and on a pool half as large the scaled reserve keeps more idle goodput than 8 would.
 TEST(EvictionSimTest, TheIdleReserveScalesWithThePool) {
   const auto scaled = [](int endpoints, double factor) {

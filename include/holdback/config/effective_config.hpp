@@ -2,7 +2,7 @@
 // was applied, as one JSON object an operator (or a tool) can read. `holdback validate --json`
 // prints it under "effective".
 //
-// The shape is stable (schemaVersion 1; EffectiveConfigTest pins it, docs/configuration.md
+// The shape is stable (schemaVersion 1; EffectiveConfigTest pins it, docs/guide/configuration.md
 // documents it); fields are only ever added:
 //   schemaVersion         1
 //   flowControl           the feature gate (false: the host does not gate)

@@ -3,7 +3,7 @@
 //
 // What is read (field names and defaults of the Go EndpointPickerConfig of llm-d-router,
 // https://github.com/llm-d/llm-d-router: apix/config/v1alpha1/endpointpickerconfig_types.go and
-// pkg/epp/config/loader/; docs/configuration.md has the full table, checked against
+// pkg/epp/config/loader/; docs/guide/configuration.md has the full table, checked against
 // kEndpointPickerConfigFields by a test):
 //   apiVersion    "llm-d.ai/v1alpha1"; the deprecated "inference.networking.x-k8s.io/v1alpha1" is
 //                 accepted with a warning; anything else (or missing) is an error
@@ -129,7 +129,7 @@ HOLDBACK_API BundleResult loadEndpointPickerConfigFile(const std::string& file,
 // the errors are returned.
 HOLDBACK_API Diagnostics applyBundle(FlowController& controller, const ConfigBundle& bundle);
 
-// One documented field of the file: the doc table in docs/configuration.md lists exactly these
+// One documented field of the file: the doc table in docs/guide/configuration.md lists exactly these
 // (a test compares them), and the loader's known keys are these.
 struct FieldInfo {
   std::string_view path;          // "flowControl.maxBytes", "flowControl.priorityBands[].priority"

@@ -19,7 +19,7 @@
 //
 // The whole-file loader (config/endpoint_picker_config.hpp) builds these plugins through the
 // registries of its Registries and resolves the bands' fairnessPolicyRef / orderingPolicyRef
-// and the eviction plugins. See docs/configuration.md for the full reference.
+// and the eviction plugins. See docs/guide/configuration.md for the full reference.
 //
 // Thread safety: thread-safe (the functions build fresh registries; see config/plugin.hpp for
 // PluginRegistry itself).

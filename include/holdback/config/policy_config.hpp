@@ -11,7 +11,7 @@
 //                                   sigmoidSteepness, sigmoidMidpoint, ceilings, defaultCeiling
 //   soft-reflective-ceiling-policy  no parameters
 //
-// See docs/configuration.md for the full reference.
+// See docs/guide/configuration.md for the full reference.
 #pragma once
 
 #include "holdback/abi.hpp"

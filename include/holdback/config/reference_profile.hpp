@@ -1,5 +1,5 @@
 // The reference profile: one switch that gives the Go endpoint picker's arithmetic everywhere
-// holdback's defaults differ from it (docs/migrating-from-go.md lists each difference).
+// holdback's defaults differ from it (docs/guide/migrating-from-go.md lists each difference).
 //
 //   flowControl:
 //     profile: reference        # default "holdback"

@@ -13,7 +13,7 @@
 // saturation() and filter() are pure functions of the endpoint span and `now`: they read no
 // clock, allocate nothing, take no lock and never throw. Their results are always finite and
 // >= 0, whatever the telemetry (NaN, infinities, negative or huge values, timestamps anywhere).
-// See docs/detectors.md for formulas, trade-offs and how to feed them from vLLM.
+// See docs/guide/detectors.md for formulas, trade-offs and how to feed them from vLLM.
 #pragma once
 
 #include "holdback/abi.hpp"

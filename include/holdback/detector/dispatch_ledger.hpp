@@ -6,7 +6,7 @@
 // Why
 //   Scraped telemetry is up to one scrape interval old (50 ms) while a gateway dispatches every
 //   millisecond: between two scrapes, dozens of requests go out against the same stale-but-fresh
-//   reading and the servers' queues overshoot (the "thundering herd", docs/detectors.md). The
+//   reading and the servers' queues overshoot (the "thundering herd", docs/guide/detectors.md). The
 //   ledger credits every dispatch the last scrape cannot have seen against that scrape.
 //
 // The algorithm

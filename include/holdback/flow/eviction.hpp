@@ -2,7 +2,7 @@
 // dispatched sheddable requests so that their capacity comes back (the Go reference's
 // reclamation: pkg/epp/flowcontrol/controller/internal/reclamation.go of llm-d-router, PR #2093,
 // https://github.com/llm-d/llm-d-router; holdback adds wait-vs-evict and reserve restoration).
-// docs/eviction.md has the full semantics and the host contract.
+// docs/guide/eviction.md has the full semantics and the host contract.
 //
 // The pieces
 //   - Leases: every request the FlowController dispatches holds a lease

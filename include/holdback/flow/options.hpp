@@ -138,7 +138,7 @@ struct FlowControllerOptions {
   // Reloadable.
   Duration leaseTimeout = kDefaultLeaseTimeout;
 
-  // In-flight eviction (flow/eviction.hpp, docs/eviction.md). Reloadable except `evict`. While
+  // In-flight eviction (flow/eviction.hpp, docs/guide/eviction.md). Reloadable except `evict`. While
   // enabled, every dispatched request holds a lease (as with a demand-reading policy).
   EvictionOptions eviction;
 

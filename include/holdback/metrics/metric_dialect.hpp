@@ -22,7 +22,7 @@
 // least one sample gives the value. A dialect's `required` quantities must all be readable for a
 // scrape to count (kWaiting always is; kKvUsage too where the engine exports it).
 //
-// Built-in dialects (builtinMetricDialects(), in detection order; docs/engines.md names the
+// Built-in dialects (builtinMetricDialects(), in detection order; docs/guide/engines.md names the
 // engines' documentation each comes from): vllm (v1 names), vllm-v0, sglang, llamacpp, tgi,
 // trtllm (the Triton TensorRT-LLM backend).
 //

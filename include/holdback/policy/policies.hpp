@@ -12,7 +12,7 @@
 //
 // All strategies are O(N) in the number of priorities (static: O(N log M) for M listed
 // priorities), allocate nothing and never throw. Arithmetic on priorities is done in double, so
-// INT_MIN/INT_MAX cannot overflow. See docs/policies.md for tables and guidance.
+// INT_MIN/INT_MAX cannot overflow. See docs/guide/policies.md for tables and guidance.
 #pragma once
 
 #include "holdback/abi.hpp"

@@ -181,7 +181,7 @@ struct ReservationOptions {
   // (u the saturation units per request, so 1 / u is the pool's size in requests); the larger of
   // the two floors applies. Unlike minReserve it follows the pool when servers are added or
   // removed (autoscaling). 0.125 = an eighth of the pool (the simulator's reservation+evict arm,
-  // docs/eviction.md). No effect while u is unknown (every band then has maxCeiling).
+  // docs/guide/eviction.md). No effect while u is unknown (every band then has maxCeiling).
   double minReserveShare = 0.0;
   // The refill time T; unset = estimated from the lower bands' leases (see the file comment).
   std::optional<std::chrono::nanoseconds> refillHorizon;

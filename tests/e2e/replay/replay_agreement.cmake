@@ -1,4 +1,4 @@
-# The replay agrees with the simulator on the same scenario and seed (docs/replay.md): batch output
+# The replay agrees with the simulator on the same scenario and seed (docs/guide/replay.md): batch output
 # tokens/s within 15 %, interactive TTFT p50 within 25 % or 15 ms, for static-1.0. Run with
 # -DREPLAY=... -DCLI=... -DSCENARIO=... -DWORK=...
 cmake_minimum_required(VERSION 3.20)
