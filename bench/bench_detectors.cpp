@@ -2,7 +2,7 @@
 // measured in the same run; and of the InFlightTracker's dispatch/release and fill() under
 // contention.
 //
-// Work definition of issue 6 (compares with the Go reference on this machine): endpoints with
+// The work definition (compares with the Go reference on this machine): endpoints with
 // waiting queue uniform in [0, 9] and KV uniform in [0, 1), all fresh, thresholds 5 / 0.8,
 // seed 42; M in {1, 64, 1024, 4096}. Each iteration reads the clock once (steady_clock::now()),
 // as a host would, and passes it in.
@@ -17,7 +17,7 @@
 //   BM_PickEndpointFitFirst/<M>    the same with fitFirst (the fit test: one room() call over
 //                                  the pool; target at 1024 endpoints: <= 2 us)
 //
-// Issue 14 (DispatchLedger):
+// DispatchLedger:
 //   BM_LedgerDispatchComplete            one dispatch + one completion (handle release) on one
 //                                        endpoint id, one thread (target <= 50 ns)
 //   BM_LedgerDispatchCompleteShared/threads:N   the same from N threads on ONE endpoint (the
@@ -227,7 +227,7 @@ void BM_InFlightFill(benchmark::State& state) {
 }
 BENCHMARK(BM_InFlightFill)->RangeMultiplier(8)->Range(1, 512);
 
-// ---- issue 14: DispatchLedger ------------------------------------------------------------------
+// ---- DispatchLedger --------------------------------------------------------------------------
 
 void BM_LedgerDispatchComplete(benchmark::State& state) {
   DispatchLedger ledger;

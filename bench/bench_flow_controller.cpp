@@ -1,4 +1,4 @@
-// FlowController costs (issue 6's work definitions), with a floor and heap-allocation counts in
+// FlowController costs (the work definitions), with a floor and heap-allocation counts in
 // the same binary (tests/alloc_counter.cpp replaces global operator new and counts per thread).
 //
 //   BM_DispatchCycle/<P>/<F>/<top|lowest>   P bands x F flows per band (every flow registered),
@@ -273,7 +273,7 @@ std::size_t residentBytes() {
   return read == 2 ? resident * static_cast<std::size_t>(sysconf(_SC_PAGESIZE)) : 0;
 }
 
-// Memory (issue 19), one iteration: heap bytes requested per band (creating a controller with 65
+// Memory, one iteration: heap bytes requested per band (creating a controller with 65
 // declared bands vs 1, / 64), per flow (10 k flows registered by an enqueue + cancel each, the
 // request memory recycled), per queued request (1 M requests queued over those 10 k flows, / 1 M),
 // and the growth of the process's RSS while the 1 M requests are queued.
@@ -411,7 +411,7 @@ int registerAll() {
       });
     }
   }
-  // The two policies of issue 18 at P x F = 8 x 1024 (and a smaller point for the trend).
+  // Program-aware fairness and SLO-deadline ordering at P x F = 8 x 1024 (and a smaller point for the trend).
   for (const int f : {16, 1024}) {
     const std::string suffix = "/8/" + std::to_string(f) + "/top";
     benchmark::RegisterBenchmark(

@@ -1,4 +1,4 @@
-// Cost of one computeLimit call per strategy (issue 6's work definition, so that figures compare
+// Cost of one computeLimit call per strategy (the work definition, so that figures compare
 // with the Go reference measured on the same machine), against floors measured in the same run:
 //
 //   priorities p_i = 1000 - 7 i^2, i = 0..N-1; cMin 0.5, cMax 1.0, sigmoid k = 10; saturation 0.7.
@@ -106,7 +106,7 @@ void computeLimitChanging(benchmark::State& state, const std::string& strategy) 
   state.SetItemsProcessed(state.iterations() * state.range(0));
 }
 
-// reservation-holdback-policy with a demand view (issue 15): every band has occupancy 1 + i/4,
+// reservation-holdback-policy with a demand view: every band has occupancy 1 + i/4,
 // arrivals 2/s, holding time 0.5 s, request unit 1/64; epsilon 0.01, minCeiling 0.5.
 // `hold`: the view carries a clock advancing 1 ms per call, so the hold of the reserve runs (one
 // exponential per band whose held reserve is above the computed one).

@@ -1,4 +1,4 @@
-# Every public header compiles and links on its own, in both modes (issue 12).
+# Every public header compiles and links on its own, in both modes.
 #
 # For each public header (include/holdback/**/*.hpp, not the *-inl.hpp implementation files nor
 # the internal detail/ headers) a
@@ -8,7 +8,7 @@
 #                                    -fkeep-inline-functions, which emits every inline function
 #                                    the header brings in; an inline function that calls something
 #                                    no header of the closure defines then fails to link (the hole
-#                                    of issue 12 item 4: config/detector_config.hpp without the
+#                                    once: config/detector_config.hpp without the
 #                                    plugin helpers).
 # holdback/testing/* need GoogleTest; they are checked in compiled mode only (with GTest linked).
 #

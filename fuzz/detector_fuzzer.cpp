@@ -15,7 +15,7 @@
 //     figure >= 0 (never NaN), {0, 0} for an endpoint the utilization detector does not see as
 //     fresh; bandRoom() over them with any footprints (NaN, negative, huge) gives fits >= 0 and
 //     fitsAfter <= fits (or -infinity), never NaN.
-// Inputs starting with 'L' drive a DispatchLedger instead (issue 14): registrations, removals
+// Inputs starting with 'L' drive a DispatchLedger instead: registrations, removals
 // (with work in flight), dispatches, handle releases, handle-free dispatches and completions
 // (including completions without dispatches and huge or negative token counts), marks, scrapes
 // with any telemetry and timestamps, and fills. Checks, against a model of every live id:

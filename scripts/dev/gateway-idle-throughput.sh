@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 14's throughput target: through the gateway's built-in config over ONE idle fake model
+# The throughput target: through the gateway's built-in config over ONE idle fake model
 # server (64 slots, 330 ms requests: 10 ms prefill + 16 tokens x 20 ms), hey at 64 concurrent
 # clients, against going direct. Medians of RUNS runs. Loopback; everything on the same cores.
 #   scripts/dev/gateway-idle-throughput.sh [BUILD_DIR] [RUNS]   (default: build/default, 3)

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Where a reservation arm's idle goodput goes and how close its burst onsets come to the settled
-window (docs/simulation.md, "Short-bursts idle goodput", issue 15).
+window (docs/simulation.md).
 
 Reads the `--csv` directories of one seed each (intervals.csv every 100 ms, requests.csv) of a
 scenario whose first class is on for ON seconds after OFF seconds idle, period ON + OFF

@@ -44,7 +44,7 @@ config::Json staticMap(const Scenario& s) {
   return plugin("priority-holdback-policy", {{"strategy", "static"}, {"ceilings", ceilings}});
 }
 
-// Reservation sized from measured demand (issue 15): minCeiling from the scenario, one request
+// Reservation sized from measured demand: minCeiling from the scenario, one request
 // of reserve at least, demand decaying over 1.5 s, the library's hold of the reserve
 // (docs/simulation.md has the sensitivity to epsilon, the decay time and the hold). `extra` is
 // merged into the parameters.
@@ -141,7 +141,7 @@ std::vector<Arm> allArms() {
       {.name = "reservation+feedback",
        .description = "reservation (epsilon 1 %) with the feedback trim",
        .policy = [](S s) { return reservation(s, 0.01, feedback(s)); }},
-      // In-flight eviction (issue 16): the arm's policy plus the controller's eviction.
+      // In-flight eviction: the arm's policy plus the controller's eviction.
       {.name = "static-1.0+evict",
        .description = "static-1.0 with in-flight eviction (upstream's recommended setup)",
        .policy = staticOne,
@@ -237,7 +237,7 @@ config::Json detectorDocument(const Scenario& s) {
   // Telemetry older than two scrapes is stale.
   const auto staleNs = 2 * std::llround(s.pool.scrapeIntervalMs * 1e6);
   config::Json parameters = {{"metricsStalenessThreshold", std::to_string(staleNs) + "ns"}};
-  if (s.pool.slotTerm) parameters["maxRunningRequests"] = s.pool.slots;  // issue 14 item 2
+  if (s.pool.slotTerm) parameters["maxRunningRequests"] = s.pool.slots;  // the slot term
   return plugin("utilization-detector", std::move(parameters));
 }
 

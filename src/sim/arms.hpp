@@ -35,7 +35,7 @@ struct Arm {
   std::function<config::Json(const Scenario&)> policy;
   PriorityDomain priorityDomain = PriorityDomain::kProvisioned;
   Duration activityWindow = std::chrono::seconds(1);
-  // In-flight eviction (issue 16): the controller revokes sheddable in-flight requests at a
+  // In-flight eviction: the controller revokes sheddable in-flight requests at a
   // head-of-line block (FlowControllerOptions::eviction, grace from deriveEvictionGrace, the
   // built-in filter and order); the simulated host aborts the victim on its server after
   // pool.revocationLatencyMs and its client retries it.

@@ -91,7 +91,7 @@ struct PoolSpec {
   // it before every detector call. On by default: the simulated gateway is a host that feeds the
   // ledger, and the library's correction is on wherever the host feeds it (docs/simulation.md,
   // "Detector defaults"). Off: the scraped figures as they are plus an InFlightTracker's counts
-  // (the behaviour before issue 14). The concurrency detector ignores it.
+  // (the behaviour without the ledger). The concurrency detector ignores it.
   bool dispatchLedger = true;
   // The ledger's per-scrape dispatch budget (DispatchLedgerOptions::dispatchBudget, with
   // budgetQueueDepth = the detector's queueDepthThreshold, 5).

@@ -106,7 +106,7 @@ TEST(CliSaturationTest, EndpointPickerConfigExample) {
             "\"saturation\":0.8611111111111112,\"filtered\":[\"h100-0\"],\"failOpen\":false}\n");
 }
 
-// Issue 14: the ledger's correction of pending work, --no-ledger, --scores, junk telemetry.
+// The ledger's correction of pending work, --no-ledger, --scores, junk telemetry.
 TEST(CliSaturationTest, PendingWorkIsCreditedUnlessNoLedger) {
   const std::string config =
       writeTemp("slots.json",

@@ -187,7 +187,7 @@ TEST(UtilizationDetectorConfigTest, RejectionTable) {
        {"/parameters/headroom: duplicate key \"headroom\": a key may appear only once in an "
         "object (a second value would silently replace the first)",
         "/parameters/headroom: -1.0 is negative; expected a number >= 0.0"}},
-      // Issue 14's switches.
+      // The ledger's and the detector's switches.
       {utilization(R"({"maxRunningRequests":-2})"),
        {"/parameters/maxRunningRequests: -2 is negative; expected an integer >= 0 (0 = no slot "
         "term)"}},

@@ -1,5 +1,5 @@
 // The built-in detectors: every vector of the reference §4.2 (utilization) and §4.3
-// (concurrency), the hardening rules of issue 3, and no allocation on the hot paths.
+// (concurrency), the hardening rules for bad telemetry, and no allocation on the hot paths.
 #include "holdback/detector/detectors.hpp"
 
 #include <gtest/gtest.h>
@@ -192,7 +192,7 @@ TEST(UtilizationDetectorTest, IgnoreStalenessPolicyDropsStaleEndpoints) {
   EXPECT_EQ(d->saturation({}, kNow), 1.0);
 }
 
-// ---- issue 14: strict telemetry, the score cap, the slot term ---------------------------------
+// ---- strict telemetry, the score cap, the slot term ------------------------------------------
 
 TEST(UtilizationDetectorTest, StrictTelemetryTreatsOutOfRangeReadingsLikeStale) {
   auto saturated = utilization({.metricsStalenessThreshold = milliseconds(100)});

@@ -1,4 +1,4 @@
-// detail::BandTable internals (issue 19): the flow-id order of the active set compares an 8-byte
+// detail::BandTable internals: the flow-id order of the active set compares an 8-byte
 // prefix first; it must order exactly as the string comparison it replaced, for every input. A
 // flow's queue (an intrusive treap) must keep exactly the order of the band's ordering policy,
 // ties by arrival sequence, under random inserts and removals, for every ordering policy. The

@@ -345,7 +345,7 @@ TEST_F(FlowControllerTest, DispatchCycleDoesNotAllocate) {
   }
 }
 
-// Issue 19: a request's memory (its record, index node and queue node) is recycled through the
+// A request's memory (its record, index node and queue node) is recycled through the
 // controller's bounded pool, so enqueue + dispatch make no heap allocation once the pool holds
 // what the queue depth needs; memory the pool did not use between two expiry passes goes back
 // to the system.

@@ -1,4 +1,4 @@
-// The fast paths of computeLimit (issue 19) against the scalar reference they replaced, bit for
+// The fast paths of computeLimit against the scalar reference they replaced, bit for
 // bit, on fuzzed input: the vectorized monotone check that skips the sweep, the static-usage-limit
 // fill that skips the virtual call and the sweep, the 32-bit-indexed and three-pass strategy loops
 // and the static map's merge walk.
@@ -24,7 +24,7 @@ namespace {
 using test_support::kInf;
 using test_support::kNaN;
 
-// The sweep as it was before the check (issue 6): clamp into [0, 1], NaN -> 0, raise right to left.
+// The sweep as it was before the fast paths: clamp into [0, 1], NaN -> 0, raise right to left.
 void referenceSweep(std::vector<double>& c) {
   double floor = 0.0;
   for (std::size_t i = c.size(); i-- > 0;) {
@@ -37,7 +37,7 @@ void referenceSweep(std::vector<double>& c) {
   }
 }
 
-// The strategies as they were computed before issue 19, one element at a time.
+// The strategies as they were computed before the fast paths, one element at a time.
 std::vector<double> referenceHoldback(const PriorityHoldbackOptions& o,
                                       const std::vector<Priority>& priorities) {
   const std::size_t n = priorities.size();

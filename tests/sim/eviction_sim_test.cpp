@@ -1,4 +1,4 @@
-// In-flight eviction in the simulator (issue 16 item 6): the *+evict arms run the library's
+// In-flight eviction in the simulator: the *+evict arms run the library's
 // eviction controller, the simulated host aborts each victim on its server after
 // pool.revocationLatencyMs and confirms with release(), and the victim's client retries it.
 #include <gtest/gtest.h>

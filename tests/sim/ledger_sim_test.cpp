@@ -1,4 +1,4 @@
-// The simulator with a DispatchLedger per gateway replica (pool.dispatchLedger, issue 14 item 6):
+// The simulator with a DispatchLedger per gateway replica (pool.dispatchLedger):
 // determinism, the bounded server queue on the default scenario, and the lost-completions fault.
 // The bounds are the measured 5-seed figures (docs/simulation.md, "The dispatch ledger") with
 // margin.
@@ -71,7 +71,7 @@ TEST(LedgerSimTest, LedgerBoundsTheServerQueueOnTheDefaultScenario) {
 }
 
 // Measured (seeds 1-5, stepwise): healthy 3455 output tok/s, 10 % lost completions 3389 without
-// the budget and 3360 with it (-2 %, -3 %). Issue 14 bound: within 20 % of healthy.
+// the budget and 3360 with it (-2 %, -3 %). The bound: within 20 % of healthy.
 TEST(LedgerSimTest, LostCompletionsWithTheBudgetKeepBatchThroughput) {
   for (const std::uint64_t seed : {1u, 2u}) {
     Scenario s = ledgerScenario(seed);

@@ -237,8 +237,8 @@ std::string withoutNewWindows(const std::string& table) {
 // The default table of one gateway (seed 1, both detectors, all arms), recorded before replicas
 // existed (tests/sim/golden/default-seed1.txt); replicas = 1 gives the same figures exactly.
 // Re-recorded (HOLDBACK_UPDATE_GOLDEN=1) when the detector defaults changed (per-endpoint score
-// cap 1.0 and strict telemetry validation, issue 14), and again when the simulator's utilization
-// arms got the dispatch ledger and the slot term by default (issue 14, docs/simulation.md
+// cap 1.0 and strict telemetry validation), and again when the simulator's utilization
+// arms got the dispatch ledger and the slot term by default (docs/simulation.md
 // "Detector defaults"): deliberate changes of figures, never to make a failing run pass.
 TEST(SimEvaluationTest, OneReplicaReproducesTheSingleGatewayFigures) {
   std::ifstream file(std::string(HOLDBACK_SIM_GOLDEN_DIR) + "/default-seed1.txt");

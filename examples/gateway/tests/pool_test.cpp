@@ -136,7 +136,7 @@ TEST(Pool, TheLedgerCountsDispatchesSinceTheScrapesMarkUntilTheyComplete) {
 
 TEST(Pool, ClosedLoopTrafficBetweenTwoScrapesDoesNotAccumulate) {
   // The old scrape-lag credit counted every dispatch since the scrape as waiting, completed or
-  // not, which capped the gateway at ~60 req/s over an idle server (issue 14). The ledger nets
+  // not, which capped the gateway at ~60 req/s over an idle server. The ledger nets
   // completions: one request in flight at a time reads as one, however many went through.
   Pool pool = makePool(1);
   auto d = detector();

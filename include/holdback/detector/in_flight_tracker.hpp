@@ -1,8 +1,8 @@
 // InFlightTracker: the requests and tokens the gateway has dispatched to each endpoint and not yet
 // seen finish, by endpoint name, for the concurrency detector (Endpoint::inFlightRequests/Tokens).
 //
-// Since issue 14 this is a by-name wrapper over DispatchLedger (dispatch_ledger.hpp), the
-// library's one in-flight mechanism; InFlightHandle is DispatchHandle. Hosts that also scrape
+// A by-name wrapper over DispatchLedger (dispatch_ledger.hpp), the library's one in-flight
+// mechanism; InFlightHandle is DispatchHandle. Hosts that also scrape
 // telemetry should use the ledger directly (ids instead of names, scrape correction).
 //
 // The algorithm
