@@ -2,7 +2,6 @@
 // translation unit per layer. In header-only mode the public headers include the same files.
 #include "holdback/config/detector_config-inl.hpp"
 #include "holdback/config/document-inl.hpp"
-#include "holdback/config/duration-inl.hpp"
 #include "holdback/config/effective_config-inl.hpp"
 #include "holdback/config/endpoint_picker_config-inl.hpp"
 #include "holdback/config/flow_plugin_config-inl.hpp"

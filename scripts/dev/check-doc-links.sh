@@ -3,7 +3,7 @@
 #  - every relative Markdown link [text](path) or [text](path#anchor) in README.md, CHANGELOG.md
 #    and docs/**/*.md names a file or directory that exists, and its #anchor (if any) a heading
 #    of that page (GitHub's rule: lower case, punctuation but - and _ dropped, spaces to -);
-#  - every repository path docs/....md named anywhere in the tracked sources exists.
+#  - every repository path docs/<page>.md named anywhere in the tracked sources exists.
 # Prints every broken link, then exits 1 if there was one.
 #   scripts/dev/check-doc-links.sh [SOURCE_DIR]
 set -euo pipefail

@@ -13,8 +13,8 @@
 #include <vector>
 
 #include "holdback/config/document.hpp"
-#include "holdback/config/duration.hpp"
 #include "holdback/config/effective_config.hpp"
+#include "holdback/core/duration.hpp"
 #include "holdback/flow/flow_controller.hpp"
 
 #include "golden_files.hpp"
@@ -348,10 +348,11 @@ flowControl:
             std::string::npos);
 }
 
-// docs/guide/configuration.md's field table lists exactly kEndpointPickerConfigFields, with the same
-// type, default and allowed values; and the loader's known keys are exactly those fields.
+// docs/guide/configuration.md's field table lists exactly kEndpointPickerConfigFields, with the
+// same type, default and allowed values; and the loader's known keys are exactly those fields.
 TEST(EndpointPickerConfigDocsTest, FieldTableMatchesTheCode) {
-  const std::string doc = readFile(fs::path(HOLDBACK_SOURCE_DIR) / "docs" / "configuration.md");
+  const std::string doc =
+      readFile(fs::path(HOLDBACK_SOURCE_DIR) / "docs" / "guide" / "configuration.md");
   const auto begin = doc.find("<!-- fields:begin -->");
   const auto end = doc.find("<!-- fields:end -->");
   ASSERT_NE(begin, std::string::npos);

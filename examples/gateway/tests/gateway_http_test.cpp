@@ -40,7 +40,7 @@ TEST_P(OutcomeMapping, StatusDropReasonAndJsonBody) {
 
 using QO = QueueOutcome;
 using OC = OutcomeCause;
-// The reference's EPP admission table (upstream-reference.md §3.8).
+// Outcomes to HTTP as the Go endpoint picker maps them (docs/guide/gateway.md, "Status codes").
 INSTANTIATE_TEST_SUITE_P(
     ReferenceTable, OutcomeMapping,
     ::testing::Values(

@@ -9,7 +9,7 @@
 #include <limits>
 #include <map>
 
-#include "holdback/config/duration.hpp"
+#include "holdback/core/duration.hpp"
 
 namespace holdback {
 inline namespace HOLDBACK_ABI_NAMESPACE {

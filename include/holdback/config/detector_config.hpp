@@ -23,7 +23,7 @@
 //                          (accepted for compatibility with Go configs; a warning says it has no
 //                          effect: the host feeds in-flight counts)
 //
-// Durations are Go-style strings (config/duration.hpp). See docs/guide/detectors.md.
+// Durations are Go-style strings (core/duration.hpp). See docs/guide/detectors.md.
 #pragma once
 
 #include "holdback/abi.hpp"

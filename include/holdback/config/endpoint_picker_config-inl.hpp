@@ -10,7 +10,7 @@
 #include <utility>
 
 #include "holdback/config/detail/loader-inl.hpp"
-#include "holdback/config/duration.hpp"
+#include "holdback/core/duration.hpp"
 #include "holdback/flow/options.hpp"
 
 namespace holdback {

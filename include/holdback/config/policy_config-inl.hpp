@@ -5,7 +5,7 @@
 
 #include "holdback/config/policy_config.hpp"
 
-#include "holdback/config/duration.hpp"
+#include "holdback/core/duration.hpp"
 
 #include <limits>
 #include <map>

@@ -4,7 +4,7 @@
 
 #include "holdback/flow/request_headers.hpp"
 
-#include "holdback/config/duration.hpp"
+#include "holdback/core/duration.hpp"
 
 namespace holdback {
 inline namespace HOLDBACK_ABI_NAMESPACE {
@@ -16,7 +16,7 @@ HOLDBACK_INLINE RequestTtlHeader parseRequestTtl(std::optional<std::string_view>
   while (!text.empty() && (text.front() == ' ' || text.front() == '\t')) text.remove_prefix(1);
   while (!text.empty() && (text.back() == ' ' || text.back() == '\t')) text.remove_suffix(1);
   out.status = RequestTtlHeader::Status::kInvalid;
-  const std::optional<Duration> ttl = config::parseDuration(text);
+  const std::optional<Duration> ttl = parseDuration(text);
   if (!ttl || *ttl <= Duration::zero()) return out;
   out.status = RequestTtlHeader::Status::kValid;
   out.ttl = *ttl;

@@ -10,7 +10,7 @@
 #include <set>
 #include <utility>
 
-#include "holdback/config/duration.hpp"
+#include "holdback/core/duration.hpp"
 #include "holdback/config/quantity.hpp"
 #include "holdback/config/reference_profile.hpp"
 #include "holdback/flow/options.hpp"

@@ -1,12 +1,12 @@
 // Go-style duration strings: what parses, what does not, and formatDuration round trips.
-#include "holdback/config/duration.hpp"
+#include "holdback/core/duration.hpp"
 
 #include <gtest/gtest.h>
 
 #include <limits>
 #include <string>
 
-namespace holdback::config {
+namespace holdback {
 namespace {
 
 using std::chrono::hours;
@@ -103,4 +103,4 @@ TEST(DurationTest, FormatRoundTrips) {
 }
 
 }  // namespace
-}  // namespace holdback::config
+}  // namespace holdback

@@ -1,9 +1,9 @@
-// Implementation of holdback/config/duration.hpp: compiled into libholdback by
-// src/config/duration.cpp, or included by the header itself in header-only mode
+// Implementation of holdback/core/duration.hpp: compiled into libholdback by src/core.cpp, or
+// included by the header itself in header-only mode
 // (HOLDBACK_HEADER_ONLY, holdback::header_only).
 #pragma once
 
-#include "holdback/config/duration.hpp"
+#include "holdback/core/duration.hpp"
 
 #include <cstdint>
 #include <limits>
@@ -11,7 +11,6 @@
 namespace holdback {
 inline namespace HOLDBACK_ABI_NAMESPACE {
 namespace detail {
-using namespace config;  // NOLINT(google-build-using-namespace): the config layer's internals
 
 inline constexpr std::uint64_t kMaxMagnitude = static_cast<std::uint64_t>(
     std::numeric_limits<std::int64_t>::max());  // |INT64_MIN| excluded: keeps negation simple
@@ -29,8 +28,6 @@ HOLDBACK_INLINE std::uint64_t unitNanoseconds(std::string_view unit) {
 }
 
 }  // namespace detail
-
-namespace config {
 
 HOLDBACK_INLINE std::optional<Duration> parseDuration(std::string_view text) {
   std::size_t i = 0;
@@ -88,6 +85,5 @@ HOLDBACK_INLINE std::optional<Duration> parseDuration(std::string_view text) {
   return Duration(negative ? -signed_total : signed_total);
 }
 
-}  // namespace config
 }  // namespace HOLDBACK_ABI_NAMESPACE
 }  // namespace holdback

@@ -1,5 +1,5 @@
 // Go-style duration strings, as Kubernetes and the Go gateway's configs write them: "200ms",
-// "1.5s", "2m", "1h30m", "-5s", "0".
+// "1.5s", "2m", "1h30m", "-5s", "0". Their inverse, formatDuration, is in holdback/core/text.hpp.
 //
 // Grammar (Go's time.ParseDuration): an optional sign, then "0" alone, or one or more
 // <decimal><unit> pairs where <decimal> is digits with an optional fraction (".5", "1.", "1.25")
@@ -21,19 +21,13 @@
 
 namespace holdback {
 inline namespace HOLDBACK_ABI_NAMESPACE {
-namespace config {
 
 // The duration `text` denotes, or nullopt when it is not a duration string.
 [[nodiscard]] HOLDBACK_API std::optional<Duration> parseDuration(std::string_view text);
 
-// formatDuration (the string parseDuration() reads back exactly) lives in holdback/core/text.hpp;
-// config:: keeps the name.
-using holdback::formatDuration;
-
-}  // namespace config
 }  // namespace HOLDBACK_ABI_NAMESPACE
 }  // namespace holdback
 
 #ifdef HOLDBACK_HEADER_ONLY
-#include "holdback/config/duration-inl.hpp"
+#include "holdback/core/duration-inl.hpp"
 #endif
