@@ -46,8 +46,7 @@ config::Json staticMap(const Scenario& s) {
 
 // Reservation sized from measured demand: minCeiling from the scenario, one request
 // of reserve at least, demand decaying over 1.5 s, the library's hold of the reserve
-// (docs/simulation.md has the sensitivity to epsilon, the decay time and the hold). `extra` is
-// merged into the parameters.
+// (docs/simulation.md has the arms' results). `extra` is merged into the parameters.
 config::Json reservation(const Scenario& s, double epsilon, config::Json extra = nullptr) {
   config::Json p = {{"epsilon", epsilon},
                     {"minCeiling", s.minCeiling},
@@ -155,8 +154,7 @@ std::vector<Arm> allArms() {
       // other way back) is off here: docs/guide/eviction.md, "Restoration replaces the hold". What
       // restoration cannot cover is a burst's first lead time, so the idle reserve is sized for
       // that instead: an eighth of the pool's slots (8 of the built-in scenarios' 64;
-      // docs/guide/eviction.md, "The idle reserve covers the first lead time", has the sensitivity and
-      // the runs on pools of 32 and 256 slots).
+      // docs/guide/eviction.md, "The idle reserve covers the first lead time").
       {.name = "reservation+evict",
        .description = "reservation (epsilon 1 %, no hold, minReserve an eighth of the pool's "
                       "slots) with in-flight eviction that restores its reserve before a block "
