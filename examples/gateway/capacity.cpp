@@ -4,6 +4,8 @@
 #include <cmath>
 #include <utility>
 
+#include "holdback/core/text.hpp"
+
 namespace holdback::gateway {
 
 std::string_view toString(SlotSource source) noexcept {
@@ -12,6 +14,8 @@ std::string_view toString(SlotSource source) noexcept {
       return "endpoint";
     case SlotSource::kPoolSetting:
       return "pool";
+    case SlotSource::kMetric:
+      return "metric";
     case SlotSource::kConfig:
       return "config";
     case SlotSource::kEstimate:
@@ -26,6 +30,8 @@ std::string_view toString(KvSource source) noexcept {
       return "not-scraped";
     case KvSource::kCacheConfigInfo:
       return "cache_config_info";
+    case KvSource::kMetric:
+      return "metric";
     case KvSource::kAbsent:
       return "absent";
     case KvSource::kInvalid:
@@ -74,8 +80,19 @@ EndpointCapacity CapacityLearner::initial(std::size_t i) const {
   return {.maxRunningRequests = counted(c.slots), .kvCapacityTokens = c.kvCapacityTokens};
 }
 
+namespace {
+
+// A reported count as an integer in [1, max] (a fraction rounded down), or nullopt.
+std::optional<std::int64_t> reportedCount(std::optional<double> value, std::int64_t max) {
+  if (!value || !std::isfinite(*value) || *value < 1.0 || *value > double(max)) return std::nullopt;
+  return static_cast<std::int64_t>(std::floor(*value));
+}
+
+}  // namespace
+
 std::optional<EndpointCapacity> CapacityLearner::observe(std::size_t i, const CacheConfigInfo& info,
-                                                         double running, double waiting) {
+                                                         double running, double waiting,
+                                                         const Reported& reported) {
   std::vector<std::string> lines;
   std::optional<EndpointCapacity> install;
   {
@@ -83,6 +100,24 @@ std::optional<EndpointCapacity> CapacityLearner::observe(std::size_t i, const Ca
     State& s = states_[i];
     LearnedCapacity& c = s.now;
     const std::int64_t slots_before = c.slots;
+    // The engine's slot gauge, unless a setting names the count.
+    if (c.slotSource == SlotSource::kMetric || c.slotSource == SlotSource::kEstimate) {
+      const auto gauge = reportedCount(reported.slots, DispatchLedger::kMaxConfiguredSlots);
+      if (gauge) {
+        if (c.slotSource != SlotSource::kMetric || c.slots != *gauge) {
+          lines.push_back(s.name + ": " + std::to_string(*gauge) +
+                          " slots (the engine's slot gauge)");
+        }
+        c.slotSource = SlotSource::kMetric;
+        c.slots = *gauge;
+      } else if (c.slotSource == SlotSource::kMetric) {
+        lines.push_back(s.name + ": the engine's slot gauge is gone or not a count in [1, " +
+                        std::to_string(DispatchLedger::kMaxConfiguredSlots) +
+                        "]: slots estimated from the scrapes again");
+        c.slotSource = SlotSource::kEstimate;
+        c.slots = s.confirmed ? s.mostRunning : s.mostRunning + 1 + probe_reserve_;
+      }
+    }
     if (c.slotSource == SlotSource::kEstimate && std::isfinite(running) && running >= 0.0) {
       const auto shown = static_cast<std::int64_t>(
           std::min(std::floor(running), double(DispatchLedger::kMaxObservedSlots)));
@@ -102,25 +137,41 @@ std::optional<EndpointCapacity> CapacityLearner::observe(std::size_t i, const Ca
       // estimate grow (a reserve counted in slots would otherwise never dispatch past it).
       c.slots = s.confirmed ? s.mostRunning : s.mostRunning + 1 + probe_reserve_;
     }
-    const KvSource source = info.status == CacheConfigInfo::Status::kValid
-                                ? KvSource::kCacheConfigInfo
-                            : info.status == CacheConfigInfo::Status::kAbsent ? KvSource::kAbsent
-                                                                              : KvSource::kInvalid;
-    const std::int64_t tokens = source == KvSource::kCacheConfigInfo ? info.kvCapacityTokens : 0;
+    KvSource source = info.status == CacheConfigInfo::Status::kValid    ? KvSource::kCacheConfigInfo
+                      : info.status == CacheConfigInfo::Status::kAbsent ? KvSource::kAbsent
+                                                                        : KvSource::kInvalid;
+    std::int64_t tokens = source == KvSource::kCacheConfigInfo ? info.kvCapacityTokens : 0;
+    std::string problem = info.problem;
+    if (source == KvSource::kAbsent && reported.kvCapacityTokens) {
+      // No cache_config_info: the engine's own KV-capacity gauge (SGLang).
+      if (const auto gauge =
+              reportedCount(reported.kvCapacityTokens, CacheConfigInfo::kMaxKvCapacityTokens)) {
+        source = KvSource::kMetric;
+        tokens = *gauge;
+      } else {
+        source = KvSource::kInvalid;
+        problem = "the engine's KV-capacity gauge reads " +
+                  formatNumber(*reported.kvCapacityTokens) + "; expected a token count in [1, " +
+                  std::to_string(CacheConfigInfo::kMaxKvCapacityTokens) + "]";
+      }
+    }
     if (source == KvSource::kCacheConfigInfo &&
         (c.kvSource != source || c.kvCapacityTokens != tokens)) {
       lines.push_back(s.name + ": KV cache " + std::to_string(tokens) +
                       " tokens (vllm:cache_config_info: " + std::to_string(info.numGpuBlocks) +
                       " blocks x " + std::to_string(info.blockSize) + ")");
+    } else if (source == KvSource::kMetric &&
+               (c.kvSource != source || c.kvCapacityTokens != tokens)) {
+      lines.push_back(s.name + ": KV cache " + std::to_string(tokens) +
+                      " tokens (the engine's KV-capacity gauge)");
     } else if (source == KvSource::kAbsent && c.kvSource != source) {
       lines.push_back(s.name +
                       ": no vllm:cache_config_info: KV capacity unknown (the KV term reads "
                       "vllm:kv_cache_usage_perc alone)");
-    } else if (source == KvSource::kInvalid &&
-               (c.kvSource != source || s.problem != info.problem)) {
-      lines.push_back(s.name + ": " + info.problem +
-                      ": KV capacity unknown (the KV term reads vllm:kv_cache_usage_perc alone)");
-      s.problem = info.problem;
+    } else if (source == KvSource::kInvalid && (c.kvSource != source || s.problem != problem)) {
+      lines.push_back(s.name + ": " + problem +
+                      ": KV capacity unknown (the KV term reads the KV usage gauge alone)");
+      s.problem = problem;
     }
     if (tokens != c.kvCapacityTokens || c.slots != slots_before) {
       install =

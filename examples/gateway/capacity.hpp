@@ -9,7 +9,9 @@
 //     1. the endpoint's own setting (--endpoint URL,slots=N);
 //     2. the pool-wide default (--endpoint-slots N);
 //     3. the utilization detector's maxRunningRequests in the config;
-//     4. else an estimate from the scrapes: S = the most requests any scrape showed running (a
+//     4. the engine's own slot gauge, when its metric dialect has one (TensorRT-LLM's maximum
+//        request count), while it reads an integer in [1, kMaxConfiguredSlots];
+//     5. else an estimate from the scrapes: S = the most requests any scrape showed running (a
 //        lower bound that only grows). Until a scrape shows a queue (waiting >= 0.5) with S
 //        running, the slot count in use is S + 1 + probeReserve: one probe beyond what was shown
 //        and beyond the reserve's free slots, so that a reserve counted in free slots still lets
@@ -23,7 +25,10 @@
 //   A setting of 0 is not a slot count (it would admit nothing): it is ignored with one warning
 //   and the next source applies.
 //   KV capacity: vllm:cache_config_info's num_gpu_blocks x block_size (extractCacheConfigInfo),
-//   as of the last successful scrape. Absent or invalid: unknown (0): the ledger and the
+//   as of the last successful scrape; without it, the engine's KV-capacity gauge when its metric
+//   dialect has one (SGLang's max_total_num_tokens) and it reads an integer number of tokens in
+//   [1, CacheConfigInfo::kMaxKvCapacityTokens] (a fraction is rounded down; NaN, 0, negative or
+//   beyond: invalid, logged). Absent or invalid: unknown (0): the ledger and the
 //   detector then read the KV term from vllm:kv_cache_usage_perc alone, as before; a failed
 //   scrape changes nothing.
 //   Every change is logged once, through the `log` callback: a new estimate, a new KV capacity,
@@ -48,11 +53,11 @@
 
 namespace holdback::gateway {
 
-enum class SlotSource { kEndpointSetting, kPoolSetting, kConfig, kEstimate };
-enum class KvSource { kNotScraped, kCacheConfigInfo, kAbsent, kInvalid };
+enum class SlotSource { kEndpointSetting, kPoolSetting, kConfig, kMetric, kEstimate };
+enum class KvSource { kNotScraped, kCacheConfigInfo, kMetric, kAbsent, kInvalid };
 
-// The label values /metrics uses: "endpoint", "pool", "config", "estimate"; "not-scraped",
-// "cache_config_info", "absent", "invalid".
+// The label values /metrics uses: "endpoint", "pool", "config", "metric", "estimate";
+// "not-scraped", "cache_config_info", "metric", "absent", "invalid".
 [[nodiscard]] std::string_view toString(SlotSource source) noexcept;
 [[nodiscard]] std::string_view toString(KvSource source) noexcept;
 
@@ -84,11 +89,18 @@ class CapacityLearner {
   // The capacity to register endpoint i with before any scrape (slots configured, else 0).
   [[nodiscard]] EndpointCapacity initial(std::size_t i) const;
 
-  // A successful scrape of endpoint i: its cache_config_info and its running and waiting
-  // figures (NaN, infinite or negative ones teach nothing). Returns the capacity to install in
-  // the ledger when it changed (nullopt: unchanged).
+  // What an engine's metric dialect reports of its capacity (VllmTelemetry's reported* fields).
+  struct Reported {
+    std::optional<double> kvCapacityTokens;
+    std::optional<double> slots;
+  };
+
+  // A successful scrape of endpoint i: its cache_config_info, its running and waiting figures
+  // (NaN, infinite or negative ones teach nothing) and the capacity its engine reports. Returns
+  // the capacity to install in the ledger when it changed (nullopt: unchanged).
   std::optional<EndpointCapacity> observe(std::size_t i, const CacheConfigInfo& info,
-                                          double running, double waiting);
+                                          double running, double waiting,
+                                          const Reported& reported = {});
 
   [[nodiscard]] LearnedCapacity learned(std::size_t i) const;
 
@@ -96,7 +108,7 @@ class CapacityLearner {
   struct State {
     std::string name;
     LearnedCapacity now;
-    std::string problem;           // the last invalid cache_config_info's problem
+    std::string problem;           // the last invalid KV capacity's problem
     std::int64_t mostRunning = 0;  // the estimate's S
     bool confirmed = false;        // a scrape showed a queue at S running
   };

@@ -32,10 +32,13 @@ std::string knownDialects() {
 }
 
 VllmTelemetry toTelemetry(const DialectReading& r) {
-  // An engine without a KV gauge (TGI) reads as 0: the queue alone gates it (docs/guide/engines.md).
+  // An engine without a KV gauge (TGI) reads as 0: the queue alone gates it
+  // (docs/guide/engines.md).
   return {.waiting = r.get(DialectQuantity::kWaiting).value_or(0.0),
           .running = r.get(DialectQuantity::kRunning).value_or(0.0),
-          .kvCacheUsage = r.get(DialectQuantity::kKvUsage).value_or(0.0)};
+          .kvCacheUsage = r.get(DialectQuantity::kKvUsage).value_or(0.0),
+          .reportedKvCapacityTokens = r.get(DialectQuantity::kKvCapacityTokens),
+          .reportedSlots = r.get(DialectQuantity::kSlots)};
 }
 
 }  // namespace

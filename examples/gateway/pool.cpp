@@ -65,9 +65,12 @@ void Pool::recordScrape(std::size_t i, const VllmTelemetry& telemetry, TimePoint
   s.skippedLines += skippedLines;
 }
 
-void Pool::recordCapacity(std::size_t i, const CacheConfigInfo& info, double running,
-                          double waiting) {
-  if (const auto changed = capacity_.observe(i, info, running, waiting)) {
+void Pool::recordCapacity(std::size_t i, const CacheConfigInfo& info,
+                          const VllmTelemetry& telemetry) {
+  const CapacityLearner::Reported reported{.kvCapacityTokens = telemetry.reportedKvCapacityTokens,
+                                           .slots = telemetry.reportedSlots};
+  if (const auto changed =
+          capacity_.observe(i, info, telemetry.running, telemetry.waiting, reported)) {
     (void)ledger_.setCapacity(ids_[i], *changed);
   }
 }

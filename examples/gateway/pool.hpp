@@ -78,9 +78,10 @@ class Pool final : public EndpointSource {
   void recordScrape(std::size_t i, const VllmTelemetry& telemetry, TimePoint at,
                     const ScrapeMark& mark, std::size_t skippedLines);
   void recordScrapeFailure(std::size_t i, std::size_t skippedLines = 0);
-  // A successful scrape's cache configuration (capacity.hpp): installs a changed capacity in the
-  // ledger. Call after recordScrape with the same scrape's running and waiting figures.
-  void recordCapacity(std::size_t i, const CacheConfigInfo& info, double running, double waiting);
+  // A successful scrape's cache configuration and the capacity its engine reports (capacity.hpp):
+  // installs a changed capacity in the ledger. Call after recordScrape with the same scrape's
+  // telemetry (its running, waiting and reported figures).
+  void recordCapacity(std::size_t i, const CacheConfigInfo& info, const VllmTelemetry& telemetry);
   // What the pool knows of endpoint i's capacity (the slot count and KV capacity in the ledger).
   [[nodiscard]] LearnedCapacity capacity(std::size_t i) const;
   // Whether the last scrape of endpoint i succeeded; anyUp(): of at least one (/readyz, and the

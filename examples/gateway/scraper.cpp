@@ -87,8 +87,7 @@ asio::awaitable<void> scrapeLoop(
       pool.setDialect(i, dialect.name());
       if (telemetry) {
         pool.recordScrape(i, *telemetry, Clock::now(), mark, parsed.skippedLines);
-        pool.recordCapacity(i, extractCacheConfigInfo(parsed), telemetry->running,
-                            telemetry->waiting);
+        pool.recordCapacity(i, extractCacheConfigInfo(parsed), *telemetry);
       } else {
         pool.recordScrapeFailure(i, parsed.skippedLines);
       }

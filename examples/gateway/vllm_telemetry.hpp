@@ -19,6 +19,11 @@ struct VllmTelemetry {
   double running = 0.0;       // vllm:num_requests_running, summed; 0 when absent
   double kvCacheUsage = 0.0;  // vllm:kv_cache_usage_perc (max over samples), else
                               // vllm:gpu_cache_usage_perc (older vLLM)
+  // Capacity the engine reports through its metric dialect's gauges, as read (unchecked):
+  // SGLang's max_total_num_tokens, TensorRT-LLM's max request count. vLLM's comes from
+  // vllm:cache_config_info instead (CacheConfigInfo below). nullopt: not exported.
+  std::optional<double> reportedKvCapacityTokens;
+  std::optional<double> reportedSlots;
 };
 
 // The telemetry in `metrics`, or nullopt with `missing` naming what was absent when the waiting

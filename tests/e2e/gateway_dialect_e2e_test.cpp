@@ -1,6 +1,6 @@
-// The gateway against every metric dialect (docs/guide/engines.md): per dialect, two fake model servers
-// speaking it (--dialect), one of them reporting a deep queue (and a KV figure) while idle. The
-// gateway, left to detect the dialect, must show the served queue depth and KV usage on its
+// The gateway against every metric dialect (docs/guide/engines.md): per dialect, two fake model
+// servers speaking it (--dialect), one of them reporting a deep queue (and a KV figure) while idle.
+// The gateway, left to detect the dialect, must show the served queue depth and KV usage on its
 // per-endpoint gauges with the dialect label, keep both endpoints up, and gate on the deep queue
 // as it does for vLLM: interactive served by the healthy server, batch held back (the pool reads
 // at least the batch ceiling of 0.5). About 3 s per dialect.
@@ -28,6 +28,10 @@ using namespace std::chrono_literals;
 struct DialectE2ECase {
   const char* dialect;
   bool hasKv;
+  // The engine's own capacity gauges the gateway learns from (no vllm:cache_config_info there):
+  // the KV capacity (SGLang, TensorRT-LLM) and the slot count (TensorRT-LLM).
+  bool kvFromMetric = false;
+  bool slotsFromMetric = false;
 };
 
 class GatewayDialectE2ETest : public ::testing::TestWithParam<DialectE2ECase> {
@@ -102,6 +106,19 @@ TEST_P(GatewayDialectE2ETest, DetectedGaugesShownAndBatchHeldBack) {
             c.hasKv ? 0.25 : 0.0);
   EXPECT_NE(gateway_->stderrTail().find(std::string("detected dialect ") + c.dialect),
             std::string::npos);
+  const std::string idle_endpoint = "endpoint=\"" + idle_->url() + "\"";
+  if (c.kvFromMetric) {  // the servers' --kv-capacity-tokens default, 16384
+    EXPECT_EQ(metricValue(m, "holdback_gateway_endpoint_kv_capacity_tokens",
+                          idle_endpoint + ",source=\"metric\""),
+              16384.0)
+        << m;
+  }
+  if (c.slotsFromMetric) {  // --slots 4
+    EXPECT_EQ(
+        metricValue(m, "holdback_gateway_endpoint_slots", idle_endpoint + ",source=\"metric\""),
+        4.0)
+        << m;
+  }
 
   // The deep queue scores 1.0 of 2: the pool reads >= 0.5, batch's ceiling.
   const double saturation =
@@ -118,8 +135,8 @@ TEST_P(GatewayDialectE2ETest, DetectedGaugesShownAndBatchHeldBack) {
 INSTANTIATE_TEST_SUITE_P(
     Engines, GatewayDialectE2ETest,
     ::testing::Values(DialectE2ECase{"vllm", true}, DialectE2ECase{"vllm-v0", true},
-                      DialectE2ECase{"sglang", true}, DialectE2ECase{"llamacpp", true},
-                      DialectE2ECase{"tgi", false}, DialectE2ECase{"trtllm", true}),
+                      DialectE2ECase{"sglang", true, true}, DialectE2ECase{"llamacpp", true},
+                      DialectE2ECase{"tgi", false}, DialectE2ECase{"trtllm", true, true, true}),
     [](const auto& info) {
       std::string name = info.param.dialect;
       for (char& ch : name) {

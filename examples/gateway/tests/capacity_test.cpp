@@ -4,6 +4,7 @@
 #include <cstdint>
 
 #include <chrono>
+#include <cmath>
 #include <string>
 #include <vector>
 
@@ -187,7 +188,7 @@ TEST(PoolCapacity, LearnedCapacityReachesTheLedgerAndTheRoom) {
   const TimePoint t = TimePoint{} + 100s;
   for (std::size_t i = 0; i < 2; ++i) {
     pool.recordScrape(i, {.waiting = 0, .running = 2, .kvCacheUsage = 0.25}, t, pool.mark(i), 0);
-    pool.recordCapacity(i, validInfo(64), 2.0, 0.0);
+    pool.recordCapacity(i, validInfo(64), {.waiting = 0, .running = 2});
   }
   const auto view = pool.endpoints(t);
   EXPECT_EQ(view[0].maxRunningRequests, 8);
@@ -202,8 +203,8 @@ TEST(PoolCapacity, LearnedCapacityReachesTheLedgerAndTheRoom) {
 
   // A server whose cache_config_info turns absurd: capacity unknown again, the pool not gated.
   pool.recordCapacity(
-      0, cacheInfo("vllm:cache_config_info{num_gpu_blocks=\"1e15\",block_size=\"16\"} 1\n"), 2.0,
-      0.0);
+      0, cacheInfo("vllm:cache_config_info{num_gpu_blocks=\"1e15\",block_size=\"16\"} 1\n"),
+      {.waiting = 0, .running = 2});
   const auto after = pool.endpoints(t);
   EXPECT_EQ(after[0].kvCapacityTokens, 0);
   ASSERT_TRUE(capacityTestDetector()->room(after, t, room));
@@ -220,8 +221,8 @@ TEST(PoolCapacity, PickPrefersWhereTheFootprintFits) {
   // a: KV nearly at the threshold (room 0.05 x 1024 = 51 tokens), b: half empty, more running.
   pool.recordScrape(0, {.waiting = 0, .running = 1, .kvCacheUsage = 0.75}, t, pool.mark(0), 0);
   pool.recordScrape(1, {.waiting = 0, .running = 3, .kvCacheUsage = 0.3}, t, pool.mark(1), 0);
-  pool.recordCapacity(0, validInfo(64), 1.0, 0.0);
-  pool.recordCapacity(1, validInfo(64), 3.0, 0.0);
+  pool.recordCapacity(0, validInfo(64), {.waiting = 0, .running = 1});
+  pool.recordCapacity(1, validInfo(64), {.waiting = 0, .running = 3});
   const auto det = capacityTestDetector();
   const auto big = pool.pick(*det, t, 200);  // fits only on b
   ASSERT_TRUE(big.has_value());
@@ -282,6 +283,54 @@ TEST(CapacityLearner, AServerWithNoMoreSlotsThanTheReserveIsNotShutForLowerBands
   CapacityLearner learner({"http://a"}, {{.endpoint = 1}}, {}, 1);
   EXPECT_EQ(learner.initial(0).maxRunningRequests, 2);  // reserve 1 + one request of a lower band
   EXPECT_EQ(learner.learned(0).slots, 1);               // what /metrics shows
+}
+
+// SGLang and TensorRT-LLM report their capacity through their dialect's gauges
+// (max_total_num_tokens, the maximum request count): learned when vllm:cache_config_info and the
+// slot settings say nothing; bad readings (NaN, 0, negative, beyond the caps) teach nothing and
+// are named once.
+TEST(CapacityLearner, TheEnginesOwnCapacityGaugesAreLearnedWithoutCacheConfigInfo) {
+  CapturedLog log;
+  CapacityLearner learner({"http://s"}, {{}}, log.log());
+  const CapacityLearner::Reported sglang{.kvCapacityTokens = 20480.7, .slots = 48.0};
+  auto installed = learner.observe(0, {}, 2.0, 0.0, sglang);
+  ASSERT_TRUE(installed.has_value());
+  EXPECT_EQ(installed->kvCapacityTokens, 20480);  // rounded down
+  EXPECT_EQ(installed->maxRunningRequests, 48);   // the gauge, not the estimate's 2 + 1
+  EXPECT_EQ(learner.learned(0).kvSource, KvSource::kMetric);
+  EXPECT_EQ(learner.learned(0).slotSource, SlotSource::kMetric);
+  EXPECT_EQ(toString(KvSource::kMetric), "metric");
+  EXPECT_EQ(toString(SlotSource::kMetric), "metric");
+  const std::size_t logged = log.lines.size();
+  EXPECT_FALSE(learner.observe(0, {}, 5.0, 0.0, sglang).has_value());  // unchanged: nothing
+  EXPECT_EQ(log.lines.size(), logged);
+
+  // vllm:cache_config_info wins over the gauge when both are there.
+  installed = learner.observe(0, validInfo(64), 5.0, 0.0, sglang);
+  ASSERT_TRUE(installed.has_value());
+  EXPECT_EQ(installed->kvCapacityTokens, 1024);
+  EXPECT_EQ(learner.learned(0).kvSource, KvSource::kCacheConfigInfo);
+
+  // The gauges go bad: KV unknown (named once), slots back to the estimate (5 shown + 1).
+  for (const double bad : {std::nan(""), 0.0, -4.0, 1e30}) {
+    installed = learner.observe(0, {}, 5.0, 0.0, {.kvCapacityTokens = bad, .slots = bad});
+    EXPECT_EQ(learner.learned(0).kvCapacityTokens, 0) << bad;
+    EXPECT_EQ(learner.learned(0).kvSource, KvSource::kInvalid) << bad;
+    EXPECT_EQ(learner.learned(0).slotSource, SlotSource::kEstimate) << bad;
+    EXPECT_EQ(learner.learned(0).slots, 6) << bad;
+  }
+  bool named = false;
+  for (const std::string& l : log.lines) {
+    named = named || l.find("KV-capacity gauge reads") != std::string::npos;
+  }
+  EXPECT_TRUE(named);
+}
+
+TEST(CapacityLearner, ASlotSettingWinsOverTheEnginesSlotGauge) {
+  CapacityLearner learner({"http://t"}, {{.pool = 8}}, {});
+  (void)learner.observe(0, {}, 2.0, 0.0, {.slots = 64.0});
+  EXPECT_EQ(learner.learned(0).slots, 8);
+  EXPECT_EQ(learner.learned(0).slotSource, SlotSource::kPoolSetting);
 }
 
 }  // namespace
