@@ -1,0 +1,170 @@
+// Implementation of holdback/detector/dispatch_ledger.hpp, the fill algorithm: an endpoint's
+// figures from its slot (the correction, the replica share or sync, the budget) and the fill
+// loops (DispatchLedger::fill, fillInFlight). Included by dispatch_ledger-inl.hpp.
+#pragma once
+
+#include "holdback/detector/dispatch_ledger.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+#include "holdback/detector/detail/ledger_slots-inl.hpp"
+
+namespace holdback {
+inline namespace HOLDBACK_ABI_NAMESPACE {
+namespace detail {
+
+// fill's figures for one endpoint from a consistent read of its slot (see "The algorithm").
+[[gnu::always_inline]] inline void fillFrom(Endpoint& e, const LedgerSlot& slotRef,
+                                            const ScrapeView& v, const ScrapeMark& c,
+                                            const DispatchLedgerOptions& options) noexcept {
+  const LedgerSlot* slot = &slotRef;
+  e.maxRunningRequests = slotsInUse(*slot);
+  const double capacity_per_token = slot->kvPerToken.load(std::memory_order_relaxed);
+  e.kvCapacityTokens =
+      capacity_per_token > 0.0 ? std::llround(1.0 / capacity_per_token) : std::int64_t{0};
+  e.inFlightRequests = std::max<std::int64_t>(0, since(c.dispatchedRequests, c.completedRequests));
+  e.inFlightTokens = std::max<std::int64_t>(0, since(c.dispatchedTokens, c.completedTokens));
+  if (!v.has) {
+    e.updateTime.reset();
+    e.waitingQueueSize = 0.0;
+    e.runningRequests = 0.0;
+    e.kvCacheUsage = 0.0;
+    return;
+  }
+  e.updateTime = TimePoint(Duration(v.updateTimeNs));
+  e.waitingQueueSize = v.waiting;
+  e.runningRequests = v.running;
+  e.kvCacheUsage = v.kv;
+  if (!v.correctable) return;  // decided at install (storeScrape)
+  if (options.correction) {
+    const std::int64_t pending = since(c.dispatchedRequests, v.base.dispatchedRequests) -
+                                 since(c.completedRequests, v.base.completedRequests);
+    // Each replica's own pending work, times the replicas (see DispatchLedgerOptions::replicas),
+    // or with replica sync (setPeerPending) its own plus the other replicas' reported sum.
+    const std::int64_t peer_requests = slot->peerRequests.load(std::memory_order_relaxed);
+    const std::uint32_t peer_replicas = slot->peerReplicas.load(std::memory_order_relaxed);
+    const auto replicas = static_cast<double>(
+        peer_replicas > options.replicas ? std::int64_t{peer_replicas} : options.replicas);
+    const bool synced = peer_requests >= 0;
+    const double own_pending = static_cast<double>(pending > 0 ? pending : 0);
+    // The others' reported sum, but never less than the share would count for them: between two
+    // syncs their new dispatches are not in the sum yet.
+    const double share_of_others = own_pending * (replicas - 1.0);
+    const double reported = synced ? static_cast<double>(peer_requests) : 0.0;
+    const double peers = reported > share_of_others ? reported : share_of_others;
+    if (synced ? own_pending + peers > 0.0 : pending > 0) {
+      const double p = synced ? own_pending + peers : static_cast<double>(pending) * replicas;
+      const std::uint32_t slots = slotsInUse(*slot);
+      if (slots != 0) {
+        const auto m = static_cast<double>(slots);
+        const double free_slots = m > v.running ? m - v.running : 0.0;
+        const double queued = v.running + p - m;
+        e.runningRequests = v.running + (p < free_slots ? p : free_slots);
+        e.waitingQueueSize = v.waiting + (queued > 0.0 ? queued : 0.0);
+      } else {
+        e.runningRequests = v.running + p;
+        e.waitingQueueSize = v.waiting + p;
+      }
+    } else if (pending < 0 && !synced && options.creditCompletions) {
+      // Requests the scrape showed have ended since: the freed capacity, at once. Not times the
+      // replicas: only this replica's completions are known.
+      const double freed = -static_cast<double>(pending);
+      const double left = v.running + v.waiting - freed;
+      const double total = left > 0.0 ? left : 0.0;
+      e.runningRequests = total < v.running ? total : v.running;
+      e.waitingQueueSize = total - e.runningRequests;
+    }
+    const std::int64_t pending_tokens = since(c.dispatchedTokens, v.base.dispatchedTokens) -
+                                        since(c.completedTokens, v.base.completedTokens);
+    const double own_tokens = static_cast<double>(pending_tokens > 0 ? pending_tokens : 0);
+    const double reported_tokens =
+        static_cast<double>(slot->peerTokens.load(std::memory_order_relaxed));
+    const double tokens_total = synced
+                                    ? own_tokens + (reported_tokens > own_tokens * (replicas - 1.0)
+                                                        ? reported_tokens
+                                                        : own_tokens * (replicas - 1.0))
+                                    : static_cast<double>(pending_tokens) * replicas;
+    if (capacity_per_token > 0.0 && tokens_total > 0.0) {
+      const double kv = v.kv + tokens_total * capacity_per_token;
+      e.kvCacheUsage = kv < 1.0 ? kv : 1.0;
+    }
+  }
+  if (options.dispatchBudget &&
+      since(c.dispatchedRequests, v.base.dispatchedRequests) >= v.budget) {  // already the share
+    const auto depth = static_cast<double>(options.budgetQueueDepth);
+    if (e.waitingQueueSize < depth) e.waitingQueueSize = depth;
+  }
+}
+
+// The same after a raced read (a scrape being installed, a dispatch during the read), with the
+// retry loops. Out of line: with the loops inlined into fill's loop, the compiler hoisted every
+// field address out of them and spilled the values read (BM_LedgerFill, docs/performance.md).
+[[gnu::noinline]] inline void fillRetry(Endpoint& e, const LedgerSlot& slot,
+                                        const DispatchLedgerOptions& options) noexcept {
+  const ScrapeView v = readScrape(slot);
+  const ScrapeMark c = readCounters(slot);
+  fillFrom(e, slot, v, c, options);
+}
+
+}  // namespace detail
+
+// Always inlined into the fill loops (only they call it).
+[[gnu::always_inline]] inline void DispatchLedger::fillOne(
+    Endpoint& e, const detail::LedgerSlot* slot, const DispatchLedgerOptions& options) noexcept {
+  if (slot == nullptr) {
+    detail::clearTelemetry(e);
+    return;
+  }
+  detail::ScrapeView v;
+  ScrapeMark c;
+  if (!detail::tryReadScrape(*slot, v) || !detail::tryReadCounters(*slot, c)) [[unlikely]] {
+    detail::fillRetry(e, *slot, options);
+    return;
+  }
+  detail::fillFrom(e, *slot, v, c, options);
+}
+
+HOLDBACK_INLINE void DispatchLedger::fill(std::span<Endpoint> endpoints,
+                                          std::span<const EndpointId> ids) const noexcept {
+  const std::size_t n = std::min(endpoints.size(), ids.size());
+  const DispatchLedgerOptions options = options_;  // kept in registers across the atomics
+  for (std::size_t k = 0; k < n; ++k) {
+    fillOne(endpoints[k], slotOf(ids[k]), options);
+  }
+}
+
+HOLDBACK_INLINE void DispatchLedger::fill(std::span<Endpoint> endpoints) const noexcept {
+  std::shared_lock lock(registry_mutex_);
+  for (Endpoint& e : endpoints) {
+    const auto index = indexOf(e.name);
+    fillOne(
+        e,
+        index
+            ? &(*chunks_[*index / kChunkSize].load(std::memory_order_acquire))[*index % kChunkSize]
+            : nullptr,
+        options_);
+  }
+}
+
+HOLDBACK_INLINE void DispatchLedger::fillInFlight(std::span<Endpoint> endpoints) const noexcept {
+  std::shared_lock lock(registry_mutex_);
+  for (Endpoint& e : endpoints) {
+    const auto index = indexOf(e.name);
+    if (!index) {
+      e.inFlightRequests = 0;
+      e.inFlightTokens = 0;
+      continue;
+    }
+    const detail::LedgerSlot& slot =
+        (*chunks_[*index / kChunkSize].load(std::memory_order_acquire))[*index % kChunkSize];
+    const ScrapeMark c = detail::readCounters(slot);
+    e.inFlightRequests =
+        std::max<std::int64_t>(0, detail::since(c.dispatchedRequests, c.completedRequests));
+    e.inFlightTokens =
+        std::max<std::int64_t>(0, detail::since(c.dispatchedTokens, c.completedTokens));
+  }
+}
+
+}  // namespace HOLDBACK_ABI_NAMESPACE
+}  // namespace holdback
