@@ -18,6 +18,7 @@
 #include "holdback/flow/detail/band_table-inl.hpp"
 #include "holdback/flow/detail/controller_core-inl.hpp"
 #include "holdback/flow/detail/controller_core_headroom-inl.hpp"
+#include "holdback/flow/detail/controller_core_lifecycle-inl.hpp"
 #include "holdback/flow/detail/demand_tracker-inl.hpp"
 #include "holdback/flow/detail/evictor-inl.hpp"
 #include "holdback/flow/runner.hpp"
