@@ -191,7 +191,8 @@ inline bool ConcurrencyDetector::room(std::span<const Endpoint> endpoints, TimeP
 }  // namespace HOLDBACK_ABI_NAMESPACE
 }  // namespace holdback
 
-// The compiled parts (create, validate, toString) are defined with the utilization-detector's.
+// The compiled parts (create, validate, toString) are defined with the utilization-detector's,
+// in detectors-inl.hpp.
 #ifdef HOLDBACK_HEADER_ONLY
-#include "holdback/detector/detectors.hpp"
+#include "holdback/detector/detectors-inl.hpp"
 #endif
