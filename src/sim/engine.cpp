@@ -328,6 +328,8 @@ void Simulation::route(std::size_t id) {
   const std::size_t best = gw.picker.pick(pool, *detector_, at(now_), {}, r.input).value_or(0);
   r.endpoint = static_cast<int>(best);
   r.state = State::kServerQueue;
+  // The lease's endpoint, for restoration per endpoint (the picker chose on the source's list).
+  if (arm_.eviction && gw.fc) (void)gw.fc->setLeaseEndpoint(r.leaseId, best);
   // The library's in-flight mechanism: a handle per request, its counts copied into the
   // replica's Endpoint view for the picker and the detector.
   if (gw.ledger) {

@@ -17,9 +17,12 @@
 //      endpoints therefore share the load instead of the first one taking every tie.
 // The result is a pure function of the inputs and the picker's history (deterministic).
 //
-// Cost: one detector filter plus one pass over the candidates (with fitFirst, one room() call
-// over the pool); no allocation in steady state (the scratch buffers grow only with the pool).
-// pick() never throws.
+// Cost: one detector filter plus one pass over the candidates. With fitFirst, rule 3 reads the
+// detector's room lazily: one endpoint per room() call, only for a candidate that would beat the
+// best fitting one so far, and the whole pool in one call after 16 such calls (so the picker
+// relies on room() answering each endpoint from that endpoint alone, as its contract states).
+// No allocation in steady state (the scratch buffers grow only with the pool). pick() never
+// throws.
 //
 // Thread safety: thread-compatible. The cursor is state: give each dispatching thread its own
 // picker, or call pick() under the host's lock.

@@ -21,6 +21,7 @@
 #include "holdback/flow/detail/controller_core_lifecycle-inl.hpp"
 #include "holdback/flow/detail/demand_tracker-inl.hpp"
 #include "holdback/flow/detail/evictor-inl.hpp"
+#include "holdback/flow/detail/evictor_endpoints-inl.hpp"
 #include "holdback/flow/runner.hpp"
 
 namespace holdback {
@@ -203,6 +204,10 @@ HOLDBACK_INLINE bool FlowController::release(RequestId id, TimePoint now) noexce
 HOLDBACK_INLINE bool FlowController::updateLease(RequestId id, std::uint64_t footprintTokens,
                                                  std::uint64_t generatedTokens) noexcept {
   return core_->updateLease(id, footprintTokens, generatedTokens);
+}
+
+HOLDBACK_INLINE bool FlowController::setLeaseEndpoint(RequestId id, std::size_t endpoint) noexcept {
+  return core_->setLeaseEndpoint(id, endpoint);
 }
 
 HOLDBACK_INLINE DispatchResult FlowController::dispatchCycle(TimePoint now) noexcept {

@@ -243,6 +243,14 @@ class HOLDBACK_API FlowController {
   // work lost if it is revoked). False when no lease is held for `id`. O(1), no allocation.
   bool updateLease(RequestId id, std::uint64_t footprintTokens,
                    std::uint64_t generatedTokens) noexcept;
+  // The endpoint the host dispatched request `id` to: its position in the list the endpoint
+  // source returns (what EndpointPicker::pick answered on that list). Reserve restoration then
+  // revokes where a protected request waits or would fit after one revocation (flow/eviction.hpp,
+  // "Restoration per endpoint"); a lease without one is chosen pool-wide. A position the pool
+  // does not have when restoration decides (an endpoint removed since, or a bad value) counts as
+  // unknown; a host whose list is reordered should report the new positions. Returns false when
+  // no lease is held for `id`. O(1), no allocation, never calls host code.
+  bool setLeaseEndpoint(RequestId id, std::size_t endpoint) noexcept;
 
   // One dispatch decision; see the file comment. Samples the pool (endpoint source + detector,
   // under no controller lock), then dispatch(now, pressure).

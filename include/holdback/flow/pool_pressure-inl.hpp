@@ -5,6 +5,7 @@
 #include "holdback/flow/pool_pressure.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <utility>
 
 namespace holdback {
@@ -47,6 +48,68 @@ HOLDBACK_INLINE void PoolPressureSampler::setFootprints(
   footprint_count_.store(n, std::memory_order_release);
 }
 
+HOLDBACK_INLINE bool PoolPressureSampler::keepRoom(std::span<const Endpoint> pool,
+                                                   std::span<const EndpointRoom> room) noexcept {
+  const std::size_t n = std::min(pool.size(), room.size());
+  MutexLock lock(room_mu_);
+  if (kept_room_.capacity() < n || kept_waits_.capacity() < n) {
+    HOLDBACK_TRY {
+      kept_room_.reserve(n);
+      kept_waits_.reserve(n);
+    }
+    HOLDBACK_CATCH_ALL {
+      kept_room_.clear();
+      kept_waits_.clear();
+      kept_waits_any_.store(false, std::memory_order_relaxed);
+      return false;
+    }
+  }
+  kept_room_.clear();  // within capacity from here: no allocation
+  kept_waits_.clear();
+  bool any = false;
+  for (std::size_t i = 0; i < n; ++i) {
+    const Endpoint& e = pool[i];
+    EndpointRoom r = room[i];
+    const bool tokens_known = e.kvCapacityTokens > 0 && e.inFlightTokens >= 0;
+    const bool slots_known = e.maxRunningRequests > 0 && e.inFlightRequests >= 0;
+    if (std::isinf(r.kvTokens) && tokens_known) {
+      r.kvTokens = std::max(
+          0.0, static_cast<double>(e.kvCapacityTokens) - static_cast<double>(e.inFlightTokens));
+    }
+    if (std::isinf(r.slots) && slots_known) {
+      r.slots = std::max(
+          0.0, static_cast<double>(e.maxRunningRequests) - static_cast<double>(e.inFlightRequests));
+    }
+    const bool waits = e.waitingQueueSize >= 0.5 ||
+                       (tokens_known && e.inFlightTokens > e.kvCapacityTokens) ||
+                       (slots_known && e.inFlightRequests > e.maxRunningRequests);
+    kept_room_.push_back(r);
+    kept_waits_.push_back(waits ? 1 : 0);
+    any = any || waits;
+  }
+  kept_waits_any_.store(any, std::memory_order_relaxed);
+  return n > 0;
+}
+
+HOLDBACK_INLINE bool PoolPressureSampler::copyEndpointRoom(
+    std::vector<EndpointRoom>& out, std::vector<std::uint8_t>& waits) const noexcept {
+  MutexLock lock(room_mu_);
+  if (out.capacity() < kept_room_.size() || waits.capacity() < kept_waits_.size()) {
+    HOLDBACK_TRY {
+      out.reserve(kept_room_.size());
+      waits.reserve(kept_waits_.size());
+    }
+    HOLDBACK_CATCH_ALL {
+      out.clear();
+      waits.clear();
+      return false;
+    }
+  }
+  out.assign(kept_room_.begin(), kept_room_.end());
+  waits.assign(kept_waits_.begin(), kept_waits_.end());
+  return !out.empty();
+}
+
 HOLDBACK_INLINE std::optional<PoolPressure> PoolPressureSampler::sample(TimePoint now) noexcept {
   return run(now, true);
 }
@@ -78,7 +141,9 @@ HOLDBACK_INLINE std::optional<PoolPressure> PoolPressureSampler::run(
       if (out.saturation.effective >= 1.0)
         out.staleEndpoints = detector_->staleEndpoints(pool, now);
       const std::size_t bands = footprint_count_.load(std::memory_order_acquire);
-      if (bands > 0 && !pool.empty()) {
+      const bool keep = keep_room_.load(std::memory_order_relaxed);
+      bool kept = false;
+      if ((bands > 0 || keep) && !pool.empty()) {
         if (room_scratch_.size() < pool.size()) {
           HOLDBACK_TRY {
             room_scratch_.resize(pool.size());
@@ -90,6 +155,7 @@ HOLDBACK_INLINE std::optional<PoolPressure> PoolPressureSampler::run(
         const std::span<EndpointRoom> room(room_scratch_.data(),
                                            std::min(room_scratch_.size(), pool.size()));
         if (room.size() == pool.size() && detector_->room(pool, now, room)) {
+          if (keep) kept = keepRoom(pool, room);
           for (std::size_t i = 0; i < bands; ++i) {
             const FootprintSlot& f = footprints_[i];
             out.room[i].priority = f.priority.load(std::memory_order_relaxed);
@@ -99,6 +165,7 @@ HOLDBACK_INLINE std::optional<PoolPressure> PoolPressureSampler::run(
           out.roomBands = bands;
         }
       }
+      if (keep && !kept) keepRoom({}, {});
     }
     owner_.store(std::thread::id{}, std::memory_order_relaxed);
   }

@@ -114,9 +114,35 @@ class HOLDBACK_API PoolPressureSampler {
   // under its own lock. A sample racing with a call may mix old and new entries for one sample.
   void setFootprints(std::span<const BandFootprint> bands) noexcept;
 
+  // Per-endpoint room for the controller's restoration per endpoint (flow/eviction.hpp): while
+  // on, every sample() also calls the detector's room() and keeps its result (one entry per
+  // endpoint of the source's list, in its order). Lock-free.
+  void keepEndpointRoom(bool on) noexcept { keep_room_.store(on, std::memory_order_relaxed); }
+  // Copies the room per endpoint kept by the last sample into `out` and, into `waits`, 1 for
+  // each endpoint where a request waits (resized to the pool: they allocate only while the pool
+  // grows); false, leaving both empty, when none is kept (off, no sample yet, an empty pool, or
+  // a detector without a capacity model). The kept room is the detector's, except that a
+  // resource it does not count (+infinity) is the endpoint's capacity less the gateway's
+  // in-flight count when both are known (Endpoint::kvCapacityTokens - inFlightTokens,
+  // maxRunningRequests - inFlightRequests, floored at 0). An endpoint waits when its scraped
+  // waitingQueueSize is >= 0.5 or the gateway's in-flight requests or tokens exceed its known
+  // capacity. Takes only a small mutex that is never held while host code runs: callable under
+  // the controller's lock.
+  // Whether the last kept sample had an endpoint where a request waits (lock-free).
+  [[nodiscard]] bool endpointWaits() const noexcept {
+    return kept_waits_any_.load(std::memory_order_relaxed);
+  }
+  bool copyEndpointRoom(std::vector<EndpointRoom>& out,
+                        std::vector<std::uint8_t>& waits) const noexcept
+      HOLDBACK_EXCLUDES(room_mu_);
+
  private:
   std::optional<PoolPressure> run(TimePoint now, bool with_saturation) noexcept
       HOLDBACK_EXCLUDES(sample_mu_, detector_mu_);
+  // Replaces the kept per-endpoint room (keepEndpointRoom); false when it is empty or could not
+  // be kept.
+  bool keepRoom(std::span<const Endpoint> pool, std::span<const EndpointRoom> room) noexcept
+      HOLDBACK_EXCLUDES(room_mu_);
 
   const std::shared_ptr<EndpointSource> endpoints_;
 
@@ -137,6 +163,12 @@ class HOLDBACK_API PoolPressureSampler {
   };
   std::array<FootprintSlot, PoolPressure::kMaxRoomBands> footprints_{};
   std::atomic<std::size_t> footprint_count_{0};
+  // keepEndpointRoom: the last sample's room per endpoint (grows with the pool only).
+  std::atomic<bool> keep_room_{false};
+  mutable Mutex room_mu_;  // never held while host code runs
+  std::vector<EndpointRoom> kept_room_ HOLDBACK_GUARDED_BY(room_mu_);
+  std::vector<std::uint8_t> kept_waits_ HOLDBACK_GUARDED_BY(room_mu_);
+  std::atomic<bool> kept_waits_any_{false};
   // The thread inside sample(), to detect a re-entrant call from the host's code.
   std::atomic<std::thread::id> owner_{};
 };

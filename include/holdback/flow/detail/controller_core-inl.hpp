@@ -48,6 +48,8 @@ HOLDBACK_INLINE ControllerCore::ControllerCore(FlowControllerOptions options)
   MutexLock lock(mu_);
   settings_ = settingsOf(options);
   table_.applyBands(topologyOf(options), options.bands);
+  sampler_.keepEndpointRoom(settings_.eviction.enabled &&
+                            settings_.eviction.restoreReserve.enabled);
 }
 
 HOLDBACK_INLINE void ControllerCore::deliver(Completion&& c) const noexcept {
@@ -159,6 +161,14 @@ HOLDBACK_INLINE bool ControllerCore::updateLease(RequestId id, std::uint64_t foo
                                                  std::uint64_t generated) noexcept {
   MutexLock lock(mu_);
   return leases_.setTokens(id, footprint, generated);
+}
+
+HOLDBACK_INLINE bool ControllerCore::setLeaseEndpoint(RequestId id, std::size_t endpoint) noexcept {
+  const std::uint32_t stored = endpoint < LeaseTable::kNoEndpoint
+                                   ? static_cast<std::uint32_t>(endpoint)
+                                   : LeaseTable::kNoEndpoint;
+  MutexLock lock(mu_);
+  return leases_.setEndpoint(id, stored);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -347,7 +357,7 @@ HOLDBACK_INLINE DispatchResult ControllerCore::dispatchImpl(TimePoint now,
         result.id = head->id;
         if (leases_on) {
           const std::uint32_t slot = demand_.slotOf(band, *settings_.policy, leases_);
-          if (leases_.add(head->id, slot, band->prio, now)) {
+          if (leases_.add(head->id, slot, band->prio, now, 0, head->kvTokens)) {
             evictor_.leaseStarted();
             leased = settings_.eviction.enabled;
           }

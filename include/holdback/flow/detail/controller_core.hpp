@@ -122,6 +122,7 @@ class ControllerCore {
   bool release(RequestId id, TimePoint now) noexcept HOLDBACK_EXCLUDES(mu_);
   bool updateLease(RequestId id, std::uint64_t footprint, std::uint64_t generated) noexcept
       HOLDBACK_EXCLUDES(mu_);
+  bool setLeaseEndpoint(RequestId id, std::size_t endpoint) noexcept HOLDBACK_EXCLUDES(mu_);
   DispatchResult dispatchCycle(TimePoint now) noexcept HOLDBACK_EXCLUDES(mu_);
   DispatchResult dispatch(TimePoint now, const PoolPressure& pressure) noexcept
       HOLDBACK_EXCLUDES(mu_);
@@ -191,7 +192,7 @@ class ControllerCore {
   // them, at saturation `s`.
   [[nodiscard]] Evictor::Cycle evictionCycle(TimePoint now, double s) noexcept
       HOLDBACK_REQUIRES(mu_) {
-    return {settings_.eviction, leases_, demand_, domain_bands_, ceilings_, now, s};
+    return {settings_.eviction, leases_, demand_, domain_bands_, ceilings_, now, s, &sampler_};
   }
   // Create-only: read without a lock.
   const std::function<void(Completion&&)> on_outcome_;
@@ -200,7 +201,9 @@ class ControllerCore {
   const Duration flow_idle_timeout_;
   const Duration band_idle_timeout_;
 
-  PoolPressureSampler sampler_;  // its own locks; never called under mu_
+  // Its own locks. Under mu_ only copyEndpointRoom (a small mutex never held while host code
+  // runs; lock order mu_ -> the sampler's room mutex); sample() never under mu_.
+  PoolPressureSampler sampler_;
   std::atomic<RequestId> next_id_{1};
 
   mutable Mutex mu_;

@@ -96,6 +96,8 @@ HOLDBACK_INLINE Diagnostics ControllerCore::reconfigure(FlowControllerOptions o)
   {
     MutexLock lock(mu_);
     std::swap(settings_, settings);  // the old policy is released after the lock
+    sampler_.keepEndpointRoom(settings_.eviction.enabled &&
+                              settings_.eviction.restoreReserve.enabled);
     // New smoothing constants restart the estimators (the leases are kept).
     demand_.resmooth(settings_.policy->demandSmoothing());
     table_.applyBands(std::move(topology), o.bands);

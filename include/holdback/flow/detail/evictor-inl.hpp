@@ -73,7 +73,7 @@ HOLDBACK_INLINE void Evictor::endOutstanding(std::size_t i, TimePoint now, Durat
   const Outstanding o = outstanding_[i];
   outstanding_[i] = outstanding_.back();
   outstanding_.pop_back();
-  cooling_.push_back(Cooling{now + grace, o.credit});
+  cooling_.push_back(Cooling{now + grace, o.credit, o.endpoint});
   if (timedOut) {
     stats_.timedOut += 1;
     return;
@@ -147,7 +147,8 @@ HOLDBACK_INLINE void Evictor::collectCandidates(const LeaseTable& leases, std::u
     totalFootprint += static_cast<double>(l.tokens);
     if (!below || l.revoked || !l.delivered) return true;
     const EvictionCandidate c{l.id, l.priority, l.dispatchedAt, l.tokens, l.generated};
-    if (filter.accept(c)) out.push_back(Candidate{c, 0.0});
+    const std::uint64_t kv = l.tokens > 0 ? l.tokens : l.kvTokens;
+    if (filter.accept(c)) out.push_back(Candidate{c, 0.0, l.endpoint, static_cast<double>(kv)});
     return true;
   });
 }
@@ -237,6 +238,7 @@ HOLDBACK_INLINE void Evictor::restoreReserve(const Cycle& cycle, RevocationBatch
   std::size_t v = 0;
   while (v < bands.size() && !ev.filter->mayAccept(bands[v]->prio)) ++v;
   if (v == 0 || v == bands.size()) return;  // nothing protected, or no victim band
+  if (restoreWhereWaiting(cycle, v, ev.footprintAware, out)) return;
 
   double lambda = 0.0;  // the protected bands' arrivals per second
   for (std::size_t j = 0; j < v; ++j) {
@@ -264,8 +266,12 @@ HOLDBACK_INLINE void Evictor::restoreReserve(const Cycle& cycle, RevocationBatch
   double total_footprint = 0.0;
   if (!gatherCandidates(cycle, protectedPrio, by_footprint, total_footprint)) return;
   const auto need = static_cast<std::size_t>(std::min(std::floor(deficit), 1e9));
-  issueRevocations(cycle, bands[0]->prio, need, static_cast<double>(need) * unit, by_footprint,
-                   /*restored=*/true, out);
+  const double net = static_cast<double>(need) * unit;
+  if (const std::size_t take = choosePerEndpoint(cycle, v, need, net, by_footprint); take > 0) {
+    revokeFirst(cycle, bands[0]->prio, take, /*restored=*/true, out);
+    return;
+  }
+  issueRevocations(cycle, bands[0]->prio, need, net, by_footprint, /*restored=*/true, out);
 }
 
 HOLDBACK_INLINE void Evictor::reclaim(const Cycle& cycle, std::size_t gated,
@@ -349,20 +355,12 @@ HOLDBACK_INLINE void Evictor::issueRevocations(const Cycle& cycle, Priority dema
                                                std::size_t need, double net, bool by_footprint,
                                                bool restored, RevocationBatch& out) noexcept {
   const EvictionOptions& ev = cycle.options;
-  const TimePoint now = cycle.now;
   const std::size_t cap = std::min(ev.maxRevocationsPerDecision, candidates_.size());
   std::size_t take = 0;
   if (by_footprint) {
     // Lowest priority first; within it, the fewest generated tokens per unit of credit; then the
     // order policy. Take until the net deficit is covered (at least one).
-    const EvictionOrderPolicy& order = *ev.order;
-    std::sort(candidates_.begin(), candidates_.end(), [&](const Candidate& a, const Candidate& b) {
-      if (a.lease.priority != b.lease.priority) return a.lease.priority < b.lease.priority;
-      const double ca = static_cast<double>(a.lease.generatedTokens) / a.credit;
-      const double cb = static_cast<double>(b.lease.generatedTokens) / b.credit;
-      if (ca != cb) return ca < cb;
-      return order.less(a.lease, b.lease);
-    });
+    sortCandidates(ev, /*byFootprint=*/true);
     double covered = 0.0;
     double cost = 0.0;
     while (take < cap && (take == 0 || covered < net)) {
@@ -405,10 +403,32 @@ HOLDBACK_INLINE void Evictor::issueRevocations(const Cycle& cycle, Priority dema
                         return order.less(a.lease, b.lease);
                       });
   }
-  for (std::size_t k = 0; k < take && !out.full(); ++k) {
+  revokeFirst(cycle, demandPrio, take, restored, out);
+}
+
+HOLDBACK_INLINE void Evictor::sortCandidates(const EvictionOptions& ev, bool byFootprint) noexcept {
+  const EvictionOrderPolicy& order = *ev.order;
+  if (!byFootprint) {
+    std::sort(candidates_.begin(), candidates_.end(),
+              [&](const Candidate& a, const Candidate& b) { return order.less(a.lease, b.lease); });
+    return;
+  }
+  std::sort(candidates_.begin(), candidates_.end(), [&](const Candidate& a, const Candidate& b) {
+    if (a.lease.priority != b.lease.priority) return a.lease.priority < b.lease.priority;
+    const double ca = static_cast<double>(a.lease.generatedTokens) / a.credit;
+    const double cb = static_cast<double>(b.lease.generatedTokens) / b.credit;
+    if (ca != cb) return ca < cb;
+    return order.less(a.lease, b.lease);
+  });
+}
+
+HOLDBACK_INLINE void Evictor::revokeFirst(const Cycle& cycle, Priority demandPrio, std::size_t take,
+                                          bool restored, RevocationBatch& out) noexcept {
+  const TimePoint now = cycle.now;
+  for (std::size_t k = 0; k < take && k < candidates_.size() && !out.full(); ++k) {
     const Candidate& c = candidates_[k];
     if (!cycle.leases.markRevoked(c.lease.id)) continue;
-    outstanding_.push_back(Outstanding{c.lease.id, now, c.credit});
+    outstanding_.push_back(Outstanding{c.lease.id, now, c.credit, c.endpoint});
     pending_reclaim_ += c.credit;
     stats_.issued += 1;
     if (restored) stats_.restored += 1;

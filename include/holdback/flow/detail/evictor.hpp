@@ -17,6 +17,18 @@
 //   accepts and whose dispatch reached the host; by the order policy, or (footprintAware, every
 //   footprint known) by priority, then generated tokens per unit of credit, then the order
 //   policy, with the cheapest prefix-plus-finisher that covers the deficit.
+//   Restoration per endpoint: when the host reported the candidates' endpoints
+//   (FlowController::setLeaseEndpoint) and the detector measures room per endpoint, restoration
+//   takes its victims one at a time, preferring, in order: an endpoint where a protected request
+//   of the protected bands' footprint does not fit now, one revocation makes it fit, and a
+//   protected lease is held (where one waits); such an endpoint without a protected lease; an
+//   endpoint where it fits already; the rest (endpoint unknown or not enough even after one
+//   revocation). Ties keep the pool-wide order; each victim's slot and KV are credited to its
+//   endpoint's room before the next choice. Without any known endpoint: the pool-wide choice.
+//   Before the pool-wide deficit, restoration also acts where a protected request waits: an
+//   endpoint the sampler sees a request waiting on (PoolPressureSampler::copyEndpointRoom) that
+//   holds a protected lease younger than its band's holding time gets one revocation there,
+//   sized to make a protected request fit, unless one is already outstanding or cooling there.
 //
 // Invariants (hold between calls)
 //   - outstanding_ holds the revocations issued and not yet ended (their leases are marked
@@ -52,6 +64,7 @@
 #include "holdback/flow/detail/demand_tracker.hpp"
 #include "holdback/flow/detail/lease_table.hpp"
 #include "holdback/flow/eviction.hpp"
+#include "holdback/flow/pool_pressure.hpp"
 #include "holdback/flow/stats.hpp"
 
 namespace holdback {
@@ -101,6 +114,8 @@ class Evictor {
     std::span<const double> ceilings;  // bands[i]'s ceiling this cycle
     TimePoint now;
     double saturation;
+    // Where restoration reads each endpoint's room (restoration per endpoint); null: pool-wide.
+    const PoolPressureSampler* sampler = nullptr;
   };
 
   // Reserves room for one decision's revocations.
@@ -135,15 +150,20 @@ class Evictor {
     RequestId id = 0;
     TimePoint issuedAt{};
     double credit = 0.0;
+    std::uint32_t endpoint = LeaseTable::kNoEndpoint;  // the victim's
   };
   struct Cooling {
     TimePoint expiresAt{};
     double credit = 0.0;
+    std::uint32_t endpoint = LeaseTable::kNoEndpoint;
   };
-  // A victim candidate with its credit (saturation units it frees).
+  // A victim candidate with its credit (saturation units it frees), its endpoint and the KV
+  // tokens it holds there (its footprint, else its declared KV tokens).
   struct Candidate {
     EvictionCandidate lease;
     double credit = 0.0;
+    std::uint32_t endpoint = LeaseTable::kNoEndpoint;
+    double kvTokens = 0.0;
   };
 
   // A revocation's lead time in seconds: `configured` when > 0, else the measured mean
@@ -159,6 +179,37 @@ class Evictor {
   // Revokes `need` candidates (by footprint: enough to cover `net`), at most the cap.
   void issueRevocations(const Cycle& cycle, Priority demandPrio, std::size_t need, double net,
                         bool byFootprint, bool restored, RevocationBatch& out) noexcept;
+  // Restoration per endpoint (evictor_endpoints-inl.hpp): orders the first candidates so that
+  // each revocation makes a protected request of the protected bands' footprint fit where one
+  // waits or would; returns how many to revoke (as issueRevocations counts them), 0 when no
+  // candidate's endpoint is known or there is no room per endpoint (the pool-wide choice then).
+  std::size_t choosePerEndpoint(const Cycle& cycle, std::size_t victimBand, std::size_t need,
+                                double net, bool byFootprint) noexcept;
+  // Restoration where a protected request waits: on each endpoint the sampler marks as having a
+  // request waiting that holds a protected lease younger than its band's holding time, and
+  // where no revocation is outstanding or cooling, revokes one victim (the first in the
+  // pool-wide order that makes a protected request fit there, else the one holding the most KV).
+  // False when it revoked nothing.
+  bool restoreWhereWaiting(const Cycle& cycle, std::size_t victimBand, bool byFootprint,
+                           RevocationBatch& out) noexcept;
+  // Copies the sampler's room and waits per endpoint; false without them.
+  bool readEndpoints(const Cycle& cycle) noexcept;
+  // Marks in protected_here_ the endpoints holding a lease of a band at or above `prio`; with
+  // `waiting` only leases younger than their band's holding time (any while unmeasured) that no
+  // revocation was issued for yet, and then `serve` marks those on the endpoints
+  // protected_here_ holds as served (restoredFor).
+  void markProtected(const Cycle& cycle, Priority prio, bool waiting, bool serve) noexcept;
+  // The KV footprint of a protected request: the protected bands' (domain bands [0, victimBand))
+  // mean declared footprint, weighted by their arrival rates (equally while none has a rate).
+  [[nodiscard]] static double protectedFootprint(const Cycle& cycle,
+                                                 std::size_t victimBand) noexcept;
+  // How useful revoking `c` is for a protected request of `footprint` (smaller is better).
+  [[nodiscard]] int endpointClass(const Candidate& c, double footprint) const noexcept;
+  // Sorts the candidates in the pool-wide preference (by footprint, or the order policy).
+  void sortCandidates(const EvictionOptions& ev, bool byFootprint) noexcept;
+  // Revokes the first `take` candidates into `out`.
+  void revokeFirst(const Cycle& cycle, Priority demandPrio, std::size_t take, bool restored,
+                   RevocationBatch& out) noexcept;
   // Moves outstanding revocation `i` to cooling until now + `grace` (confirmed or timed out).
   void endOutstanding(std::size_t i, TimePoint now, Duration grace, bool timedOut) noexcept;
   // endOutstanding for the revocation of lease `id`, if it is outstanding.
@@ -184,6 +235,11 @@ class Evictor {
   TimePoint restore_peak_time_{};
   EvictionStats stats_;
   std::vector<Candidate> candidates_;  // a decision's scratch
+  // Restoration per endpoint's scratch (grow with the pool only): each endpoint's room, and
+  // whether it holds a protected lease.
+  std::vector<EndpointRoom> endpoint_room_;
+  std::vector<std::uint8_t> endpoint_waits_;
+  std::vector<std::uint8_t> protected_here_;
 };
 
 }  // namespace detail

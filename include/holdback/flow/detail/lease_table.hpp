@@ -40,6 +40,7 @@ class LeaseTable {
  public:
   using Id = std::uint64_t;
   static constexpr std::uint32_t kNone = 0xffffffffu;
+  static constexpr std::uint32_t kNoEndpoint = 0xffffffffu;
 
   struct Lease {
     Id id = 0;
@@ -50,6 +51,11 @@ class LeaseTable {
     bool revoked = false;         // an eviction was issued and not yet confirmed
     std::uint64_t generated = 0;  // tokens generated so far (work lost if it is revoked)
     bool delivered = false;       // its dispatch outcome has reached the host (revocable)
+    // The endpoint the host dispatched it to (its position in the endpoint source's list, as
+    // FlowController::setLeaseEndpoint reported it); kNoEndpoint = unknown.
+    std::uint32_t endpoint = kNoEndpoint;
+    std::uint64_t kvTokens = 0;  // the request's declared KV footprint (FlowRequest::kvTokens)
+    bool restoredFor = false;    // a revocation was issued where it waited (at most one)
   };
 
   explicit LeaseTable(std::size_t bandCapacity = 0) { reserveBands(bandCapacity); }
@@ -62,7 +68,7 @@ class LeaseTable {
 
   // Records a lease. False for id 0, a present id, or a band >= bandCapacity().
   bool add(Id id, std::uint32_t band, Priority priority, TimePoint dispatchedAt,
-           std::uint64_t tokens = 0) {
+           std::uint64_t tokens = 0, std::uint64_t kvTokens = 0) {
     if (id == 0 || band >= bands_.size() || findSlot(id) != kNone) return false;
     index_.reserve(count_ + 1);  // growth before any change
     std::uint32_t slot = free_;
@@ -74,6 +80,7 @@ class LeaseTable {
     }
     Slot& s = slots_[slot];
     s.lease = Lease{id, band, priority, dispatchedAt, tokens, false};
+    s.lease.kvTokens = kvTokens;
     // Append at the band's tail (newest).
     BandList& list = bands_[band];
     s.prev = list.tail;
@@ -145,6 +152,14 @@ class LeaseTable {
     return true;
   }
 
+  // Records the endpoint a lease was dispatched to (kNoEndpoint: unknown). False when unknown.
+  bool setEndpoint(Id id, std::uint32_t endpoint) noexcept {
+    const std::uint32_t slot = findSlot(id);
+    if (slot == kNone) return false;
+    slots_[slot].lease.endpoint = endpoint;
+    return true;
+  }
+
   [[nodiscard]] std::size_t size() const noexcept { return count_; }
   [[nodiscard]] std::size_t inFlight(std::uint32_t band) const noexcept {
     return band < bands_.size() ? bands_[band].count : 0;
@@ -157,6 +172,15 @@ class LeaseTable {
     if (band >= bands_.size()) return;
     for (std::uint32_t slot = bands_[band].tail; slot != kNone; slot = slots_[slot].prev) {
       if (!visit(static_cast<const Lease&>(slots_[slot].lease))) return;
+    }
+  }
+  // newestFirst with a mutable lease: `visit` may change its flags and token figures (not its
+  // id or band).
+  template <class Visit>
+  void newestFirstMutable(std::uint32_t band, Visit&& visit) {
+    if (band >= bands_.size()) return;
+    for (std::uint32_t slot = bands_[band].tail; slot != kNone; slot = slots_[slot].prev) {
+      if (!visit(slots_[slot].lease)) return;
     }
   }
   // Oldest first (the leases most likely to end soon when holding times are similar).
