@@ -7,6 +7,7 @@
 #include <string>
 #include <utility>
 
+#include "footprint.hpp"
 #include "holdback/flow/engine_priority.hpp"
 #include "holdback/flow/plugins/slo_deadline_ordering.hpp"
 #include "holdback/flow/request_headers.hpp"
@@ -165,7 +166,8 @@ asio::awaitable<bool> handleCompletion(HttpServer::Shard& shard, beast::tcp_stre
       r.retryAfterS = 1;
       co_return co_await reply(std::move(r));
     }
-    auto endpoint = gw.pool().pick(gw.detector(), now, body.kvTokens());
+    auto endpoint =
+        gw.pool().pick(gw.detector(), now, declaredFootprint(body, gw.outputEstimator(), priority));
     if (!endpoint) {
       co_return co_await reply(
           replyForOutcome({QueueOutcome::kRejectedNoEndpoints, OutcomeCause::kNoEndpoints}, true));
@@ -199,8 +201,9 @@ asio::awaitable<bool> handleCompletion(HttpServer::Shard& shard, beast::tcp_stre
   }
   if (ttl.status == RequestTtlHeader::Status::kValid) request.ttl = ttl.ttl;
   request.sizeBytes = req.body().size();
-  // The KV footprint: the reservation policy's capacity model and the fitFirst pick read it.
-  request.kvTokens = body.kvTokens();
+  // The KV footprint: the reservation policy's capacity model and the fitFirst pick read it
+  // (max_tokens, or the band's output learned from completions: footprint.hpp).
+  request.kvTokens = declaredFootprint(body, gw.outputEstimator(), priority);
   ex->kvTokens = request.kvTokens;
   request.payload = std::shared_ptr<OutcomeSink>(ex);
   gw.dispatcher().arrived();
@@ -249,12 +252,20 @@ asio::awaitable<bool> handleCompletion(HttpServer::Shard& shard, beast::tcp_stre
     }
   }
   TokenUsage usage;
+  // The response's usage is read for program-aware-fairness and, for a request without
+  // max_tokens, to learn its band's output (footprint.hpp).
+  const bool learn = learnsFootprint(body, true, false);  // the usage, once known, teaches
   const bool keep =
       co_await proxyTo(shard, stream, req, ex, std::move(dispatch), queued_ms, streamed, keepAlive,
-                       gw.reportsServedTokens() ? &usage : nullptr, priority);
+                       gw.reportsServedTokens() || learn ? &usage : nullptr, priority);
+  if (learnsFootprint(body, usage.known, ex->revoked)) {
+    gw.outputEstimator().record(priority, static_cast<double>(usage.completionTokens));
+  }
   // program-aware-fairness: the tokens served (a non-streamed body's "usage", a stream's usage
   // event when the client asked for one, else the stream's estimate: StreamUsageScanner).
-  if (usage.known) gw.reportServed(flow, usage.promptTokens, usage.completionTokens, ex->queued);
+  if (usage.known && gw.reportsServedTokens()) {
+    gw.reportServed(flow, usage.promptTokens, usage.completionTokens, ex->queued);
+  }
   co_return keep;
 }
 #if defined(__GNUC__) && !defined(__clang__)

@@ -34,6 +34,7 @@
 #include <vector>
 
 #include "dispatcher.hpp"
+#include "footprint.hpp"
 #include "holdback/config/endpoint_picker_config.hpp"
 #include "holdback/flow/eviction.hpp"
 #include "holdback/flow/flow_controller.hpp"
@@ -123,6 +124,8 @@ class Gateway {
   // The stale-endpoints gauge's monitor (logs to stderr at most every 30 s while any is stale).
   [[nodiscard]] StaleEndpointMonitor& staleEndpoints() const { return stale_endpoints_; }
   [[nodiscard]] std::vector<std::string> models() const;
+  // Each band's output tokens learned from completions without max_tokens (footprint.hpp).
+  [[nodiscard]] OutputEstimator& outputEstimator() const noexcept { return *output_estimator_; }
 
   // Whether in-flight eviction is on (flowControl.enableEviction).
   [[nodiscard]] bool evictionEnabled() const noexcept { return eviction_; }
@@ -158,6 +161,7 @@ class Gateway {
   bool reports_served_ = false;                            // set by the constructor
   std::mutex leases_mu_;
   std::unordered_map<RequestId, std::weak_ptr<OutcomeSink>> leases_;  // guarded by leases_mu_
+  std::unique_ptr<OutputEstimator> output_estimator_ = makeOutputEstimator();
 };
 
 }  // namespace holdback::gateway

@@ -69,6 +69,20 @@ config::Json restoringReservation(const Scenario& s, config::Json extra = nullpt
   return reservation(s, 0.01, std::move(p));
 }
 
+// recommended's policy: reservation+evict's counted in room (capacityModel endpoints), with a
+// demand estimate that sees a burst within 150 ms (riseTime) and forgets it within 1 s
+// (decayTime), epsilon 2 %, and an idle reserve of a twelfth of the pool's slots (5 of 64): the
+// faster rise lets restoration start on a burst's first arrivals, so the idle reserve covers a
+// shorter lead time (docs/policies.md, "The recommended configuration").
+config::Json recommendedReservation(const Scenario& s) {
+  const double slots = double(s.pool.endpoints) * double(s.pool.slots);
+  return restoringReservation(s, {{"capacityModel", "endpoints"},
+                                  {"riseTime", "150ms"},
+                                  {"decayTime", "1000ms"},
+                                  {"epsilon", 0.02},
+                                  {"minReserve", std::max(1.0, std::round(slots / 12.0))}});
+}
+
 // The DAGOR-style trim: when the highest class's p95 queue wait exceeds 50 ms its reserve grows
 // 1.5x every 500 ms, else shrinks by 0.5 request; the other classes have a 10 s target (in
 // effect none: their wait is what the holdback costs them).
@@ -172,10 +186,7 @@ std::vector<Arm> allArms() {
        .description = "reservation+evict with the reserve counted in protected requests' "
                       "footprints that fit endpoint by endpoint (slots and KV tokens), fit-first "
                       "routing, hybrid concurrency",
-       .policy =
-           [](S s) {
-             return restoringReservation(s, {{"capacityModel", "endpoints"}});
-           },
+       .policy = [](S s) { return recommendedReservation(s); },
        .eviction = true,
        .revokeOnBlock = false,
        .restoreReserve = true,

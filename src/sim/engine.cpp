@@ -31,6 +31,7 @@ Simulation::Simulation(const Scenario& s, const Arm& arm, const RunOptions& opti
     gw.source = std::make_shared<SimEndpoints>(endpoints);
     gw.picker = EndpointPicker(endpoints, {.fitFirst = arm.fitFirst});
     gw.inFlight = std::make_unique<InFlightTracker>();
+    gw.outputs = std::move(OutputEstimator::create()).value();  // default options: valid
     for (auto& e : gw.source->pool()) e.updateTime = at(0);
     if (s.pool.dispatchLedger && s.detector == DetectorKind::kUtilization) {
       DispatchLedgerOptions lo;
@@ -267,7 +268,11 @@ void Simulation::submit(Request r) {
   fr.flowId = tc.name;
   fr.priority = tc.priority;
   fr.sizeBytes = static_cast<std::uint64_t>(r.input) * 4;
-  fr.kvTokens = r.input + r.output;  // the KV it holds to the end of its stream
+  // The KV it holds to the end of its stream: input + output when declared, else + the class's
+  // learned output.
+  fr.kvTokens =
+      r.input +
+      (tc.declaresOutput ? r.output : static_cast<std::int64_t>(gw.outputs->estimate(tc.priority)));
   if (tc.ttlSeconds > 0.0) fr.ttl = std::chrono::nanoseconds(fromSeconds(tc.ttlSeconds));
   fr.payload = id;
   (void)gw.fc->enqueue(std::move(fr), at(now_));

@@ -18,6 +18,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "holdback/core/output_estimator.hpp"
 #include "holdback/detector/detectors.hpp"
 #include "holdback/detector/dispatch_ledger.hpp"
 #include "holdback/detector/endpoint_picker.hpp"
@@ -163,6 +164,9 @@ struct Gateway {
   std::vector<EndpointId> ids;
   // Arms with eviction: the request behind each lease the controller may revoke.
   std::unordered_map<RequestId, std::size_t> leases;
+  // The output tokens of each priority learned from the completions of classes that declare no
+  // output (TrafficClass::declaresOutput false).
+  std::unique_ptr<OutputEstimator> outputs;
   // Refreshes the replica's Endpoint view from its ledger (no-op without one).
   void fill() {
     if (ledger) ledger->fill(source->pool(), ids);

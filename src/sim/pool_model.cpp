@@ -77,6 +77,10 @@ void Simulation::complete(std::size_t id) {
   Request& r = requests_[id];
   r.state = State::kDone;
   r.finished = now_;
+  const TrafficClass& tc = s_.classes[r.cls];
+  if (!tc.declaresOutput && gateways_[r.gateway].outputs) {
+    gateways_[r.gateway].outputs->record(tc.priority, static_cast<double>(r.output));
+  }
   releaseSlot(id, true);
   replace(id);
 }

@@ -191,6 +191,7 @@ void readClass(const config::Json& json, const std::string& path, Diagnostics& d
   readLength(r, "inputTokens", c.inputTokens);
   readLength(r, "outputTokens", c.outputTokens);
   readPositive(r, "ttlSeconds", c.ttlSeconds, 1e6, true);
+  if (auto v = r.boolean("declaresOutput")) c.declaresOutput = *v;
   r.finish();
 }
 

@@ -51,6 +51,10 @@ struct TrafficClass {
   LengthSpec inputTokens{.mean = 512.0};
   LengthSpec outputTokens{.mean = 128.0};
   double ttlSeconds = 0.0;  // 0 = the controller's default (60 s)
+  // false: the requests declare no output limit (no max_tokens); the gateway declares input + the
+  // class's output learned from its completions (OutputEstimator: p90, 16 tokens until 8 have
+  // completed) instead of input + the drawn output.
+  bool declaresOutput = true;
 };
 
 enum class ServiceModel { kTokens, kExponential };

@@ -239,7 +239,10 @@ std::string withoutNewWindows(const std::string& table) {
 // Re-recorded (HOLDBACK_UPDATE_GOLDEN=1) when the detector defaults changed (per-endpoint score
 // cap 1.0 and strict telemetry validation), and again when the simulator's utilization
 // arms got the dispatch ledger and the slot term by default (docs/simulation.md
-// "Detector defaults"): deliberate changes of figures, never to make a failing run pass.
+// "Detector defaults"), when the recommended arm's demand smoothing, epsilon and idle reserve
+// changed (docs/guide/policies.md, "The idle reserve and the demand's rise time") and when
+// restoration went per endpoint (docs/guide/eviction.md, "Restoration per endpoint"):
+// deliberate changes of figures, never to make a failing run pass.
 TEST(SimEvaluationTest, OneReplicaReproducesTheSingleGatewayFigures) {
   std::ifstream file(std::string(HOLDBACK_SIM_GOLDEN_DIR) + "/default-seed1.txt");
   ASSERT_TRUE(file) << "golden file";
