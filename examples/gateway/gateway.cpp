@@ -48,6 +48,12 @@ bool Gateway::start() {
   if (const auto* r = dynamic_cast<const ReservationPolicy*>(bundle_->policy.get())) {
     probe_reserve = static_cast<std::int64_t>(std::ceil(std::min(r->options().minReserve, 1e6)));
   }
+  // Replica sync splits each scrape's free room among the replicas but the reserve, which every
+  // replica sees (DispatchLedgerOptions::sharedRoomSlots; per endpoint, rounded up).
+  if (ledger.sharedRoomSlots == 0 && probe_reserve > 0 && !options_.endpoints.empty()) {
+    const auto n = static_cast<std::int64_t>(options_.endpoints.size());
+    ledger.sharedRoomSlots = (probe_reserve + n - 1) / n;
+  }
   const auto log = [](std::string_view line) {
     std::fprintf(stderr, "holdback-gateway: %.*s\n", static_cast<int>(line.size()), line.data());
   };

@@ -72,6 +72,8 @@ class RedisReplicaSync final : public ReplicaSync {
       return -1;
     }
   }
+  // The live replicas' identities sorted: this one's position among them (the last exchange's).
+  [[nodiscard]] std::int64_t rank() const noexcept override { return rank_; }
 
  private:
   void disconnect() {
@@ -150,6 +152,7 @@ class RedisReplicaSync final : public ReplicaSync {
       append(hmget);
     }
     std::int64_t live = 0;
+    std::int64_t below = 0;  // live replicas whose identity sorts before this one's: the rank
     for (std::size_t o = 0; o < others.size(); ++o) {
       const Reply r = next();
       if (!r || r->type != REDIS_REPLY_ARRAY) {
@@ -164,8 +167,12 @@ class RedisReplicaSync final : public ReplicaSync {
         othersSum[k].requests += p.requests;
         othersSum[k].tokens += p.tokens;
       }
-      if (any) ++live;
+      if (any) {
+        ++live;
+        if (others[o] < self_) ++below;
+      }
     }
+    rank_ = below;
     return live;
   }
 
@@ -177,6 +184,7 @@ class RedisReplicaSync final : public ReplicaSync {
   std::string key_;
   redisContext* ctx_ = nullptr;
   std::string error_;
+  std::int64_t rank_ = -1;
 };
 
 class RedisSyncThread final : public ReplicaSyncThread {

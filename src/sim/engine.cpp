@@ -4,12 +4,29 @@
 #include "sim/engine.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <utility>
 
 namespace holdback {
 inline namespace HOLDBACK_ABI_NAMESPACE {
 namespace sim {
 namespace detail {
+namespace {
+
+// The free room split among synced replicas leaves a reservation arm's reserve (its minReserve,
+// per endpoint, rounded up) visible to every replica (DispatchLedgerOptions::sharedRoomSlots).
+std::int64_t reservePerEndpoint(const Scenario& s, const Arm& arm) {
+  if (!arm.policy || s.pool.endpoints <= 0) return 0;
+  const config::Json policy = arm.policy(s);
+  const auto params = policy.find("parameters");
+  if (params == policy.end() || !params->is_object()) return 0;
+  const auto reserve = params->find("minReserve");
+  if (reserve == params->end() || !reserve->is_number()) return 0;
+  return static_cast<std::int64_t>(
+      std::ceil(reserve->get<double>() / static_cast<double>(s.pool.endpoints)));
+}
+
+}  // namespace
 
 Simulation::Simulation(const Scenario& s, const Arm& arm, const RunOptions& options)
     : s_(s),
@@ -39,6 +56,7 @@ Simulation::Simulation(const Scenario& s, const Arm& arm, const RunOptions& opti
       lo.creditCompletions = s.pool.ledgerCreditCompletions;
       lo.budgetQueueDepth = UtilizationDetectorOptions{}.queueDepthThreshold;
       lo.replicas = static_cast<std::int64_t>(replicas);  // each replica sees 1/R of the work
+      lo.sharedRoomSlots = reservePerEndpoint(s, arm);
       gw.ledger = std::make_unique<DispatchLedger>(lo);
       for (const Endpoint& e : gw.source->pool()) {
         gw.ids.push_back(gw.ledger->registerEndpoint(

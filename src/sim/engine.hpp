@@ -194,6 +194,10 @@ class SimReplicaSync final : public ReplicaSync {
     }
     return static_cast<std::int64_t>(store_.published.size()) - 1;
   }
+  // Replica g is rank g (the free room split, dispatch_ledger.hpp).
+  [[nodiscard]] std::int64_t rank() const noexcept override {
+    return static_cast<std::int64_t>(self_);
+  }
 
  private:
   SimReplicaStore& store_;

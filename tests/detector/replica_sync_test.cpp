@@ -1,12 +1,15 @@
 // Replica sync: DispatchLedger::localPending / setPeerPending and ReplicaSyncer over an in-memory
 // store: the other replicas' pending work replaces the `replicas` share in fill, a failed
 // exchange falls back to the share (times the replicas last seen), a dead replica's share goes,
-// and a sync round allocates nothing.
+// a sync round allocates nothing, and with ranked replicas the free room a scrape shows is split
+// among them (their dispatches after it never exceed it).
 #include "holdback/detector/replica_sync.hpp"
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <vector>
 
@@ -35,6 +38,7 @@ struct MemoryStore {
   std::vector<std::vector<InFlightLoad>> published;
   std::vector<bool> live;
   bool down = false;
+  bool ranked = false;  // rank(): replica r is rank r
 };
 
 class MemoryReplicaSync final : public ReplicaSync {
@@ -54,6 +58,9 @@ class MemoryReplicaSync final : public ReplicaSync {
       }
     }
     return others;
+  }
+  [[nodiscard]] std::int64_t rank() const noexcept override {
+    return store_.ranked ? static_cast<std::int64_t>(self_) : -1;
   }
 
  private:
@@ -173,6 +180,137 @@ TEST(ReplicaSyncTest, SyncRoundAndFillDoNotAllocate) {
     ledger.fill(e, ids);
   }
   EXPECT_EQ(counter.count(), 0U);
+}
+
+// Ranked replicas over one endpoint of `slots` slots, each with its own ledger, syncer and the
+// same scrapes.
+struct RankedReplicas {
+  RankedReplicas(std::size_t replicas, std::int64_t slots, std::int64_t sharedRoomSlots = 0) {
+    store.published.assign(replicas, std::vector<InFlightLoad>(1));
+    store.live.assign(replicas, true);
+    store.ranked = true;
+    for (std::size_t r = 0; r < replicas; ++r) {
+      DispatchLedgerOptions o = syncOptions(1);
+      o.sharedRoomSlots = sharedRoomSlots;
+      ledgers.push_back(std::make_unique<DispatchLedger>(o));
+      ids.push_back(
+          ledgers[r]->registerEndpoint("a", EndpointCapacity{.maxRunningRequests = slots}));
+      syncs.push_back(std::make_unique<MemoryReplicaSync>(store, r));
+      syncers.push_back(
+          std::make_unique<ReplicaSyncer>(*ledgers[r], *syncs[r], std::vector<EndpointId>{ids[r]}));
+    }
+  }
+  // The same scrape to every replica; each scrape 100 ms after the previous one (the split's
+  // rotation step).
+  void scrape(double running) {
+    const auto at = kSyncNow + std::chrono::milliseconds(100) * scrapes++;
+    for (std::size_t r = 0; r < ledgers.size(); ++r) {
+      Scrape s = syncScrape(0, running);
+      s.updateTime = at;
+      ASSERT_TRUE(ledgers[r]->installScrape(ids[r], s, ledgers[r]->mark(ids[r])));
+    }
+  }
+  void sync() {
+    for (auto& s : syncers) ASSERT_TRUE(s->syncOnce());
+  }
+  // Whether replica r's view shows a free slot (what the slot-term detector admits on).
+  [[nodiscard]] bool hasRoom(std::size_t r, std::int64_t slots) const {
+    const Endpoint e = syncFilled(*ledgers[r], ids[r]);
+    return e.waitingQueueSize == 0.0 && e.runningRequests < static_cast<double>(slots);
+  }
+  // Replica r dispatches while its view shows a free slot; how many it sent.
+  int dispatchWhileRoom(std::size_t r, std::int64_t slots) {
+    int sent = 0;
+    while (sent < 100 && hasRoom(r, slots)) {
+      if (!ledgers[r]->recordDispatch(ids[r])) break;
+      ++sent;
+    }
+    return sent;
+  }
+  int scrapes = 0;
+  MemoryStore store;
+  std::vector<std::unique_ptr<DispatchLedger>> ledgers;
+  std::vector<EndpointId> ids;
+  std::vector<std::unique_ptr<MemoryReplicaSync>> syncs;
+  std::vector<std::unique_ptr<ReplicaSyncer>> syncers;
+};
+
+TEST(ReplicaSyncTest, RankedReplicasSplitAScrapesFreeSlots) {
+  RankedReplicas pool(3, 4);
+  pool.scrape(3.0);  // one free slot
+  pool.sync();       // ranks known: the split applies from here on
+  // Exactly one replica sees the free slot (without the split all three would take it).
+  int seeing = 0;
+  for (std::size_t r = 0; r < 3; ++r) seeing += pool.hasRoom(r, 4) ? 1 : 0;
+  EXPECT_EQ(seeing, 1);
+  // A scrape with four free slots: the replicas, one after the other in the same instant, take
+  // 4 in all, 2 + 1 + 1, never more.
+  pool.scrape(0.0);
+  std::vector<int> sent;
+  for (std::size_t r = 0; r < 3; ++r) sent.push_back(pool.dispatchWhileRoom(r, 4));
+  std::sort(sent.begin(), sent.end());
+  EXPECT_EQ(sent, (std::vector<int>{1, 1, 2}));
+  pool.sync();  // every part claimed: nothing left to split
+  for (std::size_t r = 0; r < 3; ++r) EXPECT_FALSE(pool.hasRoom(r, 4)) << "replica " << r;
+  // The single free slot of successive scrapes goes to each replica in turn (the rotation).
+  std::vector<int> got(3, 0);
+  for (int k = 0; k < 6; ++k) {
+    pool.scrape(3.0);
+    pool.sync();  // twice: every replica reads the others' figures since this scrape (a report
+    pool.sync();  // from before it counts until then: conservative for one sync interval)
+    for (std::size_t r = 0; r < 3; ++r) got[r] += pool.dispatchWhileRoom(r, 4);
+  }
+  EXPECT_EQ(got, (std::vector<int>{2, 2, 2}));
+}
+
+TEST(ReplicaSyncTest, RoomAReplicaLeavesUnusedIsSplitAgainAtTheNextScrape) {
+  RankedReplicas pool(2, 8);
+  pool.sync();
+  pool.scrape(0.0);  // 8 free: 4 each
+  EXPECT_EQ(pool.dispatchWhileRoom(0, 8), 4);
+  EXPECT_FALSE(pool.hasRoom(0, 8));
+  pool.sync();  // replica 1 sent nothing, but its part stays its own until the next scrape
+  EXPECT_FALSE(pool.hasRoom(0, 8));
+  pool.scrape(4.0);  // the server runs replica 0's 4: the 4 left are split again, 2 each
+  EXPECT_EQ(pool.dispatchWhileRoom(0, 8), 2);
+  // A replica that sent more than its part (a scrape it did not share): the others count what
+  // it reported, not its part.
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(pool.ledgers[0]->recordDispatch(pool.ids[0]));
+  pool.sync();
+  pool.sync();
+  EXPECT_FALSE(pool.hasRoom(1, 8));  // 5 reported + 4 running on 8 slots
+  // The store goes down: the share applies again (own x 2 for a replica that sent 5).
+  pool.store.down = true;
+  EXPECT_FALSE(pool.syncers[0]->syncOnce());
+  const Endpoint e = syncFilled(*pool.ledgers[0], pool.ids[0]);
+  EXPECT_DOUBLE_EQ(e.runningRequests + e.waitingQueueSize, 14.0);
+}
+
+TEST(ReplicaSyncTest, SharedRoomSlotsStayVisibleToEveryReplica) {
+  // 3 free slots, none shared: the two replicas send 3 in all (parts 2 and 1).
+  RankedReplicas split(2, 8);
+  split.sync();
+  split.scrape(5.0);
+  EXPECT_EQ(split.dispatchWhileRoom(0, 8) + split.dispatchWhileRoom(1, 8), 3);
+  // The same with the first 2 shared (a reservation policy's reserve, which the policy keeps its
+  // lower bands out of): 1 slot split, and each replica also sees the 2.
+  RankedReplicas pool(2, 8, 2);
+  pool.sync();
+  pool.scrape(5.0);
+  EXPECT_EQ(pool.dispatchWhileRoom(0, 8), 2);
+  EXPECT_EQ(pool.dispatchWhileRoom(1, 8), 2);
+  // Fewer free slots than the shared ones: nothing to split, every replica sees them all.
+  pool.scrape(7.0);
+  pool.sync();
+  for (std::size_t r = 0; r < 2; ++r) EXPECT_TRUE(pool.hasRoom(r, 8)) << "replica " << r;
+  // Bad input: a negative count is reported, and sanitized to 0.
+  DispatchLedgerOptions bad;
+  bad.sharedRoomSlots = -1;
+  Diagnostics d;
+  DispatchLedger::validate(bad, "/ledger", d);
+  ASSERT_EQ(d.errors().size(), 1U);
+  EXPECT_NE(d.errors()[0].message.find("-1 is negative"), std::string::npos);
+  EXPECT_EQ(DispatchLedger(bad).options().sharedRoomSlots, 0);
 }
 
 }  // namespace

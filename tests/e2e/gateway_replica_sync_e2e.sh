@@ -1,13 +1,17 @@
 #!/usr/bin/env bash
 # End to end: three holdback-gateway replicas with --replica-sync over one redis-server (started
 # here on a free port) in front of two fake model servers of 4 slots each (ctest
-# E2E.GatewayReplicaSync, about 20 s). A batch flood goes through all three replicas and
-# interactive traffic through the first, and:
+# E2E.GatewayReplicaSync, about 25 s). First one gateway alone carries a batch flood and
+# interactive traffic (the reference); then a batch flood goes through all three replicas and the
+# same interactive traffic through the first, and:
 #   - every replica sees the three (holdback_gateway_replica_sync_replicas 3);
+#   - while they share their state: no server queue deeper than the detector's
+#     queueDepthThreshold + 1 (sampled), and the interactive p99 within MAX_P99_RATIO (2.0: the
+#     target is 1.5, the margin is for a loaded two-core machine; the ratio is printed) of the
+#     one gateway's;
 #   - replica 3 is killed (SIGKILL) mid-run: the others see two within twice the key expiry;
 #   - Redis is stopped mid-run: the survivors fall back (holdback_gateway_replica_sync_fallback 1,
-#     "falling back" on stderr) and no request through them fails (no 5xx, no transport error);
-#   - the deepest server queue sampled while the replicas shared their state is printed.
+#     "falling back" on stderr) and no request through them fails (no 5xx, no transport error).
 # Skipped (exit 0, "SKIPPED:") when redis-server (Debian redis-server) is not installed.
 #
 #   gateway_replica_sync_e2e.sh GATEWAY MODEL_SERVER
@@ -46,6 +50,39 @@ done
 
 start MS1 server1 "$MODEL_SERVER" --port 0 --slots 4 --token-ms 10 --prefill-ms 20 --model fake-model
 start MS2 server2 "$MODEL_SERVER" --port 0 --slots 4 --token-ms 10 --prefill-ms 20 --model fake-model
+QUEUE_THRESHOLD=$("$GATEWAY" --print-default-config | awk '/queueDepthThreshold:/ {print $2; exit}')
+MAX_P99_RATIO=${MAX_P99_RATIO:-2.0}
+BODY='{"model":"fake-model","prompt":"hello there","max_tokens":8}'
+load() {  # load NAME URL OBJECTIVE CLIENTS SECONDS
+  hey -z "$5s" -c "$4" -t 20 -m POST -T application/json -H "x-gateway-inference-objective: $3" \
+    -d "$BODY" "$2/v1/completions" >"$WORK/$1.hey" 2>&1 &
+  LOADS+=($!)
+}
+deepest_queue() {  # deepest_queue SECONDS: the deepest queue either server shows, sampled
+  local deepest=0 w s end=$((SECONDS + $1))
+  while [ "$SECONDS" -lt "$end" ]; do
+    for s in "$MS1" "$MS2"; do
+      w=$(metric "$s" vllm:num_requests_waiting)
+      deepest=$(awk -v a="$deepest" -v b="${w:-0}" 'BEGIN {print (b > a ? b : a)}')
+    done
+    sleep 0.05
+  done
+  echo "$deepest"
+}
+p99_ms() { awk '/99% in/ {print $3 * 1000}' "$WORK/$1.hey"; }
+PHASE_S=6
+
+# The reference: one gateway (no replica sync) carrying the whole load.
+start GW0 gateway0 "$GATEWAY" --endpoint "$MS1" --endpoint "$MS2" --listen 127.0.0.1:0 \
+  --scrape-interval-ms 25
+LOADS=()
+load one_batch "$GW0" batch 18 "$PHASE_S"
+load one_interactive "$GW0" interactive 2 "$PHASE_S"
+deepest_one=$(deepest_queue $((PHASE_S - 1)))
+for pid in "${LOADS[@]}"; do wait "$pid"; done
+kill "$GW0_PID"
+p99_one=$(p99_ms one_interactive)
+
 TTL_MS=1000
 for g in 1 2 3; do
   start "GW$g" "gateway$g" "$GATEWAY" --endpoint "$MS1" --endpoint "$MS2" --listen 127.0.0.1:0 \
@@ -62,30 +99,37 @@ for g in 1 2 3; do
   fi
 done
 
-BODY='{"model":"fake-model","prompt":"hello there","max_tokens":8}'
-load() {  # load NAME URL OBJECTIVE CLIENTS SECONDS
-  hey -z "$5s" -c "$4" -t 20 -m POST -T application/json -H "x-gateway-inference-objective: $3" \
-    -d "$BODY" "$2/v1/completions" >"$WORK/$1.hey" 2>&1 &
-  LOADS+=($!)
-}
+# The same load through the three sharing their state: interactive p99 and server queues.
 LOADS=()
-RUN_S=12
+load shared_batch1 "$GW1" batch 6 "$PHASE_S"
+load shared_batch2 "$GW2" batch 6 "$PHASE_S"
+load shared_batch3 "$GW3" batch 6 "$PHASE_S"
+load shared_interactive "$GW1" interactive 2 "$PHASE_S"
+deepest=$(deepest_queue $((PHASE_S - 1)))
+for pid in "${LOADS[@]}"; do wait "$pid"; done
+p99_three=$(p99_ms shared_interactive)
+echo "deepest server queue sampled: one gateway $deepest_one, three replicas sharing $deepest (queueDepthThreshold $QUEUE_THRESHOLD)"
+if awk -v d="$deepest" -v t="$QUEUE_THRESHOLD" 'BEGIN {exit !(d <= t + 1)}'; then
+  ok "no server queue deeper than $QUEUE_THRESHOLD + 1 while three replicas shared their state"
+else
+  fail "a server queue of $deepest with three replicas (queueDepthThreshold $QUEUE_THRESHOLD)"
+fi
+ratio=$(awk -v a="$p99_three" -v b="$p99_one" 'BEGIN {printf "%.2f", (b > 0 ? a / b : 99)}')
+echo "interactive p99: one gateway $p99_one ms, three replicas $p99_three ms: ${ratio}x"
+if awk -v r="$ratio" -v m="$MAX_P99_RATIO" 'BEGIN {exit !(r <= m)}'; then
+  ok "interactive p99 of three replicas ${ratio}x one gateway's (at most ${MAX_P99_RATIO}x)"
+else
+  fail "interactive p99 of three replicas ${ratio}x one gateway's (more than ${MAX_P99_RATIO}x)"
+fi
+
+# Failures: a replica killed, then Redis stopped, under the same load.
+LOADS=()
+RUN_S=6
 load batch1 "$GW1" batch 6 "$RUN_S"
 load batch2 "$GW2" batch 6 "$RUN_S"
 load batch3 "$GW3" batch 6 "$RUN_S"
 load interactive1 "$GW1" interactive 2 "$RUN_S"
-
-# While all three share their state: the deepest queue either server shows, sampled.
-deepest=0
-end=$((SECONDS + 3))
-while [ "$SECONDS" -lt "$end" ]; do
-  for s in "$MS1" "$MS2"; do
-    w=$(metric "$s" vllm:num_requests_waiting)
-    deepest=$(awk -v a="$deepest" -v b="${w:-0}" 'BEGIN {print (b > a ? b : a)}')
-  done
-  sleep 0.05
-done
-echo "deepest server queue sampled while shared: $deepest (the detector's queueDepthThreshold: 4)"
+sleep 0.5
 
 kill -9 "$GW3_PID"
 wait "$GW3_PID" 2>/dev/null
@@ -114,9 +158,10 @@ for g in 1 2; do
 done
 
 for pid in "${LOADS[@]}"; do wait "$pid"; done
-for run in batch1 batch2 interactive1; do
+for run in one_batch one_interactive shared_batch1 shared_batch2 shared_batch3 shared_interactive \
+  batch1 batch2 interactive1; do
   statuses=$(awk '$1 ~ /^\[[0-9]+\]$/ {printf "%s x%s ", $1, $2}' "$WORK/$run.hey")
-  errors=$(awk '/Error distribution:/ {on=1; next} on && NF {n += $1} END {print n + 0}' "$WORK/$run.hey")
+  errors=$(awk '/Error distribution:/ {on=1; next} on && NF {gsub(/[][]/, "", $1); n += $1} END {print n + 0}' "$WORK/$run.hey")
   bad=$(awk '$1 ~ /^\[5[0-9][0-9]\]$/ {n += $2} END {print n + 0}' "$WORK/$run.hey")
   if [ "$errors" = 0 ] && [ "$bad" = 0 ] && grep -q '^  \[200\]' "$WORK/$run.hey"; then
     ok "$run: $statuses, no transport error"
@@ -125,6 +170,4 @@ for run in batch1 batch2 interactive1; do
     grep -A5 'Error distribution' "$WORK/$run.hey" | head -6
   fi
 done
-p99=$(awk '/99% in/ {print $3 * 1000}' "$WORK/interactive1.hey")
-echo "interactive p99 through replica 1: ${p99} ms"
 [ "$FAILED" = 0 ] && echo "PASS" || { echo "FAIL: see above"; exit 1; }

@@ -23,6 +23,8 @@ HOLDBACK_INLINE DispatchLedger::DispatchLedger(DispatchLedgerOptions options) no
   if (options_.scrapeMarginRequests < 0) options_.scrapeMarginRequests = 0;
   if (options_.budgetQueueDepth <= 0) options_.budgetQueueDepth = 1;
   options_.replicas = std::clamp<std::int64_t>(options_.replicas, 1, options_.kMaxReplicas);
+  options_.sharedRoomSlots =
+      std::clamp<std::int64_t>(options_.sharedRoomSlots, 0, kMaxConfiguredSlots);
 }
 
 HOLDBACK_INLINE DispatchLedger::~DispatchLedger() {
@@ -41,6 +43,11 @@ HOLDBACK_INLINE void DispatchLedger::validate(const DispatchLedgerOptions& optio
                       std::to_string(options.replicas) +
                           " is out of range; expected an integer in [1, " +
                           std::to_string(options.kMaxReplicas) + "]");
+  }
+  if (options.sharedRoomSlots < 0) {
+    diagnostics.error(
+        joinPath(path, "sharedRoomSlots"),
+        std::to_string(options.sharedRoomSlots) + " is negative; expected an integer >= 0");
   }
   if (options.budgetQueueDepth <= 0) {
     diagnostics.error(joinPath(path, "budgetQueueDepth"),
@@ -107,6 +114,8 @@ HOLDBACK_INLINE EndpointId DispatchLedger::registerEndpoint(
     slot.peerRequests.store(-1, std::memory_order_relaxed);  // no replica sync yet
     slot.peerTokens.store(0, std::memory_order_relaxed);
     slot.peerReplicas.store(0, std::memory_order_relaxed);
+    slot.peerRank.store(-1, std::memory_order_relaxed);
+    slot.rotation.store(*index, std::memory_order_relaxed);
     detail::endWrite(slot);
     const EndpointCapacity cap = capacity.value_or(EndpointCapacity{});
     slot.maxRunning.store(detail::slotCount(cap.maxRunningRequests), std::memory_order_relaxed);
@@ -252,12 +261,15 @@ HOLDBACK_INLINE InFlightLoad DispatchLedger::localPending(EndpointId id) const n
 
 HOLDBACK_INLINE bool DispatchLedger::setPeerPending(EndpointId id,
                                                     std::optional<InFlightLoad> others,
-                                                    std::int64_t replicas) noexcept {
+                                                    std::int64_t replicas,
+                                                    std::int64_t rank) noexcept {
   detail::LedgerSlot* slot = slotOf(id);
   if (slot == nullptr) return false;
   const auto r = static_cast<std::uint32_t>(
       std::clamp<std::int64_t>(replicas, 0, DispatchLedgerOptions::kMaxReplicas));
   slot->peerReplicas.store(r, std::memory_order_relaxed);
+  const bool ranked = rank >= 0 && rank < std::max<std::int64_t>(r, options_.replicas);
+  slot->peerRank.store(ranked ? static_cast<std::int32_t>(rank) : -1, std::memory_order_relaxed);
   if (!others) {
     slot->peerRequests.store(-1, std::memory_order_relaxed);
     return true;

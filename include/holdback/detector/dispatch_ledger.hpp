@@ -63,7 +63,25 @@
 //     R gateway replicas (options.replicas > 1), each with its own ledger: pending and
 //     pendingTokens are multiplied by R (every replica assumed to dispatch as this one does);
 //     with replica sync (setPeerPending, replica_sync.hpp) they are this replica's own plus the
-//     larger of the other replicas' reported sum and (R - 1) times its own
+//     larger of the other replicas' reported sum and (R - 1) times its own; with replica sync
+//     and a rank, the requests are this replica's own plus the larger of the others' reported
+//     sum and the others' parts of the scrape's free slots (below)
+//   The free room split (replica sync with a rank: ReplicaSync::rank): every replica reads the
+//   same scrape, so a scrape that shows one free slot shows it to every replica, and each would
+//   take it before any sync could tell the others. So the free slots are divided among the R
+//   live replicas: of F = max(0, floor(M - running) - sharedRoomSlots) (M known; the first
+//   sharedRoomSlots stay visible to every replica), this replica's part is floor(F / R), plus
+//   one when its rotated rank q = (rank + endpoint index + the scrape's time in kSplitRotationNs
+//   steps) mod R is below F mod R. Once this replica has sent its part, fill counts the rest as
+//   the others' pending requests (or their reported sum, when larger); before, the view is the
+//   unsplit one (policies that read the pool's load level see it as known). So no replica sends
+//   more than its part, the parts sum to F, and the rotation hands a lone free slot to each in
+//   turn. Room a replica leaves unused is split again at the next scrape, not at a sync (the
+//   others' figures are up to a sync interval old: a replica taking room it believes unclaimed
+//   could take what another has just claimed). Tokens are not split (the others' pending tokens
+//   count as without a rank): a KV part of 1 / R per replica left a reservation policy's
+//   reserve, sized in KV tokens, fitting nowhere. Without a rank (-1), or with M unknown, the
+//   rule above applies.
 //   The observed slot count S (a slow start): a server that ran R requests at once has at least R
 //   slots, so every installed scrape raises S to floor(running) (S = max running shown). A
 //   scrape that shows a queue (waiting > 0) shows the server taking no more work than it runs
@@ -224,6 +242,12 @@ struct DispatchLedgerOptions {
   // counts `replicas` times against it).
   std::int64_t replicas = 1;
   static constexpr std::int64_t kMaxReplicas = 1024;
+  // Free slots per endpoint the split leaves to every replica (the first ones, not divided);
+  // >= 0. With a policy that keeps a reserve of free slots for its top band (the reservation
+  // policy's minReserve), set it to that reserve per endpoint: every replica then sees the
+  // reserve (so its policy keeps the lower bands out of it and its top band may use it), and only
+  // the room above it is divided; 0 divides all of it.
+  std::int64_t sharedRoomSlots = 0;
 };
 
 namespace detail {
@@ -266,11 +290,17 @@ struct alignas(64) LedgerSlot {
   std::uint32_t excessNext = 0;
   std::int64_t excessBucketStartNs = kNoBucket;  // the scrape time the current stretch began
   // Replica sync (setPeerPending, replica_sync.hpp): the other replicas' pending requests and
-  // tokens (-1 requests: none, the `replicas` share applies), and the replicas last seen live
-  // (0: unknown). Written by the host's sync thread, read by fill (only these, on this line).
+  // tokens (-1 requests: none, the `replicas` share applies), the replicas last seen live (0:
+  // unknown) and this replica's rank among them (-1: none, the free room is not split). Written
+  // by the host's sync thread, read by fill (only these and `rotation`, on this line).
   std::atomic<std::int64_t> peerRequests{-1};
   std::atomic<std::int64_t> peerTokens{0};
   std::atomic<std::uint32_t> peerReplicas{0};
+  std::atomic<std::int32_t> peerRank{-1};
+  // The free room split's rotation: the endpoint's index plus the scrape's time in
+  // kSplitRotationNs steps. Written by the scrape writer, read by fill.
+  std::atomic<std::uint32_t> rotation{0};
+  static constexpr std::int64_t kSplitRotationNs = 100'000'000;
 };
 static_assert(sizeof(LedgerSlot) == 192,
               "two hot cache lines per endpoint and one for the scrape writer alone");
@@ -414,9 +444,11 @@ class HOLDBACK_API DispatchLedger {
   // for the others (their dispatches since the last sync are not in the sum yet). creditCompletions
   // does not apply then. nullopt: none known (the store is unreachable): fill falls back to the
   // share, times max(options.replicas, `replicas`). `replicas`: the live replicas, this one
-  // included, as last seen (0: unknown). False for a stale id.
-  bool setPeerPending(EndpointId id, std::optional<InFlightLoad> others,
-                      std::int64_t replicas = 0) noexcept;
+  // included, as last seen (0: unknown). `rank`: this replica's position among them in an order
+  // every replica agrees on, in [0, replicas); with it the free room is split (see "The free
+  // room split"); -1: not split. False for a stale id.
+  bool setPeerPending(EndpointId id, std::optional<InFlightLoad> others, std::int64_t replicas = 0,
+                      std::int64_t rank = -1) noexcept;
   // The slot count fill uses for `id`: the configured maxRunningRequests, else the observed slot
   // count (0: unknown, or a stale id; see the header comment). For diagnostics and tests.
   [[nodiscard]] std::int64_t slotCount(EndpointId id) const noexcept;

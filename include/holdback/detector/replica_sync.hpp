@@ -21,6 +21,11 @@
 //   dispatch never waits for it. When exchange() fails (the store is down or slow), syncOnce()
 //   clears the peers' figures and the ledger falls back to the `replicas` share, times the most
 //   replicas it saw live (at least options.replicas).
+//   A store that also ranks the live replicas (rank(): this replica's position in an order all
+//   of them agree on, such as their sorted identities) lets the ledger split each scrape's free
+//   room among them ("The free room split" in dispatch_ledger.hpp): every replica reads the same
+//   scrape, and without the split all of them take the same free slot before any sync can tell
+//   the others.
 //
 // What a host's exchange() must do
 //   - publish `mine` under this replica's identity with an expiry (a dead replica's share must
@@ -60,6 +65,10 @@ class HOLDBACK_API ReplicaSync {
   // store could not be reached in time (`othersSum` is then ignored). Must not throw.
   virtual std::int64_t exchange(std::span<const InFlightLoad> mine,
                                 std::span<InFlightLoad> othersSum) noexcept = 0;
+  // This replica's position among the live replicas the last successful exchange saw (this one
+  // included), in [0, that count), in an order every replica agrees on; -1: no ranking (the
+  // default: the free room is not split). Distinct replicas must get distinct ranks.
+  [[nodiscard]] virtual std::int64_t rank() const noexcept { return -1; }
 };
 
 class HOLDBACK_API ReplicaSyncer {
@@ -82,8 +91,9 @@ class HOLDBACK_API ReplicaSyncer {
     const std::int64_t peers = sync_.exchange(mine_, others_);
     if (peers >= 0) {
       last_replicas_ = peers + 1;
+      const std::int64_t rank = sync_.rank();
       for (std::size_t k = 0; k < endpoints_.size(); ++k) {
-        ledger_.setPeerPending(endpoints_[k], others_[k], last_replicas_);
+        ledger_.setPeerPending(endpoints_[k], others_[k], last_replicas_, rank);
       }
       ++successes_;
       return true;

@@ -14,6 +14,21 @@ namespace holdback {
 inline namespace HOLDBACK_ABI_NAMESPACE {
 namespace detail {
 
+// The free room split (see "The free room split" in the header): the parts of `room` free
+// slots (a scrape's M - running - sharedRoomSlots) of this replica and of the others together,
+// for this replica's rank rotated by `turn`, among `replicas` (>= 1).
+struct SlotParts {
+  double mine = 0.0;
+  double others = 0.0;
+};
+[[nodiscard]] inline SlotParts slotParts(double room, std::uint32_t replicas,
+                                         std::uint32_t turn) noexcept {
+  if (!(room >= 1.0)) return {};  // also NaN
+  const auto f = static_cast<std::uint64_t>(std::floor(room < 4294967295.0 ? room : 4294967295.0));
+  const std::uint64_t mine = f / replicas + (turn % replicas < f % replicas ? 1 : 0);
+  return {static_cast<double>(mine), static_cast<double>(f - mine)};
+}
+
 // fill's figures for one endpoint from a consistent read of its slot (see "The algorithm").
 [[gnu::always_inline]] inline void fillFrom(Endpoint& e, const LedgerSlot& slotRef,
                                             const ScrapeView& v, const ScrapeMark& c,
@@ -47,15 +62,28 @@ namespace detail {
     const auto replicas = static_cast<double>(
         peer_replicas > options.replicas ? std::int64_t{peer_replicas} : options.replicas);
     const bool synced = peer_requests >= 0;
+    const std::int32_t rank = synced ? slot->peerRank.load(std::memory_order_relaxed) : -1;
+    const std::uint32_t slots = slotsInUse(*slot);
     const double own_pending = static_cast<double>(pending > 0 ? pending : 0);
     // The others' reported sum, but never less than the share would count for them: between two
-    // syncs their new dispatches are not in the sum yet.
-    const double share_of_others = own_pending * (replicas - 1.0);
+    // syncs their new dispatches are not in the sum yet. With a rank, also never less than their
+    // parts of the scrape's free slots once this replica has sent its own part.
+    double share_of_others = own_pending * (replicas - 1.0);
+    if (rank >= 0 && slots != 0) {
+      // (Before that the view is the unsplit one: the pool's load as known, for policies that
+      // read its level; see "The free room split".)
+      const SlotParts parts = slotParts(
+          static_cast<double>(slots) - v.running - static_cast<double>(options.sharedRoomSlots),
+          static_cast<std::uint32_t>(replicas),
+          static_cast<std::uint32_t>(rank) + slot->rotation.load(std::memory_order_relaxed));
+      if (own_pending >= parts.mine && parts.others > share_of_others) {
+        share_of_others = parts.others;
+      }
+    }
     const double reported = synced ? static_cast<double>(peer_requests) : 0.0;
     const double peers = reported > share_of_others ? reported : share_of_others;
     if (synced ? own_pending + peers > 0.0 : pending > 0) {
       const double p = synced ? own_pending + peers : static_cast<double>(pending) * replicas;
-      const std::uint32_t slots = slotsInUse(*slot);
       if (slots != 0) {
         const auto m = static_cast<double>(slots);
         const double free_slots = m > v.running ? m - v.running : 0.0;
