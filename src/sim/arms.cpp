@@ -73,7 +73,7 @@ config::Json restoringReservation(const Scenario& s, config::Json extra = nullpt
 // demand estimate that sees a burst within 150 ms (riseTime) and forgets it within 1 s
 // (decayTime), epsilon 2 %, and an idle reserve of a twelfth of the pool's slots (5 of 64): the
 // faster rise lets restoration start on a burst's first arrivals, so the idle reserve covers a
-// shorter lead time (docs/policies.md, "The recommended configuration").
+// shorter lead time (docs/guide/policies.md, "The recommended configuration").
 config::Json recommendedReservation(const Scenario& s) {
   const double slots = double(s.pool.endpoints) * double(s.pool.slots);
   return restoringReservation(s, {{"capacityModel", "endpoints"},
