@@ -244,6 +244,7 @@ struct Band final : BandView {
   std::optional<TimePoint> last_arrival;
   TimePoint last_activity{};
   std::optional<double> last_ceiling;
+  std::uint64_t wfq_pass = 0;  // BandScheduler's pass (weighted-fair band scheduling)
   BandCounters* counters = nullptr;
   // The controller's demand slot for this priority (DemandTracker::slotOf); a cache.
   std::uint32_t demand_slot = 0xffffffffu;
@@ -320,6 +321,7 @@ inline QueuedRequestView makeView(const Item& item) noexcept {
   v.sequence = item.sequence;
   v.receivedTime = item.receivedTime();
   v.ttftObjective = item.ttftObjective();
+  v.kvTokens = item.kvTokens;
   return v;
 }
 
