@@ -45,6 +45,12 @@ struct VtcFairnessPolicy::BandState final : FairnessState {
   detail::IntrusiveTreap<FlowState, FlowState::Rank> active;  // non-empty flows by (counter, id)
   double last_picked = 0.0;  // the counter of the flow picked last (the lift with no active flow)
   std::uint64_t next_rank = 0;
+  // The pick's charge, applied when the picked head leaves its queue (headChanged, right after
+  // the pick in the same cycle): one re-key instead of two when the flow then runs empty. In the
+  // rare cycle that gives up after its pick (too many dead heads) the charge waits for the next
+  // pick, which replaces it, or for that head to leave.
+  FlowState* pending = nullptr;
+  double pending_cost = 0.0;
 
   void link(FlowState* s) noexcept {
     s->linked = true;
@@ -59,6 +65,7 @@ struct VtcFairnessPolicy::BandState final : FairnessState {
 // Flows are destroyed before their band's state (Band declares fairness_state before flows).
 HOLDBACK_INLINE VtcFairnessPolicy::FlowState::~FlowState() {
   if (linked) band->unlink(this);
+  if (band->pending == this) band->pending = nullptr;
 }
 
 HOLDBACK_INLINE Result<std::unique_ptr<VtcFairnessPolicy>> VtcFairnessPolicy::create(
@@ -98,14 +105,26 @@ HOLDBACK_INLINE std::unique_ptr<FairnessFlowState> VtcFairnessPolicy::newFlowSta
 HOLDBACK_INLINE void VtcFairnessPolicy::headChanged(const FlowQueueView& flow,
                                                     FairnessFlowState& flowState) const noexcept {
   auto& s = static_cast<FlowState&>(flowState);  // made by newFlowState
+  BandState& b = *s.band;
+  const bool charged = b.pending == &s;
+  if (charged) b.pending = nullptr;
   if (flow.size() == 0) {
-    if (s.linked) s.band->unlink(&s);
+    if (s.linked) b.unlink(&s);
+    if (charged) s.counter += b.pending_cost;
     return;
   }
-  if (s.linked) return;  // the key does not depend on the head
-  const FlowState* lowest = s.band->active.front();
-  s.counter = std::max(s.counter, lowest != nullptr ? lowest->counter : s.band->last_picked);
-  s.band->link(&s);
+  if (s.linked) {  // the key does not depend on the head, only on the charge
+    if (charged) {
+      b.unlink(&s);
+      s.counter += b.pending_cost;
+      b.link(&s);
+    }
+    return;
+  }
+  if (charged) s.counter += b.pending_cost;
+  const FlowState* lowest = b.active.front();
+  s.counter = std::max(s.counter, lowest != nullptr ? lowest->counter : b.last_picked);
+  b.link(&s);
 }
 
 HOLDBACK_INLINE const FlowQueueView* VtcFairnessPolicy::pick(const BandView& band,
@@ -117,9 +136,8 @@ HOLDBACK_INLINE const FlowQueueView* VtcFairnessPolicy::pick(const BandView& ban
   const double tokens =
       head != nullptr && head->kvTokens > 0 ? static_cast<double>(head->kvTokens) : 0.0;
   b->last_picked = s->counter;
-  b->unlink(s);
-  s->counter += options_.requestCost + options_.tokenWeight * tokens;
-  b->link(s);
+  b->pending = s;  // charged when the head leaves (headChanged)
+  b->pending_cost = options_.requestCost + options_.tokenWeight * tokens;
   return s->flow;
 }
 
