@@ -8,6 +8,14 @@
 //        allocs_per_enqueue, bytes_per_queued_request (heap bytes requested while enqueueing the
 //        D requests, divided by D).
 //   BM_DispatchCycleRoundRobin/<P>/<F>/top  the same with round-robin fairness.
+//   BM_DispatchCycleVtc/8/<F>/top            the same with vtc-fairness-policy (request d of flow f
+//        declares 64 + f % 97 tokens, so the counters differ per flow). Compare with
+//        BM_DispatchCycleRoundRobin/8/<F>/top of the same run.
+//   BM_DispatchCycle[WeightedFair]/8/<F>/all   the D requests spread over every band (request d
+//        in band d % P); WeightedFair: weighted-fair band scheduling active in every cycle
+//        (activationThreshold 0, derived weights), so each cycle orders the non-empty bands by
+//        pass and dispatches from all of them in turn. Compare with BM_DispatchCycle/8/<F>/all
+//        (strict priority, the same queues) and BM_DispatchCycle/8/<F>/top of the same run.
 //   BM_DispatchCycleProgramAware/<P>/<F>/top   the same with program-aware-fairness (every
 //        flow has reported tokens served, so attained service differs per flow).
 //   BM_DispatchCycleSloDeadline/<P>/<F>/top    the same with slo-deadline-ordering-policy
@@ -67,6 +75,7 @@
 #include "holdback/flow/flow_controller.hpp"
 #include "holdback/flow/plugins/program_aware_fairness.hpp"
 #include "holdback/flow/plugins/slo_deadline_ordering.hpp"
+#include "holdback/flow/plugins/vtc_fairness.hpp"
 #include "holdback/metrics/prometheus.hpp"
 #include "holdback/policy/policies.hpp"
 
@@ -89,7 +98,7 @@ class ConstantDetector final : public SaturationDetector {
 
 constexpr int kDepth = 1024;
 
-enum class Policies { kStrictFcfs, kRoundRobin, kProgramAware, kSloDeadline };
+enum class Policies { kStrictFcfs, kRoundRobin, kProgramAware, kSloDeadline, kWeightedFair, kVtc };
 const TimePoint kNow{};
 
 struct Fixture {
@@ -133,6 +142,10 @@ struct Fixture {
       fairness = programAware;
     }
     if (which == Policies::kSloDeadline) ordering = sloDeadlineOrdering();
+    if (which == Policies::kVtc) fairness = vtcFairness();
+    if (which == Policies::kWeightedFair) {
+      o.bandScheduling = {.schedule = BandSchedule::kWeightedFair, .activationThreshold = 0.0};
+    }
     for (int b = 0; b < bands; ++b) {
       o.bands.push_back(
           {.priority = b, .maxRequests = 1'000'000, .fairness = fairness, .ordering = ordering});
@@ -154,6 +167,7 @@ struct Fixture {
     r.priority = p;
     r.sizeBytes = 100;
     r.payload = f;
+    if (policies == Policies::kVtc) r.kvTokens = 64 + f % 97;  // footprints differ per flow
     if (policies == Policies::kSloDeadline)
       r.ttftObjective = std::chrono::milliseconds(++sequence % 97);
     return fc->enqueue(std::move(r), now);
@@ -161,20 +175,21 @@ struct Fixture {
 
   // Registers every flow in every band (enqueue + cancel keeps the flow), then queues D requests
   // over the flows of `target`. Returns the heap bytes requested by those D enqueues.
+  // A negative `target` spreads them over every band (request d in band d % bands).
   std::size_t fill(int bands, int flows, Priority target) {
     for (int b = 0; b < bands; ++b) {
       for (int f = 0; f < flows; ++f) enqueue(b, f).cancel();
     }
     testing::AllocationCounter counter;
-    for (int d = 0; d < kDepth; ++d) (void)enqueue(target, d % flows);
+    for (int d = 0; d < kDepth; ++d) (void)enqueue(target < 0 ? d % bands : target, d % flows);
     return counter.bytes();
   }
 };
 
 void dispatchCycle(benchmark::State& state, int bands, int flows, bool lowest, Policies which,
-                   bool live = false) {
+                   bool live = false, bool spread = false) {
   Fixture fx(bands, flows, 0.1, which);
-  const std::size_t bytes = fx.fill(bands, flows, lowest ? 0 : bands - 1);
+  const std::size_t bytes = fx.fill(bands, flows, spread ? -1 : lowest ? 0 : bands - 1);
   std::size_t dispatchAllocs = 0;
   std::size_t enqueueAllocs = 0;
   const auto picks =
@@ -426,6 +441,17 @@ int registerAll() {
     benchmark::RegisterBenchmark(
         ("BM_DispatchCycleProgramAwareLive" + suffix).c_str(),
         [=](benchmark::State& s) { dispatchCycle(s, 8, f, false, Policies::kProgramAware, true); });
+    benchmark::RegisterBenchmark(
+        ("BM_DispatchCycleVtc" + suffix).c_str(),
+        [=](benchmark::State& s) { dispatchCycle(s, 8, f, false, Policies::kVtc); });
+    const std::string all = "/8/" + std::to_string(f) + "/all";
+    benchmark::RegisterBenchmark(("BM_DispatchCycle" + all).c_str(), [=](benchmark::State& s) {
+      dispatchCycle(s, 8, f, false, Policies::kStrictFcfs, false, true);
+    });
+    benchmark::RegisterBenchmark(
+        ("BM_DispatchCycleWeightedFair" + all).c_str(), [=](benchmark::State& s) {
+          dispatchCycle(s, 8, f, false, Policies::kWeightedFair, false, true);
+        });
   }
   return 0;
 }

@@ -25,6 +25,7 @@
 #include "holdback/flow/flow_controller.hpp"
 #include "holdback/flow/plugins/program_aware_fairness.hpp"
 #include "holdback/flow/plugins/slo_deadline_ordering.hpp"
+#include "holdback/flow/plugins/vtc_fairness.hpp"
 #include "holdback/policy/policies.hpp"
 
 namespace {
@@ -94,15 +95,21 @@ const std::shared_ptr<ProgramAwareFairnessPolicy>& programAware() {
 }
 
 std::shared_ptr<const FairnessPolicy> makeFairness(std::uint8_t kind) {
-  switch (kind % 3) {
+  switch (kind % 4) {
     case 0:
       return globalStrictFairness();
     case 1:
       return roundRobinFairness();
-    default:
+    case 2:
       return programAware();
+    default:
+      return vtcFairness();
   }
 }
+
+// Band weights drawn from a band's byte: 0 (derived), valid ones and two invalid (0.5, NaN).
+constexpr double kFuzzBandWeights[] = {0.0, 1.0, 3.0, 0.0,
+                                       2.5, 1e6, 0.5, std::numeric_limits<double>::quiet_NaN()};
 
 std::shared_ptr<const OrderingPolicy> makeOrdering(std::uint8_t kind) {
   switch (kind % 3) {
@@ -127,7 +134,13 @@ FlowControllerOptions readOptions(Input& in, std::shared_ptr<const SaturationDet
   const std::uint8_t flags = in.byte();
   options.priorityDomain = (flags & 1) ? PriorityDomain::kActive : PriorityDomain::kProvisioned;
   options.provisionOnFirstUse = (flags & 2) != 0;
-  options.maxBands = 1 + in.byte() % 6;
+  const std::uint8_t max_bands = in.byte();
+  options.maxBands = 1 + max_bands % 6;
+  // Band scheduling from the same byte (the corpus keeps its meaning): strict or weighted-fair,
+  // threshold 0.0 to 1.1 (1.0 and above invalid).
+  options.bandScheduling = {.schedule = (max_bands / 6) % 2 != 0 ? BandSchedule::kWeightedFair
+                                                                 : BandSchedule::kStrictPriority,
+                            .activationThreshold = static_cast<double>(max_bands / 12 % 12) / 10};
   options.maxRequests = in.byte() % 12;
   options.maxBytes = (flags & 4) ? in.byte() * 16u : 0;
   options.defaultBand.maxRequests = in.byte() % 8;
@@ -162,7 +175,8 @@ FlowControllerOptions readOptions(Input& in, std::shared_ptr<const SaturationDet
                                .fairness = makeFairness(b >> 3),
                                .ordering = makeOrdering(b >> 7),
                                // scoped TTLs: 0 = none, -1 ms invalid
-                               .requestTtl = std::chrono::milliseconds(b % 7 - 1)});
+                               .requestTtl = std::chrono::milliseconds(b % 7 - 1),
+                               .weight = kFuzzBandWeights[(b >> 1) % 8]});
     }
   }
   return options;

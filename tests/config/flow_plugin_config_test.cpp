@@ -36,9 +36,9 @@ void expectEveryTypeBuilds(const config::PluginRegistry<Interface>& registry,
 }
 
 TEST(FlowPluginConfigTest, EveryBuiltinFairnessTypeResolves) {
-  expectEveryTypeBuilds(
-      config::builtinFairnessRegistry(),
-      {"global-strict-fairness-policy", "program-aware-fairness", "round-robin-fairness-policy"});
+  expectEveryTypeBuilds(config::builtinFairnessRegistry(),
+                        {"global-strict-fairness-policy", "program-aware-fairness",
+                         "round-robin-fairness-policy", "vtc-fairness-policy"});
 }
 
 TEST(FlowPluginConfigTest, EveryBuiltinOrderingTypeResolves) {
@@ -65,7 +65,7 @@ TEST(FlowPluginConfigTest, UnknownTypeIsAnErrorAtItsPath) {
   EXPECT_EQ(builtType(config::builtinFairnessRegistry(), "fcfs-ordering-policy"),
             "error: /plugins/0/type: \"fcfs-ordering-policy\" is not a registered type; "
             "registered: global-strict-fairness-policy, program-aware-fairness, "
-            "round-robin-fairness-policy\n");
+            "round-robin-fairness-policy, vtc-fairness-policy\n");
   EXPECT_EQ(builtType(config::builtinOrderingRegistry(), "lifo-ordering-policy"),
             "error: /plugins/0/type: \"lifo-ordering-policy\" is not a registered type; "
             "registered: edf-ordering-policy, fcfs-ordering-policy, "

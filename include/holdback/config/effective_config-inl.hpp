@@ -182,6 +182,9 @@ HOLDBACK_INLINE OrderedJson effectiveParameters(const FairnessPolicy& policy) {
             {"evictionTtlSeconds", std::chrono::duration<double>(o.evictionTtl).count()},
             {"evictionSweepSeconds", std::chrono::duration<double>(o.evictionSweep).count()}};
   }
+  if (const auto* p = dynamic_cast<const VtcFairnessPolicy*>(&policy)) {
+    return {{"requestCost", p->options().requestCost}, {"tokenWeight", p->options().tokenWeight}};
+  }
   if (dynamic_cast<const GlobalStrictFairnessPolicy*>(&policy) != nullptr ||
       dynamic_cast<const RoundRobinFairnessPolicy*>(&policy) != nullptr) {
     return OrderedJson::object();
@@ -223,9 +226,12 @@ HOLDBACK_INLINE OrderedJson effectiveConfig(const ConfigBundle& bundle) {
   out["enableEviction"] = bundle.enableEviction;
   out["eviction"] = detail::effectiveEviction(o.eviction);
   out["fairnessIdLabelLimit"] = o.fairnessIdLabelLimit;
+  out["bandScheduling"] = {{"schedule", std::string(toString(o.bandScheduling.schedule))},
+                           {"activationThreshold", o.bandScheduling.activationThreshold}};
   out["defaultPriorityBand"] = detail::effectiveBand(
       std::nullopt, o.defaultBand.maxRequests, o.defaultBand.maxBytes, o.defaultBand.fairness,
       o.defaultBand.ordering, o.defaultBand.requestTtl);
+  out["defaultPriorityBand"]["weight"] = o.defaultBand.weight;
   out["defaultNegativePriorityBand"] =
       o.defaultNegativeBand
           ? detail::effectiveBand(std::nullopt, o.defaultNegativeBand->maxRequests,
@@ -233,6 +239,8 @@ HOLDBACK_INLINE OrderedJson effectiveConfig(const ConfigBundle& bundle) {
                                   o.defaultNegativeBand->ordering,
                                   o.defaultNegativeBand->requestTtl)
           : OrderedJson();
+  if (o.defaultNegativeBand)
+    out["defaultNegativePriorityBand"]["weight"] = o.defaultNegativeBand->weight;
   std::vector<BandOptions> bands = o.bands;
   std::sort(bands.begin(), bands.end(),
             [](const BandOptions& a, const BandOptions& b) { return a.priority > b.priority; });
@@ -240,6 +248,7 @@ HOLDBACK_INLINE OrderedJson effectiveConfig(const ConfigBundle& bundle) {
   for (const BandOptions& b : bands) {
     list.push_back(detail::effectiveBand(b.priority, b.maxRequests, b.maxBytes, b.fairness,
                                          b.ordering, b.requestTtl));
+    list.back()["weight"] = b.weight;
   }
   out["priorityBands"] = std::move(list);
   return out;

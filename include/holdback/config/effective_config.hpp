@@ -19,11 +19,13 @@
 //                          "restoreReserve": {"enabled", "epsilon", "leadTime", "burstMemory"},
 //                          "filter", "order"} (the plugins' names)
 //   fairnessIdLabelLimit  distinct fairness_id label values of the queue gauges (0 = none)
+//   bandScheduling        {"schedule" ("strict-priority" or "weighted-fair"),
+//                          "activationThreshold"} (flow/band_scheduling.hpp)
 //   defaultPriorityBand   {"maxRequests", "maxBytes", "defaultRequestTTL" ("0s" = none),
-//                          "fairnessPolicy", "orderingPolicy"}
+//                          "fairnessPolicy", "orderingPolicy", "weight" (0 = derived)}
 //   defaultNegativePriorityBand   the same, or null (negative priorities use the default band)
 //   priorityBands         [{"priority", "maxRequests", "maxBytes", "defaultRequestTTL",
-//                           "fairnessPolicy", "orderingPolicy"}], highest priority first
+//                           "fairnessPolicy", "orderingPolicy", "weight"}], highest first
 // A policy or detector is {"name", "type", "parameters"}; fairness and ordering policies are
 // {"type", "parameters"}. "parameters" holds every parameter with its effective value for the
 // built-in types, and null for a host's own type (holdback cannot see inside it).

@@ -61,6 +61,10 @@ HOLDBACK_INLINE const std::vector<FieldInfo> kEndpointPickerConfigFields = {
     {"flowControl.enginePriority", "string", "off",
      "off, vllm (lower first: the sign flips) or sglang (higher first): the effective priority "
      "in the model server's request body"},
+    {"flowControl.bandScheduling.schedule", "string", "strict-priority",
+     "strict-priority or weighted-fair (saturation-activated WFQ across bands)"},
+    {"flowControl.bandScheduling.activationThreshold", "number", "0.8",
+     "[0, 1); weighted-fair is active while the saturation is at least this"},
     {"flowControl.defaultPriorityBand", "band", "all defaults", "band fields; priority ignored"},
     {"flowControl.defaultNegativePriorityBand", "band", "defaultPriorityBand",
      "band fields; priority ignored"},
@@ -74,10 +78,13 @@ HOLDBACK_INLINE const std::vector<FieldInfo> kEndpointPickerConfigFields = {
     {"band.fairnessPolicyRef", "string", "global-strict-fairness-policy",
      "a fairness policy plugin name"},
     {"band.orderingPolicyRef", "string", "fcfs-ordering-policy", "an ordering policy plugin name"},
+    {"band.weight", "number", "0 (derived: the lowest band 1, the next 2, ...)",
+     "0 or [1, 1000000]; the band's share under weighted-fair band scheduling"},
 };
 
 // The reference table above spells the flow controller's defaults (flow/options.hpp) as text.
 static_assert(kDefaultRequestTtl == std::chrono::seconds(60), "update the defaultRequestTTL row");
+static_assert(kDefaultBandActivationThreshold == 0.8, "update the activationThreshold row");
 static_assert(kDefaultBandMaxRequests == 5000, "update the band.maxRequests row");
 static_assert(kDefaultBandMaxBytes == 1'000'000'000, "update the band.maxBytes row");
 static_assert(kDefaultFairnessIdLabelLimit == 1000, "update the fairnessIdLabelLimit row");
@@ -181,6 +188,10 @@ HOLDBACK_INLINE std::string describeBundle(const ConfigBundle& bundle) {
   for (const BandOptions& b : bands) {
     out += "band " + std::to_string(b.priority) + ": " +
            detail::describeBand(b.maxRequests, b.maxBytes, b.fairness, b.ordering) + "\n";
+  }
+  if (o.bandScheduling.schedule == BandSchedule::kWeightedFair) {
+    out += "band scheduling: weighted-fair at saturation >= " +
+           formatNumber(o.bandScheduling.activationThreshold) + "\n";
   }
   if (o.eviction.enabled) {
     const EvictionOptions& e = o.eviction;

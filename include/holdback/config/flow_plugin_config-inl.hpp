@@ -55,6 +55,22 @@ HOLDBACK_INLINE std::unique_ptr<FairnessPolicy> parseProgramAwareFairness(
   return std::move(made).value();
 }
 
+// vtc-fairness-policy parameters: requestCost, tokenWeight.
+HOLDBACK_INLINE std::unique_ptr<FairnessPolicy> parseVtcFairness(const PluginSpec& spec,
+                                                                 Diagnostics& diagnostics) {
+  ParamReader params(spec.parameters, spec.parametersPath(), diagnostics);
+  VtcFairnessOptions o;
+  const std::size_t before = diagnostics.errorCount();
+  if (const auto v = params.number("requestCost")) o.requestCost = *v;
+  if (const auto v = params.number("tokenWeight")) o.tokenWeight = *v;
+  params.finish();
+  VtcFairnessPolicy::validate(o, spec.parametersPath(), diagnostics);
+  if (diagnostics.errorCount() > before) return nullptr;
+  auto made = VtcFairnessPolicy::create(o);
+  if (!made) return nullptr;
+  return std::move(made).value();
+}
+
 }  // namespace detail
 
 namespace config {
@@ -74,6 +90,10 @@ HOLDBACK_INLINE FairnessRegistry builtinFairnessRegistry() {
   registry.add(std::string(ProgramAwareFairnessPolicy::kType),
                [](const PluginSpec& spec, Diagnostics& diagnostics) {
                  return detail::parseProgramAwareFairness(spec, diagnostics);
+               });
+  registry.add(std::string(VtcFairnessPolicy::kType),
+               [](const PluginSpec& spec, Diagnostics& diagnostics) {
+                 return detail::parseVtcFairness(spec, diagnostics);
                });
   return registry;
 }

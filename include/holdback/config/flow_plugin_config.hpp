@@ -11,6 +11,7 @@
 //                                              evictionSweepSeconds (spelled as upstream:
 //                                              seconds as numbers, at most 1e9; the ranges of
 //                                              ProgramAwareFairnessPolicy::validate)
+//   vtc-fairness-policy                        requestCost (0, 1e9], tokenWeight [0, 1e6]
 //   fcfs-ordering-policy                       no parameters
 //   edf-ordering-policy                        no parameters
 //   slo-deadline-ordering-policy               no parameters
@@ -32,6 +33,7 @@
 #include "holdback/flow/fairness.hpp"
 #include "holdback/flow/plugins/program_aware_fairness.hpp"
 #include "holdback/flow/plugins/slo_deadline_ordering.hpp"
+#include "holdback/flow/plugins/vtc_fairness.hpp"
 
 namespace holdback {
 inline namespace HOLDBACK_ABI_NAMESPACE {

@@ -52,6 +52,8 @@ struct QueuedRequestView {
   TimePoint receivedTime{};
   // The request's time-to-first-token objective (FlowRequest::ttftObjective), if any.
   std::optional<Duration> ttftObjective;
+  // Its declared footprint (FlowRequest::kvTokens: input + expected output tokens); <= 0 = none.
+  std::int64_t kvTokens = 0;
 };
 
 // Thread safety: implementations must be thread-safe (one instance may serve many bands and

@@ -15,6 +15,7 @@
 #include <string>
 #include <utility>
 
+#include "holdback/flow/detail/band_scheduler-inl.hpp"
 #include "holdback/flow/detail/band_table-inl.hpp"
 #include "holdback/flow/detail/controller_core-inl.hpp"
 #include "holdback/flow/detail/controller_core_headroom-inl.hpp"
@@ -44,6 +45,7 @@ HOLDBACK_INLINE void validateFlowOptions(const FlowControllerOptions& o, Diagnos
     }
   }
   if (o.maxBands < 1) d.error("/maxBands", "must be at least 1, but got 0");
+  validateBandSchedulingOptions(o, d);
   auto non_negative = [&](const std::optional<Duration>& v, const char* path, const char* name) {
     if (v && *v < Duration::zero()) {
       d.error(path, std::string(name) + " cannot be negative, but got " + formatDuration(*v));

@@ -28,6 +28,10 @@
 //        kEvictedNoEndpoints) and the band is asked again, so a dead request never costs the
 //        cycle its dispatch (up to 32 dead heads per cycle; past that the cycle ends);
 //     6. at most one request is dispatched per cycle (kDispatched).
+//   Step 5 visits the bands highest first (strict priority) unless options.bandScheduling is
+//   weighted-fair and s >= its activationThreshold: then the non-empty bands above the first
+//   gated one are tried in weighted-fair order first (flow/band_scheduling.hpp: the weights,
+//   the starvation bound); the gate check and its stop are unchanged.
 //   Its cost is O(bands + log flows-in-band + log queue-length): bands keep an index of their
 //   non-empty flows, so idle flows and queued requests are never scanned. It does not allocate
 //   in steady state, never throws, and survives NaN/inf saturation (isGated gates on NaN).

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "holdback/detector/saturation_detector.hpp"
+#include "holdback/flow/band_scheduling.hpp"
 #include "holdback/flow/eviction.hpp"
 #include "holdback/flow/fairness.hpp"
 #include "holdback/flow/pool_pressure.hpp"
@@ -62,6 +63,9 @@ struct BandTemplate {
   // The band's queue budget (config: defaultRequestTTL of the band); 0 = none. A request's budget
   // is the smallest of its own TTL, its band's and the controller's default that are set (> 0).
   Duration requestTtl{0};
+  // Its share under weighted-fair band scheduling (flow/band_scheduling.hpp): 0 = derived from
+  // the band's position, else [1, 1e6].
+  double weight = 0.0;
 };
 
 struct BandOptions {
@@ -72,6 +76,8 @@ struct BandOptions {
   std::shared_ptr<const OrderingPolicy> ordering;
   // As BandTemplate::requestTtl.
   Duration requestTtl{0};
+  // As BandTemplate::weight.
+  double weight = 0.0;
 };
 
 enum class PriorityDomain {
@@ -158,6 +164,9 @@ struct FlowControllerOptions {
   // costs O(non-empty flows) under the controller's lock. Reloadable.
   std::size_t fairnessIdLabelLimit = kDefaultFairnessIdLabelLimit;
   RunnerOptions runner;
+  // Which band dispatches first (flow/band_scheduling.hpp): strict priority (default) or
+  // saturation-activated weighted fair queuing. Reloadable.
+  BandSchedulingOptions bandScheduling;
 };
 
 }  // namespace HOLDBACK_ABI_NAMESPACE

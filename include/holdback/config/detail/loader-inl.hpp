@@ -261,6 +261,20 @@ HOLDBACK_INLINE void Loader::readEviction(ParamReader& fc) {
   d_.append(checked);
 }
 
+HOLDBACK_INLINE void Loader::readBandScheduling(ParamReader& fc, BandSchedulingOptions& out) {
+  const Json* block = fc.value("bandScheduling");
+  if (block == nullptr || block->is_null()) return;
+  ParamReader bs(block, fc.pathOf("bandScheduling"), d_);
+  if (const auto s = bs.oneOf("schedule", {toString(BandSchedule::kStrictPriority),
+                                           toString(BandSchedule::kWeightedFair)})) {
+    out.schedule = *s == toString(BandSchedule::kWeightedFair) ? BandSchedule::kWeightedFair
+                                                               : BandSchedule::kStrictPriority;
+  }
+  if (const auto t = bs.number("activationThreshold")) out.activationThreshold = *t;
+  bs.finish();
+  if (bs.valid()) validateBandScheduling(out, bs.path(), d_);
+}
+
 HOLDBACK_INLINE void Loader::readRestoreReserve(ParamReader& ev, ReserveRestoreOptions& r) {
   const Json* block = ev.value("restoreReserve");
   if (block == nullptr || block->is_null()) return;
@@ -330,6 +344,10 @@ HOLDBACK_INLINE std::optional<BandOptions> Loader::readBand(const Json& object,
   if (band.maxRequests == 0) band.maxRequests = BandTemplate{}.maxRequests;
   band.requestTtl =
       readDuration(reader, "defaultRequestTTL", name + " DefaultRequestTTL").value_or(Duration{0});
+  if (const auto w = reader.number("weight")) {
+    band.weight = *w;
+    validateBandWeight(*w, reader.pathOf("weight"), d_);
+  }
   band.fairness = resolveBandPolicy<FairnessPolicy>(reader, "fairnessPolicyRef",
                                                     bundle_.fairnessPolicies, registries_.fairness,
                                                     globalStrictFairness(), "fairness policy");
@@ -345,7 +363,7 @@ HOLDBACK_INLINE std::optional<BandOptions> Loader::readBand(const Json& object,
 }
 
 HOLDBACK_INLINE BandTemplate Loader::toTemplate(const BandOptions& b) {
-  return BandTemplate{b.maxRequests, b.maxBytes, b.fairness, b.ordering, b.requestTtl};
+  return BandTemplate{b.maxRequests, b.maxBytes, b.fairness, b.ordering, b.requestTtl, b.weight};
 }
 
 HOLDBACK_INLINE std::optional<std::string> Loader::readRef(ParamReader& reader,
@@ -391,6 +409,7 @@ HOLDBACK_INLINE void Loader::readFlowControl() {
   if (const auto engine = fc.oneOf("enginePriority", {"off", "vllm", "sglang"})) {
     bundle_.enginePriority = parseEnginePriority(*engine).value_or(EnginePriority::kOff);
   }
+  readBandScheduling(fc, o.bandScheduling);
   if (const auto n = fc.integer("fairnessIdLabelLimit", 0,
                                 static_cast<std::int64_t>(kMaxFairnessIdLabelLimit))) {
     o.fairnessIdLabelLimit = static_cast<std::size_t>(*n);

@@ -71,6 +71,8 @@ class Loader {
   // ranges are validateEvictionOptions' (same paths), except epsilon while it stays off, which
   // is checked here so that a wrong value is reported whether or not it is in use.
   void readRestoreReserve(ParamReader& ev, ReserveRestoreOptions& r);
+  // flowControl.bandScheduling {schedule, activationThreshold} (flow/band_scheduling.hpp).
+  void readBandScheduling(ParamReader& fc, BandSchedulingOptions& out);
   // A band's fairnessPolicyRef / orderingPolicyRef. A name that is no plugin but is a built-in
   // type resolves to that type with defaults (the reference auto-injects fcfs and global-strict;
   // holdback also the other built-ins, so the reference's JSON example loads), one instance per

@@ -25,10 +25,10 @@ HOLDBACK_INLINE Band::Band(Priority p, std::uint64_t max_requests, std::uint64_t
       heads(HeadLess{ItemLess{ordering.get(),
                               dynamic_cast<const FcfsOrderingPolicy*>(ordering.get()) != nullptr}}),
       track_active(fairness->type() != GlobalStrictFairnessPolicy::kType),
-      track_heads(fairness->type() != RoundRobinFairnessPolicy::kType) {}
+      track_heads(!skipsHeadIndex(fairness->type())) {}
 
-// Only bands without the head index scan: round-robin ones, which keep the by-id index (`active`
-// holds every non-empty flow), so the scan walks that.
+// Only bands without the head index scan: round-robin and VTC ones, which keep the by-id index
+// (`active` holds every non-empty flow), so the scan walks that.
 HOLDBACK_INLINE const FlowQueueView* Band::scanBestHead() const noexcept {
   const HeadLess& less = heads.key_comp();
   const Flow* best = nullptr;

@@ -61,11 +61,17 @@
 #include "holdback/flow/fairness.hpp"
 #include "holdback/flow/flow_controller.hpp"
 #include "holdback/flow/options.hpp"
+#include "holdback/flow/plugins/vtc_fairness.hpp"
 #include "holdback/flow/stats.hpp"
 
 namespace holdback {
 inline namespace HOLDBACK_ABI_NAMESPACE {
 namespace detail {
+
+// The built-in fairness types that never read bestHeadFlow(): their bands skip the head index.
+inline bool skipsHeadIndex(std::string_view type) noexcept {
+  return type == RoundRobinFairnessPolicy::kType || type == VtcFairnessPolicy::kType;
+}
 
 struct Flow final : FlowQueueView {
   // Defined after Band (asks the band's fairness policy for the flow's state).
@@ -224,9 +230,9 @@ struct Band final : BandView {
   // then skips the by-id index (an O(log F) string-ordered insert and erase each time a flow
   // becomes non-empty or empty), and the by-id views scan `flows` instead.
   bool track_active = true;
-  // False for the built-in round-robin fairness, which only reads the by-id views: the band then
-  // skips the head index (a treap erase and insert each time a flow's head changes, on a flow
-  // last touched a whole round of the band's flows ago), and bestHeadFlow() scans instead.
+  // False for the built-in round-robin and VTC fairness, which do not read bestHeadFlow(): the
+  // band then skips the head index (a treap erase and insert each time a flow's head changes),
+  // and bestHeadFlow() (the evictor's) scans `active` instead (skipsHeadIndex).
   bool track_heads = true;
   // The head index's updates, skipped without it (a flow whose head changed: unindex, change,
   // index again).
@@ -244,6 +250,7 @@ struct Band final : BandView {
   std::optional<TimePoint> last_arrival;
   TimePoint last_activity{};
   std::optional<double> last_ceiling;
+  std::uint64_t wfq_pass = 0;  // BandScheduler's pass (weighted-fair band scheduling)
   BandCounters* counters = nullptr;
   // The controller's demand slot for this priority (DemandTracker::slotOf); a cache.
   std::uint32_t demand_slot = 0xffffffffu;
@@ -320,6 +327,7 @@ inline QueuedRequestView makeView(const Item& item) noexcept {
   v.sequence = item.sequence;
   v.receivedTime = item.receivedTime();
   v.ttftObjective = item.ttftObjective();
+  v.kvTokens = item.kvTokens;
   return v;
 }
 

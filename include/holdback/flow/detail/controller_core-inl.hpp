@@ -23,6 +23,7 @@ HOLDBACK_INLINE ControllerCore::Settings ControllerCore::settingsOf(FlowControll
   s.leaseTimeout = o.leaseTimeout;
   s.fairnessIdLabelLimit = o.fairnessIdLabelLimit;
   s.eviction = o.eviction;
+  s.bandScheduling = BandScheduler::Config::of(o);
   s.eviction.evict = nullptr;  // create-only: evict_
   if (!s.eviction.filter) s.eviction.filter = std::make_shared<SheddableEvictionFilter>();
   if (!s.eviction.order) s.eviction.order = std::make_shared<PriorityThenTimeEvictionOrder>();
@@ -280,6 +281,7 @@ HOLDBACK_INLINE DispatchResult ControllerCore::dispatchImpl(TimePoint now,
     domain_bands_.reserve(ordered.size());
     domain_priorities_.reserve(ordered.size());
     ceilings_.reserve(ordered.size());
+    scheduler_.reserve(ordered.size());
     room_view_.reserve(ordered.size());
     footprints_.reserve(PoolPressure::kMaxRoomBands);
     domain_bands_.clear();
@@ -324,7 +326,9 @@ HOLDBACK_INLINE DispatchResult ControllerCore::dispatchImpl(TimePoint now,
     }
 
     bool done = table_.totalRequests() == 0;
-    for (std::size_t i = 0; i < domain_bands_.size() && !done; ++i) {
+    if (!done) scheduler_.plan(settings_.bandScheduling, s, domain_bands_, ceilings_, ordered);
+    for (std::size_t k = 0; k < domain_bands_.size() && !done; ++k) {
+      const std::size_t i = scheduler_.at(k);  // strict priority: i == k
       Band* band = domain_bands_[i];
       if (isGated(s, ceilings_[i])) {  // HoL: checked before looking at the band's items
         band->counters->gated_cycles += 1;
@@ -366,6 +370,7 @@ HOLDBACK_INLINE DispatchResult ControllerCore::dispatchImpl(TimePoint now,
         FinalizedBatch::Entry& e = finalized.add();
         e.retired = table_.finalize(head, {QueueOutcome::kDispatched, OutcomeCause::kNone}, now,
                                     e.completion);
+        scheduler_.dispatched(i);
         done = true;
         break;
       }

@@ -48,6 +48,7 @@
 #include <vector>
 
 #include "holdback/core/thread_annotations.hpp"
+#include "holdback/flow/detail/band_scheduler.hpp"
 #include "holdback/flow/detail/band_table.hpp"
 #include "holdback/flow/detail/demand_tracker.hpp"
 #include "holdback/flow/detail/evictor.hpp"
@@ -154,6 +155,7 @@ class ControllerCore {
     Duration leaseTimeout{};
     std::size_t fairnessIdLabelLimit = 0;
     EvictionOptions eviction;  // filter and order never null; evict is evict_
+    BandScheduler::Config bandScheduling;
   };
   static Settings settingsOf(FlowControllerOptions& options);
   static BandTopology topologyOf(FlowControllerOptions& options);
@@ -234,6 +236,7 @@ class ControllerCore {
   LeaseTable leases_ HOLDBACK_GUARDED_BY(mu_);
   DemandTracker demand_ HOLDBACK_GUARDED_BY(mu_);
   Evictor evictor_ HOLDBACK_GUARDED_BY(mu_);
+  BandScheduler scheduler_ HOLDBACK_GUARDED_BY(mu_);  // the order of the cycle's bands
 };
 
 }  // namespace detail
