@@ -27,7 +27,7 @@ POLICIES = ["static-usage-limit-policy", "priority-holdback-policy",
             "reservation-holdback-policy", "soft-reflective-ceiling-policy"]
 DETECTORS = ["utilization-detector", "concurrency-detector"]
 FAIRNESS = ["global-strict-fairness-policy", "round-robin-fairness-policy",
-            "program-aware-fairness"]
+            "program-aware-fairness", "vtc-fairness-policy"]
 ORDERING = ["fcfs-ordering-policy", "edf-ordering-policy", "slo-deadline-ordering-policy"]
 # The parameter sets a type is loaded with to list its fields: a type whose fields depend on
 # another field (a strategy) has one set per variant; the fields named in the second element

@@ -23,12 +23,15 @@ MEANING = {
         "eviction.restoreReserve.epsilon": "the probability of a protected burst finding no room that restoration aims for",
         "eviction.restoreReserve.leadTime": "restore this long ahead of an expected burst",
         "eviction.restoreReserve.burstMemory": "how long a burst counts as recent for restoration",
+        "bandScheduling.schedule": "`strict-priority`: the highest non-empty band first; `weighted-fair`: while the pool is saturated, bands share dispatches by weight (never past a gated band)",
+        "bandScheduling.activationThreshold": "the saturation from which `weighted-fair` shares; below it, strict priority",
         "fairnessIdLabelLimit": "distinct `fairness_id` label values on the queue gauges (the most queued flows); the rest are summed into `\"other\"`; 0 = no per-flow gauges",
     },
     "band": {
         "priority": "the band's priority (higher is served first); unique across `priorityBands`",
         "maxRequests": "cap on the band's queued requests; 0 = the default (5000)",
         "maxBytes": "cap on the band's queued bytes; 0 = the default (1 GB)",
+        "weight": "the band's weight under `weighted-fair` scheduling; 0 = derived from its position (lowest band 1, the next 2, ...)",
         "defaultRequestTTL": "the band's queue TTL; the smallest of request, band and `flowControl.defaultRequestTTL` wins; `0s` = not set",
         "fairnessPolicyRef": "how the band picks among its flows (a fairness policy below)",
         "orderingPolicyRef": "how a flow orders its requests (an ordering policy below)",
@@ -93,6 +96,10 @@ MEANING = {
         "maxConcurrency": "requests per endpoint at saturation 1.0",
         "maxTokenConcurrency": "tokens per endpoint at saturation 1.0 (the KV capacity when known)",
         "headroom": "extra room above saturation 1.0 the endpoint filter still admits",
+    },
+    "vtc-fairness-policy": {
+        "requestCost": "virtual service charged per dispatched request",
+        "tokenWeight": "virtual service charged per declared KV token of the request (`kvTokens`); 0 = request-count fairness",
     },
     "program-aware-fairness": {
         "strategy": "`las`: least attained service first",
