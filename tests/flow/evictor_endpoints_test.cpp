@@ -57,7 +57,9 @@ class EvictorEndpointsTest : public ::testing::Test {
     const std::uint32_t slot = demand.slotOf(&band, *policy, leases);
     ASSERT_TRUE(leases.add(id, slot, band.prio, at, 0, kv));
     leases.markDelivered(id);
-    if (endpoint != LeaseTable::kNoEndpoint) ASSERT_TRUE(leases.setEndpoint(id, endpoint));
+    if (endpoint != LeaseTable::kNoEndpoint) {
+      ASSERT_TRUE(leases.setEndpoint(id, endpoint));
+    }
     evictor.leaseStarted();
   }
   // The protected band: 1000 arrivals over a second, each declaring 1000 KV tokens.

@@ -191,8 +191,6 @@ inline bool ConcurrencyDetector::room(std::span<const Endpoint> endpoints, TimeP
 }  // namespace HOLDBACK_ABI_NAMESPACE
 }  // namespace holdback
 
-// The compiled parts (create, validate, toString) are defined with the utilization-detector's,
-// in detectors-inl.hpp.
 #ifdef HOLDBACK_HEADER_ONLY
-#include "holdback/detector/detectors-inl.hpp"
+#include "holdback/detector/concurrency_detector-inl.hpp"
 #endif

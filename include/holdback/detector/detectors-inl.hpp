@@ -4,6 +4,8 @@
 #pragma once
 
 #include "holdback/detector/detectors.hpp"
+// The validation helpers (detail::validateHeadroom, validatePositive) the two detectors share.
+#include "holdback/detector/concurrency_detector-inl.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -13,39 +15,6 @@
 
 namespace holdback {
 inline namespace HOLDBACK_ABI_NAMESPACE {
-namespace detail {
-
-HOLDBACK_INLINE void validateHeadroom(double headroom, const std::string& path,
-                                      Diagnostics& diagnostics) {
-  const std::string at = joinPath(path, "headroom");
-  if (std::isnan(headroom) || std::isinf(headroom)) {
-    diagnostics.error(at, formatNumber(headroom) + " is not finite; expected a number >= 0.0");
-  } else if (headroom < 0.0) {
-    diagnostics.error(at, formatNumber(headroom) + " is negative; expected a number >= 0.0");
-  } else if (headroom > 1.0) {
-    diagnostics.warning(at, formatNumber(headroom) +
-                                " is above 1.0: the filter lets endpoints exceed their thresholds "
-                                "by more than 100%");
-  }
-}
-
-HOLDBACK_INLINE void validatePositive(std::int64_t value, const std::string& path,
-                                      std::string_view key, Diagnostics& diagnostics) {
-  if (value <= 0) {
-    diagnostics.error(joinPath(path, key),
-                      std::to_string(value) + " is not strictly positive; expected an integer > 0");
-  }
-}
-
-// trunc(capacity * (1 + headroom)) without an undefined conversion for huge products.
-HOLDBACK_INLINE ConcurrencyDetector::Limit truncatedLimit(std::int64_t capacity, double headroom) {
-  const double limit = std::trunc(static_cast<double>(capacity) * (1.0 + headroom));
-  // 2^63 is the first double that does not fit an int64.
-  if (limit >= 9223372036854775808.0) return {std::numeric_limits<std::int64_t>::max(), true};
-  return {static_cast<std::int64_t>(limit), false};
-}
-
-}  // namespace detail
 
 HOLDBACK_INLINE std::string_view toString(Aggregation aggregation) noexcept {
   switch (aggregation) {
@@ -65,18 +34,6 @@ HOLDBACK_INLINE std::string_view toString(TelemetryValidation validation) noexce
 
 HOLDBACK_INLINE std::string_view toString(StalenessPolicy policy) noexcept {
   return policy == StalenessPolicy::kIgnore ? "ignore" : "saturated";
-}
-
-HOLDBACK_INLINE std::string_view toString(ConcurrencyMode mode) noexcept {
-  switch (mode) {
-    case ConcurrencyMode::kRequests:
-      return "requests";
-    case ConcurrencyMode::kTokens:
-      return "tokens";
-    case ConcurrencyMode::kHybrid:
-      return "hybrid";
-  }
-  return "unknown";
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -134,30 +91,6 @@ HOLDBACK_INLINE UtilizationDetector::UtilizationDetector(UtilizationDetectorOpti
       score_cap_(std::min(options.endpointScoreCap, kMaxScore)) {}
 
 // ---------------------------------------------------------------------------------------------
-
-HOLDBACK_INLINE void ConcurrencyDetector::validate(const ConcurrencyDetectorOptions& options,
-                                                   const std::string& path,
-                                                   Diagnostics& diagnostics) {
-  detail::validatePositive(options.maxConcurrency, path, "maxConcurrency", diagnostics);
-  detail::validatePositive(options.maxTokenConcurrency, path, "maxTokenConcurrency", diagnostics);
-  detail::validateHeadroom(options.headroom, path, diagnostics);
-}
-
-HOLDBACK_INLINE Result<std::unique_ptr<ConcurrencyDetector>> ConcurrencyDetector::create(
-    ConcurrencyDetectorOptions options, std::string name) {
-  Diagnostics diagnostics;
-  validate(options, "", diagnostics);
-  return makeIfValid<std::unique_ptr<ConcurrencyDetector>>(std::move(diagnostics), [&] {
-    return std::unique_ptr<ConcurrencyDetector>(new ConcurrencyDetector(options, std::move(name)));
-  });
-}
-
-HOLDBACK_INLINE ConcurrencyDetector::ConcurrencyDetector(ConcurrencyDetectorOptions options,
-                                                         std::string name)
-    : SaturationDetector(std::move(name)),
-      options_(options),
-      request_limit_(detail::truncatedLimit(options.maxConcurrency, options.headroom)),
-      token_limit_(detail::truncatedLimit(options.maxTokenConcurrency, options.headroom)) {}
 
 HOLDBACK_INLINE std::size_t UtilizationDetector::staleEndpoints(std::span<const Endpoint> endpoints,
                                                                 TimePoint now) const noexcept {
