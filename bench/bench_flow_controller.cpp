@@ -426,7 +426,8 @@ int registerAll() {
       });
     }
   }
-  // Program-aware fairness and SLO-deadline ordering at P x F = 8 x 1024 (and a smaller point for the trend).
+  // Program-aware fairness and SLO-deadline ordering at P x F = 8 x 1024 (and a smaller point for
+  // the trend).
   for (const int f : {16, 1024}) {
     const std::string suffix = "/8/" + std::to_string(f) + "/top";
     benchmark::RegisterBenchmark(

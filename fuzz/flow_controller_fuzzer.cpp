@@ -234,8 +234,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     ++delivered;
     ++delivered_by_kind[static_cast<std::size_t>(c.outcome.kind)];
   };
-  // Reserve restoration revokes before a block (docs/guide/eviction.md): once it has been configured
-  // in this run, a revocation need not come with a head-of-line block.
+  // Reserve restoration revokes before a block (docs/guide/eviction.md): once it has been
+  // configured in this run, a revocation need not come with a head-of-line block.
   const auto restores = [](const FlowControllerOptions& o) {
     return o.eviction.enabled && o.eviction.restoreReserve.enabled;
   };

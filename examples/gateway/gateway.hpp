@@ -8,11 +8,11 @@
 // decision sees the in-flight increment) and hands outcome and endpoint to the sink, which wakes
 // the request's coroutine on its own I/O thread.
 //
-// In-flight eviction (flowControl.enableEviction, docs/guide/eviction.md): every dispatched request's
-// sink is registered by its RequestId (onOutcome, before the sink learns of the dispatch, so the
-// lease is findable as soon as it is revocable). The controller's evict callback (on the dispatch
-// thread, no library lock held) looks the sink up and calls revoke(), which posts to the sink's
-// I/O thread; there the exchange aborts its upstream request and answers 429 `evicted`, or
+// In-flight eviction (flowControl.enableEviction, docs/guide/eviction.md): every dispatched
+// request's sink is registered by its RequestId (onOutcome, before the sink learns of the dispatch,
+// so the lease is findable as soon as it is revocable). The controller's evict callback (on the
+// dispatch thread, no library lock held) looks the sink up and calls revoke(), which posts to the
+// sink's I/O thread; there the exchange aborts its upstream request and answers 429 `evicted`, or
 // ignores the revocation when the request has already ended. endLease() is the one place a
 // lease ends: it unregisters the sink and calls FlowController::release (for a revoked lease,
 // the confirmation). The host calls it exactly once per dispatched request, when the upstream

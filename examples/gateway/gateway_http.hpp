@@ -139,8 +139,8 @@ struct Reply {
 // status 200 and is not used by the gateway.
 [[nodiscard]] Reply replyForOutcome(Outcome outcome, bool poolEmptyNow);
 
-// A dispatched request revoked by in-flight eviction (docs/guide/eviction.md): `disposition`'s status
-// and drop reason (kEvictedHttp: 429 "evicted"), an OpenAI-style body saying why.
+// A dispatched request revoked by in-flight eviction (docs/guide/eviction.md): `disposition`'s
+// status and drop reason (kEvictedHttp: 429 "evicted"), an OpenAI-style body saying why.
 [[nodiscard]] Reply replyForEviction(HttpDisposition disposition);
 // The same error as one server-sent event, for a stream whose head was already sent:
 // "data: {\"error\": {...}}\n\n".

@@ -1,7 +1,7 @@
 // The fake model server's /metrics in the other engines' dialects (--dialect): the same scheduler
 // state written with SGLang's, llama.cpp server's, TGI's or Triton TensorRT-LLM's metric names,
-// labels and units, as those engines document them (docs/guide/engines.md), so the gateway can be run
-// against each. "vllm" (the default) stays in model_server.cpp.
+// labels and units, as those engines document them (docs/guide/engines.md), so the gateway can be
+// run against each. "vllm" (the default) stays in model_server.cpp.
 //
 // Thread safety: thread-safe (pure functions).
 #pragma once

@@ -1,6 +1,6 @@
-// End to end, the gateway's defaults against a static-threshold control (docs/guide/gateway.md, "The
-// default configuration"): two holdback-model-server processes, a closed-loop batch flood and an
-// open-loop interactive stream (one request every 40 ms), first through a gateway with its
+// End to end, the gateway's defaults against a static-threshold control (docs/guide/gateway.md,
+// "The default configuration"): two holdback-model-server processes, a closed-loop batch flood and
+// an open-loop interactive stream (one request every 40 ms), first through a gateway with its
 // built-in configuration and no capacity flags (slots estimated from the scrapes, KV capacity
 // from vllm:cache_config_info), then through a control gateway with static-usage-limit-policy at
 // threshold 1.0 (same detector, no eviction). Two pools:

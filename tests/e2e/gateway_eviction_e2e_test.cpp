@@ -1,6 +1,6 @@
-// End to end, in-flight eviction (docs/guide/eviction.md, docs/guide/gateway.md "In-flight eviction"):
-// holdback-gateway with `flowControl.enableEviction: true` in front of two holdback-model-server
-// processes, on loopback.
+// End to end, in-flight eviction (docs/guide/eviction.md, docs/guide/gateway.md "In-flight
+// eviction"): holdback-gateway with `flowControl.enableEviction: true` in front of two
+// holdback-model-server processes, on loopback.
 //
 //   0. unloaded: interactive requests alone -> their median latency (the baseline B);
 //   1. eviction gateway: a batch flood fills every slot of the pool (12 closed-loop batch clients

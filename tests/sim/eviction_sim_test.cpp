@@ -138,8 +138,8 @@ WindowStats windowOf(const ClassResult& c, const char* name) {
 }
 
 // Reserve restoration repairs a dip of the reserve within a revocation's lead time, so
-// reservation+evict runs the policy without its hold (docs/guide/eviction.md, "Restoration replaces the
-// hold"): on the same traffic batch gets more of the bursts than with the hold, and interactive
+// reservation+evict runs the policy without its hold (docs/guide/eviction.md, "Restoration replaces
+// the hold"): on the same traffic batch gets more of the bursts than with the hold, and interactive
 // requests keep their latency (settled bursts within 1.5x of the arm with the hold).
 TEST(EvictionSimTest, RestorationWithoutTheHoldGivesBatchMoreOfTheBursts) {
   const Scenario s = shortScenario(DetectorKind::kConcurrency);

@@ -2,8 +2,8 @@
 //
 // parseDocument() looks at the first non-blank character: '{' or '[' means JSON (parsed strictly
 // by parseJson), anything else YAML. YAML is read with libyaml (not yaml-cpp, which loops forever
-// on inputs such as `"a",`; see docs/guide/configuration.md) and converted to Json with the YAML 1.2
-// core schema for plain scalars:
+// on inputs such as `"a",`; see docs/guide/configuration.md) and converted to Json with the
+// YAML 1.2 core schema for plain scalars:
 //   null, Null, NULL, ~ and an empty value       -> null
 //   true/True/TRUE, false/False/FALSE            -> boolean
 //   decimal integers (optional sign)             -> integer (beyond 64 bits: a float)

@@ -129,8 +129,8 @@ HOLDBACK_API BundleResult loadEndpointPickerConfigFile(const std::string& file,
 // the errors are returned.
 HOLDBACK_API Diagnostics applyBundle(FlowController& controller, const ConfigBundle& bundle);
 
-// One documented field of the file: the doc table in docs/guide/configuration.md lists exactly these
-// (a test compares them), and the loader's known keys are these.
+// One documented field of the file: the doc table in docs/guide/configuration.md lists exactly
+// these (a test compares them), and the loader's known keys are these.
 struct FieldInfo {
   std::string_view path;          // "flowControl.maxBytes", "flowControl.priorityBands[].priority"
   std::string_view type;          // "quantity", "duration", "string", ...

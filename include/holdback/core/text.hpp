@@ -22,9 +22,9 @@ inline namespace HOLDBACK_ABI_NAMESPACE {
 // "/a/b" + "c/d" -> "/a/b/c~1d" (RFC 6901 escaping of the appended token).
 [[nodiscard]] HOLDBACK_API std::string joinPath(std::string_view base, std::string_view token);
 
-// A Go-style duration string that parseDuration() (core/duration.hpp) reads back exactly: "0s", "200ms",
-// "1.5s", "90s", "-250us", "7ns". The largest of s, ms, us, ns that keeps the number >= 1 is
-// used, with the fraction written out.
+// A Go-style duration string that parseDuration() (core/duration.hpp) reads back exactly: "0s",
+// "200ms", "1.5s", "90s", "-250us", "7ns". The largest of s, ms, us, ns that keeps the number >= 1
+// is used, with the fraction written out.
 [[nodiscard]] HOLDBACK_API std::string formatDuration(Duration duration);
 
 namespace detail {

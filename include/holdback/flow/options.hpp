@@ -144,8 +144,8 @@ struct FlowControllerOptions {
   // Reloadable.
   Duration leaseTimeout = kDefaultLeaseTimeout;
 
-  // In-flight eviction (flow/eviction.hpp, docs/guide/eviction.md). Reloadable except `evict`. While
-  // enabled, every dispatched request holds a lease (as with a demand-reading policy).
+  // In-flight eviction (flow/eviction.hpp, docs/guide/eviction.md). Reloadable except `evict`.
+  // While enabled, every dispatched request holds a lease (as with a demand-reading policy).
   EvictionOptions eviction;
 
   // The clock for enqueue(request) / cancel / shutdown() without `now` and for the runner;

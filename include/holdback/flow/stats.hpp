@@ -165,7 +165,8 @@ struct FlowControllerStats {
   // (PoolPressure::staleEndpoints == endpoints): the pool reads saturated because no endpoint has
   // fresh telemetry (Endpoint::updateTime unset or older than the detector's
   // metricsStalenessThreshold), not because it is full. Rising with `cycles`: the host's
-  // EndpointSource does not stamp its telemetry (docs/guide/getting-started.md, "Every cycle gated").
+  // EndpointSource does not stamp its telemetry (docs/guide/getting-started.md, "Every cycle
+  // gated").
   std::uint64_t staleGatedCycles = 0;
   std::array<std::uint64_t, kNumQueueOutcomes> outcomes{};
   // Outcomes of requests whose requested priority was neither their band's nor one of the

@@ -10,9 +10,9 @@
 #include <set>
 #include <utility>
 
-#include "holdback/core/duration.hpp"
 #include "holdback/config/quantity.hpp"
 #include "holdback/config/reference_profile.hpp"
+#include "holdback/core/duration.hpp"
 #include "holdback/flow/options.hpp"
 
 namespace holdback {

@@ -15,8 +15,8 @@
 //                     queued request is forgotten (0 = never), checked at most every
 //                     evictionSweep by recordServed.
 //
-// How it stays cheap (docs/guide/flow-controller.md, "Program-aware fairness"): the pick is the argmax
-// of a score that is decreasing in service and in head enqueue time, so it needs the band's
+// How it stays cheap (docs/guide/flow-controller.md, "Program-aware fairness"): the pick is the
+// argmax of a score that is decreasing in service and in head enqueue time, so it needs the band's
 // non-empty flows ordered by each, not a scan:
 //   - decay is a factor common to every program, so each program stores its service scaled to
 //     a reference epoch (moved forward before it could overflow) and the order never changes
