@@ -115,7 +115,7 @@ std::optional<EndpointCapacity> CapacityLearner::observe(std::size_t i, const Ca
                         std::to_string(DispatchLedger::kMaxConfiguredSlots) +
                         "]: slots estimated from the scrapes again");
         c.slotSource = SlotSource::kEstimate;
-        c.slots = s.confirmed ? s.mostRunning : s.mostRunning + 1 + probe_reserve_;
+        c.slots = estimatedSlots(s);
       }
     }
     if (c.slotSource == SlotSource::kEstimate && std::isfinite(running) && running >= 0.0) {
@@ -133,9 +133,7 @@ std::optional<EndpointCapacity> CapacityLearner::observe(std::size_t i, const Ca
         lines.push_back(s.name + ": " + std::to_string(s.mostRunning) +
                         " slots (estimate: a scrape showed a queue at that many running)");
       }
-      // Until a queue confirms it, one slot beyond what was shown: the probe that lets the
-      // estimate grow (a reserve counted in slots would otherwise never dispatch past it).
-      c.slots = s.confirmed ? s.mostRunning : s.mostRunning + 1 + probe_reserve_;
+      c.slots = estimatedSlots(s);
     }
     KvSource source = info.status == CacheConfigInfo::Status::kValid    ? KvSource::kCacheConfigInfo
                       : info.status == CacheConfigInfo::Status::kAbsent ? KvSource::kAbsent
@@ -184,6 +182,13 @@ std::optional<EndpointCapacity> CapacityLearner::observe(std::size_t i, const Ca
     for (const std::string& line : lines) log_(line);
   }
   return install;
+}
+
+std::int64_t CapacityLearner::estimatedSlots(const State& s) const {
+  // Until a queue confirms it, one slot beyond what was shown (and beyond the reserve's): the
+  // probe that lets the estimate grow (a reserve counted in slots would otherwise never dispatch
+  // past it).
+  return s.confirmed ? s.mostRunning : s.mostRunning + 1 + probe_reserve_;
 }
 
 LearnedCapacity CapacityLearner::learned(std::size_t i) const {

@@ -112,6 +112,8 @@ class CapacityLearner {
     std::int64_t mostRunning = 0;  // the estimate's S
     bool confirmed = false;        // a scrape showed a queue at S running
   };
+  // The estimate's slot count in use: S once a queue confirmed it, else S + 1 + probeReserve.
+  [[nodiscard]] std::int64_t estimatedSlots(const State& s) const;
   // The slot count installed in the ledger: at least probeReserve + 1 (see the header).
   [[nodiscard]] std::int64_t counted(std::int64_t slots) const;
   Log log_;

@@ -24,6 +24,26 @@ def cell(mean, spread, digits=1):
     return f"{mean:.{digits}f} ({spread[0]:.{digits}f}-{spread[1]:.{digits}f})"
 
 
+def misses(arm):
+    """The targets `arm` (one arm of a report) misses, as short names: "TTFT <window>",
+    "idle goodput", "burst goodput", "evictions", "waste"."""
+    top, low = arm["classes"][0], arm["classes"][-1]
+    out = []
+    for w in WINDOWS:
+        win = top["windows"][w]
+        if win["ttftP99OverUnloaded"] > 1.5 or win["spread"]["ttftP99OverUnloaded"][1] > 2.0:
+            out.append(f"TTFT {w}")
+    if low["windows"]["idle"]["outputTokensPctOfStatic"] < 90:
+        out.append("idle goodput")
+    if low["windows"]["burst"]["outputTokensPctOfStatic"] < 75:
+        out.append("burst goodput")
+    if arm["evictionsPerTopRequest"] > 0.1:
+        out.append("evictions")
+    if low["wastedPct"] > 2:
+        out.append("waste")
+    return out
+
+
 def main():
     print("| scenario | detector | arm | TTFT x idle | x burst | x settled | x onset | batch % idle "
           "| batch % burst | evictions / interactive | batch wasted % | misses |")
@@ -39,31 +59,18 @@ def main():
                     continue
                 top, low = a["classes"][0], a["classes"][-1]
                 cells = []
-                misses = []
                 for w in WINDOWS:
                     win = top["windows"][w]
-                    spread = win["spread"]["ttftP99OverUnloaded"]
-                    cells.append(cell(win["ttftP99OverUnloaded"], spread))
-                    if win["ttftP99OverUnloaded"] > 1.5 or spread[1] > 2.0:
-                        misses.append(f"TTFT {w}")
-                goodput = {}
+                    cells.append(cell(win["ttftP99OverUnloaded"],
+                                      win["spread"]["ttftP99OverUnloaded"]))
                 for w in ("idle", "burst"):
                     win = low["windows"][w]
-                    goodput[w] = win["outputTokensPctOfStatic"]
-                    cells.append(cell(goodput[w], win["spread"]["outputTokensPctOfStatic"]))
-                evictions = a["evictionsPerTopRequest"]
-                cells.append(cell(evictions, a["spread"]["evictionsPerTopRequest"], 3))
-                wasted = low["wastedPct"]
-                cells.append(cell(wasted, low["spread"]["wastedPct"], 2))
-                if goodput["idle"] < 90:
-                    misses.append("idle goodput")
-                if goodput["burst"] < 75:
-                    misses.append("burst goodput")
-                if evictions > 0.1:
-                    misses.append("evictions")
-                if wasted > 2:
-                    misses.append("waste")
-                miss = "-" if name == "static-1.0" else (", ".join(misses) or "none")
+                    cells.append(cell(win["outputTokensPctOfStatic"],
+                                      win["spread"]["outputTokensPctOfStatic"]))
+                cells.append(cell(a["evictionsPerTopRequest"],
+                                  a["spread"]["evictionsPerTopRequest"], 3))
+                cells.append(cell(low["wastedPct"], low["spread"]["wastedPct"], 2))
+                miss = "-" if name == "static-1.0" else (", ".join(misses(a)) or "none")
                 print(f"| {d['scenario']} | {report['detector']} | {name} | " + " | ".join(cells) +
                       f" | {miss} |")
 
