@@ -120,7 +120,7 @@ Json gatewayConfig(const Scenario& s, const Arm& arm) {
   if (arm.eviction) {
     flow["enableEviction"] = true;
     Json eviction = {{"revokeOnBlock", arm.revokeOnBlock}};
-    if (arm.restoreReserve) eviction["restoreReserve"] = {{"epsilon", 0.01}};
+    if (arm.restoreReserve) eviction["restoreReserve"] = {{"epsilon", arm.restoreEpsilon}};
     flow["eviction"] = eviction;
   }
   return {{"apiVersion", "llm-d.ai/v1alpha1"},

@@ -70,16 +70,19 @@ config::Json restoringReservation(const Scenario& s, config::Json extra = nullpt
 }
 
 // recommended's policy: reservation+evict's counted in room (capacityModel endpoints), with a
-// demand estimate that sees a burst within 150 ms (riseTime) and forgets it within 1 s
-// (decayTime), epsilon 2 %, and an idle reserve of a twelfth of the pool's slots (5 of 64): the
+// demand estimate that sees a burst within 150 ms (riseTime) but not the arrivals' noise
+// (riseSignificance 1.5) and forgets it within 1 s (decayTime), epsilon 2 %, an idle reserve of a
+// twelfth of the pool's slots (5 of 64), and no protective start (restoration covers it): the
 // faster rise lets restoration start on a burst's first arrivals, so the idle reserve covers a
 // shorter lead time (docs/guide/policies.md, "The recommended configuration").
 config::Json recommendedReservation(const Scenario& s) {
   const double slots = double(s.pool.endpoints) * double(s.pool.slots);
   return restoringReservation(s, {{"capacityModel", "endpoints"},
                                   {"riseTime", "150ms"},
+                                  {"riseSignificance", 1.5},
                                   {"decayTime", "1000ms"},
                                   {"epsilon", 0.02},
+                                  {"protectiveStart", false},
                                   {"minReserve", std::max(1.0, std::round(slots / 12.0))}});
 }
 
@@ -190,6 +193,7 @@ std::vector<Arm> allArms() {
        .eviction = true,
        .revokeOnBlock = false,
        .restoreReserve = true,
+       .restoreEpsilon = 0.02,
        .fitFirst = true,
        .hybridConcurrency = true},
       {.name = "reservation+evict-hol",

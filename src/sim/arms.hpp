@@ -42,9 +42,11 @@ struct Arm {
   bool eviction = false;
   std::size_t maxRevocationsPerDecision = 0;  // 0: the library's default (2)
   // Eviction triggers: upstream's head-of-line block (EvictionOptions::revokeOnBlock) and/or
-  // reserve restoration (EvictionOptions::restoreReserve, epsilon 1 %, measured lead time).
+  // reserve restoration (EvictionOptions::restoreReserve, epsilon restoreEpsilon, measured
+  // lead time).
   bool revokeOnBlock = true;
   bool restoreReserve = false;
+  double restoreEpsilon = 0.01;
   // Routing: the EndpointPicker's fit-first rule (a dispatched request goes where it starts now:
   // a free slot and KV for its input, by the detector's room).
   bool fitFirst = false;

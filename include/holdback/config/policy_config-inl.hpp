@@ -241,6 +241,7 @@ HOLDBACK_INLINE std::optional<ReservationOptions> parseReservationOptions(
   if (const auto v = detail::durationField(reader, "refillHorizon")) options.refillHorizon = *v;
   if (const auto v = detail::durationField(reader, "riseTime")) options.smoothing.rise = *v;
   if (const auto v = detail::durationField(reader, "decayTime")) options.smoothing.decay = *v;
+  if (const auto v = reader.number("riseSignificance")) options.smoothing.riseSignificance = *v;
   if (const auto v = reader.oneOf("sizing", {"refill", "occupancy"})) {
     options.sizing = *v == "occupancy" ? ReservationSizing::kOccupancy : ReservationSizing::kRefill;
   }
@@ -250,6 +251,7 @@ HOLDBACK_INLINE std::optional<ReservationOptions> parseReservationOptions(
         *v == "endpoints" ? ReservationCapacity::kEndpoints : ReservationCapacity::kPooled;
   }
   if (const auto v = reader.boolean("holdReserve")) options.holdReserve = *v;
+  if (const auto v = reader.boolean("protectiveStart")) options.protectiveStart = *v;
   if (const Json* fb = reader.value("feedback")) {
     ParamReader sub(fb, reader.pathOf("feedback"), diagnostics);
     if (sub.valid()) {

@@ -165,6 +165,10 @@ HOLDBACK_INLINE void ReservationPolicy::validate(const ReservationOptions& optio
   } else if (options.smoothing.decay < options.smoothing.rise) {
     diagnostics.error(joinPath(path, "decayTime"), "must not be shorter than riseTime");
   }
+  const double z = options.smoothing.riseSignificance;
+  if (!(z >= 0.0 && z <= 10.0)) {
+    diagnostics.error(joinPath(path, "riseSignificance"), formatNumber(z) + " is outside [0, 10]");
+  }
   detail::validateFeedback(options.feedback, joinPath(path, "feedback"), diagnostics);
   for (std::size_t i = 0; i < options.epsilons.size(); ++i) {
     const auto& band = options.epsilons[i];
@@ -346,8 +350,10 @@ HOLDBACK_INLINE void ReservationPolicy::reserves(std::span<const Priority> prior
       if (!options_.poissonSizing) {
         r = 0.0;
       } else if (options_.sizing == ReservationSizing::kRefill) {
+        // Turnover unknown (nothing completed yet): protective (minCeiling) or the floors only.
+        const double unknown = options_.protectiveStart ? INFINITY : 0.0;
         const double rho =
-            total_release > 0.0 ? arrivals / total_release : (arrivals > 0.0 ? INFINITY : 0.0);
+            total_release > 0.0 ? arrivals / total_release : (arrivals > 0.0 ? unknown : 0.0);
         r = refillReserve(rho, eps);
       } else {
         r = poissonReserve(occupancy, eps, z) + arrivals * refill;

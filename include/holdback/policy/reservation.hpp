@@ -30,7 +30,9 @@
 //          in-flight request, sum_j completionRate_j / sum_j inFlight_j (a band whose
 //          completionRate is 0 counts inFlight_j / holdingTime_j instead: a host's own view);
 //          the completion rate itself when u is unknown. Nothing completed yet = 0, so any
-//          higher-band arrival rate means minCeiling: the policy starts protective. The
+//          higher-band arrival rate means minCeiling: the policy starts protective (option
+//          protectiveStart; false: an unknown turnover sizes no reserve beyond the floors, for a
+//          configuration whose reserve restoration repairs a shortfall, see below). The
 //          completion rate, not 1 / holdingTime, because the first completions are the
 //          shortest requests: a holding-time average starts biased short (and M high);
 //   A_i    sum of the smoothed occupancy (in flight + queued) of bands 0..i-1 (Little's a);
@@ -193,6 +195,13 @@ struct ReservationOptions {
   // true (default): the reserve falls no faster than the admitted band's holding time (the hold
   // of the file comment); false: R_i as computed at each call.
   bool holdReserve = true;
+  // true (default): while no completion has been measured (the pool's turnover M is unknown,
+  // e.g. for the first seconds of a cold start, when every request is still streaming) a band
+  // below one with arrivals keeps an unbounded reserve, i.e. minCeiling: the policy starts
+  // protective. false: an unknown turnover sizes no reserve beyond the floors (minReserve,
+  // minReserveShare): for configurations with reserve restoration (eviction), which repairs a
+  // shortfall within a revocation's lead time instead (the recommended configuration).
+  bool protectiveStart = true;
   // false: no Poisson sizing (R_i = minReserve + feedback extras only): the stand-alone feedback
   // anchor. true (default): the trunk-reservation sizing of the file comment.
   bool poissonSizing = true;

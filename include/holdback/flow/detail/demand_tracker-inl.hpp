@@ -53,10 +53,7 @@ HOLDBACK_INLINE void DemandTracker::update(TimePoint now, std::span<Band* const>
 HOLDBACK_INLINE void DemandTracker::resmooth(const DemandSmoothing& smoothing) noexcept {
   for (Slot& slot : slots_) {
     const DemandSmoothing& old = slot.estimator.smoothing();
-    if (old.rise != smoothing.rise || old.decay != smoothing.decay ||
-        old.holdingSamples != smoothing.holdingSamples) {
-      slot.estimator = DemandEstimator(smoothing);
-    }
+    if (!(old == smoothing)) slot.estimator = DemandEstimator(smoothing);
   }
 }
 

@@ -1,0 +1,57 @@
+// examples/configs/recommended.yaml and the simulator's `recommended` arm describe the same
+// configuration: the figures docs/simulation.md gives for the arm are the file's.
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <string>
+
+#include "holdback/config/endpoint_picker_config.hpp"
+#include "holdback/policy/reservation.hpp"
+#include "sim/arms.hpp"
+#include "sim/scenario.hpp"
+
+namespace holdback::sim {
+namespace {
+
+const std::string kRecommendedFile =
+    std::string(HOLDBACK_SIM_GOLDEN_DIR) + "/../../../examples/configs/recommended.yaml";
+
+TEST(RecommendedConfigTest, TheFileAndTheSimulatorArmAgree) {
+  auto loaded = config::loadEndpointPickerConfigFile(kRecommendedFile);
+  ASSERT_TRUE(loaded.ok()) << loaded.diagnostics().toString();
+  const config::ConfigBundle& bundle = *loaded.value();
+  const auto* file = dynamic_cast<const ReservationPolicy*>(bundle.policy.get());
+  ASSERT_NE(file, nullptr) << "the file's policy is the reservation holdback policy";
+
+  Scenario scenario;
+  ASSERT_TRUE(findScenario("default", scenario));
+  Arm arm;
+  ASSERT_TRUE(findArm(kRecommendedArm, arm));
+  auto built = makePolicy(scenario, arm);
+  ASSERT_TRUE(built.ok());
+  const auto* sim = dynamic_cast<const ReservationPolicy*>(built.value().get());
+  ASSERT_NE(sim, nullptr);
+
+  const ReservationOptions& f = file->options();
+  const ReservationOptions& s = sim->options();
+  EXPECT_EQ(f.epsilon, s.epsilon);
+  EXPECT_EQ(f.minCeiling, s.minCeiling);
+  // The file's minReserve is the arm's for the built-in pool (a twelfth of 4 x 16 slots).
+  EXPECT_EQ(f.minReserve, s.minReserve);
+  EXPECT_EQ(f.smoothing.rise, s.smoothing.rise);
+  EXPECT_EQ(f.smoothing.decay, s.smoothing.decay);
+  EXPECT_EQ(f.smoothing.riseSignificance, s.smoothing.riseSignificance);
+  EXPECT_EQ(f.holdReserve, s.holdReserve);
+  EXPECT_EQ(f.protectiveStart, s.protectiveStart);
+  EXPECT_EQ(f.capacityModel, s.capacityModel);
+  EXPECT_EQ(f.sizing, s.sizing);
+
+  const EvictionOptions& ev = bundle.controller.eviction;
+  EXPECT_TRUE(bundle.enableEviction);
+  EXPECT_EQ(ev.revokeOnBlock, arm.revokeOnBlock);
+  EXPECT_EQ(ev.restoreReserve.enabled, arm.restoreReserve);
+  EXPECT_EQ(ev.restoreReserve.epsilon, arm.restoreEpsilon);
+}
+
+}  // namespace
+}  // namespace holdback::sim
