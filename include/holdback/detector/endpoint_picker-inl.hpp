@@ -63,12 +63,18 @@ class PickPass {
                       i >= cursor_ ? i - cursor_ : i + n - cursor_};
     const bool forBest = best_[g] == kNone || key < best_key_[g];
     const bool forFit = room_mode_ != RoomMode::kNone && (fit_[g] == kNone || key < fit_key_[g]);
-    if (!(forBest || forFit) || !candidate(i)) return;
     if (forBest) {
+      if (!candidate(i)) return;
       best_[g] = i;
       best_key_[g] = key;
-    }
-    if (forFit && fits(i)) {
+      if (forFit && fits(i)) {
+        fit_[g] = i;
+        fit_key_[g] = key;
+      }
+    } else {
+      // Only the best fitting one could change: the room first (on a pool where little fits,
+      // the filter is then asked about few endpoints).
+      if (!forFit || !fits(i) || !candidate(i)) return;
       fit_[g] = i;
       fit_key_[g] = key;
     }
@@ -93,6 +99,12 @@ class PickPass {
   // reads ask for one endpoint each, the next one for the whole pool; a detector without a
   // capacity model turns rule 3 off (every candidate fits).
   bool fits(std::size_t i) noexcept {
+    if (room_mode_ == RoomMode::kWhole) {
+      return room_[i].slots >= 1.0 && room_[i].kvTokens >= tokens_;
+    }
+    return readRoom(i);
+  }
+  bool readRoom(std::size_t i) noexcept {
     const std::size_t n = endpoints_.size();
     EndpointRoom r;
     if (room_mode_ == RoomMode::kLazy && lazy_room_calls_ == kLazyRoomCalls) {
