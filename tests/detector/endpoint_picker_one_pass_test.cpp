@@ -12,61 +12,15 @@
 #include <memory>
 #include <optional>
 #include <random>
-#include <tuple>
 #include <vector>
 
 #include "alloc_counter.hpp"
+#include "eager_pick_reference.hpp"
 #include "holdback/detector/detectors.hpp"
 #include "holdback/detector/endpoint_picker.hpp"
 
 namespace holdback {
 namespace {
-
-// The rule as endpoint_picker.hpp states it, read eagerly.
-class OnePassEagerRule {
- public:
-  explicit OnePassEagerRule(bool fitFirst) : fit_first_(fitFirst) {}
-
-  std::optional<std::size_t> pick(std::span<const Endpoint> endpoints,
-                                  const SaturationDetector& detector, TimePoint now,
-                                  std::span<const std::uint8_t> up, std::int64_t startTokens) {
-    const std::size_t n = endpoints.size();
-    if (n == 0) return std::nullopt;
-    std::vector<std::size_t> candidates(n);
-    std::size_t kept = detector.filter(endpoints, now, candidates).kept;
-    if (kept == 0) {
-      for (std::size_t i = 0; i < n; ++i) candidates[i] = i;
-      kept = n;
-    }
-    const bool useUp = up.size() >= n;
-    if (cursor_ >= n) cursor_ = 0;
-    const double tokens = startTokens > 0 ? static_cast<double>(startTokens) : 0.0;
-    std::vector<EndpointRoom> room(n);
-    const bool fit = fit_first_ && detector.room(endpoints, now, room);
-    auto key = [&](std::size_t i) {
-      const bool down = useUp && up[i] == 0;
-      const bool waits = fit && !(room[i].slots >= 1.0 && room[i].kvTokens >= tokens);
-      const std::size_t distance = i >= cursor_ ? i - cursor_ : i + n - cursor_;
-      return std::make_tuple(down, waits, endpoints[i].inFlightRequests,
-                             endpoints[i].waitingQueueSize, distance);
-    };
-    std::size_t best = candidates[0];
-    auto bestKey = key(best);
-    for (std::size_t k = 1; k < kept; ++k) {
-      const auto candidate = key(candidates[k]);
-      if (candidate < bestKey) {
-        best = candidates[k];
-        bestKey = candidate;
-      }
-    }
-    cursor_ = best + 1 == n ? 0 : best + 1;
-    return best;
-  }
-
- private:
-  bool fit_first_;
-  std::size_t cursor_ = 0;
-};
 
 // A host detector over a utilization detector that counts the filter's calls and the endpoints
 // they were asked about; it says its filter decides each endpoint alone when `alone`.
@@ -150,7 +104,7 @@ void expectOnePassPicksLikeEagerRule(const SaturationDetector& detector, bool fi
                                      std::uint32_t seed) {
   std::mt19937 rng(seed);
   EndpointPicker picker(0, {.fitFirst = fitFirst});
-  OnePassEagerRule rule(fitFirst);
+  test_support::EagerPickerReference rule;
   for (int round = 0; round < 200; ++round) {
     const auto shape = static_cast<OnePassShape>(round % 4);
     const std::size_t n = 1 + rng() % (round % 5 == 0 ? 1500 : 40);
@@ -161,7 +115,7 @@ void expectOnePassPicksLikeEagerRule(const SaturationDetector& detector, bool fi
         round % 3 == 0 ? std::span<const std::uint8_t>() : std::span<const std::uint8_t>(up);
     const auto tokens = static_cast<std::int64_t>(rng() % 1500);
     ASSERT_EQ(picker.pick(endpoints, detector, kOnePassNow, ups, tokens),
-              rule.pick(endpoints, detector, kOnePassNow, ups, tokens))
+              rule.pick(endpoints, detector, kOnePassNow, ups, tokens, fitFirst))
         << detector.name() << " fitFirst " << fitFirst << " seed " << seed << " round " << round
         << " n " << n;
   }
