@@ -14,8 +14,12 @@
 //                                  Endpoint structs: the floor of a saturation pass
 //   BM_PickEndpoint/<M>            EndpointPicker::pick over the utilization detector (endpoints
 //                                  with capacities, 16 slots and 32768 KV tokens each)
-//   BM_PickEndpointFitFirst/<M>    the same with fitFirst (the fit test: one room() call over
-//                                  the pool; target at 1024 endpoints: <= 2 us)
+//   BM_PickEndpointFitFirst/<M>    the same with fitFirst (the fit test; target at 1024
+//                                  endpoints: <= 2 us)
+//   BM_PickEndpointFitFirstNoneFits/<M>  the same on a pool where no endpoint has a free slot
+//                                  (the fit test reads the whole pool's room and filter)
+//   BM_FloorMinInFlight/<M>        the floor of a pick: the index of the fewest inFlightRequests
+//                                  over the same Endpoint structs (one load per endpoint)
 //
 // DispatchLedger:
 //   BM_LedgerDispatchComplete            one dispatch + one completion (handle release) on one
@@ -30,6 +34,7 @@
 //                                        (target: BM_LedgerFill/1024 <= 2x this, same run)
 #include <benchmark/benchmark.h>
 
+#include <limits>
 #include <memory>
 #include <random>
 #include <string>
@@ -117,18 +122,22 @@ void detectorSizes(benchmark::internal::Benchmark* b) {
   for (const int m : {1, 64, 1024, 4096}) b->Arg(m);
 }
 // EndpointPicker over the utilization detector's view of a pool whose endpoints carry their
-// capacity (16 slots, 32768 KV tokens): the plain rule, and with fitFirst (one room() call over
-// the pool) for a request of 512 input tokens. The plain pick is the fit test's floor.
-void pickOnce(benchmark::State& state, bool fitFirst) {
-  auto endpoints = workPool(static_cast<std::size_t>(state.range(0)));
+// capacity (16 slots, 32768 KV tokens): the plain rule, and with fitFirst for a request of 512
+// input tokens. The plain pick and BM_FloorMinInFlight are the fit test's floors.
+std::vector<Endpoint> pickPool(std::size_t n, bool full) {
+  auto endpoints = workPool(n);
   for (std::size_t i = 0; i < endpoints.size(); ++i) {
     endpoints[i].maxRunningRequests = 16;
     endpoints[i].kvCacheUsage = 0.4 + 0.3 * static_cast<double>(i % 7) / 7.0;
-    endpoints[i].runningRequests = static_cast<double>(i % 16);
+    endpoints[i].runningRequests = full ? 16.0 : static_cast<double>(i % 16);
     endpoints[i].waitingQueueSize = 0.0;
     endpoints[i].kvCapacityTokens = 32768;
     endpoints[i].inFlightRequests = static_cast<std::int64_t>(i % 16);
   }
+  return endpoints;
+}
+void pickOnce(benchmark::State& state, bool fitFirst, bool full = false) {
+  const auto endpoints = pickPool(static_cast<std::size_t>(state.range(0)), full);
   const auto detector = workDetector();
   EndpointPicker picker(endpoints.size(), {.fitFirst = fitFirst});
   const TimePoint now = Clock::now();
@@ -141,8 +150,29 @@ void BM_PickEndpoint(benchmark::State& state) {
 void BM_PickEndpointFitFirst(benchmark::State& state) {
   pickOnce(state, true);
 }
+void BM_PickEndpointFitFirstNoneFits(benchmark::State& state) {
+  pickOnce(state, true, true);
+}
+void BM_FloorMinInFlight(benchmark::State& state) {
+  const auto endpoints = pickPool(static_cast<std::size_t>(state.range(0)), false);
+  for (auto _ : state) {
+    std::size_t best = 0;
+    std::int64_t least = std::numeric_limits<std::int64_t>::max();
+    for (std::size_t i = 0; i < endpoints.size(); ++i) {
+      const std::int64_t f = endpoints[i].inFlightRequests;
+      if (f < least) {
+        least = f;
+        best = i;
+      }
+    }
+    benchmark::DoNotOptimize(best);
+  }
+  state.SetItemsProcessed(state.iterations() * state.range(0));
+}
 BENCHMARK(BM_PickEndpoint)->Arg(8)->Arg(1024);
 BENCHMARK(BM_PickEndpointFitFirst)->Arg(8)->Arg(1024);
+BENCHMARK(BM_PickEndpointFitFirstNoneFits)->Arg(8)->Arg(1024);
+BENCHMARK(BM_FloorMinInFlight)->Arg(8)->Arg(1024);
 
 BENCHMARK(BM_UtilizationSaturation)->Apply(detectorSizes);
 BENCHMARK(BM_UtilizationFilter)->Apply(detectorSizes);

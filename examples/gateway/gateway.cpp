@@ -9,6 +9,7 @@
 #include "holdback/detector/detectors.hpp"
 #include "holdback/flow/plugins/program_aware_fairness.hpp"
 #include "holdback/policy/reservation.hpp"
+#include "lease_endpoint.hpp"
 
 #include <nlohmann/json.hpp>
 
@@ -88,7 +89,13 @@ void Gateway::onOutcome(Completion&& c) {
   if (dispatcher_) dispatcher_->finalized(dispatched);
   if (holder == nullptr || !*holder) return;
   std::optional<Pool::Dispatch> dispatch;
-  if (dispatched) dispatch = pool_->pick(*detector_, c.finalizedAt, (*holder)->kvTokens);
+  if (dispatched && eviction_) {
+    // The lease's endpoint, for reserve restoration per endpoint.
+    dispatch =
+        pickForLease(*pool_, *controller_, *detector_, c.id, c.finalizedAt, (*holder)->kvTokens);
+  } else if (dispatched) {
+    dispatch = pool_->pick(*detector_, c.finalizedAt, (*holder)->kvTokens);
+  }
   if (dispatched && eviction_) {
     std::lock_guard lock(leases_mu_);
     leases_[c.id] = *holder;

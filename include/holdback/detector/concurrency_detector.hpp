@@ -83,6 +83,8 @@ class HOLDBACK_API ConcurrencyDetector final : public SaturationDetector {
                       std::span<std::size_t> out) const noexcept override;
   bool room(std::span<const Endpoint> endpoints, TimePoint now,
             std::span<EndpointRoom> out) const noexcept override;
+  // The filter keeps each endpoint on its own telemetry (and `now`) alone.
+  [[nodiscard]] bool filtersEachEndpointAlone() const noexcept override { return true; }
 
   [[nodiscard]] std::string_view type() const noexcept override { return kType; }
   [[nodiscard]] const ConcurrencyDetectorOptions& options() const noexcept { return options_; }

@@ -4,6 +4,8 @@
 
 #include "holdback/detector/endpoint_picker.hpp"
 
+#include <limits>
+
 namespace holdback {
 inline namespace HOLDBACK_ABI_NAMESPACE {
 
@@ -25,83 +27,201 @@ struct PickKey {
   }
 };
 
+// One pick's pass over the candidates offered to it, in the filter's order. Per group (0: up,
+// 1: down; rule 2) it keeps the best candidate by rules 4-6 and, with fitFirst, the best one
+// where the request starts now (rule 3). offer() asks whether an endpoint is a candidate (the
+// detector's filter) and reads its room only when it would beat one of those two: an endpoint
+// with more requests in flight than both is passed over after one load.
+class PickPass {
+ public:
+  static constexpr std::size_t kNone = static_cast<std::size_t>(-1);
+  // Room reads one endpoint at a time before the whole pool's room is read in one call.
+  static constexpr std::size_t kLazyRoomCalls = 16;
+
+  PickPass(std::span<const Endpoint> endpoints, const SaturationDetector& detector, TimePoint now,
+           std::span<const std::uint8_t> up, std::int64_t startTokens, std::size_t cursor,
+           bool fitFirst, std::vector<EndpointRoom>& room) noexcept
+      : endpoints_(endpoints),
+        detector_(detector),
+        now_(now),
+        up_(up),
+        use_up_(up.size() >= endpoints.size()),
+        tokens_(startTokens > 0 ? static_cast<double>(startTokens) : 0.0),
+        cursor_(cursor),
+        room_(room),
+        room_mode_(fitFirst ? RoomMode::kLazy : RoomMode::kNone) {}
+
+  // Offers endpoint i (< endpoints.size()); `candidate(i)` is asked only when i would beat the
+  // group's best or best fitting candidate.
+  template <class Candidate>
+  void offer(std::size_t i, Candidate&& candidate) noexcept {
+    const std::size_t g = use_up_ && up_[i] == 0 ? 1 : 0;
+    const Endpoint& e = endpoints_[i];
+    if (e.inFlightRequests > pass_over_[g]) return;
+    const std::size_t n = endpoints_.size();
+    const PickKey key{e.inFlightRequests, e.waitingQueueSize,
+                      i >= cursor_ ? i - cursor_ : i + n - cursor_};
+    const bool forBest = best_[g] == kNone || key < best_key_[g];
+    const bool forFit = room_mode_ != RoomMode::kNone && (fit_[g] == kNone || key < fit_key_[g]);
+    if (forBest) {
+      if (!candidate(i)) return;
+      best_[g] = i;
+      best_key_[g] = key;
+      if (forFit && fits(i)) {
+        fit_[g] = i;
+        fit_key_[g] = key;
+      }
+    } else {
+      // Only the best fitting one could change: the room first (on a pool where little fits,
+      // the filter is then asked about few endpoints).
+      if (!forFit || !fits(i) || !candidate(i)) return;
+      fit_[g] = i;
+      fit_key_[g] = key;
+    }
+    updatePassOver();
+  }
+
+  // Whether any candidate was offered.
+  [[nodiscard]] bool any() const noexcept { return best_[0] != kNone || best_[1] != kNone; }
+
+  // The pick: the up group's (the down one's when no candidate is up) best fitting candidate,
+  // else its best; kNone when no candidate was offered.
+  [[nodiscard]] std::size_t chosen() const noexcept {
+    const std::size_t g = best_[0] != kNone ? 0 : 1;
+    if (room_mode_ != RoomMode::kNone && fit_[g] != kNone) return fit_[g];
+    return best_[g];
+  }
+
+ private:
+  enum class RoomMode : std::uint8_t { kLazy, kWhole, kNone };
+
+  // Rule 3 for endpoint i: a free slot and KV for the request's input. The first kLazyRoomCalls
+  // reads ask for one endpoint each, the next one for the whole pool; a detector without a
+  // capacity model turns rule 3 off (every candidate fits).
+  bool fits(std::size_t i) noexcept {
+    if (room_mode_ == RoomMode::kWhole) {
+      return room_[i].slots >= 1.0 && room_[i].kvTokens >= tokens_;
+    }
+    return readRoom(i);
+  }
+  bool readRoom(std::size_t i) noexcept {
+    const std::size_t n = endpoints_.size();
+    EndpointRoom r;
+    if (room_mode_ == RoomMode::kLazy && lazy_room_calls_ == kLazyRoomCalls) {
+      if (room_.size() < n) room_.resize(n);  // grows with the pool only
+      room_mode_ = detector_.room(endpoints_, now_, std::span<EndpointRoom>(room_.data(), n))
+                       ? RoomMode::kWhole
+                       : RoomMode::kNone;
+    }
+    if (room_mode_ == RoomMode::kWhole) {
+      r = room_[i];
+    } else if (room_mode_ == RoomMode::kLazy) {
+      ++lazy_room_calls_;
+      if (!detector_.room(endpoints_.subspan(i, 1), now_, std::span<EndpointRoom>(&r, 1))) {
+        room_mode_ = RoomMode::kNone;
+      }
+    }
+    return room_mode_ != RoomMode::kNone && r.slots >= 1.0 && r.kvTokens >= tokens_;
+  }
+
+  // pass_over_[g]: an endpoint of group g with more requests in flight beats neither its best
+  // nor (rule 3 on) its best fitting candidate.
+  void updatePassOver() noexcept {
+    constexpr std::int64_t kMax = std::numeric_limits<std::int64_t>::max();
+    const bool fit = room_mode_ != RoomMode::kNone;
+    for (std::size_t g = 0; g < 2; ++g) {
+      if (best_[g] == kNone || (fit && fit_[g] == kNone)) {
+        pass_over_[g] = kMax;
+      } else {
+        const std::int64_t b = best_key_[g].inFlight;
+        const std::int64_t f = fit ? fit_key_[g].inFlight : b;
+        pass_over_[g] = b > f ? b : f;
+      }
+    }
+  }
+
+  std::span<const Endpoint> endpoints_;
+  const SaturationDetector& detector_;
+  TimePoint now_;
+  std::span<const std::uint8_t> up_;
+  bool use_up_;
+  double tokens_;
+  std::size_t cursor_;
+  std::vector<EndpointRoom>& room_;
+  RoomMode room_mode_;
+  std::size_t lazy_room_calls_ = 0;
+  std::size_t best_[2] = {kNone, kNone};
+  PickKey best_key_[2];
+  std::size_t fit_[2] = {kNone, kNone};
+  PickKey fit_key_[2];
+  std::int64_t pass_over_[2] = {std::numeric_limits<std::int64_t>::max(),
+                                std::numeric_limits<std::int64_t>::max()};
+};
+
 }  // namespace detail
 
 HOLDBACK_INLINE EndpointPicker::EndpointPicker(std::size_t capacity, EndpointPickerOptions options)
-    : scratch_(capacity), room_(options.fitFirst ? capacity : 0), options_(options) {}
+    : scratch_(capacity),
+      kept_(capacity),
+      room_(options.fitFirst ? capacity : 0),
+      options_(options) {}
 
 HOLDBACK_INLINE std::optional<std::size_t> EndpointPicker::pick(std::span<const Endpoint> endpoints,
                                                                 const SaturationDetector& detector,
                                                                 TimePoint now,
                                                                 std::span<const std::uint8_t> up,
                                                                 std::int64_t startTokens) noexcept {
+  using detail::PickPass;
   const std::size_t n = endpoints.size();
   if (n == 0) return std::nullopt;
   if (scratch_.size() < n) scratch_.resize(n);  // grows with the pool only
-  const std::span<std::size_t> candidates(scratch_.data(), n);
-  std::size_t kept = detector.filter(endpoints, now, candidates).kept;
-  if (kept == 0) {
-    for (std::size_t i = 0; i < n; ++i) candidates[i] = i;
-    kept = n;
-  }
-  const bool useUp = up.size() >= n;
   if (cursor_ >= n) cursor_ = 0;
-  const double tokens = startTokens > 0 ? static_cast<double>(startTokens) : 0.0;
-  const std::size_t cursor = cursor_;
-  auto key = [&](std::size_t i) {
-    return detail::PickKey{endpoints[i].inFlightRequests, endpoints[i].waitingQueueSize,
-                           i >= cursor ? i - cursor : i + n - cursor};
-  };
-
-  // Per group (0: up, 1: down; rule 2): the best candidate by rules 4-6, and with fitFirst the
-  // best one where the request starts now (rule 3). The best pick is the up group's (the down
-  // one's when no candidate is up): its best fitting candidate, else its best.
-  constexpr std::size_t kNone = static_cast<std::size_t>(-1);
-  std::size_t best[2] = {kNone, kNone};
-  detail::PickKey bestKey[2];
-  std::size_t fit[2] = {kNone, kNone};
-  detail::PickKey fitKey[2];
-  // Rule 3, lazily: a candidate's room is read only when it would beat the best fitting one of
-  // its group, one endpoint per room() call; after kLazyRoomCalls such calls the room of the
-  // whole pool is read in one call instead (a pool where few candidates fit).
-  constexpr std::size_t kLazyRoomCalls = 16;
-  enum class Room : std::uint8_t { kLazy, kWhole, kNone } room = Room::kLazy;
-  std::size_t lazyCalls = 0;
-  if (!options_.fitFirst) room = Room::kNone;
-  for (std::size_t k = 0; k < kept; ++k) {
-    const std::size_t i = candidates[k];
-    if (i >= n) continue;
-    const std::size_t g = useUp && up[i] == 0 ? 1 : 0;
-    const detail::PickKey ki = key(i);
-    if (best[g] == kNone || ki < bestKey[g]) {
-      best[g] = i;
-      bestKey[g] = ki;
-    }
-    if (room == Room::kNone || (fit[g] != kNone && !(ki < fitKey[g]))) continue;
-    EndpointRoom r;
-    if (room == Room::kLazy && lazyCalls == kLazyRoomCalls) {
-      if (room_.size() < n) room_.resize(n);  // grows with the pool only
-      room = detector.room(endpoints, now, std::span<EndpointRoom>(room_.data(), n)) ? Room::kWhole
-                                                                                     : Room::kNone;
-    }
-    if (room == Room::kWhole) {
-      r = room_[i];
-    } else if (room == Room::kLazy) {
-      ++lazyCalls;
-      if (!detector.room(endpoints.subspan(i, 1), now, std::span<EndpointRoom>(&r, 1))) {
-        room = Room::kNone;  // no capacity model: every candidate fits (rule 3 has no effect)
+  std::size_t chosen = PickPass::kNone;
+  bool filtered = false;  // the detector's filter kept no endpoint
+  if (detector.filtersEachEndpointAlone()) {
+    // One pass over the pool, the filter asked one endpoint at a time and only for an endpoint
+    // that would win; after kLazyFilterCalls such calls, the whole pool's in one call.
+    constexpr std::size_t kLazyFilterCalls = 32;
+    std::size_t lazyCalls = 0;
+    bool whole = false;
+    auto candidate = [&](std::size_t i) noexcept {
+      if (!whole && lazyCalls == kLazyFilterCalls) {
+        if (kept_.size() < n) kept_.resize(n);  // grows with the pool only
+        for (std::size_t k = 0; k < n; ++k) kept_[k] = 0;
+        const FilterResult all = detector.filter(endpoints, now, std::span(scratch_.data(), n));
+        if (!all.failOpen) {
+          for (std::size_t k = 0; k < all.kept; ++k) {
+            if (scratch_[k] < n) kept_[scratch_[k]] = 1;
+          }
+        }
+        whole = true;
       }
-    }
-    if (room == Room::kNone) continue;
-    if (r.slots >= 1.0 && r.kvTokens >= tokens) {
-      fit[g] = i;
-      fitKey[g] = ki;
-    }
+      if (whole) return kept_[i] != 0;
+      ++lazyCalls;
+      std::size_t index = 0;
+      const FilterResult one = detector.filter(endpoints.subspan(i, 1), now, std::span(&index, 1));
+      return one.kept == 1 && !one.failOpen;
+    };
+    PickPass pass(endpoints, detector, now, up, startTokens, cursor_, options_.fitFirst, room_);
+    for (std::size_t i = 0; i < n; ++i) pass.offer(i, candidate);
+    chosen = pass.chosen();
+    filtered = true;
   }
-  const std::size_t g = best[0] != kNone ? 0 : 1;
-  std::size_t chosen = best[g];
-  if (room != Room::kNone && fit[g] != kNone) chosen = fit[g];
-  if (chosen == kNone) chosen = 0;  // every candidate index was out of range
+  if (chosen == PickPass::kNone) {
+    // Rule 1 over the whole pool's filter; when it keeps none, every endpoint is a candidate.
+    const std::span<std::size_t> candidates(scratch_.data(), n);
+    std::size_t kept = filtered ? 0 : detector.filter(endpoints, now, candidates).kept;
+    if (kept == 0) {
+      for (std::size_t i = 0; i < n; ++i) candidates[i] = i;
+      kept = n;
+    }
+    PickPass pass(endpoints, detector, now, up, startTokens, cursor_, options_.fitFirst, room_);
+    for (std::size_t k = 0; k < kept; ++k) {
+      if (candidates[k] < n) pass.offer(candidates[k], [](std::size_t) noexcept { return true; });
+    }
+    chosen = pass.chosen();
+  }
+  if (chosen == PickPass::kNone) chosen = 0;  // every candidate index was out of range
   cursor_ = chosen + 1 == n ? 0 : chosen + 1;
   return chosen;
 }

@@ -17,12 +17,17 @@
 //      endpoints therefore share the load instead of the first one taking every tie.
 // The result is a pure function of the inputs and the picker's history (deterministic).
 //
-// Cost: one detector filter plus one pass over the candidates. With fitFirst, rule 3 reads the
-// detector's room lazily: one endpoint per room() call, only for a candidate that would beat the
-// best fitting one so far, and the whole pool in one call after 16 such calls (so the picker
-// relies on room() answering each endpoint from that endpoint alone, as its contract states).
-// No allocation in steady state (the scratch buffers grow only with the pool). pick() never
-// throws.
+// Cost: one pass over the pool. An endpoint with more requests in flight than the best candidate
+// so far (and, with fitFirst, than the best fitting one) is passed over after one load; the
+// detector is asked only about an endpoint that would win. With a detector whose filter decides
+// each endpoint alone (SaturationDetector::filtersEachEndpointAlone, both built-in detectors),
+// the filter is called for one endpoint at a time, only for such an endpoint, and for the whole
+// pool in one call after 32 such calls; otherwise once over the pool before the pass. Rule 3
+// reads the detector's room the same way (one endpoint per room() call, the whole pool in one
+// call after 16 such calls), so the picker relies on room() answering each endpoint from that
+// endpoint alone, as its contract states. On a pool where the fewest requests in flight are found
+// early and fit, a pick costs about one load per endpoint. No allocation in steady state (the
+// scratch buffers grow only with the pool). pick() never throws.
 //
 // Thread safety: thread-compatible. The cursor is state: give each dispatching thread its own
 // picker, or call pick() under the host's lock.
@@ -67,6 +72,7 @@ class HOLDBACK_API EndpointPicker {
 
  private:
   std::vector<std::size_t> scratch_;
+  std::vector<std::uint8_t> kept_;  // the whole pool's filter, when read in one call
   std::vector<EndpointRoom> room_;  // fitFirst: the detector's room per endpoint
   std::size_t cursor_ = 0;
   EndpointPickerOptions options_;

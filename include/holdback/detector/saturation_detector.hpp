@@ -19,6 +19,9 @@
 //                               their telemetry is missing, too old or invalid (the flow
 //                               controller counts cycles gated with every endpoint stale,
 //                               FlowControllerStats::staleGatedCycles). The default: 0.
+//   filtersEachEndpointAlone()  optional: whether filter() decides each endpoint from its own
+//                               telemetry alone (the EndpointPicker then asks it about one
+//                               endpoint at a time). The default: false.
 //
 // Thread safety: implementations are thread-safe (saturation and filter may be called
 // concurrently).
@@ -76,6 +79,13 @@ class HOLDBACK_API SaturationDetector {
                                                    TimePoint /*now*/) const noexcept {
     return 0;
   }
+
+  // True when filter() decides each endpoint from that endpoint's telemetry and `now` alone and
+  // writes the indices it keeps in increasing order: an endpoint it keeps in one list it keeps in
+  // any list, alone too, and the one pool-wide rule is failing open when it keeps none. The
+  // EndpointPicker then calls filter() on one endpoint at a time, only for the endpoints that
+  // could win its pick, instead of once over the pool. The default: false.
+  [[nodiscard]] virtual bool filtersEachEndpointAlone() const noexcept { return false; }
 
   [[nodiscard]] virtual std::string_view type() const noexcept = 0;
   [[nodiscard]] std::string_view name() const noexcept { return name_; }

@@ -13,7 +13,9 @@
 //   - filter() writes strictly increasing indices into the pool, no more than the buffer holds
 //     and nothing beyond what it reports; when it reports failOpen it wrote 0, 1, 2, ... (the
 //     original list); an empty pool keeps nothing and does not fail open;
-//   - both are safe to call from several threads at once.
+//   - both are safe to call from several threads at once;
+//   - a detector whose filtersEachEndpointAlone() is true keeps each endpoint alone exactly when
+//     it keeps it in the pool (and keeps none alone when the pool's filter keeps none).
 #pragma once
 
 #include "holdback/abi.hpp"
@@ -191,6 +193,29 @@ TEST_P(SaturationDetectorConformanceTest, FilterReturnsAnOrderedSubsetOrTheOrigi
       ASSERT_EQ(s.kept, std::min(room, r.kept)) << context;
       for (std::size_t i = 0; i < s.kept; ++i) ASSERT_EQ(buffer[i], out[i]) << context;
     }
+  }
+}
+
+TEST_P(SaturationDetectorConformanceTest, FilterOfEachEndpointAloneAgreesWithThePool) {
+  auto detector = make();
+  if (!detector->filtersEachEndpointAlone()) return;  // the pool is filtered in one call
+  EndpointGenerator gen(20261203);
+  for (int round = 0; round < 1000; ++round) {
+    const auto pool = gen.pool();
+    const TimePoint now = gen.now();
+    std::vector<std::size_t> out(pool.size());
+    const FilterResult r = detector->filter(pool, now, out);
+    std::vector<std::size_t> expected;
+    if (!r.failOpen)
+      expected.assign(out.begin(), out.begin() + static_cast<std::ptrdiff_t>(r.kept));
+    std::vector<std::size_t> alone;
+    for (std::size_t i = 0; i < pool.size(); ++i) {
+      std::size_t index = 0;
+      const FilterResult one =
+          detector->filter(std::span(pool).subspan(i, 1), now, std::span(&index, 1));
+      if (one.kept == 1 && !one.failOpen) alone.push_back(i);
+    }
+    ASSERT_EQ(alone, expected) << "round " << round;
   }
 }
 

@@ -1,0 +1,61 @@
+// The EndpointPicker's rule as endpoint_picker.hpp states it, read eagerly (the picker's first
+// implementation): the whole pool's filter and room, then one pass over the candidates by the
+// tuple of rules 2-6. The picker's tests compare its picks, cursor included, with this one's.
+// Shared by the picker's equivalence tests.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <tuple>
+#include <vector>
+
+#include "holdback/detector/saturation_detector.hpp"
+
+namespace holdback::test_support {
+
+class EagerPickerReference {
+ public:
+  std::optional<std::size_t> pick(std::span<const Endpoint> endpoints,
+                                  const SaturationDetector& detector, TimePoint now,
+                                  std::span<const std::uint8_t> up, std::int64_t startTokens,
+                                  bool fitFirst) {
+    const std::size_t n = endpoints.size();
+    if (n == 0) return std::nullopt;
+    std::vector<std::size_t> candidates(n);
+    std::size_t kept = detector.filter(endpoints, now, candidates).kept;
+    if (kept == 0) {
+      for (std::size_t i = 0; i < n; ++i) candidates[i] = i;
+      kept = n;
+    }
+    const bool useUp = up.size() >= n;
+    if (cursor_ >= n) cursor_ = 0;
+    const double tokens = startTokens > 0 ? static_cast<double>(startTokens) : 0.0;
+    std::vector<EndpointRoom> room(n);
+    const bool fit = fitFirst && detector.room(endpoints, now, room);
+    auto key = [&](std::size_t i) {
+      const bool down = useUp && up[i] == 0;
+      const bool waits = fit && !(room[i].slots >= 1.0 && room[i].kvTokens >= tokens);
+      const std::size_t distance = i >= cursor_ ? i - cursor_ : i + n - cursor_;
+      return std::make_tuple(down, waits, endpoints[i].inFlightRequests,
+                             endpoints[i].waitingQueueSize, distance);
+    };
+    std::size_t best = candidates[0];
+    auto bestKey = key(best);
+    for (std::size_t k = 1; k < kept; ++k) {
+      const auto candidate = key(candidates[k]);
+      if (candidate < bestKey) {
+        best = candidates[k];
+        bestKey = candidate;
+      }
+    }
+    cursor_ = best + 1 == n ? 0 : best + 1;
+    return best;
+  }
+
+ private:
+  std::size_t cursor_ = 0;
+};
+
+}  // namespace holdback::test_support
