@@ -121,8 +121,9 @@ class DemandEstimator {
     const double decay = seconds(smoothing_.decay);
     // Arrival rate: a symmetric average over `rise` first (and one over `decay`), then the
     // asymmetric filter, fed the short average or, when its rise is not significant, the long one.
+    const double decay_alpha = alpha(dtSeconds, decay);  // the symmetric averages over `decay`
     rate_fast_ += alpha(dtSeconds, rise) * (arrivals / dtSeconds - rate_fast_);
-    rate_slow_ += alpha(dtSeconds, decay) * (arrivals / dtSeconds - rate_slow_);
+    rate_slow_ += decay_alpha * (arrivals / dtSeconds - rate_slow_);
     double rate = rate_fast_;
     const double z = smoothing_.riseSignificance;
     if (z > 0.0 && rise > 0.0) {
@@ -131,8 +132,7 @@ class DemandEstimator {
     }
     demand_.arrivalRate = asymmetric(demand_.arrivalRate, rate, dtSeconds, rise, decay);
     demand_.occupancy = asymmetric(demand_.occupancy, inFlight + queued, dtSeconds, rise, decay);
-    demand_.completionRate +=
-        alpha(dtSeconds, decay) * (completions_ / dtSeconds - demand_.completionRate);
+    demand_.completionRate += decay_alpha * (completions_ / dtSeconds - demand_.completionRate);
     completions_ = 0.0;
   }
 
