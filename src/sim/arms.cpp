@@ -72,7 +72,7 @@ config::Json restoringReservation(const Scenario& s, config::Json extra = nullpt
 // recommended's policy: reservation+evict's counted in room (capacityModel endpoints), with a
 // demand estimate that sees a burst within 150 ms (riseTime) but not the arrivals' noise
 // (riseSignificance 1.5) and forgets it within 1 s (decayTime), epsilon 2 %, an idle reserve of a
-// twelfth of the pool's slots (5 of 64), and no protective start (restoration covers it): the
+// tenth of the pool's slots (6 of 64), and no protective start (restoration covers it): the
 // faster rise lets restoration start on a burst's first arrivals, so the idle reserve covers a
 // shorter lead time (docs/guide/policies.md, "The recommended configuration").
 config::Json recommendedReservation(const Scenario& s) {
@@ -83,7 +83,7 @@ config::Json recommendedReservation(const Scenario& s) {
                                   {"decayTime", "1000ms"},
                                   {"epsilon", 0.02},
                                   {"protectiveStart", false},
-                                  {"minReserve", std::max(1.0, std::round(slots / 12.0))}});
+                                  {"minReserve", std::max(1.0, std::round(slots / 10.0))}});
 }
 
 // The DAGOR-style trim: when the highest class's p95 queue wait exceeds 50 ms its reserve grows

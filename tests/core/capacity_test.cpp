@@ -50,6 +50,34 @@ TEST(BandRoomTest, ARequestThatFitsNowhereLeavesMinusInfinity) {
   EXPECT_EQ(bandRoom({}, 640.0, 640.0).fitsAfter, -kInf);
 }
 
+TEST(BandRoomTest, BelowAThresholdARequestStartsWhereTheWholeCacheHoldsIt) {
+  // Room below a detector's threshold for 1000 tokens, 6000 left in the whole cache.
+  const std::vector<EndpointRoom> pool{{5.0, 1000.0, 6000.0}};
+  // A 2800-token request starts there and runs past the threshold: no protected room is left
+  // there (1 of 640 before).
+  BandRoom r = bandRoom(pool, 640.0, 2800.0);
+  EXPECT_EQ(r.fits, 1.0);
+  EXPECT_EQ(r.fitsAfter, 0.0);
+  // Not one the whole cache cannot hold.
+  EXPECT_EQ(bandRoom(pool, 640.0, 6001.0).fitsAfter, -kInf);
+  // Nor where no room is left below the threshold, whatever the cache holds.
+  EXPECT_EQ(bandRoom(std::vector<EndpointRoom>{{5.0, 0.0, 6000.0}}, 640.0, 100.0).fitsAfter, -kInf);
+  // Without kvCapacityLeft (a detector with no threshold) the footprint must fit the room.
+  EXPECT_EQ(bandRoom(std::vector<EndpointRoom>{{5.0, 1000.0}}, 640.0, 2800.0).fitsAfter, -kInf);
+  // It is placed where it takes the least protected room: past the threshold on the first
+  // endpoint (1 request's room) rather than below it on the second (3500 - 2800 = 700 tokens
+  // left: 4 of its 5).
+  const std::vector<EndpointRoom> two{{5.0, 1000.0, 6000.0}, {5.0, 3500.0, 9000.0}};
+  r = bandRoom(two, 640.0, 2800.0);
+  EXPECT_EQ(r.fits, 6.0);
+  EXPECT_EQ(r.fitsAfter, 5.0);
+  // Bad figures in kvCapacityLeft count as none.
+  EXPECT_EQ(bandRoom(std::vector<EndpointRoom>{{5.0, 1000.0, kNaN}}, 640.0, 2800.0).fitsAfter,
+            -kInf);
+  EXPECT_EQ(bandRoom(std::vector<EndpointRoom>{{5.0, 1000.0, -1.0}}, 640.0, 2800.0).fitsAfter,
+            -kInf);
+}
+
 TEST(BandRoomTest, UncountedResourcesAndBadInput) {
   // Neither resource counted: unbounded room, and a request takes none of it.
   const std::vector<EndpointRoom> open{{kInf, kInf}};

@@ -51,6 +51,12 @@ TEST(DetectorRoomTest, UtilizationCountsFreeSlotsAndKvBeforeItsThreshold) {
   EXPECT_EQ(room[3].slots, kInf);
   EXPECT_EQ(room[3].kvTokens, kInf);
   EXPECT_EQ(room[4].kvTokens, 0.0);
+  // The whole cache's rest, where the capacity is known (a request may start below the
+  // threshold and run past it: core/capacity.hpp); none where it is not.
+  EXPECT_NEAR(room[0].kvCapacityLeft, 0.5 * 32768, 1e-6);
+  EXPECT_NEAR(room[2].kvCapacityLeft, 0.1 * 32768, 1e-6);
+  EXPECT_EQ(room[3].kvCapacityLeft, 0.0);
+  EXPECT_EQ(roomsOf(*d, {roomTelemetry(0, 10, 1.0, 16, 32768)})[0].kvCapacityLeft, 0.0);
 }
 
 TEST(DetectorRoomTest, UtilizationFallsBackToItsSlotTermAndGivesStaleEndpointsNoRoom) {

@@ -36,7 +36,7 @@ TEST(RecommendedConfigTest, TheFileAndTheSimulatorArmAgree) {
   const ReservationOptions& s = sim->options();
   EXPECT_EQ(f.epsilon, s.epsilon);
   EXPECT_EQ(f.minCeiling, s.minCeiling);
-  // The file's minReserve is the arm's for the built-in pool (a twelfth of 4 x 16 slots).
+  // The file's minReserve is the arm's for the built-in pool (a tenth of 4 x 16 slots).
   EXPECT_EQ(f.minReserve, s.minReserve);
   EXPECT_EQ(f.smoothing.rise, s.smoothing.rise);
   EXPECT_EQ(f.smoothing.decay, s.smoothing.decay);

@@ -14,10 +14,19 @@
 //
 //   fit(room, f) = min(floor(room.slots), floor(room.kvTokens / f))
 //   fits         = sum over endpoints of fit(room_e, protected)
-//   fitsAfter    = fits - min over the endpoints e where one request of `own` fits of
+//   fitsAfter    = fits - min over the endpoints e where one request of `own` starts of
 //                  (fit(room_e, protected) - fit(room_e less one slot and `own` tokens,
 //                  protected)): the room left once one request of the band is placed where it
-//                  takes the fewest protected requests' room; -infinity when it fits nowhere
+//                  takes the fewest protected requests' room; -infinity when it starts nowhere
+//
+// Where a request of the band starts: a free slot and KV for its footprint. A detector whose KV
+// room stops at a threshold below the cache's size (the utilization detector's
+// kvCacheUtilThreshold) also reports the KV left in the whole cache (kvCapacityLeft); there a
+// request also starts where some room remains below the threshold and its footprint fits in
+// the whole cache, as the detector itself admits work to an endpoint below its threshold
+// whatever the request's size. The protected room it leaves there is what remains below the
+// threshold (none when it runs past it). Protected requests are counted below the threshold
+// only.
 //
 // Unbounded resources: +infinity slots or tokens means the resource is not counted (a
 // detector that counts only requests reports kvTokens = +infinity); a footprint <= 0 or NaN
@@ -40,6 +49,10 @@ inline namespace HOLDBACK_ABI_NAMESPACE {
 struct EndpointRoom {
   double slots = 0.0;
   double kvTokens = 0.0;
+  // KV tokens free in the endpoint's whole cache where kvTokens stops short of it at a
+  // threshold (see the file comment); 0 = no such threshold: a request needs its footprint in
+  // kvTokens.
+  double kvCapacityLeft = 0.0;
 };
 
 // The pool's room for a band's protected requests (see the file comment). NaN: unknown (no
@@ -80,10 +93,13 @@ namespace detail {
     const double here = detail::fitCount(slots, kv, protectedTokens);
     fits += here;
     const double own = ownTokens > 0.0 ? ownTokens : 0.0;
-    if (slots >= 1.0 && kv >= own) {
+    // Below a threshold the request may run past it, within the whole cache.
+    const bool starts = kv >= own || (kv > 0.0 && detail::roomCount(e.kvCapacityLeft) >= own);
+    if (slots >= 1.0 && starts) {
       // Uncounted KV (+infinity) stays uncounted whatever the request needs.
+      const double left = kv > own ? kv - own : 0.0;
       const double after =
-          detail::fitCount(slots - 1.0, std::isinf(kv) ? kv : kv - own, protectedTokens);
+          detail::fitCount(slots - 1.0, std::isinf(kv) ? kv : left, protectedTokens);
       const double taken = here - after;  // inf - inf (both unbounded) is NaN: takes nothing
       const double cost = taken > 0.0 ? taken : 0.0;
       if (cost < least) least = cost;

@@ -139,6 +139,9 @@ struct UtilizationDetectorOptions {
 //             term's maxRunningRequests, when known; unknown M: +infinity (not counted)
 //     KV      (kvCacheUtilThreshold - kvCacheUsage) x Endpoint::kvCapacityTokens when the
 //             capacity is known; unknown: 0 at or above the threshold, else +infinity
+//     kvCapacityLeft  (1 - kvCacheUsage) x Endpoint::kvCapacityTokens when the capacity is
+//             known, else 0: a lower band's request may start below the threshold and run past
+//             it within the cache, as this detector admits work below its threshold
 //   each floored at 0.
 //
 // Thread safety: thread-safe (immutable after creation). saturation, filter and room are O(n),
@@ -353,12 +356,17 @@ inline bool UtilizationDetector::room(std::span<const Endpoint> endpoints, TimeP
       }
       const double free_kv = options_.kvCacheUtilThreshold - e.kvCacheUsage;
       if (e.kvCapacityTokens > 0) {
-        r.kvTokens = free_kv * static_cast<double>(e.kvCapacityTokens);
+        const auto capacity = static_cast<double>(e.kvCapacityTokens);
+        r.kvTokens = free_kv * capacity;
+        // Below the threshold a request may run past it (capacity.hpp): the whole cache's rest.
+        const double usage = detail::isValidTelemetry(e.kvCacheUsage) ? e.kvCacheUsage : 1.0;
+        r.kvCapacityLeft = usage < 1.0 ? (1.0 - usage) * capacity : 0.0;
       } else {
         r.kvTokens = free_kv > 0.0 ? kInf : 0.0;
       }
       if (!(r.slots > 0.0)) r.slots = 0.0;
       if (!(r.kvTokens > 0.0)) r.kvTokens = 0.0;
+      if (!(r.kvCapacityLeft > 0.0)) r.kvCapacityLeft = 0.0;
     }
     out[i] = r;
   }

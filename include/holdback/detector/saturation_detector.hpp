@@ -66,7 +66,9 @@ class HOLDBACK_API SaturationDetector {
   // Writes endpoints[i]'s free capacity into out[i] (at most out.size() of them) and returns
   // true; returns false, writing nothing, when the detector has no capacity model (the default).
   // A stale or invalid endpoint has no room ({0, 0}); +infinity marks a resource the detector
-  // does not count. Same contract as saturation(): pure, no allocation, no throw.
+  // does not count. A detector whose KV room stops at a threshold below the cache's size also
+  // writes the rest of the whole cache (EndpointRoom::kvCapacityLeft, core/capacity.hpp). Same
+  // contract as saturation(): pure, no allocation, no throw.
   virtual bool room(std::span<const Endpoint> /*endpoints*/, TimePoint /*now*/,
                     std::span<EndpointRoom> /*out*/) const noexcept {
     return false;
