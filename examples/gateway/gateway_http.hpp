@@ -200,6 +200,9 @@ plugins:
       kvCacheUtilThreshold: 0.8
       metricsStalenessThreshold: 1s
       stalenessPolicy: saturated
+      # A batch request may start below the KV threshold and run past it (false with
+      # --replica-sync: replicas could each start one past it on a server between two syncs).
+      kvStartPastThreshold: true
   - name: reservation
     type: reservation-holdback-policy
     parameters:
@@ -233,6 +236,16 @@ struct HostPort {
   int port = 0;
 };
 [[nodiscard]] std::optional<HostPort> parseHostPort(std::string_view text);
+// The built-in configuration for this gateway: kDefaultConfigText, with kvStartPastThreshold
+// false when it syncs with other replicas.
+[[nodiscard]] inline std::string defaultConfigText(bool replicaSync) {
+  std::string text(kDefaultConfigText);
+  constexpr std::string_view kOn = "kvStartPastThreshold: true";
+  if (const std::size_t at = text.find(kOn); replicaSync && at != std::string::npos) {
+    text.replace(at, kOn.size(), "kvStartPastThreshold: false");
+  }
+  return text;
+}
 // "http://HOST:PORT" (an optional trailing "/") -> host and port; nullopt otherwise.
 [[nodiscard]] std::optional<HostPort> parseEndpointUrl(std::string_view url);
 

@@ -251,6 +251,8 @@ config::Json detectorDocument(const Scenario& s) {
   const auto staleNs = 2 * std::llround(s.pool.scrapeIntervalMs * 1e6);
   config::Json parameters = {{"metricsStalenessThreshold", std::to_string(staleNs) + "ns"}};
   if (s.pool.slotTerm) parameters["maxRunningRequests"] = s.pool.slots;  // the slot term
+  // Several replicas can each start a request past the threshold on one server between syncs.
+  if (s.pool.gatewayReplicas > 1) parameters["kvStartPastThreshold"] = false;
   return plugin("utilization-detector", std::move(parameters));
 }
 

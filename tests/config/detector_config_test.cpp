@@ -172,15 +172,17 @@ TEST(UtilizationDetectorConfigTest, RejectionTable) {
         "\"ignore\""}},
       {utilization(R"({"queueDepth":5})"),
        {"/parameters/queueDepth: unknown key \"queueDepth\"; allowed keys: aggregation, "
-        "dispatchLedger, endpointScoreCap, headroom, kvCacheUtilThreshold, maxRunningRequests, "
-        "metricsStalenessThreshold, queueDepthThreshold, stalenessPolicy, telemetryValidation"}},
+        "dispatchLedger, endpointScoreCap, headroom, kvCacheUtilThreshold, kvStartPastThreshold, "
+        "maxRunningRequests, metricsStalenessThreshold, queueDepthThreshold, stalenessPolicy, "
+        "telemetryValidation"}},
       {utilization(R"([1])"), {"/parameters: found an array; expected an object"}},
       // Every problem at once, type errors and range errors together.
       {utilization(R"({"queueDepthThreshold":"x","kvCacheUtilThreshold":2,"headroom":-1,"z":0})"),
        {"/parameters/queueDepthThreshold: \"x\" is a string; expected an integer > 0",
         "/parameters/z: unknown key \"z\"; allowed keys: aggregation, dispatchLedger, "
-        "endpointScoreCap, headroom, kvCacheUtilThreshold, maxRunningRequests, "
-        "metricsStalenessThreshold, queueDepthThreshold, stalenessPolicy, telemetryValidation",
+        "endpointScoreCap, headroom, kvCacheUtilThreshold, kvStartPastThreshold, "
+        "maxRunningRequests, metricsStalenessThreshold, queueDepthThreshold, stalenessPolicy, "
+        "telemetryValidation",
         "/parameters/kvCacheUtilThreshold: 2.0 is outside (0.0, 1.0]",
         "/parameters/headroom: -1.0 is negative; expected a number >= 0.0"}},
       {R"({"type":"utilization-detector","parameters":{"headroom":1,"headroom":-1}})",
@@ -194,6 +196,8 @@ TEST(UtilizationDetectorConfigTest, RejectionTable) {
       {utilization(R"({"telemetryValidation":"loose"})"),
        {"/parameters/telemetryValidation: \"loose\" is not supported; expected one of "
         "\"strict\", \"reference\""}},
+      {utilization(R"({"kvStartPastThreshold":"yes"})"),
+       {"/parameters/kvStartPastThreshold: \"yes\" is a string; expected true or false"}},
       {utilization(R"({"endpointScoreCap":0})"),
        {"/parameters/endpointScoreCap: 0.0 is not strictly positive; expected a number > 0 or "
         "\"none\""}},
@@ -230,6 +234,7 @@ TEST(UtilizationDetectorConfigTest, ReadsIssue14Parameters) {
   EXPECT_EQ(d.maxRunningRequests, 0);
   EXPECT_EQ(d.telemetryValidation, TelemetryValidation::kStrict);
   EXPECT_EQ(d.endpointScoreCap, 1.0);
+  EXPECT_TRUE(d.kvStartPastThreshold);
   EXPECT_TRUE(d.ledger.correction);
   EXPECT_EQ(d.ledger.scrapeMarginRequests, 0);
   EXPECT_FALSE(d.ledger.dispatchBudget);
@@ -239,6 +244,7 @@ TEST(UtilizationDetectorConfigTest, ReadsIssue14Parameters) {
   EXPECT_TRUE(d.ledger.reconcileInFlight);
   const Loaded l = loadText(utilization(
       R"({"maxRunningRequests":64,"telemetryValidation":"reference","endpointScoreCap":"none",
+          "kvStartPastThreshold":false,
           "dispatchLedger":{"correction":false,"scrapeMarginRequests":3,"dispatchBudget":true,
                             "budgetQueueDepth":9,"replicas":4,"slotCountFromScrapes":false,
                             "creditCompletions":true,"reconcileInFlight":false}})"));
@@ -247,6 +253,7 @@ TEST(UtilizationDetectorConfigTest, ReadsIssue14Parameters) {
   EXPECT_EQ(o.maxRunningRequests, 64);
   EXPECT_EQ(o.telemetryValidation, TelemetryValidation::kReference);
   EXPECT_EQ(o.endpointScoreCap, UtilizationDetector::kUncapped);
+  EXPECT_FALSE(o.kvStartPastThreshold);
   EXPECT_FALSE(o.ledger.correction);
   EXPECT_EQ(o.ledger.scrapeMarginRequests, 3);
   EXPECT_TRUE(o.ledger.dispatchBudget);

@@ -57,6 +57,11 @@ TEST(DetectorRoomTest, UtilizationCountsFreeSlotsAndKvBeforeItsThreshold) {
   EXPECT_NEAR(room[2].kvCapacityLeft, 0.1 * 32768, 1e-6);
   EXPECT_EQ(room[3].kvCapacityLeft, 0.0);
   EXPECT_EQ(roomsOf(*d, {roomTelemetry(0, 10, 1.0, 16, 32768)})[0].kvCapacityLeft, 0.0);
+  // Off (several gateway replicas): none, the footprint must fit below the threshold.
+  auto whole = UtilizationDetector::create({.kvStartPastThreshold = false}).value();
+  const auto off = roomsOf(*whole, {roomTelemetry(0, 10, 0.5, 16, 32768)});
+  EXPECT_NEAR(off[0].kvTokens, 0.3 * 32768, 1e-6);
+  EXPECT_EQ(off[0].kvCapacityLeft, 0.0);
 }
 
 TEST(DetectorRoomTest, UtilizationFallsBackToItsSlotTermAndGivesStaleEndpointsNoRoom) {

@@ -161,6 +161,16 @@ TEST(Addresses, HostPortAndEndpointUrls) {
 namespace holdback::gateway {
 namespace {
 
+TEST(DefaultConfig, WithReplicaSyncARequestMustFitBelowTheKvThreshold) {
+  for (const bool sync : {false, true}) {
+    const auto loaded = config::loadEndpointPickerConfigText(defaultConfigText(sync));
+    ASSERT_TRUE(loaded.ok()) << loaded.diagnostics().toString();
+    const auto* detector = dynamic_cast<const UtilizationDetector*>(loaded.value()->detector.get());
+    ASSERT_NE(detector, nullptr);
+    EXPECT_EQ(detector->options().kvStartPastThreshold, !sync) << sync;
+  }
+}
+
 TEST(DefaultConfig, LoadsWithoutWarningsAndKeepsStalenessAboveTheScrapeInterval) {
   const auto loaded = config::loadEndpointPickerConfigText(kDefaultConfigText);
   ASSERT_TRUE(loaded.ok()) << loaded.diagnostics().toString();

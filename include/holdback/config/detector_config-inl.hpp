@@ -129,6 +129,9 @@ HOLDBACK_INLINE std::optional<UtilizationDetectorOptions> parseUtilizationDetect
         if (const auto v = reader.integer("maxRunningRequests", kMin, detail::kInt64Max)) {
           options.maxRunningRequests = *v;
         }
+        if (const auto v = reader.boolean("kvStartPastThreshold")) {
+          options.kvStartPastThreshold = *v;
+        }
         if (const auto v = reader.oneOf("telemetryValidation", {"strict", "reference"})) {
           options.telemetryValidation =
               *v == "reference" ? TelemetryValidation::kReference : TelemetryValidation::kStrict;

@@ -10,6 +10,7 @@
 //                          ignore, maxRunningRequests (int, default 0 = no slot term, >= 0),
 //                          telemetryValidation = strict (default) | reference,
 //                          endpointScoreCap (number > 0 or "none", default 1.0),
+//                          kvStartPastThreshold (bool, default true),
 //                          dispatchLedger {correction (bool, default true),
 //                          scrapeMarginRequests (int, default 0, >= 0), dispatchBudget (bool,
 //                          default false), budgetQueueDepth (int > 0, default

@@ -154,6 +154,7 @@ HOLDBACK_INLINE OrderedJson effectiveParameters(const SaturationDetector& detect
             {"endpointScoreCap", std::isinf(o.endpointScoreCap)
                                      ? config::OrderedJson("none")
                                      : config::OrderedJson(o.endpointScoreCap)},
+            {"kvStartPastThreshold", o.kvStartPastThreshold},
             {"dispatchLedger",
              {{"correction", o.ledger.correction},
               {"scrapeMarginRequests", o.ledger.scrapeMarginRequests},

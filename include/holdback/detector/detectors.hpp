@@ -90,6 +90,12 @@ struct UtilizationDetectorOptions {
   // counts as exactly full, so a pool with an idle endpoint reads < 1 under mean or weighted
   // aggregation; the overload stays visible in endpointScore().
   double endpointScoreCap = 1.0;
+  // The room (room()): true reports the rest of the whole KV cache (EndpointRoom::kvCapacityLeft)
+  // where the capacity is known, so that a lower band's request may start below the threshold
+  // and run past it, as this detector admits work below its threshold (core/capacity.hpp). false:
+  // a request's whole footprint must fit below the threshold; for several gateway replicas,
+  // which can each start one past it on the same endpoint between two syncs.
+  bool kvStartPastThreshold = true;
   // The dispatch ledger a host builds for this detector (DispatchLedger(options.ledger)); the
   // detector itself does not use it. Its budgetQueueDepth should equal queueDepthThreshold (the
   // JSON loader sets it so unless given).
@@ -140,8 +146,9 @@ struct UtilizationDetectorOptions {
 //     KV      (kvCacheUtilThreshold - kvCacheUsage) x Endpoint::kvCapacityTokens when the
 //             capacity is known; unknown: 0 at or above the threshold, else +infinity
 //     kvCapacityLeft  (1 - kvCacheUsage) x Endpoint::kvCapacityTokens when the capacity is
-//             known, else 0: a lower band's request may start below the threshold and run past
-//             it within the cache, as this detector admits work below its threshold
+//             known and kvStartPastThreshold is on, else 0: a lower band's request may start
+//             below the threshold and run past it within the cache, as this detector admits work
+//             below its threshold
 //   each floored at 0.
 //
 // Thread safety: thread-safe (immutable after creation). saturation, filter and room are O(n),
@@ -360,7 +367,9 @@ inline bool UtilizationDetector::room(std::span<const Endpoint> endpoints, TimeP
         r.kvTokens = free_kv * capacity;
         // Below the threshold a request may run past it (capacity.hpp): the whole cache's rest.
         const double usage = detail::isValidTelemetry(e.kvCacheUsage) ? e.kvCacheUsage : 1.0;
-        r.kvCapacityLeft = usage < 1.0 ? (1.0 - usage) * capacity : 0.0;
+        if (options_.kvStartPastThreshold && usage < 1.0) {
+          r.kvCapacityLeft = (1.0 - usage) * capacity;
+        }
       } else {
         r.kvTokens = free_kv > 0.0 ? kInf : 0.0;
       }
