@@ -365,11 +365,9 @@ inline bool UtilizationDetector::room(std::span<const Endpoint> endpoints, TimeP
       if (e.kvCapacityTokens > 0) {
         const auto capacity = static_cast<double>(e.kvCapacityTokens);
         r.kvTokens = free_kv * capacity;
-        // Below the threshold a request may run past it (capacity.hpp): the whole cache's rest.
-        const double usage = detail::isValidTelemetry(e.kvCacheUsage) ? e.kvCacheUsage : 1.0;
-        if (options_.kvStartPastThreshold && usage < 1.0) {
-          r.kvCapacityLeft = (1.0 - usage) * capacity;
-        }
+        // Below the threshold a request may run past it (capacity.hpp): the whole cache's rest
+        // (fresh telemetry is valid; a full or overfull cache is floored to 0 below).
+        if (options_.kvStartPastThreshold) r.kvCapacityLeft = (1.0 - e.kvCacheUsage) * capacity;
       } else {
         r.kvTokens = free_kv > 0.0 ? kInf : 0.0;
       }
