@@ -149,8 +149,8 @@ int run(int argc, char** argv) {
   if (options.replicaSync.port != 0 && !mapping_failed) {
 #ifdef HOLDBACK_GATEWAY_HIREDIS
     replica_sync = ReplicaSyncThread::start(
-        options.replicaSync, options.endpointUrls, gateway->pool(), gateway->counters(),
-        options.replicaSyncIntervalMs, options.replicaSyncTtlMs);
+        options.replicaSync, options.endpointUrls, gateway->pool(), gateway->controller(),
+        gateway->counters(), options.replicaSyncIntervalMs, options.replicaSyncTtlMs);
 #endif
   }
 

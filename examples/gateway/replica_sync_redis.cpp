@@ -44,6 +44,27 @@ bool parsePending(const redisReply* r, InFlightLoad& out) {
   return true;
 }
 
+// The hash field holding a replica's restoration figures (no endpoint URL starts with '@').
+constexpr const char* kFiguresField = "@restore";
+
+// "<lambda> <completions> <pending revocations> <leases>"; false when malformed.
+bool parseFigures(const redisReply* r, ReplicaRestoreFigures& out) {
+  if (r == nullptr || r->type != REDIS_REPLY_STRING) return false;
+  const std::string text(r->str, r->len);
+  double f[4] = {};
+  if (std::sscanf(text.c_str(), "%lf %lf %lf %lf", &f[0], &f[1], &f[2], &f[3]) != 4) return false;
+  for (double& x : f) x = x > 0.0 && x < 1e300 ? x : 0.0;  // also NaN
+  out = ReplicaRestoreFigures{f[0], f[1], f[2], f[3]};
+  return true;
+}
+
+std::string formatFigures(const ReplicaRestoreFigures& f) {
+  char buf[160];
+  std::snprintf(buf, sizeof buf, "%.9g %.9g %.9g %.9g", f.protectedArrivalRate, f.completionRate,
+                f.pendingRevocations, f.leases);
+  return buf;
+}
+
 class RedisReplicaSync final : public ReplicaSync {
  public:
   RedisReplicaSync(HostPort where, std::vector<std::string> endpoints, int ttlMs, int timeoutMs)
@@ -62,10 +83,11 @@ class RedisReplicaSync final : public ReplicaSync {
 
   [[nodiscard]] const std::string& lastError() const { return error_; }
 
-  std::int64_t exchange(std::span<const InFlightLoad> mine,
-                        std::span<InFlightLoad> othersSum) noexcept override {
+  std::int64_t exchange(std::span<const InFlightLoad> mine, std::span<InFlightLoad> othersSum,
+                        const ReplicaRestoreFigures& mineFigures,
+                        ReplicaRestoreFigures& othersFigures) noexcept override {
     try {
-      return exchangeOrThrow(mine, othersSum);
+      return exchangeOrThrow(mine, othersSum, mineFigures, othersFigures);
     } catch (...) {  // allocation failure: a failed round
       error_ = "out of memory";
       disconnect();
@@ -114,7 +136,9 @@ class RedisReplicaSync final : public ReplicaSync {
   }
 
   std::int64_t exchangeOrThrow(std::span<const InFlightLoad> mine,
-                               std::span<InFlightLoad> othersSum) {
+                               std::span<InFlightLoad> othersSum,
+                               const ReplicaRestoreFigures& mineFigures,
+                               ReplicaRestoreFigures& othersFigures) {
     if (!connect()) return -1;
     const long long now = nowMs();
     std::vector<std::string> hset{"HSET", key_};
@@ -122,6 +146,8 @@ class RedisReplicaSync final : public ReplicaSync {
       hset.push_back(endpoints_[k]);
       hset.push_back(std::to_string(mine[k].requests) + " " + std::to_string(mine[k].tokens));
     }
+    hset.push_back(kFiguresField);
+    hset.push_back(formatFigures(mineFigures));
     append(hset);
     append({"PEXPIRE", key_, std::to_string(ttl_ms_)});
     append({"ZADD", kReplicasKey, std::to_string(now), self_});
@@ -149,6 +175,7 @@ class RedisReplicaSync final : public ReplicaSync {
     for (const std::string& id : others) {
       std::vector<std::string> hmget{"HMGET", "holdback:replica:" + id};
       hmget.insert(hmget.end(), endpoints_.begin(), endpoints_.end());
+      hmget.emplace_back(kFiguresField);
       append(hmget);
     }
     std::int64_t live = 0;
@@ -166,6 +193,14 @@ class RedisReplicaSync final : public ReplicaSync {
         any = true;
         othersSum[k].requests += p.requests;
         othersSum[k].tokens += p.tokens;
+      }
+      ReplicaRestoreFigures f;
+      if (r->elements == endpoints_.size() + 1 && parseFigures(r->element[endpoints_.size()], f)) {
+        any = true;
+        othersFigures.protectedArrivalRate += f.protectedArrivalRate;
+        othersFigures.completionRate += f.completionRate;
+        othersFigures.pendingRevocations += f.pendingRevocations;
+        othersFigures.leases += f.leases;
       }
       if (any) {
         ++live;
@@ -190,8 +225,9 @@ class RedisReplicaSync final : public ReplicaSync {
 class RedisSyncThread final : public ReplicaSyncThread {
  public:
   RedisSyncThread(const HostPort& redis, std::vector<std::string> endpointUrls, Pool& pool,
-                  GatewayCounters& counters, int intervalMs, int ttlMs)
+                  FlowController& controller, GatewayCounters& counters, int intervalMs, int ttlMs)
       : redis_(redis),
+        controller_(controller),
         sync_(redis, std::move(endpointUrls), ttlMs, std::max(intervalMs, 50)),
         syncer_(pool.ledger(), sync_, ids(pool)),
         counters_(counters),
@@ -221,7 +257,9 @@ class RedisSyncThread final : public ReplicaSyncThread {
     std::unique_lock lock(mu_);
     while (!stop_) {
       lock.unlock();
-      const bool ok = syncer_.syncOnce();
+      // The pending dispatches for the ledger, the restoration figures for the controller.
+      const bool ok = syncer_.syncOnce(controller_.replicaRestoreFigures());
+      controller_.setReplicaShare(syncer_.share());
       lock.lock();
       if (ok) {
         counters_.replicaSyncRounds.fetch_add(1, std::memory_order_relaxed);
@@ -251,6 +289,7 @@ class RedisSyncThread final : public ReplicaSyncThread {
   }
 
   HostPort redis_;
+  FlowController& controller_;
   RedisReplicaSync sync_;
   ReplicaSyncer syncer_;
   GatewayCounters& counters_;
@@ -265,10 +304,11 @@ class RedisSyncThread final : public ReplicaSyncThread {
 
 std::unique_ptr<ReplicaSyncThread> ReplicaSyncThread::start(const HostPort& redis,
                                                             std::vector<std::string> endpointUrls,
-                                                            Pool& pool, GatewayCounters& counters,
+                                                            Pool& pool, FlowController& controller,
+                                                            GatewayCounters& counters,
                                                             int intervalMs, int ttlMs) {
-  return std::make_unique<RedisSyncThread>(redis, std::move(endpointUrls), pool, counters,
-                                           intervalMs, ttlMs);
+  return std::make_unique<RedisSyncThread>(redis, std::move(endpointUrls), pool, controller,
+                                           counters, intervalMs, ttlMs);
 }
 
 }  // namespace holdback::gateway

@@ -5,12 +5,17 @@
 //
 // Every --replica-sync-interval-ms, one round on the sync thread (two pipelined round trips):
 //   HSET holdback:replica:<id> <endpoint url> "<requests> <tokens>" ...   this replica's pending
+//        @restore "<arrivals/s> <completions/s> <revocations pending> <leases>"
 //   PEXPIRE holdback:replica:<id> <--replica-sync-ttl-ms>                 dies with the replica
 //   ZADD holdback:replicas <now ms> <id>; ZREMRANGEBYSCORE ... older than the TTL; ZRANGE
 //   HMGET holdback:replica:<other> <endpoint url> ...                     per other replica
 // The other replicas' figures are summed per endpoint and installed in the ledger
-// (DispatchLedger::setPeerPending). A replica that dies stops refreshing its hash, which expires:
-// its share leaves the others' sums within the TTL plus one interval. <id> is HOST-PID-RANDOM.
+// (DispatchLedger::setPeerPending); their restoration figures (@restore: the protected bands'
+// arrival rate, every band's completion rate, revocations outstanding or cooling, leases) are
+// summed and installed in the controller (FlowController::setReplicaShare), with this replica's
+// rank among the live identities sorted, so that the replicas restore the reserve as one. A replica
+// that dies stops refreshing its hash, which expires: its share leaves the others' sums within the
+// TTL plus one interval. <id> is HOST-PID-RANDOM.
 //
 // Redis down or slow: connects and commands time out after max(interval, 50 ms); the round
 // fails, the ledger falls back to the 1/R share (R: the most replicas last seen, at least the
@@ -33,10 +38,12 @@ namespace holdback::gateway {
 
 class ReplicaSyncThread {
  public:
-  // Starts the sync thread for `pool`'s endpoints (named by `endpointUrls`, in pool order).
-  // Built only with hiredis (main.cpp refuses --replica-sync without it).
+  // Starts the sync thread for `pool`'s endpoints (named by `endpointUrls`, in pool order) and
+  // `controller`'s reserve restoration. Built only with hiredis (main.cpp refuses
+  // --replica-sync without it).
   static std::unique_ptr<ReplicaSyncThread> start(const HostPort& redis,
                                                   std::vector<std::string> endpointUrls, Pool& pool,
+                                                  FlowController& controller,
                                                   GatewayCounters& counters, int intervalMs,
                                                   int ttlMs);
   virtual ~ReplicaSyncThread() = default;  // stops and joins the thread

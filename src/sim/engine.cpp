@@ -73,6 +73,7 @@ Simulation::Simulation(const Scenario& s, const Arm& arm, const RunOptions& opti
       if (!replicaStore_) {
         replicaStore_ = std::make_unique<SimReplicaStore>();
         replicaStore_->published.assign(replicas, std::vector<InFlightLoad>(endpoints));
+        replicaStore_->figures.assign(replicas, ReplicaRestoreFigures{});
       }
       replicaSyncs_.push_back(std::make_unique<SimReplicaSync>(*replicaStore_, g));
       replicaSyncers_.push_back(
@@ -242,8 +243,11 @@ void Simulation::handle(const Event& e) {
       break;
     case EventType::kReplicaSync:
       for (std::size_t g = 0; g < gateways_.size(); ++g) {
-        (void)replicaSyncers_[g]->syncOnce();
-        gateways_[g].fill();
+        Gateway& gw = gateways_[g];
+        (void)replicaSyncers_[g]->syncOnce(gw.fc ? gw.fc->replicaRestoreFigures()
+                                                 : ReplicaRestoreFigures{});
+        if (gw.fc) gw.fc->setReplicaShare(replicaSyncers_[g]->share());
+        gw.fill();
       }
       schedule(now_ + fromMs(s_.pool.replicaSyncIntervalMs), EventType::kReplicaSync, 0);
       break;

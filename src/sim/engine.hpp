@@ -177,20 +177,28 @@ struct Gateway {
 // endpoint. Instant and never down: the simulation models the sync interval only.
 struct SimReplicaStore {
   std::vector<std::vector<InFlightLoad>> published;  // [replica][endpoint]
+  std::vector<ReplicaRestoreFigures> figures;        // [replica]
 };
 
 class SimReplicaSync final : public ReplicaSync {
  public:
   SimReplicaSync(SimReplicaStore& store, std::size_t self) : store_(store), self_(self) {}
-  std::int64_t exchange(std::span<const InFlightLoad> mine,
-                        std::span<InFlightLoad> othersSum) noexcept override {
+  std::int64_t exchange(std::span<const InFlightLoad> mine, std::span<InFlightLoad> othersSum,
+                        const ReplicaRestoreFigures& mineFigures,
+                        ReplicaRestoreFigures& othersFigures) noexcept override {
     std::copy(mine.begin(), mine.end(), store_.published[self_].begin());
+    store_.figures[self_] = mineFigures;
     for (std::size_t r = 0; r < store_.published.size(); ++r) {
       if (r == self_) continue;
       for (std::size_t k = 0; k < othersSum.size(); ++k) {
         othersSum[k].requests += store_.published[r][k].requests;
         othersSum[k].tokens += store_.published[r][k].tokens;
       }
+      const ReplicaRestoreFigures& f = store_.figures[r];
+      othersFigures.protectedArrivalRate += f.protectedArrivalRate;
+      othersFigures.completionRate += f.completionRate;
+      othersFigures.pendingRevocations += f.pendingRevocations;
+      othersFigures.leases += f.leases;
     }
     return static_cast<std::int64_t>(store_.published.size()) - 1;
   }

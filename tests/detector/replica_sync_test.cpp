@@ -36,6 +36,7 @@ Endpoint syncFilled(const DispatchLedger& ledger, EndpointId id) {
 // whether it is still live (a dead replica's key has expired).
 struct MemoryStore {
   std::vector<std::vector<InFlightLoad>> published;
+  std::vector<ReplicaRestoreFigures> figures;
   std::vector<bool> live;
   bool down = false;
   bool ranked = false;  // rank(): replica r is rank r
@@ -44,10 +45,12 @@ struct MemoryStore {
 class MemoryReplicaSync final : public ReplicaSync {
  public:
   MemoryReplicaSync(MemoryStore& store, std::size_t self) : store_(store), self_(self) {}
-  std::int64_t exchange(std::span<const InFlightLoad> mine,
-                        std::span<InFlightLoad> othersSum) noexcept override {
+  std::int64_t exchange(std::span<const InFlightLoad> mine, std::span<InFlightLoad> othersSum,
+                        const ReplicaRestoreFigures& mineFigures,
+                        ReplicaRestoreFigures& othersFigures) noexcept override {
     if (store_.down) return -1;
     std::copy(mine.begin(), mine.end(), store_.published[self_].begin());
+    store_.figures[self_] = mineFigures;
     std::int64_t others = 0;
     for (std::size_t r = 0; r < store_.published.size(); ++r) {
       if (r == self_ || !store_.live[r]) continue;
@@ -56,6 +59,10 @@ class MemoryReplicaSync final : public ReplicaSync {
         othersSum[k].requests += store_.published[r][k].requests;
         othersSum[k].tokens += store_.published[r][k].tokens;
       }
+      othersFigures.protectedArrivalRate += store_.figures[r].protectedArrivalRate;
+      othersFigures.completionRate += store_.figures[r].completionRate;
+      othersFigures.pendingRevocations += store_.figures[r].pendingRevocations;
+      othersFigures.leases += store_.figures[r].leases;
     }
     return others;
   }
@@ -123,6 +130,7 @@ TEST(ReplicaSyncTest, SyncerSharesPendingWorkAndADeadReplicaDropsOut) {
   MemoryStore store;
   store.published.assign(kReplicas, std::vector<InFlightLoad>(1));
   store.live.assign(kReplicas, true);
+  store.figures.assign(kReplicas, ReplicaRestoreFigures{});
   std::vector<std::unique_ptr<DispatchLedger>> ledgers;
   std::vector<std::unique_ptr<MemoryReplicaSync>> syncs;
   std::vector<std::unique_ptr<ReplicaSyncer>> syncers;
@@ -140,16 +148,20 @@ TEST(ReplicaSyncTest, SyncerSharesPendingWorkAndADeadReplicaDropsOut) {
   for (int i = 0; i < 3; ++i) ASSERT_TRUE(ledgers[1]->recordDispatch(ids[1], 100));
   for (auto& s : syncers) ASSERT_TRUE(s->syncOnce());
   for (auto& s : syncers) ASSERT_TRUE(s->syncOnce());  // everyone has read everyone's latest
-  // The quiet replicas count what was really sent (9 on 8 slots), where the share would count 0
-  // (replica 2) and 9 (replica 1: 3 x 3); the busy one never less than its share (6 x 3 = 18).
-  for (std::size_t r = 1; r < kReplicas; ++r) {
+  // Every replica counts what was really sent (9 on 8 slots), where the share would count 0
+  // (replica 2), 9 (replica 1: 3 x 3) and 18 (replica 0: 6 x 3).
+  for (std::size_t r = 0; r < kReplicas; ++r) {
     const Endpoint e = syncFilled(*ledgers[r], ids[r]);
     EXPECT_DOUBLE_EQ(e.runningRequests + e.waitingQueueSize, 9.0) << "replica " << r;
     EXPECT_DOUBLE_EQ(e.waitingQueueSize, 1.0) << "replica " << r;
     EXPECT_EQ(syncers[r]->replicasSeen(), 3);
   }
+  // A dispatch after the sync stands for one by each other replica too (not in their figures
+  // yet): 9 + 1 + 2.
+  ASSERT_TRUE(ledgers[0]->recordDispatch(ids[0], 100));
   const Endpoint busy = syncFilled(*ledgers[0], ids[0]);
-  EXPECT_DOUBLE_EQ(busy.runningRequests + busy.waitingQueueSize, 18.0);
+  EXPECT_DOUBLE_EQ(busy.runningRequests + busy.waitingQueueSize, 12.0);
+  EXPECT_DOUBLE_EQ(busy.kvCacheUsage, 0.0);  // no KV capacity registered: tokens not counted
   // Replica 0 dies (its key expires): the others stop counting its 6.
   store.live[0] = false;
   for (std::size_t r = 1; r < kReplicas; ++r) ASSERT_TRUE(syncers[r]->syncOnce());
@@ -162,10 +174,47 @@ TEST(ReplicaSyncTest, SyncerSharesPendingWorkAndADeadReplicaDropsOut) {
   EXPECT_DOUBLE_EQ(syncFilled(*ledgers[1], ids[1]).runningRequests, 6.0);  // 3 x 2
 }
 
+TEST(ReplicaSyncTest, SyncerSharesRestorationFiguresOnlyWithARank) {
+  MemoryStore store;
+  store.published.assign(3, std::vector<InFlightLoad>(1));
+  store.live.assign(3, true);
+  store.figures.assign(3, ReplicaRestoreFigures{});
+  std::vector<std::unique_ptr<DispatchLedger>> ledgers;
+  std::vector<std::unique_ptr<MemoryReplicaSync>> syncs;
+  std::vector<std::unique_ptr<ReplicaSyncer>> syncers;
+  for (std::size_t r = 0; r < 3; ++r) {
+    ledgers.push_back(std::make_unique<DispatchLedger>(syncOptions(1)));
+    const EndpointId id = ledgers[r]->registerEndpoint("a", EndpointCapacity{});
+    syncs.push_back(std::make_unique<MemoryReplicaSync>(store, r));
+    syncers.push_back(
+        std::make_unique<ReplicaSyncer>(*ledgers[r], *syncs[r], std::vector<EndpointId>{id}));
+  }
+  const auto figures = [](double x) { return ReplicaRestoreFigures{x, 2 * x, 3 * x, 4 * x}; };
+  // Without a rank the replicas cannot split a decision: no share.
+  for (std::size_t r = 0; r < 3; ++r) ASSERT_TRUE(syncers[r]->syncOnce(figures(double(r + 1))));
+  EXPECT_FALSE(syncers[0]->share().has_value());
+  store.ranked = true;
+  for (std::size_t r = 0; r < 3; ++r) ASSERT_TRUE(syncers[r]->syncOnce(figures(double(r + 1))));
+  const std::optional<ReplicaShare> share = syncers[1]->share();
+  ASSERT_TRUE(share.has_value());
+  EXPECT_EQ(share->replicas, 3);
+  EXPECT_EQ(share->rank, 1);
+  // The others' figures summed: replicas 0 and 2 published 1 and 3.
+  EXPECT_DOUBLE_EQ(share->others.protectedArrivalRate, 4.0);
+  EXPECT_DOUBLE_EQ(share->others.completionRate, 8.0);
+  EXPECT_DOUBLE_EQ(share->others.pendingRevocations, 12.0);
+  EXPECT_DOUBLE_EQ(share->others.leases, 16.0);
+  // A failed exchange: no share (the replica restores alone).
+  store.down = true;
+  EXPECT_FALSE(syncers[1]->syncOnce(figures(2.0)));
+  EXPECT_FALSE(syncers[1]->share().has_value());
+}
+
 TEST(ReplicaSyncTest, SyncRoundAndFillDoNotAllocate) {
   MemoryStore store;
   store.published.assign(2, std::vector<InFlightLoad>(1));
   store.live.assign(2, true);
+  store.figures.assign(2, ReplicaRestoreFigures{});
   DispatchLedger ledger(syncOptions(2));
   const EndpointId id = ledger.registerEndpoint("a", EndpointCapacity{.maxRunningRequests = 8});
   ASSERT_TRUE(ledger.installScrape(id, syncScrape(0, 0), ledger.mark(id)));
@@ -188,6 +237,7 @@ struct RankedReplicas {
   RankedReplicas(std::size_t replicas, std::int64_t slots, std::int64_t sharedRoomSlots = 0) {
     store.published.assign(replicas, std::vector<InFlightLoad>(1));
     store.live.assign(replicas, true);
+    store.figures.assign(replicas, ReplicaRestoreFigures{});
     store.ranked = true;
     for (std::size_t r = 0; r < replicas; ++r) {
       DispatchLedgerOptions o = syncOptions(1);

@@ -190,6 +190,61 @@ TEST_F(EvictorTest, RestorationIsPipelinedAndDebitsWhatIsPending) {
   EXPECT_EQ(again.size(), 0u);
 }
 
+TEST_F(EvictorTest, AcrossReplicasEachRevokesItsPartOfThePoolDeficit) {
+  options.maxRevocationsPerDecision = 8;
+  options.restoreReserve.enabled = true;
+  options.restoreReserve.leadTime = 1s;
+  ceilings = {1.0, 0.25};
+  lease(low, 11, 3, t0);
+  for (int i = 0; i < 1000; ++i) demand.arrived(&high, *policy, leases);
+  demand.update(t0, bands, bands, *policy, leases);
+  demand.update(t0 + 1s, bands, bands, *policy, leases);
+  // Four replicas; this one holds 3 leases, the others 9: s = 0.75 over 12 leases, a request is
+  // 0.0625, the victim band (0.75 - 0.25) / 0.0625 = 8 requests over its ceiling; the others
+  // have 2 revocations pending: 6 for the pool, 6 / 4 = 1 each plus one more for the two
+  // replicas whose turn holds the remainder.
+  ReplicaShare share;
+  share.replicas = 4;
+  share.others.leases = 9.0;
+  share.others.pendingRevocations = 2.0;
+  std::size_t total = 0;
+  std::size_t twos = 0;
+  for (std::int64_t rank = 0; rank < 4; ++rank) {
+    LeaseTable replicaLeases;
+    detail::DemandTracker replicaDemand;
+    Evictor replica;
+    const std::uint32_t slot = replicaDemand.slotOf(&low, *policy, replicaLeases);
+    for (RequestId id = 11; id < 14; ++id) {
+      ASSERT_TRUE(replicaLeases.add(id, slot, low.prio, t0));
+      replicaLeases.markDelivered(id);
+    }
+    for (int i = 0; i < 1000; ++i) replicaDemand.arrived(&high, *policy, replicaLeases);
+    replicaDemand.update(t0, bands, bands, *policy, replicaLeases);
+    replicaDemand.update(t0 + 1s, bands, bands, *policy, replicaLeases);
+    share.rank = rank;
+    replica.setReplicaShare(share);
+    RevocationBatch out;
+    replica.restoreReserve(
+        Evictor::Cycle{options, replicaLeases, replicaDemand, bands, ceilings, t0 + 1s, 0.75}, out);
+    EXPECT_GE(out.size(), 1u) << "rank " << rank;
+    EXPECT_LE(out.size(), 2u) << "rank " << rank;
+    total += out.size();
+    twos += out.size() == 2 ? 1 : 0;
+    // What it publishes for the others: its own figures.
+    EXPECT_EQ(replica.ownFigures().leases, 3.0);
+    EXPECT_GT(replica.ownFigures().protectedArrivalRate, 100.0);
+  }
+  EXPECT_EQ(total, 6u);
+  EXPECT_EQ(twos, 2u);
+  // A share with a rank outside [0, replicas) counts as none: alone, 3 leases make a request
+  // 0.25 and the victim band 2 requests over its ceiling.
+  share.rank = 4;
+  evictor.setReplicaShare(share);
+  RevocationBatch alone;
+  evictor.restoreReserve(cycle(t0 + 1s, 0.75), alone);
+  EXPECT_EQ(alone.size(), 2u);
+}
+
 TEST_F(EvictorTest, NothingIsRestoredWhenNoBandIsProtected) {
   options.restoreReserve.enabled = true;
   options.restoreReserve.leadTime = 1s;

@@ -265,15 +265,21 @@ HOLDBACK_INLINE bool DispatchLedger::setPeerPending(EndpointId id,
                                                     std::int64_t rank) noexcept {
   detail::LedgerSlot* slot = slotOf(id);
   if (slot == nullptr) return false;
-  const auto r = static_cast<std::uint32_t>(
+  const auto r = static_cast<std::uint16_t>(
       std::clamp<std::int64_t>(replicas, 0, DispatchLedgerOptions::kMaxReplicas));
   slot->peerReplicas.store(r, std::memory_order_relaxed);
   const bool ranked = rank >= 0 && rank < std::max<std::int64_t>(r, options_.replicas);
-  slot->peerRank.store(ranked ? static_cast<std::int32_t>(rank) : -1, std::memory_order_relaxed);
+  slot->peerRank.store(ranked ? static_cast<std::int16_t>(rank) : std::int16_t{-1},
+                       std::memory_order_relaxed);
   if (!others) {
     slot->peerRequests.store(-1, std::memory_order_relaxed);
     return true;
   }
+  const ScrapeMark c = detail::readCounters(*slot);
+  slot->syncDispatchedRequests.store(static_cast<std::uint32_t>(c.dispatchedRequests),
+                                     std::memory_order_relaxed);
+  slot->syncDispatchedTokens.store(static_cast<std::uint32_t>(c.dispatchedTokens),
+                                   std::memory_order_relaxed);
   const std::int64_t cap = kMaxTokensPerRequest;
   slot->peerTokens.store(std::clamp<std::int64_t>(others->tokens, 0, cap),
                          std::memory_order_relaxed);

@@ -63,9 +63,11 @@
 //     R gateway replicas (options.replicas > 1), each with its own ledger: pending and
 //     pendingTokens are multiplied by R (every replica assumed to dispatch as this one does);
 //     with replica sync (setPeerPending, replica_sync.hpp) they are this replica's own plus the
-//     larger of the other replicas' reported sum and (R - 1) times its own; with replica sync
-//     and a rank, the requests are this replica's own plus the larger of the others' reported
-//     sum and the others' parts of the scrape's free slots (below)
+//     other replicas' reported sum plus (R - 1) times this replica's dispatches since that sum
+//     was installed (theirs since then are not in it yet: each assumed to dispatch as this one
+//     does, for one sync interval only); with replica sync and a rank, the requests are this
+//     replica's own plus the larger of that and the others' parts of the scrape's free slots
+//     (below)
 //   The free room split (replica sync with a rank: ReplicaSync::rank): every replica reads the
 //   same scrape, so a scrape that shows one free slot shows it to every replica, and each would
 //   take it before any sync could tell the others. So the free slots are divided among the R
@@ -295,8 +297,12 @@ struct alignas(64) LedgerSlot {
   // by the host's sync thread, read by fill (only these and `rotation`, on this line).
   std::atomic<std::int64_t> peerRequests{-1};
   std::atomic<std::int64_t> peerTokens{0};
-  std::atomic<std::uint32_t> peerReplicas{0};
-  std::atomic<std::int32_t> peerRank{-1};
+  std::atomic<std::uint16_t> peerReplicas{0};  // <= DispatchLedgerOptions::kMaxReplicas
+  std::atomic<std::int16_t> peerRank{-1};
+  // This replica's dispatch counters (their low 32 bits) when the others' figures were
+  // installed: its dispatches since then stand for theirs, which the figures do not hold yet.
+  std::atomic<std::uint32_t> syncDispatchedRequests{0};
+  std::atomic<std::uint32_t> syncDispatchedTokens{0};
   // The free room split's rotation: the endpoint's index plus the scrape's time in
   // kSplitRotationNs steps. Written by the scrape writer, read by fill.
   std::atomic<std::uint32_t> rotation{0};
@@ -439,10 +445,10 @@ class HOLDBACK_API DispatchLedger {
   // scrape or for a stale id.
   [[nodiscard]] InFlightLoad localPending(EndpointId id) const noexcept;
   // The other replicas' pending work on `id` (their localPending, summed), used by fill in place
-  // of the `replicas` share: pending = own + max(`others`, own x (R - 1)), R =
-  // max(options.replicas, `replicas`): the reported sum, but never less than the share would count
-  // for the others (their dispatches since the last sync are not in the sum yet). creditCompletions
-  // does not apply then. nullopt: none known (the store is unreachable): fill falls back to the
+  // of the `replicas` share: pending = own + `others` + (R - 1) x this replica's dispatches
+  // since this call, R = max(options.replicas, `replicas`) (the others' dispatches since the
+  // sync are not in the sum yet; this replica's stand for theirs). creditCompletions does not
+  // apply then. nullopt: none known (the store is unreachable): fill falls back to the
   // share, times max(options.replicas, `replicas`). `replicas`: the live replicas, this one
   // included, as last seen (0: unknown). `rank`: this replica's position among them in an order
   // every replica agrees on, in [0, replicas); with it the free room is split (see "The free

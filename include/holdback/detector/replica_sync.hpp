@@ -8,8 +8,8 @@
 //   they are not (one replica carries the interactive traffic, another a batch flood: the busy one
 //   over-counts, the quiet one under-counts and hands out slots the busy one has already taken).
 //   With the other replicas' pending work known (at most one sync interval old), fill counts
-//   this replica's own pending work plus theirs (never less than R - 1 times its own: the
-//   others' dispatches since the last sync are not in their sum yet).
+//   this replica's own pending work plus theirs, plus R - 1 times this replica's dispatches
+//   since the sync (the others' since then are not in their sum yet).
 //
 // The seam
 //   ReplicaSync is what the host implements: one call, exchange(), that publishes this
@@ -34,6 +34,15 @@
 //   - bound its own time (a timeout well under the sync interval's multiple the host tolerates):
 //     the figures installed stay in use until the next successful or failed exchange.
 //
+// Restoration across replicas
+//   The exchange also carries each replica's reserve-restoration figures (core/replica_share.hpp):
+//   syncOnce(mine) publishes `mine` (the host passes FlowController::replicaRestoreFigures) and
+//   share() returns the others' sum with the live replicas and this replica's rank, for
+//   FlowController::setReplicaShare; std::nullopt after a failed exchange, before the first, or
+//   without a rank (each replica then restores alone). A gateway's sync thread:
+//     syncer.syncOnce(controller.replicaRestoreFigures());
+//     controller.setReplicaShare(syncer.share());
+//
 // Cost: syncOnce() allocates nothing (its buffers are sized at construction); one
 // localPending and one setPeerPending per endpoint (a few atomic loads and stores).
 //
@@ -46,10 +55,12 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <utility>
 #include <vector>
 
+#include "holdback/core/replica_share.hpp"
 #include "holdback/detector/dispatch_ledger.hpp"
 
 namespace holdback {
@@ -63,8 +74,12 @@ class HOLDBACK_API ReplicaSync {
   // writes into `othersSum` (same size, zeroed by the caller) the sum of the other live replicas'
   // latest publications. Returns the number of other live replicas seen (>= 0), or -1 when the
   // store could not be reached in time (`othersSum` is then ignored). Must not throw.
+  // Also publishes `mineFigures` and writes into `othersFigures` (zeroed by the caller) the
+  // other live replicas' latest figures, summed.
   virtual std::int64_t exchange(std::span<const InFlightLoad> mine,
-                                std::span<InFlightLoad> othersSum) noexcept = 0;
+                                std::span<InFlightLoad> othersSum,
+                                const ReplicaRestoreFigures& mineFigures,
+                                ReplicaRestoreFigures& othersFigures) noexcept = 0;
   // This replica's position among the live replicas the last successful exchange saw (this one
   // included), in [0, that count), in an order every replica agrees on; -1: no ranking (the
   // default: the free room is not split). Distinct replicas must get distinct ranks.
@@ -82,26 +97,34 @@ class HOLDBACK_API ReplicaSyncer {
         mine_(endpoints_.size()),
         others_(endpoints_.size()) {}
 
-  // One round (see the header comment). True when the exchange succeeded.
-  bool syncOnce() noexcept {
+  // One round (see the header comment), publishing `mine` as this replica's restoration
+  // figures. True when the exchange succeeded.
+  bool syncOnce(const ReplicaRestoreFigures& mine = {}) noexcept {
     for (std::size_t k = 0; k < endpoints_.size(); ++k) {
       mine_[k] = ledger_.localPending(endpoints_[k]);
       others_[k] = InFlightLoad{};
     }
-    const std::int64_t peers = sync_.exchange(mine_, others_);
+    ReplicaRestoreFigures others;
+    const std::int64_t peers = sync_.exchange(mine_, others_, mine, others);
     if (peers >= 0) {
       last_replicas_ = peers + 1;
       const std::int64_t rank = sync_.rank();
       for (std::size_t k = 0; k < endpoints_.size(); ++k) {
         ledger_.setPeerPending(endpoints_[k], others_[k], last_replicas_, rank);
       }
+      share_.reset();
+      if (rank >= 0 && rank < last_replicas_) share_ = ReplicaShare{others, last_replicas_, rank};
       ++successes_;
       return true;
     }
     for (const EndpointId id : endpoints_) ledger_.setPeerPending(id, std::nullopt, last_replicas_);
+    share_.reset();
     ++failures_;
     return false;
   }
+
+  // What the last round learned for reserve restoration (see "Restoration across replicas").
+  [[nodiscard]] std::optional<ReplicaShare> share() const noexcept { return share_; }
 
   // Rounds that succeeded and failed so far, and the replicas (this one included) the last
   // successful round saw (0 before one).
@@ -116,6 +139,7 @@ class HOLDBACK_API ReplicaSyncer {
   std::vector<InFlightLoad> mine_;
   std::vector<InFlightLoad> others_;
   std::int64_t last_replicas_ = 0;
+  std::optional<ReplicaShare> share_;
   std::uint64_t successes_ = 0;
   std::uint64_t failures_ = 0;
 };

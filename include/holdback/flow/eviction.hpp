@@ -53,6 +53,7 @@
 #include <string_view>
 
 #include "holdback/core/diagnostics.hpp"
+#include "holdback/core/replica_share.hpp"
 #include "holdback/core/types.hpp"
 #include "holdback/detector/saturation_detector.hpp"
 #include "holdback/flow/outcome.hpp"
@@ -201,6 +202,16 @@ struct WaitForReleasesOptions {
 // maxRevocationsPerDecision). Pipelined, not stop-and-wait: the pending revocations are debited
 // instead of closing the gate, so a later cycle may add to them (a head-of-line decision still
 // waits for all of them). Measures the controller's demand figures while on.
+//
+// Restoration across replicas: gateway replicas that share a pool each see their own arrivals
+// and leases only. Sized from those, every replica restores the whole pool's missing room for a
+// fraction of its arrivals (R replicas together about R x r(lambda T / R), several times what
+// the pool needs). With the others' figures installed (FlowController::setReplicaShare, from
+// ReplicaSyncer::share), every replica computes the deficit above for the pool: lambda, M, P
+// and the leases in u are this replica's plus the others' sum (at most one sync interval old),
+// and it revokes its part of floor(deficit): floor(n / R), plus one when its position
+// (rank + the time in 100 ms steps, modulo R) is below n mod R. Without a share (one gateway,
+// no store, or the store failed) a replica restores alone, as above.
 struct ReserveRestoreOptions {
   bool enabled = false;
   // The tail probability the protected bands' arrivals during T outrun the restored room;

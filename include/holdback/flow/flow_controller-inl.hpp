@@ -208,6 +208,15 @@ HOLDBACK_INLINE bool FlowController::updateLease(RequestId id, std::uint64_t foo
   return core_->updateLease(id, footprintTokens, generatedTokens);
 }
 
+HOLDBACK_INLINE ReplicaRestoreFigures FlowController::replicaRestoreFigures() const noexcept {
+  return core_->replicaRestoreFigures();
+}
+
+HOLDBACK_INLINE void FlowController::setReplicaShare(
+    const std::optional<ReplicaShare>& share) noexcept {
+  core_->setReplicaShare(share);
+}
+
 HOLDBACK_INLINE bool FlowController::setLeaseEndpoint(RequestId id, std::size_t endpoint) noexcept {
   return core_->setLeaseEndpoint(id, endpoint);
 }

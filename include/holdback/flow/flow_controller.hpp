@@ -256,6 +256,15 @@ class HOLDBACK_API FlowController {
   // no lease is held for `id`. O(1), no allocation, never calls host code.
   bool setLeaseEndpoint(RequestId id, std::size_t endpoint) noexcept;
 
+  // Reserve restoration across gateway replicas (flow/eviction.hpp, "Restoration across
+  // replicas"). replicaRestoreFigures: this replica's own figures as of its last restoration
+  // decision, for the host to publish to the others (ReplicaSyncer::syncOnce). setReplicaShare:
+  // the other live replicas' sum, their count and this replica's rank (ReplicaSyncer::share);
+  // std::nullopt (the default, or after a failed exchange) = this replica restores alone. O(1),
+  // no allocation, never calls host code.
+  [[nodiscard]] ReplicaRestoreFigures replicaRestoreFigures() const noexcept;
+  void setReplicaShare(const std::optional<ReplicaShare>& share) noexcept;
+
   // One dispatch decision; see the file comment. Samples the pool (endpoint source + detector,
   // under no controller lock), then dispatch(now, pressure).
   DispatchResult dispatchCycle(TimePoint now) noexcept;

@@ -29,6 +29,11 @@ struct SlotParts {
   return {static_cast<double>(mine), static_cast<double>(f - mine)};
 }
 
+// A counter's growth since its low 32 bits were `mark` (less than 2^32 between two syncs).
+[[nodiscard]] inline double sinceSync(std::uint64_t counter, std::uint32_t mark) noexcept {
+  return static_cast<double>(static_cast<std::uint32_t>(counter) - mark);
+}
+
 // fill's figures for one endpoint from a consistent read of its slot (see "The algorithm").
 [[gnu::always_inline]] inline void fillFrom(Endpoint& e, const LedgerSlot& slotRef,
                                             const ScrapeView& v, const ScrapeMark& c,
@@ -58,17 +63,22 @@ struct SlotParts {
     // Each replica's own pending work, times the replicas (see DispatchLedgerOptions::replicas),
     // or with replica sync (setPeerPending) its own plus the other replicas' reported sum.
     const std::int64_t peer_requests = slot->peerRequests.load(std::memory_order_relaxed);
-    const std::uint32_t peer_replicas = slot->peerReplicas.load(std::memory_order_relaxed);
+    const std::uint16_t peer_replicas = slot->peerReplicas.load(std::memory_order_relaxed);
     const auto replicas = static_cast<double>(
         peer_replicas > options.replicas ? std::int64_t{peer_replicas} : options.replicas);
     const bool synced = peer_requests >= 0;
     const std::int32_t rank = synced ? slot->peerRank.load(std::memory_order_relaxed) : -1;
     const std::uint32_t slots = slotsInUse(*slot);
     const double own_pending = static_cast<double>(pending > 0 ? pending : 0);
-    // The others' reported sum, but never less than the share would count for them: between two
-    // syncs their new dispatches are not in the sum yet. With a rank, also never less than their
-    // parts of the scrape's free slots once this replica has sent its own part.
-    double share_of_others = own_pending * (replicas - 1.0);
+    // The others' reported sum plus what they dispatched since it was installed, estimated as
+    // R - 1 times this replica's own dispatches since then; without sync, R - 1 times its own
+    // pending work. With a rank, never less than the others' parts of the scrape's free slots
+    // once this replica has sent its own part.
+    const double reported = synced ? static_cast<double>(peer_requests) : 0.0;
+    const double own_since_sync = sinceSync(
+        c.dispatchedRequests, slot->syncDispatchedRequests.load(std::memory_order_relaxed));
+    double peers =
+        synced ? reported + own_since_sync * (replicas - 1.0) : own_pending * (replicas - 1.0);
     if (rank >= 0 && slots != 0) {
       // (Before that the view is the unsplit one: the pool's load as known, for policies that
       // read its level; see "The free room split".)
@@ -76,12 +86,8 @@ struct SlotParts {
           static_cast<double>(slots) - v.running - static_cast<double>(options.sharedRoomSlots),
           static_cast<std::uint32_t>(replicas),
           static_cast<std::uint32_t>(rank) + slot->rotation.load(std::memory_order_relaxed));
-      if (own_pending >= parts.mine && parts.others > share_of_others) {
-        share_of_others = parts.others;
-      }
+      if (own_pending >= parts.mine && parts.others > peers) peers = parts.others;
     }
-    const double reported = synced ? static_cast<double>(peer_requests) : 0.0;
-    const double peers = reported > share_of_others ? reported : share_of_others;
     if (synced ? own_pending + peers > 0.0 : pending > 0) {
       const double p = synced ? own_pending + peers : static_cast<double>(pending) * replicas;
       if (slots != 0) {
@@ -108,11 +114,11 @@ struct SlotParts {
     const double own_tokens = static_cast<double>(pending_tokens > 0 ? pending_tokens : 0);
     const double reported_tokens =
         static_cast<double>(slot->peerTokens.load(std::memory_order_relaxed));
-    const double tokens_total = synced
-                                    ? own_tokens + (reported_tokens > own_tokens * (replicas - 1.0)
-                                                        ? reported_tokens
-                                                        : own_tokens * (replicas - 1.0))
-                                    : static_cast<double>(pending_tokens) * replicas;
+    const double own_tokens_since_sync =
+        sinceSync(c.dispatchedTokens, slot->syncDispatchedTokens.load(std::memory_order_relaxed));
+    const double tokens_total =
+        synced ? own_tokens + reported_tokens + own_tokens_since_sync * (replicas - 1.0)
+               : static_cast<double>(pending_tokens) * replicas;
     if (capacity_per_token > 0.0 && tokens_total > 0.0) {
       const double kv = v.kv + tokens_total * capacity_per_token;
       e.kvCacheUsage = kv < 1.0 ? kv : 1.0;

@@ -172,6 +172,17 @@ HOLDBACK_INLINE bool ControllerCore::setLeaseEndpoint(RequestId id, std::size_t 
   return leases_.setEndpoint(id, stored);
 }
 
+HOLDBACK_INLINE ReplicaRestoreFigures ControllerCore::replicaRestoreFigures() const noexcept {
+  MutexLock lock(mu_);
+  return evictor_.ownFigures();
+}
+
+HOLDBACK_INLINE void ControllerCore::setReplicaShare(
+    const std::optional<ReplicaShare>& share) noexcept {
+  MutexLock lock(mu_);
+  evictor_.setReplicaShare(share);
+}
+
 // ---------------------------------------------------------------------------------------------
 // The dispatch cycle
 

@@ -230,48 +230,75 @@ HOLDBACK_INLINE void Evictor::restoreReserve(const Cycle& cycle, RevocationBatch
   // debited from the deficit (the sensor does not show them yet), so that a cluster of arrivals
   // is answered in the cycle that sees it rather than one decision per lead time.
   const auto pending = static_cast<double>(outstanding_.size() + cooling_.size());
-  const std::size_t in_flight = cycle.leases.size();
-  if (in_flight == 0 || !std::isfinite(s) || bands.empty()) return;
-  const double unit = s / static_cast<double>(in_flight);  // one request, saturation units
-  if (!(unit > 0.0) || !std::isfinite(unit)) return;
   // The highest band victims may come from; the bands above it are the protected ones.
   std::size_t v = 0;
   while (v < bands.size() && !ev.filter->mayAccept(bands[v]->prio)) ++v;
-  if (v == 0 || v == bands.size()) return;  // nothing protected, or no victim band
-  if (restoreWhereWaiting(cycle, v, ev.footprintAware, out)) return;
-
   double lambda = 0.0;  // the protected bands' arrivals per second
-  for (std::size_t j = 0; j < v; ++j) {
+  for (std::size_t j = 0; j < v && v < bands.size(); ++j) {
     if (const DemandTracker::Slot* slot = cycle.demand.cachedSlotOf(*bands[j])) {
       lambda += slot->estimator.demand().arrivalRate;
     }
   }
-  lambda = rememberBurst(now, lambda, ro.burstMemory);
-  const double over = (s - cycle.ceilings[v]) / unit;  // requests beyond the victim band's ceiling
-  if (!(over > 0.0)) return;                           // the policy's reserve is intact
-  double completions = 0.0;                            // every band's releases per second
+  double completions = 0.0;  // every band's releases per second
   for (const DemandTracker::Slot& d : cycle.demand.slots()) {
     completions += d.estimator.demand().completionRate;
   }
+  const std::size_t in_flight = cycle.leases.size();
+  // This replica's figures, for the others (FlowController::replicaRestoreFigures).
+  own_figures_ = {lambda, completions, pending, static_cast<double>(in_flight)};
+  const bool shared = replica_.has_value() && replica_->replicas > 1;
+  const double pool_leases =
+      static_cast<double>(in_flight) + (shared ? finiteOrZero(replica_->others.leases) : 0.0);
+  if (in_flight == 0 || !std::isfinite(s) || bands.empty()) return;
+  const double unit = s / pool_leases;  // one request, saturation units
+  if (!(unit > 0.0) || !std::isfinite(unit)) return;
+  if (v == 0 || v == bands.size()) return;  // nothing protected, or no victim band
+  if (restoreWhereWaiting(cycle, v, ev.footprintAware, out)) return;
+
+  // With replicas (setReplicaShare): the pool's figures, and this replica's part of the pool's
+  // revocations.
+  double pool_pending = pending;
+  if (shared) {
+    lambda += finiteOrZero(replica_->others.protectedArrivalRate);
+    completions += finiteOrZero(replica_->others.completionRate);
+    pool_pending += finiteOrZero(replica_->others.pendingRevocations);
+  }
+  lambda = rememberBurst(now, lambda, ro.burstMemory);
+  const double over = (s - cycle.ceilings[v]) / unit;  // requests beyond the victim band's ceiling
+  if (!(over > 0.0)) return;                           // the policy's reserve is intact
   const double lead = leadSeconds(ro.leadTime, ev.confirmationGrace);
   const double wanted = ReservationPolicy::poissonReserve(
       lambda * lead, ro.epsilon, ReservationPolicy::inverseNormal(1.0 - ro.epsilon));
   const double room = (cycle.ceilings[0] - s) / unit;  // free for the top band, in requests
   const double target = std::min(over, wanted - room) - completions * lead;
   stats_.reclaimTarget = target * unit;
-  const double deficit = target - pending;
+  const double deficit = target - pool_pending;
   if (!(deficit >= 1.0) || !std::isfinite(deficit)) return;
+  auto need = static_cast<std::size_t>(std::min(std::floor(deficit), 1e9));
+  if (shared) need = replicaPart(need, now);
+  if (need == 0) return;
   const Priority protectedPrio = bands[v - 1]->prio;  // the lowest protected band
   bool by_footprint = false;
   double total_footprint = 0.0;
   if (!gatherCandidates(cycle, protectedPrio, by_footprint, total_footprint)) return;
-  const auto need = static_cast<std::size_t>(std::min(std::floor(deficit), 1e9));
-  const double net = static_cast<double>(need) * unit;
+  // In the candidates' credit units (this replica's own leases share s).
+  const double net = static_cast<double>(need) * s / static_cast<double>(in_flight);
   if (const std::size_t take = choosePerEndpoint(cycle, v, need, net, by_footprint); take > 0) {
     revokeFirst(cycle, bands[0]->prio, take, /*restored=*/true, out);
     return;
   }
   issueRevocations(cycle, bands[0]->prio, need, net, by_footprint, /*restored=*/true, out);
+}
+
+HOLDBACK_INLINE std::size_t Evictor::replicaPart(std::size_t need, TimePoint now) const noexcept {
+  const auto replicas = static_cast<std::uint64_t>(replica_->replicas);
+  // The turn rotates every 100 ms, so that no replica is always the one taking the remainder.
+  const auto ms =
+      std::chrono::duration_cast<std::chrono::milliseconds>(now.time_since_epoch()).count();
+  const auto epoch = static_cast<std::uint64_t>(ms > 0 ? ms / 100 : 0);
+  const std::uint64_t position = (static_cast<std::uint64_t>(replica_->rank) + epoch) % replicas;
+  const std::uint64_t n = need;
+  return static_cast<std::size_t>(n / replicas + (position < n % replicas ? 1 : 0));
 }
 
 HOLDBACK_INLINE void Evictor::reclaim(const Cycle& cycle, std::size_t gated,

@@ -25,6 +25,9 @@
 //   endpoint where it fits already; the rest (endpoint unknown or not enough even after one
 //   revocation). Ties keep the pool-wide order; each victim's slot and KV are credited to its
 //   endpoint's room before the next choice. Without any known endpoint: the pool-wide choice.
+//   With a replica share (setReplicaShare): the deficit is the pool's (lambda, M, P and the
+//   request unit from this replica's figures plus the others'), and this replica revokes its
+//   part of it (replicaPart).
 //   Before the pool-wide deficit, restoration also acts where a protected request waits: an
 //   endpoint the sampler sees a request waiting on (PoolPressureSampler::copyEndpointRoom) that
 //   holds a protected lease younger than its band's holding time gets one revocation there,
@@ -54,7 +57,9 @@
 #include <array>
 #include <cstddef>
 #include <functional>
+#include <limits>
 #include <new>
+#include <optional>
 #include <span>
 #include <type_traits>
 #include <vector>
@@ -126,6 +131,18 @@ class Evictor {
   // Reserve restoration (EvictionOptions::restoreReserve): any cycle, before a block.
   void restoreReserve(const Cycle& cycle, RevocationBatch& out) noexcept;
 
+  // Reserve restoration across replicas (FlowController::setReplicaShare): the others' figures,
+  // and this replica's own as of its last restoration decision.
+  // A share with fewer than two replicas or a rank outside [0, replicas) counts as none.
+  void setReplicaShare(const std::optional<ReplicaShare>& share) noexcept {
+    if (share && share->replicas > 1 && share->rank >= 0 && share->rank < share->replicas) {
+      replica_ = share;
+    } else {
+      replica_.reset();
+    }
+  }
+  [[nodiscard]] ReplicaRestoreFigures ownFigures() const noexcept { return own_figures_; }
+
   // The owner recorded a lease.
   void leaseStarted() noexcept { stats_.leasesStarted += 1; }
   // The owner removed `lease` on the host's release: a revoked one confirms its revocation
@@ -172,6 +189,13 @@ class Evictor {
   // The protected arrival rate restoration sizes for: `lambda`, or the decayed peak of the
   // earlier ones when `memory` > 0 (and larger); updates the peak.
   double rememberBurst(TimePoint now, double lambda, Duration memory) noexcept;
+  // This replica's part of the pool's `need` revocations (replica_ set, more than one replica):
+  // need / R, plus one of the remainder by its rank, the turn rotating every 100 ms.
+  [[nodiscard]] std::size_t replicaPart(std::size_t need, TimePoint now) const noexcept;
+  // A figure another replica reported: itself when finite and > 0, else 0.
+  [[nodiscard]] static double finiteOrZero(double x) noexcept {
+    return x > 0.0 && x < std::numeric_limits<double>::infinity() ? x : 0.0;
+  }
   // Fills candidates_ (leases strictly below `demandPrio` the filter accepts) with their credits;
   // false when there is none (or the credit is not finite).
   bool gatherCandidates(const Cycle& cycle, Priority demandPrio, bool& byFootprint,
@@ -233,6 +257,10 @@ class Evictor {
   // Reserve restoration's burst memory: the highest protected arrival rate and when it was seen.
   double restore_peak_rate_ = 0.0;
   TimePoint restore_peak_time_{};
+  // Restoration across replicas: the others' figures (none: this replica decides alone) and
+  // this replica's own as of its last decision.
+  std::optional<ReplicaShare> replica_;
+  ReplicaRestoreFigures own_figures_;
   EvictionStats stats_;
   std::vector<Candidate> candidates_;  // a decision's scratch
   // Restoration per endpoint's scratch (grow with the pool only): each endpoint's room, and
