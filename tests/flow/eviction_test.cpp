@@ -479,6 +479,36 @@ TEST_F(ReserveRestoreTest, RevokesBeforeTheHigherBandBlocks) {
   onEvict = nullptr;
 }
 
+TEST_F(ReserveRestoreTest, ReplicaShareSplitsThePoolDeficitAndFiguresArePublished) {
+  // Two controllers with the same leases and arrivals, one alone and one of eight replicas whose
+  // others hold as many leases each: the replica's request unit is 1/8 of the lone one's and it
+  // takes its part of the pool's deficit, so over the same window it revokes less.
+  auto alone = restoring();
+  auto replica = restoring();
+  std::vector<Revocation> aloneRevoked;
+  preload(*alone, 20, -1, t0);
+  preload(*replica, 20, -1, t0);
+  detector->set(0.9);
+  ReplicaShare share;
+  share.replicas = 8;
+  share.rank = 3;
+  share.others.leases = 7 * 20.0;
+  replica->setReplicaShare(share);
+  EXPECT_EQ(arrive(*alone, t0 + 1s, t0 + 3s, 50ms), 0u);
+  aloneRevoked = revoked;
+  revoked.clear();
+  EXPECT_EQ(arrive(*replica, t0 + 1s, t0 + 3s, 50ms), 0u);
+  ASSERT_FALSE(aloneRevoked.empty());
+  EXPECT_LT(revoked.size(), aloneRevoked.size());
+  // What the replica publishes: its own figures (its leases: the 20 batch requests and the
+  // band 10 ones dispatched since, its revocations not yet confirmed, the band's arrivals).
+  const ReplicaRestoreFigures mine = replica->replicaRestoreFigures();
+  EXPECT_EQ(mine.leases, static_cast<double>(replica->stats().eviction.leases));
+  EXPECT_GT(mine.leases, 20.0);
+  EXPECT_GT(mine.protectedArrivalRate, 0.0);
+  EXPECT_EQ(mine.pendingRevocations, static_cast<double>(revoked.size()));
+}
+
 TEST_F(ReserveRestoreTest, QuietWithoutHigherBandArrivalsOrWhileTheReserveIsIntact) {
   auto fc = restoring();
   preload(*fc, 20, -1, t0);
