@@ -67,6 +67,9 @@ asio::awaitable<bool> proxyTo(HttpServer::Shard& shard, beast::tcp_stream& strea
       return room ? std::optional<std::uint64_t>(room->requests) : std::nullopt;
     };
   }
+  // Its first output: it no longer waits on the server (restoration where a protected request
+  // waits, FlowController::markLeaseStarted; false, harmless, when no lease is held).
+  what.onFirstBody = [&gw, id = ex->ticket.id()] { (void)gw.controller().markLeaseStarted(id); };
   std::string error;
   unsigned status = 0;
   const ProxyResult r =

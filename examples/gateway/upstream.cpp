@@ -313,6 +313,7 @@ asio::awaitable<ProxyResult> proxy(UpstreamPool& pool, const Options& options,
     constexpr std::size_t buf_size = UpstreamConnection::kBodyBufferBytes;
     std::string collected;
     bool head_sent = false;
+    bool first_body_seen = false;
     // A stream's served tokens (program-aware-fairness): reported however the stream ends, since
     // what was generated was served.
     StreamUsageScanner scanner;
@@ -352,6 +353,10 @@ asio::awaitable<ProxyResult> proxy(UpstreamPool& pool, const Options& options,
       }
       const std::size_t got = buf_size - parser.get().body().size;
       if (got == 0) continue;
+      if (!first_body_seen) {
+        first_body_seen = true;
+        if (what.onFirstBody) what.onFirstBody();
+      }
       if (!what.stream) {
         collected.append(buf, got);
         continue;

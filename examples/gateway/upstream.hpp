@@ -168,6 +168,9 @@ struct ProxyRequest {
   // Read when the response head goes out: the advisory x-llm-d-flow-band-headroom-requests value
   // (nullopt or no function: omitted). The gateway owns that header: the server's is dropped.
   std::function<std::optional<std::uint64_t>()> bandHeadroom;
+  // Called once, on the first bytes of the response body (a stream's first event: the request
+  // runs on its server); may be empty.
+  std::function<void()> onFirstBody;
 };
 
 asio::awaitable<ProxyResult> proxy(UpstreamPool& pool, const Options& options,

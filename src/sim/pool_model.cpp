@@ -25,6 +25,10 @@ void Simulation::admit(std::size_t e) {
     sv.queue.pop_front();
     r.state = State::kRunning;
     r.admitted = now_;
+    // It no longer waits on its server (restoration where a protected request waits).
+    if (arm_.eviction && arm_.flowControl && gateways_[r.gateway].fc) {
+      (void)gateways_[r.gateway].fc->markLeaseStarted(r.leaseId);
+    }
     sv.running.push_back(id);
     if (tokens) {
       sv.kvTokens += r.input;

@@ -191,6 +191,20 @@ TEST_F(EvictorEndpointsTest, RevokesOnceWhereAProtectedRequestWaits) {
   EXPECT_EQ(std::count(next.begin(), next.end(), 13), 0);
 }
 
+TEST_F(EvictorEndpointsTest, AProtectedLeaseThatStartedIsNotTheOneWaiting) {
+  std::vector<Endpoint> endpoints = endpointsWithKvUsed({3900, 3700, 1000});
+  endpoints[1].waitingQueueSize = 1.0;  // a request waits on endpoint 1
+  source->set(endpoints);
+  sixLowTwoHigh(/*endpoints=*/true);
+  lease(high, 23, 1, 1000, t0 + 8ms);  // a protected lease there, which the host saw start
+  ASSERT_TRUE(leases.markStarted(23));
+  EXPECT_FALSE(leases.markStarted(999));  // unknown
+  ASSERT_TRUE(sampler.sample(t0 + 1s).has_value());
+  // What waits there is not it: not the one revocation on endpoint 1 a waiting protected
+  // request gets (14 alone), but the pool-wide deficit's two, as without the lease.
+  EXPECT_EQ(restore(&sampler), (std::vector<RequestId>{14, 16}));
+}
+
 TEST_F(EvictorEndpointsTest, AWaitingEndpointWithoutProtectedLeaseTriggersNothing) {
   std::vector<Endpoint> endpoints = endpointsWithKvUsed({3900, 3700, 1000});
   endpoints[2].waitingQueueSize = 3.0;
@@ -260,6 +274,23 @@ TEST_F(SetLeaseEndpointTest, KnownLeasesOnlyAndAnyPosition) {
   EXPECT_FALSE(fc->setLeaseEndpoint(t.id() + 1000, 0));  // no lease
   ASSERT_TRUE(fc->release(t.id(), t0 + 1s));
   EXPECT_FALSE(fc->setLeaseEndpoint(t.id(), 0));  // released
+}
+
+TEST_F(SetLeaseEndpointTest, MarkLeaseStartedKnownLeasesOnly) {
+  FlowControllerOptions o = options();
+  o.eviction.enabled = true;
+  o.eviction.evict = [](const Revocation&) {};
+  auto fc = make(std::move(o));
+  ASSERT_NE(fc, nullptr);
+  FlowRequest r;
+  r.flowId = "f";
+  const Ticket t = fc->enqueue(std::move(r), t0);
+  EXPECT_FALSE(fc->markLeaseStarted(t.id()));  // queued: no lease yet
+  ASSERT_EQ(fc->dispatchCycle(t0).kind, DispatchResult::Kind::kDispatched);
+  EXPECT_TRUE(fc->markLeaseStarted(t.id()));
+  EXPECT_TRUE(fc->markLeaseStarted(t.id()));  // again: still held
+  ASSERT_TRUE(fc->release(t.id(), t0 + 1s));
+  EXPECT_FALSE(fc->markLeaseStarted(t.id()));  // released
 }
 
 }  // namespace

@@ -217,6 +217,10 @@ HOLDBACK_INLINE void FlowController::setReplicaShare(
   core_->setReplicaShare(share);
 }
 
+HOLDBACK_INLINE bool FlowController::markLeaseStarted(RequestId id) noexcept {
+  return core_->markLeaseStarted(id);
+}
+
 HOLDBACK_INLINE bool FlowController::setLeaseEndpoint(RequestId id, std::size_t endpoint) noexcept {
   return core_->setLeaseEndpoint(id, endpoint);
 }

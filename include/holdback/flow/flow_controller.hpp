@@ -255,6 +255,13 @@ class HOLDBACK_API FlowController {
   // unknown; a host whose list is reordered should report the new positions. Returns false when
   // no lease is held for `id`. O(1), no allocation, never calls host code.
   bool setLeaseEndpoint(RequestId id, std::size_t endpoint) noexcept;
+  // The host saw request `id` start on its server (the server took it into its batch, or its
+  // first byte arrived). Restoration where a protected request waits (flow/eviction.hpp) then no
+  // longer counts this lease as possibly waiting there: without it, any wait on the endpoint
+  // while a young protected lease is held there reads as that request's (a batch request queued
+  // behind is indistinguishable). Optional. Returns false when no lease is held for `id`. O(1),
+  // no allocation, never calls host code.
+  bool markLeaseStarted(RequestId id) noexcept;
 
   // Reserve restoration across gateway replicas (flow/eviction.hpp, "Restoration across
   // replicas"). replicaRestoreFigures: this replica's own figures as of its last restoration

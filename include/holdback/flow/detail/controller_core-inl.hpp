@@ -172,6 +172,11 @@ HOLDBACK_INLINE bool ControllerCore::setLeaseEndpoint(RequestId id, std::size_t 
   return leases_.setEndpoint(id, stored);
 }
 
+HOLDBACK_INLINE bool ControllerCore::markLeaseStarted(RequestId id) noexcept {
+  MutexLock lock(mu_);
+  return leases_.markStarted(id);
+}
+
 HOLDBACK_INLINE ReplicaRestoreFigures ControllerCore::replicaRestoreFigures() const noexcept {
   MutexLock lock(mu_);
   return evictor_.ownFigures();

@@ -124,6 +124,7 @@ class ControllerCore {
   bool updateLease(RequestId id, std::uint64_t footprint, std::uint64_t generated) noexcept
       HOLDBACK_EXCLUDES(mu_);
   bool setLeaseEndpoint(RequestId id, std::size_t endpoint) noexcept HOLDBACK_EXCLUDES(mu_);
+  bool markLeaseStarted(RequestId id) noexcept HOLDBACK_EXCLUDES(mu_);
   ReplicaRestoreFigures replicaRestoreFigures() const noexcept HOLDBACK_EXCLUDES(mu_);
   void setReplicaShare(const std::optional<ReplicaShare>& share) noexcept HOLDBACK_EXCLUDES(mu_);
   DispatchResult dispatchCycle(TimePoint now) noexcept HOLDBACK_EXCLUDES(mu_);

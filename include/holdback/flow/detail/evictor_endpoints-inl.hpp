@@ -76,7 +76,7 @@ HOLDBACK_INLINE void Evictor::markProtected(const Cycle& cycle, Priority prio, b
           std::chrono::duration<double>(elapsed(l.dispatchedAt, cycle.now)).count() >= hold) {
         return false;  // newest first: the rest of the band is older still
       }
-      if (l.endpoint >= n || (waiting && l.restoredFor)) return true;
+      if (l.endpoint >= n || (waiting && (l.restoredFor || l.started))) return true;
       if (serve) {
         if (protected_here_[l.endpoint] != 0) l.restoredFor = true;
       } else {

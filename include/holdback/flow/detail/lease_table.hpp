@@ -56,6 +56,7 @@ class LeaseTable {
     std::uint32_t endpoint = kNoEndpoint;
     std::uint64_t kvTokens = 0;  // the request's declared KV footprint (FlowRequest::kvTokens)
     bool restoredFor = false;    // a revocation was issued where it waited (at most one)
+    bool started = false;        // the host saw it start on its server (markStarted)
   };
 
   explicit LeaseTable(std::size_t bandCapacity = 0) { reserveBands(bandCapacity); }
@@ -141,6 +142,13 @@ class LeaseTable {
     const std::uint32_t slot = findSlot(id);
     if (slot == kNone) return false;
     slots_[slot].lease.delivered = true;
+    return true;
+  }
+  // Marks a lease started on its server. False when unknown.
+  bool markStarted(Id id) noexcept {
+    const std::uint32_t slot = findSlot(id);
+    if (slot == kNone) return false;
+    slots_[slot].lease.started = true;
     return true;
   }
   // Sets a lease's footprint and generated tokens. False when unknown.
