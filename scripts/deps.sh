@@ -1,6 +1,6 @@
 # Sourced by scripts/run.sh and scripts/test.sh: makes sure the Debian packages holdback needs are
 # installed. As root it installs what is missing; otherwise it prints the exact command and stops.
-HOLDBACK_PACKAGES="cmake make g++ nlohmann-json3-dev libgtest-dev libgmock-dev libbenchmark-dev libyaml-dev pkg-config libboost1.81-dev libhiredis-dev redis-server python3 prometheus"
+HOLDBACK_PACKAGES="cmake make g++ nlohmann-json3-dev libgtest-dev libgmock-dev libbenchmark-dev libyaml-dev pkg-config libboost1.81-dev libhiredis-dev redis-server python3 prometheus hey"
 
 holdback_ensure_packages() {
   local missing="" pkg
