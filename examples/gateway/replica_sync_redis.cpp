@@ -197,10 +197,7 @@ class RedisReplicaSync final : public ReplicaSync {
       ReplicaRestoreFigures f;
       if (r->elements == endpoints_.size() + 1 && parseFigures(r->element[endpoints_.size()], f)) {
         any = true;
-        othersFigures.protectedArrivalRate += f.protectedArrivalRate;
-        othersFigures.completionRate += f.completionRate;
-        othersFigures.pendingRevocations += f.pendingRevocations;
-        othersFigures.leases += f.leases;
+        othersFigures += f;
       }
       if (any) {
         ++live;

@@ -194,11 +194,7 @@ class SimReplicaSync final : public ReplicaSync {
         othersSum[k].requests += store_.published[r][k].requests;
         othersSum[k].tokens += store_.published[r][k].tokens;
       }
-      const ReplicaRestoreFigures& f = store_.figures[r];
-      othersFigures.protectedArrivalRate += f.protectedArrivalRate;
-      othersFigures.completionRate += f.completionRate;
-      othersFigures.pendingRevocations += f.pendingRevocations;
-      othersFigures.leases += f.leases;
+      othersFigures += store_.figures[r];
     }
     return static_cast<std::int64_t>(store_.published.size()) - 1;
   }

@@ -59,10 +59,7 @@ class MemoryReplicaSync final : public ReplicaSync {
         othersSum[k].requests += store_.published[r][k].requests;
         othersSum[k].tokens += store_.published[r][k].tokens;
       }
-      othersFigures.protectedArrivalRate += store_.figures[r].protectedArrivalRate;
-      othersFigures.completionRate += store_.figures[r].completionRate;
-      othersFigures.pendingRevocations += store_.figures[r].pendingRevocations;
-      othersFigures.leases += store_.figures[r].leases;
+      othersFigures += store_.figures[r];
     }
     return others;
   }

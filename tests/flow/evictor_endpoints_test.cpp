@@ -254,18 +254,27 @@ TEST_F(EvictorEndpointsTest, UncountedKvIsCapacityLessInFlightAndOvercommitWaits
   EXPECT_TRUE(requestsOnly.endpointWaits());
 }
 
-class SetLeaseEndpointTest : public testing::FlowControllerTest {};
+class SetLeaseEndpointTest : public testing::FlowControllerTest {
+ protected:
+  // A controller with eviction on and one request of flow "f" (100 KV tokens) enqueued at t0.
+  std::unique_ptr<FlowController> withOneRequest(Ticket& ticket) {
+    FlowControllerOptions o = options();
+    o.eviction.enabled = true;
+    o.eviction.evict = [](const Revocation&) {};
+    auto fc = make(std::move(o));
+    if (fc == nullptr) return nullptr;  // make() has reported it
+    FlowRequest r;
+    r.flowId = "f";
+    r.kvTokens = 100;
+    ticket = fc->enqueue(std::move(r), t0);
+    return fc;
+  }
+};
 
 TEST_F(SetLeaseEndpointTest, KnownLeasesOnlyAndAnyPosition) {
-  FlowControllerOptions o = options();
-  o.eviction.enabled = true;
-  o.eviction.evict = [](const Revocation&) {};
-  auto fc = make(std::move(o));
+  Ticket t;
+  auto fc = withOneRequest(t);
   ASSERT_NE(fc, nullptr);
-  FlowRequest r;
-  r.flowId = "f";
-  r.kvTokens = 100;
-  const Ticket t = fc->enqueue(std::move(r), t0);
   ASSERT_EQ(fc->dispatchCycle(t0).kind, DispatchResult::Kind::kDispatched);
   EXPECT_TRUE(fc->setLeaseEndpoint(t.id(), 1));
   // Any position is recorded; one the pool does not have counts as unknown when restoring.
@@ -277,14 +286,9 @@ TEST_F(SetLeaseEndpointTest, KnownLeasesOnlyAndAnyPosition) {
 }
 
 TEST_F(SetLeaseEndpointTest, MarkLeaseStartedKnownLeasesOnly) {
-  FlowControllerOptions o = options();
-  o.eviction.enabled = true;
-  o.eviction.evict = [](const Revocation&) {};
-  auto fc = make(std::move(o));
+  Ticket t;
+  auto fc = withOneRequest(t);
   ASSERT_NE(fc, nullptr);
-  FlowRequest r;
-  r.flowId = "f";
-  const Ticket t = fc->enqueue(std::move(r), t0);
   EXPECT_FALSE(fc->markLeaseStarted(t.id()));  // queued: no lease yet
   ASSERT_EQ(fc->dispatchCycle(t0).kind, DispatchResult::Kind::kDispatched);
   EXPECT_TRUE(fc->markLeaseStarted(t.id()));

@@ -50,6 +50,12 @@ class EvictorTest : public ::testing::Test {
       evictor.leaseStarted();
     }
   }
+  // The protected band's arrivals into `d`: 1000 over one second (to t0 + 1 s).
+  void protectedArrivals(detail::DemandTracker& d, LeaseTable& l) {
+    for (int i = 0; i < 1000; ++i) d.arrived(&high, *policy, l);
+    d.update(t0, bands, bands, *policy, l);
+    d.update(t0 + 1s, bands, bands, *policy, l);
+  }
   Evictor::Cycle cycle(TimePoint now, double s) {
     return {options, leases, demand, bands, ceilings, now, s};
   }
@@ -171,9 +177,7 @@ TEST_F(EvictorTest, RestorationIsPipelinedAndDebitsWhatIsPending) {
   ceilings = {1.0, 0.25};
   lease(low, 11, 3, t0);
   // The protected band's arrivals: 1000 over one second.
-  for (int i = 0; i < 1000; ++i) demand.arrived(&high, *policy, leases);
-  demand.update(t0, bands, bands, *policy, leases);
-  demand.update(t0 + 1s, bands, bands, *policy, leases);
+  protectedArrivals(demand, leases);
   ASSERT_GT(demand.cachedSlotOf(high)->estimator.demand().arrivalRate, 100.0);
   // s = 0.75 over 3 leases: a request is 0.25; the victim band is (0.75 - 0.25) / 0.25 = 2
   // requests over its ceiling, fewer than the reserve wanted: 2 revocations, before any block.
@@ -196,9 +200,7 @@ TEST_F(EvictorTest, AcrossReplicasEachRevokesItsPartOfThePoolDeficit) {
   options.restoreReserve.leadTime = 1s;
   ceilings = {1.0, 0.25};
   lease(low, 11, 3, t0);
-  for (int i = 0; i < 1000; ++i) demand.arrived(&high, *policy, leases);
-  demand.update(t0, bands, bands, *policy, leases);
-  demand.update(t0 + 1s, bands, bands, *policy, leases);
+  protectedArrivals(demand, leases);
   // Four replicas; this one holds 3 leases, the others 9: s = 0.75 over 12 leases, a request is
   // 0.0625, the victim band (0.75 - 0.25) / 0.0625 = 8 requests over its ceiling; the others
   // have 2 revocations pending: 6 for the pool, 6 / 4 = 1 each plus one more for the two
@@ -218,9 +220,7 @@ TEST_F(EvictorTest, AcrossReplicasEachRevokesItsPartOfThePoolDeficit) {
       ASSERT_TRUE(replicaLeases.add(id, slot, low.prio, t0));
       replicaLeases.markDelivered(id);
     }
-    for (int i = 0; i < 1000; ++i) replicaDemand.arrived(&high, *policy, replicaLeases);
-    replicaDemand.update(t0, bands, bands, *policy, replicaLeases);
-    replicaDemand.update(t0 + 1s, bands, bands, *policy, replicaLeases);
+    protectedArrivals(replicaDemand, replicaLeases);
     share.rank = rank;
     replica.setReplicaShare(share);
     RevocationBatch out;

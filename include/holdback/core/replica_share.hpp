@@ -20,6 +20,15 @@ struct ReplicaRestoreFigures {
   double completionRate = 0.0;        // every band's releases per second
   double pendingRevocations = 0.0;    // revocations outstanding or cooling
   double leases = 0.0;                // requests dispatched and not ended
+
+  // Adds another replica's figures (a store summing the others' publications).
+  ReplicaRestoreFigures& operator+=(const ReplicaRestoreFigures& o) noexcept {
+    protectedArrivalRate += o.protectedArrivalRate;
+    completionRate += o.completionRate;
+    pendingRevocations += o.pendingRevocations;
+    leases += o.leases;
+    return *this;
+  }
 };
 
 // The other live replicas' figures (their sum), how many replicas are live (this one included)

@@ -67,29 +67,31 @@ struct SlotParts {
     const auto replicas = static_cast<double>(
         peer_replicas > options.replicas ? std::int64_t{peer_replicas} : options.replicas);
     const bool synced = peer_requests >= 0;
-    const std::int32_t rank = synced ? slot->peerRank.load(std::memory_order_relaxed) : -1;
     const std::uint32_t slots = slotsInUse(*slot);
     const double own_pending = static_cast<double>(pending > 0 ? pending : 0);
-    // The others' reported sum plus what they dispatched since it was installed, estimated as
-    // R - 1 times this replica's own dispatches since then; without sync, R - 1 times its own
-    // pending work. With a rank, never less than the others' parts of the scrape's free slots
-    // once this replica has sent its own part.
-    const double reported = synced ? static_cast<double>(peer_requests) : 0.0;
-    const double own_since_sync = sinceSync(
-        c.dispatchedRequests, slot->syncDispatchedRequests.load(std::memory_order_relaxed));
-    double peers =
-        synced ? reported + own_since_sync * (replicas - 1.0) : own_pending * (replicas - 1.0);
-    if (rank >= 0 && slots != 0) {
-      // (Before that the view is the unsplit one: the pool's load as known, for policies that
-      // read its level; see "The free room split".)
-      const SlotParts parts = slotParts(
-          static_cast<double>(slots) - v.running - static_cast<double>(options.sharedRoomSlots),
-          static_cast<std::uint32_t>(replicas),
-          static_cast<std::uint32_t>(rank) + slot->rotation.load(std::memory_order_relaxed));
-      if (own_pending >= parts.mine && parts.others > peers) peers = parts.others;
+    // Without sync: this replica's own pending work times R. With sync: its own, plus the
+    // others' reported sum, plus what they dispatched since it was installed, estimated as R - 1
+    // times this replica's own dispatches since then; with a rank, the others' part never less
+    // than their parts of the scrape's free slots once this replica has sent its own part.
+    double p = static_cast<double>(pending) * replicas;
+    if (synced) {
+      double peers = static_cast<double>(peer_requests) +
+                     sinceSync(c.dispatchedRequests,
+                               slot->syncDispatchedRequests.load(std::memory_order_relaxed)) *
+                         (replicas - 1.0);
+      const std::int32_t rank = slot->peerRank.load(std::memory_order_relaxed);
+      if (rank >= 0 && slots != 0) {
+        // (Before that the view is the unsplit one: the pool's load as known, for policies that
+        // read its level; see "The free room split".)
+        const SlotParts parts = slotParts(
+            static_cast<double>(slots) - v.running - static_cast<double>(options.sharedRoomSlots),
+            static_cast<std::uint32_t>(replicas),
+            static_cast<std::uint32_t>(rank) + slot->rotation.load(std::memory_order_relaxed));
+        if (own_pending >= parts.mine && parts.others > peers) peers = parts.others;
+      }
+      p = own_pending + peers;
     }
-    if (synced ? own_pending + peers > 0.0 : pending > 0) {
-      const double p = synced ? own_pending + peers : static_cast<double>(pending) * replicas;
+    if (synced ? p > 0.0 : pending > 0) {
       if (slots != 0) {
         const auto m = static_cast<double>(slots);
         const double free_slots = m > v.running ? m - v.running : 0.0;

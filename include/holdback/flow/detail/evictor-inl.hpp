@@ -246,7 +246,7 @@ HOLDBACK_INLINE void Evictor::restoreReserve(const Cycle& cycle, RevocationBatch
   const std::size_t in_flight = cycle.leases.size();
   // This replica's figures, for the others (FlowController::replicaRestoreFigures).
   own_figures_ = {lambda, completions, pending, static_cast<double>(in_flight)};
-  const bool shared = replica_.has_value() && replica_->replicas > 1;
+  const bool shared = replica_.has_value();  // setReplicaShare keeps only two replicas or more
   const double pool_leases =
       static_cast<double>(in_flight) + (shared ? finiteOrZero(replica_->others.leases) : 0.0);
   if (in_flight == 0 || !std::isfinite(s) || bands.empty()) return;
