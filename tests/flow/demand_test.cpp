@@ -43,6 +43,7 @@ class RecordingDemandPolicy final : public UsageLimitPolicy {
   std::array<Priority, 8> priorities{};
   std::array<BandDemand, 8> demand{};
   double requestUnit = 0.0;
+  double completionRate = 0.0;
 
  protected:
   void compute(double, std::span<const Priority>, std::span<double> ceilings) noexcept override {
@@ -59,6 +60,7 @@ class RecordingDemandPolicy final : public UsageLimitPolicy {
       priorities[i] = p[i];
     }
     requestUnit = view.requestUnit;
+    completionRate = view.completionRate;
     for (double& c : ceilings) c = 1.0;
   }
 
@@ -132,6 +134,35 @@ TEST_F(DemandTest, DemandFiguresReachThePolicy) {
   EXPECT_DOUBLE_EQ(policy->demand[0].holdingTime, 2.0);
   EXPECT_EQ(policy->demand[0].inFlight, 1.0);  // the first one, never released
   EXPECT_DOUBLE_EQ(policy->requestUnit, 0.5);
+}
+
+// A replica sharing the pool (setReplicaShare): the policy sizes from the pool's completions per
+// replica, and the replica publishes its own completions and leases whether or not eviction is
+// on (the others' policies need them).
+TEST_F(DemandTest, AReplicaGivesThePolicyThePoolsCompletionsPerReplica) {
+  auto fc = makeDemand();
+  detector->set(0.5);
+  for (int i = 0; i < 4; ++i) fc->enqueue(request("lo", 0, i), t0);
+  std::vector<RequestId> sent;
+  for (int i = 0; i < 4; ++i) sent.push_back(fc->dispatchCycle(t0 + i * 10ms).id);
+  for (int i = 0; i < 3; ++i) EXPECT_TRUE(fc->release(sent[i], t0 + 500ms));
+  fc->dispatchCycle(t0 + 600ms);
+  EXPECT_TRUE(std::isnan(policy->completionRate));  // alone: the bands' own sum
+  const ReplicaRestoreFigures mine = fc->replicaRestoreFigures();
+  EXPECT_GT(mine.completionRate, 0.0);  // three released, eviction off
+  EXPECT_EQ(mine.leases, 1.0);
+  ReplicaShare share;
+  share.replicas = 3;
+  share.rank = 1;
+  share.others.completionRate = 30.0;
+  fc->setReplicaShare(share);
+  fc->dispatchCycle(t0 + 700ms);
+  const double own = fc->replicaRestoreFigures().completionRate;
+  EXPECT_GT(own, 0.0);
+  EXPECT_DOUBLE_EQ(policy->completionRate, (own + 30.0) / 3.0);
+  fc->setReplicaShare(std::nullopt);  // the store failed: alone again
+  fc->dispatchCycle(t0 + 800ms);
+  EXPECT_TRUE(std::isnan(policy->completionRate));
 }
 
 TEST_F(DemandTest, ExpireReapsLeasesOlderThanTheLeaseTimeout) {

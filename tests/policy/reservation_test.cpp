@@ -175,6 +175,40 @@ TEST(ReservationPolicy, RefillTurnoverIsTheMeasuredCompletionRate) {
   EXPECT_DOUBLE_EQ(ceilings[1], 0.25);
 }
 
+// A gateway replica's own bands are not the pool's turnover: with the others holding the room
+// its lower band completes almost nothing, and sized from that it would hold the band at
+// minCeiling (and so keep it completing nothing). DemandView::completionRate, the pool's
+// completions per replica, replaces the bands' sum.
+TEST(ReservationPolicy, AReplicaSizesFromItsShareOfThePoolsTurnover) {
+  auto policy = make({.epsilon = 0.01, .minCeiling = 0.25});
+  const std::vector<Priority> priorities{10, -1};
+  const std::vector<BandDemand> demand{
+      {.arrivalRate = 4.0, .inFlight = 8.0, .completionRate = 1.0},
+      {.inFlight = 1.0, .completionRate = 0.1}};
+  const DemandView alone{.bands = demand, .requestUnit = 1.0 / 9};
+  std::vector<double> reserves(2);
+  // Its own: M = (1 + 0.1) / (9 x 1/9) = 1.1/s < 4/s arriving above: everything held.
+  policy->reserves(priorities, alone, reserves);
+  EXPECT_TRUE(std::isinf(reserves[1]));
+  std::vector<double> ceilings(2, 1.0);
+  policy->computeLimit(0.9, priorities, ceilings, alone);
+  EXPECT_DOUBLE_EQ(ceilings[1], 0.25);
+  // Its share of the pool's completions, 20/s: rho = 4 / 20, the reserve is 3 requests.
+  DemandView shared = alone;
+  shared.completionRate = 20.0;
+  policy->reserves(priorities, shared, reserves);
+  EXPECT_EQ(reserves[1], 3.0);
+  ceilings.assign(2, 1.0);
+  policy->computeLimit(0.5, priorities, ceilings, shared);
+  EXPECT_GT(ceilings[1], 0.25);
+  // NaN, negative or infinite: the bands' sum, as without it.
+  for (const double bad : {std::nan(""), -1.0, double{INFINITY}}) {
+    shared.completionRate = bad;
+    policy->reserves(priorities, shared, reserves);
+    EXPECT_TRUE(std::isinf(reserves[1])) << bad;
+  }
+}
+
 TEST(ReservationPolicy, IdleHigherBandsGiveCapacityBack) {
   auto policy = make({.epsilon = 0.001});
   const std::vector<Priority> priorities{10, -1};

@@ -325,6 +325,10 @@ HOLDBACK_INLINE void ReservationPolicy::reserves(std::span<const Priority> prior
     }
     out[i] = release;  // release rate of bands i..n-1
   }
+  // A replica's share of the pool's completions, when the caller gives it (DemandView).
+  if (demand.completionRate >= 0.0 && std::isfinite(demand.completionRate)) {
+    completions = demand.completionRate;
+  }
   // The turnover M of a full pool: capacity (1 / u requests) x the measured completions per
   // in-flight request; the measured completion rate when the capacity is unknown.
   double unit = demand.requestUnit;

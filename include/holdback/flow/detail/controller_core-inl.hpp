@@ -179,7 +179,11 @@ HOLDBACK_INLINE bool ControllerCore::markLeaseStarted(RequestId id) noexcept {
 
 HOLDBACK_INLINE ReplicaRestoreFigures ControllerCore::replicaRestoreFigures() const noexcept {
   MutexLock lock(mu_);
-  return evictor_.ownFigures();
+  ReplicaRestoreFigures mine = evictor_.ownFigures();
+  // Published with or without restoration: the others' policies size from the pool's turnover.
+  mine.completionRate = own_completions_;
+  mine.leases = static_cast<double>(leases_.size());
+  return mine;
 }
 
 HOLDBACK_INLINE void ControllerCore::setReplicaShare(
@@ -316,12 +320,23 @@ HOLDBACK_INLINE DispatchResult ControllerCore::dispatchImpl(TimePoint now,
     const bool leases_on = demand_on || settings_.eviction.enabled;
     if (measuresDemand()) {
       demand_.update(now, ordered, domain_bands_, *settings_.policy, leases_);
+      own_completions_ = 0.0;
+      for (const DemandTracker::Slot& d : demand_.slots()) {
+        own_completions_ += d.estimator.demand().completionRate;
+      }
     }
     if (demand_on) {
       DemandView view;
       view.bands = demand_.view();
       view.now = now;
       if (leases_.size() > 0) view.requestUnit = s / static_cast<double>(leases_.size());
+      // With replicas: the pool's turnover per replica, not this replica's own (DemandView).
+      if (const ReplicaShare* share = evictor_.replicaShare()) {
+        const double others = share->others.completionRate;
+        view.completionRate =
+            (own_completions_ + (others > 0.0 && std::isfinite(others) ? others : 0.0)) /
+            static_cast<double>(share->replicas);
+      }
       if (settings_.policy->usesRoom()) {
         view.room = roomView();
         declareFootprints(view.bands);  // for the next samples

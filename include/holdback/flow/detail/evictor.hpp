@@ -142,6 +142,10 @@ class Evictor {
     }
   }
   [[nodiscard]] ReplicaRestoreFigures ownFigures() const noexcept { return own_figures_; }
+  // The installed share; null when this replica decides alone.
+  [[nodiscard]] const ReplicaShare* replicaShare() const noexcept {
+    return replica_ ? &*replica_ : nullptr;
+  }
 
   // The owner recorded a lease.
   void leaseStarted() noexcept { stats_.leasesStarted += 1; }
