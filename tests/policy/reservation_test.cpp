@@ -182,9 +182,8 @@ TEST(ReservationPolicy, RefillTurnoverIsTheMeasuredCompletionRate) {
 TEST(ReservationPolicy, AReplicaSizesFromItsShareOfThePoolsTurnover) {
   auto policy = make({.epsilon = 0.01, .minCeiling = 0.25});
   const std::vector<Priority> priorities{10, -1};
-  const std::vector<BandDemand> demand{
-      {.arrivalRate = 4.0, .inFlight = 8.0, .completionRate = 1.0},
-      {.inFlight = 1.0, .completionRate = 0.1}};
+  const std::vector<BandDemand> demand{{.arrivalRate = 4.0, .inFlight = 8.0, .completionRate = 1.0},
+                                       {.inFlight = 1.0, .completionRate = 0.1}};
   const DemandView alone{.bands = demand, .requestUnit = 1.0 / 9};
   std::vector<double> reserves(2);
   // Its own: M = (1 + 0.1) / (9 x 1/9) = 1.1/s < 4/s arriving above: everything held.

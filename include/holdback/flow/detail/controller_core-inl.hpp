@@ -181,7 +181,7 @@ HOLDBACK_INLINE ReplicaRestoreFigures ControllerCore::replicaRestoreFigures() co
   MutexLock lock(mu_);
   ReplicaRestoreFigures mine = evictor_.ownFigures();
   // Published with or without restoration: the others' policies size from the pool's turnover.
-  mine.completionRate = own_completions_;
+  mine.completionRate = demand_.completionRate();
   mine.leases = static_cast<double>(leases_.size());
   return mine;
 }
@@ -320,10 +320,6 @@ HOLDBACK_INLINE DispatchResult ControllerCore::dispatchImpl(TimePoint now,
     const bool leases_on = demand_on || settings_.eviction.enabled;
     if (measuresDemand()) {
       demand_.update(now, ordered, domain_bands_, *settings_.policy, leases_);
-      own_completions_ = 0.0;
-      for (const DemandTracker::Slot& d : demand_.slots()) {
-        own_completions_ += d.estimator.demand().completionRate;
-      }
     }
     if (demand_on) {
       DemandView view;
@@ -332,9 +328,8 @@ HOLDBACK_INLINE DispatchResult ControllerCore::dispatchImpl(TimePoint now,
       if (leases_.size() > 0) view.requestUnit = s / static_cast<double>(leases_.size());
       // With replicas: the pool's turnover per replica, not this replica's own (DemandView).
       if (const ReplicaShare* share = evictor_.replicaShare()) {
-        const double others = share->others.completionRate;
         view.completionRate =
-            (own_completions_ + (others > 0.0 && std::isfinite(others) ? others : 0.0)) /
+            (demand_.completionRate() + Evictor::finiteOrZero(share->others.completionRate)) /
             static_cast<double>(share->replicas);
       }
       if (settings_.policy->usesRoom()) {

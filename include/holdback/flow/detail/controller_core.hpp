@@ -238,9 +238,6 @@ class ControllerCore {
   // Leases (while the policy reads demand or eviction is on): the tracker's slots are its bands.
   LeaseTable leases_ HOLDBACK_GUARDED_BY(mu_);
   DemandTracker demand_ HOLDBACK_GUARDED_BY(mu_);
-  // Every band's completions per second as of the last cycle that measured demand (published to
-  // the other replicas, and with their sum the pool's turnover for the policy).
-  double own_completions_ HOLDBACK_GUARDED_BY(mu_) = 0.0;
   Evictor evictor_ HOLDBACK_GUARDED_BY(mu_);
   BandScheduler scheduler_ HOLDBACK_GUARDED_BY(mu_);  // the order of the cycle's bands
 };

@@ -48,6 +48,12 @@ HOLDBACK_INLINE void DemandTracker::update(TimePoint now, std::span<Band* const>
   view_.reserve(all.size());
   view_.clear();
   for (Band* band : domain) view_.push_back(slots_[band->demand_slot].estimator.demand());
+  sumCompletionRates();
+}
+
+HOLDBACK_INLINE void DemandTracker::sumCompletionRates() noexcept {
+  completion_rate_ = 0.0;
+  for (const Slot& slot : slots_) completion_rate_ += slot.estimator.demand().completionRate;
 }
 
 HOLDBACK_INLINE void DemandTracker::resmooth(const DemandSmoothing& smoothing) noexcept {
@@ -55,6 +61,7 @@ HOLDBACK_INLINE void DemandTracker::resmooth(const DemandSmoothing& smoothing) n
     const DemandSmoothing& old = slot.estimator.smoothing();
     if (!(old == smoothing)) slot.estimator = DemandEstimator(smoothing);
   }
+  sumCompletionRates();
 }
 
 }  // namespace detail

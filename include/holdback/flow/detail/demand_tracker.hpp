@@ -85,6 +85,9 @@ class DemandTracker {
   // The figures of the last update's domain bands, in their order.
   [[nodiscard]] std::span<const BandDemand> view() const noexcept { return view_; }
   [[nodiscard]] std::span<const Slot> slots() const noexcept { return slots_; }
+  // Every slot's completions per second (BandDemand::completionRate summed) as of the last
+  // update or resmooth.
+  [[nodiscard]] double completionRate() const noexcept { return completion_rate_; }
 
   // New smoothing constants restart the estimators whose constants differ (the counts since the
   // last update are kept).
@@ -94,6 +97,8 @@ class DemandTracker {
   std::vector<Slot> slots_;
   std::vector<BandDemand> view_;
   std::optional<TimePoint> last_update_;
+  double completion_rate_ = 0.0;
+  void sumCompletionRates() noexcept;
 };
 
 }  // namespace detail

@@ -239,10 +239,7 @@ HOLDBACK_INLINE void Evictor::restoreReserve(const Cycle& cycle, RevocationBatch
       lambda += slot->estimator.demand().arrivalRate;
     }
   }
-  double completions = 0.0;  // every band's releases per second
-  for (const DemandTracker::Slot& d : cycle.demand.slots()) {
-    completions += d.estimator.demand().completionRate;
-  }
+  double completions = cycle.demand.completionRate();  // every band's releases per second
   const std::size_t in_flight = cycle.leases.size();
   // This replica's figures, for the others (FlowController::replicaRestoreFigures).
   own_figures_ = {lambda, completions, pending, static_cast<double>(in_flight)};

@@ -142,6 +142,10 @@ class Evictor {
     }
   }
   [[nodiscard]] ReplicaRestoreFigures ownFigures() const noexcept { return own_figures_; }
+  // A figure another replica reported: itself when finite and > 0, else 0.
+  [[nodiscard]] static double finiteOrZero(double x) noexcept {
+    return x > 0.0 && x < std::numeric_limits<double>::infinity() ? x : 0.0;
+  }
   // The installed share; null when this replica decides alone.
   [[nodiscard]] const ReplicaShare* replicaShare() const noexcept {
     return replica_ ? &*replica_ : nullptr;
@@ -196,10 +200,6 @@ class Evictor {
   // This replica's part of the pool's `need` revocations (replica_ set, more than one replica):
   // need / R, plus one of the remainder by its rank, the turn rotating every 100 ms.
   [[nodiscard]] std::size_t replicaPart(std::size_t need, TimePoint now) const noexcept;
-  // A figure another replica reported: itself when finite and > 0, else 0.
-  [[nodiscard]] static double finiteOrZero(double x) noexcept {
-    return x > 0.0 && x < std::numeric_limits<double>::infinity() ? x : 0.0;
-  }
   // Fills candidates_ (leases strictly below `demandPrio` the filter accepts) with their credits;
   // false when there is none (or the credit is not finite).
   bool gatherCandidates(const Cycle& cycle, Priority demandPrio, bool& byFootprint,
