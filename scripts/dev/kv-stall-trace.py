@@ -136,7 +136,10 @@ def one_run(build, out_dir, n):
     path = os.path.join(out_dir, f"run-{n}.json")
     with open(path, "w") as f:
         json.dump({"events": events, "samples": samples}, f)
-    p99 = lat[max(0, -(-99 * len(lat) // 100) - 1)] if lat else float("nan")
+    if not lat:
+        print(f"run {n}: no interactive request answered 200, counted as a stall  ({path})", flush=True)
+        return True
+    p99 = lat[max(0, -(-99 * len(lat) // 100) - 1)]  # nearest rank, as the e2e test's
     print(f"run {n}: interactive p50 {lat[len(lat) // 2]:.0f} p99 {p99:.0f} max {lat[-1]:.0f} ms "
           f"({len(lat)} answered 200); batch 200 {ok}, evicted {evicted}"
           f"{'  STALL' if p99 > 300 else ''}  ({path})", flush=True)
