@@ -1,0 +1,62 @@
+#!/usr/bin/env python3
+"""The recommended arm with gateway replicas against ONE gateway's static-1.0 (docs/simulation.md,
+"What the remaining gap is made of"): batch output tokens/s as a % of static-1.0 run with a
+single gateway on the same scenario and seeds, rather than of static-1.0 run with the same
+replicas (which is no longer strict priority across the pool).
+
+    S=kv-bound
+    build/default/holdback simulate --scenario $S --seeds 1-10 --arms static-1.0,recommended \\
+        --detector utilization --format json > one.json
+    for R in 4 8; do
+      build/default/holdback simulate --scenario $S --seeds 1-10 --arms static-1.0,recommended \\
+          --detector utilization --replicas $R --sync-ms 1 --format json > r$R.json
+    done
+    scripts/dev/sim_replica_reference.py one.json r4.json r8.json
+
+Each row: the interactive class's TTFT p99 as a multiple of unloaded in its worst window (mean
+over seeds, and the worst seed in any window), batch % of the one-gateway static-1.0 in idle
+windows and in bursts, evictions per interactive request, % of batch tokens wasted.
+"""
+import json
+import sys
+
+WINDOWS = ("idle", "burst", "settled", "onset")
+
+
+def arms(path):
+    with open(path, encoding="utf-8") as f:
+        d = json.load(f)
+    report = d["reports"][0]
+    return d, {a["name"]: a for a in report["arms"]}
+
+
+def main():
+    if len(sys.argv) < 3:
+        sys.exit("usage: sim_replica_reference.py ONE_GATEWAY.json REPLICAS.json...")
+    one, one_arms = arms(sys.argv[1])
+    if "static-1.0" not in one_arms:
+        sys.exit(f"{sys.argv[1]}: no static-1.0 arm")
+    ref = one_arms["static-1.0"]["classes"][-1]["windows"]
+    print("| scenario | replicas | interactive TTFT p99 x unloaded, worst window (worst seed) "
+          "| batch % of one gateway's static-1.0, idle / burst | evictions / interactive "
+          "| batch wasted % |")
+    print("|---|---|---|---|---|---|")
+    for path in sys.argv[2:]:
+        d, by_name = arms(path)
+        if d["scenario"] != one["scenario"] or d["seeds"] != one["seeds"]:
+            sys.exit(f"{path}: another scenario or seed set than {sys.argv[1]}")
+        a = by_name.get("recommended")
+        if a is None:
+            sys.exit(f"{path}: no recommended arm")
+        top, low = a["classes"][0]["windows"], a["classes"][-1]
+        mean = max(top[w]["ttftP99OverUnloaded"] for w in WINDOWS)
+        worst = max(top[w]["spread"]["ttftP99OverUnloaded"][1] for w in WINDOWS)
+        pct = [100.0 * low["windows"][w]["outputTokensPerSec"] / ref[w]["outputTokensPerSec"]
+               for w in ("idle", "burst")]
+        print(f"| `{d['scenario']}` | {d['gatewayReplicas']} | {mean:.2f} ({worst:.2f}) "
+              f"| {pct[0]:.1f} / {pct[1]:.1f} | {a['evictionsPerTopRequest']:.3f} "
+              f"| {low['wastedPct']:.2f} |")
+
+
+if __name__ == "__main__":
+    main()
