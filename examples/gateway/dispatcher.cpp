@@ -23,11 +23,15 @@ void Dispatcher::arrived() noexcept {
   waiting_.fetch_add(1);  // seq_cst: pairs with the driver's ticking_/waiting_ (see loop())
 }
 
+DispatchResult Dispatcher::cycleOnce() noexcept {
+  std::lock_guard lock(cycle_mu_);
+  cycles_.fetch_add(1, std::memory_order_relaxed);
+  return controller_.dispatchCycle(Clock::now());
+}
+
 void Dispatcher::dispatchNow() noexcept {
   while (waiting_.load(std::memory_order_relaxed) > 0) {
-    cycles_.fetch_add(1, std::memory_order_relaxed);
-    const DispatchResult r = controller_.dispatchCycle(Clock::now());
-    if (r.kind != DispatchResult::Kind::kDispatched) break;
+    if (cycleOnce().kind != DispatchResult::Kind::kDispatched) break;
   }
   // Requests still wait (gated, or another thread is between arrived() and its own cycle). A
   // driver that is already ticking retries within one tick without being told; only an idle one
@@ -80,9 +84,7 @@ void Dispatcher::loop() {
       next_expiry = now + expiry_interval_;
     }
     while (waiting_.load(std::memory_order_relaxed) > 0) {
-      cycles_.fetch_add(1, std::memory_order_relaxed);
-      const DispatchResult r = controller_.dispatchCycle(Clock::now());
-      if (r.kind != DispatchResult::Kind::kDispatched) break;
+      if (cycleOnce().kind != DispatchResult::Kind::kDispatched) break;
     }
     // The drain rate for Retry-After: an EWMA (weight kRateEwmaWeight per window) of the dispatch
     // rates of windows of >= 2 s, so one burst or one stall does not swing the advice.

@@ -11,6 +11,12 @@
 // finalized() from its outcome callback, so the driver knows without a lock whether anything is
 // queued. It also measures the recent dispatch
 // rate, from which the gateway derives Retry-After (gateway_http.hpp).
+// One cycle runs at a time (cycle_mu_): a dispatch's outcome callback, which picks the endpoint
+// and records the dispatch in the pool's ledger, runs inside dispatchCycle, so the next cycle's
+// saturation counts it. Cycles that overlapped (several I/O threads cycling after requests ended
+// together) each read the pool before the others' picks were recorded, and admitted more work
+// than its room: on a KV-bound pool, batch requests sent to a server whose cache could not take
+// them, and interactive requests queued behind them there.
 //
 // Thread safety: thread-safe (arrived, finalized, dispatchRate and queued from any thread; start
 // and stop from one owner thread).
@@ -59,6 +65,8 @@ class Dispatcher {
 
  private:
   void loop();
+  // One dispatchCycle under cycle_mu_ (see the header comment).
+  DispatchResult cycleOnce() noexcept;
 
   FlowController& controller_;
   const Duration tick_;
@@ -66,6 +74,8 @@ class Dispatcher {
   std::atomic<std::int64_t> waiting_{0};
   std::atomic<std::uint64_t> dispatched_{0};
   std::atomic<std::uint64_t> cycles_{0};
+  // Held for one dispatchCycle and the outcome callbacks it runs (never while waiting for mu_).
+  std::mutex cycle_mu_;
 
   std::mutex mu_;
   std::condition_variable cv_;

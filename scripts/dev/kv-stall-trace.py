@@ -6,6 +6,8 @@ often the stall in docs/guide/gateway.md ("Limitations") happens, and keeps each
   scripts/dev/kv-stall-trace.py BUILD_DIR [RUNS] [OUT_DIR]    e.g. build/asan 10 /tmp/kv-stall
   scripts/dev/kv-stall-trace.py --show OUT_DIR/run-N.json       one run's timeline
 
+GATEWAY_ARGS (environment): more arguments for the gateway, split at spaces (e.g. --config FILE).
+
 Two holdback-model-servers (8 slots, 1000 KV tokens, 10 ms per token, 20 ms prefill), the gateway
 with no flags but --endpoint, 16 closed-loop batch clients (248 tokens), then 120 interactive
 requests (8 tokens) one every 40 ms. Per run it prints the interactive p50/p99/max and the batch
@@ -69,6 +71,7 @@ def one_run(build, out_dir, n):
     argv = [os.path.join(ex, "gateway/holdback-gateway"), "--listen", "127.0.0.1:0"]
     for _, port in servers:
         argv += ["--endpoint", f"http://127.0.0.1:{port}"]
+    argv += os.environ.get("GATEWAY_ARGS", "").split()
     gw, gport = start(argv, os.path.join(out_dir, f"gateway-{n}.log"))
     time.sleep(0.2)
     t0 = time.time()
