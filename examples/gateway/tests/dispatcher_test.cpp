@@ -58,8 +58,8 @@ TEST(Dispatcher, ConcurrentCyclesNeverAdmitBeyondTheRecordedRoom) {
       std::this_thread::sleep_for(2ms);
       detector->recorded.fetch_add(1);
     }
-    outcomes.fetch_add(1);
     dispatcher->finalized(c.outcome.dispatched());
+    outcomes.fetch_add(1);
   };
   auto controller = std::move(FlowController::create(std::move(o))).value();
   Dispatcher d(*controller, 1ms, 100ms);
@@ -82,7 +82,12 @@ TEST(Dispatcher, ConcurrentCyclesNeverAdmitBeyondTheRecordedRoom) {
   }
   go.store(true);
   for (std::thread& th : threads) th.join();
-  std::this_thread::sleep_for(50ms);  // the driver's retries see the pool full: nothing more
+  // A dispatch the driver thread made may still be in its callback: wait for its outcome.
+  const auto deadline = std::chrono::steady_clock::now() + 10s;
+  while (outcomes.load() < kRoom && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(1ms);
+  }
+  std::this_thread::sleep_for(20ms);  // the driver's retries meanwhile: the pool is full
   EXPECT_EQ(dispatched.load(), kRoom);
   EXPECT_EQ(d.queued(), kThreads * kPerThread - kRoom);
   d.stop();
