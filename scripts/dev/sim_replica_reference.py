@@ -18,9 +18,11 @@ over seeds, and the worst seed in any window), batch % of the one-gateway static
 windows and in bursts, evictions per interactive request, % of batch tokens wasted.
 """
 import json
+import os
 import sys
 
-WINDOWS = ("idle", "burst", "settled", "onset")
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from sim_recommended_table import WINDOWS  # noqa: E402  (the windows, beside this script)
 
 
 def arms(path):
