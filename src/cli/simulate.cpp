@@ -55,6 +55,9 @@ Options:
   --scrape-ms MS    the scrape interval (pool.scrapeIntervalMs, default 50)
   --sync-ms MS      replicas share their pending dispatches every MS ms (replica sync,
                     pool.replicaSyncIntervalMs; default off: each counts its own R times)
+  --feed-ms MS      with --sync-ms: the replica feed, each replica's dispatches, completions and
+                    arrivals reach the others MS ms later, and each scrapes on its own timer
+                    (pool.replicaFeed, pool.replicaFeedDelayMs; default off)
   --revocation-ms MS
                     in-flight eviction arms (*+evict): from the controller's revocation to the
                     victim's slot being free (pool.revocationLatencyMs, default 50)
@@ -116,7 +119,7 @@ int runSimulate(int argc, char** argv) {
                                              "ledger",        "ledger-budget",
                                              "ledger-credit", "lost-completions",
                                              "slot-term",     "concurrency-mode",
-                                             "sync-ms"},
+                                             "sync-ms",       "feed-ms"},
                              args, {"detail"})) {
     return usageError(kCommand, *error);
   }
@@ -208,6 +211,19 @@ int runSimulate(int argc, char** argv) {
       return usageError(kCommand, "--sync-ms needs a number of milliseconds in (0, 1e6]");
     }
     scenario.pool.replicaSyncIntervalMs = *v;
+  }
+  if (auto ms = args.get("feed-ms")) {
+    const auto v = parseDouble(*ms);
+    if (!v || !(*v >= 0.0 && *v <= 1e6)) {
+      return usageError(kCommand, "--feed-ms needs a number of milliseconds in [0, 1e6]");
+    }
+    scenario.pool.replicaFeed = true;
+    scenario.pool.replicaFeedDelayMs = *v;
+  }
+  if (scenario.pool.replicaFeed && !(scenario.pool.replicaSyncIntervalMs > 0.0)) {
+    return usageError(kCommand,
+                      "--feed-ms (pool.replicaFeed) needs replica sync (--sync-ms): the replicas "
+                      "exchange their restoration figures and ranks through it");
   }
   if (auto ms = args.get("scrape-ms")) {
     const auto v = parseDouble(*ms);

@@ -78,6 +78,10 @@ Simulation::Simulation(const Scenario& s, const Arm& arm, const RunOptions& opti
       replicaSyncs_.push_back(std::make_unique<SimReplicaSync>(*replicaStore_, g));
       replicaSyncers_.push_back(
           std::make_unique<ReplicaSyncer>(*gw.ledger, *replicaSyncs_.back(), gw.ids));
+      if (s.pool.replicaFeed) {
+        feedOn_ = true;
+        gw.ledger->setPeerFeed(true);
+      }
     }
     if (!arm.flowControl) continue;
     FlowControllerOptions o;
@@ -128,7 +132,17 @@ ArmResult Simulation::run() {
       scheduleNextArrival(c, 0);
     }
   }
-  schedule(fromMs(s_.pool.scrapeIntervalMs), EventType::kScrape, 0);
+  if (feedOn_) {
+    // Each replica scrapes on its own timer: a phase per replica, drawn from the seed.
+    Random phases(s_.seed * 0x2545f4914f6cdd1dULL + 0xfeed);
+    const Nanos interval = fromMs(s_.pool.scrapeIntervalMs);
+    for (std::size_t g = 0; g < gateways_.size(); ++g) {
+      const auto phase = static_cast<Nanos>(phases.uniform() * static_cast<double>(interval));
+      schedule(interval + phase, EventType::kScrape, g + 1);
+    }
+  } else {
+    schedule(fromMs(s_.pool.scrapeIntervalMs), EventType::kScrape, 0);
+  }
   if (!replicaSyncers_.empty()) {
     schedule(fromMs(s_.pool.replicaSyncIntervalMs), EventType::kReplicaSync, 0);
   }
@@ -225,8 +239,8 @@ void Simulation::handle(const Event& e) {
       schedule(now_ + fromMs(1.0), EventType::kTick, 0);
       break;
     case EventType::kScrape:
-      scrape();
-      schedule(now_ + fromMs(s_.pool.scrapeIntervalMs), EventType::kScrape, 0);
+      scrape(e.index);
+      schedule(now_ + fromMs(s_.pool.scrapeIntervalMs), EventType::kScrape, e.index);
       break;
     case EventType::kStep:
       step(e.index);
@@ -246,10 +260,17 @@ void Simulation::handle(const Event& e) {
         Gateway& gw = gateways_[g];
         (void)replicaSyncers_[g]->syncOnce(gw.fc ? gw.fc->replicaRestoreFigures()
                                                  : ReplicaRestoreFigures{});
-        if (gw.fc) gw.fc->setReplicaShare(replicaSyncers_[g]->share());
+        if (gw.fc) {
+          std::optional<ReplicaShare> share = replicaSyncers_[g]->share();
+          if (share && feedOn_) share->pooledArrivals = true;  // the feed carries the arrivals
+          gw.fc->setReplicaShare(share);
+        }
         gw.fill();
       }
       schedule(now_ + fromMs(s_.pool.replicaSyncIntervalMs), EventType::kReplicaSync, 0);
+      break;
+    case EventType::kFeed:
+      deliver(feedEvents_[e.index]);
       break;
     case EventType::kSample:
       sample();
@@ -298,6 +319,12 @@ void Simulation::submit(Request r) {
       (tc.declaresOutput ? r.output : static_cast<std::int64_t>(gw.outputs->estimate(tc.priority)));
   if (tc.ttlSeconds > 0.0) fr.ttl = std::chrono::nanoseconds(fromSeconds(tc.ttlSeconds));
   fr.payload = id;
+  if (feedOn_) {
+    feed({.kind = FeedEvent::Kind::kArrival,
+          .gateway = r.gateway,
+          .priority = tc.priority,
+          .tokens = fr.kvTokens});
+  }
   (void)gw.fc->enqueue(std::move(fr), at(now_));
   cycle(r.gateway);
 }
@@ -363,6 +390,12 @@ void Simulation::route(std::size_t id) {
   if (gw.ledger) {
     (void)gw.ledger->recordDispatch(gw.ids[best], r.input + r.output);
     gw.fill();
+    if (feedOn_) {
+      feed({.kind = FeedEvent::Kind::kDispatch,
+            .gateway = r.gateway,
+            .endpoint = static_cast<std::uint32_t>(best),
+            .tokens = r.input + r.output});
+    }
   } else {
     inFlight_[id] = gw.inFlight->dispatch(pool[best].name, r.input + r.output);
     gw.inFlight->fill(pool);
@@ -373,6 +406,33 @@ void Simulation::route(std::size_t id) {
     maxServerQueue_ = std::max(maxServerQueue_, servers_[best].queue.size());
   }
   admit(best);
+}
+void Simulation::feed(const FeedEvent& e) {
+  const std::size_t index = feedEvents_.size();
+  feedEvents_.push_back(e);
+  schedule(now_ + fromMs(s_.pool.replicaFeedDelayMs), EventType::kFeed, index);
+}
+
+// What the host's feed does on every other replica: the ledger counts the dispatch or completion,
+// the controller the arrival.
+void Simulation::deliver(const FeedEvent& e) {
+  for (std::size_t h = 0; h < gateways_.size(); ++h) {
+    if (h == e.gateway) continue;
+    Gateway& gw = gateways_[h];
+    switch (e.kind) {
+      case FeedEvent::Kind::kDispatch:
+        (void)gw.ledger->recordPeerDispatch(gw.ids[e.endpoint], e.tokens);
+        gw.fill();
+        break;
+      case FeedEvent::Kind::kCompletion:
+        (void)gw.ledger->recordPeerCompletion(gw.ids[e.endpoint], e.tokens);
+        gw.fill();
+        break;
+      case FeedEvent::Kind::kArrival:
+        if (gw.fc) gw.fc->recordPeerArrival(e.priority, e.tokens);
+        break;
+    }
+  }
 }
 }  // namespace detail
 

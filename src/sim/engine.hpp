@@ -91,7 +91,8 @@ enum class EventType : std::uint8_t {
   kExpire,
   kSample,
   kRevoke,  // the host's abort reaches the victim's server (pool.revocationLatencyMs after evict)
-  kReplicaSync  // every replica publishes its pending work and reads the others' (replica sync)
+  kReplicaSync,  // every replica publishes its pending work and reads the others' (replica sync)
+  kFeed  // a replica's dispatch, completion or arrival reaches the others (index: feedEvents_)
 };
 
 struct Event {
@@ -208,6 +209,16 @@ class SimReplicaSync final : public ReplicaSync {
   std::size_t self_;
 };
 
+// One replica's event on the replica feed (pool.replicaFeed).
+struct FeedEvent {
+  enum class Kind : std::uint8_t { kDispatch, kCompletion, kArrival };
+  Kind kind = Kind::kDispatch;
+  std::uint32_t gateway = 0;   // the replica it happened on
+  std::uint32_t endpoint = 0;  // dispatch, completion
+  Priority priority = 0;       // arrival
+  std::int64_t tokens = 0;     // dispatch, completion: the ledger's tokens; arrival: kvTokens
+};
+
 inline constexpr double kOnsetSeconds = 2.0;  // the onset window: the first 2 s of each burst
 
 // Position of t within an on/off class's period, counted from the start of an on phase (a class
@@ -246,7 +257,11 @@ class Simulation {
   void complete(std::size_t id);
   void abort(std::size_t id);
   void releaseSlot(std::size_t id, bool running);
-  void scrape();
+  // Every replica's scrape (which: 0), or with the replica feed replica which - 1's alone.
+  void scrape(std::size_t which = 0);
+  // The replica feed: `e` reaches the other replicas pool.replicaFeedDelayMs from now.
+  void feed(const FeedEvent& e);
+  void deliver(const FeedEvent& e);
 
   // measure.cpp
   void sample();
@@ -262,6 +277,9 @@ class Simulation {
   std::unique_ptr<SimReplicaStore> replicaStore_;
   std::vector<std::unique_ptr<ReplicaSync>> replicaSyncs_;
   std::vector<std::unique_ptr<ReplicaSyncer>> replicaSyncers_;
+  // The replica feed (pool.replicaFeed, with replica sync): events in flight to the replicas.
+  bool feedOn_ = false;
+  std::vector<FeedEvent> feedEvents_;
   std::uint64_t arrivals_ = 0;
   std::vector<Random> rngs_;
   std::vector<Request> requests_;

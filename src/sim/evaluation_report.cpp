@@ -58,6 +58,7 @@ std::string formatJson(const Evaluation& e) {
   if (e.scenario.pool.replicaSyncIntervalMs > 0.0) {  // absent when off: older documents unchanged
     doc["replicaSyncIntervalMs"] = e.scenario.pool.replicaSyncIntervalMs;
   }
+  if (e.scenario.pool.replicaFeed) doc["replicaFeedDelayMs"] = e.scenario.pool.replicaFeedDelayMs;
   doc["reports"] = Json::array();
   for (const DetectorReport& report : e.reports) {
     Json rj;
@@ -200,6 +201,7 @@ std::string formatSummary(const Evaluation& e) {
     if (pool.gatewayReplicas > 1) settings += std::to_string(pool.gatewayReplicas) + " replicas, ";
     if (pool.gatewayReplicas > 1 && pool.replicaSyncIntervalMs > 0.0) {
       settings += "replica sync " + num(pool.replicaSyncIntervalMs) + " ms, ";
+      if (pool.replicaFeed) settings += "replica feed " + num(pool.replicaFeedDelayMs) + " ms, ";
     }
     out << "\n== " << e.scenario.name << ", " << toString(report.detector) << " detector, "
         << settings << e.seeds.size() << (e.seeds.size() == 1 ? " seed" : " seeds")

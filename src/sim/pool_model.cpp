@@ -108,6 +108,12 @@ void Simulation::releaseSlot(std::size_t id, bool running) {
     const bool lost = s_.pool.lostCompletions > 0.0 && lossRng_.uniform() < s_.pool.lostCompletions;
     if (!lost) (void)gw.ledger->recordCompletion(gw.ids[e], r.input + r.output);
     gw.fill();
+    if (!lost && feedOn_) {
+      feed({.kind = FeedEvent::Kind::kCompletion,
+            .gateway = r.gateway,
+            .endpoint = static_cast<std::uint32_t>(e),
+            .tokens = r.input + r.output});
+    }
   } else {
     inFlight_[id].release();
     gw.inFlight->fill(gw.source->pool());
@@ -146,11 +152,16 @@ void Simulation::abort(std::size_t id) {
   submit(retry);  // may grow requests_: no reference into it from here on
 }
 
-// Every replica reads the same scraped telemetry (its in-flight counts stay its own).
-void Simulation::scrape() {
-  if (now_ <= end_) dispatchesPerScrape_.push_back(static_cast<double>(dispatchesSinceScrape_));
-  dispatchesSinceScrape_ = 0;
-  for (Gateway& gw : gateways_) {
+// Every replica reads the same scraped telemetry (its in-flight counts stay its own); with the
+// replica feed each replica scrapes on its own timer (`which`: replica which - 1 alone).
+void Simulation::scrape(std::size_t which) {
+  if (which <= 1) {  // the dispatches per scrape: replica 0's scrape interval
+    if (now_ <= end_) dispatchesPerScrape_.push_back(static_cast<double>(dispatchesSinceScrape_));
+    dispatchesSinceScrape_ = 0;
+  }
+  for (std::size_t g = 0; g < gateways_.size(); ++g) {
+    if (which != 0 && g + 1 != which) continue;
+    Gateway& gw = gateways_[g];
     std::vector<Endpoint>& pool = gw.source->pool();
     if (gw.ledger) {
       // The server samples its metrics now; the replica's ledger baseline is its counters now.

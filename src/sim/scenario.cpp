@@ -307,6 +307,8 @@ Result<Scenario> parseScenario(const config::Json& document) {
     if (auto v = pr.integer("gatewayReplicas", 1, 64))
       s.pool.gatewayReplicas = static_cast<int>(*v);
     readPositive(pr, "replicaSyncIntervalMs", s.pool.replicaSyncIntervalMs, 1e6, true);
+    if (auto v = pr.boolean("replicaFeed")) s.pool.replicaFeed = *v;
+    readPositive(pr, "replicaFeedDelayMs", s.pool.replicaFeedDelayMs, 1e6, true);
     if (auto v = pr.boolean("dispatchLedger")) s.pool.dispatchLedger = *v;
     if (auto v = pr.boolean("ledgerBudget")) s.pool.ledgerBudget = *v;
     if (auto v = pr.boolean("ledgerCreditCompletions")) s.pool.ledgerCreditCompletions = *v;

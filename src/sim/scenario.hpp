@@ -90,6 +90,12 @@ struct PoolSpec {
   // and reads the others' sum, which replaces the 1/R share in its ledger. 0 (the default): off,
   // each replica counts its own pending work R times.
   double replicaSyncIntervalMs = 0.0;
+  // The replica feed (holdback/detector/replica_sync.hpp, "The replica feed"): with replica sync,
+  // each replica's dispatches, completions and arrivals reach the other replicas
+  // replicaFeedDelayMs later, and each replica scrapes on its own timer (a phase drawn per seed)
+  // rather than all at one instant. Off by default.
+  bool replicaFeed = false;
+  double replicaFeedDelayMs = 0.5;  // >= 0
   // Utilization detector only: every replica feeds its own DispatchLedger (its own dispatches and
   // completions, every scrape installed with its sample time) and fills its Endpoint view through
   // it before every detector call. On by default: the simulated gateway is a host that feeds the

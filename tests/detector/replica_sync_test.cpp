@@ -360,5 +360,69 @@ TEST(ReplicaSyncTest, SharedRoomSlotsStayVisibleToEveryReplica) {
   EXPECT_EQ(DispatchLedger(bad).options().sharedRoomSlots, 0);
 }
 
+TEST(ReplicaSyncTest, TheFeedCountsTheOtherReplicasWorkAsOneLedgerWould) {
+  // Two replicas, each with its own ledger, their feed delivering each one's events to the other
+  // (here by hand). 4 slots and 1000 KV tokens per endpoint.
+  const EndpointCapacity cap{.maxRunningRequests = 4, .kvCapacityTokens = 1000};
+  DispatchLedger a(syncOptions(2));
+  DispatchLedger b(syncOptions(2));
+  const EndpointId ida = a.registerEndpoint("x", cap);
+  const EndpointId idb = b.registerEndpoint("x", cap);
+  a.setPeerFeed(true);
+  b.setPeerFeed(true);
+  EXPECT_TRUE(a.peerFeed());
+  // b's request before a's scrape: in the scrape, and in a's baseline (its mark counts it).
+  ASSERT_TRUE(b.recordDispatch(idb, 100));
+  ASSERT_TRUE(a.recordPeerDispatch(ida, 100));
+  EXPECT_EQ(a.mark(ida).peerDispatchedRequests, 1U);
+  EXPECT_EQ(a.mark(ida).peerDispatchedTokens, 100U);
+  Scrape scrape = syncScrape(0, 1);
+  scrape.kvCacheUsage = 0.1;
+  ASSERT_TRUE(a.installScrape(ida, scrape, a.mark(ida)));
+  // After it: a sends 1 request (50 tokens), b 2 (200 tokens): 1 + 3 on 4 slots.
+  ASSERT_TRUE(a.recordDispatch(ida, 50));
+  for (int i = 0; i < 2; ++i) ASSERT_TRUE(a.recordPeerDispatch(ida, 100));
+  Endpoint e = syncFilled(a, ida);
+  EXPECT_DOUBLE_EQ(e.runningRequests, 4.0);
+  EXPECT_DOUBLE_EQ(e.waitingQueueSize, 0.0);
+  EXPECT_DOUBLE_EQ(e.kvCacheUsage, 0.1 + 250.0 / 1000.0);
+  EXPECT_EQ(e.inFlightRequests, 1);  // this replica's own requests in flight
+  // One more from b: it queues.
+  ASSERT_TRUE(a.recordPeerDispatch(ida, 10));
+  e = syncFilled(a, ida);
+  EXPECT_DOUBLE_EQ(e.runningRequests, 4.0);
+  EXPECT_DOUBLE_EQ(e.waitingQueueSize, 1.0);
+  // b's first request ends: a completion since the scrape offsets a dispatch, as in one ledger.
+  ASSERT_TRUE(a.recordPeerCompletion(ida, 100));
+  e = syncFilled(a, ida);
+  EXPECT_DOUBLE_EQ(e.waitingQueueSize, 0.0);
+  EXPECT_DOUBLE_EQ(e.kvCacheUsage, 0.1 + 160.0 / 1000.0);
+  // The others' summed figures do not count while the feed is live...
+  ASSERT_TRUE(a.setPeerPending(ida, InFlightLoad{10, 0}, 2, 0));
+  EXPECT_DOUBLE_EQ(syncFilled(a, ida).waitingQueueSize, 0.0);
+  // ...and with the feed down they do, without the feed's counts (own 1 + 10 on 4 slots).
+  a.setPeerFeed(false);
+  e = syncFilled(a, ida);
+  EXPECT_DOUBLE_EQ(e.runningRequests, 4.0);
+  EXPECT_DOUBLE_EQ(e.waitingQueueSize, 8.0);
+  // No sums either: the `replicas` share, own 1 x 2.
+  ASSERT_TRUE(a.setPeerPending(ida, std::nullopt, 2));
+  e = syncFilled(a, ida);
+  EXPECT_DOUBLE_EQ(e.runningRequests, 3.0);
+  EXPECT_DOUBLE_EQ(e.waitingQueueSize, 0.0);
+  // The next scrape takes a baseline past every event so far: nothing pending.
+  a.setPeerFeed(true);
+  ASSERT_TRUE(a.installScrape(ida, syncScrape(0, 4), a.mark(ida)));
+  e = syncFilled(a, ida);
+  EXPECT_DOUBLE_EQ(e.runningRequests, 4.0);
+  EXPECT_DOUBLE_EQ(e.waitingQueueSize, 0.0);
+  // A completion the feed delivered without its dispatch (lost) lowers nothing below the scrape,
+  // and a stale id is refused.
+  ASSERT_TRUE(a.recordPeerCompletion(ida, 5));
+  EXPECT_DOUBLE_EQ(syncFilled(a, ida).runningRequests, 4.0);
+  EXPECT_FALSE(a.recordPeerDispatch(EndpointId{}, 1));
+  EXPECT_FALSE(a.recordPeerCompletion(EndpointId{}, 1));
+}
+
 }  // namespace
 }  // namespace holdback

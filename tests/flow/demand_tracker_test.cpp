@@ -117,6 +117,48 @@ TEST_F(DemandTrackerTest, MatchesTheControllersDemandViewForAKnownSequence) {
   EXPECT_DOUBLE_EQ(tracker.view()[0].holdingTime, 2.0);
 }
 
+TEST_F(DemandTrackerTest, PeerArrivalsCountAsTheirPrioritysArrivals) {
+  // Another replica's arrivals (the replica feed) count as this one's of the same priority.
+  DemandTracker mine;
+  const std::uint32_t h = tracker.slotOf(&high, *policy, leases);
+  (void)mine.slotOf(&high, *policy, leases);
+  for (int i = 0; i < 2; ++i) tracker.arrived(&high, *policy, leases);
+  for (int i = 0; i < 3; ++i) tracker.peerArrived(10, 0);
+  for (int i = 0; i < 5; ++i) mine.arrived(&high, *policy, leases);
+  EXPECT_DOUBLE_EQ(tracker.slots()[h].arrivals, 5.0);
+  // A priority without a slot here: dropped, no slot added.
+  tracker.peerArrived(7, 0);
+  EXPECT_EQ(tracker.slots().size(), 1U);
+  const std::vector<Band*> only{&high};
+  for (DemandTracker* t : {&tracker, &mine}) {
+    t->update(t0, only, only, *policy, leases);
+    t->update(t0 + 100ms, only, only, *policy, leases);
+  }
+  EXPECT_GT(tracker.view()[0].arrivalRate, 0.0);
+  EXPECT_DOUBLE_EQ(tracker.view()[0].arrivalRate, mine.view()[0].arrivalRate);
+}
+
+TEST_F(DemandTrackerTest, TheControllerCountsPeerArrivalsInItsDemand) {
+  // A controller that sees 2 arrivals of its own and 3 of another replica's reads the arrival
+  // rate of one that sees 5 of its own, and more than one that sees only its 2.
+  const auto arrivalRateAfter = [&](int own, int peers) {
+    auto p = std::make_shared<ViewKeepingPolicy>();
+    auto o = options(p);
+    o.bands = {{.priority = 10}};
+    auto fc = make(std::move(o));
+    detector->set(0.5);
+    fc->dispatchCycle(t0);
+    for (int i = 0; i < own; ++i) fc->enqueue(testing::request("hi", 10, i), t0 + 50ms);
+    for (int i = 0; i < peers; ++i) fc->recordPeerArrival(10, 0);
+    fc->recordPeerArrival(3, 0);  // no band of that priority: dropped
+    fc->dispatchCycle(t0 + 100ms);
+    return p->views.back().at(0).arrivalRate;
+  };
+  const double mixed = arrivalRateAfter(2, 3);
+  EXPECT_DOUBLE_EQ(mixed, arrivalRateAfter(5, 0));
+  EXPECT_GT(mixed, arrivalRateAfter(2, 0));
+}
+
 TEST_F(DemandTrackerTest, SlotsArePerPriorityAndReusedByABandThatComesBack) {
   EXPECT_EQ(tracker.cachedSlotOf(high), nullptr);
   const std::uint32_t h = tracker.slotOf(&high, *policy, leases);

@@ -38,6 +38,11 @@ struct ReplicaShare {
   ReplicaRestoreFigures others;
   std::int64_t replicas = 1;
   std::int64_t rank = 0;
+  // Every replica's demand estimates count the pool's arrivals (the host's replica feed hands
+  // each replica the others' with FlowController::recordPeerArrival): the policies then size
+  // from the pool's turnover rather than a replica's part of it, and restoration does not add
+  // the others' published arrival rates (they are in its own). Set it on every replica or none.
+  bool pooledArrivals = false;
 };
 
 }  // namespace HOLDBACK_ABI_NAMESPACE

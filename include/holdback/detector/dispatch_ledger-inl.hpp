@@ -218,7 +218,27 @@ HOLDBACK_INLINE bool DispatchLedger::recordCompletion(EndpointId id, std::int64_
 HOLDBACK_INLINE ScrapeMark DispatchLedger::mark(EndpointId id) const noexcept {
   const detail::LedgerSlot* slot = slotOf(id);
   if (slot == nullptr) return {};
-  return detail::readCounters(*slot);
+  return detail::readAllCounters(*slot);
+}
+
+HOLDBACK_INLINE bool DispatchLedger::recordPeerDispatch(EndpointId id,
+                                                        std::int64_t tokens) noexcept {
+  detail::LedgerSlot* slot = slotOf(id);
+  if (slot == nullptr) return false;
+  slot->peerDispatchedTokens.fetch_add(static_cast<std::uint64_t>(detail::clampTokens(tokens)),
+                                       std::memory_order_release);
+  slot->peerDispatchedRequests.fetch_add(1, std::memory_order_release);
+  return true;
+}
+
+HOLDBACK_INLINE bool DispatchLedger::recordPeerCompletion(EndpointId id,
+                                                          std::int64_t tokens) noexcept {
+  detail::LedgerSlot* slot = slotOf(id);
+  if (slot == nullptr) return false;
+  slot->peerCompletedTokens.fetch_add(static_cast<std::uint64_t>(detail::clampTokens(tokens)),
+                                      std::memory_order_release);
+  slot->peerCompletedRequests.fetch_add(1, std::memory_order_release);
+  return true;
 }
 
 HOLDBACK_INLINE InFlightLoad DispatchLedger::load(EndpointId id) const noexcept {

@@ -84,6 +84,16 @@
 //   count as without a rank): a KV part of 1 / R per replica left a reservation policy's
 //   reserve, sized in KV tokens, fitting nowhere. Without a rank (-1), or with M unknown, the
 //   rule above applies.
+//   The replica feed (setPeerFeed(true); replica_sync.hpp, "The replica feed"): the host
+//   delivers every other replica's dispatches and completions to this ledger as they happen
+//   (recordPeerDispatch, recordPeerCompletion), so it counts the pool's work since its own
+//   scrape as one ledger would: pending = (own + peers' dispatches since the baseline) -
+//   (own + peers' completions since it), the peers' counters marked with this replica's own
+//   (ScrapeMark). The `replicas` share, setPeerPending's sums and the free room split do not
+//   apply while the feed is live: each replica scrapes on its own timer, so a scrape's freed
+//   room is seen first by the replica that scraped it, whose dispatches reach the others a feed
+//   delay later. An event the feed lost (a dead replica's completions, a broken connection)
+//   counts until this replica's next scrape takes a baseline past it.
 //   The observed slot count S (a slow start): a server that ran R requests at once has at least R
 //   slots, so every installed scrape raises S to floor(running) (S = max running shown). A
 //   scrape that shows a queue (waiting > 0) shows the server taking no more work than it runs
@@ -204,6 +214,12 @@ struct ScrapeMark {
   std::uint64_t dispatchedTokens = 0;
   std::uint64_t completedRequests = 0;
   std::uint64_t completedTokens = 0;
+  // The other replicas' dispatches and completions this replica has been told of (the replica
+  // feed: recordPeerDispatch, recordPeerCompletion).
+  std::uint64_t peerDispatchedRequests = 0;
+  std::uint64_t peerDispatchedTokens = 0;
+  std::uint64_t peerCompletedRequests = 0;
+  std::uint64_t peerCompletedTokens = 0;
 };
 
 struct InFlightLoad {
@@ -307,9 +323,21 @@ struct alignas(64) LedgerSlot {
   // kSplitRotationNs steps. Written by the scrape writer, read by fill.
   std::atomic<std::uint32_t> rotation{0};
   static constexpr std::int64_t kSplitRotationNs = 100'000'000;
+  // The replica feed (recordPeerDispatch, recordPeerCompletion): the other replicas' events as
+  // the host's feed delivers them, and their baseline (written under `sequence`). Touched only
+  // when the host runs a feed: fill reads this line only while the feed is live.
+  alignas(64) std::atomic<std::uint64_t> peerDispatchedRequests{0};
+  std::atomic<std::uint64_t> peerDispatchedTokens{0};
+  std::atomic<std::uint64_t> peerCompletedRequests{0};
+  std::atomic<std::uint64_t> peerCompletedTokens{0};
+  std::atomic<std::uint64_t> basePeerDispatchedRequests{0};
+  std::atomic<std::uint64_t> basePeerDispatchedTokens{0};
+  std::atomic<std::uint64_t> basePeerCompletedRequests{0};
+  std::atomic<std::uint64_t> basePeerCompletedTokens{0};
 };
-static_assert(sizeof(LedgerSlot) == 192,
-              "two hot cache lines per endpoint and one for the scrape writer alone");
+static_assert(sizeof(LedgerSlot) == 256,
+              "two hot cache lines per endpoint, one for the scrape writer alone, one for the "
+              "replica feed");
 
 struct TransparentStringHash {
   using is_transparent = void;
@@ -455,6 +483,21 @@ class HOLDBACK_API DispatchLedger {
   // room split"); -1: not split. False for a stale id.
   bool setPeerPending(EndpointId id, std::optional<InFlightLoad> others, std::int64_t replicas = 0,
                       std::int64_t rank = -1) noexcept;
+  // ---- replica feed (the other replicas' dispatches and completions as they happen; called by
+  // the host's feed thread; lock-free, no allocation) ----
+  // Another replica dispatched a request of `tokens` to `id`, or one of its requests there ended
+  // (see "The replica feed" in the header comment). Negative tokens count as 0. False for a
+  // stale id. Counted whether or not the feed is live; used by fill only while it is.
+  bool recordPeerDispatch(EndpointId id, std::int64_t tokens = 0) noexcept;
+  bool recordPeerCompletion(EndpointId id, std::int64_t tokens = 0) noexcept;
+  // Whether the host's feed is live (it delivers every other replica's events); off by default.
+  // Live: fill counts this replica's and the other replicas' pending work as one ledger would,
+  // and ignores the `replicas` share and setPeerPending. Off (the feed is down): the rules
+  // without it apply.
+  void setPeerFeed(bool live) noexcept { peer_feed_.store(live, std::memory_order_relaxed); }
+  [[nodiscard]] bool peerFeed() const noexcept {
+    return peer_feed_.load(std::memory_order_relaxed);
+  }
   // The slot count fill uses for `id`: the configured maxRunningRequests, else the observed slot
   // count (0: unknown, or a stale id; see the header comment). For diagnostics and tests.
   [[nodiscard]] std::int64_t slotCount(EndpointId id) const noexcept;
@@ -474,9 +517,10 @@ class HOLDBACK_API DispatchLedger {
   [[nodiscard]] detail::LedgerSlot* slotOf(EndpointId id) const noexcept;
   [[nodiscard]] std::optional<std::uint32_t> indexOf(std::string_view name) const noexcept;
   static void fillOne(Endpoint& e, const detail::LedgerSlot* slot,
-                      const DispatchLedgerOptions& options) noexcept;
+                      const DispatchLedgerOptions& options, bool feed) noexcept;
 
   DispatchLedgerOptions options_;
+  std::atomic<bool> peer_feed_{false};
   std::array<std::atomic<Chunk*>, kMaxChunks> chunks_{};
   mutable std::shared_mutex registry_mutex_;
   std::unordered_map<std::string, std::uint32_t, detail::TransparentStringHash, std::equal_to<>>

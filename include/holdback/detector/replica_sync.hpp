@@ -43,6 +43,27 @@
 //     syncer.syncOnce(controller.replicaRestoreFigures());
 //     controller.setReplicaShare(syncer.share());
 //
+// The replica feed
+//   Sums exchanged every sync interval are a sync interval old, and every replica reads the same
+//   scrape: the free room split keeps them from taking the same free slot, at the price of room
+//   a replica holds and does not use until the next scrape. A host that can deliver every
+//   replica's events to the others as they happen (a message bus, Redis pub/sub) runs a feed:
+//     - on every dispatch and completion, publish (endpoint, tokens) without waiting for the
+//       store; on every enqueue, publish (priority, kvTokens);
+//     - on every event received from another replica: DispatchLedger::recordPeerDispatch /
+//       recordPeerCompletion, FlowController::recordPeerArrival;
+//     - DispatchLedger::setPeerFeed(true) while the feed delivers (false when its connection
+//       breaks: the sums and the split, or the `replicas` share, apply again), and set
+//       ReplicaShare::pooledArrivals on the share installed by the sync thread;
+//     - scrape on each replica's own timer (not at one instant for all: a scrape's freed room
+//       is then seen first by the replica that scraped it).
+//   Each ledger then counts the pool's work since its own scrape as one ledger would, and every
+//   replica's demand estimate counts the pool's arrivals (a replica's own 1/R of them is a
+//   noisier estimate). The sync thread keeps running for the restoration figures and the ranks.
+//   Nothing waits for the store: an event the feed loses counts (a dispatch) or is missed (a
+//   completion) until the replica's next scrape. docs/simulation.md, "The replica feed",
+//   measures it.
+//
 // Cost: syncOnce() allocates nothing (its buffers are sized at construction); one
 // localPending and one setPeerPending per endpoint (a few atomic loads and stores).
 //

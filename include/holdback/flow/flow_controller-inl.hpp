@@ -217,6 +217,11 @@ HOLDBACK_INLINE void FlowController::setReplicaShare(
   core_->setReplicaShare(share);
 }
 
+HOLDBACK_INLINE void FlowController::recordPeerArrival(Priority priority,
+                                                       std::int64_t kvTokens) noexcept {
+  core_->recordPeerArrival(priority, kvTokens);
+}
+
 HOLDBACK_INLINE bool FlowController::markLeaseStarted(RequestId id) noexcept {
   return core_->markLeaseStarted(id);
 }

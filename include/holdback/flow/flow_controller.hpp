@@ -271,6 +271,13 @@ class HOLDBACK_API FlowController {
   // no allocation, never calls host code.
   [[nodiscard]] ReplicaRestoreFigures replicaRestoreFigures() const noexcept;
   void setReplicaShare(const std::optional<ReplicaShare>& share) noexcept;
+  // The replica feed (detector/replica_sync.hpp, "The replica feed"): another replica queued a
+  // request of `priority` declaring `kvTokens` (<= 0: none). Counted into this replica's demand
+  // estimate for that priority, as its own arrivals are, once this replica has a band of that
+  // priority (before that it is dropped). With the feed live on every replica, set
+  // ReplicaShare::pooledArrivals. Takes the controller's lock briefly; O(priorities seen), no
+  // allocation, never calls host code.
+  void recordPeerArrival(Priority priority, std::int64_t kvTokens = 0) noexcept;
 
   // One dispatch decision; see the file comment. Samples the pool (endpoint source + detector,
   // under no controller lock), then dispatch(now, pressure).

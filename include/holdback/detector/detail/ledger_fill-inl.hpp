@@ -35,9 +35,11 @@ struct SlotParts {
 }
 
 // fill's figures for one endpoint from a consistent read of its slot (see "The algorithm").
+// `feed`: the replica feed is live (DispatchLedger::setPeerFeed).
 [[gnu::always_inline]] inline void fillFrom(Endpoint& e, const LedgerSlot& slotRef,
                                             const ScrapeView& v, const ScrapeMark& c,
-                                            const DispatchLedgerOptions& options) noexcept {
+                                            const DispatchLedgerOptions& options,
+                                            bool feed) noexcept {
   const LedgerSlot* slot = &slotRef;
   e.maxRunningRequests = slotsInUse(*slot);
   const double capacity_per_token = slot->kvPerToken.load(std::memory_order_relaxed);
@@ -58,15 +60,29 @@ struct SlotParts {
   e.kvCacheUsage = v.kv;
   if (!v.correctable) return;  // decided at install (storeScrape)
   if (options.correction) {
-    const std::int64_t pending = since(c.dispatchedRequests, v.base.dispatchedRequests) -
-                                 since(c.completedRequests, v.base.completedRequests);
+    std::int64_t pending = since(c.dispatchedRequests, v.base.dispatchedRequests) -
+                           since(c.completedRequests, v.base.completedRequests);
+    std::int64_t pending_tokens = since(c.dispatchedTokens, v.base.dispatchedTokens) -
+                                  since(c.completedTokens, v.base.completedTokens);
+    if (feed) {
+      // The replica feed: the other replicas' work since this scrape's baseline, as one ledger
+      // would count it (see "The replica feed"); no share, no sums, no split.
+      ScrapeMark peers;
+      readPeerCounters(*slot, peers);
+      pending += since(peers.peerDispatchedRequests, v.base.peerDispatchedRequests) -
+                 since(peers.peerCompletedRequests, v.base.peerCompletedRequests);
+      pending_tokens += since(peers.peerDispatchedTokens, v.base.peerDispatchedTokens) -
+                        since(peers.peerCompletedTokens, v.base.peerCompletedTokens);
+    }
     // Each replica's own pending work, times the replicas (see DispatchLedgerOptions::replicas),
     // or with replica sync (setPeerPending) its own plus the other replicas' reported sum.
     const std::int64_t peer_requests = slot->peerRequests.load(std::memory_order_relaxed);
     const std::uint16_t peer_replicas = slot->peerReplicas.load(std::memory_order_relaxed);
-    const auto replicas = static_cast<double>(
-        peer_replicas > options.replicas ? std::int64_t{peer_replicas} : options.replicas);
-    const bool synced = peer_requests >= 0;
+    const auto replicas =
+        feed ? 1.0
+             : static_cast<double>(peer_replicas > options.replicas ? std::int64_t{peer_replicas}
+                                                                    : options.replicas);
+    const bool synced = !feed && peer_requests >= 0;
     const std::uint32_t slots = slotsInUse(*slot);
     const double own_pending = static_cast<double>(pending > 0 ? pending : 0);
     // Without sync: this replica's own pending work times R. With sync: its own, plus the
@@ -111,8 +127,6 @@ struct SlotParts {
       e.runningRequests = total < v.running ? total : v.running;
       e.waitingQueueSize = total - e.runningRequests;
     }
-    const std::int64_t pending_tokens = since(c.dispatchedTokens, v.base.dispatchedTokens) -
-                                        since(c.completedTokens, v.base.completedTokens);
     const double own_tokens = static_cast<double>(pending_tokens > 0 ? pending_tokens : 0);
     const double reported_tokens =
         static_cast<double>(slot->peerTokens.load(std::memory_order_relaxed));
@@ -137,17 +151,19 @@ struct SlotParts {
 // retry loops. Out of line: with the loops inlined into fill's loop, the compiler hoisted every
 // field address out of them and spilled the values read (BM_LedgerFill, docs/performance.md).
 [[gnu::noinline]] inline void fillRetry(Endpoint& e, const LedgerSlot& slot,
-                                        const DispatchLedgerOptions& options) noexcept {
+                                        const DispatchLedgerOptions& options, bool feed) noexcept {
   const ScrapeView v = readScrape(slot);
   const ScrapeMark c = readCounters(slot);
-  fillFrom(e, slot, v, c, options);
+  fillFrom(e, slot, v, c, options, feed);
 }
 
 }  // namespace detail
 
 // Always inlined into the fill loops (only they call it).
-[[gnu::always_inline]] inline void DispatchLedger::fillOne(
-    Endpoint& e, const detail::LedgerSlot* slot, const DispatchLedgerOptions& options) noexcept {
+[[gnu::always_inline]] inline void DispatchLedger::fillOne(Endpoint& e,
+                                                           const detail::LedgerSlot* slot,
+                                                           const DispatchLedgerOptions& options,
+                                                           bool feed) noexcept {
   if (slot == nullptr) {
     detail::clearTelemetry(e);
     return;
@@ -155,23 +171,25 @@ struct SlotParts {
   detail::ScrapeView v;
   ScrapeMark c;
   if (!detail::tryReadScrape(*slot, v) || !detail::tryReadCounters(*slot, c)) [[unlikely]] {
-    detail::fillRetry(e, *slot, options);
+    detail::fillRetry(e, *slot, options, feed);
     return;
   }
-  detail::fillFrom(e, *slot, v, c, options);
+  detail::fillFrom(e, *slot, v, c, options, feed);
 }
 
 HOLDBACK_INLINE void DispatchLedger::fill(std::span<Endpoint> endpoints,
                                           std::span<const EndpointId> ids) const noexcept {
   const std::size_t n = std::min(endpoints.size(), ids.size());
   const DispatchLedgerOptions options = options_;  // kept in registers across the atomics
+  const bool feed = peerFeed();
   for (std::size_t k = 0; k < n; ++k) {
-    fillOne(endpoints[k], slotOf(ids[k]), options);
+    fillOne(endpoints[k], slotOf(ids[k]), options, feed);
   }
 }
 
 HOLDBACK_INLINE void DispatchLedger::fill(std::span<Endpoint> endpoints) const noexcept {
   std::shared_lock lock(registry_mutex_);
+  const bool feed = peerFeed();
   for (Endpoint& e : endpoints) {
     const auto index = indexOf(e.name);
     fillOne(
@@ -179,7 +197,7 @@ HOLDBACK_INLINE void DispatchLedger::fill(std::span<Endpoint> endpoints) const n
         index
             ? &(*chunks_[*index / kChunkSize].load(std::memory_order_acquire))[*index % kChunkSize]
             : nullptr,
-        options_);
+        options_, feed);
   }
 }
 

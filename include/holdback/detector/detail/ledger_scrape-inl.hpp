@@ -110,6 +110,10 @@ HOLDBACK_INLINE void storeScrape(LedgerSlot& slot, std::uint32_t index, const Sc
   slot.baseDispatchedTokens.store(base.dispatchedTokens, std::memory_order_release);
   slot.baseCompletedRequests.store(base.completedRequests, std::memory_order_release);
   slot.baseCompletedTokens.store(base.completedTokens, std::memory_order_release);
+  slot.basePeerDispatchedRequests.store(base.peerDispatchedRequests, std::memory_order_release);
+  slot.basePeerDispatchedTokens.store(base.peerDispatchedTokens, std::memory_order_release);
+  slot.basePeerCompletedRequests.store(base.peerCompletedRequests, std::memory_order_release);
+  slot.basePeerCompletedTokens.store(base.peerCompletedTokens, std::memory_order_release);
   slot.budget.store(budget, std::memory_order_release);
   // The split's rotation: the same for every replica reading a scrape of about the same time.
   const auto at_ns = static_cast<std::uint64_t>(
@@ -134,7 +138,7 @@ HOLDBACK_INLINE bool DispatchLedger::installScrape(EndpointId id, const Scrape& 
 HOLDBACK_INLINE bool DispatchLedger::installScrape(EndpointId id, const Scrape& scrape) noexcept {
   detail::LedgerSlot* slot = slotOf(id);
   if (slot == nullptr) return false;
-  ScrapeMark base = detail::readCounters(*slot);
+  ScrapeMark base = detail::readAllCounters(*slot);
   const std::int64_t margin = options_.scrapeMarginRequests;
   if (margin > 0) {
     const detail::ScrapeView previous = detail::readScrape(*slot);

@@ -85,6 +85,23 @@ namespace detail {
   return m;
 }
 
+// The replica feed's counters into `m` (completions first: a completion read has its dispatch
+// read too when the feed delivered them in order).
+inline void readPeerCounters(const LedgerSlot& s, ScrapeMark& m) noexcept {
+  constexpr auto kAcquire = std::memory_order_acquire;
+  m.peerCompletedRequests = s.peerCompletedRequests.load(kAcquire);
+  m.peerCompletedTokens = s.peerCompletedTokens.load(kAcquire);
+  m.peerDispatchedRequests = s.peerDispatchedRequests.load(kAcquire);
+  m.peerDispatchedTokens = s.peerDispatchedTokens.load(kAcquire);
+}
+
+// The counters with the feed's: what mark() returns and a baseline takes.
+[[nodiscard]] inline ScrapeMark readAllCounters(const LedgerSlot& s) noexcept {
+  ScrapeMark m = readCounters(s);
+  readPeerCounters(s, m);
+  return m;
+}
+
 // LedgerSlot::budget sentinels: no scrape installed yet; a scrape whose telemetry is not
 // correctable (invalid or beyond 1e300: fill passes it through). Values >= 0 are budgets.
 inline constexpr std::int32_t kNoScrape = -1;
@@ -116,6 +133,10 @@ struct ScrapeView {
   v.base.dispatchedTokens = s.baseDispatchedTokens.load(kAcquire);
   v.base.completedRequests = s.baseCompletedRequests.load(kAcquire);
   v.base.completedTokens = s.baseCompletedTokens.load(kAcquire);
+  v.base.peerDispatchedRequests = s.basePeerDispatchedRequests.load(kAcquire);
+  v.base.peerDispatchedTokens = s.basePeerDispatchedTokens.load(kAcquire);
+  v.base.peerCompletedRequests = s.basePeerCompletedRequests.load(kAcquire);
+  v.base.peerCompletedTokens = s.basePeerCompletedTokens.load(kAcquire);
   v.budget = s.budget.load(kAcquire);
   v.has = v.budget != kNoScrape;
   v.correctable = v.budget >= 0;

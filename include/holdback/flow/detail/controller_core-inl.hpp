@@ -186,6 +186,12 @@ HOLDBACK_INLINE ReplicaRestoreFigures ControllerCore::replicaRestoreFigures() co
   return mine;
 }
 
+HOLDBACK_INLINE void ControllerCore::recordPeerArrival(Priority priority,
+                                                       std::int64_t kvTokens) noexcept {
+  MutexLock lock(mu_);
+  demand_.peerArrived(priority, kvTokens);
+}
+
 HOLDBACK_INLINE void ControllerCore::setReplicaShare(
     const std::optional<ReplicaShare>& share) noexcept {
   MutexLock lock(mu_);
@@ -326,11 +332,12 @@ HOLDBACK_INLINE DispatchResult ControllerCore::dispatchImpl(TimePoint now,
       view.bands = demand_.view();
       view.now = now;
       if (leases_.size() > 0) view.requestUnit = s / static_cast<double>(leases_.size());
-      // With replicas: the pool's turnover per replica, not this replica's own (DemandView).
+      // With replicas: the pool's turnover per replica, not this replica's own (DemandView);
+      // the pool's own when the demand estimates count the pool's arrivals.
       if (const ReplicaShare* share = evictor_.replicaShare()) {
         view.completionRate =
             (demand_.completionRate() + Evictor::finiteOrZero(share->others.completionRate)) /
-            static_cast<double>(share->replicas);
+            (share->pooledArrivals ? 1.0 : static_cast<double>(share->replicas));
       }
       if (settings_.policy->usesRoom()) {
         view.room = roomView();

@@ -127,6 +127,7 @@ class ControllerCore {
   bool markLeaseStarted(RequestId id) noexcept HOLDBACK_EXCLUDES(mu_);
   ReplicaRestoreFigures replicaRestoreFigures() const noexcept HOLDBACK_EXCLUDES(mu_);
   void setReplicaShare(const std::optional<ReplicaShare>& share) noexcept HOLDBACK_EXCLUDES(mu_);
+  void recordPeerArrival(Priority priority, std::int64_t kvTokens) noexcept HOLDBACK_EXCLUDES(mu_);
   DispatchResult dispatchCycle(TimePoint now) noexcept HOLDBACK_EXCLUDES(mu_);
   DispatchResult dispatch(TimePoint now, const PoolPressure& pressure) noexcept
       HOLDBACK_EXCLUDES(mu_);

@@ -64,6 +64,16 @@ class DemandTracker {
     slot.arrivals += 1.0;
     if (kvTokens > 0) slot.estimator.arrivedWithFootprint(static_cast<double>(kvTokens));
   }
+  // Another replica queued a request of `prio` (the replica feed): counted as an arrival of the
+  // slot of that priority, if there is one (never adds one: no allocation).
+  void peerArrived(Priority prio, std::int64_t kvTokens) noexcept {
+    for (Slot& slot : slots_) {
+      if (slot.prio != prio) continue;
+      slot.arrivals += 1.0;
+      if (kvTokens > 0) slot.estimator.arrivedWithFootprint(static_cast<double>(kvTokens));
+      return;
+    }
+  }
   // A request of slot `slot` was dispatched after waiting `waited` in its queue.
   void dispatched(std::uint32_t slot, Duration waited) noexcept {
     slots_[slot].estimator.dispatched(std::chrono::duration<double>(waited).count());

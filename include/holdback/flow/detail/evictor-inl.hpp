@@ -256,7 +256,7 @@ HOLDBACK_INLINE void Evictor::restoreReserve(const Cycle& cycle, RevocationBatch
   // revocations.
   double pool_pending = pending;
   if (shared) {
-    lambda += finiteOrZero(replica_->others.protectedArrivalRate);
+    if (!replica_->pooledArrivals) lambda += finiteOrZero(replica_->others.protectedArrivalRate);
     completions += finiteOrZero(replica_->others.completionRate);
     pool_pending += finiteOrZero(replica_->others.pendingRevocations);
   }
