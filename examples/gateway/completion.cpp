@@ -12,6 +12,7 @@
 #include "holdback/flow/plugins/slo_deadline_ordering.hpp"
 #include "holdback/flow/request_headers.hpp"
 #include "own_response.hpp"
+#include "replica_feed.hpp"
 
 namespace holdback::gateway {
 
@@ -76,7 +77,7 @@ asio::awaitable<bool> proxyTo(HttpServer::Shard& shard, beast::tcp_stream& strea
       co_await proxy(shard.upstream, gw.options(), req, stream, what, ex->abort, error, status);
   // The upstream exchange is torn down: the ledger's slot and the controller's lease end here (for
   // a revoked request, this release is the confirmation).
-  dispatch.handle.release();
+  dispatch.release();
   ex->endLease();
   if (ex->revoked && r != ProxyResult::kRevoked && r != ProxyResult::kRevokedMidStream) {
     // The revocation arrived after the upstream response had been read to its end: it completed.
@@ -210,6 +211,7 @@ asio::awaitable<bool> handleCompletion(HttpServer::Shard& shard, beast::tcp_stre
   ex->kvTokens = request.kvTokens;
   request.payload = std::shared_ptr<OutcomeSink>(ex);
   gw.dispatcher().arrived();
+  if (ReplicaFeedSink* feed = gw.pool().feed()) feed->arrived(priority, request.kvTokens);
   ex->ticket = gw.controller().enqueue(std::move(request));
   gw.dispatcher().dispatchNow();
   watchClient(client, *ex, stream.socket(), counters);

@@ -82,6 +82,12 @@ struct GatewayCounters {
   std::atomic<std::uint64_t> replicaSyncFailures{0};
   std::atomic<std::int64_t> replicaSyncFallback{0};
   std::atomic<std::int64_t> replicaSyncReplicas{0};
+  // The replica feed (replica_feed.hpp): whether it is live, events published, received from the
+  // others and dropped (a full queue, a failed publish).
+  std::atomic<std::int64_t> replicaFeedLive{0};
+  std::atomic<std::uint64_t> replicaFeedSent{0};
+  std::atomic<std::uint64_t> replicaFeedReceived{0};
+  std::atomic<std::uint64_t> replicaFeedDropped{0};
 
   void count(int status) noexcept {
     if (status >= 0 && status < int(responses.size())) {

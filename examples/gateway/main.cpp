@@ -145,12 +145,21 @@ int run(int argc, char** argv) {
   first_round.wait();
 
   // --replica-sync: share this replica's pending dispatches through Redis (a background thread).
+  // And, unless --replica-feed off, every dispatch, completion and arrival as it happens (the
+  // replica feed: replica_feed.hpp). Destroyed after the coroutines (their dispatches hold it).
+  std::unique_ptr<ReplicaFeed> replica_feed;
   std::unique_ptr<ReplicaSyncThread> replica_sync;
   if (options.replicaSync.port != 0 && !mapping_failed) {
 #ifdef HOLDBACK_GATEWAY_HIREDIS
-    replica_sync = ReplicaSyncThread::start(
-        options.replicaSync, options.endpointUrls, gateway->pool(), gateway->controller(),
-        gateway->counters(), options.replicaSyncIntervalMs, options.replicaSyncTtlMs);
+    if (options.replicaFeed) {
+      replica_feed = ReplicaFeed::start(options.replicaSync, options.endpointUrls, gateway->pool(),
+                                        gateway->controller(), gateway->counters());
+      gateway->pool().setFeed(replica_feed.get());
+    }
+    replica_sync = ReplicaSyncThread::start(options.replicaSync, options.endpointUrls,
+                                            gateway->pool(), gateway->controller(),
+                                            gateway->counters(), options.replicaSyncIntervalMs,
+                                            options.replicaSyncTtlMs, replica_feed.get());
 #endif
   }
 
@@ -178,6 +187,7 @@ int run(int argc, char** argv) {
   server->releaseIoObjects();
   contexts.clear();  // destroys the parked coroutines (and their sockets)
   server.reset();
+  replica_feed.reset();
   gateway.reset();
   return mapping_failed ? 2 : 0;
 }

@@ -95,6 +95,19 @@ std::string renderMetrics(Gateway& gw) {
       {"holdback_gateway_replica_sync_replicas", "gauge",
        "Gateway replicas (this one included) the last successful replica sync round saw.",
        double(gc.replicaSyncReplicas.load(std::memory_order_relaxed))},
+      {"holdback_gateway_replica_feed_live", "gauge",
+       "1 while the replica feed delivers the other replicas' dispatches, completions and "
+       "arrivals.",
+       double(gc.replicaFeedLive.load(std::memory_order_relaxed))},
+      {"holdback_gateway_replica_feed_sent_total", "counter",
+       "Events this replica published on the replica feed.",
+       double(gc.replicaFeedSent.load(std::memory_order_relaxed))},
+      {"holdback_gateway_replica_feed_received_total", "counter",
+       "Other replicas' events this replica applied from the replica feed.",
+       double(gc.replicaFeedReceived.load(std::memory_order_relaxed))},
+      {"holdback_gateway_replica_feed_dropped_total", "counter",
+       "Events this replica could not publish (queue full, Redis down or slow).",
+       double(gc.replicaFeedDropped.load(std::memory_order_relaxed))},
   };
   for (const Global& g : globals) {
     family(g.name, g.type, g.help);

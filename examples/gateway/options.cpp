@@ -25,6 +25,7 @@ constexpr const char* kUsage =
     "         [--drain-timeout-s N (30)] [--no-scrape-lag-credit (deprecated, no-op)]\n"
     "         [--upstream-max-connections N (4096)] [--replica-sync redis://HOST:PORT]\n"
     "         [--replica-sync-interval-ms N (20)] [--replica-sync-ttl-ms N (1000)]\n"
+    "         [--replica-feed on|off (on)]\n"
     "         [--dialect auto|custom|vllm|vllm-v0|sglang|llamacpp|tgi|trtllm (auto)]\n"
     "         [--endpoint-dialect URL=DIALECT ...] [--metric-waiting SPEC]\n"
     "         [--metric-running SPEC] [--metric-kv-usage SPEC]\n"
@@ -227,6 +228,16 @@ int parseArgs(int argc, char** argv, Options& o) {
         o.replicaSync = *hp;
       } else {
         std::fprintf(stderr, "holdback-gateway: --replica-sync: \"%s\" is not redis://HOST:PORT\n",
+                     v->c_str());
+        failed = true;
+      }
+    } else if (arg == "--replica-feed") {
+      const auto v = next();
+      if (!v) continue;
+      if (*v == "on" || *v == "off") {
+        o.replicaFeed = *v == "on";
+      } else {
+        std::fprintf(stderr, "holdback-gateway: --replica-feed: \"%s\" is not on or off\n",
                      v->c_str());
         failed = true;
       }

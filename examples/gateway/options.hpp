@@ -51,6 +51,8 @@ struct Options {
   HostPort replicaSync{"", 0};
   // How often this replica publishes its pending work and reads the others'.
   int replicaSyncIntervalMs = 20;
+  // With --replica-sync: the replica feed over the same Redis (replica_feed.hpp).
+  bool replicaFeed = true;
   // A replica's published share expires this long after its last publication.
   int replicaSyncTtlMs = 1000;
   // Metric dialects (endpoint_dialect.hpp, docs/guide/engines.md).

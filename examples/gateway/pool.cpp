@@ -1,5 +1,7 @@
 #include "pool.hpp"
 
+#include "replica_feed.hpp"
+
 namespace holdback::gateway {
 
 namespace {
@@ -118,7 +120,14 @@ std::optional<Pool::Dispatch> Pool::pick(const SaturationDetector& detector, Tim
   const auto best = picker_.pick(pick_view_, detector, now, pick_up_, kvTokens);
   if (!best) return std::nullopt;
   states_[*best]->dispatches.fetch_add(1, std::memory_order_relaxed);
-  return Dispatch{*best, ledger_.dispatch(ids_[*best], kvTokens)};
+  ReplicaFeedSink* feed = feed_.load(std::memory_order_acquire);
+  if (feed != nullptr) feed->dispatched(*best, kvTokens);
+  return Dispatch{*best, ledger_.dispatch(ids_[*best], kvTokens),
+                  Dispatch::FeedCompletion(feed, *best, kvTokens)};
+}
+
+void Pool::Dispatch::FeedCompletion::send() noexcept {
+  if (ReplicaFeedSink* sink = std::exchange(sink_, nullptr)) sink->completed(endpoint_, tokens_);
 }
 
 Pool::Counters Pool::counters(std::size_t i) const {

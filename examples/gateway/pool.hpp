@@ -38,6 +38,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "capacity.hpp"
@@ -46,6 +47,10 @@
 #include "holdback/detector/endpoint_picker.hpp"
 #include "holdback/flow/flow_controller.hpp"
 #include "vllm_telemetry.hpp"
+
+namespace holdback::gateway {
+class ReplicaFeedSink;  // replica_feed.hpp
+}  // namespace holdback::gateway
 
 namespace holdback::gateway {
 
@@ -96,6 +101,38 @@ class Pool final : public EndpointSource {
   struct Dispatch {
     std::size_t endpoint = 0;
     DispatchHandle handle;
+    // The replica feed's completion event (replica_feed.hpp): sent once, by release() or when the
+    // Dispatch is destroyed.
+    class FeedCompletion {
+     public:
+      FeedCompletion() = default;
+      FeedCompletion(ReplicaFeedSink* sink, std::size_t endpoint, std::int64_t tokens) noexcept
+          : sink_(sink), endpoint_(endpoint), tokens_(tokens) {}
+      FeedCompletion(FeedCompletion&& o) noexcept
+          : sink_(std::exchange(o.sink_, nullptr)), endpoint_(o.endpoint_), tokens_(o.tokens_) {}
+      FeedCompletion& operator=(FeedCompletion&& o) noexcept {
+        if (this != &o) {
+          send();
+          sink_ = std::exchange(o.sink_, nullptr);
+          endpoint_ = o.endpoint_;
+          tokens_ = o.tokens_;
+        }
+        return *this;
+      }
+      ~FeedCompletion() { send(); }
+      void send() noexcept;
+
+     private:
+      ReplicaFeedSink* sink_ = nullptr;
+      std::size_t endpoint_ = 0;
+      std::int64_t tokens_ = 0;
+    };
+    FeedCompletion feedCompletion;
+    // Completes the request in the ledger (and on the replica feed).
+    void release() noexcept {
+      handle.release();
+      feedCompletion.send();
+    }
   };
   // THE endpoint choice: EndpointPicker over a ledger-filled snapshot; nullopt only for an empty
   // pool.
@@ -106,6 +143,13 @@ class Pool final : public EndpointSource {
   // The gateway's requests in flight to endpoint i (dispatched, handle not yet released).
   [[nodiscard]] std::int64_t inFlight(std::size_t i) const noexcept {
     return ledger_.load(ids_[i]).requests;
+  }
+
+  // The replica feed (replica_feed.hpp): every pick and every Dispatch's release is sent to it.
+  // Set it before serving (nullptr: none, the default).
+  void setFeed(ReplicaFeedSink* feed) noexcept { feed_.store(feed, std::memory_order_release); }
+  [[nodiscard]] ReplicaFeedSink* feed() const noexcept {
+    return feed_.load(std::memory_order_acquire);
   }
 
   // The ledger and endpoint i's id in it (replica sync, replica_sync_redis.hpp).
@@ -145,6 +189,7 @@ class Pool final : public EndpointSource {
   std::vector<std::unique_ptr<State>> states_;
   mutable std::mutex mu_;
   std::vector<Endpoint> view_;  // endpoints()'s buffer (one controller thread at a time)
+  std::atomic<ReplicaFeedSink*> feed_{nullptr};
   std::mutex pick_mu_;
   EndpointPicker picker_;              // guarded by pick_mu_
   std::vector<Endpoint> pick_view_;    // guarded by pick_mu_

@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <mutex>
+#include <optional>
 #include <random>
 #include <span>
 #include <thread>
@@ -222,9 +223,11 @@ class RedisReplicaSync final : public ReplicaSync {
 class RedisSyncThread final : public ReplicaSyncThread {
  public:
   RedisSyncThread(const HostPort& redis, std::vector<std::string> endpointUrls, Pool& pool,
-                  FlowController& controller, GatewayCounters& counters, int intervalMs, int ttlMs)
+                  FlowController& controller, GatewayCounters& counters, int intervalMs, int ttlMs,
+                  const ReplicaFeed* feed)
       : redis_(redis),
         controller_(controller),
+        feed_(feed),
         sync_(redis, std::move(endpointUrls), ttlMs, std::max(intervalMs, 50)),
         syncer_(pool.ledger(), sync_, ids(pool)),
         counters_(counters),
@@ -256,7 +259,9 @@ class RedisSyncThread final : public ReplicaSyncThread {
       lock.unlock();
       // The pending dispatches for the ledger, the restoration figures for the controller.
       const bool ok = syncer_.syncOnce(controller_.replicaRestoreFigures());
-      controller_.setReplicaShare(syncer_.share());
+      std::optional<ReplicaShare> share = syncer_.share();
+      if (share && feed_ != nullptr) share->pooledArrivals = feed_->live();
+      controller_.setReplicaShare(share);
       lock.lock();
       if (ok) {
         counters_.replicaSyncRounds.fetch_add(1, std::memory_order_relaxed);
@@ -287,6 +292,7 @@ class RedisSyncThread final : public ReplicaSyncThread {
 
   HostPort redis_;
   FlowController& controller_;
+  const ReplicaFeed* feed_;
   RedisReplicaSync sync_;
   ReplicaSyncer syncer_;
   GatewayCounters& counters_;
@@ -303,9 +309,10 @@ std::unique_ptr<ReplicaSyncThread> ReplicaSyncThread::start(const HostPort& redi
                                                             std::vector<std::string> endpointUrls,
                                                             Pool& pool, FlowController& controller,
                                                             GatewayCounters& counters,
-                                                            int intervalMs, int ttlMs) {
+                                                            int intervalMs, int ttlMs,
+                                                            const ReplicaFeed* feed) {
   return std::make_unique<RedisSyncThread>(redis, std::move(endpointUrls), pool, controller,
-                                           counters, intervalMs, ttlMs);
+                                           counters, intervalMs, ttlMs, feed);
 }
 
 }  // namespace holdback::gateway

@@ -13,7 +13,8 @@
 // (DispatchLedger::setPeerPending); their restoration figures (@restore: the protected bands'
 // arrival rate, every band's completion rate, revocations outstanding or cooling, leases) are
 // summed and installed in the controller (FlowController::setReplicaShare), with this replica's
-// rank among the live identities sorted, so that the replicas restore the reserve as one. A replica
+// rank among the live identities sorted, so that the replicas restore the reserve as one (with
+// ReplicaShare::pooledArrivals while `feed` is live: replica_feed.hpp). A replica
 // that dies stops refreshing its hash, which expires: its share leaves the others' sums within the
 // TTL plus one interval. <id> is HOST-PID-RANDOM.
 //
@@ -33,6 +34,7 @@
 
 #include "gateway.hpp"
 #include "gateway_http.hpp"
+#include "replica_feed.hpp"
 
 namespace holdback::gateway {
 
@@ -45,7 +47,7 @@ class ReplicaSyncThread {
                                                   std::vector<std::string> endpointUrls, Pool& pool,
                                                   FlowController& controller,
                                                   GatewayCounters& counters, int intervalMs,
-                                                  int ttlMs);
+                                                  int ttlMs, const ReplicaFeed* feed = nullptr);
   virtual ~ReplicaSyncThread() = default;  // stops and joins the thread
   ReplicaSyncThread(const ReplicaSyncThread&) = delete;
   ReplicaSyncThread& operator=(const ReplicaSyncThread&) = delete;

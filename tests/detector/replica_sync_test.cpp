@@ -386,7 +386,9 @@ TEST(ReplicaSyncTest, TheFeedCountsTheOtherReplicasWorkAsOneLedgerWould) {
   EXPECT_DOUBLE_EQ(e.runningRequests, 4.0);
   EXPECT_DOUBLE_EQ(e.waitingQueueSize, 0.0);
   EXPECT_DOUBLE_EQ(e.kvCacheUsage, 0.1 + 250.0 / 1000.0);
-  EXPECT_EQ(e.inFlightRequests, 1);  // this replica's own requests in flight
+  // The pool's requests in flight: this replica's 1 and the 3 the feed reported.
+  EXPECT_EQ(e.inFlightRequests, 4);
+  EXPECT_EQ(e.inFlightTokens, 50 + 300);
   // One more from b: it queues.
   ASSERT_TRUE(a.recordPeerDispatch(ida, 10));
   e = syncFilled(a, ida);
@@ -405,6 +407,7 @@ TEST(ReplicaSyncTest, TheFeedCountsTheOtherReplicasWorkAsOneLedgerWould) {
   e = syncFilled(a, ida);
   EXPECT_DOUBLE_EQ(e.runningRequests, 4.0);
   EXPECT_DOUBLE_EQ(e.waitingQueueSize, 8.0);
+  EXPECT_EQ(e.inFlightRequests, 1);  // only this replica's own
   // No sums either: the `replicas` share, own 1 x 2.
   ASSERT_TRUE(a.setPeerPending(ida, std::nullopt, 2));
   e = syncFilled(a, ida);

@@ -4,14 +4,17 @@
 # E2E.GatewayReplicaSync, about 25 s). First one gateway alone carries a batch flood and
 # interactive traffic (the reference); then a batch flood goes through all three replicas and the
 # same interactive traffic through the first, and:
-#   - every replica sees the three (holdback_gateway_replica_sync_replicas 3);
+#   - every replica sees the three (holdback_gateway_replica_sync_replicas 3) and its replica feed
+#     is live (holdback_gateway_replica_feed_live 1), and during the shared run each applies the
+#     others' events from it;
 #   - while they share their state: no server queue deeper than the detector's
 #     queueDepthThreshold + 1 (sampled), and the interactive p99 within MAX_P99_RATIO (2.0: the
 #     target is 1.5, the margin is for a loaded two-core machine; the ratio is printed) of the
 #     one gateway's;
 #   - replica 3 is killed (SIGKILL) mid-run: the others see two within twice the key expiry;
 #   - Redis is stopped mid-run: the survivors fall back (holdback_gateway_replica_sync_fallback 1,
-#     "falling back" on stderr) and no request through them fails (no 5xx, no transport error).
+#     "falling back" on stderr; the feed down, holdback_gateway_replica_feed_live 0, "replica
+#     feed" ... "down" on stderr) and no request through them fails (no 5xx, no transport error).
 # Skipped (exit 0, "SKIPPED:") when redis-server (Debian redis-server) is not installed.
 #
 #   gateway_replica_sync_e2e.sh GATEWAY MODEL_SERVER
@@ -97,6 +100,11 @@ for g in 1 2 3; do
   else
     fail "replica $g sees $(metric "${!url_var}" holdback_gateway_replica_sync_replicas) replicas, not 3"
   fi
+  if wait_metric "${!url_var}" holdback_gateway_replica_feed_live 1 5; then
+    ok "replica $g's feed is live"
+  else
+    fail "replica $g's feed is not live"
+  fi
 done
 
 # The same load through the three sharing their state: interactive p99 and server queues.
@@ -108,6 +116,15 @@ load shared_interactive "$GW1" interactive 2 "$PHASE_S"
 deepest=$(deepest_queue $((PHASE_S - 1)))
 for pid in "${LOADS[@]}"; do wait "$pid"; done
 p99_three=$(p99_ms shared_interactive)
+for g in 1 2 3; do
+  url_var="GW$g"
+  received=$(metric "${!url_var}" holdback_gateway_replica_feed_received_total)
+  if awk -v n="${received:-0}" 'BEGIN {exit !(n > 0)}'; then
+    ok "replica $g applied $received of the others' events from the feed"
+  else
+    fail "replica $g applied no event from the feed"
+  fi
+done
 echo "deepest server queue sampled: one gateway $deepest_one, three replicas sharing $deepest (queueDepthThreshold $QUEUE_THRESHOLD)"
 if awk -v d="$deepest" -v t="$QUEUE_THRESHOLD" 'BEGIN {exit !(d <= t + 1)}'; then
   ok "no server queue deeper than $QUEUE_THRESHOLD + 1 while three replicas shared their state"
@@ -154,6 +171,12 @@ for g in 1 2; do
     ok "replica $g fell back to the 1/R share when Redis stopped, and said so"
   else
     fail "replica $g did not report the fallback"
+  fi
+  if wait_metric "${!url_var}" holdback_gateway_replica_feed_live 0 3 &&
+    grep -q "replica feed: .* down" "$WORK/gateway$g.err"; then
+    ok "replica $g's feed went down when Redis stopped, and said so"
+  else
+    fail "replica $g did not report its feed down"
   fi
 done
 

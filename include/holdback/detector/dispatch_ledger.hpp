@@ -93,7 +93,13 @@
 //   apply while the feed is live: each replica scrapes on its own timer, so a scrape's freed
 //   room is seen first by the replica that scraped it, whose dispatches reach the others a feed
 //   delay later. An event the feed lost (a dead replica's completions, a broken connection)
-//   counts until this replica's next scrape takes a baseline past it.
+//   counts until this replica's next scrape takes a baseline past it. With the feed live,
+//   inFlightRequests/Tokens are the pool's: this replica's own plus the others' dispatches less
+//   their completions as the feed reported them (each floored at 0; the picker breaks ties on
+//   them, and replicas that each counted only their own picked alike: static-1.0 loaded the
+//   simulated pool 1.03-1.05 on the mean instead of 1.00). A completion the feed lost stays in
+//   those counts until the host completes it (recordPeerCompletion: the gateway does so for a
+//   replica it has not heard from for 2 s, and for every replica when its feed breaks).
 //   The observed slot count S (a slow start): a server that ran R requests at once has at least R
 //   slots, so every installed scrape raises S to floor(running) (S = max running shown). A
 //   scrape that shows a queue (waiting > 0) shows the server taking no more work than it runs

@@ -47,6 +47,15 @@ struct SlotParts {
       capacity_per_token > 0.0 ? std::llround(1.0 / capacity_per_token) : std::int64_t{0};
   e.inFlightRequests = std::max<std::int64_t>(0, since(c.dispatchedRequests, c.completedRequests));
   e.inFlightTokens = std::max<std::int64_t>(0, since(c.dispatchedTokens, c.completedTokens));
+  if (feed) {
+    // The pool's requests in flight: this replica's and, as the feed reported them, the others'.
+    ScrapeMark p;
+    readPeerCounters(slotRef, p);
+    e.inFlightRequests +=
+        std::max<std::int64_t>(0, since(p.peerDispatchedRequests, p.peerCompletedRequests));
+    e.inFlightTokens +=
+        std::max<std::int64_t>(0, since(p.peerDispatchedTokens, p.peerCompletedTokens));
+  }
   if (!v.has) {
     e.updateTime.reset();
     e.waitingQueueSize = 0.0;
