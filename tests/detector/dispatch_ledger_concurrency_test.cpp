@@ -106,6 +106,74 @@ TEST(DispatchLedgerConcurrencyTest, CountsBalanceAndFiguresStayInRange) {
   EXPECT_FALSE(ledger.find("flappy"));
 }
 
+// The replica feed under contention: a feed thread records another replica's dispatches and
+// completions while this replica's workers dispatch, a scraper installs scrapes, the feed is
+// switched on and off, and a reader fills: the figures stay in range, and once everything has
+// completed the pool's in-flight counts are back at zero.
+TEST(DispatchLedgerConcurrencyTest, PeerFeedCountsStayInRangeUnderContention) {
+  DispatchLedger ledger({.replicas = 2});
+  constexpr int kWorkers = 2;
+  constexpr int kRequests = 3000;
+  const EndpointId id = ledger.registerEndpoint("e", EndpointCapacity{4, 1000});
+  ledger.setPeerFeed(true);
+  std::atomic<bool> done{false};
+  std::atomic<int> bad{0};
+  std::thread scraper([&] {
+    std::int64_t t = 0;
+    while (!done.load()) {
+      const ScrapeMark mark = ledger.mark(id);
+      ledger.installScrape(id, Scrape{TimePoint(Duration(++t)), 0.0, 1.0, 0.25}, mark);
+      if (t % 64 == 0) ledger.setPeerFeed(t % 128 == 0);
+      std::this_thread::yield();
+    }
+  });
+  std::thread reader([&] {
+    std::vector<Endpoint> endpoints(1);
+    const EndpointId ids[] = {id};
+    while (!done.load()) {
+      ledger.fill(endpoints, ids);
+      const Endpoint& e = endpoints[0];
+      // At most 1 request (of 3 tokens) per worker and 2 (of 5) from the feed at a time; the
+      // feed's counters are read completions first, so a read can see up to 2 more.
+      if (e.inFlightRequests < 0 || e.inFlightRequests > kWorkers + 4 || e.inFlightTokens < 0 ||
+          e.inFlightTokens > 3 * kWorkers + 20) {
+        bad.fetch_add(1);
+      }
+      if (e.updateTime &&
+          (e.runningRequests < 1.0 || e.runningRequests > 4.0 || e.waitingQueueSize < 0.0 ||
+           e.kvCacheUsage < 0.25 || e.kvCacheUsage > 1.0)) {
+        bad.fetch_add(1);
+      }
+    }
+  });
+  std::thread feed([&] {
+    for (int i = 0; i < kRequests; ++i) {
+      if (!ledger.recordPeerDispatch(id, 5) || !ledger.recordPeerDispatch(id, 5)) bad.fetch_add(1);
+      if (!ledger.recordPeerCompletion(id, 5) || !ledger.recordPeerCompletion(id, 5)) {
+        bad.fetch_add(1);
+      }
+    }
+  });
+  std::vector<std::thread> workers;
+  for (int w = 0; w < kWorkers; ++w) {
+    workers.emplace_back([&] {
+      for (int i = 0; i < kRequests; ++i) DispatchHandle h = ledger.dispatch(id, 3);
+    });
+  }
+  for (auto& t : workers) t.join();
+  feed.join();
+  done.store(true);
+  scraper.join();
+  reader.join();
+  EXPECT_EQ(bad.load(), 0);
+  ledger.setPeerFeed(true);
+  std::vector<Endpoint> endpoints(1);
+  const EndpointId ids[] = {id};
+  ledger.fill(endpoints, ids);
+  EXPECT_EQ(endpoints[0].inFlightRequests, 0);
+  EXPECT_EQ(endpoints[0].inFlightTokens, 0);
+}
+
 // The observed slot count (no configured one) learnt by a scraper while workers dispatch and a
 // reader fills: whatever the interleaving, the count stays within what the scrapes showed, and
 // the corrected running figure never exceeds the larger of the scraped one and that count.
