@@ -25,7 +25,10 @@
 // The subscriber also keeps what each other replica has in flight per endpoint (its dispatches
 // less its completions): a replica not heard from for 2 s (its heartbeat included), and every
 // replica when the feed goes down, has that completed in the ledger, so the pool's in-flight
-// counts (DispatchLedger fill with the feed live) do not keep a dead replica's requests.
+// counts (DispatchLedger fill with the feed live) do not keep a dead replica's requests; and it
+// applies a completion only when it was told of a dispatch of that replica to that endpoint that
+// is still open (one it missed, or already completed itself, would lower the pool's in-flight
+// count for good; ignored, it only leaves that request pending until the next scrape).
 //
 // Thread safety: the sink's methods may be called from any thread at once; the feed object is
 // created and destroyed on one thread (its destructor stops and joins both threads, within about

@@ -257,9 +257,12 @@ class RedisReplicaFeed final : public ReplicaFeed {
           (void)pool_.ledger().recordPeerDispatch(id, tokens);
           source.requests[i] += 1;
           source.tokens[i] += std::max(0LL, tokens);
-        } else if (kind == 'C') {
+        } else if (kind == 'C' && source.requests[i] > 0) {
+          // Only the completion of a dispatch this replica was told of: one whose dispatch it
+          // missed (sent before it subscribed, or while the feed was down) or has already
+          // completed itself (forget) would otherwise lower the pool's in-flight count for good.
           (void)pool_.ledger().recordPeerCompletion(id, tokens);
-          source.requests[i] = std::max<std::int64_t>(0, source.requests[i] - 1);
+          source.requests[i] -= 1;
           source.tokens[i] = std::max<std::int64_t>(0, source.tokens[i] - std::max(0LL, tokens));
         }
       }
