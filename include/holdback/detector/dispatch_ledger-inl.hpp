@@ -221,13 +221,20 @@ HOLDBACK_INLINE ScrapeMark DispatchLedger::mark(EndpointId id) const noexcept {
   return detail::readAllCounters(*slot);
 }
 
+namespace detail {
+// One replica feed event into a pair of the slot's counters: its tokens, then its request.
+inline void countPeerEvent(std::atomic<std::uint64_t>& requests, std::atomic<std::uint64_t>& tokens,
+                           std::int64_t count) noexcept {
+  tokens.fetch_add(static_cast<std::uint64_t>(clampTokens(count)), std::memory_order_release);
+  requests.fetch_add(1, std::memory_order_release);
+}
+}  // namespace detail
+
 HOLDBACK_INLINE bool DispatchLedger::recordPeerDispatch(EndpointId id,
                                                         std::int64_t tokens) noexcept {
   detail::LedgerSlot* slot = slotOf(id);
   if (slot == nullptr) return false;
-  slot->peerDispatchedTokens.fetch_add(static_cast<std::uint64_t>(detail::clampTokens(tokens)),
-                                       std::memory_order_release);
-  slot->peerDispatchedRequests.fetch_add(1, std::memory_order_release);
+  detail::countPeerEvent(slot->peerDispatchedRequests, slot->peerDispatchedTokens, tokens);
   return true;
 }
 
@@ -235,9 +242,7 @@ HOLDBACK_INLINE bool DispatchLedger::recordPeerCompletion(EndpointId id,
                                                           std::int64_t tokens) noexcept {
   detail::LedgerSlot* slot = slotOf(id);
   if (slot == nullptr) return false;
-  slot->peerCompletedTokens.fetch_add(static_cast<std::uint64_t>(detail::clampTokens(tokens)),
-                                      std::memory_order_release);
-  slot->peerCompletedRequests.fetch_add(1, std::memory_order_release);
+  detail::countPeerEvent(slot->peerCompletedRequests, slot->peerCompletedTokens, tokens);
   return true;
 }
 

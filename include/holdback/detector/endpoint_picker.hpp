@@ -10,7 +10,7 @@
 //      `startTokens` (its input: what the server needs to admit it). A detector without a
 //      capacity model makes every candidate fit (the rule then has no effect).
 //   4. Then the fewest requests in flight (Endpoint::inFlightRequests: the gateway's own count,
-//      always current).
+//      always current; the pool's while a replica feed is live, DispatchLedger::setPeerFeed).
 //   5. Then the smallest scraped waiting queue (Endpoint::waitingQueueSize).
 //   6. Ties: round-robin. The picker keeps a cursor; among the tied endpoints it takes the first at
 //      or after the cursor (wrapping), and moves the cursor past the endpoint it picked. Equal

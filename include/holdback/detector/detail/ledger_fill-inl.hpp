@@ -47,14 +47,14 @@ struct SlotParts {
       capacity_per_token > 0.0 ? std::llround(1.0 / capacity_per_token) : std::int64_t{0};
   e.inFlightRequests = std::max<std::int64_t>(0, since(c.dispatchedRequests, c.completedRequests));
   e.inFlightTokens = std::max<std::int64_t>(0, since(c.dispatchedTokens, c.completedTokens));
+  ScrapeMark fed;  // the feed's counters, read once for both uses below
   if (feed) {
     // The pool's requests in flight: this replica's and, as the feed reported them, the others'.
-    ScrapeMark p;
-    readPeerCounters(slotRef, p);
+    readPeerCounters(slotRef, fed);
     e.inFlightRequests +=
-        std::max<std::int64_t>(0, since(p.peerDispatchedRequests, p.peerCompletedRequests));
+        std::max<std::int64_t>(0, since(fed.peerDispatchedRequests, fed.peerCompletedRequests));
     e.inFlightTokens +=
-        std::max<std::int64_t>(0, since(p.peerDispatchedTokens, p.peerCompletedTokens));
+        std::max<std::int64_t>(0, since(fed.peerDispatchedTokens, fed.peerCompletedTokens));
   }
   if (!v.has) {
     e.updateTime.reset();
@@ -76,12 +76,10 @@ struct SlotParts {
     if (feed) {
       // The replica feed: the other replicas' work since this scrape's baseline, as one ledger
       // would count it (see "The replica feed"); no share, no sums, no split.
-      ScrapeMark peers;
-      readPeerCounters(*slot, peers);
-      pending += since(peers.peerDispatchedRequests, v.base.peerDispatchedRequests) -
-                 since(peers.peerCompletedRequests, v.base.peerCompletedRequests);
-      pending_tokens += since(peers.peerDispatchedTokens, v.base.peerDispatchedTokens) -
-                        since(peers.peerCompletedTokens, v.base.peerCompletedTokens);
+      pending += since(fed.peerDispatchedRequests, v.base.peerDispatchedRequests) -
+                 since(fed.peerCompletedRequests, v.base.peerCompletedRequests);
+      pending_tokens += since(fed.peerDispatchedTokens, v.base.peerDispatchedTokens) -
+                        since(fed.peerCompletedTokens, v.base.peerCompletedTokens);
     }
     // Each replica's own pending work, times the replicas (see DispatchLedgerOptions::replicas),
     // or with replica sync (setPeerPending) its own plus the other replicas' reported sum.
