@@ -6,9 +6,9 @@
 #   2. Clang's thread-safety analysis of the library's lock annotations (scripts/dev/thread-safety.sh),
 #      then the concurrency tests under ThreadSanitizer (build/tsan),
 #   3. the whole suite but the docs checks under AddressSanitizer + UndefinedBehaviorSanitizer
-#      (build/asan), the unit
-#      and concurrency tests linked to holdback::header_only (so the suite runs in both modes), each
-#      GoogleTest binary as four shards (one process each) instead of one process per test,
+#      (build/asan), the unit and concurrency tests linked to holdback::header_only (so the suite
+#      runs in both modes), each GoogleTest binary as four shards (one process each) instead of
+#      one process per test,
 #   4. the core library and its tests with -fno-exceptions as a shared library with hidden
 #      symbols, checking its exports (build/noexcept, preset `noexcept`),
 #   5. every libFuzzer target for HOLDBACK_FUZZ_SECONDS (default 60) each (scripts/dev/fuzz.sh,
@@ -54,9 +54,9 @@ echo "== AddressSanitizer + UndefinedBehaviorSanitizer: all tests but the docs c
 cmake -S . -B build/asan -DCMAKE_BUILD_TYPE=Debug -DHOLDBACK_SANITIZE=address,undefined \
   -DHOLDBACK_BUILD_BENCH=OFF -DHOLDBACK_TEST_HEADER_ONLY=ON -DHOLDBACK_TEST_SHARDS=4 >/dev/null
 cmake --build build/asan -j"$jobs"
-# The docs label checks the pages' content, which the ordinary stage does; here it cost 4 of the
-# stage's 13 minutes (Docs.ConfigReference: one `holdback validate` per reference example, whose
-# loader paths the config tests run under the sanitizers anyway).
+# The docs label checks the pages' content, which the ordinary stage does; here Docs.ConfigReference
+# alone took 234 s of test time (one `holdback validate` per reference example, whose loader
+# paths the config tests run under the sanitizers anyway), the whole ctest run 795 s at -j2.
 (cd build/asan && ASAN_OPTIONS="detect_leaks=1" \
   UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1" ctest -LE docs --output-on-failure -j"$jobs")
 
