@@ -8,7 +8,9 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
+#include <limits>
 #include <memory>
 #include <span>
 #include <vector>
@@ -205,6 +207,57 @@ TEST(ReplicaSyncTest, SyncerSharesRestorationFiguresOnlyWithARank) {
   store.down = true;
   EXPECT_FALSE(syncers[1]->syncOnce(figures(2.0)));
   EXPECT_FALSE(syncers[1]->share().has_value());
+}
+
+// The victim lists: each replica's youngest victims' dispatch times, youngest first; summing two
+// figures merges them, keeping the kVictims youngest, whatever a peer published.
+TEST(ReplicaSyncTest, VictimListsMergeKeepingTheYoungestInOrder) {
+  constexpr std::size_t kMax = ReplicaRestoreFigures::kVictims;
+  ReplicaRestoreFigures a;
+  for (const double at : {97.0, 99.0, 98.0}) a.addVictim(at);
+  ASSERT_EQ(a.victimCount, 3u);
+  EXPECT_EQ(a.victimDispatchTimes[0], 99.0);
+  EXPECT_EQ(a.victimDispatchTimes[1], 98.0);
+  EXPECT_EQ(a.victimDispatchTimes[2], 97.0);
+  ReplicaRestoreFigures b;
+  b.victimLists = 1.0;
+  for (std::size_t k = 0; k < kMax + 4; ++k) b.addVictim(90.0 - static_cast<double>(k));
+  ASSERT_EQ(b.victimCount, kMax);  // the kMax youngest: 90 down to 90 - (kMax - 1)
+  EXPECT_EQ(b.victimDispatchTimes[kMax - 1], 90.0 - static_cast<double>(kMax - 1));
+  b.addVictim(99.5);  // younger than all: the oldest drops out
+  EXPECT_EQ(b.victimDispatchTimes[0], 99.5);
+  EXPECT_EQ(b.victimDispatchTimes[kMax - 1], 90.0 - static_cast<double>(kMax - 2));
+  b.addVictim(-1e9);  // older than all of a full list: not kept
+  EXPECT_EQ(b.victimDispatchTimes[kMax - 1], 90.0 - static_cast<double>(kMax - 2));
+
+  ReplicaRestoreFigures sum;
+  sum += a;
+  sum += b;
+  EXPECT_EQ(sum.victimLists, 1.0);
+  ASSERT_EQ(sum.victimCount, kMax);
+  const std::vector<double> first(sum.victimDispatchTimes.begin(),
+                                  sum.victimDispatchTimes.begin() + 5);
+  EXPECT_EQ(first, (std::vector<double>{99.5, 99.0, 98.0, 97.0, 90.0}));
+  EXPECT_TRUE(std::is_sorted(sum.victimDispatchTimes.rbegin(), sum.victimDispatchTimes.rend()));
+
+  // Hostile publications: a NaN or infinite time counts as the oldest possible; a count beyond
+  // the list as the whole list.
+  ReplicaRestoreFigures bad;
+  bad.victimCount = 1000;
+  bad.victimDispatchTimes.fill(std::numeric_limits<double>::quiet_NaN());
+  bad.victimDispatchTimes[1] = std::numeric_limits<double>::infinity();
+  ReplicaRestoreFigures merged = a;
+  merged += bad;
+  ASSERT_EQ(merged.victimCount, kMax);
+  EXPECT_EQ(merged.victimDispatchTimes[0], 99.0);  // a's come first: the others are "oldest"
+  EXPECT_EQ(merged.victimDispatchTimes[2], 97.0);
+  for (std::size_t k = 0; k < merged.victimCount; ++k) {
+    EXPECT_TRUE(std::isfinite(merged.victimDispatchTimes[k])) << k;
+  }
+  ReplicaRestoreFigures c;
+  c.addVictim(std::numeric_limits<double>::quiet_NaN());
+  ASSERT_EQ(c.victimCount, 1u);
+  EXPECT_TRUE(std::isfinite(c.victimDispatchTimes[0]));
 }
 
 TEST(ReplicaSyncTest, SyncRoundAndFillDoNotAllocate) {

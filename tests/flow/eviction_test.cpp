@@ -3,11 +3,13 @@
 // improvements (wait-vs-evict, footprint-aware victims).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "alloc_counter.hpp"
@@ -507,6 +509,67 @@ TEST_F(ReserveRestoreTest, ReplicaShareSplitsThePoolDeficitAndFiguresArePublishe
   EXPECT_GT(mine.leases, 20.0);
   EXPECT_GT(mine.protectedArrivalRate, 0.0);
   EXPECT_EQ(mine.pendingRevocations, static_cast<double>(revoked.size()));
+}
+
+TEST_F(ReserveRestoreTest, ReplicasPublishingTheirVictimsRevokeTheirOwnAmongThePoolsYoungest) {
+  // Two replicas, this one holding 20 batch requests and the other as many. The pool's need stays
+  // under ReplicaRestoreFigures::kVictims here (about 5 requests: band 10's 1 % quantile over the
+  // lead time less the room free). The other replica publishes its youngest victims' dispatch
+  // times: all older than this replica's (it takes the pool's whole need, its own youngest
+  // first), all younger (it takes none: they are the other's to revoke), or no list (need / R by
+  // rank). Without pooled arrivals (no replica feed: the replicas' deficits may differ R-fold) the
+  // published lists are not used: need / R by rank.
+  const auto seconds = [](TimePoint t) {
+    return std::chrono::duration<double>(t.time_since_epoch()).count();
+  };
+  const auto share = [](bool published, double dispatchedAt, bool pooled = true) {
+    ReplicaShare s;
+    s.replicas = 2;
+    s.rank = 0;
+    s.pooledArrivals = pooled;
+    s.others.leases = 20.0;
+    if (published) {
+      s.others.victimLists = 1.0;
+      for (std::size_t k = 0; k < ReplicaRestoreFigures::kVictims; ++k) {
+        s.others.addVictim(dispatchedAt);
+      }
+    }
+    return s;
+  };
+  std::map<std::string, std::vector<Revocation>> by;
+  std::vector<RequestId> ids;
+  for (const auto& [name, s] :
+       {std::pair{"older", share(true, seconds(t0) - 1000.0)},
+        std::pair{"younger", share(true, seconds(t0 + 10s))}, std::pair{"split", share(false, 0.0)},
+        std::pair{"unpooled", share(true, seconds(t0) - 1000.0, false)}}) {
+    SCOPED_TRACE(name);
+    revoked.clear();
+    auto fc = restoring();
+    ids = preload(*fc, 20, -1, t0);
+    detector->set(0.9);
+    fc->setReplicaShare(s);
+    EXPECT_EQ(arrive(*fc, t0 + 1s, t0 + 3s, 50ms), 0u);
+    by[name] = revoked;
+    // What it publishes: its own victims, youngest first (the 16 youngest of the 20 not revoked;
+    // preload dispatched request i at t0 + i ms).
+    const ReplicaRestoreFigures mine = fc->replicaRestoreFigures();
+    EXPECT_EQ(mine.victimLists, 1.0);
+    ASSERT_EQ(mine.victimCount, std::min(ReplicaRestoreFigures::kVictims, 20 - revoked.size()));
+    const auto youngest = static_cast<int>(ids.size() - 1 - revoked.size());
+    EXPECT_DOUBLE_EQ(mine.victimDispatchTimes[0],
+                     seconds(t0 + std::chrono::milliseconds(youngest)));
+    for (std::size_t k = 1; k < mine.victimCount; ++k) {
+      EXPECT_GT(mine.victimDispatchTimes[k - 1], mine.victimDispatchTimes[k]);
+    }
+  }
+  EXPECT_TRUE(by["younger"].empty());
+  ASSERT_FALSE(by["split"].empty());
+  EXPECT_GT(by["older"].size(), by["split"].size());
+  EXPECT_EQ(by["unpooled"].size(), by["split"].size());
+  // Its own youngest: the last ones dispatched, newest first.
+  for (std::size_t k = 0; k < by["older"].size(); ++k) {
+    EXPECT_EQ(by["older"][k].id, ids[ids.size() - 1 - k]);
+  }
 }
 
 TEST_F(ReserveRestoreTest, QuietWithoutHigherBandArrivalsOrWhileTheReserveIsIntact) {

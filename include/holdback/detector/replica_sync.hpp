@@ -42,6 +42,10 @@
 //   without a rank (each replica then restores alone). A gateway's sync thread:
 //     syncer.syncOnce(controller.replicaRestoreFigures());
 //     controller.setReplicaShare(syncer.share());
+//   The figures carry the dispatch times of each replica's youngest victims on the controller's
+//   clock (ReplicaRestoreFigures::victimDispatchTimes); a store whose replicas run on several
+//   hosts converts them to a clock the hosts share and back (the gateway's Redis store: the wall
+//   clock), so that every replica ranks the pool's victims alike.
 //
 // The replica feed
 //   Sums exchanged every sync interval are a sync interval old, and every replica reads the same

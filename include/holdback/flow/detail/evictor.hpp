@@ -200,6 +200,17 @@ class Evictor {
   // This replica's part of the pool's `need` revocations (replica_ set, more than one replica):
   // need / R, plus one of the remainder by its rank, the turn rotating every 100 ms.
   [[nodiscard]] std::size_t replicaPart(std::size_t need, TimePoint now) const noexcept;
+  // The replicas count the pool's arrivals (ReplicaShare::pooledArrivals) and every other live
+  // one publishes its youngest victims (ReplicaRestoreFigures::victimLists): the pool's `need`
+  // youngest victims can be told apart, and each replica revokes its own.
+  [[nodiscard]] bool poolVictims() const noexcept;
+  // This replica's own victims into own_figures_ (the youngest kVictims of the leases below
+  // `protectedPrio` that restoration may revoke).
+  void publishVictims(const Cycle& cycle, Priority protectedPrio) noexcept;
+  // Keeps in candidates_ the ones among the pool's `need` youngest victims (this replica's
+  // candidates and the others' published dispatch times; a tie counts as this replica's),
+  // youngest first, and returns how many.
+  std::size_t ownAmongPoolYoungest(std::size_t need) noexcept;
   // Fills candidates_ (leases strictly below `demandPrio` the filter accepts) with their credits;
   // false when there is none (or the credit is not finite).
   bool gatherCandidates(const Cycle& cycle, Priority demandPrio, bool& byFootprint,
