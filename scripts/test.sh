@@ -21,9 +21,13 @@ holdback_ensure_packages
 
 jobs=$(nproc)
 summary_file=build/default/ctest-summary.txt
+# Debug information as line tables only (-g1): failures' stack traces keep their files and lines,
+# and the builds take about a fifth less compile time (one gateway source: 36 -> 29 s at -O2,
+# 39.5 -> 31.9 s in the ASan build).
+relwithdebinfo=(-DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O2 -g1 -DNDEBUG")
 
 echo "== All tests (build/default)" >&2
-cmake -S . -B build/default -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+cmake -S . -B build/default -DCMAKE_BUILD_TYPE=RelWithDebInfo "${relwithdebinfo[@]}" >/dev/null
 cmake --build build/default -j"$jobs"
 mkdir -p build/default
 default_status=0
@@ -43,7 +47,8 @@ cmake --build build/default -j"$jobs" --target holdback_header_checks
 scripts/dev/thread-safety.sh
 
 echo "== ThreadSanitizer: concurrency tests" >&2
-cmake -S . -B build/tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DHOLDBACK_SANITIZE=thread \
+cmake -S . -B build/tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo "${relwithdebinfo[@]}" \
+  -DHOLDBACK_SANITIZE=thread \
   -DHOLDBACK_BUILD_BENCH=OFF -DHOLDBACK_BUILD_EXAMPLES=OFF -DHOLDBACK_BUILD_TOOLS=OFF >/dev/null
 cmake --build build/tsan -j"$jobs" --target holdback_concurrency_tests
 (cd build/tsan && TSAN_OPTIONS="halt_on_error=1" ctest -L concurrency --output-on-failure -j"$jobs")
@@ -51,7 +56,8 @@ cmake --build build/tsan -j"$jobs" --target holdback_concurrency_tests
 echo "== AddressSanitizer + UndefinedBehaviorSanitizer: all tests but the docs checks" >&2
 # Four GoogleTest shards per test binary, each one process (cmake/test_registration.cmake): a
 # Debug + ASan test binary takes about 0.75 s to start, which one process per test paid ~690 times.
-cmake -S . -B build/asan -DCMAKE_BUILD_TYPE=Debug -DHOLDBACK_SANITIZE=address,undefined \
+cmake -S . -B build/asan -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG=-g1 \
+  -DHOLDBACK_SANITIZE=address,undefined \
   -DHOLDBACK_BUILD_BENCH=OFF -DHOLDBACK_TEST_HEADER_ONLY=ON -DHOLDBACK_TEST_SHARDS=4 >/dev/null
 cmake --build build/asan -j"$jobs"
 # The docs label checks the pages' content, which the ordinary stage does; here Docs.ConfigReference

@@ -17,6 +17,7 @@
 #include <utility>
 #include <vector>
 
+#include "redis_reply.hpp"
 #include "replica_feed.hpp"
 
 namespace holdback::gateway {
@@ -37,10 +38,7 @@ struct Event {
   Priority priority = 0;    // A
 };
 
-struct ReplyDeleter {
-  void operator()(redisReply* r) const { freeReplyObject(r); }
-};
-using Reply = std::unique_ptr<redisReply, ReplyDeleter>;
+using Reply = RedisReply;
 struct ContextDeleter {
   void operator()(redisContext* c) const { redisFree(c); }
 };

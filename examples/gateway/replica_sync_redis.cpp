@@ -16,16 +16,14 @@
 #include <utility>
 
 #include "holdback/detector/replica_sync.hpp"
+#include "redis_reply.hpp"
 
 namespace holdback::gateway {
 namespace {
 
 constexpr const char* kReplicasKey = "holdback:replicas";
 
-struct ReplyDeleter {
-  void operator()(redisReply* r) const { freeReplyObject(r); }
-};
-using Reply = std::unique_ptr<redisReply, ReplyDeleter>;
+using Reply = RedisReply;
 
 long long nowMs() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(
