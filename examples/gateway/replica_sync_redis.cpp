@@ -17,6 +17,7 @@
 
 #include "holdback/detector/replica_sync.hpp"
 #include "redis_reply.hpp"
+#include "replica_figures_text.hpp"
 
 namespace holdback::gateway {
 namespace {
@@ -46,57 +47,9 @@ bool parsePending(const redisReply* r, InFlightLoad& out) {
 // The hash field holding a replica's restoration figures (no endpoint URL starts with '@').
 constexpr const char* kFiguresField = "@restore";
 
-// The wall clock less the controller's (steady) clock, in seconds: the victims' dispatch times
-// cross hosts on the wall clock (hosts kept in step by NTP) and are compared on the steady one.
-double wallMinusSteadySeconds() {
-  const auto wall = std::chrono::system_clock::now().time_since_epoch();
-  const auto steady = Clock::now().time_since_epoch();
-  return std::chrono::duration<double>(wall).count() -
-         std::chrono::duration<double>(steady).count();
-}
-
-// "<lambda> <completions> <pending revocations> <leases>", then (from replicas that publish their
-// victims) "<victim lists> <count> <dispatch time>..." with the youngest victims' dispatch times
-// in wall-clock seconds; false when the first four are malformed. A list cut short keeps the
-// times read.
 bool parseFigures(const redisReply* r, ReplicaRestoreFigures& out) {
   if (r == nullptr || r->type != REDIS_REPLY_STRING) return false;
-  const std::string text(r->str, r->len);
-  const auto clean = [](double x) { return x > 0.0 && x < 1e300 ? x : 0.0; };  // also NaN
-  double f[4] = {};
-  int used = 0;
-  if (std::sscanf(text.c_str(), "%lf %lf %lf %lf%n", &f[0], &f[1], &f[2], &f[3], &used) != 4) {
-    return false;
-  }
-  out = ReplicaRestoreFigures{clean(f[0]), clean(f[1]), clean(f[2]), clean(f[3])};
-  const char* p = text.c_str() + used;
-  double lists = 0.0;
-  unsigned count = 0;
-  int n = 0;
-  if (std::sscanf(p, "%lf %u%n", &lists, &count, &n) != 2) return true;  // no victim list
-  p += n;
-  out.victimLists = clean(lists);
-  const double offset = wallMinusSteadySeconds();
-  for (unsigned k = 0; k < count && k < ReplicaRestoreFigures::kVictims; ++k) {
-    double wall = 0.0;
-    if (std::sscanf(p, "%lf%n", &wall, &n) != 1) break;
-    p += n;
-    out.addVictim(wall - offset);
-  }
-  return true;
-}
-
-std::string formatFigures(const ReplicaRestoreFigures& f) {
-  char buf[96];
-  std::snprintf(buf, sizeof buf, "%.9g %.9g %.9g %.9g %.9g %zu", f.protectedArrivalRate,
-                f.completionRate, f.pendingRevocations, f.leases, f.victimLists, f.victimCount);
-  std::string text = buf;
-  const double offset = wallMinusSteadySeconds();
-  for (std::size_t k = 0; k < f.victimCount && k < ReplicaRestoreFigures::kVictims; ++k) {
-    std::snprintf(buf, sizeof buf, " %.6f", f.victimDispatchTimes[k] + offset);
-    text += buf;
-  }
-  return text;
+  return parseRestoreFigures(std::string_view(r->str, r->len), wallMinusSteadySeconds(), out);
 }
 
 class RedisReplicaSync final : public ReplicaSync {
@@ -181,7 +134,7 @@ class RedisReplicaSync final : public ReplicaSync {
       hset.push_back(std::to_string(mine[k].requests) + " " + std::to_string(mine[k].tokens));
     }
     hset.push_back(kFiguresField);
-    hset.push_back(formatFigures(mineFigures));
+    hset.push_back(formatRestoreFigures(mineFigures, wallMinusSteadySeconds()));
     append(hset);
     append({"PEXPIRE", key_, std::to_string(ttl_ms_)});
     append({"ZADD", kReplicasKey, std::to_string(now), self_});
