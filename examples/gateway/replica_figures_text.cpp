@@ -17,11 +17,9 @@ double wallMinusSteadySeconds() {
 std::string formatRestoreFigures(const ReplicaRestoreFigures& f, double wallMinusSteady) {
   char buf[96];
   std::snprintf(buf, sizeof buf, "%.9g %.9g %.9g %.9g %.9g %zu", f.protectedArrivalRate,
-                f.completionRate, f.pendingRevocations, f.leases, f.victimLists,
-                f.victimCount < ReplicaRestoreFigures::kVictims ? f.victimCount
-                                                                : ReplicaRestoreFigures::kVictims);
+                f.completionRate, f.pendingRevocations, f.leases, f.victimLists, f.victimsUsed());
   std::string text = buf;
-  for (std::size_t k = 0; k < f.victimCount && k < ReplicaRestoreFigures::kVictims; ++k) {
+  for (std::size_t k = 0; k < f.victimsUsed(); ++k) {
     std::snprintf(buf, sizeof buf, " %.6f", f.victimDispatchTimes[k] + wallMinusSteady);
     text += buf;
   }

@@ -46,8 +46,8 @@ struct ReplicaRestoreFigures {
     pendingRevocations += o.pendingRevocations;
     leases += o.leases;
     victimLists += o.victimLists;
-    const std::size_t mine = victimCount < kVictims ? victimCount : kVictims;
-    const std::size_t theirs = o.victimCount < kVictims ? o.victimCount : kVictims;
+    const std::size_t mine = victimsUsed();
+    const std::size_t theirs = o.victimsUsed();
     std::array<double, kVictims> merged{};
     std::size_t n = 0;
     std::size_t i = 0;
@@ -66,7 +66,7 @@ struct ReplicaRestoreFigures {
   // youngest, youngest first.
   void addVictim(double seconds) noexcept {
     const double t = sane(seconds);
-    std::size_t k = victimCount < kVictims ? victimCount : kVictims;
+    std::size_t k = victimsUsed();
     if (k == kVictims) {
       if (!(t > victimDispatchTimes[k - 1])) return;
       --k;
@@ -77,6 +77,11 @@ struct ReplicaRestoreFigures {
     }
     victimDispatchTimes[k] = t;
     if (victimCount < kVictims) ++victimCount;
+  }
+
+  // The entries of victimDispatchTimes in use: the first victimCount, at most kVictims.
+  [[nodiscard]] std::size_t victimsUsed() const noexcept {
+    return victimCount < kVictims ? victimCount : kVictims;
   }
 
   // A dispatch time as the lists order it: a non-finite one as the oldest possible.

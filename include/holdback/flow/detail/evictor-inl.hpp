@@ -329,7 +329,7 @@ HOLDBACK_INLINE std::size_t Evictor::ownAmongPoolYoungest(std::size_t need) noex
     return a.lease.dispatchedAt > b.lease.dispatchedAt;
   });
   const ReplicaRestoreFigures& others = replica_->others;
-  const std::size_t theirs = std::min(others.victimCount, ReplicaRestoreFigures::kVictims);
+  const std::size_t theirs = others.victimsUsed();
   std::size_t mine = 0;
   std::size_t j = 0;
   for (std::size_t k = 0; k < need && mine < candidates_.size(); ++k) {
