@@ -23,6 +23,13 @@ std::string formatRestoreFigures(const ReplicaRestoreFigures& f, double wallMinu
     std::snprintf(buf, sizeof buf, " %.6f", f.victimDispatchTimes[k] + wallMinusSteady);
     text += buf;
   }
+  std::snprintf(buf, sizeof buf, " %zu", f.headsUsed());
+  text += buf;
+  for (std::size_t k = 0; k < f.headsUsed(); ++k) {
+    std::snprintf(buf, sizeof buf, " %lld %.6f", static_cast<long long>(f.headPriorities[k]),
+                  f.headEnqueueTimes[k] + wallMinusSteady);
+    text += buf;
+  }
   return text;
 }
 
@@ -43,11 +50,23 @@ bool parseRestoreFigures(std::string_view view, double wallMinusSteady,
   if (std::sscanf(p, "%lf %u%n", &lists, &count, &n) != 2) return true;  // no victim list
   p += n;
   out.victimLists = clean(lists);
-  for (unsigned k = 0; k < count && k < ReplicaRestoreFigures::kVictims; ++k) {
+  unsigned k = 0;
+  for (; k < count && k < ReplicaRestoreFigures::kVictims; ++k) {
     double wall = 0.0;
     if (std::sscanf(p, "%lf%n", &wall, &n) != 1) break;
     p += n;
     out.addVictim(wall - wallMinusSteady);
+  }
+  // The queue heads follow a complete list only (where a list is cut short, its tail is unknown).
+  unsigned heads = 0;
+  if (k != count || std::sscanf(p, "%u%n", &heads, &n) != 1) return true;
+  p += n;
+  for (unsigned h = 0; h < heads; ++h) {  // ends at the text's end; addHead keeps kHeads
+    long long priority = 0;
+    double wall = 0.0;
+    if (std::sscanf(p, "%lld %lf%n", &priority, &wall, &n) != 2) break;
+    p += n;
+    out.addHead(priority, wall - wallMinusSteady);  // a non-finite time is ignored
   }
   return true;
 }

@@ -15,7 +15,9 @@ replicas (which is no longer strict priority across the pool).
 
 Each row: the interactive class's TTFT p99 as a multiple of unloaded in its worst window (mean
 over seeds, and the worst seed in any window), batch % of the one-gateway static-1.0 in idle
-windows and in bursts, evictions per interactive request, % of batch tokens wasted.
+windows and in bursts, evictions per interactive request, % of batch tokens wasted, and the batch
+requests that expired in a queue (the 60 s default TTL) per run. Pass the one-gateway file among
+the replica files too for its own row.
 """
 import json
 import os
@@ -41,8 +43,8 @@ def main():
     ref = one_arms["static-1.0"]["classes"][-1]["windows"]
     print("| scenario | replicas | interactive TTFT p99 x unloaded, worst window (worst seed) "
           "| batch % of one gateway's static-1.0, idle / burst | evictions / interactive "
-          "| batch wasted % |")
-    print("|---|---|---|---|---|---|")
+          "| batch wasted % | batch expired in a queue, per run |")
+    print("|---|---|---|---|---|---|---|")
     for path in sys.argv[2:]:
         d, by_name = arms(path)
         if d["scenario"] != one["scenario"] or d["seeds"] != one["seeds"]:
@@ -57,7 +59,7 @@ def main():
                for w in ("idle", "burst")]
         print(f"| `{d['scenario']}` | {d['gatewayReplicas']} | {mean:.2f} ({worst:.2f}) "
               f"| {pct[0]:.1f} / {pct[1]:.1f} | {a['evictionsPerTopRequest']:.3f} "
-              f"| {low['wastedPct']:.2f} |")
+              f"| {low['wastedPct']:.2f} | {low['evicted']:.0f} |")
 
 
 if __name__ == "__main__":

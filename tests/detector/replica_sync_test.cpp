@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <limits>
 #include <memory>
+#include <optional>
 #include <span>
 #include <vector>
 
@@ -258,6 +259,46 @@ TEST(ReplicaSyncTest, VictimListsMergeKeepingTheYoungestInOrder) {
   c.addVictim(std::numeric_limits<double>::quiet_NaN());
   ASSERT_EQ(c.victimCount, 1u);
   EXPECT_TRUE(std::isfinite(c.victimDispatchTimes[0]));
+}
+
+TEST(ReplicaSyncTest, QueueHeadsMergeKeepingTheOldestPerBand) {
+  ReplicaRestoreFigures a;
+  a.addHead(-1, 50.0);
+  a.addHead(100, 70.0);
+  a.addHead(-1, 60.0);  // the same band again: the older head stays
+  ASSERT_EQ(a.headsUsed(), 2u);
+  EXPECT_EQ(a.headOf(-1), std::optional<double>(50.0));
+  ReplicaRestoreFigures b;
+  b.addHead(-1, 40.0);
+  b.addHead(0, 45.0);
+  ReplicaRestoreFigures sum;
+  sum += a;
+  sum += b;
+  EXPECT_EQ(sum.headsUsed(), 3u);
+  EXPECT_EQ(sum.headOf(-1), std::optional<double>(40.0));  // b's, older
+  EXPECT_EQ(sum.headOf(0), std::optional<double>(45.0));
+  EXPECT_EQ(sum.headOf(100), std::optional<double>(70.0));
+  EXPECT_FALSE(sum.headOf(7).has_value());
+  // Full: a higher priority displaces the lowest; a lower one is not kept.
+  ReplicaRestoreFigures full;
+  for (int p = 0; p < static_cast<int>(ReplicaRestoreFigures::kHeads); ++p) full.addHead(p, 1.0);
+  full.addHead(1000, 2.0);
+  full.addHead(-5, 2.0);
+  EXPECT_EQ(full.headsUsed(), ReplicaRestoreFigures::kHeads);
+  EXPECT_TRUE(full.headOf(1000).has_value());
+  EXPECT_FALSE(full.headOf(0).has_value());
+  EXPECT_FALSE(full.headOf(-5).has_value());
+  // Hostile: a non-finite time is dropped, a count beyond the arrays reads kHeads at most.
+  ReplicaRestoreFigures bad;
+  bad.addHead(3, std::numeric_limits<double>::quiet_NaN());
+  bad.addHead(4, -std::numeric_limits<double>::infinity());
+  EXPECT_EQ(bad.headsUsed(), 0u);
+  bad.headCount = 1000;
+  EXPECT_EQ(bad.headsUsed(), ReplicaRestoreFigures::kHeads);
+  ReplicaRestoreFigures merged = a;
+  merged += bad;  // eight entries of priority 0 at time 0
+  EXPECT_EQ(merged.headOf(0), std::optional<double>(0.0));
+  EXPECT_EQ(merged.headOf(-1), std::optional<double>(50.0));
 }
 
 TEST(ReplicaSyncTest, SyncRoundAndFillDoNotAllocate) {

@@ -17,6 +17,8 @@ TEST(ReplicaFiguresText, RoundTripsAcrossHostsClocks) {
   mine.victimLists = 1.0;
   mine.addVictim(1000.25);
   mine.addVictim(1000.5);
+  mine.addHead(-1, 990.0);
+  mine.addHead(100, 999.75);
   // Written on a host whose steady clock is 1.7e9 s behind the wall clock, read on one whose
   // steady clock is 1.7e9 + 50 s behind: the same wall instants, 50 s later on the reader's clock.
   const std::string text = formatRestoreFigures(mine, 1.7e9);
@@ -30,6 +32,12 @@ TEST(ReplicaFiguresText, RoundTripsAcrossHostsClocks) {
   ASSERT_EQ(read.victimCount, 2u);
   EXPECT_NEAR(read.victimDispatchTimes[0], 1000.5 - 50.0, 1e-6);  // youngest first
   EXPECT_NEAR(read.victimDispatchTimes[1], 1000.25 - 50.0, 1e-6);
+  ASSERT_EQ(read.headsUsed(), 2u);  // the queue heads, moved to the reader's clock alike
+  ASSERT_TRUE(read.headOf(-1).has_value());
+  EXPECT_NEAR(*read.headOf(-1), 990.0 - 50.0, 1e-6);
+  ASSERT_TRUE(read.headOf(100).has_value());
+  EXPECT_NEAR(*read.headOf(100), 999.75 - 50.0, 1e-6);
+  EXPECT_FALSE(read.headOf(0).has_value());
 }
 
 TEST(ReplicaFiguresText, TheFourFiguresAloneReadAsNoVictimList) {
@@ -61,6 +69,21 @@ TEST(ReplicaFiguresText, HostileTextReadsWithoutHarm) {
   ASSERT_TRUE(parseRestoreFigures("1 1 1 1 1 2 nan", 0.0, read));
   ASSERT_EQ(read.victimCount, 1u);
   EXPECT_TRUE(std::isfinite(read.victimDispatchTimes[0]));  // a NaN time counts as the oldest
+  // Queue heads: a NaN or infinite enqueue time is dropped (no replica yields to it), a count
+  // beyond the pairs present keeps those read, and of more than kHeads priorities the highest
+  // kHeads are kept.
+  ASSERT_TRUE(parseRestoreFigures("1 1 1 1 1 1 5.0 9 -1 nan 7 inf 50 12.5", 0.0, read));
+  EXPECT_EQ(read.headsUsed(), 1u);
+  ASSERT_TRUE(read.headOf(50).has_value());
+  EXPECT_EQ(*read.headOf(50), 12.5);
+  EXPECT_FALSE(read.headOf(-1).has_value());
+  std::string heads = "1 1 1 1 1 0 12";
+  for (int prio = 0; prio < 12; ++prio) heads += " " + std::to_string(prio) + " 3.5";
+  ASSERT_TRUE(parseRestoreFigures(heads, 0.0, read));
+  EXPECT_EQ(read.headsUsed(), ReplicaRestoreFigures::kHeads);
+  EXPECT_FALSE(read.headOf(0).has_value());  // 12 priorities: 0-3 displaced by 4-11
+  ASSERT_TRUE(read.headOf(11).has_value());
+  EXPECT_EQ(*read.headOf(11), 3.5);
 }
 
 }  // namespace

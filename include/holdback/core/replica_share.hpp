@@ -8,10 +8,13 @@
 #pragma once
 
 #include "holdback/abi.hpp"
+#include "holdback/core/types.hpp"
 
 #include <array>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 
 namespace holdback {
 inline namespace HOLDBACK_ABI_NAMESPACE {
@@ -36,6 +39,17 @@ struct ReplicaRestoreFigures {
   // gateway's Redis store does, through the wall clock).
   std::array<double, kVictims> victimDispatchTimes{};
   std::size_t victimCount = 0;
+  // How many bands' queue heads a publication carries (headPriorities, headEnqueueTimes).
+  static constexpr std::size_t kHeads = 8;
+  // The head of every band with queued requests (the request the band dispatches next): its
+  // priority and when it was enqueued, in seconds on the controller's clock like the victims'
+  // times; the first headCount entries are used. Merged, the oldest head per priority (the
+  // highest kHeads priorities). A replica yields a dispatch to another whose head of the same
+  // band has waited longer (FlowController::setReplicaShare), so that the pool serves each band
+  // oldest first whichever replica a request arrived at.
+  std::array<std::int64_t, kHeads> headPriorities{};
+  std::array<double, kHeads> headEnqueueTimes{};
+  std::size_t headCount = 0;
 
   // Adds another replica's figures (a store summing the others' publications): the figures
   // summed, the victim lists merged. Survives any input: a non-finite time counts as the oldest
@@ -59,7 +73,48 @@ struct ReplicaRestoreFigures {
     }
     victimDispatchTimes = merged;
     victimCount = n;
+    for (std::size_t k = 0; k < o.headsUsed(); ++k) {
+      addHead(o.headPriorities[k], o.headEnqueueTimes[k]);
+    }
     return *this;
+  }
+
+  // Adds the head of band `priority`, enqueued at `seconds`: the older of it and the one already
+  // there for that priority; a new priority displaces the lowest one when all kHeads are used.
+  // A non-finite time is ignored (no replica yields to a head it cannot place in time).
+  void addHead(std::int64_t priority, double seconds) noexcept {
+    if (!(seconds >= -1e300 && seconds <= 1e300)) return;
+    const double t = seconds;
+    const std::size_t used = headsUsed();
+    std::size_t lowest = 0;
+    for (std::size_t k = 0; k < used; ++k) {
+      if (headPriorities[k] == priority) {
+        if (t < headEnqueueTimes[k]) headEnqueueTimes[k] = t;
+        return;
+      }
+      if (headPriorities[k] < headPriorities[lowest]) lowest = k;
+    }
+    if (used < kHeads) {
+      headPriorities[used] = priority;
+      headEnqueueTimes[used] = t;
+      headCount = used + 1;
+    } else if (priority > headPriorities[lowest]) {
+      headPriorities[lowest] = priority;
+      headEnqueueTimes[lowest] = t;
+    }
+  }
+
+  // When the oldest published head of band `priority` was enqueued (seconds), or nothing.
+  [[nodiscard]] std::optional<double> headOf(std::int64_t priority) const noexcept {
+    for (std::size_t k = 0; k < headsUsed(); ++k) {
+      if (headPriorities[k] == priority) return headEnqueueTimes[k];
+    }
+    return std::nullopt;
+  }
+
+  // The entries of headPriorities / headEnqueueTimes in use: the first headCount, at most kHeads.
+  [[nodiscard]] std::size_t headsUsed() const noexcept {
+    return headCount < kHeads ? headCount : kHeads;
   }
 
   // Adds a victim dispatched at `seconds` to this replica's own list, keeping the kVictims
@@ -90,6 +145,9 @@ struct ReplicaRestoreFigures {
   }
 };
 
+// ReplicaShare::headTolerance's default: 100 ms, against heads published every few milliseconds.
+inline constexpr Duration kDefaultReplicaHeadTolerance = std::chrono::milliseconds(100);
+
 // The other live replicas' figures (their sum), how many replicas are live (this one included)
 // and this replica's rank among them: in [0, replicas), distinct per replica, in an order all of
 // them agree on.
@@ -102,6 +160,17 @@ struct ReplicaShare {
   // from the pool's turnover rather than a replica's part of it, and restoration does not add
   // the others' published arrival rates (they are in its own). Set it on every replica or none.
   bool pooledArrivals = false;
+  // Pool-wide oldest first, with pooledArrivals (the replica feed): this replica leaves a
+  // dispatch from a band to the others while one of them published a head of the same band
+  // (ReplicaRestoreFigures::headEnqueueTimes) enqueued more than this long before this replica's
+  // own head. Requests then wait about as long whichever replica they arrived at; without it a
+  // replica that sees freed room first (its own completions, its own scrape) keeps its part of
+  // the pool while the others' queues grow until their requests expire. Without the feed the
+  // ledger's free room split already gives every replica its part of each scrape's room (a part
+  // left to another replica would idle until the next scrape), and the rule is off. Keep it above
+  // the store's staleness (the heads are up to a sync interval old); Duration::max() turns it
+  // off; a negative one counts as 0.
+  Duration headTolerance = kDefaultReplicaHeadTolerance;
 };
 
 }  // namespace HOLDBACK_ABI_NAMESPACE

@@ -42,10 +42,11 @@
 //   without a rank (each replica then restores alone). A gateway's sync thread:
 //     syncer.syncOnce(controller.replicaRestoreFigures());
 //     controller.setReplicaShare(syncer.share());
-//   The figures carry the dispatch times of each replica's youngest victims on the controller's
-//   clock (ReplicaRestoreFigures::victimDispatchTimes); a store whose replicas run on several
-//   hosts converts them to a clock the hosts share and back (the gateway's Redis store: the wall
-//   clock), so that every replica ranks the pool's victims alike.
+//   The figures carry the dispatch times of each replica's youngest victims and the enqueue times
+//   of its queue heads on the controller's clock (ReplicaRestoreFigures::victimDispatchTimes,
+//   headEnqueueTimes); a store whose replicas run on several hosts converts them to a clock the
+//   hosts share and back (the gateway's Redis store: the wall clock), so that every replica ranks
+//   the pool's victims alike and serves each band oldest first across the pool.
 //
 // The replica feed
 //   Sums exchanged every sync interval are a sync interval old, and every replica reads the same

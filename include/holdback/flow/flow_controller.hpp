@@ -267,8 +267,13 @@ class HOLDBACK_API FlowController {
   // replicas"). replicaRestoreFigures: this replica's own figures as of its last restoration
   // decision, for the host to publish to the others (ReplicaSyncer::syncOnce). setReplicaShare:
   // the other live replicas' sum, their count and this replica's rank (ReplicaSyncer::share);
-  // std::nullopt (the default, or after a failed exchange) = this replica restores alone. O(1),
-  // no allocation, never calls host code.
+  // std::nullopt (the default, or after a failed exchange) = this replica restores alone. The
+  // figures also carry the head of each band with queued requests: with a share of replicas on
+  // the replica feed (ReplicaShare::pooledArrivals) a dispatch cycle leaves a band (and the bands
+  // below it) to the others while one of them published a head of that band enqueued more than
+  // ReplicaShare::headTolerance before this replica's (the cycle returns kGated;
+  // FlowControllerStats::yieldedCycles). replicaRestoreFigures is O(bands), setReplicaShare O(1);
+  // no allocation, never call host code.
   [[nodiscard]] ReplicaRestoreFigures replicaRestoreFigures() const noexcept;
   void setReplicaShare(const std::optional<ReplicaShare>& share) noexcept;
   // The replica feed (detector/replica_sync.hpp, "The replica feed"): another replica queued a

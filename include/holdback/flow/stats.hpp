@@ -168,6 +168,9 @@ struct FlowControllerStats {
   // EndpointSource does not stamp its telemetry (docs/guide/getting-started.md, "Every cycle
   // gated").
   std::uint64_t staleGatedCycles = 0;
+  // Cycles that left a dispatch to another gateway replica whose head of the same band had waited
+  // longer (ReplicaShare::headTolerance): pool-wide oldest first across replicas.
+  std::uint64_t yieldedCycles = 0;
   std::array<std::uint64_t, kNumQueueOutcomes> outcomes{};
   // Outcomes of requests whose requested priority was neither their band's nor one of the
   // kRequestedPriorityLabelLimit tracked ones (they are labelled with their band's priority).

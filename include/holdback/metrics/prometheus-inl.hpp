@@ -342,6 +342,10 @@ HOLDBACK_INLINE std::string renderPrometheus(const FlowControllerStats& stats,
   w.family("flow_control_stale_gated_cycles_total", "counter",
            "Dispatch cycles gated while every endpoint's telemetry was stale for the detector.");
   w.sample("flow_control_stale_gated_cycles_total", {}, std::uint64_t{stats.staleGatedCycles});
+  w.family("flow_control_yielded_cycles_total", "counter",
+           "Dispatch cycles that left a band's dispatch to a gateway replica whose head of the "
+           "band had waited longer.");
+  w.sample("flow_control_yielded_cycles_total", {}, std::uint64_t{stats.yieldedCycles});
   detail::renderEvictionMetrics(w, stats.eviction);
   return w.take();
 }

@@ -177,12 +177,35 @@ HOLDBACK_INLINE bool ControllerCore::markLeaseStarted(RequestId id) noexcept {
   return leases_.markStarted(id);
 }
 
+HOLDBACK_INLINE bool ControllerCore::yieldsToPeer(const Band& band,
+                                                  const Item& head) const noexcept {
+  const ReplicaShare* share = evictor_.replicaShare();
+  // Only with the replica feed: without it the ledger's free room split gives each replica its
+  // part of a scrape's room, and a part left to another replica idles until the next scrape.
+  if (share == nullptr || !share->pooledArrivals) return false;
+  const std::optional<double> theirs = share->others.headOf(band.prio);
+  if (!theirs) return false;
+  if (share->headTolerance == Duration::max()) return false;
+  const double tolerance =
+      std::max(0.0, std::chrono::duration<double>(share->headTolerance).count());
+  const double mine = std::chrono::duration<double>(head.enqueueTime.time_since_epoch()).count();
+  return *theirs < mine - tolerance;
+}
+
 HOLDBACK_INLINE ReplicaRestoreFigures ControllerCore::replicaRestoreFigures() const noexcept {
   MutexLock lock(mu_);
   ReplicaRestoreFigures mine = evictor_.ownFigures();
   // Published with or without restoration: the others' policies size from the pool's turnover.
   mine.completionRate = demand_.completionRate();
   mine.leases = static_cast<double>(leases_.size());
+  for (Band* band : table_.ordered()) {
+    if (band->queued_requests == 0) continue;
+    const FlowQueueView* f = band->bestHeadFlow();
+    if (f == nullptr || f->size() == 0) continue;
+    const Item* head = static_cast<const Flow*>(f)->items.front();
+    mine.addHead(band->prio,
+                 std::chrono::duration<double>(head->enqueueTime.time_since_epoch()).count());
+  }
   return mine;
 }
 
@@ -388,6 +411,13 @@ HOLDBACK_INLINE DispatchResult ControllerCore::dispatchImpl(TimePoint now,
           e.retired = table_.finalize(head, *dead, now, e.completion);
           result.evicted += 1;
           continue;  // a dead head never costs the cycle its dispatch
+        }
+        if (yieldsToPeer(*band, *head)) {  // another replica's head of this band waited longer
+          result.kind = DispatchResult::Kind::kGated;
+          result.priority = band->prio;
+          yielded_cycles_ += 1;
+          done = true;
+          break;
         }
         result.kind = DispatchResult::Kind::kDispatched;
         result.priority = band->prio;

@@ -126,6 +126,7 @@ class ControllerCore {
   bool setLeaseEndpoint(RequestId id, std::size_t endpoint) noexcept HOLDBACK_EXCLUDES(mu_);
   bool markLeaseStarted(RequestId id) noexcept HOLDBACK_EXCLUDES(mu_);
   ReplicaRestoreFigures replicaRestoreFigures() const noexcept HOLDBACK_EXCLUDES(mu_);
+  bool yieldsToPeer(const Band& band, const Item& head) const noexcept HOLDBACK_REQUIRES(mu_);
   void setReplicaShare(const std::optional<ReplicaShare>& share) noexcept HOLDBACK_EXCLUDES(mu_);
   void recordPeerArrival(Priority priority, std::int64_t kvTokens) noexcept HOLDBACK_EXCLUDES(mu_);
   DispatchResult dispatchCycle(TimePoint now) noexcept HOLDBACK_EXCLUDES(mu_);
@@ -232,6 +233,7 @@ class ControllerCore {
   // The last sample found every endpoint stale; cycles gated while it did.
   bool last_all_stale_ HOLDBACK_GUARDED_BY(mu_) = false;
   std::uint64_t stale_gated_cycles_ HOLDBACK_GUARDED_BY(mu_) = 0;
+  std::uint64_t yielded_cycles_ HOLDBACK_GUARDED_BY(mu_) = 0;  // cycles left to an older peer head
   // The cycle's scratch (capacity for every band: no allocation in steady state).
   std::vector<Band*> domain_bands_ HOLDBACK_GUARDED_BY(mu_);
   std::vector<Priority> domain_priorities_ HOLDBACK_GUARDED_BY(mu_);

@@ -138,6 +138,7 @@ HOLDBACK_INLINE FlowControllerStats ControllerCore::stats() const {
   out.poolEmpty = regime_.empty;
   out.cycles = cycles_;
   out.staleGatedCycles = stale_gated_cycles_;
+  out.yieldedCycles = yielded_cycles_;
   out.stopped = stopped_;
   out.eviction = evictor_.stats();
   out.eviction.enabled = settings_.eviction.enabled;
