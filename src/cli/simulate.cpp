@@ -58,6 +58,9 @@ Options:
   --feed-ms MS      with --sync-ms: the replica feed, each replica's dispatches, completions and
                     arrivals reach the others MS ms later, and each scrapes on its own timer
                     (pool.replicaFeed, pool.replicaFeedDelayMs; default off)
+  --oldest-first on|off
+                    with the feed: a replica leaves a dispatch to another whose head of the same
+                    band waited longer (pool.replicaOldestFirst; default on, as the gateway)
   --revocation-ms MS
                     in-flight eviction arms (*+evict): from the controller's revocation to the
                     victim's slot being free (pool.revocationLatencyMs, default 50)
@@ -119,7 +122,8 @@ int runSimulate(int argc, char** argv) {
                                              "ledger",        "ledger-budget",
                                              "ledger-credit", "lost-completions",
                                              "slot-term",     "concurrency-mode",
-                                             "sync-ms",       "feed-ms"},
+                                             "sync-ms",       "feed-ms",
+                                             "oldest-first"},
                              args, {"detail"})) {
     return usageError(kCommand, *error);
   }
@@ -236,7 +240,8 @@ int runSimulate(int argc, char** argv) {
        {std::pair{"ledger", &scenario.pool.dispatchLedger},
         std::pair{"ledger-budget", &scenario.pool.ledgerBudget},
         std::pair{"ledger-credit", &scenario.pool.ledgerCreditCompletions},
-        std::pair{"slot-term", &scenario.pool.slotTerm}}) {
+        std::pair{"slot-term", &scenario.pool.slotTerm},
+        std::pair{"oldest-first", &scenario.pool.replicaOldestFirst}}) {
     if (auto v = args.get(flag)) {
       if (*v != "on" && *v != "off") {
         return usageError(kCommand, std::string("--") + flag + " must be on or off");

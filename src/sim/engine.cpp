@@ -263,6 +263,7 @@ void Simulation::handle(const Event& e) {
         if (gw.fc) {
           std::optional<ReplicaShare> share = replicaSyncers_[g]->share();
           if (share && feedOn_) share->pooledArrivals = true;  // the feed carries the arrivals
+          if (share && !s_.pool.replicaOldestFirst) share->headTolerance = Duration::max();
           gw.fc->setReplicaShare(share);
         }
         gw.fill();

@@ -217,6 +217,7 @@ ArmResult Simulation::collect() {
       RequestRecord rec;
       rec.classIndex = r.cls;
       rec.endpoint = r.endpoint;
+      rec.gateway = r.gateway;
       rec.inputTokens = r.input;
       rec.outputTokens = r.output;
       rec.arrival = sec(r.arrival);
@@ -246,6 +247,7 @@ ArmResult Simulation::collectRecords(const std::vector<RequestRecord>& records) 
     Request r;
     r.cls = rec.classIndex;
     r.endpoint = rec.endpoint;
+    r.gateway = rec.gateway;
     r.input = rec.inputTokens;
     r.output = rec.outputTokens;
     r.arrival = ns(rec.arrival);

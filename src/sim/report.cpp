@@ -115,7 +115,7 @@ std::string csvNumber(double v) {
 std::string requestsCsv(const Scenario& scenario, const std::vector<ArmResult>& arms) {
   std::ostringstream out;
   out << "arm,class,priority,endpoint,input_tokens,output_tokens,arrival_s,dispatched_s,"
-         "admitted_s,first_token_s,finished_s,queue_ms,ttft_ms,outcome\n";
+         "admitted_s,first_token_s,finished_s,queue_ms,ttft_ms,outcome,gateway\n";
   for (const ArmResult& a : arms) {
     for (const RequestRecord& r : a.requests) {
       const TrafficClass& c = scenario.classes[r.classIndex];
@@ -124,7 +124,8 @@ std::string requestsCsv(const Scenario& scenario, const std::vector<ArmResult>& 
           << csvNumber(r.dispatched) << ',' << csvNumber(r.admitted) << ','
           << csvNumber(r.firstToken) << ',' << csvNumber(r.finished) << ','
           << csvNumber((r.dispatched - r.arrival) * 1e3) << ','
-          << csvNumber((r.firstToken - r.arrival) * 1e3) << ',' << r.outcome << '\n';
+          << csvNumber((r.firstToken - r.arrival) * 1e3) << ',' << r.outcome << ',' << r.gateway
+          << '\n';
     }
   }
   return out.str();

@@ -309,6 +309,7 @@ Result<Scenario> parseScenario(const config::Json& document) {
     readPositive(pr, "replicaSyncIntervalMs", s.pool.replicaSyncIntervalMs, 1e6, true);
     if (auto v = pr.boolean("replicaFeed")) s.pool.replicaFeed = *v;
     readPositive(pr, "replicaFeedDelayMs", s.pool.replicaFeedDelayMs, 1e6, true);
+    if (auto v = pr.boolean("replicaOldestFirst")) s.pool.replicaOldestFirst = *v;
     if (auto v = pr.boolean("dispatchLedger")) s.pool.dispatchLedger = *v;
     if (auto v = pr.boolean("ledgerBudget")) s.pool.ledgerBudget = *v;
     if (auto v = pr.boolean("ledgerCreditCompletions")) s.pool.ledgerCreditCompletions = *v;

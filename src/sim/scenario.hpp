@@ -96,6 +96,10 @@ struct PoolSpec {
   // rather than all at one instant. Off by default.
   bool replicaFeed = false;
   double replicaFeedDelayMs = 0.5;  // >= 0
+  // With the replica feed: a replica leaves a dispatch to another whose head of the same band
+  // waited longer (ReplicaShare::headTolerance, 100 ms), as the gateway does. false: each
+  // replica dispatches whatever it sees room for (the comparison in docs/simulation.md).
+  bool replicaOldestFirst = true;
   // Utilization detector only: every replica feeds its own DispatchLedger (its own dispatches and
   // completions, every scrape installed with its sample time) and fills its Endpoint view through
   // it before every detector call. On by default: the simulated gateway is a host that feeds the

@@ -110,6 +110,7 @@ struct ClassResult {
 struct RequestRecord {
   std::uint32_t classIndex = 0;
   int endpoint = -1;
+  std::uint32_t gateway = 0;  // the replica it arrived at (pool.gatewayReplicas)
   std::int64_t inputTokens = 0;
   std::int64_t outputTokens = 0;
   double arrival = kNoValue;

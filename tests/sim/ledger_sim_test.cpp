@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <string>
 #include <vector>
 
@@ -126,10 +127,53 @@ TEST(LedgerSimTest, FourReplicasWithTheDefaults) {
   EXPECT_LE(staticRef.poolLoadMean, 1.10);
 }
 
+// Replicas on the replica feed serve each band oldest first across the pool
+// (pool.replicaOldestFirst, ReplicaShare::headTolerance): a batch request waits about as long
+// whichever replica it arrived at. Without the rule the replica that sees freed room first keeps
+// its part of the pool and the others' batch queues wait longer.
+TEST(LedgerSimTest, ReplicasOnTheFeedServeEachBandOldestFirst) {
+  Scenario s = defaultScenario();
+  s.detector = DetectorKind::kUtilization;
+  s.pool.gatewayReplicas = 4;
+  s.pool.replicaSyncIntervalMs = 1.0;
+  s.pool.replicaFeed = true;
+  s.durationSeconds = 60.0;
+  s.seed = 3;
+  ASSERT_TRUE(s.pool.replicaOldestFirst);  // the default
+  // The mean queue wait of the batch requests dispatched through each replica, and the longest
+  // of them over the shortest.
+  const auto spread = [](const Scenario& sc) {
+    Arm arm;
+    EXPECT_TRUE(findArm("static-1.0", arm));
+    const ArmResult run = runArm(sc, arm, {.collectSeries = true});
+    std::vector<double> wait(4, 0.0);
+    std::vector<double> n(4, 0.0);
+    for (const RequestRecord& r : run.requests) {
+      if (sc.classes[r.classIndex].name != "batch" || std::isnan(r.dispatched)) continue;
+      EXPECT_LT(r.gateway, 4u);
+      wait.at(r.gateway) += r.dispatched - r.arrival;
+      n.at(r.gateway) += 1.0;
+    }
+    double lo = 1e300;
+    double hi = 0.0;
+    for (std::size_t g = 0; g < 4; ++g) {
+      EXPECT_GT(n[g], 0.0) << g;
+      lo = std::min(lo, wait[g] / n[g]);
+      hi = std::max(hi, wait[g] / n[g]);
+    }
+    return hi / std::max(lo, 1e-9);
+  };
+  const double oldestFirst = spread(s);
+  s.pool.replicaOldestFirst = false;
+  const double each = spread(s);
+  EXPECT_LT(oldestFirst, 1.5);
+  EXPECT_GT(each, 2.0 * oldestFirst);
+}
+
 TEST(LedgerSimTest, ScenarioKeysParseAndBadValuesNameTheirPath) {
   auto good = config::parseDocument(
       "pool: {dispatchLedger: true, ledgerBudget: true, lostCompletions: 0.1, slotTerm: true, "
-      "ledgerCreditCompletions: true}");
+      "ledgerCreditCompletions: true, replicaOldestFirst: false}");
   ASSERT_TRUE(good.ok()) << good.diagnostics().toString();
   const auto s = parseScenario(good->json);
   ASSERT_TRUE(s.ok()) << s.diagnostics().toString();
@@ -138,6 +182,7 @@ TEST(LedgerSimTest, ScenarioKeysParseAndBadValuesNameTheirPath) {
   EXPECT_EQ(s->pool.lostCompletions, 0.1);
   EXPECT_TRUE(s->pool.slotTerm);
   EXPECT_TRUE(s->pool.ledgerCreditCompletions);
+  EXPECT_FALSE(s->pool.replicaOldestFirst);
   EXPECT_FALSE(defaultScenario().pool.ledgerCreditCompletions);
   // On by default in the simulator (the simulated gateway feeds the ledger; the pool's slots
   // are configuration it knows); a scenario can turn both off.

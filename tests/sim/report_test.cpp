@@ -203,7 +203,7 @@ TEST(SimEvaluationTest, GoodputEqualsTheTokensOfCompletedRequestsInRequestsCsv) 
     std::stringstream ls(line);
     std::string x;
     while (std::getline(ls, x, ',')) f.push_back(x);
-    ASSERT_EQ(f.size(), 14u) << line;
+    ASSERT_EQ(f.size(), 15u) << line;  // ..., outcome, gateway
     ++rows;
     if (f[13] != "completed" || std::stod(f[10]) >= s.durationSeconds) continue;
     for (std::size_t c = 0; c < s.classes.size(); ++c) {
