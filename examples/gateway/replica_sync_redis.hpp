@@ -6,7 +6,8 @@
 // Every --replica-sync-interval-ms, one round on the sync thread (two pipelined round trips):
 //   HSET holdback:replica:<id> <endpoint url> "<requests> <tokens>" ...   this replica's pending
 //        @restore "<arrivals/s> <completions/s> <revocations pending> <leases> <victim lists>
-//                  <count> <dispatch time>..."  (replica_figures_text.hpp)
+//                  <count> <dispatch time>... <heads> <priority> <enqueue time>..."
+//                  (replica_figures_text.hpp)
 //   PEXPIRE holdback:replica:<id> <--replica-sync-ttl-ms>                 dies with the replica
 //   ZADD holdback:replicas <now ms> <id>; ZREMRANGEBYSCORE ... older than the TTL; ZRANGE
 //   HMGET holdback:replica:<other> <endpoint url> ...                     per other replica

@@ -82,9 +82,8 @@ struct ReplicaRestoreFigures {
   // Adds the head of band `priority`, enqueued at `seconds`: the older of it and the one already
   // there for that priority; a new priority displaces the lowest one when all kHeads are used.
   // A non-finite time is ignored (no replica yields to a head it cannot place in time).
-  void addHead(std::int64_t priority, double seconds) noexcept {
-    if (!(seconds >= -1e300 && seconds <= 1e300)) return;
-    const double t = seconds;
+  void addHead(std::int64_t priority, double t) noexcept {
+    if (!finiteTime(t)) return;
     const std::size_t used = headsUsed();
     std::size_t lowest = 0;
     for (std::size_t k = 0; k < used; ++k) {
@@ -141,7 +140,17 @@ struct ReplicaRestoreFigures {
 
   // A dispatch time as the lists order it: a non-finite one as the oldest possible.
   [[nodiscard]] static double sane(double seconds) noexcept {
-    return seconds >= -1e300 && seconds <= 1e300 ? seconds : -1e300;
+    return finiteTime(seconds) ? seconds : -1e300;
+  }
+
+  // Whether `seconds` is a time the lists and heads can order (finite, NaN excluded).
+  [[nodiscard]] static bool finiteTime(double seconds) noexcept {
+    return seconds >= -1e300 && seconds <= 1e300;
+  }
+
+  // `t` as the figures carry times: seconds on the controller's clock.
+  [[nodiscard]] static double secondsOf(TimePoint t) noexcept {
+    return std::chrono::duration<double>(t.time_since_epoch()).count();
   }
 };
 

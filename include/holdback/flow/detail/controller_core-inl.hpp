@@ -182,14 +182,14 @@ HOLDBACK_INLINE bool ControllerCore::yieldsToPeer(const Band& band,
   const ReplicaShare* share = evictor_.replicaShare();
   // Only with the replica feed: without it the ledger's free room split gives each replica its
   // part of a scrape's room, and a part left to another replica idles until the next scrape.
-  if (share == nullptr || !share->pooledArrivals) return false;
+  if (share == nullptr || !share->pooledArrivals || share->headTolerance == Duration::max()) {
+    return false;
+  }
   const std::optional<double> theirs = share->others.headOf(band.prio);
   if (!theirs) return false;
-  if (share->headTolerance == Duration::max()) return false;
   const double tolerance =
       std::max(0.0, std::chrono::duration<double>(share->headTolerance).count());
-  const double mine = std::chrono::duration<double>(head.enqueueTime.time_since_epoch()).count();
-  return *theirs < mine - tolerance;
+  return *theirs < ReplicaRestoreFigures::secondsOf(head.enqueueTime) - tolerance;
 }
 
 HOLDBACK_INLINE ReplicaRestoreFigures ControllerCore::replicaRestoreFigures() const noexcept {
@@ -203,8 +203,7 @@ HOLDBACK_INLINE ReplicaRestoreFigures ControllerCore::replicaRestoreFigures() co
     const FlowQueueView* f = band->bestHeadFlow();
     if (f == nullptr || f->size() == 0) continue;
     const Item* head = static_cast<const Flow*>(f)->items.front();
-    mine.addHead(band->prio,
-                 std::chrono::duration<double>(head->enqueueTime.time_since_epoch()).count());
+    mine.addHead(band->prio, ReplicaRestoreFigures::secondsOf(head->enqueueTime));
   }
   return mine;
 }

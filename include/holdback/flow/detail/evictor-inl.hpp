@@ -317,8 +317,7 @@ HOLDBACK_INLINE void Evictor::publishVictims(const Cycle& cycle, Priority protec
               EvictionCandidate{l.id, l.priority, l.dispatchedAt, l.tokens, l.generated})) {
         return true;
       }
-      own_figures_.addVictim(
-          std::chrono::duration<double>(l.dispatchedAt.time_since_epoch()).count());
+      own_figures_.addVictim(ReplicaRestoreFigures::secondsOf(l.dispatchedAt));
       return ++taken < ReplicaRestoreFigures::kVictims;
     });
   }
@@ -333,9 +332,7 @@ HOLDBACK_INLINE std::size_t Evictor::ownAmongPoolYoungest(std::size_t need) noex
   std::size_t mine = 0;
   std::size_t j = 0;
   for (std::size_t k = 0; k < need && mine < candidates_.size(); ++k) {
-    const double at =
-        std::chrono::duration<double>(candidates_[mine].lease.dispatchedAt.time_since_epoch())
-            .count();
+    const double at = ReplicaRestoreFigures::secondsOf(candidates_[mine].lease.dispatchedAt);
     if (j < theirs && ReplicaRestoreFigures::sane(others.victimDispatchTimes[j]) > at) {
       ++j;  // another replica's, younger
     } else {
