@@ -200,8 +200,8 @@ plugins:
       kvCacheUtilThreshold: 0.8
       metricsStalenessThreshold: 1s
       stalenessPolicy: saturated
-      # A batch request may start below the KV threshold and run past it (false with
-      # --replica-sync: replicas could each start one past it on a server between two syncs).
+      # A batch request may start below the KV threshold and run past it (with --replica-sync
+      # one replica at a time per server, on the replica feed; none without the feed).
       kvStartPastThreshold: true
   - name: reservation
     type: reservation-holdback-policy
@@ -236,16 +236,6 @@ struct HostPort {
   int port = 0;
 };
 [[nodiscard]] std::optional<HostPort> parseHostPort(std::string_view text);
-// The built-in configuration for this gateway: kDefaultConfigText, with kvStartPastThreshold
-// false when it syncs with other replicas.
-[[nodiscard]] inline std::string defaultConfigText(bool replicaSync) {
-  std::string text(kDefaultConfigText);
-  constexpr std::string_view kOn = "kvStartPastThreshold: true";
-  if (const std::size_t at = text.find(kOn); replicaSync && at != std::string::npos) {
-    text.replace(at, kOn.size(), "kvStartPastThreshold: false");
-  }
-  return text;
-}
 // "http://HOST:PORT" (an optional trailing "/") -> host and port; nullopt otherwise.
 [[nodiscard]] std::optional<HostPort> parseEndpointUrl(std::string_view url);
 

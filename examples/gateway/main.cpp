@@ -64,9 +64,8 @@ int run(int argc, char** argv) {
   if (!dialect_errors.empty()) return 2;
 
   const config::BundleResult loaded =
-      options.configFile.empty()
-          ? config::loadEndpointPickerConfigText(defaultConfigText(options.replicaSync.port != 0))
-          : config::loadEndpointPickerConfigFile(options.configFile);
+      options.configFile.empty() ? config::loadEndpointPickerConfigText(kDefaultConfigText)
+                                 : config::loadEndpointPickerConfigFile(options.configFile);
   const char* config_name =
       options.configFile.empty() ? "built-in config" : options.configFile.c_str();
   if (!loaded) {

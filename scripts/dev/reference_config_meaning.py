@@ -84,7 +84,7 @@ MEANING = {
         "maxRunningRequests": "the slot count per endpoint for the slot term (vLLM's `--max-num-seqs`); 0 = no slot term, unless the ledger learns it from scrapes",
         "telemetryValidation": "`strict`: KV outside [0, 1] or negative queues are invalid; `reference`: Go's checks only",
         "endpointScoreCap": "cap on one endpoint's score in the pool figure; `\"none\"` = uncapped (Go)",
-        "kvStartPastThreshold": "a lower band's request may start below kvCacheUtilThreshold and run past it (false with several gateway replicas)",
+        "kvStartPastThreshold": "a lower band's request may start below kvCacheUtilThreshold and run past it (gateway replicas: one at a time per server)",
         "dispatchLedger.correction": "correct scraped telemetry with the dispatches the last scrape cannot have seen",
         "dispatchLedger.scrapeMarginRequests": "requests to count as pending beyond the ledger's figure, per endpoint",
         "dispatchLedger.dispatchBudget": "cap dispatches per endpoint between scrapes at the room the last scrape showed",

@@ -251,8 +251,11 @@ config::Json detectorDocument(const Scenario& s) {
   const auto staleNs = 2 * std::llround(s.pool.scrapeIntervalMs * 1e6);
   config::Json parameters = {{"metricsStalenessThreshold", std::to_string(staleNs) + "ns"}};
   if (s.pool.slotTerm) parameters["maxRunningRequests"] = s.pool.slots;  // the slot term
-  // Several replicas can each start a request past the threshold on one server between syncs.
-  if (s.pool.gatewayReplicas > 1) parameters["kvStartPastThreshold"] = false;
+  // Replicas that share nothing cannot take turns past the KV threshold (with a share the
+  // controller does: flow/pool_pressure.hpp): a request must fit below it whole.
+  if (s.pool.gatewayReplicas > 1 && !(s.pool.replicaSyncIntervalMs > 0.0)) {
+    parameters["kvStartPastThreshold"] = false;
+  }
   return plugin("utilization-detector", std::move(parameters));
 }
 

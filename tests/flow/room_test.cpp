@@ -5,11 +5,14 @@
 #include <array>
 #include <chrono>
 #include <cmath>
+#include <cstdint>
+#include <limits>
 #include <memory>
 #include <vector>
 
 #include "alloc_counter.hpp"
 #include "flow_test_support.hpp"
+#include "holdback/core/replica_share.hpp"
 #include "holdback/detector/detectors.hpp"
 #include "holdback/flow/flow_controller.hpp"
 #include "holdback/flow/pool_pressure.hpp"
@@ -151,6 +154,173 @@ TEST(FlowRoomTest, TheSamplerComputesRoomForTheDeclaredBandsWithoutAllocating) {
   std::vector<BandFootprint> many(PoolPressure::kMaxRoomBands + 3, BandFootprint{1, 1.0, 1.0});
   sampler.setFootprints(many);
   EXPECT_EQ(sampler.sample(now)->roomBands, PoolPressure::kMaxRoomBands);
+}
+
+// Room past the KV threshold across replicas (flow/pool_pressure.hpp). `endpoints` endpoints of
+// 16 slots and 10000 KV tokens, 4 running, KV at 0.75 (the utilization detector's threshold is
+// 0.8): 500 tokens below the threshold, 2500 in the whole cache. A 2000-token batch request
+// starts there only past the threshold.
+std::shared_ptr<VectorEndpointSource> nearThresholdPool(std::size_t endpoints) {
+  std::vector<Endpoint> pool = VectorEndpointSource::named(endpoints);
+  for (Endpoint& e : pool) {
+    e.maxRunningRequests = 16;
+    e.runningRequests = 4;
+    e.kvCapacityTokens = 10000;
+    e.kvCacheUsage = 0.75;
+  }
+  return std::make_shared<VectorEndpointSource>(std::move(pool),
+                                                VectorEndpointSource::Freshness::kStampNow);
+}
+
+// Two hours into the controller's clock: step 72000 of kPastThresholdTurn (even).
+const TimePoint kTurnEpoch = TimePoint{} + 2h;
+constexpr Duration kStep = ReplicaShare::kPastThresholdTurn;
+
+TEST(PastThresholdTurnTest, OneReplicaAtATimeHasTheTurnOnEachEndpointAndEachGetsItInTurn) {
+  for (const std::int64_t replicas : {2, 3, 4, 8}) {
+    for (std::size_t endpoint = 0; endpoint < 10; ++endpoint) {
+      std::vector<int> turns(static_cast<std::size_t>(replicas), 0);
+      for (std::int64_t step = 0; step < replicas; ++step) {
+        const TimePoint now = kTurnEpoch + step * kStep + 37ms;
+        int holders = 0;
+        for (std::int64_t rank = 0; rank < replicas; ++rank) {
+          if (ReplicaShare::pastThresholdTurn(rank, replicas, Duration::zero(), endpoint, now)) {
+            ++holders;
+            ++turns[static_cast<std::size_t>(rank)];
+          }
+        }
+        EXPECT_EQ(holders, 1) << replicas << " replicas, endpoint " << endpoint;
+      }
+      for (const int t : turns) EXPECT_EQ(t, 1) << replicas << " replicas, endpoint " << endpoint;
+    }
+    // At one time, the replicas hold the turns of consecutive endpoints in turn.
+    for (std::int64_t rank = 0; rank < replicas; ++rank) {
+      int held = 0;
+      for (std::size_t endpoint = 0; endpoint < static_cast<std::size_t>(replicas); ++endpoint) {
+        held +=
+            ReplicaShare::pastThresholdTurn(rank, replicas, Duration::zero(), endpoint, kTurnEpoch)
+                ? 1
+                : 0;
+      }
+      EXPECT_EQ(held, 1) << rank;
+    }
+  }
+}
+
+TEST(PastThresholdTurnTest, TheTurnStepsOnTheSharedClock) {
+  // Two replicas whose controllers' clocks differ by 250 ms, each told the offset to a clock
+  // they share: they agree on whose turn it is at every shared instant.
+  const Duration ahead = 250ms;
+  for (int k = 0; k < 40; ++k) {
+    const TimePoint mine = kTurnEpoch + k * 10ms;
+    const TimePoint theirs = mine + ahead;  // the same instant on the other replica's clock
+    const bool a = ReplicaShare::pastThresholdTurn(0, 2, ahead, 0, mine);
+    const bool b = ReplicaShare::pastThresholdTurn(1, 2, Duration::zero(), 0, theirs);
+    EXPECT_NE(a, b) << k;
+  }
+  // An offset of one step hands the turn to the next rank.
+  EXPECT_TRUE(ReplicaShare::pastThresholdTurn(0, 4, Duration::zero(), 0, kTurnEpoch));
+  EXPECT_TRUE(ReplicaShare::pastThresholdTurn(3, 4, kStep, 0, kTurnEpoch));
+}
+
+TEST(PastThresholdTurnTest, FewReplicasAndBadInputHaveDocumentedAnswers) {
+  // Fewer than two replicas: always this replica's turn; a rank outside [0, R): never.
+  EXPECT_TRUE(ReplicaShare::pastThresholdTurn(0, 1, Duration::zero(), 3, kTurnEpoch));
+  EXPECT_TRUE(ReplicaShare::pastThresholdTurn(5, 0, Duration::zero(), 3, kTurnEpoch));
+  EXPECT_TRUE(ReplicaShare::pastThresholdTurn(0, -2, Duration::zero(), 3, kTurnEpoch));
+  EXPECT_FALSE(ReplicaShare::pastThresholdTurn(-1, 2, Duration::zero(), 0, kTurnEpoch));
+  EXPECT_FALSE(ReplicaShare::pastThresholdTurn(2, 2, Duration::zero(), 0, kTurnEpoch));
+  // Extreme clocks and offsets (no overflow: the sanitizer build runs this) still give every
+  // endpoint exactly one holder.
+  const TimePoint times[] = {TimePoint::min(), TimePoint::max(), TimePoint{}, TimePoint{} - 1ns};
+  const Duration offsets[] = {Duration::min(), Duration::max(), Duration::zero(), -kStep};
+  for (const TimePoint now : times) {
+    for (const Duration offset : offsets) {
+      for (const std::size_t endpoint : {std::size_t{0}, std::size_t{7}, SIZE_MAX}) {
+        int holders = 0;
+        for (std::int64_t rank = 0; rank < 3; ++rank) {
+          holders += ReplicaShare::pastThresholdTurn(rank, 3, offset, endpoint, now) ? 1 : 0;
+        }
+        EXPECT_EQ(holders, 1);
+      }
+    }
+  }
+}
+
+TEST(PastThresholdTurnTest, TheSamplerKeepsRoomPastTheThresholdOnlyOnThisReplicasTurn) {
+  auto detector = UtilizationDetector::create().value();  // kvStartPastThreshold: on
+  PoolPressureSampler sampler(nearThresholdPool(2), std::move(detector));
+  sampler.keepEndpointRoom(true);
+  std::vector<EndpointRoom> room;
+  std::vector<std::uint8_t> waits;
+  const auto pastAt = [&](TimePoint now) {
+    (void)sampler.sample(now);
+    EXPECT_TRUE(sampler.copyEndpointRoom(room, waits));
+    std::vector<double> out;
+    for (const EndpointRoom& r : room) {
+      EXPECT_NEAR(r.kvTokens, 500.0, 1e-6);  // the room below the threshold stays
+      out.push_back(r.kvCapacityLeft);
+    }
+    return out;
+  };
+  using Past = PoolPressureSampler::PastThreshold;
+  const std::vector<double> both{2500.0, 2500.0};
+  EXPECT_EQ(pastAt(kTurnEpoch), both);  // kDetector, the default
+  sampler.setPastThreshold(Past::kTurn, 0, 2);
+  EXPECT_EQ(pastAt(kTurnEpoch), (std::vector<double>{2500.0, 0.0}));
+  EXPECT_EQ(pastAt(kTurnEpoch + kStep), (std::vector<double>{0.0, 2500.0}));
+  sampler.setPastThreshold(Past::kTurn, 1, 2);
+  EXPECT_EQ(pastAt(kTurnEpoch), (std::vector<double>{0.0, 2500.0}));
+  sampler.setPastThreshold(Past::kTurn, 1, 2, kStep);  // the shared clock one step ahead
+  EXPECT_EQ(pastAt(kTurnEpoch), (std::vector<double>{2500.0, 0.0}));
+  sampler.setPastThreshold(Past::kNone);
+  EXPECT_EQ(pastAt(kTurnEpoch), (std::vector<double>{0.0, 0.0}));
+  sampler.setPastThreshold(Past::kTurn, 0, 1);  // one replica: the detector's
+  EXPECT_EQ(pastAt(kTurnEpoch), both);
+  sampler.setPastThreshold(Past::kDetector);
+  EXPECT_EQ(pastAt(kTurnEpoch + kStep), both);
+}
+
+TEST(PastThresholdTurnTest, TheReplicaShareDecidesWhoStartsABatchRequestPastTheThreshold) {
+  auto spy = std::make_shared<RoomSpy>(true);
+  testing::Recorder rec;
+  FlowControllerOptions o;
+  o.policy = spy;
+  o.detector = UtilizationDetector::create().value();
+  o.endpoints = nearThresholdPool(1);
+  o.onOutcome = rec.callback();
+  auto fc = FlowController::create(std::move(o)).value();
+  TimePoint now = kTurnEpoch;
+  (void)fc->enqueue(withTokens("chat", 100, 400), now);
+  (void)fc->enqueue(withTokens("batch", -1, 2000), now);
+  (void)fc->dispatchCycle(now);  // declares the footprints
+  // The batch band's room after one of its requests starts: it starts past the threshold and
+  // takes the one 400-token request's room below it; -infinity: it starts nowhere.
+  const auto batchAfter = [&](TimePoint at) {
+    (void)fc->dispatchCycle(at);
+    EXPECT_EQ(spy->roomBands, 3u);
+    return spy->room[2].fitsAfter;
+  };
+  constexpr double kNowhere = -std::numeric_limits<double>::infinity();
+  EXPECT_EQ(batchAfter(now), 0.0);  // one gateway: the detector's room
+  ReplicaShare share;
+  share.replicas = 2;
+  share.rank = 0;
+  share.pooledArrivals = true;  // the replica feed
+  fc->setReplicaShare(share);
+  EXPECT_EQ(batchAfter(now), 0.0);               // rank 0's turn on endpoint 0 at an even step
+  EXPECT_EQ(batchAfter(now + kStep), kNowhere);  // rank 1's
+  EXPECT_EQ(batchAfter(now + 2 * kStep), 0.0);
+  share.pooledArrivals = false;  // without the feed: none past the threshold
+  fc->setReplicaShare(share);
+  EXPECT_EQ(batchAfter(now + 2 * kStep), kNowhere);
+  fc->setReplicaShare(std::nullopt);  // the store failed after several replicas shared: none
+  EXPECT_EQ(batchAfter(now + 2 * kStep), kNowhere);
+  share.replicas = 1;  // the others are gone: this replica alone, the detector's room
+  fc->setReplicaShare(share);
+  EXPECT_EQ(batchAfter(now + kStep), 0.0);
+  fc->setReplicaShare(std::nullopt);  // and without a store after that: still alone
+  EXPECT_EQ(batchAfter(now + kStep), 0.0);
 }
 
 }  // namespace

@@ -161,16 +161,6 @@ TEST(Addresses, HostPortAndEndpointUrls) {
 namespace holdback::gateway {
 namespace {
 
-TEST(DefaultConfig, WithReplicaSyncARequestMustFitBelowTheKvThreshold) {
-  for (const bool sync : {false, true}) {
-    const auto loaded = config::loadEndpointPickerConfigText(defaultConfigText(sync));
-    ASSERT_TRUE(loaded.ok()) << loaded.diagnostics().toString();
-    const auto* detector = dynamic_cast<const UtilizationDetector*>(loaded.value()->detector.get());
-    ASSERT_NE(detector, nullptr);
-    EXPECT_EQ(detector->options().kvStartPastThreshold, !sync) << sync;
-  }
-}
-
 TEST(DefaultConfig, LoadsWithoutWarningsAndKeepsStalenessAboveTheScrapeInterval) {
   const auto loaded = config::loadEndpointPickerConfigText(kDefaultConfigText);
   ASSERT_TRUE(loaded.ok()) << loaded.diagnostics().toString();
@@ -179,6 +169,9 @@ TEST(DefaultConfig, LoadsWithoutWarningsAndKeepsStalenessAboveTheScrapeInterval)
   EXPECT_TRUE(bundle.flowControlEnabled);
   const auto* detector = dynamic_cast<const UtilizationDetector*>(bundle.detector.get());
   ASSERT_NE(detector, nullptr);
+  // A batch request may start below the KV threshold and run past it; with replicas the
+  // controller takes turns per server (pool_pressure.hpp), whatever the configuration.
+  EXPECT_TRUE(detector->options().kvStartPastThreshold);
   // The default scrape interval is 50 ms; #2514: a threshold at or below it is stale by design.
   EXPECT_GE(detector->options().metricsStalenessThreshold, std::chrono::milliseconds(500));
   // The built-in objectives' priorities are declared bands, so the policy sees all three.

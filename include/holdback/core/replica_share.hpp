@@ -180,6 +180,40 @@ struct ReplicaShare {
   // the store's staleness (the heads are up to a sync interval old); Duration::max() turns it
   // off; a negative one counts as 0.
   Duration headTolerance = kDefaultReplicaHeadTolerance;
+  // A clock every replica reads alike, less this controller's clock (ReplicaSync::clockOffset):
+  // the turns below step on it. 0 when the replicas share the controller's clock (one host's
+  // steady clock, the simulator); the gateway's Redis store: the wall clock less the steady one.
+  Duration clockOffset{0};
+  // Whose turn it is to start a request past the KV threshold on endpoint `index` at `now` (the
+  // controller's clock): the turn moves every kPastThresholdTurn on the shared clock (now +
+  // clockOffset), and is `rank`'s when (rank + index + the step) mod replicas is 0, so that at any
+  // time one replica has the turn on each endpoint and each replica has it on 1/R of them ("Room
+  // past the KV threshold across replicas" in flow/pool_pressure.hpp). True with fewer than two
+  // replicas; false for a rank outside [0, replicas).
+  static constexpr Duration kPastThresholdTurn = std::chrono::milliseconds(100);
+  [[nodiscard]] static bool pastThresholdTurn(std::int64_t rank, std::int64_t replicas,
+                                              Duration clockOffset, std::size_t index,
+                                              TimePoint now) noexcept {
+    if (replicas <= 1) return true;
+    if (rank < 0 || rank >= replicas) return false;
+    // The step of now + clockOffset, summed per term so that no input overflows.
+    const std::int64_t p = std::chrono::duration_cast<Duration>(kPastThresholdTurn).count();
+    const auto floorDiv = [p](std::int64_t v, std::int64_t& rem) {
+      std::int64_t q = v / p;
+      rem = v - q * p;
+      if (rem < 0) {
+        --q;
+        rem += p;
+      }
+      return q;
+    };
+    std::int64_t ra = 0;
+    std::int64_t rb = 0;
+    const std::int64_t steps = floorDiv(now.time_since_epoch().count(), ra) +
+                               floorDiv(clockOffset.count(), rb) + (ra + rb >= p ? 1 : 0);
+    const auto at = static_cast<std::int64_t>(index % static_cast<std::uint64_t>(replicas));
+    return ((rank + at + steps % replicas) % replicas + replicas) % replicas == 0;
+  }
 };
 
 }  // namespace HOLDBACK_ABI_NAMESPACE

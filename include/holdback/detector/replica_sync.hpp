@@ -110,6 +110,11 @@ class HOLDBACK_API ReplicaSync {
   // included), in [0, that count), in an order every replica agrees on; -1: no ranking (the
   // default: the free room is not split). Distinct replicas must get distinct ranks.
   [[nodiscard]] virtual std::int64_t rank() const noexcept { return -1; }
+  // A clock every replica reads alike, less the controller's clock (steady_clock): the default
+  // 0 serves replicas that share the controller's clock (one host); replicas on several hosts
+  // return, for example, the wall clock less the steady one. Goes into
+  // ReplicaShare::clockOffset, on which the replicas take turns.
+  [[nodiscard]] virtual Duration clockOffset() const noexcept { return Duration::zero(); }
 };
 
 class HOLDBACK_API ReplicaSyncer {
@@ -139,7 +144,10 @@ class HOLDBACK_API ReplicaSyncer {
         ledger_.setPeerPending(endpoints_[k], others_[k], last_replicas_, rank);
       }
       share_.reset();
-      if (rank >= 0 && rank < last_replicas_) share_ = ReplicaShare{others, last_replicas_, rank};
+      if (rank >= 0 && rank < last_replicas_) {
+        share_ = ReplicaShare{others, last_replicas_, rank};
+        share_->clockOffset = sync_.clockOffset();
+      }
       ++successes_;
       return true;
     }

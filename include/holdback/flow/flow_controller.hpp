@@ -272,7 +272,11 @@ class HOLDBACK_API FlowController {
   // the replica feed (ReplicaShare::pooledArrivals) a dispatch cycle leaves a band (and the bands
   // below it) to the others while one of them published a head of that band enqueued more than
   // ReplicaShare::headTolerance before this replica's (the cycle returns kGated;
-  // FlowControllerStats::yieldedCycles). replicaRestoreFigures is O(bands), setReplicaShare O(1);
+  // FlowControllerStats::yieldedCycles). The share also decides who may start a request past the
+  // detector's KV threshold (flow/pool_pressure.hpp, "Room past the KV threshold across
+  // replicas"): with two replicas or more on the feed, one replica at a time per endpoint
+  // (ReplicaShare::pastThresholdTurn); without the feed, or with no share after one of several
+  // replicas (the store failed), none. replicaRestoreFigures is O(bands), setReplicaShare O(1);
   // no allocation, never call host code.
   [[nodiscard]] ReplicaRestoreFigures replicaRestoreFigures() const noexcept;
   void setReplicaShare(const std::optional<ReplicaShare>& share) noexcept;

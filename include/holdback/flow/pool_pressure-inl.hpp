@@ -110,6 +110,24 @@ HOLDBACK_INLINE bool PoolPressureSampler::copyEndpointRoom(
   return !out.empty();
 }
 
+HOLDBACK_INLINE void PoolPressureSampler::limitPastThreshold(std::span<const Endpoint> pool,
+                                                             std::span<EndpointRoom> room,
+                                                             TimePoint now) const noexcept {
+  const PastThreshold mode = past_mode_.load(std::memory_order_relaxed);
+  if (mode == PastThreshold::kDetector) return;
+  const std::int64_t replicas = past_replicas_.load(std::memory_order_relaxed);
+  if (mode == PastThreshold::kTurn && replicas <= 1) return;
+  const std::int64_t rank = past_rank_.load(std::memory_order_relaxed);
+  const Duration offset{past_offset_.load(std::memory_order_relaxed)};
+  const std::size_t n = std::min(pool.size(), room.size());
+  for (std::size_t i = 0; i < n; ++i) {
+    if (mode == PastThreshold::kNone ||
+        !ReplicaShare::pastThresholdTurn(rank, replicas, offset, i, now)) {
+      room[i].kvCapacityLeft = 0.0;
+    }
+  }
+}
+
 HOLDBACK_INLINE std::optional<PoolPressure> PoolPressureSampler::sample(TimePoint now) noexcept {
   return run(now, true);
 }
@@ -155,6 +173,7 @@ HOLDBACK_INLINE std::optional<PoolPressure> PoolPressureSampler::run(
         const std::span<EndpointRoom> room(room_scratch_.data(),
                                            std::min(room_scratch_.size(), pool.size()));
         if (room.size() == pool.size() && detector_->room(pool, now, room)) {
+          limitPastThreshold(pool, room, now);
           if (keep) kept = keepRoom(pool, room);
           for (std::size_t i = 0; i < bands; ++i) {
             const FootprintSlot& f = footprints_[i];

@@ -19,6 +19,26 @@
 //   The detector is swapped by setDetector() under a second small mutex, never waiting on a
 //   sample in progress; the next sample picks it up.
 //
+// Room past the KV threshold across replicas
+//   A detector whose KV room stops at a threshold may let a lower band's request start below it
+//   and run past it (EndpointRoom::kvCapacityLeft; the utilization detector's
+//   kvStartPastThreshold). One gateway's ledger then shows the endpoint past the threshold at
+//   once, and no second request starts there. Replicas each see the others' dispatches a feed
+//   delay later or a sync interval later, and could each start one past the threshold on the
+//   same endpoint. So with several replicas (setPastThreshold, which the controller calls from
+//   FlowController::setReplicaShare):
+//     kTurn  (a share of R >= 2 replicas on the replica feed) a replica keeps an endpoint's room
+//            past the threshold only on its turn there (ReplicaShare::pastThresholdTurn: the
+//            turn moves every 100 ms on a clock the replicas share), so that one replica at a
+//            time may start a request past the threshold on each endpoint and every replica
+//            gets the turn on each endpoint in turn;
+//     kNone  (a share of R >= 2 replicas without the feed, or no share after one: the store
+//            failed) no replica starts a request past the threshold: every request's footprint
+//            must fit below it;
+//     kDetector  (the default: one gateway, or a share of one replica) the detector's room as
+//            it is.
+//   docs/simulation.md measures the turn against no start past the threshold.
+//
 // Thread safety: thread-safe.
 #pragma once
 
@@ -35,6 +55,7 @@
 
 #include "holdback/core/capacity.hpp"
 #include "holdback/core/endpoint.hpp"
+#include "holdback/core/replica_share.hpp"
 #include "holdback/core/thread_annotations.hpp"
 #include "holdback/detector/saturation_detector.hpp"
 #include "holdback/detector/stage_saturation.hpp"
@@ -136,9 +157,25 @@ class HOLDBACK_API PoolPressureSampler {
                         std::vector<std::uint8_t>& waits) const noexcept
       HOLDBACK_EXCLUDES(room_mu_);
 
+  // Room past the KV threshold across replicas (see the file comment): kDetector (the default),
+  // kNone, or kTurn for replica `rank` of `replicas` (>= 2; else as kDetector) with the shared
+  // clock `clockOffset` ahead of the controller's. Applies to later samples' room, the bands' and
+  // the kept one. Lock-free (atomics): a sample racing with a call may mix old and new values.
+  enum class PastThreshold : std::uint8_t { kDetector, kNone, kTurn };
+  void setPastThreshold(PastThreshold mode, std::int64_t rank = 0, std::int64_t replicas = 1,
+                        Duration clockOffset = Duration::zero()) noexcept {
+    past_rank_.store(rank, std::memory_order_relaxed);
+    past_replicas_.store(replicas, std::memory_order_relaxed);
+    past_offset_.store(clockOffset.count(), std::memory_order_relaxed);
+    past_mode_.store(mode, std::memory_order_relaxed);
+  }
+
  private:
   std::optional<PoolPressure> run(TimePoint now, bool with_saturation) noexcept
       HOLDBACK_EXCLUDES(sample_mu_, detector_mu_);
+  // Applies setPastThreshold to the detector's room of `pool`.
+  void limitPastThreshold(std::span<const Endpoint> pool, std::span<EndpointRoom> room,
+                          TimePoint now) const noexcept;
   // Replaces the kept per-endpoint room (keepEndpointRoom); false when it is empty or could not
   // be kept.
   bool keepRoom(std::span<const Endpoint> pool, std::span<const EndpointRoom> room) noexcept
@@ -169,6 +206,10 @@ class HOLDBACK_API PoolPressureSampler {
   std::vector<EndpointRoom> kept_room_ HOLDBACK_GUARDED_BY(room_mu_);
   std::vector<std::uint8_t> kept_waits_ HOLDBACK_GUARDED_BY(room_mu_);
   std::atomic<bool> kept_waits_any_{false};
+  std::atomic<PastThreshold> past_mode_{PastThreshold::kDetector};
+  std::atomic<std::int64_t> past_rank_{0};
+  std::atomic<std::int64_t> past_replicas_{1};
+  std::atomic<std::int64_t> past_offset_{0};  // Duration::rep
   // The thread inside sample(), to detect a re-entrant call from the host's code.
   std::atomic<std::thread::id> owner_{};
 };

@@ -218,6 +218,22 @@ HOLDBACK_INLINE void ControllerCore::setReplicaShare(
     const std::optional<ReplicaShare>& share) noexcept {
   MutexLock lock(mu_);
   evictor_.setReplicaShare(share);
+  // Room past the KV threshold (pool_pressure.hpp): a turn on the feed, none without it or once
+  // the share is gone after several replicas shared (the store failed), the detector's alone.
+  using Past = PoolPressureSampler::PastThreshold;
+  if (share && share->replicas >= 2) {
+    had_replicas_ = true;
+    if (share->pooledArrivals) {
+      sampler_.setPastThreshold(Past::kTurn, share->rank, share->replicas, share->clockOffset);
+    } else {
+      sampler_.setPastThreshold(Past::kNone);
+    }
+  } else if (!share && had_replicas_) {
+    sampler_.setPastThreshold(Past::kNone);
+  } else {
+    had_replicas_ = false;
+    sampler_.setPastThreshold(Past::kDetector);
+  }
 }
 
 // ---------------------------------------------------------------------------------------------

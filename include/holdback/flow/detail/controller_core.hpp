@@ -242,6 +242,9 @@ class ControllerCore {
   LeaseTable leases_ HOLDBACK_GUARDED_BY(mu_);
   DemandTracker demand_ HOLDBACK_GUARDED_BY(mu_);
   Evictor evictor_ HOLDBACK_GUARDED_BY(mu_);
+  // A share of two replicas or more was installed last (setReplicaShare): a missing share then
+  // means the store failed, not one gateway.
+  bool had_replicas_ HOLDBACK_GUARDED_BY(mu_) = false;
   BandScheduler scheduler_ HOLDBACK_GUARDED_BY(mu_);  // the order of the cycle's bands
 };
 
