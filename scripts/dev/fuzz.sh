@@ -2,7 +2,7 @@
 # Runs every libFuzzer target for a bounded time and fails on any finding (crash, sanitizer
 # report, leak, timeout, out-of-memory). Called by scripts/test.sh; runnable on its own.
 #
-#   HOLDBACK_FUZZ_SECONDS  seconds per target (default 60; the prometheus target gets half)
+#   HOLDBACK_FUZZ_SECONDS  seconds per target (default 30; the prometheus target gets half)
 #   HOLDBACK_FUZZ_JOBS     targets run at the same time (default 2)
 #
 # Build: clang 14 with -fsanitize=fuzzer plus ASan + UBSan, in build/fuzz. Each target starts
@@ -18,7 +18,7 @@ cd "$(dirname "$0")/../.."
 # readable stack traces.
 holdback_ensure_packages clang-14 libclang-rt-14-dev llvm-14
 
-seconds=${HOLDBACK_FUZZ_SECONDS:-60}
+seconds=${HOLDBACK_FUZZ_SECONDS:-30}
 parallel=${HOLDBACK_FUZZ_JOBS:-2}
 targets="config policy flow_controller detector prometheus"
 build=build/fuzz
