@@ -16,6 +16,8 @@
 #     message when node or npm is absent): tests/e2e/gateway_openai_client.mjs.
 #
 #   gateway_clients_e2e.sh GATEWAY MODEL_SERVER NODE_DIR
+# pipefail: a check reads a captured reply with a here-string (grep -q PATTERN <<<"$resp"), not
+# `echo "$resp" | grep -q`, whose writer can die of SIGPIPE once grep has matched and exited.
 set -uo pipefail
 GATEWAY="$1" MODEL_SERVER="$2" NODE_DIR="$3"
 HERE="$(cd "$(dirname "$0")" && pwd)"
@@ -40,7 +42,7 @@ expect_error() {  # expect_error STATUS WHAT CURL-ARGS...
   local out status body
   out="$(curl -s -o "$WORK/body" -w '%{http_code}' "$@")"
   body="$(cat "$WORK/body")"
-  if [ "$out" = "$want" ] && echo "$body" | grep -q "\"error\":{\"code\":$want,\"message\":\"[^\"]*\",\"type\":\"[a-z_]*\"}"; then
+  if [ "$out" = "$want" ] && grep -q "\"error\":{\"code\":$want,\"message\":\"[^\"]*\",\"type\":\"[a-z_]*\"}" <<<"$body"; then
     ok "$what -> $want $body"
   else
     fail "$what -> $out $body (want $want with an OpenAI-style error body)"
@@ -60,12 +62,12 @@ t1=$(date +%s%N)
 [ $(( (t1 - t0) / 1000000 )) -lt 1000 ] && ok "411 at once ($(( (t1 - t0) / 1000000 )) ms)" || fail "411 took $(( (t1 - t0) / 1000000 )) ms"
 # A malformed request line: 400 with a JSON body.
 resp="$(printf 'GARBAGE\r\n\r\n' | timeout 5 bash -c "exec 3<>/dev/tcp/127.0.0.1/${GW##*:}; cat >&3; cat <&3")"
-echo "$resp" | grep -q '^HTTP/1.1 400' && echo "$resp" | grep -q '"error":{"code":400' && ok "malformed request line -> 400 JSON" || fail "malformed request line: $resp"
+grep -q '^HTTP/1.1 400' <<<"$resp" && grep -q '"error":{"code":400' <<<"$resp" && ok "malformed request line -> 400 JSON" || fail "malformed request line: $resp"
 
 # --- health, readiness, models -------------------------------------------------------------
 [ "$(curl -s -o /dev/null -w '%{http_code}' "$GW/healthz")" = 200 ] && ok "/healthz 200" || fail "/healthz"
 [ "$(curl -s -o /dev/null -w '%{http_code}' "$GW/readyz")" = 200 ] && ok "/readyz 200" || fail "/readyz"
-curl -s "$GW/v1/models" | grep -q '"id":"fake-model"' && ok "/v1/models lists fake-model" || fail "/v1/models: $(curl -s "$GW/v1/models")"
+grep -q '"id":"fake-model"' <<<"$(curl -s "$GW/v1/models")" && ok "/v1/models lists fake-model" || fail "/v1/models: $(curl -s "$GW/v1/models")"
 # HEAD wherever GET is: the GET reply's status and Content-Length, no body; then a GET on the same
 # kept-alive connection must read its own reply (a body after the HEAD reply would be read as
 # that reply's start). Also a HEAD on a POST route: 405 without a body.
@@ -75,7 +77,7 @@ head_then_get() {  # head_then_get PATH: prints the raw bytes of HEAD PATH + GET
 }
 get_len="$(curl -s -o /dev/null -w '%{size_download}' "$GW/healthz")"
 resp="$(head_then_get /healthz)"
-if echo "$resp" | head -1 | grep -q '^HTTP/1.1 200' && echo "$resp" | grep -qi "^content-length: $get_len\$" &&
+if head -1 <<<"$resp" | grep -q '^HTTP/1.1 200' && grep -qi "^content-length: $get_len\$" <<<"$resp" &&
    [ "$(echo "$resp" | grep -c '^HTTP/1.1 ')" = 2 ] && [ "$(echo "$resp" | tail -1)" = ok ] &&
    [ "$(echo "$resp" | grep -c '^ok$')" = 1 ]; then
   ok "HEAD /healthz: 200, Content-Length $get_len, no body; the next reply on the connection intact"
@@ -83,8 +85,8 @@ else
   fail "HEAD /healthz then GET: $resp"
 fi
 resp="$(head_then_get /v1/completions)"
-if echo "$resp" | head -1 | grep -q '^HTTP/1.1 405' && echo "$resp" | grep -qi '^allow: POST$' &&
-   ! echo "$resp" | grep -q '"error"' && [ "$(echo "$resp" | tail -1)" = ok ]; then
+if head -1 <<<"$resp" | grep -q '^HTTP/1.1 405' && grep -qi '^allow: POST$' <<<"$resp" &&
+   ! grep -q '"error"' <<<"$resp" && [ "$(echo "$resp" | tail -1)" = ok ]; then
   ok "HEAD /v1/completions: 405 with Allow: POST and no body"
 else
   fail "HEAD /v1/completions then GET: $resp"
@@ -93,8 +95,9 @@ fi
 # Absolute-form request targets (RFC 9112 3.2.2) are routed and proxied as their origin form.
 [ "$(curl -s -o /dev/null -w '%{http_code}' --request-target "http://gw.example/healthz" "$GW/healthz")" = 200 ] &&
   ok "absolute-form GET /healthz 200" || fail "absolute-form GET /healthz"
-curl -s --request-target "$GW/v1/completions" -H 'Content-Type: application/json' \
-  -d '{"model":"fake-model","prompt":"x","max_tokens":1}' "$GW/v1/completions" | grep -q '"text_completion"' &&
+grep -q '"text_completion"' <<<"$(curl -s --request-target "$GW/v1/completions" \
+  -H 'Content-Type: application/json' -d '{"model":"fake-model","prompt":"x","max_tokens":1}' \
+  "$GW/v1/completions")" &&
   ok "absolute-form POST /v1/completions proxied" || fail "absolute-form POST /v1/completions"
 # Hop-by-hop headers stay with the gateway: the fixed ones and those the client's Connection header
 # names (RFC 9110 7.6.1); the others reach the model server (its x-received-header-names).
@@ -109,18 +112,18 @@ fi
 # vLLM's other JSON inference routes go through flow control to the model server (the fake one
 # serves only completions and chat, so its own 404 comes back, from the endpoint the gateway chose).
 resp="$(curl -s -i -H 'Content-Type: application/json' -d '{"model":"fake-model","input":"x"}' "$GW/v1/embeddings" | tr -d '\r')"
-echo "$resp" | head -1 | grep -q '^HTTP/1.1 404' && echo "$resp" | grep -qi "^x-holdback-endpoint: $MS\$" &&
+head -1 <<<"$resp" | grep -q '^HTTP/1.1 404' && grep -qi "^x-holdback-endpoint: $MS\$" <<<"$resp" &&
   ok "POST /v1/embeddings proxied to $MS" || fail "POST /v1/embeddings: $resp"
 # A stream to an HTTP/1.0 client is not chunked (RFC 9112 6.1): close-delimited, Connection: close.
 resp="$(curl -s -0 --raw -i -N --max-time 10 -H 'Content-Type: application/json' \
   -d '{"model":"fake-model","prompt":"x","max_tokens":2,"stream":true}' "$GW/v1/completions" | tr -d '\r')"
-if echo "$resp" | head -1 | grep -q '^HTTP/1.1 200' && ! echo "$resp" | grep -qi '^transfer-encoding' &&
-   echo "$resp" | grep -qi '^connection: close$' && [ "$(echo "$resp" | grep -v '^$' | tail -1)" = "data: [DONE]" ]; then
+if head -1 <<<"$resp" | grep -q '^HTTP/1.1 200' && ! grep -qi '^transfer-encoding' <<<"$resp" &&
+   grep -qi '^connection: close$' <<<"$resp" && [ "$(echo "$resp" | grep -v '^$' | tail -1)" = "data: [DONE]" ]; then
   ok "HTTP/1.0 stream: not chunked, ends with the connection"
 else
   fail "HTTP/1.0 stream: $resp"
 fi
-curl -s -D - -o /dev/null -X POST -d x "$GW/healthz" | tr -d '\r' | grep -qi '^allow: GET, HEAD$' && ok "405 on a GET route allows GET, HEAD" || fail "405 on /healthz: Allow"
+grep -qi '^allow: GET, HEAD$' <<<"$(curl -s -D - -o /dev/null -X POST -d x "$GW/healthz" | tr -d '\r')" && ok "405 on a GET route allows GET, HEAD" || fail "405 on /healthz: Allow"
 
 # --- an idle gateway does not cycle -------------------------------------------------------------
 c0="$(metric "$GW" holdback_flow_control_dispatch_cycles_total)"
@@ -189,7 +192,7 @@ start GW2 gateway-capped "$GATEWAY" --endpoint "$MS" --listen 127.0.0.1:0 --max-
 exec 5<>"/dev/tcp/127.0.0.1/${GW2##*:}"  # holds the one connection allowed
 sleep 0.2
 expect_error 503 "a connection over --max-connections 1" --max-time 5 "$GW2/healthz"
-curl -s -D - -o /dev/null --max-time 5 "$GW2/healthz" | grep -qi '^retry-after: 1' && ok "shed 503 carries Retry-After" || fail "shed 503 without Retry-After"
+grep -qi '^retry-after: 1' <<<"$(curl -s -D - -o /dev/null --max-time 5 "$GW2/healthz")" && ok "shed 503 carries Retry-After" || fail "shed 503 without Retry-After"
 exec 5>&-
 
 # --- every model server dead: 503 + Retry-After at once, /readyz 503, /healthz 200 --------------
@@ -200,7 +203,7 @@ t0=$(date +%s%N)
 expect_error 503 "completion, model server dead" -d '{"prompt":"x","max_tokens":1}' "$GW/v1/completions"
 t1=$(date +%s%N)
 [ $(( (t1 - t0) / 1000000 )) -lt 1000 ] && ok "503 at once ($(( (t1 - t0) / 1000000 )) ms)" || fail "503 took $(( (t1 - t0) / 1000000 )) ms"
-curl -s -D - -o /dev/null -d '{"prompt":"x","max_tokens":1}' "$GW/v1/completions" | grep -qi '^retry-after: [1-9]' && ok "503 carries Retry-After" || fail "503 without Retry-After"
+grep -qi '^retry-after: [1-9]' <<<"$(curl -s -D - -o /dev/null -d '{"prompt":"x","max_tokens":1}' "$GW/v1/completions")" && ok "503 carries Retry-After" || fail "503 without Retry-After"
 [ "$(curl -s -o /dev/null -w '%{http_code}' "$GW/healthz")" = 200 ] && ok "/healthz still 200" || fail "/healthz with the model server dead"
 
 # --- SIGTERM: exit 0 -------------------------------------------------------------------------
