@@ -83,11 +83,11 @@ class RedisReplicaSync final : public ReplicaSync {
   }
   // The live replicas' identities sorted: this one's position among them (the last exchange's).
   [[nodiscard]] std::int64_t rank() const noexcept override { return rank_; }
-  // The replicas may run on several hosts: they take turns on the wall clock.
+  // The replicas may run on several hosts: they take turns on the wall clock, as the figures'
+  // times travel on it.
   [[nodiscard]] Duration clockOffset() const noexcept override {
     return std::chrono::duration_cast<Duration>(
-               std::chrono::system_clock::now().time_since_epoch()) -
-           std::chrono::duration_cast<Duration>(Clock::now().time_since_epoch());
+        std::chrono::duration<double>(wallMinusSteadySeconds()));
   }
 
  private:
