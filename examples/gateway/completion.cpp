@@ -71,6 +71,7 @@ asio::awaitable<bool> proxyTo(HttpServer::Shard& shard, beast::tcp_stream& strea
   // Its first output: it no longer waits on the server (restoration where a protected request
   // waits, FlowController::markLeaseStarted; false, harmless, when no lease is held).
   what.onFirstBody = [&gw, id = ex->ticket.id()] { (void)gw.controller().markLeaseStarted(id); };
+  what.budget = &gw.bufferBudget();
   std::string error;
   unsigned status = 0;
   const ProxyResult r =
@@ -133,10 +134,20 @@ asio::awaitable<bool> handleCompletion(HttpServer::Shard& shard, beast::tcp_stre
   const CompletionBody body = scanCompletionBody(req.body());
   if (!body.object) {
     counters.clientErrors.fetch_add(1, std::memory_order_relaxed);
-    co_return co_await reply(replyForBadRequest("the request body is not a JSON object"));
+    // Built before the co_await: GCC 12 destroys a conditional's temporaries twice inside one.
+    std::string why = "the request body is not a JSON object";
+    if (body.tooDeep) {
+      why = "the request body nests arrays and objects more than " +
+            std::to_string(kMaxJsonNesting) + " levels deep";
+    }
+    co_return co_await reply(replyForBadRequest(why));
   }
   const Priority priority = gw.options().objectives.priorityOf(req[kObjectiveHeader]);
   std::string flow = flowIdFrom(req[kFairnessIdHeader], req[kFairnessIdHeaderAlias]);
+  if (auto bad = checkFairnessId(flow)) {
+    counters.clientErrors.fetch_add(1, std::memory_order_relaxed);
+    co_return co_await reply(replyForBadRequest(*bad));
+  }
   const bool streamed = body.stream;
 
   if (!gw.pool().anyUp()) {

@@ -18,7 +18,12 @@ namespace holdback::gateway {
 using namespace std::chrono_literals;
 
 Gateway::Gateway(Options options, std::shared_ptr<const config::ConfigBundle> bundle)
-    : options_(std::move(options)), bundle_(std::move(bundle)) {
+    : options_(std::move(options)),
+      bundle_(std::move(bundle)),
+      buffer_budget_(options_.maxBufferedBytes > 0
+                         ? static_cast<std::int64_t>(options_.maxBufferedBytes)
+                         : defaultMaxBufferedBytes()),
+      client_limit_(options_.maxConnectionsPerClient) {
   endpoint_models_.resize(options_.endpoints.size());
   for (const auto& [name, fairness] : bundle_->fairnessPolicies) {
     reports_served_ = reports_served_ || fairness->type() == ProgramAwareFairnessPolicy::kType;

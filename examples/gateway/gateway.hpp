@@ -40,6 +40,7 @@
 #include "holdback/flow/flow_controller.hpp"
 #include "holdback/metrics/stale_endpoints.hpp"
 #include "options.hpp"
+#include "overload.hpp"
 #include "pool.hpp"
 
 namespace holdback::gateway {
@@ -69,10 +70,14 @@ struct GatewayCounters {
   std::atomic<std::uint64_t> queuedCancelled{0};   // queued requests cancelled: client gone
   std::atomic<std::uint64_t> upstreamConnects{0};  // new upstream connections
   std::atomic<std::uint64_t> upstreamReuses{0};    // requests on a kept-alive connection
+  std::atomic<std::uint64_t> upstreamDesynced{0};  // closed: bytes past the response's end
   std::atomic<std::int64_t> connectionsOpen{0};
-  std::atomic<std::uint64_t> connectionsShed{0};     // over --max-connections: 503 + close
-  std::atomic<std::uint64_t> clientTimeouts{0};      // header/body/idle timeouts
-  std::atomic<std::uint64_t> clientErrors{0};        // 4xx the gateway answered itself
+  std::atomic<std::uint64_t> connectionsShed{0};  // over --max-connections: 503 + close
+  std::atomic<std::uint64_t> clientTimeouts{0};   // header/body/idle timeouts
+  std::atomic<std::uint64_t> clientErrors{0};     // 4xx the gateway answered itself
+  std::atomic<std::uint64_t> overloadShed{0};     // 503: the body did not fit --max-buffered-bytes
+  std::atomic<std::uint64_t> clientAddressShed{0};   // over --max-connections-per-client
+  std::atomic<std::uint64_t> responsesTooLarge{0};   // 502: over --max-response-bytes
   std::atomic<std::int64_t> exchangesInProgress{0};  // requests read and not yet answered
   std::atomic<std::uint64_t> evictionsActuated{0};   // revoked: upstream aborted (+ 429 evicted)
   std::atomic<std::uint64_t> evictionsTooLate{0};    // revoked after the request had ended
@@ -115,6 +120,10 @@ class Gateway {
   [[nodiscard]] FlowController& controller() { return *controller_; }
   [[nodiscard]] Dispatcher& dispatcher() { return *dispatcher_; }
   [[nodiscard]] GatewayCounters& counters() { return counters_; }
+  // Overload protection (overload.hpp): the buffered bytes' budget (--max-buffered-bytes) and the
+  // open connections per client address (--max-connections-per-client).
+  [[nodiscard]] BufferBudget& bufferBudget() { return buffer_budget_; }
+  [[nodiscard]] ClientAddressLimit& clientLimit() { return client_limit_; }
 
   // GET /v1/models: --model names when given, else the union of what the model servers list.
   void setEndpointModels(std::size_t endpoint, std::vector<std::string> ids);
@@ -161,6 +170,8 @@ class Gateway {
   std::unique_ptr<FlowController> controller_;
   std::unique_ptr<Dispatcher> dispatcher_;
   GatewayCounters counters_;
+  BufferBudget buffer_budget_;
+  ClientAddressLimit client_limit_;
   mutable std::mutex models_mu_;
   std::vector<std::vector<std::string>> endpoint_models_;  // guarded by models_mu_
   bool eviction_ = false;                                  // set by start()

@@ -56,8 +56,7 @@ class CompletionBodyScan final : public nlohmann::json_sax<nlohmann::json> {
   bool start_object(std::size_t /*n*/) override {
     if (depth_ == 0) result.object = true;
     container();
-    ++depth_;
-    return true;
+    return deeper();
   }
   bool key(string_t& k) override {
     if (depth_ == 1) {
@@ -71,8 +70,7 @@ class CompletionBodyScan final : public nlohmann::json_sax<nlohmann::json> {
   bool end_object() override { return end(); }
   bool start_array(std::size_t /*n*/) override {
     container();
-    ++depth_;
-    return true;
+    return deeper();
   }
   bool end_array() override { return end(); }
   bool parse_error(std::size_t /*pos*/, const std::string& /*token*/,
@@ -109,12 +107,20 @@ class CompletionBodyScan final : public nlohmann::json_sax<nlohmann::json> {
     if (depth_ == 1 && top_ == Top::kStream) result.stream = false;
     if (depth_ == 1 && top_ == Top::kMaxTokens) result.maxTokens = 0;
   }
+  // One level down; past kMaxJsonNesting the scan stops (the body is refused, tooDeep).
+  bool deeper() {
+    if (++depth_ > kMaxJsonNesting) {
+      result.tooDeep = true;
+      return false;
+    }
+    return true;
+  }
   bool end() {
     --depth_;
     if (depth_ == 1) top_ = Top::kOther;
     return true;
   }
-  int depth_ = 0;
+  std::size_t depth_ = 0;
   Top top_ = Top::kOther;
 };
 
@@ -123,8 +129,24 @@ class CompletionBodyScan final : public nlohmann::json_sax<nlohmann::json> {
 CompletionBody scanCompletionBody(std::string_view body) {
   CompletionBodyScan scan;
   // Strict: the whole body is one JSON value. A syntax error ends the scan (returns false).
-  if (!nlohmann::json::sax_parse(body.begin(), body.end(), &scan)) return {};
+  if (!nlohmann::json::sax_parse(body.begin(), body.end(), &scan)) {
+    return {.object = false, .tooDeep = scan.result.tooDeep};
+  }
   return scan.result;
+}
+
+std::optional<std::string> checkFairnessId(std::string_view id) {
+  if (id.size() > kMaxFairnessIdBytes) {
+    return "the fairness id is " + std::to_string(id.size()) + " bytes long; at most " +
+           std::to_string(kMaxFairnessIdBytes) + " are allowed";
+  }
+  if (!isValidUtf8(id)) return std::string("the fairness id is not valid UTF-8");
+  for (const char c : id) {
+    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) {
+      return std::string("the fairness id holds a control character");
+    }
+  }
+  return std::nullopt;
 }
 
 ObjectiveTable ObjectiveTable::builtin() {
@@ -316,7 +338,8 @@ void StreamUsageScanner::line(std::string_view text) {
   text.remove_prefix(5);
   if (!text.empty() && text.front() == ' ') text.remove_prefix(1);
   if (text == "[DONE]") return;
-  if (text.find("\"usage\"") != std::string_view::npos) {
+  if (text.find("\"usage\"") != std::string_view::npos &&
+      !jsonNestingExceeds(text, kMaxJsonNesting)) {
     const auto event = nlohmann::json::parse(text, nullptr, false);
     if (event.is_object()) {
       const auto usage = event.find("usage");

@@ -31,6 +31,7 @@
 #include <string>
 #include <string_view>
 
+#include "holdback/core/text.hpp"
 #include "holdback/detector/saturation_detector.hpp"
 #include "holdback/flow/outcome.hpp"
 #include "holdback/policy/usage_limit_policy.hpp"
@@ -159,9 +160,13 @@ struct Reply {
 //                 (the last one written), else 0
 //   kvTokens()    promptTokens + maxTokens, or + kDefaultMaxTokens without one (the completions
 //                 API's default; a chat request without a limit declares at least that much)
+// A body that nests arrays and objects deeper than kMaxJsonNesting (holdback/core/text.hpp) is
+// not an object for this scan (tooDeep says why): the gateway refuses it with 400 before anything
+// walks it recursively.
 struct CompletionBody {
   static constexpr std::int64_t kDefaultMaxTokens = 16;
   bool object = false;
+  bool tooDeep = false;
   bool stream = false;
   std::int64_t promptTokens = 0;
   std::int64_t maxTokens = 0;
@@ -171,6 +176,12 @@ struct CompletionBody {
   }
 };
 [[nodiscard]] CompletionBody scanCompletionBody(std::string_view body);
+
+// A fairness id names a flow in the controller, in /metrics (a label value) and in /debug: at
+// most kMaxFairnessIdBytes of valid UTF-8 without control characters. checkFairnessId() says
+// what is wrong with `id` (the request is then refused with 400), or nullopt when it is fine.
+inline constexpr std::size_t kMaxFairnessIdBytes = 256;
+[[nodiscard]] std::optional<std::string> checkFairnessId(std::string_view id);
 
 // A request the gateway cannot parse: 400.
 [[nodiscard]] Reply replyForBadRequest(std::string_view detail);

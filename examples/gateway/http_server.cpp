@@ -1,7 +1,9 @@
 #include "http_server.hpp"
 
+#include <algorithm>
 #include <array>
 #include <chrono>
+#include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <string>
@@ -18,6 +20,10 @@ using namespace std::chrono_literals;
 
 namespace {
 
+// How far the connection's read buffer may grow past --max-header-bytes: room for reads of a
+// body, one chunk header (with its extensions) or the trailers of a chunked body.
+constexpr std::size_t kReadSlackBytes = std::size_t{64} * 1024;
+
 // The status and message for a request the parser refused.
 Reply parseErrorReply(const beast::error_code& ec) {
   if (ec == http::error::header_limit) {
@@ -25,6 +31,11 @@ Reply parseErrorReply(const beast::error_code& ec) {
   }
   if (ec == http::error::body_limit) {
     return jsonError(413, "invalid_request_error", "request body too large");
+  }
+  if (ec == http::error::buffer_overflow) {
+    return jsonError(400, "invalid_request_error",
+                     "a chunk header or the trailers of the request are too large (at most " +
+                         std::to_string(kReadSlackBytes / 1024) + " KiB)");
   }
   return jsonError(400, "invalid_request_error", "malformed HTTP request: " + ec.message());
 }
@@ -69,20 +80,29 @@ asio::awaitable<void> lingeringClose(beast::tcp_stream& stream, std::chrono::mil
   stream.close();
 }
 
-asio::awaitable<void> session(HttpServer::Shard& shard, tcp::socket socket) {
+asio::awaitable<void> session(HttpServer::Shard& shard, tcp::socket socket, std::string address) {
   Gateway& gw = shard.gw;
   GatewayCounters& counters = gw.counters();
   struct Open {
-    GatewayCounters& c;
-    ~Open() { c.connectionsOpen.fetch_sub(1, std::memory_order_relaxed); }
-  } open{counters};
+    Gateway& gw;
+    std::string address;
+    ~Open() {
+      gw.counters().connectionsOpen.fetch_sub(1, std::memory_order_relaxed);
+      gw.clientLimit().leave(address);
+    }
+  } open{gw, std::move(address)};
   beast::error_code ignored;
   socket.set_option(tcp::no_delay(true), ignored);
   socket.non_blocking(true, ignored);  // proxy()'s replies try one immediate send first
   beast::tcp_stream stream(std::move(socket));
-  beast::flat_buffer buffer;
-  const auto client = std::make_shared<Lookahead>(stream.get_executor());
   const Options& o = gw.options();
+  // What is read ahead of the parser is bounded: a request head (--max-header-bytes), then a
+  // chunk header or the trailers of a chunked body, each within kReadSlackBytes more. Beast
+  // bounds neither chunk extensions nor trailers itself; past the bound the read fails
+  // (buffer_overflow: 431 for the head, 400 for a chunk header or trailers). Body bytes move on
+  // into the request's body, bounded by --max-body-bytes.
+  beast::flat_buffer buffer(o.maxHeaderBytes + kReadSlackBytes);
+  const auto client = std::make_shared<Lookahead>(stream.get_executor());
   bool refused = false;  // an error reply to a request that was not read in full
   for (;;) {
     // Idle: wait for the first bytes of the next request (the lookahead read, started when the
@@ -130,6 +150,25 @@ asio::awaitable<void> session(HttpServer::Shard& shard, tcp::socket socket) {
       refused = true;
       break;
     }
+    // The body's bytes are reserved before it is read (overload.hpp), and held until the reply
+    // has been written: its Content-Length, or --max-body-bytes for a chunked body (trimmed once
+    // read). A body that does not fit is not read: 503 with Retry-After.
+    BufferBudget::Lease body_lease;
+    const std::int64_t body_bytes =
+        parser.chunked()
+            ? static_cast<std::int64_t>(std::min<std::uint64_t>(o.maxBodyBytes, INT64_MAX))
+            : static_cast<std::int64_t>(
+                  std::min<std::uint64_t>(parser.content_length().value_or(0), INT64_MAX));
+    if (!gw.bufferBudget().tryReserve(body_bytes, body_lease)) {
+      counters.overloadShed.fetch_add(1, std::memory_order_relaxed);
+      Reply r = jsonError(503, "service_unavailable",
+                          "the gateway is holding too many request and response bytes "
+                          "(--max-buffered-bytes); retry later");
+      r.retryAfterS = 1;
+      co_await writeReply(stream, r, false);
+      refused = true;
+      break;
+    }
     if (!parser.is_done()) {
       if (beast::iequals(head[http::field::expect], "100-continue")) {
         http::response<http::empty_body> cont{http::status::continue_, 11};
@@ -146,6 +185,7 @@ asio::awaitable<void> session(HttpServer::Shard& shard, tcp::socket socket) {
     }
     stream.expires_never();
     http::request<http::string_body> req = parser.release();
+    body_lease.shrinkTo(static_cast<std::int64_t>(req.body().size()));
     // Absolute form (RFC 9112 section 3.2.2) is routed, and proxied, as its origin form.
     if (const std::string_view origin = originForm(req.target()); origin != req.target()) {
       req.target(std::string(origin));
@@ -233,8 +273,18 @@ void HttpServer::startAccepting() {
             asio::co_spawn(shard.ctx, shed(std::move(socket)), asio::detached);
             continue;
           }
+          // Per client address (--max-connections-per-client).
+          beast::error_code rec;
+          const tcp::endpoint remote = socket.remote_endpoint(rec);
+          std::string address = rec ? std::string() : remote.address().to_string();
+          if (!gw_.clientLimit().tryAdmit(address)) {
+            c.clientAddressShed.fetch_add(1, std::memory_order_relaxed);
+            asio::co_spawn(shard.ctx, shed(std::move(socket)), asio::detached);
+            continue;
+          }
           c.connectionsOpen.fetch_add(1, std::memory_order_relaxed);
-          asio::co_spawn(shard.ctx, session(shard, std::move(socket)), asio::detached);
+          asio::co_spawn(shard.ctx, session(shard, std::move(socket), std::move(address)),
+                         asio::detached);
         }
       },
       asio::detached);

@@ -19,7 +19,9 @@ constexpr const char* kUsage =
     "         [--threads N (2)] [--max-connections N (10000)]\n"
     "         [--header-timeout-ms N (10000)] [--body-timeout-ms N (30000)]\n"
     "         [--idle-timeout-s N (60)] [--max-header-bytes N (16384)]\n"
-    "         [--max-body-bytes N (4194304)] [--upstream-timeout-s N (300)]\n"
+    "         [--max-body-bytes N (4194304)] [--max-buffered-bytes N (RAM / 4)]\n"
+    "         [--max-response-bytes N (67108864)] [--max-connections-per-client N (1024)]\n"
+    "         [--upstream-timeout-s N (300)]\n"
     "         [--upstream-connect-ms N (2000)] [--upstream-max-idle N (64)]\n"
     "         [--upstream-idle-ms N (1500)] [--max-scrape-bytes N (1048576)]\n"
     "         [--drain-timeout-s N (30)] [--no-scrape-lag-credit (deprecated, no-op)]\n"
@@ -130,6 +132,7 @@ int parseArgs(int argc, char** argv, Options& o) {
         {"--scrape-interval-ms", &o.scrapeIntervalMs, kIntMax},
         {"--threads", &o.threads, 256},
         {"--max-connections", &o.maxConnections, kIntMax},
+        {"--max-connections-per-client", &o.maxConnectionsPerClient, kIntMax},
         {"--header-timeout-ms", &o.headerTimeoutMs, kIntMax},
         {"--body-timeout-ms", &o.bodyTimeoutMs, kIntMax},
         {"--idle-timeout-s", &o.idleTimeoutS, kIntMax},
@@ -152,6 +155,8 @@ int parseArgs(int argc, char** argv, Options& o) {
     const SizeFlag size_flags[] = {
         {"--max-header-bytes", &o.maxHeaderBytes, 64ULL << 20},
         {"--max-body-bytes", &o.maxBodyBytes, std::numeric_limits<std::size_t>::max()},
+        {"--max-buffered-bytes", &o.maxBufferedBytes, std::size_t{INT64_MAX}},
+        {"--max-response-bytes", &o.maxResponseBytes, std::size_t{INT64_MAX}},
         {"--max-scrape-bytes", &o.maxScrapeBytes, std::numeric_limits<std::size_t>::max()}};
     bool matched = false;
     for (const IntFlag& f : int_flags) {

@@ -35,6 +35,13 @@ struct Options {
   int idleTimeoutS = 60;        // a kept-alive connection with no request
   std::size_t maxHeaderBytes = std::size_t{16} * 1024;
   std::size_t maxBodyBytes = std::size_t{4} * 1024 * 1024;
+  // Overload protection (overload.hpp): the bytes of request bodies and collected responses held
+  // at once (0: defaultMaxBufferedBytes(), a quarter of the memory), beyond which new requests
+  // get 503; one non-streamed response's largest body (larger: 502); open connections per client
+  // address (beyond: 503 + close).
+  std::size_t maxBufferedBytes = 0;
+  std::size_t maxResponseBytes = std::size_t{64} * 1024 * 1024;
+  int maxConnectionsPerClient = 1024;
 
   // Upstream.
   int upstreamTimeoutS = 300;  // per read or write towards a model server

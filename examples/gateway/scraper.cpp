@@ -7,12 +7,15 @@
 
 #include <nlohmann/json.hpp>
 
+#include "holdback/core/text.hpp"
 #include "vllm_telemetry.hpp"
 
 namespace holdback::gateway {
 namespace {
 
 using namespace std::chrono_literals;
+
+constexpr std::size_t kScrapeReadBufferBytes = std::size_t{64} * 1024;
 
 // One GET on `stream` (connecting first when `connected` is false). nullopt on any failure (the
 // stream is then closed); the body otherwise.
@@ -39,12 +42,17 @@ asio::awaitable<std::optional<std::string>> get(beast::tcp_stream& stream, bool&
     connected = false;
     co_return std::nullopt;
   }
-  beast::flat_buffer buffer;
+  // Bounded: the head, chunk headers and trailers of a response fit in 64 KiB (the body goes to
+  // the parser's string, bounded by `bodyLimit`).
+  beast::flat_buffer buffer(kScrapeReadBufferBytes);
   http::response_parser<http::string_body> parser;
   parser.body_limit(bodyLimit);
   auto [ec, n] = co_await http::async_read(stream, buffer, parser, kUse);
   stream.expires_never();
-  if (ec || !parser.get().keep_alive()) {
+  // The connection is kept only after a complete final response framed for keep-alive with
+  // nothing past its end: an interim (1xx) response, or extra bytes, would be read as the next
+  // scrape's answer.
+  if (ec || !parser.keep_alive() || buffer.size() != 0 || parser.get().result_int() < 200) {
     tooLarge = ec == http::error::body_limit;
     stream.close();
     connected = false;
@@ -96,7 +104,9 @@ asio::awaitable<void> scrapeLoop(
       const auto models =
           co_await get(stream, connected, target, "/v1/models", std::size_t{256} * 1024, too_large);
       if (models) {
-        const auto json = nlohmann::json::parse(*models, nullptr, false);
+        const auto json = jsonNestingExceeds(*models, kMaxJsonNesting)
+                              ? nlohmann::json()
+                              : nlohmann::json::parse(*models, nullptr, false);
         std::vector<std::string> ids;
         if (json.is_object() && json.contains("data") && json["data"].is_array()) {
           for (const auto& m : json["data"]) {

@@ -175,10 +175,10 @@ std::unique_ptr<UpstreamConnection> UpstreamPool::takeIdle(std::size_t i) {
     std::unique_ptr<UpstreamConnection> c = std::move(idle.back());
     idle.pop_back();
     const auto idle_for = now - c->idleSince;
-    // A connection back in the pool for less than kCheckAfterIdle is reused without the check (a
-    // system call per request under load); one the server closed in that window fails before
-    // any response byte and the request is retried once, on a new connection.
-    if (idle_for < max_idle && (idle_for < kCheckAfterIdle || stillOpen(*c))) {
+    // Every reuse is checked first (one non-blocking MSG_PEEK): a request is not retried once
+    // the server may have read it (see proxy()), so a connection the server has closed must not
+    // be taken.
+    if (idle_for < max_idle && stillOpen(*c)) {
       counters_.upstreamReuses.fetch_add(1, std::memory_order_relaxed);
       checkOut(i, *c);
       return c;
@@ -291,20 +291,66 @@ asio::awaitable<ProxyResult> proxy(UpstreamPool& pool, const Options& options,
       error = "send: " + wec.message();
       co_return ProxyResult::kFailedBeforeHead;
     }
-    http::response_parser<http::buffer_body> parser;
-    parser.body_limit((std::numeric_limits<std::uint64_t>::max)());
-    conn->stream.expires_after(timeout);
-    auto [hec, hn] = co_await http::async_read_header(conn->stream, conn->buffer, parser, kUse);
+    // The response head, after any interim (1xx) responses (RFC 9110 section 15.2): 100
+    // Continue is dropped (the gateway answers a client's Expect itself and sends none
+    // upstream), other 1xx (102, 103 Early Hints) are passed to an HTTP/1.1 client (never to an
+    // HTTP/1.0 one), at most kMaxInterimResponses of them; 101 (a protocol switch the gateway
+    // never asks for) fails the exchange and the connection is closed.
+    std::optional<http::response_parser<http::buffer_body>> head_parser;
+    beast::error_code hec;
+    bool got_data = false;  // a response byte arrived: the exchange is not retried
+    for (int interim = 0;; ++interim) {
+      head_parser.emplace();
+      head_parser->body_limit((std::numeric_limits<std::uint64_t>::max)());
+      conn->stream.expires_after(timeout);
+      auto [ec_head, n_head] =
+          co_await http::async_read_header(conn->stream, conn->buffer, *head_parser, kUse);
+      hec = ec_head;
+      if (hec || abort.aborted) break;
+      got_data = true;
+      const unsigned code = head_parser->get().result_int();
+      if (code >= 200) break;
+      if (code == 101 || code < 100) {
+        hec = http::error::bad_status;
+        break;
+      }
+      if (interim >= kMaxInterimResponses) {
+        hec = http::error::bad_status;
+        break;
+      }
+      if (code == 100 || !what.chunked) continue;
+      std::string hint;
+      hint.append("HTTP/1.1 ").append(std::to_string(code)).append(" ");
+      hint.append(http::obsolete_reason(http::int_to_status(code))).append("\r\n");
+      const std::string_view hint_connection = head_parser->get()[http::field::connection];
+      for (const auto& field : head_parser->get()) {
+        if (!isHopByHop(field.name_string(), hint_connection)) {
+          appendField(hint, field.name_string(), field.value());
+        }
+      }
+      hint.append("\r\n");
+      client.expires_after(timeout);
+      auto [iec, in] = co_await asio::async_write(client, asio::buffer(hint), kUse);
+      client.expires_never();
+      if (iec) {
+        abort.abort();
+        co_return ProxyResult::kClientGone;
+      }
+    }
     if (abort.aborted) co_return aborted(false);
     if (hec) {
-      if (reused && attempt == 0 && conn->buffer.size() == 0 &&
-          (hec == http::error::end_of_stream || hec == asio::error::connection_reset ||
-           hec == asio::error::eof)) {
+      // Retried only when the server provably did not read the request: it reset the connection
+      // (RST: a socket closed with our bytes unread) before any response byte. A clean close
+      // (EOF) after the whole request was sent may follow a request the server took: 502, never
+      // sent twice.
+      if (reused && attempt == 0 && !got_data && conn->buffer.size() == 0 &&
+          (hec == asio::error::connection_reset || hec == asio::error::broken_pipe)) {
         continue;
       }
       error = "response head: " + hec.message();
       co_return ProxyResult::kFailedBeforeHead;
     }
+    http::response_parser<http::buffer_body>& parser = *head_parser;
     status = parser.get().result_int();
     std::string content_type(parser.get()[http::field::content_type]);
     if (content_type.empty()) content_type = "application/json";
@@ -312,6 +358,8 @@ asio::awaitable<ProxyResult> proxy(UpstreamPool& pool, const Options& options,
     char* const buf = conn->bodyBuffer.data();
     constexpr std::size_t buf_size = UpstreamConnection::kBodyBufferBytes;
     std::string collected;
+    BufferBudget::Lease collected_lease =
+        what.budget != nullptr ? what.budget->open() : BufferBudget::Lease();
     bool head_sent = false;
     bool first_body_seen = false;
     // A stream's served tokens (program-aware-fairness): reported however the stream ends, since
@@ -358,7 +406,14 @@ asio::awaitable<ProxyResult> proxy(UpstreamPool& pool, const Options& options,
         if (what.onFirstBody) what.onFirstBody();
       }
       if (!what.stream) {
+        if (collected.size() + got > options.maxResponseBytes) {
+          pool.countResponseTooLarge();
+          error = "response body larger than --max-response-bytes (" +
+                  std::to_string(options.maxResponseBytes) + ")";
+          co_return ProxyResult::kFailedBeforeHead;
+        }
         collected.append(buf, got);
+        collected_lease.grow(static_cast<std::int64_t>(got));
         continue;
       }
       if (what.usage != nullptr) scanner.feed(std::string_view(buf, got));
@@ -373,7 +428,13 @@ asio::awaitable<ProxyResult> proxy(UpstreamPool& pool, const Options& options,
       }
     }
     conn->stream.expires_never();
-    const bool upstream_keep = parser.get().keep_alive();
+    // Back to the pool only after a complete response whose framing allows another on the same
+    // connection (not one delimited by the close: parser.keep_alive() is false then) and with
+    // nothing read past its end: bytes beyond it would be read as the next client's response.
+    const bool upstream_keep = parser.keep_alive() && conn->buffer.size() == 0;
+    if (parser.keep_alive() && conn->buffer.size() != 0) {
+      pool.countDiscarded();
+    }
     abort.active = nullptr;
     if (upstream_keep) pool.release(what.endpoint, std::move(conn));
 
@@ -384,7 +445,7 @@ asio::awaitable<ProxyResult> proxy(UpstreamPool& pool, const Options& options,
       client.expires_never();
       co_return cec ? ProxyResult::kClientGone : ProxyResult::kDone;
     }
-    if (what.usage != nullptr) {
+    if (what.usage != nullptr && !jsonNestingExceeds(collected, kMaxJsonNesting)) {
       const auto body = nlohmann::json::parse(collected, nullptr, false);
       if (body.is_object() && body.contains("usage") && body["usage"].is_object()) {
         const auto& usage = body["usage"];

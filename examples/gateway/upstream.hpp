@@ -2,9 +2,9 @@
 // relays one request over them.
 //
 // UpstreamPool (one per I/O thread, so it needs no lock): per model server, a stack of idle
-// kept-alive connections (one idle longer than --upstream-idle-ms, or that the server closed, is
-// dropped instead of reused; the closed check is made on connections idle for 100 ms or more, see
-// kCheckAfterIdle). takeIdle() pops a live idle connection, connect() makes a new one
+// kept-alive connections (one idle longer than --upstream-idle-ms, or that the server closed or
+// sent anything on while idle, is dropped instead of reused: a non-blocking MSG_PEEK per reuse).
+// takeIdle() pops a live idle connection, connect() makes a new one
 // (--upstream-connect-ms, TCP_NODELAY); release() returns a connection whose response was read to
 // the end with keep-alive.
 // The pool grows with demand: release() keeps a connection while the idle stack is smaller than
@@ -15,12 +15,18 @@
 // capped at --upstream-max-connections per I/O thread: over it, connect() fails with
 // kConnectionLimit and the request is answered 503 with Retry-After (no connect is attempted).
 //
+// A connection goes back to the pool only after a complete response framed by Content-Length or
+// chunked coding, with keep-alive, and with nothing received past its end; interim (1xx)
+// responses before the final one are read and dropped (100) or passed on (102, 103: to HTTP/1.1
+// clients only), 101 fails the exchange.
 // proxy(): sends the request (its head serialized by hand into one buffer, written with the body
 // in one gather write that is first tried as one non-blocking send), reads the response head and
 // relays the body: streamed (`"stream": true`) as chunked transfer encoding, chunk by chunk as it
 // arrives; otherwise collected and sent with a Content-Length, head and body again in one write
-// (an upstream failure mid-body is still a 502). A request that fails on a reused connection
-// before any response byte (the server closed it as we sent) is retried once on a new connection.
+// (an upstream failure mid-body is still a 502). A request is sent twice only when the server
+// provably did not read it: on a reused connection, the send failed, or the server reset the
+// connection (a socket closed with the request unread) before any response byte; it is then
+// retried once on a new connection. A clean close after the whole request went out is a 502.
 // Cancellation: the caller's hang-up watch closes the upstream connection at once when the client
 // goes away; proxy() then returns kClientGone and the connection is not reused, so the model
 // server sees the disconnect and frees the slot. A revocation (in-flight eviction) aborts the
@@ -60,7 +66,7 @@ struct UpstreamDemand {
 
 struct UpstreamConnection {
   UpstreamConnection(const asio::any_io_executor& ex, std::shared_ptr<UpstreamDemand> d)
-      : stream(ex), demand(std::move(d)) {
+      : stream(ex), buffer(kReadBufferBytes), demand(std::move(d)) {
     ++demand->open;
   }
   ~UpstreamConnection() {
@@ -69,6 +75,10 @@ struct UpstreamConnection {
   }
   UpstreamConnection(const UpstreamConnection&) = delete;
   UpstreamConnection& operator=(const UpstreamConnection&) = delete;
+  // What is read ahead of the parser: a response head (at most the parser's 8 KiB header limit),
+  // a chunk header, the trailers. Bounded, so that a server sending an endless chunk extension
+  // or trailer fails its exchange instead of growing the gateway's memory.
+  static constexpr std::size_t kReadBufferBytes = std::size_t{64} * 1024;
   beast::tcp_stream stream;
   beast::flat_buffer buffer;
   // Where proxy() reads the response body into, piece by piece: part of the connection (which
@@ -95,10 +105,12 @@ class UpstreamPool {
   asio::awaitable<std::unique_ptr<UpstreamConnection>> connect(std::size_t i,
                                                                beast::error_code& ec);
   static const beast::error_code kConnectionLimit;
-  // How long a connection may sit idle in the pool and still be reused without first checking
-  // (a non-blocking MSG_PEEK) that the server has not closed it.
-  static constexpr std::chrono::milliseconds kCheckAfterIdle{100};
   void release(std::size_t i, std::unique_ptr<UpstreamConnection> c);
+  // A connection closed instead of reused because the server sent bytes past its response.
+  void countDiscarded() { counters_.upstreamDesynced.fetch_add(1, std::memory_order_relaxed); }
+  void countResponseTooLarge() {
+    counters_.responsesTooLarge.fetch_add(1, std::memory_order_relaxed);
+  }
   // Connections to endpoint i open now (in use and idle), and how many idle ones release() keeps.
   [[nodiscard]] std::size_t openConnections(std::size_t i) const { return demand_[i]->open; }
   [[nodiscard]] std::size_t idleCap(std::size_t i) const;
@@ -136,6 +148,10 @@ struct AbortHandle {
   }
 };
 
+// Interim (1xx) responses read before a final one; more fail the exchange (a server that never
+// ends its interim responses).
+inline constexpr int kMaxInterimResponses = 8;
+
 enum class ProxyResult {
   kDone,              // the response was relayed
   kFailedBeforeHead,  // nothing was sent to the client: answer 502 (`error` says why)
@@ -171,6 +187,9 @@ struct ProxyRequest {
   // Called once, on the first bytes of the response body (a stream's first event: the request
   // runs on its server); may be empty.
   std::function<void()> onFirstBody;
+  // A non-streamed response's collected bytes are added here while it is held (overload.hpp);
+  // null: not counted. Over Options::maxResponseBytes the exchange fails (502).
+  BufferBudget* budget = nullptr;
 };
 
 asio::awaitable<ProxyResult> proxy(UpstreamPool& pool, const Options& options,

@@ -31,6 +31,27 @@ TEST(ParseJsonTest, DuplicateKeysAreErrorsWithTheirPath) {
   EXPECT_TRUE(parseJson(R"({"a": 1, "a": 2})").ok());
 }
 
+TEST(ParseJsonTest, ManyDuplicateKeysKeepABoundedReport) {
+  std::string text = "{\"a\": 0";
+  for (int i = 0; i < 100000; ++i) text += ", \"a\": 0";
+  text += "}";
+  const auto parsed = parseJson(text);
+  EXPECT_EQ(parsed.diagnostics().errorCount(), 100000u);
+  EXPECT_EQ(parsed.diagnostics().all().size(), Diagnostics::kMaxKept);
+}
+
+TEST(ParseJsonTest, NestingBeyondTheLimitIsAnError) {
+  const std::string deep = std::string(200000, '[') + std::string(200000, ']');
+  const auto parsed = parseJson(deep);
+  EXPECT_FALSE(parsed.ok());
+  ASSERT_EQ(parsed.diagnostics().errors().size(), 1u);
+  EXPECT_NE(parsed.diagnostics().errors()[0].message.find("nesting deeper than 128 levels"),
+            std::string::npos)
+      << parsed.diagnostics().toString();
+  const std::string at_limit = std::string(128, '[') + std::string(128, ']');
+  EXPECT_TRUE(parseJson(at_limit).ok());
+}
+
 TEST(ParseJsonTest, EscapesPathTokens) {
   EXPECT_EQ(errorsOf(R"({"a/b": {"c~d": 1, "c~d": 2}})").at(0).substr(0, 10), "/a~1b/c~0d");
   EXPECT_EQ(joinPath("/x", "a/b~c"), "/x/a~1b~0c");

@@ -62,5 +62,28 @@ TEST(DiagnosticsTest, AppendSkipsAnErrorAtAPathThatAlreadyHasOne) {
   EXPECT_EQ(earlier.errorCount(), 5u);
 }
 
+// A document with a million duplicate keys once made the loader allocate a diagnostic for each:
+// the list keeps the first kMaxKept, counts the rest and says how many were not shown.
+TEST(DiagnosticsTest, KeepsTheFirstHundredAndCountsTheRest) {
+  Diagnostics d;
+  for (int i = 0; i < 1000; ++i) d.error("/k" + std::to_string(i), "bad");
+  d.warning("/w", "late warning");
+  EXPECT_EQ(d.all().size(), Diagnostics::kMaxKept);
+  EXPECT_EQ(d.errorCount(), 1000u);
+  EXPECT_EQ(d.notKept(), 901u);
+  EXPECT_TRUE(d.hasErrors());
+  const std::string text = d.toString();
+  EXPECT_NE(text.find("/k99: bad"), std::string::npos);
+  EXPECT_EQ(text.find("/k100: bad"), std::string::npos);
+  EXPECT_NE(text.find("error: 901 more diagnostics not shown (only the first 100 are kept)"),
+            std::string::npos);
+  Diagnostics merged;
+  merged.error("/first", "kept");
+  merged.append(d);
+  EXPECT_EQ(merged.errorCount(), 1001u);
+  EXPECT_EQ(merged.all().size(), Diagnostics::kMaxKept);
+  EXPECT_EQ(merged.notKept(), 902u);  // d's 901 and the one that no longer fit
+}
+
 }  // namespace
 }  // namespace holdback

@@ -35,5 +35,48 @@ TEST(FormatDurationTest, GoStyleLargestUnit) {
   EXPECT_EQ(formatDuration(Duration::min()), "-9223372036.854775808s");
 }
 
+TEST(Utf8Test, ValidatesWellFormedUtf8Only) {
+  EXPECT_TRUE(isValidUtf8(""));
+  EXPECT_TRUE(isValidUtf8("plain ascii"));
+  EXPECT_TRUE(isValidUtf8("\xc2\xb5 \xe2\x82\xac \xf0\x9f\x98\x80 \xf4\x8f\xbf\xbf"));
+  for (const char* bad : {"\xff", "\xfe\x80", "\x80", "\xc0\xaf",  // stray, overlong
+                          "\xe0\x80\xaf", "\xed\xa0\x80",          // overlong, surrogate
+                          "\xf4\x90\x80\x80", "\xf5\x80\x80\x80",  // above U+10FFFF
+                          "\xe2\x82", "ok\xf0\x9f\x98"}) {         // truncated
+    EXPECT_FALSE(isValidUtf8(bad)) << bad;
+  }
+}
+
+TEST(Utf8Test, ReplacesEachIllFormedSubpartWithOneReplacementCharacter) {
+  const std::string fffd = "\xef\xbf\xbd";
+  EXPECT_EQ(toValidUtf8("kept \xc2\xb5"), "kept \xc2\xb5");
+  EXPECT_EQ(toValidUtf8("\xff\xfe\x80"
+                        "bad"),
+            fffd + fffd + fffd + "bad");
+  // A truncated sequence is one subpart; the byte that broke it starts over.
+  EXPECT_EQ(toValidUtf8("a\xe2\x82"
+                        "b"),
+            "a" + fffd + "b");
+  EXPECT_EQ(toValidUtf8("\xf0\x9f\x98"), fffd);
+  EXPECT_EQ(toValidUtf8("\xed\xa0\x80"), fffd + fffd + fffd);  // a surrogate: 3 subparts
+  EXPECT_TRUE(isValidUtf8(toValidUtf8("\xc0\x80\xf8\x88\x80\x80\x80x\xe0")));
+}
+
+TEST(JsonNestingTest, CountsBracketsOutsideStringsOnly) {
+  EXPECT_FALSE(jsonNestingExceeds(R"({"a": [1, {"b": [2]}]})", 4));
+  EXPECT_TRUE(jsonNestingExceeds(R"({"a": [1, {"b": [2]}]})", 3));
+  // Brackets in strings, with escaped quotes and backslashes, are text.
+  EXPECT_FALSE(jsonNestingExceeds(R"({"a": "[[[[{{{{\"[[[\\", "b": "]]]]"})", 1));
+  EXPECT_TRUE(jsonNestingExceeds(R"({"a": "\\", "b": [[1]]})", 2));
+  // Any bytes: unbalanced closers do not go below zero, and an unterminated string ends it.
+  EXPECT_FALSE(jsonNestingExceeds("]]]]}}}}[", 1));
+  EXPECT_TRUE(jsonNestingExceeds("]]]][[", 1));
+  EXPECT_FALSE(jsonNestingExceeds("\"[[[[[[", 1));
+  EXPECT_FALSE(jsonNestingExceeds("", 0));
+  const std::string deep = std::string(200000, '[') + std::string(200000, ']');
+  EXPECT_TRUE(jsonNestingExceeds(deep, kMaxJsonNesting));
+  EXPECT_FALSE(jsonNestingExceeds(deep, 200000));
+}
+
 }  // namespace
 }  // namespace holdback

@@ -14,6 +14,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdlib>
 #include <iostream>
 #include <memory>
 #include <mutex>
@@ -79,6 +80,50 @@ class HostileServer {
   // what a server does when its keep-alive timeout or request limit ends a pooled connection.
   void setCloseAfterReply(bool c) { closeAfterReply_ = c; }
   [[nodiscard]] int completionsSeen() const { return completions_; }
+  // Answer completions with framing tricks instead (framedReply): interim responses before the
+  // final one, or bytes past its end.
+  void setFramingTricks(bool f) { framing_ = f; }
+  // On every connection, read the second completion request and close without a reply (what a
+  // server that crashed after taking the request looks like).
+  void setDropSecondRequest(bool d) { dropSecond_ = d; }
+
+  // The request number K of a body whose prompt is "req-K" (-1 without one).
+  static int requestNumber(const std::string& body) {
+    const std::size_t at = body.find("req-");
+    return at == std::string::npos ? -1 : std::atoi(body.c_str() + at + 4);
+  }
+  // The reply to request K: a completion that names it.
+  static std::string echoResponse(int k) {
+    const std::string b = R"({"echo":"req-)" + std::to_string(k) + R"("})";
+    return "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: " +
+           std::to_string(b.size()) + "\r\n\r\n" + b;
+  }
+  // The reply to request K by variant K % kFramingVariants.
+  static constexpr int kFramingVariants = 6;
+  static std::string framedReply(int k) {
+    switch (k % kFramingVariants) {
+      case 0:  // Early Hints, then the response
+        return "HTTP/1.1 103 Early Hints\r\nLink: </hint.css>; rel=preload\r\n\r\n" +
+               echoResponse(k);
+      case 1:  // a second, unasked response right behind the first (the next client's "reply")
+        return echoResponse(k) +
+               "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 17\r\n"
+               "\r\n{\"stale\": \"yes\"}";
+      case 2:  // 100 Continue nobody asked for
+        return "HTTP/1.1 100 Continue\r\n\r\n" + echoResponse(k);
+      case 3:  // three 102 Processing
+        return "HTTP/1.1 102 Processing\r\n\r\nHTTP/1.1 102 Processing\r\n\r\n"
+               "HTTP/1.1 102 Processing\r\n\r\n" +
+               echoResponse(k);
+      case 4: {  // interim responses without end
+        std::string r;
+        for (int i = 0; i < 40; ++i) r += "HTTP/1.1 102 Processing\r\n\r\n";
+        return r + echoResponse(k);
+      }
+      default:
+        return echoResponse(k);
+    }
+  }
 
  private:
   void acceptLoop() {
@@ -108,7 +153,8 @@ class HostileServer {
 
   // Reads one request (head, then Content-Length bytes of body) from `fd` into `head`; false
   // when the connection ends first.
-  static bool readRequest(int fd, std::string& pending, std::string& head) {
+  static bool readRequest(int fd, std::string& pending, std::string& head,
+                          std::string* body = nullptr) {
     char buf[4096];
     for (;;) {
       const std::size_t end = pending.find("\r\n\r\n");
@@ -122,6 +168,7 @@ class HostileServer {
           if (n <= 0) return false;
           pending.append(buf, static_cast<std::size_t>(n));
         }
+        if (body != nullptr) *body = pending.substr(end + 4, length);
         pending.erase(0, end + 4 + length);
         return true;
       }
@@ -134,7 +181,9 @@ class HostileServer {
   void serve(int fd) {
     std::string pending;
     std::string head;
-    while (!stopping_ && readRequest(fd, pending, head)) {
+    std::string body;
+    int on_this_connection = 0;
+    while (!stopping_ && readRequest(fd, pending, head, &body)) {
       if (head.rfind("GET /metrics", 0) == 0) {
         const std::string m =
             "vllm:num_requests_waiting{model_name=\"fake-model\"} 0\n"
@@ -152,6 +201,15 @@ class HostileServer {
                              std::to_string(m.size()) + "\r\n\r\n" + m)) {
           break;
         }
+        continue;
+      }
+      if (dropSecond_ && head.rfind("POST", 0) == 0 && ++on_this_connection == 2) {
+        ++completions_;
+        break;
+      }
+      if (framing_) {
+        ++completions_;
+        if (!sendAll(fd, framedReply(requestNumber(body)))) break;
         continue;
       }
       const int variant = completions_++ % kVariants;
@@ -207,6 +265,8 @@ class HostileServer {
   std::atomic<bool> stopping_{false};
   std::atomic<bool> hostile_{true};
   std::atomic<bool> closeAfterReply_{false};
+  std::atomic<bool> framing_{false};
+  std::atomic<bool> dropSecond_{false};
   std::atomic<int> completions_{0};
   std::thread acceptor_;
   std::mutex mu_;
@@ -283,12 +343,14 @@ TEST(GatewayHostileUpstreamE2ETest, EveryClientGetsOneReplyAndNothingStaysStuck)
   if (HasFailure()) std::cerr << gateway.stderrTail() << "\n";
 }
 
-// A server that closes every kept-alive connection right after its reply: the gateway pools
-// each (the reply did not say close) and, under load, reuses it without checking it first
-// (UpstreamPool::kCheckAfterIdle), so the request fails before any response byte and is retried
-// once on a new connection - not on another pooled one, which is as dead. Every request gets the
-// server's reply, and each reaches the server once.
-TEST(GatewayHostileUpstreamE2ETest, AConnectionTheServerClosedAfterItsReplyIsRetriedOnANewOne) {
+// A server that closes every kept-alive connection right after its reply, without saying so: the
+// gateway pools each (the reply did not say close), usually finds it closed when it would reuse it
+// (the check every reuse makes) and opens a new one. A request sent in the instant between that
+// check and the server's close cannot be told from one the server read before closing, so it gets
+// a 502 rather than a second trip (servers close idle connections after seconds, and the gateway
+// drops idle ones after --upstream-idle-ms, 1.5 s, first). Every request gets exactly one reply,
+// none reaches the server twice, and most succeed.
+TEST(GatewayHostileUpstreamE2ETest, AConnectionTheServerClosedAfterItsReplyIsNotReused) {
   HostileServer server;
   ASSERT_GT(server.port(), 0);
   server.setHostile(false);
@@ -300,7 +362,7 @@ TEST(GatewayHostileUpstreamE2ETest, AConnectionTheServerClosedAfterItsReplyIsRet
   const std::string body = R"({"model":"fake-model","prompt":"hi","max_tokens":1})";
   constexpr int kClients = 4;
   constexpr int kEach = 15;
-  std::atomic<int> good{0};
+  std::atomic<int> good{0}, raced{0};
   std::mutex mu;
   std::vector<std::string> failures;
   std::vector<std::thread> clients;
@@ -311,6 +373,8 @@ TEST(GatewayHostileUpstreamE2ETest, AConnectionTheServerClosedAfterItsReplyIsRet
         auto r = c.post("/v1/completions", body, "application/json");
         if (r && r->status == 200 && r->body == kCompletion) {
           ++good;
+        } else if (r && r->status == 502 && isOpenAiErrorBody(r->body)) {
+          ++raced;
         } else {
           std::lock_guard lock(mu);
           failures.push_back(r ? std::to_string(r->status) + " " + r->body
@@ -320,18 +384,121 @@ TEST(GatewayHostileUpstreamE2ETest, AConnectionTheServerClosedAfterItsReplyIsRet
     });
   }
   for (auto& t : clients) t.join();
-  EXPECT_EQ(good.load(), kClients * kEach);
   for (const std::string& f : failures) ADD_FAILURE() << f;
-  EXPECT_EQ(server.completionsSeen(), kClients * kEach);
-  // The dead connections were taken from the pool (each then failed and was retried): the case
-  // this test is about happened.
+  EXPECT_EQ(good.load() + raced.load(), kClients * kEach);
+  EXPECT_GT(good.load(), 0);
+  // Each success reached the server once, and no request reached it twice.
+  EXPECT_GE(server.completionsSeen(), good.load());
+  EXPECT_LE(server.completionsSeen(), kClients * kEach);
   const std::string metrics = getMetrics(gateway);
   const double reuses = metricValue(metrics, "holdback_gateway_upstream_reuses_total").value_or(0);
-  EXPECT_GT(reuses, 0);
-  std::cout << "closing server: " << good.load() << " x 200; pooled connections reused " << reuses
-            << ", connects "
+  std::cout << "closing server: " << good.load() << " x 200, " << raced.load()
+            << " x 502 (raced the close); pooled connections reused " << reuses << ", connects "
             << metricValue(metrics, "holdback_gateway_upstream_connects_total").value_or(-1)
             << "\n";
+  EXPECT_FALSE(gateway.waitExit(10ms).has_value()) << "the gateway exited";
+  if (HasFailure()) std::cerr << gateway.stderrTail() << "\n";
+}
+
+// A server whose responses carry interim (1xx) responses before them or bytes past their end
+// (a second, unasked response). A pooled connection that went back to the pool with such bytes
+// unread would hand them to the next request as its reply: the gateway reuses a connection only
+// after a complete response with nothing left over, reads 100 and passes 102/103 on (RFC 9110
+// section 15.2), and fails an exchange that never ends its interim responses with a 502. Every
+// client gets exactly its own reply.
+TEST(GatewayHostileUpstreamE2ETest, AResponseIsNeverTakenForAnotherRequests) {
+  HostileServer server;
+  ASSERT_GT(server.port(), 0);
+  server.setFramingTricks(true);
+  const auto started = startGateway(server, "holdback-gateway-framing-upstream");
+  ASSERT_TRUE(started->startedOk()) << started->error();
+  ChildProcess& gateway = *started;
+
+  constexpr int kClients = 2;
+  constexpr int kEach = 24;
+  std::mutex mu;
+  std::vector<std::string> failures;
+  std::atomic<int> good{0}, bad_gateway{0}, hints{0};
+  std::vector<std::thread> clients;
+  for (int t = 0; t < kClients; ++t) {
+    clients.emplace_back([&, t] {
+      auto c = clientFor(gateway, 10s);
+      for (int i = 0; i < kEach; ++i) {
+        const int k = t * kEach + i;
+        const std::string body =
+            R"({"model":"fake-model","prompt":"req-)" + std::to_string(k) + R"(","max_tokens":1})";
+        auto r = c.post("/v1/completions", body, "application/json");
+        std::string problem;
+        if (!r) {
+          problem = "no response: " + r.error();
+        } else if (k % HostileServer::kFramingVariants == 4) {
+          if (r->status == 502 && isOpenAiErrorBody(r->body)) {
+            ++bad_gateway;
+          } else {
+            problem = "endless interim responses: " + std::to_string(r->status) + " " + r->body;
+          }
+        } else if (r->status != 200 ||
+                   r->body.find("\"req-" + std::to_string(k) + "\"") == std::string::npos) {
+          problem = "status " + std::to_string(r->status) + " body " + r->body;
+        } else {
+          ++good;
+          if (k % HostileServer::kFramingVariants == 0) {
+            if (r->interim == std::vector<int>{103}) {
+              ++hints;
+            } else {
+              problem = "Early Hints not passed on";
+            }
+          } else if (!r->interim.empty() && k % HostileServer::kFramingVariants != 3) {
+            problem = "unexpected interim responses";
+          }
+        }
+        if (!problem.empty()) {
+          std::lock_guard lock(mu);
+          failures.push_back("request " + std::to_string(k) + ": " + problem);
+        }
+      }
+    });
+  }
+  for (auto& t : clients) t.join();
+  for (const std::string& f : failures) ADD_FAILURE() << f;
+  constexpr int kEndless = kClients * kEach / HostileServer::kFramingVariants;
+  EXPECT_EQ(good.load(), kClients * kEach - kEndless);
+  EXPECT_EQ(bad_gateway.load(), kEndless);
+  EXPECT_EQ(hints.load(), kClients * kEach / HostileServer::kFramingVariants);
+  const std::string metrics = getMetrics(gateway);
+  EXPECT_GE(metricValue(metrics, "holdback_gateway_upstream_desynced_total").value_or(0), 1.0);
+  EXPECT_FALSE(gateway.waitExit(10ms).has_value()) << "the gateway exited";
+  if (HasFailure()) std::cerr << gateway.stderrTail() << "\n";
+}
+
+// A server that takes a request on a kept-alive connection and closes it without a reply: the
+// request may have run, so the gateway answers 502 instead of sending it again on a new
+// connection. Each request reaches the server exactly once, and gets exactly one reply.
+TEST(GatewayHostileUpstreamE2ETest, ARequestTheServerMayHaveReadIsNeverSentTwice) {
+  HostileServer server;
+  ASSERT_GT(server.port(), 0);
+  server.setHostile(false);
+  server.setDropSecondRequest(true);
+  const auto started = startGateway(server, "holdback-gateway-dropping-upstream");
+  ASSERT_TRUE(started->startedOk()) << started->error();
+  ChildProcess& gateway = *started;
+  const std::string body = R"({"model":"fake-model","prompt":"hi","max_tokens":1})";
+  constexpr int kRequests = 12;
+  int ok = 0, bad_gateway = 0;
+  auto c = clientFor(gateway, 10s);
+  for (int i = 0; i < kRequests; ++i) {
+    auto r = c.post("/v1/completions", body, "application/json");
+    ASSERT_TRUE(r) << "request " << i << ": " << r.error();
+    if (r->status == 200) {
+      ++ok;
+    } else {
+      EXPECT_EQ(r->status, 502) << r->body;
+      ++bad_gateway;
+    }
+  }
+  EXPECT_EQ(server.completionsSeen(), kRequests) << "a request was sent twice";
+  EXPECT_EQ(ok + bad_gateway, kRequests);
+  EXPECT_GT(bad_gateway, 0) << "the case this test is about did not happen";
   EXPECT_FALSE(gateway.waitExit(10ms).has_value()) << "the gateway exited";
   if (HasFailure()) std::cerr << gateway.stderrTail() << "\n";
 }

@@ -98,15 +98,23 @@ struct HttpClient::Impl {
       return fail("write", ec);
     }
 
-    http::response_parser<http::string_body> parser;
-    parser.header_limit(1024 * 1024);
-    parser.body_limit(std::numeric_limits<std::uint64_t>::max());
-    stream->expires_after(options.readTimeout);
-    if (auto ec =
-            run([&](auto handler) { http::async_read_header(*stream, buffer, parser, handler); })) {
-      return fail("read", ec);
-    }
+    // The final response's head, after any interim (1xx but 101) ones.
     HttpResponse res;
+    std::optional<http::response_parser<http::string_body>> head;
+    for (;;) {
+      head.emplace();
+      head->header_limit(1024 * 1024);
+      head->body_limit(std::numeric_limits<std::uint64_t>::max());
+      stream->expires_after(options.readTimeout);
+      if (auto ec = run(
+              [&](auto handler) { http::async_read_header(*stream, buffer, *head, handler); })) {
+        return fail("read", ec);
+      }
+      const int code = static_cast<int>(head->get().result_int());
+      if (code < 100 || code >= 200 || code == 101) break;
+      res.interim.push_back(code);
+    }
+    http::response_parser<http::string_body>& parser = *head;
     res.headAt = Clock::now();
     std::size_t delivered = 0;
     const auto deliver = [&]() -> bool {

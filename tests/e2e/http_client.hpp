@@ -30,6 +30,9 @@ struct HttpResponse {
   // When the head arrived, and when the first body bytes arrived (for a stream: the first event).
   std::chrono::steady_clock::time_point headAt{};
   std::chrono::steady_clock::time_point firstBodyAt{};
+  // The interim (1xx) responses' status codes that came before this final one (RFC 9110
+  // section 15.2: a client skips them).
+  std::vector<int> interim;
 
   // The first value of field `name` (case-insensitive), or "" when absent.
   [[nodiscard]] std::string header(std::string_view name) const;

@@ -9,6 +9,7 @@
 
 #include "holdback/config/effective_config.hpp"
 #include "holdback/config/endpoint_picker_config.hpp"
+#include "holdback/core/text.hpp"
 
 namespace holdback {
 namespace {
@@ -45,6 +46,20 @@ TEST(EnginePriorityTest, BodyGetsThePriorityFieldReplacingTheClients) {
   for (const char* bad : {"", "[1]", "{", "42", "{\"a\": 1} trailing"}) {
     EXPECT_FALSE(withEnginePriority(bad, 3, EnginePriority::kVllm)) << bad;
   }
+}
+
+// A body nested 200,000 levels deep (400 KB) once overflowed the stack in the serializer; it is
+// left alone now, and a body at the limit is still rewritten.
+TEST(EnginePriorityTest, BodiesNestedBeyondTheLimitAreLeftAlone) {
+  const std::string deep =
+      R"({"model": "m", "x": )" + std::string(200000, '[') + std::string(200000, ']') + "}";
+  EXPECT_FALSE(withEnginePriority(deep, 10, EnginePriority::kVllm));
+  const std::size_t inner = kMaxJsonNesting - 1;  // the object itself is one level
+  const std::string at_limit =
+      R"({"x": )" + std::string(inner, '[') + std::string(inner, ']') + "}";
+  const auto out = withEnginePriority(at_limit, 10, EnginePriority::kVllm);
+  ASSERT_TRUE(out);
+  EXPECT_EQ(nlohmann::json::parse(*out)["priority"], -10);
 }
 
 TEST(EnginePriorityTest, ConfigKeyIsValidatedOffByDefaultAndListed) {

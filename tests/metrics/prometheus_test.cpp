@@ -12,6 +12,7 @@
 #include <map>
 #include <string>
 
+#include "holdback/core/text.hpp"
 #include "holdback/metrics/prometheus_parser.hpp"
 
 namespace holdback {
@@ -24,6 +25,21 @@ TEST(PrometheusWriterTest, EscapesBackslashQuoteAndNewlineInLabelValues) {
   EXPECT_EQ(escapeLabelValue("val\"ue with\\ some\n issues"), "val\\\"ue with\\\\ some\\n issues");
   EXPECT_EQ(escapeLabelValue("tab\tand unicode \xc2\xb5 stay"), "tab\tand unicode \xc2\xb5 stay");
   EXPECT_EQ(escapeLabelValue(""), "");
+}
+
+// A label value from a client (a fairness id) with bytes that are not UTF-8: the exposition
+// format needs UTF-8, and one bad value made scrapers reject every metric of the text.
+TEST(PrometheusWriterTest, IllFormedUtf8InLabelValuesBecomesReplacementCharacters) {
+  EXPECT_EQ(escapeLabelValue("\xff\xfe\x80"
+                             "bad\""),
+            "\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd"
+            "bad\\\"");
+  PrometheusWriter w("holdback_");
+  w.family("queue", "gauge", "help");
+  w.sample("queue", {Label{"fairness_id", "\xc3\x28\xa0"}}, 1.0);
+  const std::string text = w.text();
+  EXPECT_TRUE(isValidUtf8(text)) << text;
+  EXPECT_NE(text.find("fairness_id=\"\xef\xbf\xbd(\xef\xbf\xbd\""), std::string::npos) << text;
 }
 
 TEST(PrometheusWriterTest, FormatsNumbersShortestWithSpecialValues) {

@@ -264,6 +264,43 @@ std::string sseEvent(const std::string& data) {
   return "data: " + data + "\n\n";
 }
 
+// A body nested deeper than kMaxJsonNesting is refused (tooDeep) before anything walks it; one
+// at the limit is read as usual.
+TEST(CompletionBody, NestingBeyondTheLimitIsRefusedAtTheLimitRead) {
+  const auto nested = [](std::size_t levels) {  // the object plus `levels` - 1 arrays
+    return R"({"stream": true, "x": )" + std::string(levels - 1, '[') +
+           std::string(levels - 1, ']') + "}";
+  };
+  const CompletionBody at = scanCompletionBody(nested(kMaxJsonNesting));
+  EXPECT_TRUE(at.object);
+  EXPECT_FALSE(at.tooDeep);
+  EXPECT_TRUE(at.stream);
+  for (const std::size_t levels : {kMaxJsonNesting + 1, std::size_t{200000}}) {
+    const CompletionBody deep = scanCompletionBody(nested(levels));
+    EXPECT_FALSE(deep.object) << levels;
+    EXPECT_TRUE(deep.tooDeep) << levels;
+  }
+  EXPECT_FALSE(scanCompletionBody("{").tooDeep);  // a syntax error is not a depth error
+}
+
+TEST(FairnessId, AtMost256BytesOfUtf8WithoutControlCharacters) {
+  EXPECT_EQ(checkFairnessId("default-flow"), std::nullopt);
+  EXPECT_EQ(checkFairnessId("tenant \"a\\b\" \xc2\xb5"), std::nullopt);
+  EXPECT_EQ(checkFairnessId(std::string(kMaxFairnessIdBytes, 'x')), std::nullopt);
+  const auto too_long = checkFairnessId(std::string(kMaxFairnessIdBytes + 1, 'x'));
+  ASSERT_TRUE(too_long);
+  EXPECT_NE(too_long->find("257 bytes"), std::string::npos) << *too_long;
+  EXPECT_NE(too_long->find("at most 256"), std::string::npos) << *too_long;
+  const auto not_utf8 = checkFairnessId(
+      "\xff\xfe\x80"
+      "bad");
+  ASSERT_TRUE(not_utf8);
+  EXPECT_NE(not_utf8->find("UTF-8"), std::string::npos) << *not_utf8;
+  EXPECT_TRUE(checkFairnessId(std::string("a\0b", 3)));
+  EXPECT_TRUE(checkFairnessId("tab\there"));
+  EXPECT_TRUE(checkFairnessId("del\x7f"));
+}
+
 TEST(StreamUsageScanner, UsageEventGivesExactFiguresWhereverTheStreamIsSplit) {
   std::string stream;
   for (int i = 0; i < 5; ++i) {

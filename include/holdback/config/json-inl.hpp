@@ -34,6 +34,7 @@ class StrictBuilder {
   bool binary(Json::binary_t& v) { return addValue(Json::binary(std::move(v))); }
 
   bool start_object(std::size_t /*elements*/) {
+    if (!deeper()) return false;
     Json* container = place(Json::object());
     frames_.push_back(Frame{container, {}});
     return true;
@@ -54,6 +55,7 @@ class StrictBuilder {
     return true;
   }
   bool start_array(std::size_t /*elements*/) {
+    if (!deeper()) return false;
     Json* container = place(Json::array());
     frames_.push_back(Frame{container, {}});
     return true;
@@ -96,6 +98,14 @@ class StrictBuilder {
     Json* container;
     std::string key;  // objects: the key of the value being read
   };
+
+  // A document nested more than kMaxJsonNesting levels is refused (later passes over it recurse).
+  bool deeper() {
+    if (frames_.size() < kMaxJsonNesting) return true;
+    diagnostics_.error(currentPath(), "nesting deeper than " + std::to_string(kMaxJsonNesting) +
+                                          " levels (arrays and objects)");
+    return false;
+  }
 
   bool addValue(Json&& v) {
     place(std::move(v));

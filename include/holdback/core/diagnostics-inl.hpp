@@ -42,6 +42,10 @@ HOLDBACK_INLINE void Diagnostics::warning(std::string path, std::string message,
 
 HOLDBACK_INLINE void Diagnostics::add(Diagnostic diagnostic) {
   if (diagnostic.severity == Severity::kError) ++error_count_;
+  if (items_.size() >= kMaxKept) {  // counted, not kept: a hostile document cannot grow the list
+    ++not_kept_;
+    return;
+  }
   items_.push_back(std::move(diagnostic));
 }
 
@@ -55,6 +59,11 @@ HOLDBACK_INLINE void Diagnostics::append(const Diagnostics& other) {
       }
     }
     if (!reported) add(d);
+  }
+  if (other.not_kept_ > 0) {
+    // The other list's uncounted errors still count as errors here.
+    error_count_ += other.error_count_ - other.errors().size();
+    not_kept_ += other.not_kept_;
   }
 }
 
@@ -80,6 +89,10 @@ HOLDBACK_INLINE std::string Diagnostics::toString() const {
     out += d.severity == Severity::kError ? "error: " : "warning: ";
     out += d.toString();
     out += '\n';
+  }
+  if (not_kept_ > 0) {
+    out += "error: " + std::to_string(not_kept_) + " more diagnostics not shown (only the first " +
+           std::to_string(kMaxKept) + " are kept)\n";
   }
   return out;
 }

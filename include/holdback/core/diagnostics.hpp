@@ -40,7 +40,10 @@ struct HOLDBACK_API Diagnostic {
   [[nodiscard]] std::string toString() const;
 };
 
-// An ordered list of diagnostics. Errors and warnings are kept in the order they were found.
+// An ordered list of diagnostics. Errors and warnings are kept in the order they were found, the
+// first kMaxKept of them: later ones are counted (errorCount(), notKept()) but not kept, so that
+// no input (a config of a million duplicate keys) can make the list grow without bound.
+// toString() ends with a line giving how many were not shown.
 // [[nodiscard]]: a function that returns Diagnostics (a reload, a validation) reports failure
 // only there; dropping it silently drops the errors. Cast to void to discard on purpose.
 class [[nodiscard]] HOLDBACK_API Diagnostics {
@@ -53,7 +56,11 @@ class [[nodiscard]] HOLDBACK_API Diagnostics {
   // YAML parser reports `.nan` and leaves null; the loader would then report "found null").
   void append(const Diagnostics& other);
 
+  static constexpr std::size_t kMaxKept = 100;
+
   [[nodiscard]] bool hasErrors() const noexcept { return error_count_ > 0; }
+  // Diagnostics counted beyond kMaxKept and not kept.
+  [[nodiscard]] std::size_t notKept() const noexcept { return not_kept_; }
   [[nodiscard]] std::size_t errorCount() const noexcept { return error_count_; }
   [[nodiscard]] bool empty() const noexcept { return items_.empty(); }
   [[nodiscard]] const std::vector<Diagnostic>& all() const noexcept { return items_; }
@@ -71,6 +78,7 @@ class [[nodiscard]] HOLDBACK_API Diagnostics {
 
   std::vector<Diagnostic> items_;
   std::size_t error_count_ = 0;
+  std::size_t not_kept_ = 0;
 };
 
 // A value or the reasons there is none (an abseil StatusOr in miniature). Warnings may accompany a

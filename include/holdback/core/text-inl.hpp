@@ -67,5 +67,110 @@ HOLDBACK_INLINE std::string formatDuration(Duration duration) {
   return out;
 }
 
+namespace detail {
+// The length of the well-formed UTF-8 sequence at the start of `s` (1-4), or 0 when it does not
+// start with one; `*bad` is then the length of the maximal ill-formed subpart (at least 1).
+inline std::size_t utf8SequenceLength(std::string_view s, std::size_t* bad) noexcept {
+  const auto byte = [&s](std::size_t i) { return static_cast<unsigned char>(s[i]); };
+  const unsigned char b0 = byte(0);
+  if (b0 < 0x80) return 1;
+  std::size_t need = 0;
+  unsigned char lo = 0x80, hi = 0xBF;  // the range of the second byte
+  if (b0 >= 0xC2 && b0 <= 0xDF) {
+    need = 1;
+  } else if (b0 == 0xE0) {
+    need = 2, lo = 0xA0;
+  } else if (b0 == 0xED) {
+    need = 2, hi = 0x9F;  // no surrogates
+  } else if (b0 >= 0xE1 && b0 <= 0xEF) {
+    need = 2;
+  } else if (b0 == 0xF0) {
+    need = 3, lo = 0x90;
+  } else if (b0 >= 0xF1 && b0 <= 0xF3) {
+    need = 3;
+  } else if (b0 == 0xF4) {
+    need = 3, hi = 0x8F;  // nothing above U+10FFFF
+  } else {
+    *bad = 1;
+    return 0;
+  }
+  for (std::size_t i = 1; i <= need; ++i) {
+    const unsigned char lower = i == 1 ? lo : 0x80, upper = i == 1 ? hi : 0xBF;
+    if (i >= s.size() || byte(i) < lower || byte(i) > upper) {
+      *bad = i;
+      return 0;
+    }
+  }
+  return need + 1;
+}
+}  // namespace detail
+
+HOLDBACK_INLINE bool isValidUtf8(std::string_view text) noexcept {
+  std::size_t i = 0;
+  while (i < text.size()) {
+    if (static_cast<unsigned char>(text[i]) < 0x80) {
+      ++i;
+      continue;
+    }
+    std::size_t bad = 0;
+    const std::size_t n = detail::utf8SequenceLength(text.substr(i), &bad);
+    if (n == 0) return false;
+    i += n;
+  }
+  return true;
+}
+
+HOLDBACK_INLINE std::string toValidUtf8(std::string_view text) {
+  if (isValidUtf8(text)) return std::string(text);
+  std::string out;
+  out.reserve(text.size() + 8);
+  std::size_t i = 0;
+  while (i < text.size()) {
+    std::size_t bad = 0;
+    const std::size_t n = detail::utf8SequenceLength(text.substr(i), &bad);
+    if (n == 0) {
+      out += "\xEF\xBF\xBD";  // U+FFFD REPLACEMENT CHARACTER
+      i += bad;
+    } else {
+      out.append(text.substr(i, n));
+      i += n;
+    }
+  }
+  return out;
+}
+
+HOLDBACK_INLINE bool jsonNestingExceeds(std::string_view text, std::size_t maxDepth) noexcept {
+  std::size_t depth = 0;
+  bool in_string = false, escaped = false;
+  for (const char c : text) {
+    if (in_string) {
+      if (escaped) {
+        escaped = false;
+      } else if (c == '\\') {
+        escaped = true;
+      } else if (c == '"') {
+        in_string = false;
+      }
+      continue;
+    }
+    switch (c) {
+      case '"':
+        in_string = true;
+        break;
+      case '[':
+      case '{':
+        if (++depth > maxDepth) return true;
+        break;
+      case ']':
+      case '}':
+        if (depth > 0) --depth;
+        break;
+      default:
+        break;
+    }
+  }
+  return false;
+}
+
 }  // namespace HOLDBACK_ABI_NAMESPACE
 }  // namespace holdback

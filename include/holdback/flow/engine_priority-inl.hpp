@@ -4,6 +4,8 @@
 
 #include "holdback/flow/engine_priority.hpp"
 
+#include "holdback/core/text.hpp"
+
 #include <limits>
 #include <nlohmann/json.hpp>
 
@@ -41,6 +43,8 @@ HOLDBACK_INLINE std::optional<std::string> withEnginePriority(std::string_view b
                                                               Priority priority,
                                                               EnginePriority convention) {
   if (convention == EnginePriority::kOff) return std::nullopt;
+  // The serializer below recurses once per level: a deeper body is left as it is.
+  if (jsonNestingExceeds(body, kMaxJsonNesting)) return std::nullopt;
   nlohmann::json doc = nlohmann::json::parse(body, nullptr, /*allow_exceptions=*/false);
   if (!doc.is_object()) return std::nullopt;
   doc["priority"] = enginePriorityValue(priority, convention);

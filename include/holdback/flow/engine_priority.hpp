@@ -38,7 +38,8 @@ enum class EnginePriority : std::uint8_t { kOff, kVllm, kSglang };
                                                             EnginePriority convention) noexcept;
 
 // `body` (a JSON object) with its top-level "priority" set to enginePriorityValue(), replacing a
-// client's own; nullopt when `body` is not a JSON object or `convention` is kOff. Parses and
+// client's own; nullopt when `body` is not a JSON object, nests deeper than kMaxJsonNesting
+// (core/text.hpp; hosts refuse such bodies first) or `convention` is kOff. Parses and
 // re-serializes the body (allocates; a per-request cold path of the host, not of the
 // controller); never throws.
 [[nodiscard]] HOLDBACK_API std::optional<std::string> withEnginePriority(std::string_view body,

@@ -5,6 +5,8 @@
 
 #include "holdback/metrics/prometheus.hpp"
 
+#include "holdback/core/text.hpp"
+
 #include <algorithm>
 #include <array>
 #include <charconv>
@@ -17,6 +19,13 @@ namespace holdback {
 inline namespace HOLDBACK_ABI_NAMESPACE {
 
 HOLDBACK_INLINE std::string escapeLabelValue(std::string_view value) {
+  // The exposition format's label values are UTF-8: one ill-formed byte makes a scraper reject
+  // the whole text, so ill-formed bytes become U+FFFD (well-formed text is not copied for it).
+  std::string valid;
+  if (!isValidUtf8(value)) {
+    valid = toValidUtf8(value);
+    value = valid;
+  }
   std::string out;
   out.reserve(value.size());
   for (const char c : value) {

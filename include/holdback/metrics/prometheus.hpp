@@ -2,7 +2,8 @@
 // gateway and the example model server, and the flow controller's metrics rendered with it.
 //
 //   PrometheusWriter       families (# HELP / # TYPE), samples with labels, histograms
-//   escapeLabelValue       \ -> \\, " -> \", newline -> \n (the exposition format's three escapes)
+//   escapeLabelValue       \ -> \\, " -> \", newline -> \n (the exposition format's three escapes),
+//                          ill-formed UTF-8 -> U+FFFD
 //   formatSampleValue      shortest round-trip decimal; NaN, +Inf, -Inf
 //   renderPrometheus       FlowControllerStats as metrics (names of the reference §3.12)
 // The parser of the same format is in holdback/metrics/prometheus_parser.hpp.
@@ -27,7 +28,9 @@
 namespace holdback {
 inline namespace HOLDBACK_ABI_NAMESPACE {
 
-// A label value with the exposition format's escapes: backslash, double quote and line feed.
+// A label value with the exposition format's escapes: backslash, double quote and line feed;
+// bytes that are not well-formed UTF-8 become U+FFFD (toValidUtf8), so that no value can make a
+// scraper reject the text.
 [[nodiscard]] HOLDBACK_API std::string escapeLabelValue(std::string_view value);
 
 // A sample value: the shortest decimal that round-trips ("0.25", "3", "1e-07"), "NaN", "+Inf",
