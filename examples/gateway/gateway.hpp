@@ -19,7 +19,8 @@
 // exchange is torn down (or was never started).
 //
 // Thread safety: thread-safe (counters are atomics, the model list and the lease registry have
-// their own mutexes; start() and shutdown() are called by the main thread).
+// their own mutexes, the key table is TenantDirectory's; start() and shutdown() are called by the
+// main thread, and so is the key table's install on SIGHUP).
 #pragma once
 
 #include <array>
@@ -41,6 +42,7 @@
 #include "holdback/metrics/stale_endpoints.hpp"
 #include "options.hpp"
 #include "pool.hpp"
+#include "tenants.hpp"
 
 namespace holdback::gateway {
 
@@ -115,6 +117,8 @@ class Gateway {
   [[nodiscard]] FlowController& controller() { return *controller_; }
   [[nodiscard]] Dispatcher& dispatcher() { return *dispatcher_; }
   [[nodiscard]] GatewayCounters& counters() { return counters_; }
+  // --api-keys: the live key table and the per-tenant counters (tenants.hpp).
+  [[nodiscard]] TenantDirectory& tenants() { return tenants_; }
 
   // GET /v1/models: --model names when given, else the union of what the model servers list.
   void setEndpointModels(std::size_t endpoint, std::vector<std::string> ids);
@@ -161,6 +165,7 @@ class Gateway {
   std::unique_ptr<FlowController> controller_;
   std::unique_ptr<Dispatcher> dispatcher_;
   GatewayCounters counters_;
+  TenantDirectory tenants_;
   mutable std::mutex models_mu_;
   std::vector<std::vector<std::string>> endpoint_models_;  // guarded by models_mu_
   bool eviction_ = false;                                  // set by start()

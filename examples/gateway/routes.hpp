@@ -2,6 +2,16 @@
 // /metrics, /healthz, /readyz, /v1/models and /debug/program-aware-fairness are answered here;
 // any other method on these paths 405 with Allow, any other path 404.
 //
+// By listener (ListenerRole): the public listener with --admin-listen serves only the API (the
+// inference paths and /v1/models) and /healthz, the admin listener only /metrics, /debug/...,
+// /readyz and /healthz; a path the listener does not serve is a 404.
+//
+// With --api-keys, every path the public listener serves but the probes (/healthz, /readyz)
+// needs `Authorization: Bearer KEY` with a key of the table (tenants.hpp), checked before the
+// method: without one, 401 with `WWW-Authenticate: Bearer` and the JSON error body. The
+// Authorization header of an authenticated request is removed: model servers never see
+// tenants' keys. The admin listener asks for no key.
+//
 // Thread safety: thread-compatible (runs on the connection's I/O thread).
 #pragma once
 
@@ -13,6 +23,7 @@ namespace holdback::gateway {
 // status and headers, no body); a HEAD on a POST route or an unknown path gets the 405 / 404
 // headers without their body.
 asio::awaitable<bool> route(HttpServer::Shard& shard, beast::tcp_stream& stream, Lookahead& client,
-                            http::request<http::string_body>& req, bool keepAlive);
+                            http::request<http::string_body>& req, bool keepAlive,
+                            ListenerRole role);
 
 }  // namespace holdback::gateway
