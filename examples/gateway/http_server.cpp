@@ -133,6 +133,22 @@ asio::awaitable<void> session(HttpServer::Shard& shard, tcp::socket socket, List
       refused = true;
       break;
     }
+    if (!parser.is_done() && gw.tenants().enabled()) {
+      // --api-keys: a request without a tenant's key is refused on its header, before its body
+      // is read (and before a 100 Continue invites it); the connection then closes. The key is
+      // checked again, and counted, when the request is routed.
+      std::string_view path = originForm(head.target());
+      if (const auto q = path.find('?'); q != std::string_view::npos) path = path.substr(0, q);
+      if (needsKey(path, role)) {
+        const auto check = gw.tenants().authenticate(authorizationOf(head), false).check;
+        if (check != TenantDirectory::Check::kOk) {
+          counters.clientErrors.fetch_add(1, std::memory_order_relaxed);
+          co_await writeReply(stream, unauthorized(check), false);
+          refused = true;
+          break;
+        }
+      }
+    }
     if (!parser.is_done()) {
       if (beast::iequals(head[http::field::expect], "100-continue")) {
         http::response<http::empty_body> cont{http::status::continue_, 11};

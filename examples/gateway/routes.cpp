@@ -23,7 +23,44 @@ std::string modelsBody(const Gateway& gw) {
       .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
+// The paths each listener serves.
+bool isApiPath(std::string_view path) {
+  return isInferencePath(path) || path == "/v1/models";
+}
+bool isAdminPath(std::string_view path) {
+  return path == "/metrics" || path == "/readyz" || path == "/debug/program-aware-fairness";
+}
+bool serves(std::string_view path, ListenerRole role) {
+  return path == "/healthz" || (isApiPath(path) && role != ListenerRole::kAdmin) ||
+         (isAdminPath(path) && role != ListenerRole::kPublic);
+}
+
 }  // namespace
+
+bool needsKey(std::string_view path, ListenerRole role) {
+  return role != ListenerRole::kAdmin && serves(path, role) && path != "/healthz" &&
+         path != "/readyz";
+}
+
+std::vector<std::string_view> authorizationOf(const http::fields& head) {
+  std::vector<std::string_view> values;
+  for (const auto& field : head) {
+    if (field.name() == http::field::authorization) {
+      values.emplace_back(field.value().data(), field.value().size());
+    }
+  }
+  return values;
+}
+
+Reply unauthorized(TenantDirectory::Check check) {
+  const bool missing = check == TenantDirectory::Check::kMissing;
+  Reply r = jsonError(401, "authentication_error",
+                      missing ? "missing API key: send Authorization: Bearer KEY"
+                              : "invalid API key: no tenant has the key given in "
+                                "Authorization: Bearer KEY");
+  r.wwwAuthenticate = missing ? "Bearer" : "Bearer error=\"invalid_token\"";
+  return r;
+}
 
 asio::awaitable<bool> route(HttpServer::Shard& shard, beast::tcp_stream& stream, Lookahead& client,
                             http::request<http::string_body>& req, bool keepAlive,
@@ -46,40 +83,22 @@ asio::awaitable<bool> route(HttpServer::Shard& shard, beast::tcp_stream& stream,
                            std::string(path) + "; use " + std::string(use),
                        allow);
   };
-  const bool inference = isInferencePath(path);
-  const bool api = inference || path == "/v1/models";
-  const bool admin =
-      path == "/metrics" || path == "/readyz" || path == "/debug/program-aware-fairness";
-  const bool served = path == "/healthz" || (api && role != ListenerRole::kAdmin) ||
-                      (admin && role != ListenerRole::kPublic);
-  if (!served) {
+  if (!serves(path, role)) {
     co_return co_await clientError(404, "invalid_request_error",
                                    "no route for " + std::string(path));
   }
   std::shared_ptr<const Tenant> tenant;
   TenantDirectory& tenants = gw.tenants();
-  if (tenants.enabled() && role != ListenerRole::kAdmin && path != "/healthz" &&
-      path != "/readyz") {
-    std::vector<std::string_view> authorization;
-    for (const auto& field : req) {
-      if (field.name() == http::field::authorization) {
-        authorization.emplace_back(field.value().data(), field.value().size());
-      }
-    }
-    TenantDirectory::Authentication auth = tenants.authenticate(authorization);
+  if (tenants.enabled() && needsKey(path, role)) {
+    TenantDirectory::Authentication auth = tenants.authenticate(authorizationOf(req));
     if (auth.check != TenantDirectory::Check::kOk) {
-      const bool missing = auth.check == TenantDirectory::Check::kMissing;
-      Reply r = jsonError(401, "authentication_error",
-                          missing ? "missing API key: send Authorization: Bearer KEY"
-                                  : "invalid API key: no tenant has the key given in "
-                                    "Authorization: Bearer KEY");
-      r.wwwAuthenticate = missing ? "Bearer" : "Bearer error=\"invalid_token\"";
       gw.counters().clientErrors.fetch_add(1, std::memory_order_relaxed);
-      co_return co_await writeReply(stream, r, keepAlive, {}, head);
+      co_return co_await writeReply(stream, unauthorized(auth.check), keepAlive, {}, head);
     }
     tenant = std::move(auth.tenant);
     req.erase(http::field::authorization);  // the gateway's key is not the model server's
   }
+  const bool inference = isInferencePath(path);
   if (inference) {
     if (!post) co_return co_await methodNotAllowed("POST", "POST");
     co_return co_await handleCompletion(shard, stream, client, req, keepAlive, tenant.get());

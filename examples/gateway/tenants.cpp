@@ -298,7 +298,7 @@ std::shared_ptr<const TenantTable> TenantDirectory::current() const {
 }
 
 TenantDirectory::Authentication TenantDirectory::authenticate(
-    const std::vector<std::string_view>& authorization) {
+    const std::vector<std::string_view>& authorization, bool countSuccess) {
   Authentication out;
   if (authorization.empty()) {
     missing.fetch_add(1, std::memory_order_relaxed);
@@ -314,7 +314,7 @@ TenantDirectory::Authentication TenantDirectory::authenticate(
   }
   out.check = Check::kOk;
   out.tenant = std::shared_ptr<const Tenant>(table, tenant);
-  tenant->stats->requests.fetch_add(1, std::memory_order_relaxed);
+  if (countSuccess) tenant->stats->requests.fetch_add(1, std::memory_order_relaxed);
   return out;
 }
 

@@ -126,8 +126,10 @@ class TenantDirectory {
     std::shared_ptr<const Tenant> tenant;  // kOk: the tenant (keeps its table alive)
   };
   // `authorization`: the request's Authorization values (several are kInvalid).
-  // Counts a failure in `missing` or `invalid`, a success in the tenant's `requests`.
-  [[nodiscard]] Authentication authenticate(const std::vector<std::string_view>& authorization);
+  // Counts a failure in `missing` or `invalid`, a success in the tenant's `requests` (unless
+  // `countSuccess` is false: a check of the header before the request's body is read).
+  [[nodiscard]] Authentication authenticate(const std::vector<std::string_view>& authorization,
+                                            bool countSuccess = true);
 
   struct Row {
     std::string tenant;

@@ -15,9 +15,15 @@
 //     revokes within a dispatch cycle), they are served only once a slot frees, and /metrics
 //     counts them (clamped, and dispatched at priority -1, not 10); a real interactive tenant's
 //     request then does revoke a batch request and is served at once.
+#include <arpa/inet.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <csignal>
 #include <cstdio>
@@ -118,6 +124,34 @@ int getStatus(const std::string& host, int port, const std::string& path,
   HttpClient c(host, port);
   auto r = c.get(path, headers);
   return r ? r->status : -1;
+}
+
+// Sends `bytes` on a new connection and returns what arrives within `wait` (until the server
+// closes the connection or the wait ends).
+std::string rawExchange(int port, const std::string& bytes, std::chrono::milliseconds wait) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return {};
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<std::uint16_t>(port));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  std::string got;
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0 &&
+      ::send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL) == ssize_t(bytes.size())) {
+    const auto deadline = Clock::now() + wait;
+    char buf[4096];
+    while (Clock::now() < deadline) {
+      pollfd p{fd, POLLIN, 0};
+      const auto left =
+          std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+      if (::poll(&p, 1, static_cast<int>(std::max<long long>(1, left.count()))) <= 0) continue;
+      const ssize_t n = ::recv(fd, buf, sizeof buf, 0);
+      if (n <= 0) break;
+      got.append(buf, std::size_t(n));
+    }
+  }
+  ::close(fd);
+  return got;
 }
 
 // "http://HOST:PORT" -> PORT.
@@ -250,6 +284,18 @@ TEST_F(GatewayTenantsE2ETest, KeysAdminListenerAndReload) {
   EXPECT_EQ(metricSum(m, "holdback_gateway_unauthorized_total", "reason=\"invalid\""), 3.0) << m;
   EXPECT_EQ(metricSum(m, "holdback_gateway_tenant_requests_total", "tenant=\"chat-co\""), 2.0) << m;
   EXPECT_EQ(metricSum(m, "holdback_gateway_api_keys"), 2.0) << m;
+
+  // A request without a key whose body is still to come is refused on its header: no 100
+  // Continue, no wait for the 100000 bytes (the body timeout is 30 s), the connection closed.
+  const auto refused_at = Clock::now();
+  const std::string early =
+      rawExchange(port,
+                  "POST /v1/completions HTTP/1.1\r\nHost: gw\r\nContent-Type: application/json\r\n"
+                  "Content-Length: 100000\r\nExpect: 100-continue\r\n\r\n{\"model\": ",
+                  3s);
+  EXPECT_EQ(early.rfind("HTTP/1.1 401 ", 0), 0u) << early;
+  EXPECT_NE(asciiLower(early).find("www-authenticate: bearer"), std::string::npos) << early;
+  EXPECT_LT(msSince(refused_at), 2000.0) << "the connection was not closed after the 401";
 
   // The batch tenant's key works, then SIGHUP with its key rotated: the old key 401, the new one
   // served, its request counter kept.
