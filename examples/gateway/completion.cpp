@@ -123,7 +123,7 @@ asio::awaitable<bool> proxyTo(HttpServer::Shard& shard, beast::tcp_stream& strea
 #endif
 asio::awaitable<bool> handleCompletion(HttpServer::Shard& shard, beast::tcp_stream& stream,
                                        Lookahead& client, http::request<http::string_body>& req,
-                                       bool keepAlive) {
+                                       bool keepAlive, const Tenant* tenant) {
   Gateway& gw = shard.gw;
   GatewayCounters& counters = gw.counters();
   auto reply = [&](Reply r) -> asio::awaitable<bool> {
@@ -142,8 +142,17 @@ asio::awaitable<bool> handleCompletion(HttpServer::Shard& shard, beast::tcp_stre
     }
     co_return co_await reply(replyForBadRequest(why));
   }
-  const Priority priority = gw.options().objectives.priorityOf(req[kObjectiveHeader]);
-  std::string flow = flowIdFrom(req[kFairnessIdHeader], req[kFairnessIdHeaderAlias]);
+  Priority priority = gw.options().objectives.priorityOf(req[kObjectiveHeader]);
+  std::string flow;
+  if (tenant != nullptr) {
+    // --api-keys: at most the tenant's ceiling, in the tenant's flow (the headers' ignored).
+    const TenantClaim claim = claimFor(*tenant, priority, !req[kObjectiveHeader].empty());
+    priority = claim.priority;
+    if (claim.clamped) tenant->stats->clamped.fetch_add(1, std::memory_order_relaxed);
+    flow = tenant->fairnessId;
+  } else {
+    flow = flowIdFrom(req[kFairnessIdHeader], req[kFairnessIdHeaderAlias]);
+  }
   if (auto bad = checkFairnessId(flow)) {
     counters.clientErrors.fetch_add(1, std::memory_order_relaxed);
     co_return co_await reply(replyForBadRequest(*bad));

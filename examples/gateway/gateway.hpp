@@ -19,7 +19,8 @@
 // exchange is torn down (or was never started).
 //
 // Thread safety: thread-safe (counters are atomics, the model list and the lease registry have
-// their own mutexes; start() and shutdown() are called by the main thread).
+// their own mutexes, the key table is TenantDirectory's; start() and shutdown() are called by the
+// main thread, and so is the key table's install on SIGHUP).
 #pragma once
 
 #include <array>
@@ -42,6 +43,7 @@
 #include "options.hpp"
 #include "overload.hpp"
 #include "pool.hpp"
+#include "tenants.hpp"
 
 namespace holdback::gateway {
 
@@ -124,6 +126,8 @@ class Gateway {
   // open connections per client address (--max-connections-per-client).
   [[nodiscard]] BufferBudget& bufferBudget() { return buffer_budget_; }
   [[nodiscard]] ClientAddressLimit& clientLimit() { return client_limit_; }
+  // --api-keys: the live key table and the per-tenant counters (tenants.hpp).
+  [[nodiscard]] TenantDirectory& tenants() { return tenants_; }
 
   // GET /v1/models: --model names when given, else the union of what the model servers list.
   void setEndpointModels(std::size_t endpoint, std::vector<std::string> ids);
@@ -172,6 +176,7 @@ class Gateway {
   GatewayCounters counters_;
   BufferBudget buffer_budget_;
   ClientAddressLimit client_limit_;
+  TenantDirectory tenants_;
   mutable std::mutex models_mu_;
   std::vector<std::vector<std::string>> endpoint_models_;  // guarded by models_mu_
   bool eviction_ = false;                                  // set by start()

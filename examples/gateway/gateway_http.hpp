@@ -122,9 +122,10 @@ class ObjectiveTable {
 // A reply the gateway writes itself.
 struct Reply {
   int status = 500;
-  std::string dropReason;  // empty: no drop-reason header
-  std::string body;        // JSON
-  int retryAfterS = 0;     // > 0: a Retry-After header (seconds)
+  std::string dropReason;       // empty: no drop-reason header
+  std::string body;             // JSON
+  int retryAfterS = 0;          // > 0: a Retry-After header (seconds)
+  std::string wwwAuthenticate;  // non-empty: a WWW-Authenticate header (401)
 };
 
 // Any error the gateway answers itself, with the OpenAI-style body.

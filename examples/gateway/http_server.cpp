@@ -80,17 +80,22 @@ asio::awaitable<void> lingeringClose(beast::tcp_stream& stream, std::chrono::mil
   stream.close();
 }
 
-asio::awaitable<void> session(HttpServer::Shard& shard, tcp::socket socket, std::string address) {
+// `openCount`: the count of open connections this one is in (the gauge, or the admin
+// listener's); `address`: the client's, counted in --max-connections-per-client (empty: not
+// counted).
+asio::awaitable<void> session(HttpServer::Shard& shard, tcp::socket socket, ListenerRole role,
+                              std::atomic<std::int64_t>& openCount, std::string address) {
   Gateway& gw = shard.gw;
   GatewayCounters& counters = gw.counters();
   struct Open {
+    std::atomic<std::int64_t>& n;
     Gateway& gw;
     std::string address;
     ~Open() {
-      gw.counters().connectionsOpen.fetch_sub(1, std::memory_order_relaxed);
-      gw.clientLimit().leave(address);
+      n.fetch_sub(1, std::memory_order_relaxed);
+      if (!address.empty()) gw.clientLimit().leave(address);
     }
-  } open{gw, std::move(address)};
+  } open{openCount, gw, std::move(address)};
   beast::error_code ignored;
   socket.set_option(tcp::no_delay(true), ignored);
   socket.non_blocking(true, ignored);  // proxy()'s replies try one immediate send first
@@ -150,6 +155,22 @@ asio::awaitable<void> session(HttpServer::Shard& shard, tcp::socket socket, std:
       refused = true;
       break;
     }
+    if (!parser.is_done() && gw.tenants().enabled()) {
+      // --api-keys: a request without a tenant's key is refused on its header, before its body
+      // is read (and before a 100 Continue invites it); the connection then closes. The key is
+      // checked again, and counted, when the request is routed.
+      std::string_view path = originForm(head.target());
+      if (const auto q = path.find('?'); q != std::string_view::npos) path = path.substr(0, q);
+      if (needsKey(path, role)) {
+        const auto check = gw.tenants().authenticate(authorizationOf(head), false).check;
+        if (check != TenantDirectory::Check::kOk) {
+          counters.clientErrors.fetch_add(1, std::memory_order_relaxed);
+          co_await writeReply(stream, unauthorized(check), false);
+          refused = true;
+          break;
+        }
+      }
+    }
     // The body's bytes are reserved before it is read (overload.hpp), and held until the reply
     // has been written: its Content-Length, or --max-body-bytes for a chunked body (trimmed once
     // read). A body that does not fit is not read: 503 with Retry-After.
@@ -195,7 +216,7 @@ asio::awaitable<void> session(HttpServer::Shard& shard, tcp::socket socket, std:
     // (with pipelined bytes buffered, the watch is a readiness wait: watchClient).
     if (buffer.size() == 0) startLookahead(client, stream.socket(), counters);
     counters.exchangesInProgress.fetch_add(1, std::memory_order_relaxed);
-    const bool keep = co_await route(shard, stream, *client, req, keep_alive);
+    const bool keep = co_await route(shard, stream, *client, req, keep_alive, role);
     counters.exchangesInProgress.fetch_sub(1, std::memory_order_relaxed);
     if (!keep) break;
   }
@@ -220,6 +241,48 @@ asio::awaitable<void> shed(tcp::socket socket) {
   co_await lingeringClose(stream, 1s);
 }
 
+// One listener's accept loop: connections go round-robin to the I/O threads; beyond `cap` open
+// ones (`open` counts them: the gauge for the public listener, the admin listener's own count)
+// a new one is answered 503 and closed.
+asio::awaitable<void> acceptLoop(Gateway& gw,
+                                 std::vector<std::unique_ptr<HttpServer::Shard>>& shards,
+                                 tcp::acceptor& acceptor, ListenerRole role, std::int64_t cap,
+                                 std::atomic<std::int64_t>& open) {
+  std::size_t next = 0;
+  for (;;) {
+    HttpServer::Shard& shard = *shards[next++ % shards.size()];
+    auto [ec, socket] = co_await acceptor.async_accept(shard.ctx, kUse);
+    if (ec == asio::error::operation_aborted || !acceptor.is_open()) co_return;
+    if (ec) {  // e.g. out of file descriptors: back off briefly
+      asio::steady_timer t(co_await asio::this_coro::executor, 10ms);
+      co_await t.async_wait(kUse);
+      continue;
+    }
+    if (open.load(std::memory_order_relaxed) >= cap) {
+      if (role != ListenerRole::kAdmin) {  // the metric counts --max-connections sheds
+        gw.counters().connectionsShed.fetch_add(1, std::memory_order_relaxed);
+      }
+      asio::co_spawn(shard.ctx, shed(std::move(socket)), asio::detached);
+      continue;
+    }
+    // Per client address (--max-connections-per-client; the admin listener is not counted).
+    std::string address;
+    if (role != ListenerRole::kAdmin) {
+      beast::error_code rec;
+      const tcp::endpoint remote = socket.remote_endpoint(rec);
+      if (!rec) address = remote.address().to_string();
+      if (!address.empty() && !gw.clientLimit().tryAdmit(address)) {
+        gw.counters().clientAddressShed.fetch_add(1, std::memory_order_relaxed);
+        asio::co_spawn(shard.ctx, shed(std::move(socket)), asio::detached);
+        continue;
+      }
+    }
+    open.fetch_add(1, std::memory_order_relaxed);
+    asio::co_spawn(shard.ctx, session(shard, std::move(socket), role, open, std::move(address)),
+                   asio::detached);
+  }
+}
+
 }  // namespace
 
 HttpServer::HttpServer(Gateway& gw, std::vector<asio::io_context*> contexts,
@@ -230,68 +293,62 @@ HttpServer::HttpServer(Gateway& gw, std::vector<asio::io_context*> contexts,
 
 HttpServer::~HttpServer() = default;
 
-int HttpServer::listen(const HostPort& where) {
+namespace {
+
+// A listening socket on `where` (backlog SOMAXCONN); null (printed, naming `flag`) on failure.
+std::unique_ptr<tcp::acceptor> openAcceptor(asio::io_context& ctx, const HostPort& where,
+                                            const char* flag) {
   beast::error_code ec;
   const auto address =
       asio::ip::make_address(where.host == "localhost" ? "127.0.0.1" : where.host, ec);
   if (ec) {
-    std::fprintf(stderr, "holdback-gateway: --listen: \"%s\" is not an IP address\n",
+    std::fprintf(stderr, "holdback-gateway: %s: \"%s\" is not an IP address\n", flag,
                  where.host.c_str());
-    return 0;
+    return nullptr;
   }
-  acceptor_ = std::make_unique<tcp::acceptor>(*contexts_.front());
+  auto acceptor = std::make_unique<tcp::acceptor>(ctx);
   const tcp::endpoint ep(address, static_cast<unsigned short>(where.port));
-  acceptor_->open(ep.protocol(), ec);
-  if (!ec) acceptor_->set_option(asio::socket_base::reuse_address(true), ec);
-  if (!ec) acceptor_->bind(ep, ec);
-  if (!ec) acceptor_->listen(asio::socket_base::max_listen_connections, ec);
+  acceptor->open(ep.protocol(), ec);
+  if (!ec) acceptor->set_option(asio::socket_base::reuse_address(true), ec);
+  if (!ec) acceptor->bind(ep, ec);
+  if (!ec) acceptor->listen(asio::socket_base::max_listen_connections, ec);
   if (ec) {
     std::fprintf(stderr, "holdback-gateway: cannot listen on %s:%d: %s\n", where.host.c_str(),
                  where.port, ec.message().c_str());
-    return 0;
+    return nullptr;
   }
-  return acceptor_->local_endpoint().port();
+  return acceptor;
+}
+
+}  // namespace
+
+int HttpServer::listen(const HostPort& where) {
+  acceptor_ = openAcceptor(*contexts_.front(), where, "--listen");
+  return acceptor_ ? acceptor_->local_endpoint().port() : 0;
+}
+
+int HttpServer::listenAdmin(const HostPort& where) {
+  admin_acceptor_ = openAcceptor(*contexts_.front(), where, "--admin-listen");
+  return admin_acceptor_ ? admin_acceptor_->local_endpoint().port() : 0;
 }
 
 void HttpServer::startAccepting() {
-  asio::co_spawn(
-      *contexts_.front(),
-      [this]() -> asio::awaitable<void> {
-        std::size_t next = 0;
-        for (;;) {
-          Shard& shard = *shards_[next++ % shards_.size()];
-          auto [ec, socket] = co_await acceptor_->async_accept(shard.ctx, kUse);
-          if (ec == asio::error::operation_aborted || !acceptor_->is_open()) co_return;
-          if (ec) {  // e.g. out of file descriptors: back off briefly
-            asio::steady_timer t(co_await asio::this_coro::executor, 10ms);
-            co_await t.async_wait(kUse);
-            continue;
-          }
-          GatewayCounters& c = gw_.counters();
-          if (c.connectionsOpen.load(std::memory_order_relaxed) >= gw_.options().maxConnections) {
-            c.connectionsShed.fetch_add(1, std::memory_order_relaxed);
-            asio::co_spawn(shard.ctx, shed(std::move(socket)), asio::detached);
-            continue;
-          }
-          // Per client address (--max-connections-per-client).
-          beast::error_code rec;
-          const tcp::endpoint remote = socket.remote_endpoint(rec);
-          std::string address = rec ? std::string() : remote.address().to_string();
-          if (!gw_.clientLimit().tryAdmit(address)) {
-            c.clientAddressShed.fetch_add(1, std::memory_order_relaxed);
-            asio::co_spawn(shard.ctx, shed(std::move(socket)), asio::detached);
-            continue;
-          }
-          c.connectionsOpen.fetch_add(1, std::memory_order_relaxed);
-          asio::co_spawn(shard.ctx, session(shard, std::move(socket), std::move(address)),
-                         asio::detached);
-        }
-      },
-      asio::detached);
+  const ListenerRole role = admin_acceptor_ ? ListenerRole::kPublic : ListenerRole::kCombined;
+  asio::co_spawn(*contexts_.front(),
+                 acceptLoop(gw_, shards_, *acceptor_, role, gw_.options().maxConnections,
+                            gw_.counters().connectionsOpen),
+                 asio::detached);
+  if (admin_acceptor_) {
+    asio::co_spawn(*contexts_.front(),
+                   acceptLoop(gw_, shards_, *admin_acceptor_, ListenerRole::kAdmin,
+                              kMaxAdminConnections, admin_open_),
+                   asio::detached);
+  }
 }
 
 void HttpServer::releaseIoObjects() {
   acceptor_.reset();
+  admin_acceptor_.reset();
   for (auto& s : shards_) s->upstream.clear();
 }
 
@@ -299,6 +356,7 @@ void HttpServer::stopAccepting() {
   asio::post(*contexts_.front(), [this] {
     beast::error_code ec;
     acceptor_->close(ec);
+    if (admin_acceptor_) admin_acceptor_->close(ec);
   });
 }
 

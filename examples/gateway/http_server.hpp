@@ -27,10 +27,15 @@
 // the controller; routes.hpp the routes and the small endpoints; completion.hpp the request path
 // of an inference request; own_response.hpp the replies the gateway writes itself.
 //
-// Thread safety: one io_context per I/O thread; a connection lives on one thread; the listener
-// runs on the first.
+// With --admin-listen, a second listener (listenAdmin) serves /metrics, /debug/...,
+// /readyz and /healthz, and the public one only the API and /healthz (ListenerRole).
+//
+// Thread safety: one io_context per I/O thread; a connection lives on one thread; the listeners
+// run on the first.
 #pragma once
 
+#include <atomic>
+#include <cstdint>
 #include <memory>
 #include <vector>
 
@@ -38,6 +43,10 @@
 #include "net.hpp"
 
 namespace holdback::gateway {
+
+// What a listener serves: everything (kCombined, without --admin-listen), the API and /healthz
+// (kPublic, with --admin-listen), or /metrics, /debug/..., /readyz and /healthz (kAdmin).
+enum class ListenerRole { kCombined, kPublic, kAdmin };
 
 class HttpServer {
  public:
@@ -49,6 +58,10 @@ class HttpServer {
 
   // Binds and listens (backlog SOMAXCONN); the bound port, or 0 (printed) on failure.
   int listen(const HostPort& where);
+  // --admin-listen: the admin listener, the same way (before startAccepting). Its connections
+  // are not counted against --max-connections; at most kMaxAdminConnections are open at once.
+  int listenAdmin(const HostPort& where);
+  static constexpr std::int64_t kMaxAdminConnections = 64;
   void startAccepting();
   // Stops accepting (from any thread); connections in progress go on.
   void stopAccepting();
@@ -63,6 +76,8 @@ class HttpServer {
   std::vector<asio::io_context*> contexts_;
   std::vector<std::unique_ptr<Shard>> shards_;
   std::unique_ptr<tcp::acceptor> acceptor_;
+  std::unique_ptr<tcp::acceptor> admin_acceptor_;  // --admin-listen
+  std::atomic<std::int64_t> admin_open_{0};        // open admin connections
 };
 
 }  // namespace holdback::gateway

@@ -12,10 +12,12 @@
 //   metrics_endpoint.hpp GET /metrics
 //   gateway_http.hpp     headers, error bodies, outcome -> status (no networking)
 //
-// Prints exactly one line "listening on http://HOST:PORT" to stdout once it accepts connections;
-// everything else goes to stderr. SIGTERM/SIGINT: stop accepting, shut the controller down
-// (queued requests are answered 503 rejected-shutting-down), let the responses in progress finish
-// (at most --drain-timeout-s), exit 0.
+// Prints exactly one line "listening on http://HOST:PORT" to stdout once it accepts connections
+// (with --admin-listen, "admin listening on http://HOST:PORT" just before it); everything else
+// goes to stderr. SIGTERM/SIGINT: stop accepting, shut the controller down (queued requests are
+// answered 503 rejected-shutting-down), let the responses in progress finish (at most
+// --drain-timeout-s), exit 0. SIGHUP, with --api-keys: reload the key file (a bad one is
+// reported and the previous table kept); without --api-keys SIGHUP is not handled.
 #include <sys/resource.h>
 
 #include <atomic>
@@ -23,6 +25,7 @@
 #include <cstdio>
 #include <latch>
 #include <memory>
+#include <optional>
 #include <thread>
 #include <vector>
 
@@ -33,6 +36,7 @@
 #include "options.hpp"
 #include "replica_sync_redis.hpp"
 #include "scraper.hpp"
+#include "tenants.hpp"
 
 namespace holdback::gateway {
 namespace {
@@ -44,6 +48,30 @@ void raiseFileLimit() {
     rl.rlim_cur = rl.rlim_max;
     setrlimit(RLIMIT_NOFILE, &rl);
   }
+}
+
+// SIGHUP: the key file again; installed when it is valid, else reported and the previous table
+// kept (requests go on being checked against it).
+void reloadKeys(Gateway& gateway, const Options& options) {
+  TenantDirectory& tenants = gateway.tenants();
+  auto table = TenantTable::load(options.apiKeysFile, options.objectives);
+  if (!table) {
+    tenants.reloadsFailed.fetch_add(1, std::memory_order_relaxed);
+    const auto current = tenants.current();
+    std::fprintf(stderr,
+                 "holdback-gateway: SIGHUP: --api-keys %s: %s\nholdback-gateway: SIGHUP: kept "
+                 "the previous keys (%zu tenants, %zu keys)\n",
+                 options.apiKeysFile.c_str(), table.diagnostics().toString().c_str(),
+                 current ? current->tenants().size() : std::size_t{0},
+                 current ? current->keys() : std::size_t{0});
+    return;
+  }
+  const std::size_t n_tenants = table->tenants().size();
+  const std::size_t n_keys = table->keys();
+  tenants.install(std::move(table).value());
+  tenants.reloadsOk.fetch_add(1, std::memory_order_relaxed);
+  std::fprintf(stderr, "holdback-gateway: SIGHUP: reloaded --api-keys %s: %zu tenants, %zu keys\n",
+               options.apiKeysFile.c_str(), n_tenants, n_keys);
 }
 
 int run(int argc, char** argv) {
@@ -77,14 +105,32 @@ int run(int argc, char** argv) {
     std::fprintf(stderr, "holdback-gateway: %s: %s\n", config_name,
                  loaded.diagnostics().toString().c_str());
   }
+  // --api-keys: the tenants and their keys (tenants.hpp), refused whole when anything is wrong.
+  std::optional<TenantTable> keys;
+  if (!options.apiKeysFile.empty()) {
+    auto table = TenantTable::load(options.apiKeysFile, options.objectives);
+    if (!table) {
+      std::fprintf(stderr, "holdback-gateway: --api-keys %s: %s\n", options.apiKeysFile.c_str(),
+                   table.diagnostics().toString().c_str());
+      return 2;
+    }
+    keys = std::move(table).value();
+    if (!options.adminListen) {
+      std::fprintf(stderr,
+                   "holdback-gateway: warning: --api-keys without --admin-listen: /metrics and "
+                   "/debug/program-aware-fairness (which name tenants and model servers) are "
+                   "served on the public listener to any tenant's key; set --admin-listen\n");
+    }
+  }
   raiseFileLimit();
 
   // Signals are taken synchronously by the main thread (sigwait); every thread started from here
-  // on inherits the blocked mask.
+  // on inherits the blocked mask. SIGHUP only with --api-keys (it reloads the key file).
   sigset_t signals;
   sigemptyset(&signals);
   sigaddset(&signals, SIGTERM);
   sigaddset(&signals, SIGINT);
+  if (keys) sigaddset(&signals, SIGHUP);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
   signal(SIGPIPE, SIG_IGN);
 
@@ -113,10 +159,16 @@ int run(int argc, char** argv) {
   }
 
   auto gateway = std::make_unique<Gateway>(options, loaded.value());
+  if (keys) {
+    gateway->tenants().enable();
+    gateway->tenants().install(std::move(*keys));
+    keys.reset();
+  }
   if (!gateway->start()) return 2;
   auto server = std::make_unique<HttpServer>(*gateway, raw, targets);
   const int port = server->listen(options.listen);
-  if (port == 0) {
+  const int admin_port = options.adminListen ? server->listenAdmin(*options.adminListen) : -1;
+  if (port == 0 || admin_port == 0) {
     gateway->shutdownController();
     return 1;
   }
@@ -165,9 +217,15 @@ int run(int argc, char** argv) {
   int received = 0;
   if (!mapping_failed) {
     server->startAccepting();
+    if (options.adminListen) {
+      std::printf("admin listening on http://%s:%d\n", options.adminListen->host.c_str(),
+                  admin_port);
+    }
     std::printf("listening on http://%s:%d\n", options.listen.host.c_str(), port);
     std::fflush(stdout);
-    sigwait(&signals, &received);
+    while (sigwait(&signals, &received) == 0 && received == SIGHUP) {
+      reloadKeys(*gateway, options);
+    }
     std::fprintf(stderr, "holdback-gateway: %s: shutting down\n",
                  received == SIGINT ? "SIGINT" : "SIGTERM");
   }

@@ -236,6 +236,38 @@ std::string renderMetrics(Gateway& gw) {
            {endpointLabel(i), {"source", std::string(toString(learned[i].kvSource))}},
            double(learned[i].kvCapacityTokens));
   }
+  // --api-keys (tenants.hpp): the key table and each tenant's requests.
+  TenantDirectory& tenants = gw.tenants();
+  if (tenants.enabled()) {
+    const auto table = tenants.current();
+    family("holdback_gateway_api_keys", "gauge", "API keys in the key table in use (--api-keys).");
+    sample("holdback_gateway_api_keys", {}, table ? double(table->keys()) : 0.0);
+    family("holdback_gateway_api_key_reloads_total", "counter",
+           "Reloads of the key file on SIGHUP: ok (installed) or failed (the previous table "
+           "kept).");
+    sample("holdback_gateway_api_key_reloads_total", {{"result", "ok"}},
+           double(tenants.reloadsOk.load(std::memory_order_relaxed)));
+    sample("holdback_gateway_api_key_reloads_total", {{"result", "failed"}},
+           double(tenants.reloadsFailed.load(std::memory_order_relaxed)));
+    family("holdback_gateway_unauthorized_total", "counter",
+           "Requests answered 401: no bearer key (missing) or one no tenant has (invalid).");
+    sample("holdback_gateway_unauthorized_total", {{"reason", "missing"}},
+           double(tenants.missing.load(std::memory_order_relaxed)));
+    sample("holdback_gateway_unauthorized_total", {{"reason", "invalid"}},
+           double(tenants.invalid.load(std::memory_order_relaxed)));
+    const std::vector<TenantDirectory::Row> rows = tenants.rows();
+    family("holdback_gateway_tenant_requests_total", "counter",
+           "Requests authenticated with one of the tenant's keys.");
+    for (const auto& r : rows) {
+      sample("holdback_gateway_tenant_requests_total", {{"tenant", r.tenant}}, double(r.requests));
+    }
+    family("holdback_gateway_tenant_priority_clamped_total", "counter",
+           "Requests whose objective was above the tenant's ceiling, served at the ceiling.");
+    for (const auto& r : rows) {
+      sample("holdback_gateway_tenant_priority_clamped_total", {{"tenant", r.tenant}},
+             double(r.clamped));
+    }
+  }
   return out + writer.take();
 }
 

@@ -33,6 +33,9 @@ constexpr const char* kUsage =
     "         [--metric-running SPEC] [--metric-kv-usage SPEC]\n"
     "         [--metric-kv-capacity-tokens SPEC] [--metric-slots SPEC]\n"
     "         [--dialect-file FILE] (docs/guide/engines.md)\n"
+    "         [--api-keys FILE] (tenants and their keys, SIGHUP reloads it; without it the\n"
+    "          objective and fairness headers are trusted: docs/guide/gateway.md)\n"
+    "         [--admin-listen HOST:PORT] (/metrics, /debug, /readyz on their own listener)\n"
     "       holdback-gateway --print-default-config\n";
 
 // A positive integer of type T; nullopt when `s` is not one. `tooLarge` is set when `s` is a
@@ -224,6 +227,24 @@ int parseArgs(int argc, char** argv, Options& o) {
       } else {
         std::fprintf(stderr, "holdback-gateway: --listen: \"%s\" is not HOST:PORT\n", v->c_str());
         failed = true;
+      }
+    } else if (arg == "--admin-listen") {
+      const auto v = next();
+      if (!v) continue;
+      if (const auto hp = parseHostPort(*v)) {
+        o.adminListen = *hp;
+      } else {
+        std::fprintf(stderr, "holdback-gateway: --admin-listen: \"%s\" is not HOST:PORT\n",
+                     v->c_str());
+        failed = true;
+      }
+    } else if (arg == "--api-keys") {
+      const auto v = next();
+      if (v && v->empty()) {
+        std::fprintf(stderr, "holdback-gateway: --api-keys: the file name is empty\n");
+        failed = true;
+      } else if (v) {
+        o.apiKeysFile = *v;  // read by main (tenants.hpp)
       }
     } else if (arg == "--replica-sync") {
       const auto v = next();

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstddef>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -67,6 +68,12 @@ struct Options {
   std::vector<std::pair<std::string, std::string>> endpointDialects;  // --endpoint-dialect URL=D
   std::string dialectFile;  // --dialect-file: custom dialects (metric_dialect_config.hpp)
   std::vector<std::pair<std::string, std::string>> metricSpecs;  // (--metric-* flag, SPEC)
+  // --api-keys FILE: tenants and their keys (tenants.hpp); empty: no authentication, the
+  // objective and fairness headers are trusted.
+  std::string apiKeysFile;
+  // --admin-listen HOST:PORT: /metrics, /debug/..., /readyz and /healthz on their own listener
+  // (the public one then serves only the API and /healthz); nullopt: everything on --listen.
+  std::optional<HostPort> adminListen;
 };
 
 // Returns 0 to go on, 1 for a usage error (printed), 2 for "printed what was asked, exit 0".

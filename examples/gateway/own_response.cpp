@@ -47,6 +47,7 @@ asio::awaitable<bool> writeReply(beast::tcp_stream& s, const Reply& r, bool keep
   if (!r.dropReason.empty()) res.set(kDropReasonHeader, r.dropReason);
   if (r.retryAfterS > 0) res.set(http::field::retry_after, std::to_string(r.retryAfterS));
   if (!allow.empty()) res.set(http::field::allow, allow);
+  if (!r.wwwAuthenticate.empty()) res.set(http::field::www_authenticate, r.wwwAuthenticate);
   co_return co_await send(s, res, head);
 }
 

@@ -1,7 +1,9 @@
 #include "routes.hpp"
 
+#include <memory>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -21,10 +23,48 @@ std::string modelsBody(const Gateway& gw) {
       .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
+// The paths each listener serves.
+bool isApiPath(std::string_view path) {
+  return isInferencePath(path) || path == "/v1/models";
+}
+bool isAdminPath(std::string_view path) {
+  return path == "/metrics" || path == "/readyz" || path == "/debug/program-aware-fairness";
+}
+bool serves(std::string_view path, ListenerRole role) {
+  return path == "/healthz" || (isApiPath(path) && role != ListenerRole::kAdmin) ||
+         (isAdminPath(path) && role != ListenerRole::kPublic);
+}
+
 }  // namespace
 
+bool needsKey(std::string_view path, ListenerRole role) {
+  return role != ListenerRole::kAdmin && serves(path, role) && path != "/healthz" &&
+         path != "/readyz";
+}
+
+std::vector<std::string_view> authorizationOf(const http::fields& head) {
+  std::vector<std::string_view> values;
+  for (const auto& field : head) {
+    if (field.name() == http::field::authorization) {
+      values.emplace_back(field.value().data(), field.value().size());
+    }
+  }
+  return values;
+}
+
+Reply unauthorized(TenantDirectory::Check check) {
+  const bool missing = check == TenantDirectory::Check::kMissing;
+  Reply r = jsonError(401, "authentication_error",
+                      missing ? "missing API key: send Authorization: Bearer KEY"
+                              : "invalid API key: no tenant has the key given in "
+                                "Authorization: Bearer KEY");
+  r.wwwAuthenticate = missing ? "Bearer" : "Bearer error=\"invalid_token\"";
+  return r;
+}
+
 asio::awaitable<bool> route(HttpServer::Shard& shard, beast::tcp_stream& stream, Lookahead& client,
-                            http::request<http::string_body>& req, bool keepAlive) {
+                            http::request<http::string_body>& req, bool keepAlive,
+                            ListenerRole role) {
   Gateway& gw = shard.gw;
   std::string_view path = req.target();
   if (const auto q = path.find('?'); q != std::string_view::npos) path = path.substr(0, q);
@@ -43,31 +83,43 @@ asio::awaitable<bool> route(HttpServer::Shard& shard, beast::tcp_stream& stream,
                            std::string(path) + "; use " + std::string(use),
                        allow);
   };
-  if (isInferencePath(path)) {
+  if (!serves(path, role)) {
+    co_return co_await clientError(404, "invalid_request_error",
+                                   "no route for " + std::string(path));
+  }
+  std::shared_ptr<const Tenant> tenant;
+  TenantDirectory& tenants = gw.tenants();
+  if (tenants.enabled() && needsKey(path, role)) {
+    TenantDirectory::Authentication auth = tenants.authenticate(authorizationOf(req));
+    if (auth.check != TenantDirectory::Check::kOk) {
+      gw.counters().clientErrors.fetch_add(1, std::memory_order_relaxed);
+      co_return co_await writeReply(stream, unauthorized(auth.check), keepAlive, {}, head);
+    }
+    tenant = std::move(auth.tenant);
+    req.erase(http::field::authorization);  // the gateway's key is not the model server's
+  }
+  const bool inference = isInferencePath(path);
+  if (inference) {
     if (!post) co_return co_await methodNotAllowed("POST", "POST");
-    co_return co_await handleCompletion(shard, stream, client, req, keepAlive);
+    co_return co_await handleCompletion(shard, stream, client, req, keepAlive, tenant.get());
   }
-  if (path == "/metrics" || path == "/healthz" || path == "/readyz" || path == "/v1/models" ||
-      path == "/debug/program-aware-fairness") {
-    if (!get) co_return co_await methodNotAllowed("GET, HEAD", "GET or HEAD");
-    const auto text = [&](std::string body, std::string_view type) {
-      return writeText(stream, 200, std::move(body), type, keepAlive, head);
-    };
-    if (path == "/metrics") {
-      co_return co_await text(renderMetrics(gw), "text/plain; version=0.0.4; charset=utf-8");
-    }
-    if (path == "/healthz") co_return co_await text("ok", "text/plain");
-    if (path == "/debug/program-aware-fairness") {
-      co_return co_await text(gw.programAwareState(), "application/json");
-    }
-    if (path == "/v1/models") co_return co_await text(modelsBody(gw), "application/json");
-    if (gw.pool().anyUp()) co_return co_await text("ready", "text/plain");
-    Reply r = jsonError(503, "service_unavailable",
-                        "not ready: no model server answered its last metrics scrape");
-    r.retryAfterS = gw.retryAfter503();
-    co_return co_await writeReply(stream, r, keepAlive, {}, head);
+  if (!get) co_return co_await methodNotAllowed("GET, HEAD", "GET or HEAD");
+  const auto text = [&](std::string body, std::string_view type) {
+    return writeText(stream, 200, std::move(body), type, keepAlive, head);
+  };
+  if (path == "/metrics") {
+    co_return co_await text(renderMetrics(gw), "text/plain; version=0.0.4; charset=utf-8");
   }
-  co_return co_await clientError(404, "invalid_request_error", "no route for " + std::string(path));
+  if (path == "/healthz") co_return co_await text("ok", "text/plain");
+  if (path == "/debug/program-aware-fairness") {
+    co_return co_await text(gw.programAwareState(), "application/json");
+  }
+  if (path == "/v1/models") co_return co_await text(modelsBody(gw), "application/json");
+  if (gw.pool().anyUp()) co_return co_await text("ready", "text/plain");
+  Reply r = jsonError(503, "service_unavailable",
+                      "not ready: no model server answered its last metrics scrape");
+  r.retryAfterS = gw.retryAfter503();
+  co_return co_await writeReply(stream, r, keepAlive, {}, head);
 }
 
 }  // namespace holdback::gateway

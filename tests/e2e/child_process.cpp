@@ -67,6 +67,7 @@ ChildProcess::ChildProcess(std::string name, std::vector<std::string> argv,
         url_ = line.substr(kListening.size());
         break;
       }
+      before_.push_back(line);
       buffer.erase(0, nl + 1);
       continue;
     }

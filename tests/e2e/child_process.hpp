@@ -38,6 +38,8 @@ class ChildProcess {
   [[nodiscard]] int port() const;
   [[nodiscard]] pid_t pid() const { return pid_; }
   [[nodiscard]] const std::string& name() const { return name_; }
+  // The lines the child printed to stdout before its listening line.
+  [[nodiscard]] const std::vector<std::string>& linesBeforeListening() const { return before_; }
 
   // Sends `sig`; no-op once reaped.
   void signal(int sig);
@@ -55,6 +57,7 @@ class ChildProcess {
   std::optional<int> status_;
   int stdout_fd_ = -1;
   std::string url_;
+  std::vector<std::string> before_;
   std::string error_;
   std::thread drain_;
 };

@@ -130,5 +130,26 @@ TEST(GatewayOptionsTest, ASlotSettingOfZeroIsIgnoredWithAWarningAndBadOnesAreErr
   EXPECT_NE(bad.stderrText.find("integer in [1, 4294967295]"), std::string::npos) << bad.stderrText;
 }
 
+TEST(GatewayOptionsTest, ApiKeysAndAdminListener) {
+  const Parsed none = parse({"--endpoint", "http://h:1"});
+  ASSERT_EQ(none.rc, 0) << none.stderrText;
+  EXPECT_TRUE(none.options.apiKeysFile.empty());
+  EXPECT_FALSE(none.options.adminListen.has_value());
+  const Parsed p = parse({"--endpoint", "http://h:1", "--api-keys", "/etc/keys.yaml",
+                          "--admin-listen=127.0.0.1:9090"});
+  ASSERT_EQ(p.rc, 0) << p.stderrText;
+  EXPECT_EQ(p.options.apiKeysFile, "/etc/keys.yaml");
+  ASSERT_TRUE(p.options.adminListen.has_value());
+  EXPECT_EQ(p.options.adminListen->host, "127.0.0.1");
+  EXPECT_EQ(p.options.adminListen->port, 9090);
+  const Parsed bad =
+      parse({"--endpoint", "http://h:1", "--api-keys=", "--admin-listen", "nowhere"});
+  EXPECT_EQ(bad.rc, 1);
+  EXPECT_NE(bad.stderrText.find("--api-keys: the file name is empty"), std::string::npos)
+      << bad.stderrText;
+  EXPECT_NE(bad.stderrText.find("--admin-listen: \"nowhere\" is not HOST:PORT"), std::string::npos)
+      << bad.stderrText;
+}
+
 }  // namespace
 }  // namespace holdback::gateway
