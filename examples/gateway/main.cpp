@@ -159,19 +159,18 @@ int run(int argc, char** argv) {
 #ifdef HOLDBACK_GATEWAY_HIREDIS
     // Replicas share only with those of the same config and model servers: the fingerprint,
     // published with their figures, and by default the key prefix (replica_input.hpp).
-    RedisStore store{options.replicaSync, options.replicaSyncPrefix,
-                     configFingerprint(config_text ? *config_text : std::string(),
-                                       options.endpointUrls)};
+    RedisStore store{
+        options.replicaSync, options.replicaSyncPrefix,
+        configFingerprint(config_text ? *config_text : std::string(), options.endpointUrls)};
     if (store.prefix.empty()) store.prefix = defaultKeyPrefix(store.fingerprint);
     if (options.replicaFeed) {
       replica_feed = ReplicaFeed::start(store, options.endpointUrls, gateway->pool(),
                                         gateway->controller(), gateway->counters());
       gateway->pool().setFeed(replica_feed.get());
     }
-    replica_sync = ReplicaSyncThread::start(store, options.endpointUrls,
-                                            gateway->pool(), gateway->controller(),
-                                            gateway->counters(), options.replicaSyncIntervalMs,
-                                            options.replicaSyncTtlMs, replica_feed.get());
+    replica_sync = ReplicaSyncThread::start(
+        store, options.endpointUrls, gateway->pool(), gateway->controller(), gateway->counters(),
+        options.replicaSyncIntervalMs, options.replicaSyncTtlMs, replica_feed.get());
 #endif
   }
 

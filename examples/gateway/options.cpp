@@ -112,8 +112,8 @@ std::string redactRedisUrl(std::string_view text) {
   if (at == std::string_view::npos) return std::string(text);
   const std::string_view info = text.substr(kScheme.size(), at - kScheme.size());
   const std::size_t colon = info.find(':');
-  const std::string_view user = colon == std::string_view::npos ? std::string_view{}
-                                                                : info.substr(0, colon);
+  const std::string_view user =
+      colon == std::string_view::npos ? std::string_view{} : info.substr(0, colon);
   return std::string(kScheme) + std::string(user) + ":***" + std::string(text.substr(at));
 }
 

@@ -129,8 +129,7 @@ class RedisReplicaFeed final : public ReplicaFeed {
       const std::size_t i = from;
       const Event& e = batch_[i];
       if (e.kind == 'A') {
-        std::snprintf(line, sizeof line, "A %lld %d\n", tokensOf(e),
-                      static_cast<int>(e.priority));
+        std::snprintf(line, sizeof line, "A %lld %d\n", tokensOf(e), static_cast<int>(e.priority));
         m += line;
       } else if (e.index < urls_.size()) {
         std::snprintf(line, sizeof line, "%c %lld ", e.kind, tokensOf(e));

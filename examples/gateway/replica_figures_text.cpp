@@ -18,7 +18,8 @@ double wallMinusSteadySeconds() {
 
 namespace {
 
-double bounded(double x, double hi) { return x > 0.0 ? (x < hi ? x : hi) : 0.0; }  // NaN: 0
+// `x` within [0, hi]; NaN: 0.
+double bounded(double x, double hi) { return x > 0.0 ? (x < hi ? x : hi) : 0.0; }
 
 // The text's tokens (single spaces between them); false when it has empty ones (leading,
 // trailing or doubled spaces, an empty text) or more than `max`.
@@ -75,8 +76,8 @@ bool parseRestoreFigures(std::string_view text, double wallMinusSteady, double n
     why = RejectReason::kTooLong;
     return false;
   }
-  constexpr std::size_t kMaxTokens = 4 + 2 + ReplicaRestoreFigures::kVictims + 1 +
-                                     2 * ReplicaRestoreFigures::kHeads;
+  constexpr std::size_t kMaxTokens =
+      4 + 2 + ReplicaRestoreFigures::kVictims + 1 + 2 * ReplicaRestoreFigures::kHeads;
   std::vector<std::string_view> t;
   t.reserve(kMaxTokens);
   if (!tokens(text, t, kMaxTokens, why)) return false;

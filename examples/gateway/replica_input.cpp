@@ -234,21 +234,20 @@ void ReplicaInputLog::reject(RejectReason reason, std::string_view where, std::s
   ++since_[r];
   if (logged_[r] && now - last_[r] < interval_) return;
   const std::string name(toString(reason));
-  std::fprintf(out_,
-               "holdback-gateway: %s: ignored a value read from Redis (%s): %.*s: \"%s\"; %llu "
-               "ignored for %s since the last such line (said at most every %llds per reason)\n",
-               who_, name.c_str(), static_cast<int>(where.size()), where.data(),
-               printable(value).c_str(), static_cast<unsigned long long>(since_[r]), name.c_str(),
-               static_cast<long long>(
-                   std::chrono::duration_cast<std::chrono::seconds>(interval_).count()));
+  std::fprintf(
+      out_,
+      "holdback-gateway: %s: ignored a value read from Redis (%s): %.*s: \"%s\"; %llu "
+      "ignored for %s since the last such line (said at most every %llds per reason)\n",
+      who_, name.c_str(), static_cast<int>(where.size()), where.data(), printable(value).c_str(),
+      static_cast<unsigned long long>(since_[r]), name.c_str(),
+      static_cast<long long>(std::chrono::duration_cast<std::chrono::seconds>(interval_).count()));
   std::fflush(out_);
   logged_[r] = true;
   last_[r] = now;
   since_[r] = 0;
 }
 
-void ReplicaInputLog::foreign(std::string_view id, std::string_view theirs,
-                              std::string_view mine) {
+void ReplicaInputLog::foreign(std::string_view id, std::string_view theirs, std::string_view mine) {
   counters_[static_cast<std::size_t>(RejectReason::kFingerprint)].fetch_add(
       1, std::memory_order_relaxed);
   if (foreign_.size() >= kMaxForeign || foreign_.count(std::string(id)) != 0) return;
@@ -258,8 +257,8 @@ void ReplicaInputLog::foreign(std::string_view id, std::string_view theirs,
                "holdback-gateway: %s: ignoring replica %s: it publishes config fingerprint %s, "
                "this replica %.*s (another config or other model servers under the same key "
                "prefix; give each fleet its own --replica-sync-prefix)\n",
-               who_, printable(id).c_str(), published.c_str(),
-               static_cast<int>(mine.size()), mine.data());
+               who_, printable(id).c_str(), published.c_str(), static_cast<int>(mine.size()),
+               mine.data());
   std::fflush(out_);
 }
 

@@ -103,7 +103,7 @@ bool validReplicaId(std::string_view id, RejectReason& why) noexcept;
 struct FeedEvent {
   char kind = 0;
   std::int64_t tokens = 0;
-  std::string_view url;  // D, C: into the line
+  std::string_view url;   // D, C: into the line
   Priority priority = 0;  // A
 };
 bool parseFeedEvent(std::string_view line, FeedEvent& out, RejectReason& why) noexcept;

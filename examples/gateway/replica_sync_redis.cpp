@@ -86,7 +86,9 @@ class RedisReplicaSync final : public ReplicaSync {
       log_.reject(RejectReason::kTooLong, std::string("a reply to ") + what, conn_->error());
     }
     error_ = std::string(what) + ": " +
-             (reply != nullptr ? replyError(reply) : conn_ ? conn_->error() : "not connected");
+             (reply != nullptr ? replyError(reply)
+              : conn_          ? conn_->error()
+                               : "not connected");
     conn_.reset();
     return -1;
   }
@@ -104,7 +106,8 @@ class RedisReplicaSync final : public ReplicaSync {
                                         std::string_view name, std::size_t max) {
     if (e == nullptr || e->type == REDIS_REPLY_NIL) return std::nullopt;
     if (e->type != REDIS_REPLY_STRING) {
-      log_.reject(RejectReason::kWrongType, where(id, name), "reply type " + std::to_string(e->type));
+      log_.reject(RejectReason::kWrongType, where(id, name),
+                  "reply type " + std::to_string(e->type));
       return std::nullopt;
     }
     const std::string_view v(e->str, e->len);
@@ -268,7 +271,8 @@ class RedisSyncThread final : public ReplicaSyncThread {
         syncer_(pool.ledger(), sync_, ids(pool)),
         counters_(counters),
         interval_(intervalMs) {
-    std::fprintf(stderr, "holdback-gateway: replica sync: redis %s, key prefix %s, config fingerprint %s\n",
+    std::fprintf(stderr,
+                 "holdback-gateway: replica sync: redis %s, key prefix %s, config fingerprint %s\n",
                  redis_.c_str(), redis.prefix.c_str(), redis.fingerprint.c_str());
     thread_ = std::thread([this] { run(); });
   }
@@ -313,8 +317,7 @@ class RedisSyncThread final : public ReplicaSyncThread {
           std::fprintf(stderr,
                        "holdback-gateway: replica sync: redis %s: sharing with %lld "
                        "replicas\n",
-                       redis_.c_str(),
-                       static_cast<long long>(syncer_.replicasSeen()));
+                       redis_.c_str(), static_cast<long long>(syncer_.replicasSeen()));
         } else {
           std::fprintf(stderr,
                        "holdback-gateway: replica sync: redis %s failed (%s): falling back to "

@@ -83,7 +83,8 @@ if wait_metric "$A1" holdback_gateway_replica_sync_replicas 2 5 &&
   wait_metric "$A2" holdback_gateway_replica_sync_replicas 2 5; then
   ok "fleet A's two replicas see each other through the password-protected Redis"
 else
-  fail "fleet A's replicas see $(metric "$A1" holdback_gateway_replica_sync_replicas) and $(metric "$A2" holdback_gateway_replica_sync_replicas) replicas, not 2"
+  fail "fleet A's replicas see $(metric "$A1" holdback_gateway_replica_sync_replicas) and" \
+    "$(metric "$A2" holdback_gateway_replica_sync_replicas) replicas, not 2"
 fi
 if wait_metric "$B1" holdback_gateway_replica_sync_replicas 1 3 &&
   [ "$(metric "$B1" holdback_gateway_replica_sync_fallback)" = 0 ]; then
@@ -110,7 +111,8 @@ if wait_positive "$A2" holdback_gateway_replica_feed_received_total 3 &&
   [ "$(metric "$B1" holdback_gateway_replica_feed_received_total)" = 0 ]; then
   ok "fleet A's feed reaches A's other replica and not fleet B"
 else
-  fail "feed received: A2 $(metric "$A2" holdback_gateway_replica_feed_received_total), B1 $(metric "$B1" holdback_gateway_replica_feed_received_total)"
+  fail "feed received: A2 $(metric "$A2" holdback_gateway_replica_feed_received_total)," \
+    "B1 $(metric "$B1" holdback_gateway_replica_feed_received_total)"
 fi
 
 # --- values injected into fleet A's keys ------------------------------------------------------
@@ -129,8 +131,8 @@ rcli HSET e2e-a:replica:evil-1-1 "$MS" "-5 99999999999999999999" @restore "0 0 0
 rcli HSET e2e-a:replica:alien-2-2 "$MS" "1 100" @restore "1 1 1 1" @fingerprint 0123456789abcdef \
   >/dev/null
 rcli SET e2e-a:replica:string-3-3 "not a hash" >/dev/null
-rcli ZADD e2e-a:replicas 99999999999999 evil-1-1 99999999999999 alien-2-2 99999999999999 string-3-3 \
-  >/dev/null
+FAR=99999999999999
+rcli ZADD e2e-a:replicas "$FAR" evil-1-1 "$FAR" alien-2-2 "$FAR" string-3-3 >/dev/null
 rcli PUBLISH e2e-a:feed "$(printf 'evil-1-1 %s\nD -5 %s\nA 5 2147483648' "$FP" "$MS")" >/dev/null
 rejected() { metric "$1" "holdback_gateway_replica_sync_rejected_total{reason=\"$2\"}"; }
 for reason in time negative wrong_type fingerprint out_of_range; do
@@ -144,14 +146,16 @@ if wait_metric "$A1" holdback_gateway_replica_sync_foreign_replicas 1 3 &&
   [ "$(grep -c 'ignoring replica alien-2-2' "$WORK/gateway-a1.err")" = 1 ]; then
   ok "the replica of another fingerprint is ignored, shown and logged once"
 else
-  fail "foreign replicas $(metric "$A1" holdback_gateway_replica_sync_foreign_replicas); log: $(grep -c 'ignoring replica alien' "$WORK/gateway-a1.err")"
+  fail "foreign replicas $(metric "$A1" holdback_gateway_replica_sync_foreign_replicas);" \
+    "log lines: $(grep -c 'ignoring replica alien' "$WORK/gateway-a1.err")"
 fi
 sleep 0.3  # several rounds with the injected values
 if [ "$(metric "$A1" holdback_gateway_replica_sync_replicas)" = 2 ] &&
   [ "$(metric "$A1" holdback_gateway_replica_sync_fallback)" = 0 ]; then
   ok "fleet A still counts 2 replicas and its rounds succeed"
 else
-  fail "fleet A counts $(metric "$A1" holdback_gateway_replica_sync_replicas) replicas, fallback $(metric "$A1" holdback_gateway_replica_sync_fallback)"
+  fail "fleet A counts $(metric "$A1" holdback_gateway_replica_sync_replicas) replicas," \
+    "fallback $(metric "$A1" holdback_gateway_replica_sync_fallback)"
 fi
 lines=$(grep -c 'ignored a value read from Redis (time)' "$WORK/gateway-a1.err")
 if [ "$lines" = 1 ]; then
@@ -169,10 +173,11 @@ fi
 
 # --- the password is printed nowhere ----------------------------------------------------------
 "$GATEWAY" --help >"$WORK/help.out" 2>&1
-"$GATEWAY" --endpoint "$MS" --replica-sync "redis://:$PASSWORD@127.0.0.1:0" >"$WORK/bad-url.out" 2>&1
+"$GATEWAY" --endpoint "$MS" --replica-sync "redis://:$PASSWORD@127.0.0.1:0" \
+  >"$WORK/bad-url.out" 2>&1
 if grep -l -- "$PASSWORD" "$WORK"/gateway-*.err "$WORK"/gateway-*.out "$WORK/help.out" \
   "$WORK/bad-url.out" >/dev/null; then
-  fail "the password is printed in $(grep -l -- "$PASSWORD" "$WORK"/*.err "$WORK"/*.out | tr '\n' ' ')"
+  fail "the password is printed in" "$(grep -l -- "$PASSWORD" "$WORK"/*.err "$WORK"/*.out)"
 else
   ok "the password is in no output (logs, --help, a bad URL's error)"
 fi

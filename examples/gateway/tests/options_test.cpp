@@ -133,7 +133,8 @@ TEST(GatewayOptionsTest, ASlotSettingOfZeroIsIgnoredWithAWarningAndBadOnesAreErr
 // --replica-sync redis://[[USER]:PASSWORD@]HOST:PORT[/DB]: AUTH with or without an ACL user,
 // a database, %-encoded characters; the password never shows in what is printed.
 TEST(GatewayOptionsTest, RedisUrlsCarryAuthAndADatabase) {
-  const Parsed plain = parse({"--endpoint", "http://h:1", "--replica-sync", "redis://127.0.0.1:6379"});
+  const Parsed plain =
+      parse({"--endpoint", "http://h:1", "--replica-sync", "redis://127.0.0.1:6379"});
   ASSERT_EQ(plain.rc, 0) << plain.stderrText;
   EXPECT_EQ(plain.options.replicaSync.host, "127.0.0.1");
   EXPECT_EQ(plain.options.replicaSync.port, 6379);
@@ -167,13 +168,29 @@ TEST(GatewayOptionsTest, RedisUrlsCarryAuthAndADatabase) {
 }
 
 TEST(GatewayOptionsTest, BadRedisUrlsAreReportedWithoutThePassword) {
-  const Parsed p = parse({"--endpoint", "http://h:1", "--replica-sync", "redis://:s3cret@h:0",
-                          "--replica-sync", "redis://h", "--replica-sync", "http://h:1",
-                          "--replica-sync", "redis://s3cret@h:1", "--replica-sync",
-                          "redis://:s3cret@h:1/x", "--replica-sync", "redis://:@h:1",
-                          "--replica-sync", "redis://:s3cret%zz@h:1", "--replica-sync",
-                          "redis://:s3cret@h:1/99999999999", "--replica-synk=redis://:s3cret@h:1",
-                          "--replica-sync-prefix", "a b", "--replica-sync-prefix", ""});
+  const Parsed p = parse({"--endpoint",
+                          "http://h:1",
+                          "--replica-sync",
+                          "redis://:s3cret@h:0",
+                          "--replica-sync",
+                          "redis://h",
+                          "--replica-sync",
+                          "http://h:1",
+                          "--replica-sync",
+                          "redis://s3cret@h:1",
+                          "--replica-sync",
+                          "redis://:s3cret@h:1/x",
+                          "--replica-sync",
+                          "redis://:@h:1",
+                          "--replica-sync",
+                          "redis://:s3cret%zz@h:1",
+                          "--replica-sync",
+                          "redis://:s3cret@h:1/99999999999",
+                          "--replica-synk=redis://:s3cret@h:1",
+                          "--replica-sync-prefix",
+                          "a b",
+                          "--replica-sync-prefix",
+                          ""});
   EXPECT_EQ(p.rc, 1);
   for (const char* expected :
        {"--replica-sync: \"redis://:***@h:0\" is not redis://[[USER]:PASSWORD@]HOST:PORT[/DB]: "

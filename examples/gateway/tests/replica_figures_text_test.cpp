@@ -116,9 +116,9 @@ TEST(ReplicaFiguresText, TimesFarFromNowAreRejected) {
   // Within the window: taken.
   ReplicaRestoreFigures read;
   RejectReason why{};
-  EXPECT_TRUE(parseRestoreFigures("1 1 1 1 1 1 " + std::to_string(kNow - 3600.0) + " 1 10 " +
-                                      std::to_string(kNow + 30.0),
-                                  1.7e9, kNow, read, why))
+  EXPECT_TRUE(parseRestoreFigures(
+      "1 1 1 1 1 1 " + std::to_string(kNow - 3600.0) + " 1 10 " + std::to_string(kNow + 30.0),
+      1.7e9, kNow, read, why))
       << toString(why);
 }
 

@@ -59,7 +59,8 @@ TEST(ReplicaInput, SumsSaturateInsteadOfOverflowing) {
   EXPECT_EQ(saturatingAdd(kMax, 0, kMax), kMax);
   // The most replicas a round reads, each at the bound: the sum stays at the cap.
   std::int64_t sum = 0;
-  for (std::size_t i = 0; i < L::kMaxReplicas; ++i) sum = saturatingAdd(sum, L::kMaxPending, L::kMaxPending);
+  for (std::size_t i = 0; i < L::kMaxReplicas; ++i)
+    sum = saturatingAdd(sum, L::kMaxPending, L::kMaxPending);
   EXPECT_EQ(sum, L::kMaxPending);
 }
 
@@ -131,7 +132,8 @@ TEST(ReplicaInput, FingerprintAndDefaultPrefixFollowTheConfigAndTheServers) {
   EXPECT_NE(configFingerprint("config A", {"http://s1:1", "http://s3:3"}), a);
   EXPECT_NE(configFingerprint("config A", {"http://s1:1"}), a);
   // Text moved between the config and a server name is not the same input.
-  EXPECT_NE(configFingerprint("config Ahttp://s1:1", {}), configFingerprint("config A", {"http://s1:1"}));
+  EXPECT_NE(configFingerprint("config Ahttp://s1:1", {}),
+            configFingerprint("config A", {"http://s1:1"}));
   EXPECT_EQ(defaultKeyPrefix(a), "holdback:" + a.substr(0, 8) + ":");
   std::string error;
   EXPECT_TRUE(validKeyPrefix("fleet-a:", error));
@@ -209,9 +211,9 @@ TEST(ReplicaInput, TheLogCountsEveryValueAndSaysSoOncePerReasonPerInterval) {
 TEST(ReplicaInput, EveryReasonHasItsLabel) {
   std::vector<std::string> names;
   for (std::size_t r = 0; r < kRejectReasons; ++r) names.emplace_back(toString(RejectReason(r)));
-  EXPECT_EQ(names, (std::vector<std::string>{"malformed", "not_finite", "negative", "out_of_range",
-                                              "time", "too_long", "too_many", "wrong_type",
-                                              "fingerprint"}));
+  EXPECT_EQ(names,
+            (std::vector<std::string>{"malformed", "not_finite", "negative", "out_of_range", "time",
+                                      "too_long", "too_many", "wrong_type", "fingerprint"}));
 }
 
 }  // namespace
