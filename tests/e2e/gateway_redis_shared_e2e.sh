@@ -133,7 +133,14 @@ rcli HSET e2e-a:replica:alien-2-2 "$MS" "1 100" @restore "1 1 1 1" @fingerprint 
 rcli SET e2e-a:replica:string-3-3 "not a hash" >/dev/null
 FAR=99999999999999
 rcli ZADD e2e-a:replicas "$FAR" evil-1-1 "$FAR" alien-2-2 "$FAR" string-3-3 >/dev/null
-rcli PUBLISH e2e-a:feed "$(printf 'evil-1-1 %s\nD -5 %s\nA 5 2147483648' "$FP" "$MS")" >/dev/null
+# Feed events out of range, published until fleet A's first replica has heard them (a message
+# published while its subscriber reconnects is not delivered).
+for _ in $(seq 30); do
+  rcli PUBLISH e2e-a:feed "$(printf 'evil-1-1 %s\nD -5 %s\nA 5 2147483648' "$FP" "$MS")" >/dev/null
+  v=$(metric "$A1" 'holdback_gateway_replica_sync_rejected_total{reason="out_of_range"}')
+  [ "${v:-0}" != 0 ] && break
+  sleep 0.1
+done
 rejected() { metric "$1" "holdback_gateway_replica_sync_rejected_total{reason=\"$2\"}"; }
 for reason in time negative wrong_type fingerprint out_of_range; do
   if wait_positive "$A1" "holdback_gateway_replica_sync_rejected_total{reason=\"$reason\"}" 3; then
