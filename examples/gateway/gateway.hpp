@@ -43,6 +43,7 @@
 #include "options.hpp"
 #include "overload.hpp"
 #include "pool.hpp"
+#include "replica_input.hpp"
 #include "tenants.hpp"
 
 namespace holdback::gateway {
@@ -95,6 +96,10 @@ struct GatewayCounters {
   std::atomic<std::uint64_t> replicaFeedSent{0};
   std::atomic<std::uint64_t> replicaFeedReceived{0};
   std::atomic<std::uint64_t> replicaFeedDropped{0};
+  // Values read back from Redis that were ignored, by reason (replica_input.hpp), and the
+  // replicas the last sync round ignored for publishing another config fingerprint.
+  RejectCounters replicaSyncRejected{};
+  std::atomic<std::int64_t> replicaSyncForeign{0};
 
   void count(int status) noexcept {
     if (status >= 0 && status < int(responses.size())) {

@@ -26,6 +26,7 @@
 #include <latch>
 #include <memory>
 #include <optional>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -34,6 +35,7 @@
 #include "http_server.hpp"
 #include "net.hpp"
 #include "options.hpp"
+#include "replica_input.hpp"
 #include "replica_sync_redis.hpp"
 #include "scraper.hpp"
 #include "tenants.hpp"
@@ -91,9 +93,13 @@ int run(int argc, char** argv) {
     std::fprintf(stderr, "holdback-gateway: %s\n", e.c_str());
   if (!dialect_errors.empty()) return 2;
 
+  // The config's text is read once: loaded, and hashed into the replicas' config fingerprint.
+  const std::optional<std::string> config_text =
+      options.configFile.empty() ? std::optional<std::string>(std::string(kDefaultConfigText))
+                                 : config::readTextFile(options.configFile);
   const config::BundleResult loaded =
-      options.configFile.empty() ? config::loadEndpointPickerConfigText(kDefaultConfigText)
-                                 : config::loadEndpointPickerConfigFile(options.configFile);
+      config_text ? config::loadEndpointPickerConfigText(*config_text)
+                  : config::loadEndpointPickerConfigFile(options.configFile);  // says why
   const char* config_name =
       options.configFile.empty() ? "built-in config" : options.configFile.c_str();
   if (!loaded) {
@@ -202,15 +208,20 @@ int run(int argc, char** argv) {
   std::unique_ptr<ReplicaSyncThread> replica_sync;
   if (options.replicaSync.port != 0 && !mapping_failed) {
 #ifdef HOLDBACK_GATEWAY_HIREDIS
+    // Replicas share only with those of the same config and model servers: the fingerprint,
+    // published with their figures, and by default the key prefix (replica_input.hpp).
+    RedisStore store{
+        options.replicaSync, options.replicaSyncPrefix,
+        configFingerprint(config_text ? *config_text : std::string(), options.endpointUrls)};
+    if (store.prefix.empty()) store.prefix = defaultKeyPrefix(store.fingerprint);
     if (options.replicaFeed) {
-      replica_feed = ReplicaFeed::start(options.replicaSync, options.endpointUrls, gateway->pool(),
+      replica_feed = ReplicaFeed::start(store, options.endpointUrls, gateway->pool(),
                                         gateway->controller(), gateway->counters());
       gateway->pool().setFeed(replica_feed.get());
     }
-    replica_sync = ReplicaSyncThread::start(options.replicaSync, options.endpointUrls,
-                                            gateway->pool(), gateway->controller(),
-                                            gateway->counters(), options.replicaSyncIntervalMs,
-                                            options.replicaSyncTtlMs, replica_feed.get());
+    replica_sync = ReplicaSyncThread::start(
+        store, options.endpointUrls, gateway->pool(), gateway->controller(), gateway->counters(),
+        options.replicaSyncIntervalMs, options.replicaSyncTtlMs, replica_feed.get());
 #endif
   }
 

@@ -132,6 +132,20 @@ std::string renderMetrics(Gateway& gw) {
     family(g.name, g.type, g.help);
     sample(g.name, {}, g.value);
   }
+  family("holdback_gateway_replica_sync_rejected_total", "counter",
+         "Values read back from Redis (replica sync and feed) that were ignored, by reason: "
+         "malformed, not_finite, negative, out_of_range, time, too_long, too_many, wrong_type, "
+         "fingerprint (a replica of another config under the same key prefix).");
+  for (std::size_t r = 0; r < kRejectReasons; ++r) {
+    sample("holdback_gateway_replica_sync_rejected_total",
+           {{"reason", std::string(toString(RejectReason(r)))}},
+           double(gc.replicaSyncRejected[r].load(std::memory_order_relaxed)));
+  }
+  family("holdback_gateway_replica_sync_foreign_replicas", "gauge",
+         "Replicas under the same key prefix that the last replica sync round ignored: they "
+         "publish another config fingerprint.");
+  sample("holdback_gateway_replica_sync_foreign_replicas", {},
+         double(gc.replicaSyncForeign.load(std::memory_order_relaxed)));
   family("holdback_gateway_evictions_total", "counter",
          "Revocations (in-flight eviction) the gateway received: actuated (upstream request "
          "aborted; the client, unless gone, answered 429 evicted) or too_late (the request had "

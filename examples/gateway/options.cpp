@@ -1,11 +1,14 @@
 #include "options.hpp"
 
+#include <algorithm>
 #include <charconv>
 #include <cstdint>
 #include <cstdio>
 #include <limits>
 #include <optional>
 #include <string_view>
+
+#include "replica_input.hpp"
 
 namespace holdback::gateway {
 namespace {
@@ -25,7 +28,9 @@ constexpr const char* kUsage =
     "         [--upstream-connect-ms N (2000)] [--upstream-max-idle N (64)]\n"
     "         [--upstream-idle-ms N (1500)] [--max-scrape-bytes N (1048576)]\n"
     "         [--drain-timeout-s N (30)] [--no-scrape-lag-credit (deprecated, no-op)]\n"
-    "         [--upstream-max-connections N (4096)] [--replica-sync redis://HOST:PORT]\n"
+    "         [--upstream-max-connections N (4096)]\n"
+    "         [--replica-sync redis://[[USER]:PASSWORD@]HOST:PORT[/DB]]\n"
+    "         [--replica-sync-prefix NAME (holdback:<hash of the config and endpoints>:)]\n"
     "         [--replica-sync-interval-ms N (20)] [--replica-sync-ttl-ms N (1000)]\n"
     "         [--replica-feed on|off (on)]\n"
     "         [--dialect auto|custom|vllm|vllm-v0|sglang|llamacpp|tgi|trtllm (auto)]\n"
@@ -78,7 +83,99 @@ std::optional<std::int64_t> slotCount(const std::string& where, std::string_view
   return n;
 }
 
+// %XX decoded; nullopt for a '%' not followed by two hex digits.
+std::optional<std::string> percentDecoded(std::string_view text) {
+  std::string out;
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    if (text[i] != '%') {
+      out += text[i];
+      continue;
+    }
+    unsigned v = 0;
+    if (i + 2 >= text.size()) return std::nullopt;
+    const auto [end, ec] = std::from_chars(text.data() + i + 1, text.data() + i + 3, v, 16);
+    if (ec != std::errc() || end != text.data() + i + 3) return std::nullopt;
+    out += static_cast<char>(v);
+    i += 2;
+  }
+  return out;
+}
+
 }  // namespace
+
+std::string RedisUrl::describe() const {
+  std::string out = host + ":" + std::to_string(port);
+  if (db != 0) out += "/" + std::to_string(db);
+  if (!password.empty()) out += user.empty() ? " (AUTH)" : " (AUTH as " + user + ")";
+  return out;
+}
+
+std::string redactRedisUrl(std::string_view text) {
+  constexpr std::string_view kScheme = "redis://";
+  if (text.substr(0, kScheme.size()) != kScheme) return std::string(text);
+  const std::size_t at = text.rfind('@');
+  if (at == std::string_view::npos) return std::string(text);
+  const std::string_view info = text.substr(kScheme.size(), at - kScheme.size());
+  const std::size_t colon = info.find(':');
+  const std::string_view user =
+      colon == std::string_view::npos ? std::string_view{} : info.substr(0, colon);
+  return std::string(kScheme) + std::string(user) + ":***" + std::string(text.substr(at));
+}
+
+std::optional<RedisUrl> parseRedisUrl(std::string_view text, std::string& error) {
+  constexpr std::string_view kScheme = "redis://";
+  if (text.substr(0, kScheme.size()) != kScheme) {
+    error = "does not start with redis://";
+    return std::nullopt;
+  }
+  std::string_view rest = text.substr(kScheme.size());
+  RedisUrl url;
+  // USER:PASSWORD@ (the last '@': a password may hold one %-encoded or not).
+  if (const std::size_t at = rest.rfind('@'); at != std::string_view::npos) {
+    const std::string_view info = rest.substr(0, at);
+    rest.remove_prefix(at + 1);
+    const std::size_t colon = info.find(':');
+    if (colon == std::string_view::npos) {
+      error = "the part before '@' is not :PASSWORD or USER:PASSWORD";
+      return std::nullopt;
+    }
+    const auto user = percentDecoded(info.substr(0, colon));
+    const auto password = percentDecoded(info.substr(colon + 1));
+    if (!user || !password) {
+      error = "a '%' in the user or password is not followed by two hex digits";
+      return std::nullopt;
+    }
+    if (password->empty()) {
+      error = "the password after ':' is empty";
+      return std::nullopt;
+    }
+    url.user = *user;
+    url.password = *password;
+  }
+  // HOST:PORT[/DB]
+  if (const std::size_t slash = rest.find('/'); slash != std::string_view::npos) {
+    const std::string_view db = rest.substr(slash + 1);
+    rest = rest.substr(0, slash);
+    if (!db.empty()) {
+      std::int64_t n = 0;
+      RejectReason why{};
+      if (!parseBoundedInt(db, 0, std::numeric_limits<int>::max(), n, why)) {
+        error = "the database \"" + std::string(db) + "\" is not an integer in [0, " +
+                std::to_string(std::numeric_limits<int>::max()) + "]";
+        return std::nullopt;
+      }
+      url.db = static_cast<int>(n);
+    }
+  }
+  const auto hp = parseHostPort(rest);
+  if (!hp || hp->port == 0 || hp->host.empty()) {
+    error = "\"" + std::string(rest) + "\" is not HOST:PORT with a port in [1, 65535]";
+    return std::nullopt;
+  }
+  url.host = hp->host;
+  url.port = hp->port;
+  return url;
+}
 
 int parseArgs(int argc, char** argv, Options& o) {
   // Every bad flag is reported, then 1: one run shows all that is wrong with a command line.
@@ -249,12 +346,25 @@ int parseArgs(int argc, char** argv, Options& o) {
     } else if (arg == "--replica-sync") {
       const auto v = next();
       if (!v) continue;
-      const auto hp = v->rfind("redis://", 0) == 0 ? parseHostPort(v->substr(8)) : std::nullopt;
-      if (hp) {
-        o.replicaSync = *hp;
+      std::string error;
+      if (const auto url = parseRedisUrl(*v, error)) {
+        o.replicaSync = *url;
       } else {
-        std::fprintf(stderr, "holdback-gateway: --replica-sync: \"%s\" is not redis://HOST:PORT\n",
-                     v->c_str());
+        std::fprintf(stderr,
+                     "holdback-gateway: --replica-sync: \"%s\" is not "
+                     "redis://[[USER]:PASSWORD@]HOST:PORT[/DB]: %s\n",
+                     redactRedisUrl(*v).c_str(), error.c_str());
+        failed = true;
+      }
+    } else if (arg == "--replica-sync-prefix") {
+      const auto v = next();
+      if (!v) continue;
+      std::string error;
+      if (validKeyPrefix(*v, error)) {
+        o.replicaSyncPrefix = *v;
+      } else {
+        std::fprintf(stderr, "holdback-gateway: --replica-sync-prefix: \"%s\" is not %s\n",
+                     printable(*v).c_str(), error.c_str());
         failed = true;
       }
     } else if (arg == "--replica-feed") {
@@ -299,7 +409,12 @@ int parseArgs(int argc, char** argv, Options& o) {
                    "dispatchLedger.correction in the detector's config to turn the correction "
                    "off)\n");
     } else {
-      std::fprintf(stderr, "holdback-gateway: unknown argument \"%s\"\n", argv[i]);
+      // A redis:// URL's password is not echoed, even in a misspelt flag.
+      std::string shown = argv[i];
+      if (const std::size_t url = shown.find("redis://"); url != std::string::npos) {
+        shown = shown.substr(0, url) + redactRedisUrl(std::string_view(shown).substr(url));
+      }
+      std::fprintf(stderr, "holdback-gateway: unknown argument \"%s\"\n", shown.c_str());
       failed = show_usage = true;
     }
   }

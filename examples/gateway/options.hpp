@@ -8,12 +8,30 @@
 #include <cstddef>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
 #include "gateway_http.hpp"
 
 namespace holdback::gateway {
+
+// --replica-sync redis://[[USER]:PASSWORD@]HOST:PORT[/DB] (replica_sync_redis.hpp).
+struct RedisUrl {
+  std::string host;
+  int port = 0;          // 0: replica sync off
+  std::string user;      // with the password: AUTH USER PASSWORD (Redis 6 ACL users)
+  std::string password;  // empty: no AUTH; else AUTH [USER] PASSWORD on every connection
+  int db = 0;            // not 0: SELECT DB on every connection
+  // "HOST:PORT", and "/DB" when not 0, and " (AUTH as USER)" or " (AUTH)": what logs show.
+  // Never the password.
+  [[nodiscard]] std::string describe() const;
+};
+// `text` as a RedisUrl (USER and PASSWORD may be %-encoded, as %40 for '@'); nullopt with
+// `error` saying what is wrong (never the password) otherwise.
+[[nodiscard]] std::optional<RedisUrl> parseRedisUrl(std::string_view text, std::string& error);
+// `text` with the password of a redis:// URL replaced by "***", for messages about it.
+[[nodiscard]] std::string redactRedisUrl(std::string_view text);
 
 struct Options {
   std::vector<std::string> endpointUrls;  // "http://HOST:PORT", no trailing "/"
@@ -55,8 +73,11 @@ struct Options {
 
   // Open connections per model server per I/O thread (upstream.hpp); beyond it: 503.
   int upstreamMaxConnections = 4096;
-  // Replica sync (replica_sync_redis.hpp): --replica-sync redis://HOST:PORT; port 0: off.
-  HostPort replicaSync{"", 0};
+  // Replica sync (replica_sync_redis.hpp): --replica-sync redis://...; port 0: off.
+  RedisUrl replicaSync;
+  // --replica-sync-prefix: what every Redis key and channel of the replicas starts with; empty:
+  // "holdback:" and a hash of the config and the model servers (replica_input.hpp).
+  std::string replicaSyncPrefix;
   // How often this replica publishes its pending work and reads the others'.
   int replicaSyncIntervalMs = 20;
   // With --replica-sync: the replica feed over the same Redis (replica_feed.hpp).

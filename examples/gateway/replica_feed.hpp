@@ -9,11 +9,18 @@
 // fixed size: no allocation, no I/O; a full ring drops the event and counts it).
 //
 // On Redis (replica_feed_redis.cpp), two threads per replica:
-//   publisher:  PUBLISH holdback:feed "<id>\n<event>\n..." with every event queued since its last
-//               message (at least one message every 100 ms: a heartbeat);
-//   subscriber: SUBSCRIBE holdback:feed; applies the events of every other replica (endpoints by
+//   publisher:  PUBLISH <prefix>feed "<id> <fingerprint>\n<event>\n..." with every event queued
+//               since its last message (at least one message every 100 ms: a heartbeat; a batch
+//               over 1 MiB goes in several messages);
+//   subscriber: SUBSCRIBE <prefix>feed; applies the events of every other replica (endpoints by
 //               URL, so replicas may list them in any order): DispatchLedger::recordPeerDispatch /
 //               recordPeerCompletion, FlowController::recordPeerArrival.
+//   The channel is <prefix>feed:<db> on a database other than 0 (channels are not per database).
+//   A message from a replica of another config fingerprint is ignored (logged once per replica),
+//   and every message is checked as the sync's values are (replica_input.hpp): a malformed or
+//   out-of-range event is ignored and counted in holdback_gateway_replica_sync_rejected_total,
+//   a message over 4 MiB fails the read, and at most ReplicaInputLimits::kMaxReplicas other
+//   replicas and kMaxFeedEvents events per message are taken.
 //   Events: "D <tokens> <url>" a dispatch, "C <tokens> <url>" a completion, "A <kvTokens>
 //   <priority>" an arrival.
 // The feed is live while the subscriber is subscribed and hears a message (its own heartbeat
@@ -44,8 +51,16 @@
 #include "gateway.hpp"
 #include "gateway_http.hpp"
 #include "holdback/core/types.hpp"
+#include "options.hpp"
 
 namespace holdback::gateway {
+
+// Where the replicas meet in Redis, and what they must agree on.
+struct RedisStore {
+  RedisUrl url;             // --replica-sync
+  std::string prefix;       // every key and channel starts with it (--replica-sync-prefix)
+  std::string fingerprint;  // configFingerprint(): replicas that publish another are ignored
+};
 
 class ReplicaFeedSink {
  public:
@@ -62,7 +77,7 @@ class ReplicaFeed : public ReplicaFeedSink {
  public:
   // Starts the feed over Redis for `pool`'s endpoints (named by `endpointUrls`, in pool order)
   // and `controller`'s demand. Built only with hiredis.
-  static std::unique_ptr<ReplicaFeed> start(const HostPort& redis,
+  static std::unique_ptr<ReplicaFeed> start(const RedisStore& redis,
                                             std::vector<std::string> endpointUrls, Pool& pool,
                                             FlowController& controller, GatewayCounters& counters);
   // Whether the feed delivers the other replicas' events now.

@@ -17,13 +17,13 @@
 #include <utility>
 #include <vector>
 
-#include "redis_reply.hpp"
+#include "redis_connection.hpp"
 #include "replica_feed.hpp"
+#include "replica_input.hpp"
 
 namespace holdback::gateway {
 namespace {
 
-constexpr const char* kChannel = "holdback:feed";
 constexpr auto kHeartbeat = std::chrono::milliseconds(100);
 constexpr int kSilenceMs = 500;  // no message for this long: the feed is down
 constexpr auto kRetry = std::chrono::milliseconds(200);
@@ -39,32 +39,25 @@ struct Event {
 };
 
 using Reply = RedisReply;
-struct ContextDeleter {
-  void operator()(redisContext* c) const { redisFree(c); }
-};
-using Context = std::unique_ptr<redisContext, ContextDeleter>;
+using Context = std::unique_ptr<RedisConnection>;
+using L = ReplicaInputLimits;
 
-// A connection with `timeoutMs` on connect and on every command; nullptr and `error` set on
-// failure.
-Context connectTo(const HostPort& where, int timeoutMs, std::string& error) {
-  const timeval tv{timeoutMs / 1000, (timeoutMs % 1000) * 1000};
-  Context c(redisConnectWithTimeout(where.host.c_str(), where.port, tv));
-  if (!c) {
-    error = "connect: out of memory";
-    return nullptr;
-  }
-  if (c->err != 0 || redisSetTimeout(c.get(), tv) != REDIS_OK) {
-    error = std::string("connect: ") + c->errstr;
-    return nullptr;
-  }
-  return c;
+// A connection with `timeoutMs` on connect and on every command (AUTH and SELECT done); nullptr
+// and `error` set on failure.
+Context connectTo(const RedisUrl& where, int timeoutMs, std::string& error) {
+  return RedisConnection::open(where, timeoutMs, 16, error);  // pub/sub replies: 3 elements
 }
 
 class RedisReplicaFeed final : public ReplicaFeed {
  public:
-  RedisReplicaFeed(HostPort redis, std::vector<std::string> urls, Pool& pool,
+  RedisReplicaFeed(const RedisStore& redis, std::vector<std::string> urls, Pool& pool,
                    FlowController& controller, GatewayCounters& counters)
-      : redis_(std::move(redis)),
+      : redis_(redis.url),
+        where_(redis.url.describe()),
+        channel_(redis.prefix + "feed" +
+                 (redis.url.db != 0 ? ":" + std::to_string(redis.url.db) : std::string())),
+        fingerprint_(redis.fingerprint),
+        log_("replica feed", counters.replicaSyncRejected),
         urls_(std::move(urls)),
         pool_(pool),
         controller_(controller),
@@ -120,19 +113,26 @@ class RedisReplicaFeed final : public ReplicaFeed {
     if (was_empty) wake_.notify_one();
   }
 
-  // "<id>\n" then one line per event (the heartbeat: no line).
-  std::string message(std::size_t n) const {
+  // An event's tokens as the others take them: in [0, kMaxPending].
+  static long long tokensOf(const Event& e) {
+    return std::clamp<long long>(e.tokens, 0, L::kMaxPending);
+  }
+  // "<id> <fingerprint>\n" then one line per event of batch_[from, n) (the heartbeat: no line),
+  // up to kFeedMessageSplitBytes; `from` is moved past the events taken.
+  std::string message(std::size_t& from, std::size_t n) const {
     std::string m = self_;
+    m += ' ';
+    m += fingerprint_;
     m += '\n';
     char line[64];
-    for (std::size_t i = 0; i < n; ++i) {
+    for (; from < n && m.size() < L::kFeedMessageSplitBytes; ++from) {
+      const std::size_t i = from;
       const Event& e = batch_[i];
       if (e.kind == 'A') {
-        std::snprintf(line, sizeof line, "A %lld %d\n", static_cast<long long>(e.tokens),
-                      static_cast<int>(e.priority));
+        std::snprintf(line, sizeof line, "A %lld %d\n", tokensOf(e), static_cast<int>(e.priority));
         m += line;
       } else if (e.index < urls_.size()) {
-        std::snprintf(line, sizeof line, "%c %lld ", e.kind, static_cast<long long>(e.tokens));
+        std::snprintf(line, sizeof line, "%c %lld ", e.kind, tokensOf(e));
         m += line;
         m += urls_[e.index];
         m += '\n';
@@ -154,15 +154,17 @@ class RedisReplicaFeed final : public ReplicaFeed {
       lock.unlock();
       bool sent = false;
       try {
-        const std::string m = message(n);
         std::string error;
         if (!ctx) ctx = connectTo(redis_, kSilenceMs, error);
-        if (ctx) {
-          Reply r(static_cast<redisReply*>(
-              redisCommand(ctx.get(), "PUBLISH %s %b", kChannel, m.data(), m.size())));
+        std::size_t from = 0;
+        do {  // one message at least (the heartbeat), more for a batch over the split size
+          const std::string m = message(from, n);
+          sent = false;
+          if (!ctx) break;
+          const Reply r = ctx->command({"PUBLISH", channel_, m});
           sent = r && r->type == REDIS_REPLY_INTEGER;
           if (!sent) ctx.reset();
-        }
+        } while (sent && from < n);
       } catch (...) {  // allocation failure: the batch is lost, as on a failed publish
         ctx.reset();
       }
@@ -178,13 +180,12 @@ class RedisReplicaFeed final : public ReplicaFeed {
     pool_.ledger().setPeerFeed(live);
     counters_.replicaFeedLive.store(live ? 1 : 0, std::memory_order_relaxed);
     if (live) {
-      std::fprintf(stderr, "holdback-gateway: replica feed: redis %s:%d: live\n",
-                   redis_.host.c_str(), redis_.port);
+      std::fprintf(stderr, "holdback-gateway: replica feed: redis %s: live\n", where_.c_str());
     } else {
       std::fprintf(stderr,
-                   "holdback-gateway: replica feed: redis %s:%d down (%s): counting the synced "
+                   "holdback-gateway: replica feed: redis %s down (%s): counting the synced "
                    "sums or the 1/R share until it is back\n",
-                   redis_.host.c_str(), redis_.port, why.c_str());
+                   where_.c_str(), why.c_str());
     }
   }
 
@@ -219,49 +220,77 @@ class RedisReplicaFeed final : public ReplicaFeed {
     }
   }
 
-  // One message's events from another replica, applied.
+  // One message's events from another replica, applied; what does not pass the checks
+  // (replica_input.hpp) is ignored, counted and logged.
   void apply(const char* data, std::size_t len) {
-    const std::string text(data, len);
-    const std::size_t eol = text.find('\n');
+    const std::string_view text(data, len);
     const auto now = std::chrono::steady_clock::now();
     if (now - last_sweep_ > kSourceExpiry / 4) {
       forgetSilent(now);
       last_sweep_ = now;
     }
-    if (eol == std::string::npos || text.compare(0, eol, self_) == 0) return;
-    Source& source = sources_[text.substr(0, eol)];
-    if (source.requests.empty()) {
-      source.requests.assign(pool_.size(), 0);
-      source.tokens.assign(pool_.size(), 0);
+    const std::size_t eol = text.find('\n');
+    const std::string_view header = text.substr(0, eol);
+    std::string_view id;
+    std::string_view fingerprint;
+    if (RejectReason why{}; !parseFeedHeader(header, id, fingerprint, why)) {
+      if (why == RejectReason::kFingerprint) {
+        log_.foreign(header, "", fingerprint_);
+      } else {
+        log_.reject(why, "a message's first line", header);
+      }
+      return;
     }
+    if (id == self_) return;
+    if (fingerprint != fingerprint_) {
+      log_.foreign(id, fingerprint, fingerprint_);
+      return;
+    }
+    auto it = sources_.find(std::string(id));
+    if (it == sources_.end()) {
+      if (sources_.size() >= L::kMaxReplicas) {
+        log_.reject(RejectReason::kTooMany, "the replicas heard on the feed", id);
+        return;
+      }
+      it = sources_.emplace(std::string(id), Source{}).first;
+      it->second.requests.assign(pool_.size(), 0);
+      it->second.tokens.assign(pool_.size(), 0);
+    }
+    Source& source = it->second;
     source.seen = now;
-    std::size_t at = eol + 1;
+    std::size_t at = eol == std::string_view::npos ? text.size() : eol + 1;
+    std::size_t events = 0;
     while (at < text.size()) {
       std::size_t end = text.find('\n', at);
-      if (end == std::string::npos) end = text.size();
-      const std::string line = text.substr(at, end - at);
+      if (end == std::string_view::npos) end = text.size();
+      const std::string_view line = text.substr(at, end - at);
       at = end + 1;
-      char kind = 0;
-      long long tokens = 0;
-      int used = 0;
-      if (std::sscanf(line.c_str(), "%c %lld %n", &kind, &tokens, &used) < 2 || used <= 0) continue;
-      const std::string rest = line.substr(static_cast<std::size_t>(used));
-      if (kind == 'A') {
-        controller_.recordPeerArrival(static_cast<Priority>(std::atoi(rest.c_str())), tokens);
-      } else if (const auto it = by_url_.find(rest); it != by_url_.end()) {
-        const std::size_t i = it->second;
-        const EndpointId id = pool_.ledgerId(i);
-        if (kind == 'D') {
-          (void)pool_.ledger().recordPeerDispatch(id, tokens);
-          source.requests[i] += 1;
-          source.tokens[i] += std::max(0LL, tokens);
-        } else if (kind == 'C' && source.requests[i] > 0) {
+      if (++events > L::kMaxFeedEvents) {
+        log_.reject(RejectReason::kTooMany, "a message of replica " + printable(id),
+                    "more than " + std::to_string(L::kMaxFeedEvents) + " events");
+        break;
+      }
+      FeedEvent e;
+      if (RejectReason why{}; !parseFeedEvent(line, e, why)) {
+        log_.reject(why, "an event of replica " + printable(id), line);
+        continue;
+      }
+      if (e.kind == 'A') {
+        controller_.recordPeerArrival(e.priority, e.tokens);
+      } else if (const auto u = by_url_.find(std::string(e.url)); u != by_url_.end()) {
+        const std::size_t i = u->second;
+        const EndpointId ledgerId = pool_.ledgerId(i);
+        if (e.kind == 'D') {
+          (void)pool_.ledger().recordPeerDispatch(ledgerId, e.tokens);
+          source.requests[i] = saturatingAdd(source.requests[i], 1, L::kMaxPending);
+          source.tokens[i] = saturatingAdd(source.tokens[i], e.tokens, L::kMaxPending);
+        } else if (source.requests[i] > 0) {
           // Only the completion of a dispatch this replica was told of: one whose dispatch it
           // missed (sent before it subscribed, or while the feed was down) or has already
           // completed itself (forget) would otherwise lower the pool's in-flight count for good.
-          (void)pool_.ledger().recordPeerCompletion(id, tokens);
+          (void)pool_.ledger().recordPeerCompletion(ledgerId, e.tokens);
           source.requests[i] -= 1;
-          source.tokens[i] = std::max<std::int64_t>(0, source.tokens[i] - std::max(0LL, tokens));
+          source.tokens[i] = std::max<std::int64_t>(0, source.tokens[i] - e.tokens);
         }
       }
       counters_.replicaFeedReceived.fetch_add(1, std::memory_order_relaxed);
@@ -273,16 +302,19 @@ class RedisReplicaFeed final : public ReplicaFeed {
     while (!stopping()) {
       Context ctx = connectTo(redis_, kSilenceMs, error);
       if (ctx) {
-        Reply r(static_cast<redisReply*>(redisCommand(ctx.get(), "SUBSCRIBE %s", kChannel)));
+        const Reply r = ctx->command({"SUBSCRIBE", channel_});
         if (r && r->type == REDIS_REPLY_ARRAY) {
           setLive(true, "");
           for (;;) {
-            void* raw = nullptr;
-            if (redisGetReply(ctx.get(), &raw) != REDIS_OK) {
-              error = ctx->errstr[0] != '\0' ? ctx->errstr : "no message";
+            const Reply m = ctx->next();
+            if (!m) {
+              if (ctx->exceeded()) {
+                log_.reject(RejectReason::kTooLong, "a message on " + printable(channel_),
+                            ctx->error());
+              }
+              error = ctx->error();
               break;
             }
-            const Reply m(static_cast<redisReply*>(raw));
             if (stopping()) break;
             if (m->type == REDIS_REPLY_ARRAY && m->elements == 3 &&
                 m->element[2]->type == REDIS_REPLY_STRING) {
@@ -293,7 +325,7 @@ class RedisReplicaFeed final : public ReplicaFeed {
             }
           }
         } else {
-          error = ctx->errstr[0] != '\0' ? ctx->errstr : "SUBSCRIBE refused";
+          error = "SUBSCRIBE: " + (r ? replyError(r.get()) : ctx->error());
         }
       }
       if (stopping()) break;
@@ -308,7 +340,11 @@ class RedisReplicaFeed final : public ReplicaFeed {
     return stop_;
   }
 
-  HostPort redis_;
+  RedisUrl redis_;
+  std::string where_;  // RedisUrl::describe(): no password
+  std::string channel_;
+  std::string fingerprint_;
+  ReplicaInputLog log_;  // the subscriber's alone
   std::vector<std::string> urls_;
   Pool& pool_;
   FlowController& controller_;
@@ -331,7 +367,7 @@ class RedisReplicaFeed final : public ReplicaFeed {
 
 }  // namespace
 
-std::unique_ptr<ReplicaFeed> ReplicaFeed::start(const HostPort& redis,
+std::unique_ptr<ReplicaFeed> ReplicaFeed::start(const RedisStore& redis,
                                                 std::vector<std::string> endpointUrls, Pool& pool,
                                                 FlowController& controller,
                                                 GatewayCounters& counters) {

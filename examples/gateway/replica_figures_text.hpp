@@ -16,22 +16,27 @@
 #include <string_view>
 
 #include "holdback/core/replica_share.hpp"
+#include "replica_input.hpp"
 
 namespace holdback::gateway {
 
 // The wall clock less the controller's clock (holdback::Clock), in seconds, now.
 [[nodiscard]] double wallMinusSteadySeconds();
 
-// `f` as text, its dispatch times moved to the wall clock by `wallMinusSteady`.
+// `f` as text, its dispatch times moved to the wall clock by `wallMinusSteady`. A figure that is
+// not finite or is outside [0, ReplicaInputLimits::kMaxFigure] (victim lists: [0, 1]) is written
+// as the nearest bound (0 for NaN), so that the other replicas take it.
 [[nodiscard]] std::string formatRestoreFigures(const ReplicaRestoreFigures& f,
                                                double wallMinusSteady);
 
-// Reads what formatRestoreFigures wrote (or the four figures alone, as replicas without victim
-// lists publish) into `out`, the dispatch times moved back by `wallMinusSteady`. False when the
-// four figures are malformed (`out` is then unspecified). Survives any text: a figure that is not
-// finite and > 0 reads as 0, a list cut short keeps the times read, a count above
-// ReplicaRestoreFigures::kVictims reads that many at most; the heads (read only after a complete
-// list) keep the highest kHeads priorities.
-bool parseRestoreFigures(std::string_view text, double wallMinusSteady, ReplicaRestoreFigures& out);
+// Reads what formatRestoreFigures wrote (or the four figures alone) into `out`, the times moved
+// back by `wallMinusSteady`. Strict: the text is rejected whole (false, `why` set, `out`
+// unspecified) unless it is exactly that form, at most kMaxFiguresBytes, with every figure a
+// finite number in [0, kMaxFigure] (victim lists in [0, 1]), at most kVictims victims and kHeads
+// heads, head priorities 32-bit integers, and every time within [nowWall - kMaxTimeBehind,
+// nowWall + kMaxTimeAhead] (`nowWall`: the wall clock now, in seconds). A peer's figures that
+// pass are then summed by ReplicaRestoreFigures::operator+=.
+bool parseRestoreFigures(std::string_view text, double wallMinusSteady, double nowWall,
+                         ReplicaRestoreFigures& out, RejectReason& why);
 
 }  // namespace holdback::gateway

@@ -3,15 +3,20 @@
 // libhiredis-dev), driven by a background thread. Replicas that name the same model servers
 // (the same --endpoint URLs) share their pending dispatches per server through one Redis.
 //
-// Every --replica-sync-interval-ms, one round on the sync thread (two pipelined round trips):
-//   HSET holdback:replica:<id> <endpoint url> "<requests> <tokens>" ...   this replica's pending
+// Every key and channel starts with the key prefix (--replica-sync-prefix; by default "holdback:"
+// and a hash of the config and the model servers, so that fleets configured apart never share),
+// written <P> below. Every --replica-sync-interval-ms, one round on the sync thread (two pipelined
+// round trips):
+//   HSET <P>replica:<id> <endpoint url> "<requests> <tokens>" ...   this replica's pending
 //        @restore "<arrivals/s> <completions/s> <revocations pending> <leases> <victim lists>
 //                  <count> <dispatch time>... <heads> <priority> <enqueue time>..."
 //                  (replica_figures_text.hpp)
-//   PEXPIRE holdback:replica:<id> <--replica-sync-ttl-ms>                 dies with the replica
-//   ZADD holdback:replicas <now ms> <id>; ZREMRANGEBYSCORE ... older than the TTL; ZRANGE
-//   HMGET holdback:replica:<other> <endpoint url> ...                     per other replica
-// The other replicas' figures are summed per endpoint and installed in the ledger
+//        @fingerprint <config fingerprint>                           (replica_input.hpp)
+//   PEXPIRE <P>replica:<id> <--replica-sync-ttl-ms>                  dies with the replica
+//   ZADD <P>replicas <now ms> <id>; ZREMRANGEBYSCORE ... older than the TTL; ZRANGE (at most
+//   ReplicaInputLimits::kMaxReplicas + 1)
+//   HMGET <P>replica:<other> <endpoint url> ... @restore @fingerprint  per other replica
+// The other replicas' figures are summed per endpoint (saturating) and installed in the ledger
 // (DispatchLedger::setPeerPending); their restoration figures (@restore: the protected bands'
 // arrival rate, every band's completion rate, revocations outstanding or cooling, leases) are
 // summed and installed in the controller (FlowController::setReplicaShare), with this replica's
@@ -19,6 +24,15 @@
 // ReplicaShare::pooledArrivals while `feed` is live: replica_feed.hpp). A replica
 // that dies stops refreshing its hash, which expires: its share leaves the others' sums within the
 // TTL plus one interval. <id> is HOST-PID-RANDOM.
+//
+// Nothing read back is trusted (replica_input.hpp): a replica whose @fingerprint differs from
+// this one's (or is missing) is ignored, logged once and shown in
+// holdback_gateway_replica_sync_foreign_replicas; every other value is parsed strictly and
+// bounded, and one that does not pass is ignored, counted in
+// holdback_gateway_replica_sync_rejected_total{reason} and logged at most every 30 s per reason.
+// A replica counts as live only with the right fingerprint and at least one value taken. An error
+// or a reply of another type for one replica ignores that replica; a reply over the size limits
+// fails the round.
 //
 // Redis down or slow: connects and commands time out after max(interval, 50 ms); the round
 // fails, the ledger falls back to the 1/R share (R: the most replicas last seen, at least the
@@ -45,7 +59,7 @@ class ReplicaSyncThread {
   // Starts the sync thread for `pool`'s endpoints (named by `endpointUrls`, in pool order) and
   // `controller`'s reserve restoration. Built only with hiredis (main.cpp refuses
   // --replica-sync without it).
-  static std::unique_ptr<ReplicaSyncThread> start(const HostPort& redis,
+  static std::unique_ptr<ReplicaSyncThread> start(const RedisStore& redis,
                                                   std::vector<std::string> endpointUrls, Pool& pool,
                                                   FlowController& controller,
                                                   GatewayCounters& counters, int intervalMs,

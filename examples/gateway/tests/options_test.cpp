@@ -151,5 +151,96 @@ TEST(GatewayOptionsTest, ApiKeysAndAdminListener) {
       << bad.stderrText;
 }
 
+// --replica-sync redis://[[USER]:PASSWORD@]HOST:PORT[/DB]: AUTH with or without an ACL user,
+// a database, %-encoded characters; the password never shows in what is printed.
+TEST(GatewayOptionsTest, RedisUrlsCarryAuthAndADatabase) {
+  const Parsed plain =
+      parse({"--endpoint", "http://h:1", "--replica-sync", "redis://127.0.0.1:6379"});
+  ASSERT_EQ(plain.rc, 0) << plain.stderrText;
+  EXPECT_EQ(plain.options.replicaSync.host, "127.0.0.1");
+  EXPECT_EQ(plain.options.replicaSync.port, 6379);
+  EXPECT_EQ(plain.options.replicaSync.password, "");
+  EXPECT_EQ(plain.options.replicaSync.db, 0);
+  EXPECT_EQ(plain.options.replicaSync.describe(), "127.0.0.1:6379");
+  EXPECT_EQ(plain.options.replicaSyncPrefix, "");  // derived from the config at start
+
+  const Parsed pass = parse({"--endpoint", "http://h:1", "--replica-sync=redis://:s3cret@r:6380/2",
+                             "--replica-sync-prefix", "fleet-a:"});
+  ASSERT_EQ(pass.rc, 0) << pass.stderrText;
+  EXPECT_EQ(pass.options.replicaSync.host, "r");
+  EXPECT_EQ(pass.options.replicaSync.port, 6380);
+  EXPECT_EQ(pass.options.replicaSync.user, "");
+  EXPECT_EQ(pass.options.replicaSync.password, "s3cret");
+  EXPECT_EQ(pass.options.replicaSync.db, 2);
+  EXPECT_EQ(pass.options.replicaSync.describe(), "r:6380/2 (AUTH)");
+  EXPECT_EQ(pass.options.replicaSyncPrefix, "fleet-a:");
+
+  std::string error;
+  const auto acl = parseRedisUrl("redis://alice:p%40ss%3Aw@r:1/", error);
+  ASSERT_TRUE(acl.has_value()) << error;
+  EXPECT_EQ(acl->user, "alice");
+  EXPECT_EQ(acl->password, "p@ss:w");
+  EXPECT_EQ(acl->db, 0);
+  EXPECT_EQ(acl->describe(), "r:1 (AUTH as alice)");
+  const auto at = parseRedisUrl("redis://:p@ss@r:1", error);  // the last '@' ends the password
+  ASSERT_TRUE(at.has_value()) << error;
+  EXPECT_EQ(at->password, "p@ss");
+  EXPECT_EQ(at->host, "r");
+}
+
+TEST(GatewayOptionsTest, BadRedisUrlsAreReportedWithoutThePassword) {
+  const Parsed p = parse({"--endpoint",
+                          "http://h:1",
+                          "--replica-sync",
+                          "redis://:s3cret@h:0",
+                          "--replica-sync",
+                          "redis://h",
+                          "--replica-sync",
+                          "http://h:1",
+                          "--replica-sync",
+                          "redis://s3cret@h:1",
+                          "--replica-sync",
+                          "redis://:s3cret@h:1/x",
+                          "--replica-sync",
+                          "redis://:@h:1",
+                          "--replica-sync",
+                          "redis://:s3cret%zz@h:1",
+                          "--replica-sync",
+                          "redis://:s3cret@h:1/99999999999",
+                          "--replica-synk=redis://:s3cret@h:1",
+                          "--replica-sync-prefix",
+                          "a b",
+                          "--replica-sync-prefix",
+                          ""});
+  EXPECT_EQ(p.rc, 1);
+  for (const char* expected :
+       {"--replica-sync: \"redis://:***@h:0\" is not redis://[[USER]:PASSWORD@]HOST:PORT[/DB]: "
+        "\"h:0\" is not HOST:PORT with a port in [1, 65535]",
+        "--replica-sync: \"redis://h\" is not",
+        "--replica-sync: \"http://h:1\" is not redis://[[USER]:PASSWORD@]HOST:PORT[/DB]: does not "
+        "start with redis://",
+        "the part before '@' is not :PASSWORD or USER:PASSWORD",
+        "the database \"x\" is not an integer in [0, 2147483647]",
+        "the password after ':' is empty",
+        "a '%' in the user or password is not followed by two hex digits",
+        "the database \"99999999999\" is not an integer",
+        "unknown argument \"--replica-synk=redis://:***@h:1\"",
+        "--replica-sync-prefix: \"a b\" is not printable ASCII without spaces",
+        "--replica-sync-prefix: \"\" is not 1 to 128 characters"}) {
+    EXPECT_NE(p.stderrText.find(expected), std::string::npos) << expected << "\n" << p.stderrText;
+  }
+  EXPECT_EQ(p.stderrText.find("s3cret"), std::string::npos) << p.stderrText;
+}
+
+TEST(GatewayOptionsTest, HelpShowsTheRedisUrlFormsAndThePrefix) {
+  testing::internal::CaptureStdout();
+  const Parsed help = parse({"--help"});
+  const std::string out = testing::internal::GetCapturedStdout();
+  EXPECT_EQ(help.rc, 2);
+  EXPECT_NE(out.find("--replica-sync redis://[[USER]:PASSWORD@]HOST:PORT[/DB]"), std::string::npos)
+      << out;
+  EXPECT_NE(out.find("--replica-sync-prefix NAME"), std::string::npos) << out;
+}
+
 }  // namespace
 }  // namespace holdback::gateway

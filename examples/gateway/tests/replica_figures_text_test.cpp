@@ -1,6 +1,6 @@
 // The replica sync's text form of the restoration figures (replica_figures_text.hpp): what one
-// replica writes another reads back, on another host's clock, and any text a peer or an
-// operator leaves in Redis reads without harm.
+// replica writes another reads back, on another host's clock, and any other text a peer or an
+// operator leaves in Redis is rejected with its reason.
 #include "replica_figures_text.hpp"
 
 #include <gtest/gtest.h>
@@ -11,6 +11,16 @@
 
 namespace holdback::gateway {
 namespace {
+
+// The wall clock "now" of the tests below: the figures' times are checked against it.
+constexpr double kNow = 1.7e9 + 1000.0;
+
+RejectReason rejected(std::string_view text, double now = kNow) {
+  ReplicaRestoreFigures read;
+  RejectReason why{};
+  EXPECT_FALSE(parseRestoreFigures(text, 1.7e9, now, read, why)) << "taken: " << text;
+  return why;
+}
 
 TEST(ReplicaFiguresText, RoundTripsAcrossHostsClocks) {
   ReplicaRestoreFigures mine{2.5, 40.0, 3.0, 64.0};
@@ -23,7 +33,9 @@ TEST(ReplicaFiguresText, RoundTripsAcrossHostsClocks) {
   // steady clock is 1.7e9 + 50 s behind: the same wall instants, 50 s later on the reader's clock.
   const std::string text = formatRestoreFigures(mine, 1.7e9);
   ReplicaRestoreFigures read;
-  ASSERT_TRUE(parseRestoreFigures(text, 1.7e9 + 50.0, read)) << text;
+  RejectReason why{};
+  ASSERT_TRUE(parseRestoreFigures(text, 1.7e9 + 50.0, kNow, read, why))
+      << text << ": " << toString(why);
   EXPECT_EQ(read.protectedArrivalRate, 2.5);
   EXPECT_EQ(read.completionRate, 40.0);
   EXPECT_EQ(read.pendingRevocations, 3.0);
@@ -42,48 +54,99 @@ TEST(ReplicaFiguresText, RoundTripsAcrossHostsClocks) {
 
 TEST(ReplicaFiguresText, TheFourFiguresAloneReadAsNoVictimList) {
   ReplicaRestoreFigures read;
-  ASSERT_TRUE(parseRestoreFigures("1 2 3 4", 0.0, read));
+  RejectReason why{};
+  ASSERT_TRUE(parseRestoreFigures("1 2 3 4", 0.0, kNow, read, why));
   EXPECT_EQ(read.leases, 4.0);
   EXPECT_EQ(read.victimLists, 0.0);
   EXPECT_EQ(read.victimCount, 0u);
+  ASSERT_TRUE(parseRestoreFigures("1 2 3 4 0 0 0", 0.0, kNow, read, why));  // nothing listed
+  EXPECT_EQ(read.headsUsed(), 0u);
 }
 
-TEST(ReplicaFiguresText, HostileTextReadsWithoutHarm) {
-  ReplicaRestoreFigures read;
-  EXPECT_FALSE(parseRestoreFigures("", 0.0, read));
-  EXPECT_FALSE(parseRestoreFigures("1 2 three 4", 0.0, read));
-  // NaN, infinities and negatives read as 0; a count beyond the times present keeps those read;
-  // a count beyond the list's size reads kVictims at most.
-  ASSERT_TRUE(parseRestoreFigures("nan inf -5 1e400 1 3 10.5", 0.0, read));
-  EXPECT_EQ(read.protectedArrivalRate, 0.0);
-  EXPECT_EQ(read.completionRate, 0.0);
-  EXPECT_EQ(read.pendingRevocations, 0.0);
-  EXPECT_EQ(read.leases, 0.0);
-  ASSERT_EQ(read.victimCount, 1u);
-  EXPECT_EQ(read.victimDispatchTimes[0], 10.5);
-  std::string many = "1 1 1 1 1 4294967295";
-  for (int i = 0; i < 40; ++i) many += " " + std::to_string(i);
-  ASSERT_TRUE(parseRestoreFigures(many, 0.0, read));
-  EXPECT_EQ(read.victimCount, ReplicaRestoreFigures::kVictims);
-  EXPECT_EQ(read.victimDispatchTimes[0], 15.0);  // the first kVictims read, youngest first
-  ASSERT_TRUE(parseRestoreFigures("1 1 1 1 1 2 nan", 0.0, read));
-  ASSERT_EQ(read.victimCount, 1u);
-  EXPECT_TRUE(std::isfinite(read.victimDispatchTimes[0]));  // a NaN time counts as the oldest
-  // Queue heads: a NaN or infinite enqueue time is dropped (no replica yields to it), a count
-  // beyond the pairs present keeps those read, and of more than kHeads priorities the highest
-  // kHeads are kept.
-  ASSERT_TRUE(parseRestoreFigures("1 1 1 1 1 1 5.0 9 -1 nan 7 inf 50 12.5", 0.0, read));
-  EXPECT_EQ(read.headsUsed(), 1u);
-  ASSERT_TRUE(read.headOf(50).has_value());
-  EXPECT_EQ(*read.headOf(50), 12.5);
-  EXPECT_FALSE(read.headOf(-1).has_value());
+// Whatever a peer (or anyone who can write to Redis) leaves in the field is rejected whole unless
+// it is what a replica writes: nothing of it reaches the figures the replicas sum.
+TEST(ReplicaFiguresText, HostileTextIsRejectedWhole) {
+  EXPECT_EQ(rejected(""), RejectReason::kMalformed);
+  EXPECT_EQ(rejected("1 2 three 4"), RejectReason::kMalformed);
+  EXPECT_EQ(rejected("1 2 3"), RejectReason::kMalformed);
+  EXPECT_EQ(rejected(" 1 2 3 4"), RejectReason::kMalformed);
+  EXPECT_EQ(rejected("1  2 3 4"), RejectReason::kMalformed);
+  EXPECT_EQ(rejected("1 2 3 4 "), RejectReason::kMalformed);
+  EXPECT_EQ(rejected("1 2 3 4\n"), RejectReason::kMalformed);
+  EXPECT_EQ(rejected("0x10 2 3 4"), RejectReason::kMalformed);
+  EXPECT_EQ(rejected("+1 2 3 4"), RejectReason::kMalformed);
+  // Not finite, negative, beyond any replica's figures.
+  EXPECT_EQ(rejected("nan 1 1 1"), RejectReason::kNotFinite);
+  EXPECT_EQ(rejected("1 inf 1 1"), RejectReason::kNotFinite);
+  EXPECT_EQ(rejected("1 1 -5 1"), RejectReason::kNegative);
+  EXPECT_EQ(rejected("1 1 1 1e400"), RejectReason::kOutOfRange);
+  EXPECT_EQ(rejected("1 1 1 2e9"), RejectReason::kOutOfRange);
+  EXPECT_EQ(rejected("1 1 1 1 2 0 0"), RejectReason::kOutOfRange);  // victim lists: 0 or 1
+  // A list cut short, a count beyond kVictims, extra tokens.
+  EXPECT_EQ(rejected("1 1 1 1 1 3 1700000999.5"), RejectReason::kMalformed);
+  EXPECT_EQ(rejected("1 1 1 1 1 4294967295 1700000999.5"), RejectReason::kTooMany);
+  EXPECT_EQ(rejected("1 1 1 1 1 99999999999999999999999"), RejectReason::kOutOfRange);
+  EXPECT_EQ(rejected("1 1 1 1 1 -1"), RejectReason::kNegative);
+  EXPECT_EQ(rejected("1 1 1 1 1 1 1700000999.5 0 7"), RejectReason::kMalformed);
+  std::string many = "1 1 1 1 1 40";
+  for (int i = 0; i < 40; ++i) many += " 1700000999.5";
+  EXPECT_EQ(rejected(many), RejectReason::kTooMany);
+  // Queue heads: more than kHeads, a priority beyond 32 bits, a NaN time, pairs cut short.
   std::string heads = "1 1 1 1 1 0 12";
-  for (int prio = 0; prio < 12; ++prio) heads += " " + std::to_string(prio) + " 3.5";
-  ASSERT_TRUE(parseRestoreFigures(heads, 0.0, read));
-  EXPECT_EQ(read.headsUsed(), ReplicaRestoreFigures::kHeads);
-  EXPECT_FALSE(read.headOf(0).has_value());  // 12 priorities: 0-3 displaced by 4-11
-  ASSERT_TRUE(read.headOf(11).has_value());
-  EXPECT_EQ(*read.headOf(11), 3.5);
+  for (int prio = 0; prio < 12; ++prio) heads += " " + std::to_string(prio) + " 1700000999.5";
+  EXPECT_EQ(rejected(heads), RejectReason::kTooMany);
+  EXPECT_EQ(rejected("1 1 1 1 1 0 1 4294967296 1700000999.5"), RejectReason::kOutOfRange);
+  EXPECT_EQ(rejected("1 1 1 1 1 0 1 10 nan"), RejectReason::kNotFinite);
+  EXPECT_EQ(rejected("1 1 1 1 1 0 2 10 1700000999.5"), RejectReason::kMalformed);
+  // Longer than any replica writes.
+  EXPECT_EQ(rejected("1 1 1 1" + std::string(3000, '0')), RejectReason::kTooLong);
+}
+
+// A queue head enqueued in 1970 (or a day ago, or next year) is no replica's: taken, it would
+// make every replica leave its dispatches of that band to a replica that does not exist.
+TEST(ReplicaFiguresText, TimesFarFromNowAreRejected) {
+  EXPECT_EQ(rejected("1 1 1 1 0 0 1 10 0"), RejectReason::kTime);
+  EXPECT_EQ(rejected("1 1 1 1 0 0 1 10 -1e300"), RejectReason::kTime);
+  EXPECT_EQ(rejected("1 1 1 1 1 1 1e300"), RejectReason::kTime);
+  const double dayAgo = kNow - ReplicaInputLimits::kMaxTimeBehind - 1.0;
+  const double ahead = kNow + ReplicaInputLimits::kMaxTimeAhead + 1.0;
+  EXPECT_EQ(rejected("1 1 1 1 0 0 1 10 " + std::to_string(dayAgo)), RejectReason::kTime);
+  EXPECT_EQ(rejected("1 1 1 1 0 0 1 10 " + std::to_string(ahead)), RejectReason::kTime);
+  EXPECT_EQ(rejected("1 1 1 1 1 1 " + std::to_string(ahead)), RejectReason::kTime);
+  // Within the window: taken.
+  ReplicaRestoreFigures read;
+  RejectReason why{};
+  EXPECT_TRUE(parseRestoreFigures(
+      "1 1 1 1 1 1 " + std::to_string(kNow - 3600.0) + " 1 10 " + std::to_string(kNow + 30.0),
+      1.7e9, kNow, read, why))
+      << toString(why);
+}
+
+// What this replica publishes is always what the others take, even from figures a bug or an
+// overflow left out of range.
+TEST(ReplicaFiguresText, OwnOddFiguresAreWrittenWithinTheBounds) {
+  ReplicaRestoreFigures odd{std::numeric_limits<double>::quiet_NaN(), 1e300, -4.0,
+                            std::numeric_limits<double>::infinity()};
+  odd.victimLists = 7.0;
+  const std::string text = formatRestoreFigures(odd, 1.7e9);
+  ReplicaRestoreFigures read;
+  RejectReason why{};
+  ASSERT_TRUE(parseRestoreFigures(text, 1.7e9, kNow, read, why)) << text << ": " << toString(why);
+  EXPECT_EQ(read.protectedArrivalRate, 0.0);
+  EXPECT_EQ(read.completionRate, ReplicaInputLimits::kMaxFigure);
+  EXPECT_EQ(read.pendingRevocations, 0.0);
+  EXPECT_EQ(read.leases, ReplicaInputLimits::kMaxFigure);
+  EXPECT_EQ(read.victimLists, 1.0);
+}
+
+// Summed over the most replicas a store reads, figures at their bounds stay finite.
+TEST(ReplicaFiguresText, SumsOfBoundedFiguresStayFinite) {
+  ReplicaRestoreFigures top{ReplicaInputLimits::kMaxFigure, ReplicaInputLimits::kMaxFigure,
+                            ReplicaInputLimits::kMaxFigure, ReplicaInputLimits::kMaxFigure};
+  ReplicaRestoreFigures sum;
+  for (std::size_t i = 0; i < ReplicaInputLimits::kMaxReplicas; ++i) sum += top;
+  EXPECT_TRUE(std::isfinite(sum.leases));
+  EXPECT_EQ(sum.leases, ReplicaInputLimits::kMaxFigure * ReplicaInputLimits::kMaxReplicas);
 }
 
 }  // namespace
