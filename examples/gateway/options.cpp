@@ -422,6 +422,15 @@ int parseArgs(int argc, char** argv, Options& o) {
     std::fprintf(stderr, "holdback-gateway: at least one --endpoint is required\n");
     failed = show_usage = true;
   }
+  // A chunked body reserves --max-body-bytes of the budget before it is read (overload.hpp): a
+  // smaller budget would refuse every one.
+  if (o.maxBufferedBytes > 0 && o.maxBufferedBytes < o.maxBodyBytes) {
+    std::fprintf(stderr,
+                 "holdback-gateway: --max-buffered-bytes: %zu is below --max-body-bytes (%zu); it "
+                 "must hold at least one body\n",
+                 o.maxBufferedBytes, o.maxBodyBytes);
+    failed = true;
+  }
   if (show_usage) std::fputs(kUsage, stderr);
   return failed ? 1 : 0;
 }

@@ -275,10 +275,10 @@ class GatewayOverloadE2ETest : public ::testing::Test {
     ASSERT_TRUE(server_->startedOk()) << server_->stderrTail();
     gateway_ = std::make_unique<ChildProcess>(
         "gateway",
-        std::vector<std::string>{HOLDBACK_GATEWAY, "--endpoint", server_->url(), "--listen",
-                                 "127.0.0.1:0", "--scrape-interval-ms", "25",
-                                 "--max-buffered-bytes", "1000000", "--max-response-bytes", "400",
-                                 "--max-connections-per-client", "6"},
+        std::vector<std::string>{
+            HOLDBACK_GATEWAY, "--endpoint", server_->url(), "--listen", "127.0.0.1:0",
+            "--scrape-interval-ms", "25", "--max-buffered-bytes", "1000000", "--max-body-bytes",
+            "900000", "--max-response-bytes", "400", "--max-connections-per-client", "6"},
         dir_);
     ASSERT_TRUE(gateway_->startedOk()) << gateway_->stderrTail();
     std::this_thread::sleep_for(200ms);

@@ -43,6 +43,27 @@ TEST(GatewayOptionsTest, ValuesLandInOptions) {
   EXPECT_TRUE(p.stderrText.empty()) << p.stderrText;
 }
 
+TEST(GatewayOptionsTest, OverloadLimitsLandAndTheBudgetHoldsABody) {
+  const Parsed d = parse({"--endpoint", "http://h:1"});
+  ASSERT_EQ(d.rc, 0) << d.stderrText;
+  EXPECT_EQ(d.options.maxBufferedBytes, 0u);  // the machine's default, chosen at start
+  EXPECT_EQ(d.options.maxResponseBytes, std::size_t{64} << 20);
+  EXPECT_EQ(d.options.maxConnectionsPerClient, 1024);
+  const Parsed p = parse({"--endpoint", "http://h:1", "--max-buffered-bytes", "5000000",
+                          "--max-response-bytes", "1000", "--max-connections-per-client", "3"});
+  ASSERT_EQ(p.rc, 0) << p.stderrText;
+  EXPECT_EQ(p.options.maxBufferedBytes, 5000000u);
+  EXPECT_EQ(p.options.maxResponseBytes, 1000u);
+  EXPECT_EQ(p.options.maxConnectionsPerClient, 3);
+  const Parsed small = parse({"--endpoint", "http://h:1", "--max-buffered-bytes", "1000"});
+  EXPECT_EQ(small.rc, 1);
+  EXPECT_NE(small.stderrText.find("--max-buffered-bytes: 1000 is below --max-body-bytes (4194304)"),
+            std::string::npos)
+      << small.stderrText;
+  const Parsed zero = parse({"--endpoint", "http://h:1", "--max-connections-per-client", "0"});
+  EXPECT_EQ(zero.rc, 1);
+}
+
 TEST(GatewayOptionsTest, EveryBadFlagIsReportedInOneRun) {
   const Parsed p = parse({"--threads", "0", "--endpoint", "ftp://x", "--max-connections=-5",
                           "--bogus", "--listen", "nowhere", "--objective", "chat",
