@@ -7,6 +7,7 @@
 #include <cmath>
 #include <limits>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <random>
 #include <string>
 #include <utility>
@@ -15,6 +16,7 @@
 #include "alloc_counter.hpp"
 #include "flow_controller_fixture.hpp"
 #include "holdback/config/endpoint_picker_config.hpp"
+#include "holdback/core/text.hpp"
 #include "holdback/flow/plugins/program_aware_fairness.hpp"
 #include "holdback/flow/plugins/slo_deadline_ordering.hpp"
 #include "holdback/metrics/prometheus.hpp"
@@ -123,6 +125,21 @@ TEST(ProgramAwareFairnessTest, AttainedServiceCountsOutputTwiceAndDecaysByHalfLi
   const auto flat = programAware({.halfLife = Duration::zero()});
   flat->recordServed("a", 10, 0, t0);
   EXPECT_EQ(flat->attainedService("a", t0 + 24h), 10.0);
+}
+
+// A program id is a client's fairness header: ill-formed UTF-8 in it must not make the state
+// invalid JSON (the gateway's /debug page serves it).
+TEST(ProgramAwareFairnessTest, StateIsValidJsonWhateverTheProgramIds) {
+  const auto p = programAware();
+  const TimePoint t0 = TimePoint{} + 1h;
+  p->recordServed(std::string("\xff\xfe\x80") + "bad\"\\\x01", 10, 0, t0);
+  const std::string state = p->dumpState(t0);
+  EXPECT_TRUE(isValidUtf8(state)) << state;
+  const auto j = nlohmann::json::parse(state, nullptr, false);
+  ASSERT_FALSE(j.is_discarded()) << state;
+  EXPECT_EQ(j["programs"][0]["id"],
+            "\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd"
+            "bad\"\\\x01");
 }
 
 TEST(ProgramAwareFairnessTest, LongRunsRebaseWithoutOverflow) {

@@ -21,7 +21,14 @@ namespace detail {
 // Above this exponent the epoch moves forward (2^512 is far from double overflow).
 inline constexpr double kProgramRebaseExponent = 512.0;
 
+// A JSON string; ill-formed UTF-8 (a host's program id from a client header) becomes U+FFFD, so
+// the state is always valid JSON.
 HOLDBACK_INLINE void appendJsonString(std::string& out, std::string_view text) {
+  std::string valid;
+  if (!isValidUtf8(text)) {
+    valid = toValidUtf8(text);
+    text = valid;
+  }
   out += '"';
   for (const char c : text) {
     const auto u = static_cast<unsigned char>(c);
