@@ -1,0 +1,71 @@
+// libFuzzer target over the gateway's parsers of outside input, none of which needs a network:
+// the request body scan, the fairness-id check and UTF-8 repair, the JSON nesting guard, a
+// stream's usage scanner (upstream bytes), the replica sync's @restore text, feed events and
+// headers and pending counts (Redis values), the API key file and the Authorization header.
+// The first byte picks the parser, the rest is its input. Built and run by
+// scripts/dev/fuzz-gateway-inputs.sh (clang 14, ASan + UBSan), not by CI.
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "gateway_http.hpp"
+#include "holdback/core/text.hpp"
+#include "replica_figures_text.hpp"
+#include "replica_input.hpp"
+#include "tenants.hpp"
+
+using namespace holdback;           // NOLINT(google-build-using-namespace)
+using namespace holdback::gateway;  // NOLINT(google-build-using-namespace)
+
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+  if (size == 0) return 0;
+  const std::string_view in(reinterpret_cast<const char*>(data) + 1, size - 1);
+  RejectReason why{};
+  switch (data[0] % 8) {
+    case 0: {
+      const CompletionBody b = scanCompletionBody(in);
+      if (b.tooDeep && b.object) __builtin_trap();  // a refused body is never an object
+      break;
+    }
+    case 1: {
+      (void)checkFairnessId(in);
+      if (!isValidUtf8(toValidUtf8(in))) __builtin_trap();
+      (void)jsonNestingExceeds(in, kMaxJsonNesting);
+      break;
+    }
+    case 2: {
+      ReplicaRestoreFigures f;
+      (void)parseRestoreFigures(in, 1.0, 1.7e9, f, why);
+      break;
+    }
+    case 3: {
+      FeedEvent e;
+      (void)parseFeedEvent(in, e, why);
+      std::string_view id, fingerprint;
+      (void)parseFeedHeader(in, id, fingerprint, why);
+      break;
+    }
+    case 4: {
+      InFlightLoad load;
+      (void)parsePending(in, load, why);
+      break;
+    }
+    case 5: {
+      const auto table = TenantTable::parse(in, ObjectiveTable::builtin());
+      if (table.ok()) (void)table.value().find(in);
+      break;
+    }
+    case 6:
+      (void)bearerToken(in);
+      (void)printable(in);
+      break;
+    default: {
+      StreamUsageScanner scanner;
+      scanner.feed(in);
+      (void)scanner.known();
+      break;
+    }
+  }
+  return 0;
+}
