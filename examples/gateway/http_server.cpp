@@ -116,14 +116,16 @@ asio::awaitable<void> session(HttpServer::Shard& shard, tcp::socket socket, List
       if (!client->pending && !client->complete) startLookahead(client, stream.socket(), counters);
       bool timed_out = false;
       if (client->pending) {
-        client->wake.expires_after(std::chrono::seconds(o.idleTimeoutS));
-        while (client->pending) {  // the read's completion cancels the wait
+        waitIdle(client, std::chrono::seconds(o.idleTimeoutS));
+        while (client->pending) {  // the read's completion, or the idle watchdog, cancels the wait
           auto [wec] = co_await client->wake.async_wait(kUse);
-          if (!wec && client->pending) {  // the timer ran out first
+          (void)wec;
+          if (client->idleExpired && client->pending) {  // the timeout ran out first
             timed_out = true;
             break;
           }
         }
+        idleDone(*client);
       }
       if (timed_out) {
         counters.clientTimeouts.fetch_add(1, std::memory_order_relaxed);
@@ -220,6 +222,7 @@ asio::awaitable<void> session(HttpServer::Shard& shard, tcp::socket socket, List
     counters.exchangesInProgress.fetch_sub(1, std::memory_order_relaxed);
     if (!keep) break;
   }
+  client->idleTimer.cancel();  // the idle watchdog's wait holds the Lookahead
   if (refused) {
     co_await lingeringClose(stream, 1s);
     co_return;
