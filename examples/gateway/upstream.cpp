@@ -489,18 +489,11 @@ asio::awaitable<ProxyResult> proxy(UpstreamPool& pool, const Options& options,
       client.expires_never();
       co_return cec ? ProxyResult::kClientGone : ProxyResult::kDone;
     }
-    if (what.usage != nullptr && !jsonNestingExceeds(collected, kMaxJsonNesting)) {
-      const auto body = nlohmann::json::parse(collected, nullptr, false);
-      if (body.is_object() && body.contains("usage") && body["usage"].is_object()) {
-        const auto& usage = body["usage"];
-        const auto count = [&](const char* key) -> std::uint64_t {
-          return usage.contains(key) && usage[key].is_number_unsigned()
-                     ? usage[key].get<std::uint64_t>()
-                     : 0;
-        };
+    if (what.usage != nullptr) {
+      if (const auto usage = scanResponseUsage(collected)) {
         what.usage->known = true;
-        what.usage->promptTokens = count("prompt_tokens");
-        what.usage->completionTokens = count("completion_tokens");
+        what.usage->promptTokens = usage->promptTokens;
+        what.usage->completionTokens = usage->completionTokens;
       }
     }
     std::string out;
