@@ -58,6 +58,31 @@ void endWatch(Lookahead& la, tcp::socket& socket) {
   }
 }
 
+namespace {
+void armIdleWatch(const std::shared_ptr<Lookahead>& la) {
+  la->idleArmed = true;
+  la->idleTimer.expires_at(la->idleSince + la->idleTimeout);
+  la->idleTimer.async_wait([la](const beast::error_code& ec) {
+    la->idleArmed = false;
+    if (ec || !la->idleWaiting) return;  // cancelled (the session ended), or not waiting
+    if (std::chrono::steady_clock::now() - la->idleSince >= la->idleTimeout) {
+      la->idleExpired = true;
+      la->wake.cancel();
+      return;
+    }
+    armIdleWatch(la);  // the wait in progress started after the armed one: its own deadline
+  });
+}
+}  // namespace
+
+void waitIdle(const std::shared_ptr<Lookahead>& la, std::chrono::steady_clock::duration timeout) {
+  la->idleSince = std::chrono::steady_clock::now();
+  la->idleTimeout = timeout;
+  la->idleWaiting = true;
+  la->idleExpired = false;
+  if (!la->idleArmed) armIdleWatch(la);
+}
+
 void startLookahead(const std::shared_ptr<Lookahead>& la, tcp::socket& socket,
                     GatewayCounters& counters) {
   la->pending = true;

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <array>
+#include <chrono>
 #include <memory>
 #include <optional>
 #include <utility>
@@ -94,14 +95,27 @@ void clientHungUp(Exchange& ex, GatewayCounters& counters);
 // when the exchange ends (endWatch: with no read in progress, it is the socket's only operation).
 // Shared with the completion handlers, which can run after the session has ended.
 struct Lookahead : std::enable_shared_from_this<Lookahead> {
-  explicit Lookahead(const asio::any_io_executor& ex) : wake(ex) {}
+  explicit Lookahead(const asio::any_io_executor& ex) : wake(ex), idleTimer(ex) {
+    wake.expires_at(asio::steady_timer::time_point::max());  // only cancel() ends a wait
+  }
   std::array<char, 2048> bytes{};
   bool pending = false;   // the read is in progress
   bool complete = false;  // it completed with `ec` and `n`, not yet taken by the session
   beast::error_code ec;
   std::size_t n = 0;
   Exchange* watching = nullptr;  // the exchange a hang-up acts on (set while one is served)
-  asio::steady_timer wake;       // the session's wait for the read (with the idle timeout)
+  asio::steady_timer wake;       // the session's wait for the read (woken by cancel())
+
+  // The idle timeout (--idle-timeout-s) without a timer armed and cancelled around every wait for
+  // a request: waitIdle() marks the start of the wait, and one idle watchdog wait, re-armed only
+  // when it expires, ends a wait that has lasted the whole timeout (`idleExpired`, and `wake`
+  // cancelled). Between waits (`idleWaiting` false) an expiry does nothing.
+  asio::steady_timer idleTimer;
+  std::chrono::steady_clock::time_point idleSince{};
+  std::chrono::steady_clock::duration idleTimeout{};
+  bool idleArmed = false;
+  bool idleWaiting = false;
+  bool idleExpired = false;
 
   [[nodiscard]] bool hungUp() const {
     return complete && ec && ec != asio::error::operation_aborted;
@@ -115,6 +129,14 @@ void watchClient(Lookahead& la, Exchange& ex, tcp::socket& socket, GatewayCounte
 
 // Ends the watch of the exchange being served: the read, if any, goes on as the next request's.
 void endWatch(Lookahead& la, tcp::socket& socket);
+
+// Marks the start of the session's wait for the next request's first bytes, bounded by `timeout`
+// (see Lookahead::idleTimer). The wait ends with idleDone().
+void waitIdle(const std::shared_ptr<Lookahead>& la, std::chrono::steady_clock::duration timeout);
+inline void idleDone(Lookahead& la) {
+  la.idleWaiting = false;
+  la.idleExpired = false;
+}
 
 // Starts the lookahead read (the socket's read of the client's next bytes); its completion
 // wakes `la->wake`.

@@ -124,7 +124,97 @@ class CompletionBodyScan final : public nlohmann::json_sax<nlohmann::json> {
   Top top_ = Top::kOther;
 };
 
+// The SAX events of scanResponseUsage: the last top-level "usage" object's two counts.
+class ResponseUsageScan final : public nlohmann::json_sax<nlohmann::json> {
+ public:
+  bool null() override { return scalar(); }
+  bool boolean(bool /*v*/) override { return scalar(); }
+  bool number_integer(number_integer_t /*v*/) override { return scalar(); }
+  bool number_unsigned(number_unsigned_t v) override {
+    if (depth_ == 2 && in_usage_ && count_ != nullptr) {
+      *count_ = v;
+      count_ = nullptr;
+      return true;
+    }
+    return scalar();
+  }
+  bool number_float(number_float_t /*v*/, const string_t& /*s*/) override { return scalar(); }
+  bool string(string_t& /*v*/) override { return scalar(); }
+  bool binary(binary_t& /*v*/) override { return scalar(); }
+  bool start_object(std::size_t /*n*/) override {
+    if (depth_ == 0) object = true;
+    if (depth_ == 1 && usage_key_) {  // the (last) "usage" object: counts absent from it are 0
+      usage_key_ = false;
+      in_usage_ = true;
+      found = true;
+      usage = {};
+    } else {
+      notACount();
+    }
+    return deeper();
+  }
+  bool key(string_t& k) override {
+    if (depth_ == 1) {
+      usage_key_ = k == "usage";
+    } else if (depth_ == 2 && in_usage_) {
+      count_ = k == "prompt_tokens"       ? &usage.promptTokens
+               : k == "completion_tokens" ? &usage.completionTokens
+                                          : nullptr;
+    }
+    return true;
+  }
+  bool end_object() override { return end(); }
+  bool start_array(std::size_t /*n*/) override {
+    notACount();
+    return deeper();
+  }
+  bool end_array() override { return end(); }
+  bool parse_error(std::size_t /*pos*/, const std::string& /*token*/,
+                   const nlohmann::detail::exception& /*e*/) override {
+    return false;
+  }
+
+  bool object = false;  // the body is a JSON object
+  bool found = false;   // its last "usage" is an object
+  ResponseUsage usage;
+
+ private:
+  bool scalar() {
+    notACount();
+    return true;
+  }
+  // A value that is not an object after "usage" (no usage), or not a non-negative integer after
+  // a count (0).
+  void notACount() {
+    if (depth_ == 1 && usage_key_) {
+      usage_key_ = false;
+      found = false;
+    }
+    if (depth_ == 2 && in_usage_ && count_ != nullptr) {
+      *count_ = 0;
+      count_ = nullptr;
+    }
+  }
+  bool deeper() { return ++depth_ <= kMaxJsonNesting; }  // past the limit the scan stops
+  bool end() {
+    --depth_;
+    if (depth_ == 1) in_usage_ = false;
+    return true;
+  }
+  std::size_t depth_ = 0;
+  bool usage_key_ = false;  // the top-level key just read is "usage"
+  bool in_usage_ = false;   // inside the "usage" object (its keys are at depth 2)
+  std::uint64_t* count_ = nullptr;  // the count the value just after this key sets
+};
+
 }  // namespace
+
+std::optional<ResponseUsage> scanResponseUsage(std::string_view body) {
+  ResponseUsageScan scan;
+  if (!nlohmann::json::sax_parse(body.begin(), body.end(), &scan)) return std::nullopt;
+  if (!scan.object || !scan.found) return std::nullopt;
+  return scan.usage;
+}
 
 CompletionBody scanCompletionBody(std::string_view body) {
   CompletionBodyScan scan;

@@ -178,6 +178,16 @@ struct CompletionBody {
 };
 [[nodiscard]] CompletionBody scanCompletionBody(std::string_view body);
 
+// A non-streamed response's "usage": its "prompt_tokens" and "completion_tokens", read in one pass
+// (no document is built) under the same nesting limit. nullopt when the body is not one JSON
+// object with a "usage" object, or nests deeper than kMaxJsonNesting. A count that is not a
+// non-negative integer is 0; of duplicate keys the last one counts, as in a parsed document.
+struct ResponseUsage {
+  std::uint64_t promptTokens = 0;
+  std::uint64_t completionTokens = 0;
+};
+[[nodiscard]] std::optional<ResponseUsage> scanResponseUsage(std::string_view body);
+
 // A fairness id names a flow in the controller, in /metrics (a label value) and in /debug: at
 // most kMaxFairnessIdBytes of valid UTF-8 without control characters. checkFairnessId() says
 // what is wrong with `id` (the request is then refused with 400), or nullopt when it is fine.

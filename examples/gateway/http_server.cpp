@@ -116,14 +116,16 @@ asio::awaitable<void> session(HttpServer::Shard& shard, tcp::socket socket, List
       if (!client->pending && !client->complete) startLookahead(client, stream.socket(), counters);
       bool timed_out = false;
       if (client->pending) {
-        client->wake.expires_after(std::chrono::seconds(o.idleTimeoutS));
-        while (client->pending) {  // the read's completion cancels the wait
+        waitIdle(client, std::chrono::seconds(o.idleTimeoutS));
+        while (client->pending) {  // the read's completion, or the idle watchdog, cancels the wait
           auto [wec] = co_await client->wake.async_wait(kUse);
-          if (!wec && client->pending) {  // the timer ran out first
+          (void)wec;
+          if (client->idleExpired && client->pending) {  // the timeout ran out first
             timed_out = true;
             break;
           }
         }
+        idleDone(*client);
       }
       if (timed_out) {
         counters.clientTimeouts.fetch_add(1, std::memory_order_relaxed);
@@ -138,8 +140,22 @@ asio::awaitable<void> session(HttpServer::Shard& shard, tcp::socket socket, List
     http::request_parser<http::string_body> parser;
     parser.header_limit(std::uint32_t(o.maxHeaderBytes));
     parser.body_limit(o.maxBodyBytes);
-    stream.expires_after(std::chrono::milliseconds(o.headerTimeoutMs));
-    auto [hec, hn] = co_await http::async_read_header(stream, buffer, parser, kUse);
+    // The usual request's head is whole in the bytes the lookahead read: parsed here, without a
+    // read operation (and its deadline) and without suspending. Otherwise, or for the rest of a
+    // head, the read under --header-timeout-ms.
+    beast::error_code hec;
+    bool deadline_set = false;
+    if (buffer.size() != 0) {
+      const std::size_t used = parser.put(buffer.data(), hec);
+      buffer.consume(used);
+      if (hec == http::error::need_more) hec = {};
+    }
+    if (!hec && !parser.is_header_done()) {
+      stream.expires_after(std::chrono::milliseconds(o.headerTimeoutMs));
+      deadline_set = true;
+      auto [ec, n] = co_await http::async_read_header(stream, buffer, parser, kUse);
+      hec = ec;
+    }
     if (hec) {
       refused = co_await answerFailedRead(stream, hec, counters);
       break;
@@ -191,6 +207,7 @@ asio::awaitable<void> session(HttpServer::Shard& shard, tcp::socket socket, List
       break;
     }
     if (!parser.is_done()) {
+      deadline_set = true;
       if (beast::iequals(head[http::field::expect], "100-continue")) {
         http::response<http::empty_body> cont{http::status::continue_, 11};
         stream.expires_after(std::chrono::milliseconds(o.bodyTimeoutMs));
@@ -204,7 +221,7 @@ asio::awaitable<void> session(HttpServer::Shard& shard, tcp::socket socket, List
         break;
       }
     }
-    stream.expires_never();
+    if (deadline_set) stream.expires_never();
     http::request<http::string_body> req = parser.release();
     body_lease.shrinkTo(static_cast<std::int64_t>(req.body().size()));
     // Absolute form (RFC 9112 section 3.2.2) is routed, and proxied, as its origin form.
@@ -220,6 +237,7 @@ asio::awaitable<void> session(HttpServer::Shard& shard, tcp::socket socket, List
     counters.exchangesInProgress.fetch_sub(1, std::memory_order_relaxed);
     if (!keep) break;
   }
+  client->idleTimer.cancel();  // the idle watchdog's wait holds the Lookahead
   if (refused) {
     co_await lingeringClose(stream, 1s);
     co_return;

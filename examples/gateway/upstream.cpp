@@ -21,13 +21,28 @@ namespace holdback::gateway {
 namespace {
 
 bool isHopByHop(std::string_view name) {
-  static constexpr std::array<std::string_view, 10> kSkip{
-      "host",    "connection",        "keep-alive", "proxy-connection", "te",
-      "trailer", "transfer-encoding", "upgrade",    "content-length",   "expect"};
-  for (const std::string_view s : kSkip) {
-    if (beast::iequals(name, s)) return true;
+  // By length first: most headers of a request or response match none of these lengths, or one
+  // name of that length, so each field costs one case-insensitive comparison at most two.
+  switch (name.size()) {
+    case 2:
+      return beast::iequals(name, "te");
+    case 4:
+      return beast::iequals(name, "host");
+    case 6:
+      return beast::iequals(name, "expect");
+    case 7:
+      return beast::iequals(name, "trailer") || beast::iequals(name, "upgrade");
+    case 10:
+      return beast::iequals(name, "connection") || beast::iequals(name, "keep-alive");
+    case 14:
+      return beast::iequals(name, "content-length");
+    case 16:
+      return beast::iequals(name, "proxy-connection");
+    case 17:
+      return beast::iequals(name, "transfer-encoding");
+    default:
+      return false;
   }
-  return false;
 }
 
 // Whether `name` is hop-by-hop in a message with these header fields: one of the fixed hop-by-hop
@@ -107,6 +122,7 @@ asio::awaitable<beast::error_code> writeRest(beast::tcp_stream& s, const Buffers
   rest.consume(sent);
   s.expires_after(timeout);
   auto [wec, wn] = co_await asio::async_write(s, rest, kUse);
+  s.expires_never();  // reads from an upstream connection are timed by its watchdog instead
   co_return wec;
 }
 
@@ -119,6 +135,33 @@ bool stillOpen(UpstreamConnection& c) {
 }
 
 }  // namespace
+
+namespace {
+void armWatchdog(UpstreamConnection& c) {
+  c.watchdogArmed = true;
+  c.watchdog.expires_at(c.readSince + c.readTimeout);
+  c.watchdog.async_wait([watch = c.watch](const beast::error_code& ec) {
+    UpstreamConnection* conn = watch->conn;
+    if (conn == nullptr) return;  // the connection is gone (its timer's destruction: ec set)
+    conn->watchdogArmed = false;
+    if (ec || !conn->reading) return;  // re-armed by the next read
+    if (std::chrono::steady_clock::now() - conn->readSince >= conn->readTimeout) {
+      conn->timedOut = true;
+      beast::error_code ignored;
+      conn->stream.socket().close(ignored);  // the read fails; readDone() says timeout
+      return;
+    }
+    armWatchdog(*conn);  // the read in progress started after the armed one: its own deadline
+  });
+}
+}  // namespace
+
+void UpstreamConnection::awaitRead(std::chrono::steady_clock::duration timeout) {
+  readSince = std::chrono::steady_clock::now();
+  readTimeout = timeout;
+  reading = true;
+  if (!watchdogArmed) armWatchdog(*this);
+}
 
 UpstreamPool::UpstreamPool(asio::any_io_executor ex, std::vector<tcp::endpoint> targets,
                            const Options& options, GatewayCounters& counters)
@@ -302,10 +345,11 @@ asio::awaitable<ProxyResult> proxy(UpstreamPool& pool, const Options& options,
     for (int interim = 0;; ++interim) {
       head_parser.emplace();
       head_parser->body_limit((std::numeric_limits<std::uint64_t>::max)());
-      conn->stream.expires_after(timeout);
+      conn->awaitRead(timeout);
       auto [ec_head, n_head] =
           co_await http::async_read_header(conn->stream, conn->buffer, *head_parser, kUse);
       hec = ec_head;
+      conn->readDone(hec);
       if (hec || abort.aborted) break;
       got_data = true;
       const unsigned code = head_parser->get().result_int();
@@ -391,8 +435,9 @@ asio::awaitable<ProxyResult> proxy(UpstreamPool& pool, const Options& options,
     while (!parser.is_done()) {
       parser.get().body().data = buf;
       parser.get().body().size = buf_size;
-      conn->stream.expires_after(timeout);
+      conn->awaitRead(timeout);
       auto [rec, rn] = co_await http::async_read_some(conn->stream, conn->buffer, parser, kUse);
+      conn->readDone(rec);
       if (rec == http::error::need_buffer) rec = {};
       if (abort.aborted) co_return aborted(head_sent);
       if (rec) {
@@ -427,7 +472,6 @@ asio::awaitable<ProxyResult> proxy(UpstreamPool& pool, const Options& options,
         co_return ProxyResult::kClientGone;
       }
     }
-    conn->stream.expires_never();
     // Back to the pool only after a complete response whose framing allows another on the same
     // connection (not one delimited by the close: parser.keep_alive() is false then) and with
     // nothing read past its end: bytes beyond it would be read as the next client's response.
@@ -445,18 +489,11 @@ asio::awaitable<ProxyResult> proxy(UpstreamPool& pool, const Options& options,
       client.expires_never();
       co_return cec ? ProxyResult::kClientGone : ProxyResult::kDone;
     }
-    if (what.usage != nullptr && !jsonNestingExceeds(collected, kMaxJsonNesting)) {
-      const auto body = nlohmann::json::parse(collected, nullptr, false);
-      if (body.is_object() && body.contains("usage") && body["usage"].is_object()) {
-        const auto& usage = body["usage"];
-        const auto count = [&](const char* key) -> std::uint64_t {
-          return usage.contains(key) && usage[key].is_number_unsigned()
-                     ? usage[key].get<std::uint64_t>()
-                     : 0;
-        };
+    if (what.usage != nullptr) {
+      if (const auto usage = scanResponseUsage(collected)) {
         what.usage->known = true;
-        what.usage->promptTokens = count("prompt_tokens");
-        what.usage->completionTokens = count("completion_tokens");
+        what.usage->promptTokens = usage->promptTokens;
+        what.usage->completionTokens = usage->completionTokens;
       }
     }
     std::string out;

@@ -66,10 +66,15 @@ struct UpstreamDemand {
 
 struct UpstreamConnection {
   UpstreamConnection(const asio::any_io_executor& ex, std::shared_ptr<UpstreamDemand> d)
-      : stream(ex), buffer(kReadBufferBytes), demand(std::move(d)) {
+      : stream(ex),
+        buffer(kReadBufferBytes),
+        demand(std::move(d)),
+        watchdog(ex),
+        watch(std::make_shared<Watch>(Watch{this})) {
     ++demand->open;
   }
   ~UpstreamConnection() {
+    watch->conn = nullptr;  // a watchdog expiry already queued finds the connection gone
     --demand->open;
     if (inUse) --demand->inUse;
   }
@@ -90,6 +95,30 @@ struct UpstreamConnection {
   std::chrono::steady_clock::time_point idleSince{};
   std::shared_ptr<UpstreamDemand> demand;
   bool inUse = false;  // out of the pool, carrying an exchange
+
+  // The upstream timeout (--upstream-timeout-s: per read from the server) without a timer
+  // armed and cancelled around every read: awaitRead() marks the start of a read, and one
+  // watchdog wait per connection, re-armed only when it expires, closes the socket once a read
+  // has waited the whole timeout (the read then fails with error::timeout, as a
+  // beast::tcp_stream deadline would). Between exchanges (`reading` false) an expiry does nothing.
+  struct Watch {
+    UpstreamConnection* conn;
+  };
+  asio::steady_timer watchdog;
+  std::shared_ptr<Watch> watch;
+  std::chrono::steady_clock::time_point readSince{};
+  std::chrono::steady_clock::duration readTimeout{};
+  bool watchdogArmed = false;
+  bool reading = false;   // a read from the server is in progress
+  bool timedOut = false;  // the watchdog closed the socket
+
+  // Call before each read from the server; `timeout` bounds the read.
+  void awaitRead(std::chrono::steady_clock::duration timeout);
+  // Call after each read; maps the failure of a read the watchdog ended to error::timeout.
+  void readDone(beast::error_code& ec) {
+    reading = false;
+    if (ec && timedOut) ec = beast::error::timeout;
+  }
 };
 
 class UpstreamPool {

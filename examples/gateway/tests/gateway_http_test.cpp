@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <chrono>
+#include <optional>
+#include <string>
 #include <string_view>
 #include <utility>
 #include <vector>
@@ -350,6 +352,67 @@ TEST(StreamUsageScanner, AnOverlongLineIsSkippedAndTheNextLinesCount) {
   s.feed("\n\ndata: {\"choices\":[{\"text\":\"a\"}]}\n\n");
   EXPECT_EQ(s.completionTokens(), 1u);
   EXPECT_FALSE(s.exact());
+}
+
+}  // namespace
+}  // namespace holdback::gateway
+
+namespace holdback::gateway {
+namespace {
+
+// scanResponseUsage reads in one pass what a parsed document gave: the last top-level "usage"
+// object's non-negative integer counts (else 0), nothing for anything else or past the nesting
+// limit.
+TEST(ResponseUsage, OnePassMatchesTheParsedDocument) {
+  const auto reference = [](std::string_view body) -> std::optional<ResponseUsage> {
+    if (jsonNestingExceeds(body, kMaxJsonNesting)) return std::nullopt;
+    const auto doc = nlohmann::json::parse(body, nullptr, false);
+    if (!doc.is_object() || !doc.contains("usage") || !doc["usage"].is_object()) {
+      return std::nullopt;
+    }
+    const auto& usage = doc["usage"];
+    const auto count = [&](const char* key) -> std::uint64_t {
+      return usage.contains(key) && usage[key].is_number_unsigned()
+                 ? usage[key].get<std::uint64_t>()
+                 : 0;
+    };
+    return ResponseUsage{count("prompt_tokens"), count("completion_tokens")};
+  };
+  std::string deep = R"({"usage":{"prompt_tokens":1,"x":)";
+  for (std::size_t i = 0; i < kMaxJsonNesting; ++i) deep += "[";
+  for (std::size_t i = 0; i < kMaxJsonNesting; ++i) deep += "]";
+  deep += "}}";
+  const std::vector<std::string> bodies = {
+      R"({"id":"c","choices":[{"text":"hi"}],"usage":{"prompt_tokens":3,"completion_tokens":4,"total_tokens":7}})",
+      R"({"usage":{"prompt_tokens":3}})",
+      R"({"usage":{"completion_tokens":4,"prompt_tokens_details":{"prompt_tokens":9}}})",
+      R"({"usage":{"prompt_tokens":-3,"completion_tokens":4.5}})",
+      R"({"usage":{"prompt_tokens":"3","completion_tokens":[4]}})",
+      R"({"usage":{"prompt_tokens":{"n":3},"completion_tokens":null}})",
+      R"({"usage":{"prompt_tokens":1,"prompt_tokens":2}})",
+      R"({"usage":{"prompt_tokens":1},"usage":{"completion_tokens":2}})",
+      R"({"usage":{"prompt_tokens":1},"usage":5})",
+      R"({"usage":5,"usage":{"prompt_tokens":1}})",
+      R"({"usage":[{"prompt_tokens":1}]})",
+      R"({"choices":[{"usage":{"prompt_tokens":1}}]})",
+      R"([{"usage":{"prompt_tokens":1}}])",
+      R"({"usage":{"prompt_tokens":18446744073709551615}})",
+      R"({"usage":{"prompt_tokens":1}} trailing)",
+      R"({"usage":{"prompt_tokens":1})",
+      "",
+      "not json",
+      deep,
+      "[" + deep + "]",
+  };
+  for (const std::string& body : bodies) {
+    const auto want = reference(body);
+    const auto got = scanResponseUsage(body);
+    ASSERT_EQ(got.has_value(), want.has_value()) << body;
+    if (want) {
+      EXPECT_EQ(got->promptTokens, want->promptTokens) << body;
+      EXPECT_EQ(got->completionTokens, want->completionTokens) << body;
+    }
+  }
 }
 
 }  // namespace
