@@ -202,8 +202,8 @@ class ResponseUsageScan final : public nlohmann::json_sax<nlohmann::json> {
     return true;
   }
   std::size_t depth_ = 0;
-  bool usage_key_ = false;  // the top-level key just read is "usage"
-  bool in_usage_ = false;   // inside the "usage" object (its keys are at depth 2)
+  bool usage_key_ = false;          // the top-level key just read is "usage"
+  bool in_usage_ = false;           // inside the "usage" object (its keys are at depth 2)
   std::uint64_t* count_ = nullptr;  // the count the value just after this key sets
 };
 

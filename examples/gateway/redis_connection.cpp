@@ -93,7 +93,9 @@ std::unique_ptr<RedisConnection> RedisConnection::open(const RedisUrl& url, int 
   return c;
 }
 
-RedisConnection::~RedisConnection() { redisFree(ctx_); }
+RedisConnection::~RedisConnection() {
+  redisFree(ctx_);
+}
 
 void RedisConnection::append(const std::vector<std::string>& args) {
   std::vector<const char*> argv;

@@ -19,7 +19,9 @@ double wallMinusSteadySeconds() {
 namespace {
 
 // `x` within [0, hi]; NaN: 0.
-double bounded(double x, double hi) { return x > 0.0 ? (x < hi ? x : hi) : 0.0; }
+double bounded(double x, double hi) {
+  return x > 0.0 ? (x < hi ? x : hi) : 0.0;
+}
 
 // The text's tokens (single spaces between them); false when it has empty ones (leading,
 // trailing or doubled spaces, an empty text) or more than `max`.
