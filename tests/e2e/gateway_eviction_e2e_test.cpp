@@ -354,10 +354,8 @@ TEST_F(GatewayEvictionE2ETest, InteractiveBurstEvictsBatchWithOneReplyEachAndUps
       << m;
   EXPECT_EQ(leases_started, double(held.batch.size() + held.interactive.size() + unloaded.size()))
       << "one lease per dispatched request";
-  if (std::system("command -v promtool >/dev/null 2>&1") == 0) {
-    const std::string file = dir_ + "/metrics.txt";
-    std::ofstream(file) << m;
-    EXPECT_EQ(std::system(("promtool check metrics < " + file + " >&2").c_str()), 0);
+  if (const auto r = promtoolCheck(m, dir_)) {
+    EXPECT_EQ(r->status, 0) << r->report;
   } else {
     std::printf("[e2e-evict] SKIP promtool: not installed (Debian package prometheus)\n");
   }

@@ -148,16 +148,9 @@ class GatewayHostileClientsE2ETest : public ::testing::Test {
   }
   // /metrics passes `promtool check metrics` (skipped without promtool).
   void expectPromtoolClean() {
-    if (std::system("command -v promtool >/dev/null 2>&1") != 0) return;
-    const std::string file = dir_ + "/metrics.txt";
-    std::ofstream(file) << getMetrics(*gateway_);
-    const std::string out = dir_ + "/promtool.txt";
-    const int status =
-        std::system(("promtool check metrics < '" + file + "' > '" + out + "' 2>&1").c_str());
-    std::ifstream in(out);
-    std::stringstream report;
-    report << in.rdbuf();
-    EXPECT_EQ(status, 0) << report.str();
+    if (const auto r = promtoolCheck(getMetrics(*gateway_), dir_)) {
+      EXPECT_EQ(r->status, 0) << r->report;
+    }
   }
 
   std::string dir_;

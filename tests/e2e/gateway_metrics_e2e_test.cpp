@@ -74,18 +74,10 @@ class GatewayMetricsE2ETest : public ::testing::Test {
 };
 
 TEST_F(GatewayMetricsE2ETest, PromtoolAcceptsTheWholeText) {
-  if (std::system("command -v promtool >/dev/null 2>&1") != 0) {
-    GTEST_SKIP() << "promtool not installed (Debian package prometheus)";
-  }
-  const std::string file = dir_ + "/metrics.txt";
-  std::ofstream(file) << metrics_;
-  const std::string out = dir_ + "/promtool.txt";
-  const int status =
-      std::system(("promtool check metrics < '" + file + "' > '" + out + "' 2>&1").c_str());
-  std::ifstream in(out);
-  const std::string report((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  EXPECT_EQ(status, 0) << report;
-  EXPECT_EQ(report, "") << "promtool's lint findings";
+  const auto r = promtoolCheck(metrics_, dir_);
+  if (!r) GTEST_SKIP() << "promtool not installed (Debian package prometheus)";
+  EXPECT_EQ(r->status, 0) << r->report;
+  EXPECT_EQ(r->report, "") << "promtool's lint findings";
 }
 
 TEST_F(GatewayMetricsE2ETest, EveryExposedFamilyIsInTheReferenceWithItsType) {

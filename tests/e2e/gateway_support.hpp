@@ -3,10 +3,13 @@
 #pragma once
 
 #include <chrono>
+#include <cstdlib>
 #include <fstream>
 #include <initializer_list>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -39,6 +42,28 @@ inline HttpClient clientFor(const ChildProcess& p,
                     {.connectTimeout = std::chrono::seconds(5),
                      .readTimeout = readTimeout,
                      .writeTimeout = std::chrono::seconds(5)});
+}
+
+// `promtool check metrics` (Debian package prometheus) over `text`, written to DIR/metrics.txt:
+// its exit status and everything it printed (lint findings included), or nullopt when promtool
+// is not installed.
+struct PromtoolResult {
+  int status = 0;
+  std::string report;
+};
+inline std::optional<PromtoolResult> promtoolCheck(const std::string& text,
+                                                   const std::string& dir) {
+  if (std::system("command -v promtool >/dev/null 2>&1") != 0) return std::nullopt;
+  const std::string file = dir + "/metrics.txt";
+  std::ofstream(file) << text;
+  const std::string out = dir + "/promtool.txt";
+  PromtoolResult r;
+  r.status = std::system(("promtool check metrics < '" + file + "' > '" + out + "' 2>&1").c_str());
+  std::ifstream in(out);
+  std::stringstream report;
+  report << in.rdbuf();
+  r.report = report.str();
+  return r;
 }
 
 // GET /metrics, or "" when it fails.
