@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Builds holdback and runs every test, the ordinary suite first for a fast verdict:
-#   1. the whole suite (build/default) and the header self-containment check (every public header
-#      compiles and links on its own, compiled and header-only: target holdback_header_checks);
-#      stops here when it fails,
+#   1. the whole suite (build/default), the hot-path benchmark gate (scripts/dev/bench-gate.py: the
+#      dispatch round trip and cycle against a floor measured in the same run, within 20 % of
+#      bench/hot-path-baseline.json's ratios) and the header self-containment check (every public
+#      header compiles and links on its own, compiled and header-only: target
+#      holdback_header_checks); stops here when it fails,
 #   2. Clang's thread-safety analysis of the library's lock annotations (scripts/dev/thread-safety.sh),
 #      then the concurrency tests under ThreadSanitizer (build/tsan),
 #   3. the whole suite but the docs checks under AddressSanitizer + UndefinedBehaviorSanitizer
@@ -59,6 +61,9 @@ if [ "$default_status" -ne 0 ]; then
   cat "$summary_file"
   exit "$default_status"
 fi
+
+stage "Hot-path benchmark gate (bench/hot-path-baseline.json)"
+python3 scripts/dev/bench-gate.py build/default
 
 stage "Every public header on its own, compiled and header-only"
 cmake --build build/default -j"$jobs" --target holdback_header_checks
