@@ -34,7 +34,7 @@ interval). See docs/simulation.md.
 
 Options:
   --scenario S      a built-in scenario (default, burst-after-idle, short-bursts, kv-bound,
-                    replay-small: the scenario holdback-replay plays, docs/guide/replay.md) or a
+                    replay-small, azure-code, azure-conv: real traces, docs/guide/traces.md) or a
                     scenario document, JSON or YAML (keys in docs/simulation.md); default: default
   --seed N          one random seed (default: the scenario's, 1); same seed, same table
   --seeds LIST      several seeds, "1,2,7" or "1-5" (at most 1000): every arm runs on every seed;
