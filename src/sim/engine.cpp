@@ -393,11 +393,11 @@ void Simulation::onRevocation(std::size_t gateway, const Revocation& rev) {
 
 void Simulation::route(std::size_t id) {
   Request& r = requests_[id];
-  r.dispatched = now_;
   Gateway& gw = gateways_[r.gateway];
   if (r.input + r.output > s_.pool.kvCapacityTokens) {
     // No server can hold it to its end: the server refuses it at once (a model server's length
-    // check), whether or not the gateway knew the capacity.
+    // check), whether or not the gateway knew the capacity. Like a refusal at enqueue, it has no
+    // dispatch time (no gateway queueing delay is counted for it).
     r.state = State::kTooLarge;
     r.finished = now_;
     if (gw.fc && r.leaseId != 0) {
@@ -407,6 +407,7 @@ void Simulation::route(std::size_t id) {
     replace(id);
     return;
   }
+  r.dispatched = now_;
   std::vector<Endpoint>& pool = gw.source->pool();
   gw.fill();
   const std::size_t best = gw.picker.pick(pool, *detector_, at(now_), {}, r.input).value_or(0);

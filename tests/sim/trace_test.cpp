@@ -255,6 +255,7 @@ classes:
     EXPECT_EQ(c.windows.back().tooLarge, 2u) << name;
     EXPECT_EQ(r.requests[1].outcome, "too-large") << name;
     EXPECT_TRUE(std::isnan(r.requests[1].admitted)) << name;  // never on a server
+    EXPECT_TRUE(std::isnan(r.requests[1].dispatched)) << name;
   }
 }
 
