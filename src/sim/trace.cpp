@@ -195,7 +195,9 @@ class Reader {
     }
     const std::int64_t last = t.timeNs.back();
     const auto n = static_cast<std::int64_t>(t.timeNs.size());
-    t.periodNs = n > 1 ? std::max<std::int64_t>(1, last + last / (n - 1)) : 1'000'000'000;
+    // One row, or every row at one instant: no mean gap; such a trace loops every second.
+    t.periodNs =
+        n > 1 && last > 0 ? std::max<std::int64_t>(1, last + last / (n - 1)) : 1'000'000'000;
     return trace_;
   }
 

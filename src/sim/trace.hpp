@@ -39,7 +39,8 @@ struct Trace {
   std::vector<std::int64_t> timeNs;
   std::vector<std::int64_t> inputTokens;   // >= 1 (a 0 in the file reads as 1)
   std::vector<std::int64_t> outputTokens;  // >= 1
-  // The trace loops with this period: the last row's time plus the mean gap between rows (>= 1).
+  // The trace loops with this period: the last row's time plus the mean gap between rows; 1 s
+  // when every row has the same time.
   std::int64_t periodNs = 1;
 };
 

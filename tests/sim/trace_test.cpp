@@ -60,6 +60,11 @@ TEST(SimTraceTest, ReadsEachFormatRelativeToTheFirstRow) {
   ASSERT_NE(csv, nullptr) << error;
   EXPECT_EQ(csv->timeNs, (std::vector<std::int64_t>{0, 500'000'000}));
   EXPECT_EQ(csv->inputTokens, (std::vector<std::int64_t>{100, 200}));
+  // Every row at one instant: no mean gap, the trace loops every second.
+  const auto instant =
+      parsed("seconds,input_tokens,output_tokens\n5,1,1\n5,1,1\n", TraceFormat::kCsv, error);
+  ASSERT_NE(instant, nullptr) << error;
+  EXPECT_EQ(instant->periodNs, 1'000'000'000);
 }
 
 TEST(SimTraceTest, EveryErrorNamesTheFileAndLine) {
