@@ -100,8 +100,9 @@ std::optional<std::int64_t> azureTimestamp(std::string_view s) {
   };
   const auto y = digits(0, 4), mo = digits(5, 2), d = digits(8, 2), h = digits(11, 2),
              mi = digits(14, 2), sec = digits(17, 2);
-  if (!y || !mo || !d || !h || !mi || !sec || *mo < 1 || *mo > 12 || *d < 1 || *d > 31 || *h > 23 ||
-      *mi > 59 || *sec > 60) {
+  // Years 1900-2200 keep nanoseconds since 1970 well inside 64 bits.
+  if (!y || !mo || !d || !h || !mi || !sec || *y < 1900 || *y > 2200 || *mo < 1 || *mo > 12 ||
+      *d < 1 || *d > 31 || *h > 23 || *mi > 59 || *sec > 60) {
     return std::nullopt;
   }
   std::int64_t fraction = 0;
@@ -296,8 +297,9 @@ std::shared_ptr<const Trace> parseTrace(std::string_view text, const std::string
     if (azure) {
       const auto ts = azureTimestamp(fields[0]);
       if (!ts) {
-        reader.fail(lineNo, "TIMESTAMP " + quoted(fields[0]) +
-                                " is not a time like 2023-11-16 18:17:03.9799600");
+        reader.fail(lineNo,
+                    "TIMESTAMP " + quoted(fields[0]) +
+                        " is not a time like 2023-11-16 18:17:03.9799600 (years 1900-2200)");
         break;
       }
       t = *ts;

@@ -93,6 +93,8 @@ TEST(SimTraceTest, EveryErrorNamesTheFileAndLine) {
       {"seconds,input_tokens,output_tokens\n", TraceFormat::kCsv, "the trace has no requests", 1},
       {"TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:17:03.97,1,1\nyesterday,1,1\n",
        TraceFormat::kAzure, "\"yesterday\" is not a time", 3},
+      {"2023-11-16 18:17:03,1,1\n9999-12-31 23:59:59,1,1\n", TraceFormat::kAzure,
+       "\"9999-12-31 23:59:59\" is not a time", 2},
       {"{\"timestamp\": 1, \"input_length\": 5}\n", TraceFormat::kMooncake,
        "no \"output_length\" key", 1},
       {"{\"timestamp\": 1, \"input_length\": 5, \"output_length\": 1}\n[1]\n",
