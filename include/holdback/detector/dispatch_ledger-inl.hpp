@@ -115,7 +115,7 @@ HOLDBACK_INLINE EndpointId DispatchLedger::registerEndpoint(
     slot.peerTokens.store(0, std::memory_order_relaxed);
     slot.peerReplicas.store(0, std::memory_order_relaxed);
     slot.peerRank.store(-1, std::memory_order_relaxed);
-    slot.rotation.store(*index, std::memory_order_relaxed);
+    slot.index.store(*index, std::memory_order_relaxed);
     detail::endWrite(slot);
     const EndpointCapacity cap = capacity.value_or(EndpointCapacity{});
     slot.maxRunning.store(detail::slotCount(cap.maxRunningRequests), std::memory_order_relaxed);

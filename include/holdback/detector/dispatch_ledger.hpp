@@ -73,15 +73,15 @@
 //   take it before any sync could tell the others. So the free slots are divided among the R
 //   live replicas: of F = max(0, floor(M - running) - sharedRoomSlots) (M known; the first
 //   sharedRoomSlots stay visible to every replica), this replica's part is floor(F / R), plus
-//   one when its rotated rank q = (rank + endpoint index + the scrape's time in kSplitRotationNs
-//   steps) mod R is below F mod R. Once this replica has sent its part, fill counts the rest as
-//   the others' pending requests (or their reported sum, when larger); before, the view is the
-//   unsplit one (policies that read the pool's load level see it as known). So no replica sends
-//   more than its part, the parts sum to F, and the rotation hands a lone free slot to each in
-//   turn. Room a replica leaves unused is split again at the next scrape, not at a sync (the
-//   others' figures are up to a sync interval old: a replica taking room it believes unclaimed
-//   could take what another has just claimed). Tokens are not split (the others' pending tokens
-//   count as without a rank): a KV part of 1 / R per replica left a reservation policy's
+//   one when its position on the endpoint at the scrape's time (ReplicaTurn, on the replicas'
+//   shared clock: setReplicaClockOffset) is below F mod R. Once this replica has sent its part,
+//   fill counts the rest as the others' pending requests (or their reported sum, when larger);
+//   before, the view is the unsplit one (policies that read the pool's load level see it as known).
+//   So no replica sends more than its part, the parts sum to F, and the rotation hands a lone free
+//   slot to each in turn. Room a replica leaves unused is split again at the next scrape, not at a
+//   sync (the others' figures are up to a sync interval old: a replica taking room it believes
+//   unclaimed could take what another has just claimed). Tokens are not split (the others' pending
+//   tokens count as without a rank): a KV part of 1 / R per replica left a reservation policy's
 //   reserve, sized in KV tokens, fitting nowhere. Without a rank (-1), or with M unknown, the
 //   rule above applies.
 //   The replica feed (setPeerFeed(true); replica_sync.hpp, "The replica feed"): the host
@@ -316,7 +316,7 @@ struct alignas(64) LedgerSlot {
   // Replica sync (setPeerPending, replica_sync.hpp): the other replicas' pending requests and
   // tokens (-1 requests: none, the `replicas` share applies), the replicas last seen live (0:
   // unknown) and this replica's rank among them (-1: none, the free room is not split). Written
-  // by the host's sync thread, read by fill (only these and `rotation`, on this line).
+  // by the host's sync thread, read by fill (only these and `index`, on this line).
   std::atomic<std::int64_t> peerRequests{-1};
   std::atomic<std::int64_t> peerTokens{0};
   std::atomic<std::uint16_t> peerReplicas{0};  // <= DispatchLedgerOptions::kMaxReplicas
@@ -325,10 +325,9 @@ struct alignas(64) LedgerSlot {
   // installed: its dispatches since then stand for theirs, which the figures do not hold yet.
   std::atomic<std::uint32_t> syncDispatchedRequests{0};
   std::atomic<std::uint32_t> syncDispatchedTokens{0};
-  // The free room split's rotation: the endpoint's index plus the scrape's time in
-  // kSplitRotationNs steps. Written by the scrape writer, read by fill.
-  std::atomic<std::uint32_t> rotation{0};
-  static constexpr std::int64_t kSplitRotationNs = 100'000'000;
+  // The slot's index (its EndpointId's), for the free room split's turn. Written at
+  // registration, read by fill.
+  std::atomic<std::uint32_t> index{0};
   // The replica feed (recordPeerDispatch, recordPeerCompletion): the other replicas' events as
   // the host's feed delivers them, and their baseline (written under `sequence`). Touched only
   // when the host runs a feed: fill reads this line only while the feed is live.
@@ -496,6 +495,15 @@ class HOLDBACK_API DispatchLedger {
   // stale id. Counted whether or not the feed is live; used by fill only while it is.
   bool recordPeerDispatch(EndpointId id, std::int64_t tokens = 0) noexcept;
   bool recordPeerCompletion(EndpointId id, std::int64_t tokens = 0) noexcept;
+  // The replicas' shared clock less the clock of the scrapes' times (ReplicaSync::clockOffset;
+  // the syncer installs it each round): the free room split's turn steps on it. 0 by default
+  // (replicas on one host).
+  void setReplicaClockOffset(Duration offset) noexcept {
+    replica_clock_offset_.store(offset.count(), std::memory_order_relaxed);
+  }
+  [[nodiscard]] Duration replicaClockOffset() const noexcept {
+    return Duration{replica_clock_offset_.load(std::memory_order_relaxed)};
+  }
   // Whether the host's feed is live (it delivers every other replica's events); off by default.
   // Live: fill counts this replica's and the other replicas' pending work as one ledger would,
   // and ignores the `replicas` share and setPeerPending. Off (the feed is down): the rules
@@ -523,10 +531,12 @@ class HOLDBACK_API DispatchLedger {
   [[nodiscard]] detail::LedgerSlot* slotOf(EndpointId id) const noexcept;
   [[nodiscard]] std::optional<std::uint32_t> indexOf(std::string_view name) const noexcept;
   static void fillOne(Endpoint& e, const detail::LedgerSlot* slot,
-                      const DispatchLedgerOptions& options, bool feed) noexcept;
+                      const DispatchLedgerOptions& options, bool feed,
+                      Duration clockOffset) noexcept;
 
   DispatchLedgerOptions options_;
   std::atomic<bool> peer_feed_{false};
+  std::atomic<Duration::rep> replica_clock_offset_{0};
   std::array<std::atomic<Chunk*>, kMaxChunks> chunks_{};
   mutable std::shared_mutex registry_mutex_;
   std::unordered_map<std::string, std::uint32_t, detail::TransparentStringHash, std::equal_to<>>

@@ -23,6 +23,7 @@
 #include "holdback/flow/detail/demand_tracker-inl.hpp"
 #include "holdback/flow/detail/evictor-inl.hpp"
 #include "holdback/flow/detail/evictor_endpoints-inl.hpp"
+#include "holdback/flow/detail/replica_coordinator-inl.hpp"
 #include "holdback/flow/runner.hpp"
 
 namespace holdback {

@@ -242,12 +242,16 @@ HOLDBACK_INLINE void Evictor::restoreReserve(const Cycle& cycle, RevocationBatch
   double completions = cycle.demand.completionRate();  // every band's releases per second
   const std::size_t in_flight = cycle.leases.size();
   // This replica's figures, for the others (FlowController::replicaRestoreFigures).
-  own_figures_ = {lambda, completions, pending, static_cast<double>(in_flight)};
-  if (v > 0 && v < bands.size()) publishVictims(cycle, bands[v - 1]->prio);
-  own_figures_.victimLists = 1.0;
-  const bool shared = replica_.has_value();  // setReplicaShare keeps only two replicas or more
-  const double pool_leases =
-      static_cast<double>(in_flight) + (shared ? finiteOrZero(replica_->others.leases) : 0.0);
+  if (cycle.publish != nullptr) {
+    ReplicaRestoreFigures& own = *cycle.publish;
+    own = {lambda, completions, pending, static_cast<double>(in_flight)};
+    if (v > 0 && v < bands.size()) publishVictims(cycle, bands[v - 1]->prio, own);
+    own.victimLists = 1.0;
+  }
+  const ReplicaCoordinator* replicas = cycle.replicas;
+  const bool shared = replicas != nullptr && replicas->shared();  // two replicas or more
+  const double pool_leases = static_cast<double>(in_flight) +
+                             (shared ? replicas->others(&ReplicaRestoreFigures::leases) : 0.0);
   if (in_flight == 0 || !std::isfinite(s) || bands.empty()) return;
   const double unit = s / pool_leases;  // one request, saturation units
   if (!(unit > 0.0) || !std::isfinite(unit)) return;
@@ -258,9 +262,11 @@ HOLDBACK_INLINE void Evictor::restoreReserve(const Cycle& cycle, RevocationBatch
   // revocations.
   double pool_pending = pending;
   if (shared) {
-    if (!replica_->pooledArrivals) lambda += finiteOrZero(replica_->others.protectedArrivalRate);
-    completions += finiteOrZero(replica_->others.completionRate);
-    pool_pending += finiteOrZero(replica_->others.pendingRevocations);
+    if (!replicas->pooledArrivals()) {
+      lambda += replicas->others(&ReplicaRestoreFigures::protectedArrivalRate);
+    }
+    completions += replicas->others(&ReplicaRestoreFigures::completionRate);
+    pool_pending += replicas->others(&ReplicaRestoreFigures::pendingRevocations);
   }
   lambda = rememberBurst(now, lambda, ro.burstMemory);
   const double over = (s - cycle.ceilings[v]) / unit;  // requests beyond the victim band's ceiling
@@ -277,14 +283,14 @@ HOLDBACK_INLINE void Evictor::restoreReserve(const Cycle& cycle, RevocationBatch
   // With replicas: this replica's part of the pool's need. When every replica publishes its
   // youngest victims, the part is its own among the pool's `need` youngest (the choice one
   // gateway would make); else need / R by rank.
-  const bool pool_victims = shared && poolVictims();
-  if (shared && !pool_victims) need = replicaPart(need, now);
+  const bool pool_victims = shared && replicas->poolVictims();
+  if (shared && !pool_victims) need = replicas->restorationPart(need, now);
   if (need == 0) return;
   const Priority protectedPrio = bands[v - 1]->prio;  // the lowest protected band
   bool by_footprint = false;
   double total_footprint = 0.0;
   if (!gatherCandidates(cycle, protectedPrio, by_footprint, total_footprint)) return;
-  if (pool_victims && (need = ownAmongPoolYoungest(need)) == 0) return;
+  if (pool_victims && (need = ownAmongPoolYoungest(*replicas, need)) == 0) return;
   // In the candidates' credit units (this replica's own leases share s).
   const double net = static_cast<double>(need) * s / static_cast<double>(in_flight);
   if (const std::size_t take = choosePerEndpoint(cycle, v, need, net, by_footprint); take > 0) {
@@ -294,18 +300,8 @@ HOLDBACK_INLINE void Evictor::restoreReserve(const Cycle& cycle, RevocationBatch
   issueRevocations(cycle, bands[0]->prio, need, net, by_footprint, /*restored=*/true, out);
 }
 
-HOLDBACK_INLINE bool Evictor::poolVictims() const noexcept {
-  // Each replica sizes the pool's deficit from its own demand estimate; the pool-wide choice needs
-  // those to agree, which they do when every replica counts the pool's arrivals (the replica
-  // feed). From its own 1/R of them one replica may size many times another's deficit, and it
-  // would then take that much of the pool's youngest: with sums alone the split by rank evicts
-  // less (10 seeds, 8 replicas: 0.33 against 0.80 evictions per interactive request on kv-bound).
-  if (!replica_->pooledArrivals) return false;
-  const double others = finiteOrZero(replica_->others.victimLists);
-  return others + 0.5 >= static_cast<double>(replica_->replicas - 1);
-}
-
-HOLDBACK_INLINE void Evictor::publishVictims(const Cycle& cycle, Priority protectedPrio) noexcept {
+HOLDBACK_INLINE void Evictor::publishVictims(const Cycle& cycle, Priority protectedPrio,
+                                             ReplicaRestoreFigures& own) noexcept {
   const EvictionFilter& filter = *cycle.options.filter;
   const std::span<const DemandTracker::Slot> slots = cycle.demand.slots();
   for (std::uint32_t b = 0; b < slots.size(); ++b) {
@@ -317,41 +313,22 @@ HOLDBACK_INLINE void Evictor::publishVictims(const Cycle& cycle, Priority protec
               EvictionCandidate{l.id, l.priority, l.dispatchedAt, l.tokens, l.generated})) {
         return true;
       }
-      own_figures_.addVictim(ReplicaRestoreFigures::secondsOf(l.dispatchedAt));
+      own.addVictim(ReplicaRestoreFigures::secondsOf(l.dispatchedAt));
       return ++taken < ReplicaRestoreFigures::kVictims;
     });
   }
 }
 
-HOLDBACK_INLINE std::size_t Evictor::ownAmongPoolYoungest(std::size_t need) noexcept {
+HOLDBACK_INLINE std::size_t Evictor::ownAmongPoolYoungest(const ReplicaCoordinator& replicas,
+                                                          std::size_t need) noexcept {
   std::sort(candidates_.begin(), candidates_.end(), [](const Candidate& a, const Candidate& b) {
     return a.lease.dispatchedAt > b.lease.dispatchedAt;
   });
-  const ReplicaRestoreFigures& others = replica_->others;
-  const std::size_t theirs = others.victimsUsed();
-  std::size_t mine = 0;
-  std::size_t j = 0;
-  for (std::size_t k = 0; k < need && mine < candidates_.size(); ++k) {
-    const double at = ReplicaRestoreFigures::secondsOf(candidates_[mine].lease.dispatchedAt);
-    if (j < theirs && ReplicaRestoreFigures::sane(others.victimDispatchTimes[j]) > at) {
-      ++j;  // another replica's, younger
-    } else {
-      ++mine;
-    }
-  }
+  const std::size_t mine = replicas.ownAmongPoolYoungest(
+      candidates_.size(), [this](std::size_t i) { return candidates_[i].lease.dispatchedAt; },
+      need);
   candidates_.erase(candidates_.begin() + static_cast<std::ptrdiff_t>(mine), candidates_.end());
   return mine;
-}
-
-HOLDBACK_INLINE std::size_t Evictor::replicaPart(std::size_t need, TimePoint now) const noexcept {
-  const auto replicas = static_cast<std::uint64_t>(replica_->replicas);
-  // The turn rotates every 100 ms, so that no replica is always the one taking the remainder.
-  const auto ms =
-      std::chrono::duration_cast<std::chrono::milliseconds>(now.time_since_epoch()).count();
-  const auto epoch = static_cast<std::uint64_t>(ms > 0 ? ms / 100 : 0);
-  const std::uint64_t position = (static_cast<std::uint64_t>(replica_->rank) + epoch) % replicas;
-  const std::uint64_t n = need;
-  return static_cast<std::size_t>(n / replicas + (position < n % replicas ? 1 : 0));
 }
 
 HOLDBACK_INLINE void Evictor::reclaim(const Cycle& cycle, std::size_t gated,

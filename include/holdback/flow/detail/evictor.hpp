@@ -68,6 +68,7 @@
 #include "holdback/flow/detail/band_table.hpp"
 #include "holdback/flow/detail/demand_tracker.hpp"
 #include "holdback/flow/detail/lease_table.hpp"
+#include "holdback/flow/detail/replica_coordinator.hpp"
 #include "holdback/flow/eviction.hpp"
 #include "holdback/flow/pool_pressure.hpp"
 #include "holdback/flow/stats.hpp"
@@ -121,6 +122,10 @@ class Evictor {
     double saturation;
     // Where restoration reads each endpoint's room (restoration per endpoint); null: pool-wide.
     const PoolPressureSampler* sampler = nullptr;
+    // The replica coordination (null: one gateway), and where restoration writes the figures
+    // this replica publishes to the others (null: nowhere).
+    const ReplicaCoordinator* replicas = nullptr;
+    ReplicaRestoreFigures* publish = nullptr;
   };
 
   // Reserves room for one decision's revocations.
@@ -130,26 +135,6 @@ class Evictor {
   void reclaim(const Cycle& cycle, std::size_t gated, RevocationBatch& out) noexcept;
   // Reserve restoration (EvictionOptions::restoreReserve): any cycle, before a block.
   void restoreReserve(const Cycle& cycle, RevocationBatch& out) noexcept;
-
-  // Reserve restoration across replicas (FlowController::setReplicaShare): the others' figures,
-  // and this replica's own as of its last restoration decision.
-  // A share with fewer than two replicas or a rank outside [0, replicas) counts as none.
-  void setReplicaShare(const std::optional<ReplicaShare>& share) noexcept {
-    if (share && share->replicas > 1 && share->rank >= 0 && share->rank < share->replicas) {
-      replica_ = share;
-    } else {
-      replica_.reset();
-    }
-  }
-  [[nodiscard]] ReplicaRestoreFigures ownFigures() const noexcept { return own_figures_; }
-  // A figure another replica reported: itself when finite and > 0, else 0.
-  [[nodiscard]] static double finiteOrZero(double x) noexcept {
-    return x > 0.0 && x < std::numeric_limits<double>::infinity() ? x : 0.0;
-  }
-  // The installed share; null when this replica decides alone.
-  [[nodiscard]] const ReplicaShare* replicaShare() const noexcept {
-    return replica_ ? &*replica_ : nullptr;
-  }
 
   // The owner recorded a lease.
   void leaseStarted() noexcept { stats_.leasesStarted += 1; }
@@ -197,20 +182,13 @@ class Evictor {
   // The protected arrival rate restoration sizes for: `lambda`, or the decayed peak of the
   // earlier ones when `memory` > 0 (and larger); updates the peak.
   double rememberBurst(TimePoint now, double lambda, Duration memory) noexcept;
-  // This replica's part of the pool's `need` revocations (replica_ set, more than one replica):
-  // need / R, plus one of the remainder by its rank, the turn rotating every 100 ms.
-  [[nodiscard]] std::size_t replicaPart(std::size_t need, TimePoint now) const noexcept;
-  // The replicas count the pool's arrivals (ReplicaShare::pooledArrivals) and every other live
-  // one publishes its youngest victims (ReplicaRestoreFigures::victimLists): the pool's `need`
-  // youngest victims can be told apart, and each replica revokes its own.
-  [[nodiscard]] bool poolVictims() const noexcept;
-  // This replica's own victims into own_figures_ (the youngest kVictims of the leases below
+  // This replica's own victims into `own` (the youngest kVictims of the leases below
   // `protectedPrio` that restoration may revoke).
-  void publishVictims(const Cycle& cycle, Priority protectedPrio) noexcept;
-  // Keeps in candidates_ the ones among the pool's `need` youngest victims (this replica's
-  // candidates and the others' published dispatch times; a tie counts as this replica's),
-  // youngest first, and returns how many.
-  std::size_t ownAmongPoolYoungest(std::size_t need) noexcept;
+  static void publishVictims(const Cycle& cycle, Priority protectedPrio,
+                             ReplicaRestoreFigures& own) noexcept;
+  // Keeps in candidates_ the ones among the pool's `need` youngest victims
+  // (ReplicaCoordinator::ownAmongPoolYoungest), youngest first, and returns how many.
+  std::size_t ownAmongPoolYoungest(const ReplicaCoordinator& replicas, std::size_t need) noexcept;
   // Fills candidates_ (leases strictly below `demandPrio` the filter accepts) with their credits;
   // false when there is none (or the credit is not finite).
   bool gatherCandidates(const Cycle& cycle, Priority demandPrio, bool& byFootprint,
@@ -272,10 +250,6 @@ class Evictor {
   // Reserve restoration's burst memory: the highest protected arrival rate and when it was seen.
   double restore_peak_rate_ = 0.0;
   TimePoint restore_peak_time_{};
-  // Restoration across replicas: the others' figures (none: this replica decides alone) and
-  // this replica's own as of its last decision.
-  std::optional<ReplicaShare> replica_;
-  ReplicaRestoreFigures own_figures_;
   EvictionStats stats_;
   std::vector<Candidate> candidates_;  // a decision's scratch
   // Restoration per endpoint's scratch (grow with the pool only): each endpoint's room, and
