@@ -1,10 +1,10 @@
-// holdback-proxy-floor: the floor of a proxy, for the gateway's load figures (docs/guide/gateway.md
-// "Performance", scripts/dev/gateway-load.sh FLOOR=1). A blind TCP relay: each accepted client
-// connection gets its own upstream connection, and bytes are copied both ways as they come, one
-// recv and one send per readiness event, on one thread with level-triggered epoll, TCP_NODELAY on
-// both sides. It parses nothing, queues nothing and decides nothing, so whatever a real HTTP proxy
-// in the same place costs beyond it (the gateway: parsing, holdback, pooling, timeouts, metrics)
-// is measured against it in the same run, as the benchmarks' floors are.
+// holdback-proxy-floor: the floor of a proxy, for the gateway's load figures
+// (docs/performance/gateway.md, scripts/dev/gateway-load.sh FLOOR=1). A blind TCP relay: each
+// accepted client connection gets its own upstream connection, and bytes are copied both ways as
+// they come, one recv and one send per readiness event, on one thread with level-triggered epoll,
+// TCP_NODELAY on both sides. It parses nothing, queues nothing and decides nothing, so whatever a
+// real HTTP proxy in the same place costs beyond it (the gateway: parsing, holdback, pooling,
+// timeouts, metrics) is measured against it in the same run, as the benchmarks' floors are.
 //
 //   holdback-proxy-floor --upstream HOST:PORT [--listen HOST:PORT]    (default 127.0.0.1:0)
 //

@@ -2,7 +2,8 @@
 #
 # For each public header (include/holdback/**/*.hpp, not the *-inl.hpp implementation files nor
 # the internal detail/ headers) a
-# generated translation unit includes only that header and is linked into its own executable:
+# generated translation unit includes only that header and is linked into its own executable,
+# compiled as a strict consumer would (-Wall -Wextra -Wpedantic -Werror):
 #   header_check_compiled_<name>     linked against holdback::holdback
 #   header_check_header_only_<name>  linked against holdback::header_only, compiled with GCC's
 #                                    -fkeep-inline-functions, which emits every inline function
@@ -40,9 +41,10 @@ foreach(header IN LISTS holdback_public_headers)
   foreach(mode IN LISTS modes)
     set(target header_check_${mode}_${stem})
     add_executable(${target} EXCLUDE_FROM_ALL ${source})
-    target_link_libraries(${target} PRIVATE holdback_build_flags)
-    # Building is the check: no optimization, no debug info (a fraction of the time).
-    target_compile_options(${target} PRIVATE -O0 -g0)
+    # Building is the check: no optimization, no debug info (a fraction of the time). With a
+    # strict consumer's warnings as errors (not the project's own flags, which allow partial
+    # designated initializers): a public header must not break a -Werror build.
+    target_compile_options(${target} PRIVATE -O0 -g0 -Wall -Wextra -Wpedantic -Werror)
     if(mode STREQUAL "header_only")
       target_link_libraries(${target} PRIVATE holdback::header_only)
       target_compile_options(${target} PRIVATE -fkeep-inline-functions)

@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Builds holdback and runs every test, the ordinary suite first for a fast verdict:
-#   1. the whole suite (build/default) and the header self-containment check (every public header
-#      compiles and links on its own, compiled and header-only: target holdback_header_checks);
-#      stops here when it fails,
+#   1. the whole suite (build/default), the hot-path benchmark gate (scripts/dev/bench-gate.py: the
+#      dispatch round trip and cycle against a floor measured in the same run, within 20 % of
+#      bench/hot-path-baseline.json's ratios) and the header self-containment check (every public
+#      header compiles and links on its own, compiled and header-only: target
+#      holdback_header_checks); stops here when it fails,
 #   2. Clang's thread-safety analysis of the library's lock annotations (scripts/dev/thread-safety.sh),
 #      then the concurrency tests under ThreadSanitizer (build/tsan),
 #   3. the whole suite but the docs checks under AddressSanitizer + UndefinedBehaviorSanitizer
@@ -20,13 +22,31 @@ cd "$(dirname "$0")/.."
 holdback_ensure_packages
 
 jobs=$(nproc)
+# Each stage's wall time, printed at the end (stage NAME starts the next one).
+stage_name=""
+stage_start=$SECONDS
+stage_times=()
+stage() {
+  if [ -n "$stage_name" ]; then
+    stage_times+=("$(printf '%6d s  %s' $((SECONDS - stage_start)) "$stage_name")")
+  fi
+  stage_name=$1
+  stage_start=$SECONDS
+  [ -n "$1" ] && echo "== $1" >&2
+  return 0
+}
+print_stage_times() {
+  stage ""
+  echo "== Wall time per stage (total $SECONDS s):" >&2
+  printf '%s\n' "${stage_times[@]}" >&2
+}
 summary_file=build/default/ctest-summary.txt
 # Debug information as line tables only (-g1): failures' stack traces keep their files and lines,
 # and the builds take about a fifth less compile time (one gateway source: 36 -> 29 s at -O2,
 # 39.5 -> 31.9 s in the ASan build).
 relwithdebinfo=(-DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O2 -g1 -DNDEBUG")
 
-echo "== All tests (build/default)" >&2
+stage "All tests (build/default)"
 cmake -S . -B build/default -DCMAKE_BUILD_TYPE=RelWithDebInfo "${relwithdebinfo[@]}" >/dev/null
 cmake --build build/default -j"$jobs"
 mkdir -p build/default
@@ -37,23 +57,28 @@ grep -E "tests passed, [0-9]+ tests? failed out of [0-9]+" build/default/ctest.l
   >"$summary_file" || true
 if [ "$default_status" -ne 0 ]; then
   echo "== The ordinary suite failed; sanitizer and fuzz stages skipped" >&2
+  print_stage_times
   cat "$summary_file"
   exit "$default_status"
 fi
 
-echo "== Every public header on its own, compiled and header-only" >&2
+stage "Hot-path benchmark gate (bench/hot-path-baseline.json)"
+python3 scripts/dev/bench-gate.py build/default
+
+stage "Every public header on its own, compiled and header-only"
 cmake --build build/default -j"$jobs" --target holdback_header_checks
 
+stage "Clang thread-safety analysis"
 scripts/dev/thread-safety.sh
 
-echo "== ThreadSanitizer: concurrency tests" >&2
+stage "ThreadSanitizer: concurrency tests"
 cmake -S . -B build/tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo "${relwithdebinfo[@]}" \
   -DHOLDBACK_SANITIZE=thread \
   -DHOLDBACK_BUILD_BENCH=OFF -DHOLDBACK_BUILD_EXAMPLES=OFF -DHOLDBACK_BUILD_TOOLS=OFF >/dev/null
 cmake --build build/tsan -j"$jobs" --target holdback_concurrency_tests
 (cd build/tsan && TSAN_OPTIONS="halt_on_error=1" ctest -L concurrency --output-on-failure -j"$jobs")
 
-echo "== AddressSanitizer + UndefinedBehaviorSanitizer: all tests but the docs checks" >&2
+stage "AddressSanitizer + UndefinedBehaviorSanitizer: all tests but the docs checks"
 # Four GoogleTest shards per test binary, each one process (cmake/test_registration.cmake): a
 # Debug + ASan test binary takes about 0.75 s to start, which one process per test paid ~690 times.
 cmake -S . -B build/asan -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG=-g1 \
@@ -74,12 +99,14 @@ cmake --build build/asan -j"$jobs"
   GTEST_FILTER="-CliSimulateTest.DefaultOutputIsOneScreenNamingTheRecommendedArm:SimEvaluationTest.OneReplicaReproducesTheSingleGatewayFigures" \
   ctest -LE docs --output-on-failure -j"$jobs")
 
-echo "== -fno-exceptions, shared library with hidden symbols: core tests" >&2
+stage "-fno-exceptions, shared library with hidden symbols: core tests"
 cmake --preset noexcept >/dev/null
 cmake --build --preset noexcept -j"$jobs"
 ctest --preset noexcept -j"$jobs"
 
+stage "libFuzzer targets"
 scripts/dev/fuzz.sh
+print_stage_times
 
 echo "== All stages passed; the ordinary suite (build/default):" >&2
 cat "$summary_file"

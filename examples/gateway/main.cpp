@@ -1,6 +1,7 @@
 // holdback-gateway: an OpenAI-style HTTP gateway that puts every request through a
 // FlowController before proxying it to the least-loaded model server. The worked example of
-// docs/guide/gateway.md. This file only wires the parts together:
+// docs/guide/gateway.md (how it embeds holdback: docs/guide/embedding.md). This file only wires
+// the parts together:
 //
 //   options.hpp          the command line
 //   gateway.hpp          shared state: config, pool, controller, dispatch driver, counters

@@ -1,6 +1,6 @@
 // GET /metrics: the controller's metrics (renderPrometheus) followed by the gateway's own
 // (responses by status, upstream failures and aborts, connection counts, per-endpoint telemetry).
-// Names and meanings are listed in docs/guide/gateway.md.
+// Names and meanings are listed in docs/reference/metrics.md.
 //
 // Thread safety: thread-safe (reads atomics and snapshots).
 #pragma once

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# How far a gateway configuration is from the gateway's targets (docs/guide/gateway.md, "The default
-# configuration"): runs the capacity e2e tests (tests/e2e/gateway_capacity_e2e_test.cpp: two
+# How far a gateway configuration is from the gateway's targets (docs/performance/gateway.md,
+# "Capacity targets of the default configuration"): runs the capacity e2e tests (tests/e2e/gateway_capacity_e2e_test.cpp: two
 # holdback-model-servers, a batch flood, an interactive request every 40 ms, against a
 # static-threshold-1.0 control) RUNS times per configuration and prints each run's figures.
 #

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The gateway's load figures (docs/guide/gateway.md "Performance"): added latency and throughput over an
+# The gateway's load figures (docs/performance/gateway.md): added latency and throughput over an
 # idle fake model server (1 ms tokens), 2000 req/s for 30 s, slowloris, 5000 idle connections.
 # Needs hey (Debian package hey) and python3. Loopback only; everything on the same cores.
 #

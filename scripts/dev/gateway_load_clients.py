@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Hostile and idle client connections for the gateway's load figures (docs/guide/gateway.md).
+"""Hostile and idle client connections for the gateway's load figures (docs/performance/gateway.md).
 
   gateway_load_clients.py slowloris HOST PORT N SECONDS
       N connections that each send a request header one byte every 2 s (reconnecting when the

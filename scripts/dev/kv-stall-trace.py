@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The KV-bound capacity e2e's exchange (tests/e2e/gateway_capacity_e2e_test.cpp, default gateway
 only), repeated, with both servers' and the gateway's /metrics sampled every ~30 ms: measures how
-often the stall in docs/guide/gateway.md ("Limitations") happens, and keeps each run's timeline.
+often the stall in docs/performance/gateway.md ("A stall on a KV-bound pool") happens, and keeps each run's timeline.
 
   scripts/dev/kv-stall-trace.py BUILD_DIR [RUNS] [OUT_DIR]    e.g. build/asan 10 /tmp/kv-stall
   scripts/dev/kv-stall-trace.py --show OUT_DIR/run-N.json       one run's timeline

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The pool sweep of docs/simulation.md, "Pools of other sizes and KV per slot".
+"""The pool sweep of docs/results/recommended.md, "Pools of other sizes and KV per slot".
 
     scripts/dev/sim_pool_sweep.py scenarios DIR   # writes DIR/kv-<N>x16-<KV>.json
     for f in DIR/kv-*x16-*.json; do

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The table of docs/simulation.md, "The recommended configuration", from `holdback simulate
+"""The tables of docs/results/recommended.md, "Seeds 1-5" and "Seeds 6-10", from `holdback simulate
 --format json` reports (one file per scenario and seed set), and the targets each row misses.
 
     for sc in default burst-after-idle short-bursts kv-bound; do

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""The recommended arm with gateway replicas against ONE gateway's static-1.0 (docs/simulation.md,
-"What the remaining gap is made of"): batch output tokens/s as a % of static-1.0 run with a
+"""The recommended arm with gateway replicas against ONE gateway's static-1.0 (docs/results/replicas.md,
+"The replica feed"): batch output tokens/s as a % of static-1.0 run with a
 single gateway on the same scenario and seeds, rather than of static-1.0 run with the same
 replicas (which is no longer strict priority across the pool).
 

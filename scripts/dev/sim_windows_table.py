@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Per-window table of `holdback simulate --format json` reports (docs/simulation.md).
+"""Per-window table of `holdback simulate --format json` reports (docs/results/policies.md).
 
 For every arm: the top class's TTFT p99 over its unloaded p99 in the idle, burst, settled (burst
 after its first 2 s) and onset windows, and the lowest class's output tokens as % of static-1.0

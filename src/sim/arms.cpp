@@ -46,7 +46,8 @@ config::Json staticMap(const Scenario& s) {
 
 // Reservation sized from measured demand: minCeiling from the scenario, one request
 // of reserve at least, demand decaying over 1.5 s, the library's hold of the reserve
-// (docs/simulation.md has the arms' results). `extra` is merged into the parameters.
+// (docs/simulation.md describes the arms, docs/results/ has their results). `extra` is merged into
+// the parameters.
 config::Json reservation(const Scenario& s, double epsilon, config::Json extra = nullptr) {
   config::Json p = {{"epsilon", epsilon},
                     {"minCeiling", s.minCeiling},

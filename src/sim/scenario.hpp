@@ -98,14 +98,15 @@ struct PoolSpec {
   double replicaFeedDelayMs = 0.5;  // >= 0
   // With the replica feed: a replica leaves a dispatch to another whose head of the same band
   // waited longer (ReplicaShare::headTolerance, 100 ms), as the gateway does. false: each
-  // replica dispatches whatever it sees room for (the comparison in docs/simulation.md).
+  // replica dispatches whatever it sees room for (the comparison in docs/results/replicas.md).
   bool replicaOldestFirst = true;
   // Utilization detector only: every replica feeds its own DispatchLedger (its own dispatches and
   // completions, every scrape installed with its sample time) and fills its Endpoint view through
   // it before every detector call. On by default: the simulated gateway is a host that feeds the
   // ledger, and the library's correction is on wherever the host feeds it (docs/simulation.md,
-  // "Detector defaults"). Off: the scraped figures as they are plus an InFlightTracker's counts
-  // (the behaviour without the ledger). The concurrency detector ignores it.
+  // "The dispatch ledger and the slot term"). Off: the scraped figures as they are plus an
+  // InFlightTracker's counts (the behaviour without the ledger). The concurrency detector ignores
+  // it.
   bool dispatchLedger = true;
   // The ledger's per-scrape dispatch budget (DispatchLedgerOptions::dispatchBudget, with
   // budgetQueueDepth = the detector's queueDepthThreshold, 5).

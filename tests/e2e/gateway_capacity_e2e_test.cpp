@@ -59,9 +59,9 @@ constexpr auto kCapInteractiveGap = 40ms;
 
 // Under AddressSanitizer (scripts/test.sh builds it Debug, several times slower) the two latency
 // and busy-pool targets are printed, not asserted: the slower gateway and servers widen the race
-// behind the stall in docs/guide/gateway.md ("Limitations"), which then misses the p99 target in
-// about one run in seven (one in about 24 in the ordinary build). The ordinary suite asserts
-// them; every run still asserts the statuses.
+// behind the stall in docs/performance/gateway.md ("A stall on a KV-bound pool"), which then misses
+// the p99 target in about one run in seven (one in about 24 in the ordinary build). The ordinary
+// suite asserts them; every run still asserts the statuses.
 #if defined(__SANITIZE_ADDRESS__)
 constexpr bool kCapAssertTargets = false;
 #elif defined(__has_feature)

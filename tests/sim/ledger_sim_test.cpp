@@ -1,6 +1,6 @@
 // The simulator with a DispatchLedger per gateway replica (pool.dispatchLedger):
 // determinism, the bounded server queue on the default scenario, and the lost-completions fault.
-// The bounds are the measured 5-seed figures (docs/simulation.md, "The dispatch ledger") with
+// The bounds are the measured 5-seed figures (docs/results/dispatch-ledger.md) with
 // margin.
 #include <gtest/gtest.h>
 

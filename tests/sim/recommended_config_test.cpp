@@ -1,5 +1,5 @@
 // examples/configs/recommended.yaml and the simulator's `recommended` arm describe the same
-// configuration: the figures docs/simulation.md gives for the arm are the file's.
+// configuration: the figures docs/results/recommended.md gives for the arm are the file's.
 #include <gtest/gtest.h>
 
 #include <memory>

@@ -239,10 +239,10 @@ std::string withoutNewWindows(const std::string& table) {
 // Re-recorded (HOLDBACK_UPDATE_GOLDEN=1) when the detector defaults changed (per-endpoint score
 // cap 1.0 and strict telemetry validation), and again when the simulator's utilization
 // arms got the dispatch ledger and the slot term by default (docs/simulation.md
-// "Detector defaults"), when the recommended arm's demand smoothing, epsilon and idle reserve
-// changed (docs/guide/policies.md, "The idle reserve and the demand's rise time"), when
-// restoration went per endpoint (docs/guide/eviction.md, "Restoration per endpoint") and when the
-// recommended arm got the rise significance test, no protective start and a restoration epsilon
+// "The dispatch ledger and the slot term"), when the recommended arm's demand smoothing, epsilon
+// and idle reserve changed (docs/guide/policies.md, "The idle reserve and the demand's rise time"),
+// when restoration went per endpoint (docs/guide/eviction.md, "Restoration per endpoint") and when
+// the recommended arm got the rise significance test, no protective start and a restoration epsilon
 // of 2 % (docs/guide/policies.md, "Noise and the cold start"), and when a lower band's request
 // could start below the utilization detector's threshold and run past it, with an idle reserve
 // of a tenth of the slots (docs/guide/policies.md, "Room below a threshold"): deliberate changes

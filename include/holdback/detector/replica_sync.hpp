@@ -66,7 +66,7 @@
 //   replica's demand estimate counts the pool's arrivals (a replica's own 1/R of them is a
 //   noisier estimate). The sync thread keeps running for the restoration figures and the ranks.
 //   Nothing waits for the store: an event the feed loses counts (a dispatch) or is missed (a
-//   completion) until the replica's next scrape. docs/simulation.md, "The replica feed",
+//   completion) until the replica's next scrape. docs/results/replicas.md, "The replica feed",
 //   measures it.
 //
 // Cost: syncOnce() allocates nothing (its buffers are sized at construction); one

@@ -37,7 +37,7 @@
 //            must fit below it;
 //     kDetector  (the default: one gateway, or a share of one replica) the detector's room as
 //            it is.
-//   docs/simulation.md measures the turn against no start past the threshold.
+//   docs/results/replicas.md measures the replicas with the turn.
 //
 // Thread safety: thread-safe.
 #pragma once

@@ -53,9 +53,10 @@
 //
 // Hold (option holdReserve, on by default): a slot given to band i now stays taken for about band
 // i's holding time, so a reserve that dips and recovers within that time has already handed the
-// room out when it is needed again (the simulator's settled-burst misses, docs/simulation.md).
-// The reserve therefore rises at once and falls no faster than exponentially with time constant
-// H_i, band i's measured holdingTime (decayTime until one is measured):
+// room out when it is needed again (the simulator's settled-burst misses,
+// docs/results/policies.md). The reserve therefore rises at once and falls no faster than
+// exponentially with time constant H_i, band i's measured holdingTime (decayTime until one is
+// measured):
 //
 //     held_i(t) = max(R_i(t), R_i(t) + (held_i(t') - R_i(t)) exp(-(t - t') / H_i))
 //

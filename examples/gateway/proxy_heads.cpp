@@ -1,0 +1,131 @@
+#include "proxy_heads.hpp"
+
+#include <string>
+#include <string_view>
+
+#include "holdback/flow/request_headers.hpp"
+
+namespace holdback::gateway {
+
+bool isHopByHop(std::string_view name) {
+  // By length first: most headers of a request or response match none of these lengths, or one
+  // name of that length, so each field costs one case-insensitive comparison at most two.
+  switch (name.size()) {
+    case 2:
+      return beast::iequals(name, "te");
+    case 4:
+      return beast::iequals(name, "host");
+    case 6:
+      return beast::iequals(name, "expect");
+    case 7:
+      return beast::iequals(name, "trailer") || beast::iequals(name, "upgrade");
+    case 10:
+      return beast::iequals(name, "connection") || beast::iequals(name, "keep-alive");
+    case 14:
+      return beast::iequals(name, "content-length");
+    case 16:
+      return beast::iequals(name, "proxy-connection");
+    case 17:
+      return beast::iequals(name, "transfer-encoding");
+    default:
+      return false;
+  }
+}
+
+// Whether `name` is hop-by-hop in a message with these header fields: one of the fixed hop-by-hop
+// names above, or one the message's own Connection header lists (RFC 9110 section 7.6.1:
+// `Connection: keep-alive, X-Trace` makes X-Trace hop-by-hop). `connection` is that header's
+// value (empty when absent).
+bool isHopByHop(std::string_view name, std::string_view connection) {
+  if (isHopByHop(name)) return true;
+  if (connection.empty()) return false;
+  for (const auto token : http::token_list{connection}) {
+    if (beast::iequals(std::string_view(token.data(), token.size()), name)) return true;
+  }
+  return false;
+}
+
+// "Name: value\r\n". Names and values come from Beast's parsers, which refuse CR, LF and other
+// control characters in them, so they cannot split a header.
+void appendField(std::string& out, std::string_view name, std::string_view value) {
+  out.append(name).append(": ").append(value).append("\r\n");
+}
+
+// The head of the request to the model server (its body is the second buffer of the same gather
+// write): the client's headers except the hop-by-hop ones, Host, a default Content-Type, and the
+// body's Content-Length (a chunked request's body was read whole). HTTP/1.1 without
+// "Connection: close": the connection is kept alive.
+std::string upstreamRequestHead(const http::request<http::string_body>& request,
+                                std::string_view host) {
+  std::string head;
+  head.reserve(512);
+  head.append(request.method_string()).append(" ").append(request.target());
+  head.append(" HTTP/1.1\r\n");
+  const std::string_view connection = request[http::field::connection];
+  for (const auto& field : request) {
+    if (!isHopByHop(field.name_string(), connection)) {
+      appendField(head, field.name_string(), field.value());
+    }
+  }
+  appendField(head, "Host", host);
+  if (request.find(http::field::content_type) == request.end()) {
+    appendField(head, "Content-Type", "application/json");
+  }
+  appendField(head, "Content-Length", std::to_string(request.body().size()));
+  head.append("\r\n");
+  return head;
+}
+
+// An interim (1xx) response passed on to the client: its status line and end-to-end fields.
+std::string interimResponseHead(const http::response_header<>& interim) {
+  std::string hint;
+  hint.append("HTTP/1.1 ").append(std::to_string(interim.result_int())).append(" ");
+  hint.append(http::obsolete_reason(interim.result())).append("\r\n");
+  const std::string_view connection = interim[http::field::connection];
+  for (const auto& field : interim) {
+    if (!isHopByHop(field.name_string(), connection)) {
+      appendField(hint, field.name_string(), field.value());
+    }
+  }
+  hint.append("\r\n");
+  return hint;
+}
+
+// The head of a response to the client: the status line, the model server's content type and
+// passed headers, the gateway's two headers, the framing (a Content-Length, or chunked), and
+// "Connection: close" when the client's connection ends after it. A stream to an HTTP/1.0 client
+// (no chunked coding: RFC 9112 section 6.1) has neither framing header: its body ends with the
+// connection, which the caller closes (what.keepAlive is false for it).
+void appendResponseHead(std::string& out, const http::response_header<>& upstream,
+                        std::string_view contentType, const ProxyRequest& what,
+                        std::optional<std::size_t> contentLength) {
+  const unsigned status = upstream.result_int();
+  out.append("HTTP/1.1 ").append(std::to_string(status)).append(" ");
+  out.append(http::obsolete_reason(http::int_to_status(status))).append("\r\n");
+  appendField(out, "Content-Type", contentType);
+  // The response headers to pass on (Content-Encoding in particular: the SDKs ask for gzip).
+  const std::string_view connection = upstream[http::field::connection];
+  for (const auto& field : upstream) {
+    if (!isHopByHop(field.name_string(), connection) &&
+        !beast::iequals(field.name_string(), "content-type") &&
+        !beast::iequals(field.name_string(), kBandHeadroomHeader)) {
+      appendField(out, field.name_string(), field.value());
+    }
+  }
+  appendField(out, kEndpointHeader, what.endpointUrl);
+  appendField(out, kQueuedMsHeader, std::to_string(what.queuedMs));
+  if (what.bandHeadroom) {
+    if (const auto room = what.bandHeadroom()) {
+      appendField(out, kBandHeadroomHeader, std::to_string(*room));
+    }
+  }
+  if (contentLength) {
+    appendField(out, "Content-Length", std::to_string(*contentLength));
+  } else if (what.chunked) {
+    appendField(out, "Transfer-Encoding", "chunked");
+  }
+  if (!what.keepAlive) appendField(out, "Connection", "close");
+  out.append("\r\n");
+}
+
+}  // namespace holdback::gateway
