@@ -9,7 +9,7 @@
 #include <cmath>
 
 #include "holdback/core/replica_share.hpp"
-#include "holdback/detector/detail/ledger_slots-inl.hpp"
+#include "holdback/detector/detail/ledger_slot-inl.hpp"
 
 namespace holdback {
 inline namespace HOLDBACK_ABI_NAMESPACE {

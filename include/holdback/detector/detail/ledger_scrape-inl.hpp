@@ -9,7 +9,7 @@
 #include <chrono>
 #include <cmath>
 
-#include "holdback/detector/detail/ledger_slots-inl.hpp"
+#include "holdback/detector/detail/ledger_slot-inl.hpp"
 
 namespace holdback {
 inline namespace HOLDBACK_ABI_NAMESPACE {
