@@ -320,7 +320,13 @@ TEST_F(GatewayOverloadE2ETest, ABodyOverTheBudgetGets503AndNothingAdmittedIsLost
   auto r = c.post("/v1/completions", big, "application/json");
   ASSERT_TRUE(r) << r.error();
   EXPECT_EQ(r->status, 200) << r->body;
-  const std::string metrics = getMetrics(*gateway_);
+  // The budget is released when the gateway's write of the reply completes, which can be a
+  // moment after the client has read it: the gauge is polled (2 s at most) rather than read once.
+  std::string metrics = getMetrics(*gateway_);
+  for (int i = 0; i < 40 && metricValue(metrics, "holdback_gateway_buffered_bytes") != 0.0; ++i) {
+    std::this_thread::sleep_for(50ms);
+    metrics = getMetrics(*gateway_);
+  }
   EXPECT_EQ(metricValue(metrics, "holdback_gateway_overload_shed_total").value_or(0), 1.0);
   EXPECT_EQ(metricValue(metrics, "holdback_gateway_buffered_bytes").value_or(-1), 0.0);
 }
