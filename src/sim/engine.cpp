@@ -41,6 +41,8 @@ Simulation::Simulation(const Scenario& s, const Arm& arm, const RunOptions& opti
     rngs_.emplace_back(s.seed * 0x100000001b3ULL + 0x51ed27 * (c + 1));
   }
   const auto endpoints = static_cast<std::size_t>(s.pool.endpoints);
+  const std::vector<EndpointGroup> specs = s.pool.endpointSpecs();  // mixed pools: per endpoint
+  for (std::size_t i = 0; i < endpoints; ++i) servers_[i].spec = specs[i];
   const auto replicas = static_cast<std::size_t>(std::max(1, s.pool.gatewayReplicas));
   gateways_.resize(replicas);
   for (std::size_t g = 0; g < replicas; ++g) {
@@ -49,7 +51,13 @@ Simulation::Simulation(const Scenario& s, const Arm& arm, const RunOptions& opti
     gw.picker = EndpointPicker(endpoints, {.fitFirst = arm.fitFirst});
     gw.inFlight = std::make_unique<InFlightTracker>();
     gw.outputs = std::move(OutputEstimator::create()).value();  // default options: valid
-    for (auto& e : gw.source->pool()) e.updateTime = at(0);
+    for (std::size_t i = 0; i < endpoints; ++i) {
+      Endpoint& e = gw.source->pool()[i];
+      e.updateTime = at(0);
+      // The capacity a deployment configures, known from the start (the scrape keeps it).
+      e.maxRunningRequests = specs[i].slots;
+      e.kvCapacityTokens = specs[i].kvCapacityTokens;
+    }
     if (s.pool.dispatchLedger && s.detector == DetectorKind::kUtilization) {
       DispatchLedgerOptions lo;
       lo.dispatchBudget = s.pool.ledgerBudget;
@@ -58,10 +66,11 @@ Simulation::Simulation(const Scenario& s, const Arm& arm, const RunOptions& opti
       lo.replicas = static_cast<std::int64_t>(replicas);  // each replica sees 1/R of the work
       lo.sharedRoomSlots = reservePerEndpoint(s, arm);
       gw.ledger = std::make_unique<DispatchLedger>(lo);
-      for (const Endpoint& e : gw.source->pool()) {
+      for (std::size_t i = 0; i < endpoints; ++i) {
         gw.ids.push_back(gw.ledger->registerEndpoint(
-            e.name, EndpointCapacity{.maxRunningRequests = s.pool.slots,
-                                     .kvCapacityTokens = s.pool.kvCapacityTokens}));
+            gw.source->pool()[i].name,
+            EndpointCapacity{.maxRunningRequests = specs[i].slots,
+                             .kvCapacityTokens = specs[i].kvCapacityTokens}));
       }
       // Until the first scrape: an idle pool sampled at t = 0, as without the ledger.
       for (const EndpointId id : gw.ids) {

@@ -134,6 +134,7 @@ struct Request {
 };
 
 struct Server {
+  EndpointGroup spec;  // its slots, KV capacity and service times (its group's)
   std::deque<std::size_t> queue;
   std::vector<std::size_t> running;
   std::int64_t kvTokens = 0;
@@ -250,7 +251,7 @@ class Simulation {
   void onRevocation(std::size_t gateway, const Revocation& rev);
 
   // pool_model.cpp
-  [[nodiscard]] Nanos tpot(std::size_t running) const;
+  [[nodiscard]] Nanos tpot(const Server& sv) const;
   void admit(std::size_t e);
   void step(std::size_t e);
   void finish(std::size_t id);
