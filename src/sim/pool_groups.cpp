@@ -44,6 +44,46 @@ std::int64_t PoolSpec::totalKvCapacityTokens() const {
   return total;
 }
 
+Scenario mixedPoolScenario() {
+  Scenario s;
+  findScenario("burst-after-idle", s);
+  s.name = "mixed-pool";
+  // Two H100-like servers beside four L4-like ones: 176 slots, 73 % of them on the large two.
+  s.pool.groups = {
+      {.endpoints = 2,
+       .slots = 64,
+       .kvCapacityTokens = 131072,
+       .timing = {.prefillBaseMs = 5.0,
+                  .prefillPerTokenMs = 0.02,
+                  .tpotBaseMs = 4.0,
+                  .tpotPerRunningMs = 0.08}},
+      {.endpoints = 4,
+       .slots = 12,
+       .kvCapacityTokens = 16384,
+       .timing = {.prefillBaseMs = 10.0,
+                  .prefillPerTokenMs = 0.1,
+                  .tpotBaseMs = 10.0,
+                  .tpotPerRunningMs = 0.5}},
+  };
+  const EndpointGroup& first = s.pool.groups.front();
+  s.pool.endpoints = 6;
+  s.pool.slots = first.slots;
+  s.pool.kvCapacityTokens = first.kvCapacityTokens;
+  s.pool.prefillBaseMs = first.timing.prefillBaseMs;
+  s.pool.prefillPerTokenMs = first.timing.prefillPerTokenMs;
+  s.pool.tpotBaseMs = first.timing.tpotBaseMs;
+  s.pool.tpotPerRunningMs = first.timing.tpotPerRunningMs;
+  // The burst-after-idle story scaled to the pool: bursts of 56 req/s (about 40 % of what it
+  // serves of interactive alone), standard 7 req/s, a batch backlog of 1100.
+  for (TrafficClass& c : s.classes) {
+    if (c.name == "interactive") c.arrival.rate = 56.0;
+    if (c.name == "interactive") c.arrival.offRate = 2.0;
+    if (c.name == "standard") c.arrival.rate = 7.0;
+    if (c.name == "batch") c.arrival.backlog = 1100;
+  }
+  return s;
+}
+
 std::string describePool(const PoolSpec& pool) {
   std::string out;
   for (const EndpointGroup& g : pool.endpointGroups()) {

@@ -57,7 +57,11 @@ std::vector<CatalogEntry> scenarioCatalog() {
           {"replay-small",
            "a pool of 2 x 16 slots, interactive 5 s bursts of 6 req/s between 10 s at 1 req/s "
            "(off first), a batch backlog of 64, for 45 s: small and slow enough for "
-           "holdback-replay to play in about a minute on real processes (docs/guide/replay.md)"}};
+           "holdback-replay to play in about a minute on real processes (docs/guide/replay.md)"},
+          {"mixed-pool",
+           "burst-after-idle on a mixed pool: 2 H100-like endpoints (64 slots, 128k-token KV) "
+           "beside 4 L4-like ones (12 slots, 16k-token KV, 2.5-6x slower), bursts of 56 req/s, "
+           "a batch backlog of 1100 (pool.groups)"}};
 }
 
 namespace {
@@ -106,6 +110,10 @@ bool findScenario(std::string_view name, Scenario& out) {
   }
   if (name == "replay-small") {
     out = replaySmallScenario();
+    return true;
+  }
+  if (name == "mixed-pool") {
+    out = mixedPoolScenario();
     return true;
   }
   Scenario s = defaultScenario();

@@ -211,6 +211,9 @@ struct CatalogEntry {
 // allowed. A pool section with both forms, an empty list or a group without endpoints is an error.
 // Called by parseScenario (src/sim/pool_groups.cpp).
 void readPoolGroups(config::ParamReader& pool, PoolSpec& out);
+// The built-in "mixed-pool": burst-after-idle on 2 H100-like endpoints (64 slots, 128k-token KV,
+// fast) beside 4 L4-like ones (12 slots, 16k-token KV, slow), traffic scaled to the pool.
+[[nodiscard]] Scenario mixedPoolScenario();
 // "4 endpoints x 16 slots"; a mixed pool: "2 endpoints x 64 slots + 4 endpoints x 12 slots".
 [[nodiscard]] std::string describePool(const PoolSpec& pool);
 
