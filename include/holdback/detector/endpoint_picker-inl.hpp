@@ -73,8 +73,8 @@ class PickPass {
     const std::size_t g = use_up_ && up_[i] == 0 ? 1 : 0;
     const Endpoint& e = endpoints_[i];
     const std::size_t n = endpoints_.size();
-    const PickKey key{e.inFlightRequests, per_slot_ ? e.maxRunningRequests : 1,
-                      e.waitingQueueSize, i >= cursor_ ? i - cursor_ : i + n - cursor_};
+    const PickKey key{e.inFlightRequests, per_slot_ ? e.maxRunningRequests : 1, e.waitingQueueSize,
+                      i >= cursor_ ? i - cursor_ : i + n - cursor_};
     if (pass_over_set_[g] && pass_over_[g].lighter(key)) return;
     const bool forBest = best_[g] == kNone || key < best_key_[g];
     const bool forFit = room_mode_ != RoomMode::kNone && (fit_[g] == kNone || key < fit_key_[g]);

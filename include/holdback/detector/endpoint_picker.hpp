@@ -21,13 +21,13 @@
 // The result is a pure function of the inputs and the picker's history (deterministic).
 //
 // Cost: one pass over the pool (and one over the slot counts). An endpoint with a higher load than
-// the best candidate so far (and, with fitFirst, than the best fitting one) is passed over after one load; the
-// detector is asked only about an endpoint that would win. With a detector whose filter decides
-// each endpoint alone (SaturationDetector::filtersEachEndpointAlone, both built-in detectors),
-// the filter is called for one endpoint at a time, only for such an endpoint, and for the whole
-// pool in one call after 32 such calls; otherwise once over the pool before the pass. Rule 3
-// reads the detector's room the same way (one endpoint per room() call, the whole pool in one
-// call after 16 such calls), so the picker relies on room() answering each endpoint from that
+// the best candidate so far (and, with fitFirst, than the best fitting one) is passed over after
+// one load; the detector is asked only about an endpoint that would win. With a detector whose
+// filter decides each endpoint alone (SaturationDetector::filtersEachEndpointAlone, both built-in
+// detectors), the filter is called for one endpoint at a time, only for such an endpoint, and for
+// the whole pool in one call after 32 such calls; otherwise once over the pool before the pass.
+// Rule 3 reads the detector's room the same way (one endpoint per room() call, the whole pool in
+// one call after 16 such calls), so the picker relies on room() answering each endpoint from that
 // endpoint alone, as its contract states. On a pool where the fewest requests in flight are found
 // early and fit, a pick costs about one load per endpoint. No allocation in steady state (the
 // scratch buffers grow only with the pool). pick() never throws.
