@@ -380,7 +380,9 @@ int main(int argc, char** argv) {
                    scenarioName.c_str(), doc.diagnostics().toString().c_str());
       return 2;
     }
-    auto parsed = parseScenario(doc.value().json);
+    // A relative trace file is relative to the scenario file (docs/guide/traces.md).
+    auto parsed =
+        parseScenario(doc.value().json, std::filesystem::path(scenarioName).parent_path().string());
     if (!parsed.ok()) {
       std::fprintf(stderr, "holdback-replay: %s: %s\n", scenarioName.c_str(),
                    parsed.diagnostics().toString().c_str());

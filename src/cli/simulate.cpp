@@ -34,7 +34,7 @@ interval). See docs/simulation.md.
 
 Options:
   --scenario S      a built-in scenario (default, burst-after-idle, short-bursts, kv-bound,
-                    replay-small: the scenario holdback-replay plays, docs/guide/replay.md;
+                    replay-small, azure-code, azure-conv: real traces, docs/guide/traces.md;
                     mixed-pool: endpoints of two sizes) or a scenario document, JSON or YAML
                     (keys in docs/simulation.md); default: default
   --seed N          one random seed (default: the scenario's, 1); same seed, same table
@@ -139,8 +139,11 @@ int runSimulate(int argc, char** argv) {
   sim::Scenario scenario = sim::defaultScenario();
   std::vector<sim::DetectorKind> detectors{sim::DetectorKind::kUtilization,
                                            sim::DetectorKind::kConcurrency};
-  if (auto name = args.get("scenario"); name && !sim::findScenario(*name, scenario)) {
+  std::string builtinError;
+  if (auto name = args.get("scenario"); name && !sim::findScenario(*name, scenario, builtinError)) {
     const std::string& file = *name;
+    if (!builtinError.empty())
+      return usageError(kCommand, "--scenario " + file + ": " + builtinError);
     if (!std::filesystem::exists(file)) {
       std::string known;
       for (const sim::CatalogEntry& e : sim::scenarioCatalog()) {
@@ -153,7 +156,7 @@ int runSimulate(int argc, char** argv) {
     int exitCode = kExitOk;
     auto json = loadConfigFile(kCommand, file, diagnostics, exitCode);
     if (!json) return exitCode;
-    auto parsed = sim::parseScenario(*json);
+    auto parsed = sim::parseScenario(*json, std::filesystem::path(file).parent_path().string());
     diagnostics.append(parsed.diagnostics());
     printDiagnostics(file, diagnostics);
     if (!parsed.ok() || diagnostics.hasErrors()) return kExitInvalid;

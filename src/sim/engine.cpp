@@ -40,6 +40,7 @@ Simulation::Simulation(const Scenario& s, const Arm& arm, const RunOptions& opti
   for (std::size_t c = 0; c < s.classes.size(); ++c) {
     rngs_.emplace_back(s.seed * 0x100000001b3ULL + 0x51ed27 * (c + 1));
   }
+  traces_.resize(s.classes.size());
   const auto endpoints = static_cast<std::size_t>(s.pool.endpoints);
   const std::vector<EndpointGroup> specs = s.pool.endpointSpecs();  // mixed pools: per endpoint
   for (std::size_t i = 0; i < endpoints; ++i) servers_[i].spec = specs[i];
@@ -134,7 +135,12 @@ ArmResult Simulation::run() {
   for (std::size_t c = 0; c < s_.classes.size(); ++c) {
     if (options_.onlyClass >= 0 && c != static_cast<std::size_t>(options_.onlyClass)) continue;
     const ArrivalSpec& a = s_.classes[c].arrival;
-    if (a.process == ArrivalProcess::kBacklog) {
+    if (a.process == ArrivalProcess::kTrace) {
+      if (!a.trace) continue;  // parseScenario and findScenario load it; a bare spec sends none
+      traces_[c] =
+          TraceCursor(a.trace, traceStartNs(*a.trace, a.startSeconds, s_.seed), a.timeScale);
+      if (traces_[c].time() < end_) schedule(traces_[c].time(), EventType::kArrival, c);
+    } else if (a.process == ArrivalProcess::kBacklog) {
       const Nanos spacing = a.backlog == 0 ? 0 : fromSeconds(a.rampSeconds) / a.backlog;
       for (std::int64_t i = 0; i < a.backlog; ++i) schedule(i * spacing, EventType::kArrival, c);
     } else {
@@ -291,11 +297,19 @@ void Simulation::handle(const Event& e) {
 
 void Simulation::arrive(std::size_t c) {
   const TrafficClass& tc = s_.classes[c];
-  if (tc.arrival.process != ArrivalProcess::kBacklog) scheduleNextArrival(c, now_);
   Request r;
   r.cls = static_cast<std::uint32_t>(c);
-  r.input = sampleLength(tc.inputTokens, rngs_[c]);
-  r.output = sampleLength(tc.outputTokens, rngs_[c]);
+  if (tc.arrival.process == ArrivalProcess::kTrace) {
+    TraceCursor& trace = traces_[c];
+    r.input = trace.input();
+    r.output = trace.output();
+    trace.advance();
+    if (trace.time() < end_) schedule(trace.time(), EventType::kArrival, c);
+  } else {
+    if (tc.arrival.process != ArrivalProcess::kBacklog) scheduleNextArrival(c, now_);
+    r.input = sampleLength(tc.inputTokens, rngs_[c]);
+    r.output = sampleLength(tc.outputTokens, rngs_[c]);
+  }
   r.arrival = now_;
   submit(r);
 }
@@ -358,7 +372,9 @@ void Simulation::onOutcome(std::size_t /*gateway*/, Completion&& c) {
     route(id);
     return;
   }
-  requests_[id].state = c.outcome.rejected() ? State::kRejected : State::kEvicted;
+  requests_[id].state = c.outcome.cause == OutcomeCause::kTooLarge ? State::kTooLarge
+                        : c.outcome.rejected()                     ? State::kRejected
+                                                                   : State::kEvicted;
   requests_[id].finished = now_;
   replace(id);
 }
@@ -386,8 +402,23 @@ void Simulation::onRevocation(std::size_t gateway, const Revocation& rev) {
 
 void Simulation::route(std::size_t id) {
   Request& r = requests_[id];
-  r.dispatched = now_;
   Gateway& gw = gateways_[r.gateway];
+  std::int64_t largestKv = 0;  // mixed pools: the largest endpoint's KV cache
+  for (const Server& sv : servers_) largestKv = std::max(largestKv, sv.spec.kvCapacityTokens);
+  if (r.input + r.output > largestKv) {
+    // No server can hold it to its end: the server refuses it at once (a model server's length
+    // check), whether or not the gateway knew the capacity. Like a refusal at enqueue, it has no
+    // dispatch time (no gateway queueing delay is counted for it).
+    r.state = State::kTooLarge;
+    r.finished = now_;
+    if (gw.fc && r.leaseId != 0) {
+      gw.leases.erase(r.leaseId);
+      (void)gw.fc->release(r.leaseId, at(now_));
+    }
+    replace(id);
+    return;
+  }
+  r.dispatched = now_;
   std::vector<Endpoint>& pool = gw.source->pool();
   gw.fill();
   const std::size_t best = gw.picker.pick(pool, *detector_, at(now_), {}, r.input).value_or(0);

@@ -27,6 +27,7 @@
 #include "holdback/detector/saturation_detector.hpp"
 #include "holdback/flow/flow_controller.hpp"
 #include "sim/simulator.hpp"
+#include "sim/trace.hpp"
 
 namespace holdback {
 inline namespace HOLDBACK_ABI_NAMESPACE {
@@ -112,7 +113,8 @@ enum class State : std::uint8_t {
   kDone,
   kRejected,
   kEvicted,
-  kRevoked
+  kRevoked,
+  kTooLarge  // input + output exceed every endpoint's KV capacity: refused, never queued
 };
 
 struct Request {
@@ -267,6 +269,7 @@ class Simulation {
   // measure.cpp
   void sample();
   ArmResult collect();
+  [[nodiscard]] std::vector<WindowStats> minuteWindows(std::size_t c) const;
 
   const Scenario& s_;
   Arm arm_;
@@ -283,6 +286,7 @@ class Simulation {
   std::vector<FeedEvent> feedEvents_;
   std::uint64_t arrivals_ = 0;
   std::vector<Random> rngs_;
+  std::vector<TraceCursor> traces_;  // per class; trace classes only
   std::vector<Request> requests_;
   std::vector<InFlightHandle> inFlight_;  // per request, released when it completes
   Random lossRng_;                        // pool.lostCompletions draws
@@ -308,6 +312,9 @@ class Simulation {
   std::uint64_t wastedTokens_ = 0;
   std::uint64_t repaidPrefillTokens_ = 0;
 };
+
+// Queued, on a server or running when the run ended.
+bool unfinishedState(State s);
 
 // Nearest-rank percentiles and the mean; sorts `v`.
 Percentiles percentiles(std::vector<double>& v);

@@ -206,6 +206,7 @@ Evaluation summarizeRuns(const Scenario& scenario, const EvaluationOptions& opti
         cs.rejected = over(ns, [&](std::size_t s) { return double(cls(s).rejected); });
         cs.evicted = over(ns, [&](std::size_t s) { return double(cls(s).evicted); });
         cs.unfinished = over(ns, [&](std::size_t s) { return double(cls(s).unfinished); });
+        cs.tooLarge = over(ns, [&](std::size_t s) { return double(cls(s).tooLarge); });
         cs.revoked = over(ns, [&](std::size_t s) { return double(cls(s).revoked); });
         cs.wastedTokens = over(ns, [&](std::size_t s) { return double(cls(s).wastedTokens); });
         cs.repaidPrefillTokens =
@@ -213,39 +214,89 @@ Evaluation summarizeRuns(const Scenario& scenario, const EvaluationOptions& opti
         cs.wastedPct = over(ns, [&](std::size_t s) {
           return 100.0 * ratio(double(cls(s).wastedTokens), double(cls(s).generatedTokens));
         });
+        // One window's summary over seeds; each getter gives seed s's window or null.
+        using Getter = std::function<const WindowStats*(std::size_t)>;
+        auto summarize = [&](const std::string& name, const Getter& win, const Getter& base,
+                             const Getter& refWin, WindowSummary& ws, WindowSummary& us) {
+          auto of = [&](const Getter& g, auto field) {
+            return over(ns, [&](std::size_t s) {
+              const WindowStats* w = g(s);
+              return w == nullptr ? kNoValue : field(*w);
+            });
+          };
+          ws.window = name;
+          ws.n = of(win, [](const WindowStats& w) { return double(w.arrived); });
+          ws.ttftP50 = of(win, [](const WindowStats& w) { return w.ttftMs.p50; });
+          ws.ttftP95 = of(win, [](const WindowStats& w) { return w.ttftMs.p95; });
+          ws.ttftP99 = of(win, [](const WindowStats& w) { return w.ttftMs.p99; });
+          ws.ttftP99OverUnloaded = over(ns, [&](std::size_t s) {
+            const WindowStats* w = win(s);
+            const WindowStats* b = base(s);
+            return w == nullptr || b == nullptr ? kNoValue : ratio(w->ttftMs.p99, b->ttftMs.p99);
+          });
+          ws.queueP50 = of(win, [](const WindowStats& w) { return w.queueMs.p50; });
+          ws.queueP95 = of(win, [](const WindowStats& w) { return w.queueMs.p95; });
+          ws.queueP99 = of(win, [](const WindowStats& w) { return w.queueMs.p99; });
+          ws.donePerSec = of(win, [](const WindowStats& w) { return w.completedPerSecond; });
+          ws.outputTokensPerSec =
+              of(win, [](const WindowStats& w) { return w.outputTokensPerSecond; });
+          ws.outputTokensPctOfStatic = over(ns, [&](std::size_t s) {
+            const WindowStats* w = win(s);
+            const WindowStats* r = refWin(s);
+            return w == nullptr || r == nullptr
+                       ? kNoValue
+                       : 100.0 * ratio(w->outputTokensPerSecond, r->outputTokensPerSecond);
+          });
+          us.window = name;
+          us.n = of(base, [](const WindowStats& w) { return double(w.arrived); });
+          us.ttftP50 = of(base, [](const WindowStats& w) { return w.ttftMs.p50; });
+          us.ttftP95 = of(base, [](const WindowStats& w) { return w.ttftMs.p95; });
+          us.ttftP99 = of(base, [](const WindowStats& w) { return w.ttftMs.p99; });
+        };
         for (const WindowStats& w0 : first.windows) {
           const std::string& name = w0.window;
-          auto win = [&](std::size_t s) { return *windowOf(cls(s), name); };
-          auto base = [&](std::size_t s) { return *windowOf(baseline(s, c), name); };
           WindowSummary ws;
-          ws.window = name;
-          ws.n = over(ns, [&](std::size_t s) { return double(win(s).arrived); });
-          ws.ttftP50 = over(ns, [&](std::size_t s) { return win(s).ttftMs.p50; });
-          ws.ttftP95 = over(ns, [&](std::size_t s) { return win(s).ttftMs.p95; });
-          ws.ttftP99 = over(ns, [&](std::size_t s) { return win(s).ttftMs.p99; });
-          ws.ttftP99OverUnloaded =
-              over(ns, [&](std::size_t s) { return ratio(win(s).ttftMs.p99, base(s).ttftMs.p99); });
-          ws.queueP50 = over(ns, [&](std::size_t s) { return win(s).queueMs.p50; });
-          ws.queueP95 = over(ns, [&](std::size_t s) { return win(s).queueMs.p95; });
-          ws.queueP99 = over(ns, [&](std::size_t s) { return win(s).queueMs.p99; });
-          ws.donePerSec = over(ns, [&](std::size_t s) { return win(s).completedPerSecond; });
-          ws.outputTokensPerSec =
-              over(ns, [&](std::size_t s) { return win(s).outputTokensPerSecond; });
-          ws.outputTokensPctOfStatic = over(ns, [&](std::size_t s) {
-            const WindowStats* r = windowOf(ref(s).classes[c], name);
-            return r == nullptr
-                       ? kNoValue
-                       : 100.0 * ratio(win(s).outputTokensPerSecond, r->outputTokensPerSecond);
-          });
-          cs.windows.push_back(std::move(ws));
           WindowSummary us;
-          us.window = name;
-          us.n = over(ns, [&](std::size_t s) { return double(base(s).arrived); });
-          us.ttftP50 = over(ns, [&](std::size_t s) { return base(s).ttftMs.p50; });
-          us.ttftP95 = over(ns, [&](std::size_t s) { return base(s).ttftMs.p95; });
-          us.ttftP99 = over(ns, [&](std::size_t s) { return base(s).ttftMs.p99; });
+          summarize(
+              name, [&](std::size_t s) { return windowOf(cls(s), name); },
+              [&](std::size_t s) { return windowOf(baseline(s, c), name); },
+              [&](std::size_t s) { return windowOf(ref(s).classes[c], name); }, ws, us);
+          cs.windows.push_back(std::move(ws));
           cs.unloaded.push_back(std::move(us));
         }
+        // The minutes (by index), and per seed the minute with the highest TTFT p99.
+        auto minuteOf = [](const ClassResult& r, std::size_t m) -> const WindowStats* {
+          return m < r.minutes.size() ? &r.minutes[m] : nullptr;
+        };
+        auto refClass = [&](std::size_t s) -> const ClassResult* {
+          return c < ref(s).classes.size() ? &ref(s).classes[c] : nullptr;
+        };
+        for (std::size_t m = 0; m < first.minutes.size(); ++m) {
+          WindowSummary ws;
+          WindowSummary us;
+          summarize(
+              first.minutes[m].window, [&](std::size_t s) { return minuteOf(cls(s), m); },
+              [&](std::size_t s) { return minuteOf(baseline(s, c), m); },
+              [&](std::size_t s) {
+                return refClass(s) == nullptr ? nullptr : minuteOf(*refClass(s), m);
+              },
+              ws, us);
+          cs.minutes.push_back(std::move(ws));
+          cs.minutesUnloaded.push_back(std::move(us));
+        }
+        std::vector<std::size_t> worst(ns, first.minutes.size());
+        for (std::size_t s = 0; s < ns; ++s) {
+          worst[s] = worstMinute(cls(s)).value_or(cls(s).minutes.size());
+          cs.worstMinuteIndex.push_back(
+              worst[s] < cls(s).minutes.size() ? static_cast<double>(worst[s]) : kNoValue);
+        }
+        summarize(
+            "worstMinute", [&](std::size_t s) { return minuteOf(cls(s), worst[s]); },
+            [&](std::size_t s) { return minuteOf(baseline(s, c), worst[s]); },
+            [&](std::size_t s) {
+              return refClass(s) == nullptr ? nullptr : minuteOf(*refClass(s), worst[s]);
+            },
+            cs.worstMinute, cs.worstMinuteUnloaded);
         sum.classes.push_back(std::move(cs));
       }
       auto r = [&](std::size_t s) -> const ArmResult& { return arm(s, a); };

@@ -64,6 +64,15 @@ struct ClassSummary {
   // and the wasted share of the class's generated output tokens in %.
   Spread revoked, wastedTokens, repaidPrefillTokens, wastedPct;
   std::vector<WindowSummary> unloaded;  // the baseline's windows (ttft and queue only meaningful)
+  // Requests refused as larger than every endpoint's KV capacity (ClassResult::tooLarge).
+  Spread tooLarge;
+  // The minute windows (ClassResult::minutes) by index over seeds, and the worst minute: per seed
+  // the minute with the highest TTFT p99 (worstMinute()), its figures over seeds (its unloaded
+  // ratio against the same minute alone on the pool, its % of static-1.0 against static-1.0's same
+  // minute) and its index per seed (NaN when no minute had a TTFT).
+  std::vector<WindowSummary> minutes, minutesUnloaded;
+  WindowSummary worstMinute, worstMinuteUnloaded;
+  std::vector<double> worstMinuteIndex;
 };
 
 struct ArmSummary {

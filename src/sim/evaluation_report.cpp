@@ -44,6 +44,29 @@ struct Sink {
   }
 };
 
+// One window's figures: means, the unloaded baseline's TTFT and the spreads.
+Json windowJson(const WindowSummary& ws, const WindowSummary& unloaded) {
+  Json wj;
+  Json spread;
+  Sink sink{wj, spread};
+  sink.put("n", ws.n);
+  sink.put("ttftMs", "p50", ws.ttftP50);
+  sink.put("ttftMs", "p95", ws.ttftP95);
+  sink.put("ttftMs", "p99", ws.ttftP99);
+  sink.put("ttftP99OverUnloaded", ws.ttftP99OverUnloaded);
+  sink.put("queueMs", "p50", ws.queueP50);
+  sink.put("queueMs", "p95", ws.queueP95);
+  sink.put("queueMs", "p99", ws.queueP99);
+  sink.put("donePerSec", ws.donePerSec);
+  sink.put("outputTokensPerSec", ws.outputTokensPerSec);
+  sink.put("outputTokensPctOfStatic", ws.outputTokensPctOfStatic);
+  wj["unloadedTtftMs"] = {{"p50", number(unloaded.ttftP50.mean)},
+                          {"p95", number(unloaded.ttftP95.mean)},
+                          {"p99", number(unloaded.ttftP99.mean)}};
+  wj["spread"] = std::move(spread);
+  return wj;
+}
+
 }  // namespace
 
 std::string formatJson(const Evaluation& e) {
@@ -74,32 +97,25 @@ std::string formatJson(const Evaluation& e) {
         cj["priority"] = c.priority;
         cj["windows"] = Json::object();
         for (std::size_t w = 0; w < c.windows.size(); ++w) {
-          const WindowSummary& ws = c.windows[w];
-          Json wj;
-          Json spread;
-          Sink sink{wj, spread};
-          sink.put("n", ws.n);
-          sink.put("ttftMs", "p50", ws.ttftP50);
-          sink.put("ttftMs", "p95", ws.ttftP95);
-          sink.put("ttftMs", "p99", ws.ttftP99);
-          sink.put("ttftP99OverUnloaded", ws.ttftP99OverUnloaded);
-          sink.put("queueMs", "p50", ws.queueP50);
-          sink.put("queueMs", "p95", ws.queueP95);
-          sink.put("queueMs", "p99", ws.queueP99);
-          sink.put("donePerSec", ws.donePerSec);
-          sink.put("outputTokensPerSec", ws.outputTokensPerSec);
-          sink.put("outputTokensPctOfStatic", ws.outputTokensPctOfStatic);
-          wj["unloadedTtftMs"] = {{"p50", number(c.unloaded[w].ttftP50.mean)},
-                                  {"p95", number(c.unloaded[w].ttftP95.mean)},
-                                  {"p99", number(c.unloaded[w].ttftP99.mean)}};
-          wj["spread"] = std::move(spread);
-          cj["windows"][ws.window] = std::move(wj);
+          cj["windows"][c.windows[w].window] = windowJson(c.windows[w], c.unloaded[w]);
         }
+        // Added after the other windows: a document without them reads as before.
+        cj["windows"]["minutes"] = Json::array();
+        for (std::size_t m = 0; m < c.minutes.size(); ++m) {
+          Json mj = windowJson(c.minutes[m], c.minutesUnloaded[m]);
+          mj["minute"] = m;
+          cj["windows"]["minutes"].push_back(std::move(mj));
+        }
+        Json worst = windowJson(c.worstMinute, c.worstMinuteUnloaded);
+        worst["minute"] = Json::array();
+        for (const double m : c.worstMinuteIndex) worst["minute"].push_back(number(m));
+        cj["windows"]["worstMinute"] = std::move(worst);
         Json spread;
         Sink sink{cj, spread};
         sink.put("rejected", c.rejected);
         sink.put("evicted", c.evicted);
         sink.put("unfinished", c.unfinished);
+        sink.put("tooLarge", c.tooLarge);
         sink.put("revoked", c.revoked);
         sink.put("wastedTokens", c.wastedTokens);
         sink.put("repaidPrefillTokens", c.repaidPrefillTokens);
@@ -216,12 +232,13 @@ std::string formatSummary(const Evaluation& e) {
       cs.insert(cs.end(), n, Col{width});
       return text::TextTable(std::move(cs));
     };
-    text::TextTable trade = table(16, windows ? 7 : 4, wide);
+    text::TextTable trade = table(16, windows ? 7 : 6, wide);
     if (windows) {
       trade.row({"arm", "p99 burst", "p99 onset", "p99 idle", "x unl. burst", "x unl. onset",
                  "goodput", "% static"});
     } else {
-      trade.row({"arm", "p99", "x unloaded", "goodput", "% static"});
+      trade.row(
+          {"arm", "p99", "x unloaded", "p99 worst min", "x unl. worst min", "goodput", "% static"});
     }
     for (const ArmSummary& a : report.arms) {
       const ClassSummary& t = a.classes[top];
@@ -236,7 +253,9 @@ std::string formatSummary(const Evaluation& e) {
                     formatSpread(findWindow(t, "onset")->ttftP99OverUnloaded, 1, spread)});
       } else {
         row.insert(row.end(), {formatSpread(findWindow(t, "all")->ttftP99, 0, spread),
-                               formatSpread(findWindow(t, "all")->ttftP99OverUnloaded, 1, spread)});
+                               formatSpread(findWindow(t, "all")->ttftP99OverUnloaded, 1, spread),
+                               formatSpread(t.worstMinute.ttftP99, 0, spread),
+                               formatSpread(t.worstMinute.ttftP99OverUnloaded, 1, spread)});
       }
       row.insert(row.end(),
                  {formatSpread(findWindow(b, "all")->outputTokensPerSec, 0, spread),

@@ -50,6 +50,54 @@ void Simulation::sample() {
   samples_.push_back(std::move(s));
 }
 
+// Queued, on a server or running when the run ended.
+bool unfinishedState(State s) {
+  return s == State::kQueued || s == State::kServerQueue || s == State::kRunning;
+}
+
+// The minute windows of class c: requests by the minute they arrived in (completions by the
+// minute they finished in), one bucket lookup per request.
+std::vector<WindowStats> Simulation::minuteWindows(std::size_t c) const {
+  const Nanos minute = fromSeconds(kMinuteSeconds);
+  const auto nm = static_cast<std::size_t>((end_ + minute - 1) / minute);
+  std::vector<WindowStats> out(nm);
+  std::vector<std::vector<double>> queue(nm), wait(nm), ttft(nm);
+  std::vector<double> done(nm, 0.0), tokens(nm, 0.0);
+  for (const Request& r : requests_) {
+    if (r.cls != c) continue;
+    if (r.state == State::kDone && r.finished >= 0 && r.finished < end_) {
+      const auto m = static_cast<std::size_t>(r.finished / minute);
+      done[m] += 1.0;
+      tokens[m] += static_cast<double>(r.output);
+    }
+    if (r.arrival < 0 || r.arrival >= end_) continue;
+    const auto m = static_cast<std::size_t>(r.arrival / minute);
+    WindowStats& w = out[m];
+    ++w.arrived;
+    w.rejected += r.state == State::kRejected ? 1 : 0;
+    w.evicted += r.state == State::kEvicted ? 1 : 0;
+    w.tooLarge += r.state == State::kTooLarge ? 1 : 0;
+    w.unfinished += unfinishedState(r.state) ? 1 : 0;
+    if (r.dispatched >= 0) queue[m].push_back(static_cast<double>(r.dispatched - r.arrival) / 1e6);
+    if (r.admitted >= 0) wait[m].push_back(static_cast<double>(r.admitted - r.dispatched) / 1e6);
+    if (r.firstToken >= 0 && r.firstToken <= now_) {
+      ttft[m].push_back(static_cast<double>(r.firstToken - r.arrival) / 1e6);
+    }
+  }
+  for (std::size_t m = 0; m < nm; ++m) {
+    WindowStats& w = out[m];
+    w.window = "minute-" + std::to_string(m);
+    w.startSeconds = static_cast<double>(m) * kMinuteSeconds;
+    w.seconds = toSeconds(std::min(end_, static_cast<Nanos>(m + 1) * minute)) - w.startSeconds;
+    w.queueMs = percentiles(queue[m]);
+    w.serverWaitMs = percentiles(wait[m]);
+    w.ttftMs = percentiles(ttft[m]);
+    w.completedPerSecond = done[m] / w.seconds;
+    w.outputTokensPerSecond = tokens[m] / w.seconds;
+  }
+  return out;
+}
+
 Percentiles percentiles(std::vector<double>& v) {
   Percentiles p;
   p.count = v.size();
@@ -136,7 +184,7 @@ ArmResult Simulation::collect() {
     cr.priority = s_.classes[c].priority;
     std::vector<std::vector<double>> queue(nw), wait(nw), ttft(nw);
     std::vector<std::size_t> arrived(nw, 0), done(nw, 0), rejected(nw, 0), evicted(nw, 0),
-        unfinished(nw, 0);
+        unfinished(nw, 0), tooLarge(nw, 0);
     std::vector<double> tokens(nw, 0.0);
     for (const Request& r : requests_) {
       if (r.cls != c) continue;
@@ -164,6 +212,9 @@ ArmResult Simulation::collect() {
         case State::kEvicted:
           ++cr.evicted;
           break;
+        case State::kTooLarge:
+          ++cr.tooLarge;
+          break;
         case State::kRevoked:
           ++cr.revoked;
           cr.wastedTokens += static_cast<std::uint64_t>(r.firstToken >= 0 ? r.generated : 0);
@@ -178,10 +229,8 @@ ArmResult Simulation::collect() {
         ++arrived[w];
         rejected[w] += r.state == State::kRejected ? 1 : 0;
         evicted[w] += r.state == State::kEvicted ? 1 : 0;
-        unfinished[w] += r.state != State::kDone && r.state != State::kRejected &&
-                                 r.state != State::kEvicted && r.state != State::kRevoked
-                             ? 1
-                             : 0;
+        unfinished[w] += unfinishedState(r.state) ? 1 : 0;
+        tooLarge[w] += r.state == State::kTooLarge ? 1 : 0;
         if (r.dispatched >= 0) {
           queue[w].push_back(static_cast<double>(r.dispatched - r.arrival) / 1e6);
         }
@@ -200,6 +249,7 @@ ArmResult Simulation::collect() {
       ws.rejected = rejected[w];
       ws.evicted = evicted[w];
       ws.unfinished = unfinished[w];
+      ws.tooLarge = tooLarge[w];
       ws.queueMs = percentiles(queue[w]);
       ws.serverWaitMs = percentiles(wait[w]);
       ws.ttftMs = percentiles(ttft[w]);
@@ -207,6 +257,7 @@ ArmResult Simulation::collect() {
       ws.outputTokensPerSecond = tokens[w] / windowSeconds[w];
       cr.windows.push_back(std::move(ws));
     }
+    cr.minutes = minuteWindows(c);
     out.classes.push_back(std::move(cr));
   }
   if (options_.collectSeries) {
@@ -229,6 +280,7 @@ ArmResult Simulation::collect() {
                     : r.state == State::kRejected ? "rejected"
                     : r.state == State::kEvicted  ? "evicted"
                     : r.state == State::kRevoked  ? "revoked"
+                    : r.state == State::kTooLarge ? "too-large"
                                                   : "unfinished";
       out.requests.push_back(std::move(rec));
     }
@@ -254,11 +306,12 @@ ArmResult Simulation::collectRecords(const std::vector<RequestRecord>& records) 
     r.finished = ns(rec.finished);
     r.retryOf = rec.retryOf;
     r.generated = r.firstToken >= 0 ? rec.outputTokens : 0;
-    r.state = rec.outcome == "completed"  ? State::kDone
-              : rec.outcome == "rejected" ? State::kRejected
-              : rec.outcome == "evicted"  ? State::kEvicted
-              : rec.outcome == "revoked"  ? State::kRevoked
-                                          : State::kRunning;
+    r.state = rec.outcome == "completed"   ? State::kDone
+              : rec.outcome == "rejected"  ? State::kRejected
+              : rec.outcome == "evicted"   ? State::kEvicted
+              : rec.outcome == "revoked"   ? State::kRevoked
+              : rec.outcome == "too-large" ? State::kTooLarge
+                                           : State::kRunning;
     now_ = std::max({now_, r.firstToken, r.finished});
     requests_.push_back(r);
   }
@@ -266,6 +319,16 @@ ArmResult Simulation::collectRecords(const std::vector<RequestRecord>& records) 
 }
 
 }  // namespace detail
+
+std::optional<std::size_t> worstMinute(const ClassResult& c) {
+  std::optional<std::size_t> worst;
+  for (std::size_t m = 0; m < c.minutes.size(); ++m) {
+    const double p99 = c.minutes[m].ttftMs.p99;
+    if (std::isnan(p99)) continue;
+    if (!worst || p99 > c.minutes[*worst].ttftMs.p99) worst = m;
+  }
+  return worst;
+}
 
 ArmResult measureRecords(const Scenario& scenario, const Arm& arm,
                          const std::vector<RequestRecord>& records) {

@@ -23,12 +23,13 @@ std::vector<std::string> shownWindows(const ClassSummary& top) {
   for (const char* w : {"burst", "onset", "idle", "settled"}) {
     if (findWindow(top, w) != nullptr) out.emplace_back(w);
   }
-  if (out.empty()) out.emplace_back("all");
+  if (out.empty()) out = {"all", "worst min"};  // no on/off phases (a trace): the worst minute
   return out;
 }
 
 // The figure of a window, or no value when the arm lacks the window.
 Spread windowFigure(const ClassSummary& c, std::string_view window, Spread WindowSummary::*field) {
+  if (window == "worst min") return c.worstMinute.*field;
   const WindowSummary* w = findWindow(c, window);
   return w == nullptr ? Spread{} : w->*field;
 }

@@ -72,6 +72,19 @@ std::string formatTable(const Scenario& scenario, const std::vector<ArmResult>& 
             << pad(first ? std::to_string(c.unfinished) : "", 6) << "\n";
         first = false;
       }
+      // Beside "all": the minute with the highest TTFT p99.
+      if (const auto m = worstMinute(c)) {
+        const WindowStats& w = c.minutes[*m];
+        out << pad("", classWidth, false) << pad("", 5) << "  " << pad("worst", 6, false)
+            << pad(std::to_string(w.arrived), 6) << pad(triple(w.queueMs), 22)
+            << pad(triple(w.ttftMs), 24) << pad(fixed(w.completedPerSecond, 1), 8)
+            << pad(fixed(w.outputTokensPerSecond), 8) << "  (minute " << *m << ", "
+            << fixed(w.startSeconds) << "-" << fixed(w.startSeconds + w.seconds) << " s)\n";
+      }
+      if (c.tooLarge > 0) {
+        out << pad("", classWidth, false) << "  " << c.tooLarge
+            << " requests larger than every endpoint's KV capacity, refused (too-large)\n";
+      }
     }
   }
   // The trade-off in one place: top class's burst TTFT p99 against the bottom class's throughput.

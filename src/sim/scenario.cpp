@@ -1,6 +1,8 @@
 // Scenarios: the built-in catalog and the scenario-file reader (src/sim/scenario.hpp).
 #include "sim/scenario.hpp"
 
+#include "sim/trace_scenarios.hpp"
+
 #include <algorithm>
 #include <cstdio>
 #include <limits>
@@ -40,28 +42,27 @@ Scenario defaultScenario() {
 }
 
 std::vector<CatalogEntry> scenarioCatalog() {
-  return {{"default",
-           "interactive bursts of 24 req/s for 30 s then 1 req/s for 30 s, standard 3 req/s, a "
-           "batch backlog of 400 ramped in over the first 10 s (the burst starts before the pool "
-           "is full)"},
-          {"burst-after-idle",
-           "the batch backlog fills the pool first; interactive idles at 1 req/s for 30 s, then "
-           "bursts at 24 req/s for 30 s into the full pool; 3 cycles (180 s)"},
-          {"short-bursts",
-           "interactive 5 s on at 24 req/s / 25 s off at 1 req/s (off first) for 300 s: short "
-           "bursts into the full pool, long idle stretches between them"},
-          {"kv-bound",
-           "burst-after-idle with long batch contexts (input uniform 1024-4096 tokens): about "
-           "eleven batch requests fill a server's 32768-token KV cache while 5 of its 16 slots "
-           "stay free, so the KV cache, not the slots, binds"},
-          {"replay-small",
-           "a pool of 2 x 16 slots, interactive 5 s bursts of 6 req/s between 10 s at 1 req/s "
-           "(off first), a batch backlog of 64, for 45 s: small and slow enough for "
-           "holdback-replay to play in about a minute on real processes (docs/guide/replay.md)"},
-          {"mixed-pool",
-           "burst-after-idle on a mixed pool: 2 H100-like endpoints (64 slots, 128k-token KV) "
-           "beside 4 L4-like ones (12 slots, 16k-token KV, 2.5-6x slower), bursts of 56 req/s, "
-           "a batch backlog of 1100 (pool.groups)"}};
+  std::vector<CatalogEntry> out{
+      {"default",
+       "interactive bursts of 24 req/s for 30 s then 1 req/s for 30 s, standard 3 req/s, a "
+       "batch backlog of 400 ramped in over the first 10 s (the burst starts before the pool "
+       "is full)"},
+      {"burst-after-idle",
+       "the batch backlog fills the pool first; interactive idles at 1 req/s for 30 s, then "
+       "bursts at 24 req/s for 30 s into the full pool; 3 cycles (180 s)"},
+      {"short-bursts",
+       "interactive 5 s on at 24 req/s / 25 s off at 1 req/s (off first) for 300 s: short "
+       "bursts into the full pool, long idle stretches between them"},
+      {"kv-bound",
+       "burst-after-idle with long batch contexts (input uniform 1024-4096 tokens): about "
+       "eleven batch requests fill a server's 32768-token KV cache while 5 of its 16 slots "
+       "stay free, so the KV cache, not the slots, binds"},
+      {"replay-small",
+       "a pool of 2 x 16 slots, interactive 5 s bursts of 6 req/s between 10 s at 1 req/s "
+       "(off first), a batch backlog of 64, for 45 s: small and slow enough for "
+       "holdback-replay to play in about a minute on real processes (docs/guide/replay.md)"}};
+  for (const CatalogEntry& e : traceCatalog()) out.push_back(e);
+  return out;
 }
 
 namespace {
@@ -104,6 +105,12 @@ Scenario replaySmallScenario() {
 }  // namespace
 
 bool findScenario(std::string_view name, Scenario& out) {
+  std::string error;
+  return findScenario(name, out, error);
+}
+
+bool findScenario(std::string_view name, Scenario& out, std::string& error) {
+  if (auto found = findTraceScenario(name, out, error)) return *found;
   if (name == "default") {
     out = defaultScenario();
     return true;
@@ -173,7 +180,7 @@ void readPositive(config::ParamReader& r, std::string_view key, double& out, dou
 }
 
 void readClass(const config::Json& json, const std::string& path, Diagnostics& diagnostics,
-               TrafficClass& c) {
+               const std::string& baseDirectory, TrafficClass& c) {
   config::ParamReader r(&json, path, diagnostics);
   if (auto v = r.string("name")) c.name = *v;
   if (c.name.empty()) r.error("name", "a non-empty class name is required");
@@ -182,10 +189,17 @@ void readClass(const config::Json& json, const std::string& path, Diagnostics& d
   }
   if (const config::Json* a = r.value("arrival")) {
     config::ParamReader ar(a, r.pathOf("arrival"), diagnostics);
-    if (auto p = ar.oneOf("process", {"poisson", "on-off", "backlog"})) {
+    if (auto p = ar.oneOf("process", {"poisson", "on-off", "backlog", "trace"})) {
       c.arrival.process = *p == "poisson"  ? ArrivalProcess::kPoisson
                           : *p == "on-off" ? ArrivalProcess::kOnOff
+                          : *p == "trace"  ? ArrivalProcess::kTrace
                                            : ArrivalProcess::kBacklog;
+    }
+    if (c.arrival.process == ArrivalProcess::kTrace) {
+      readTraceArrival(ar, baseDirectory, c.arrival);
+      for (const char* key : {"inputTokens", "outputTokens"}) {
+        if (r.has(key)) r.error(key, "a trace class takes its token counts from the trace");
+      }
     }
     readPositive(ar, "rate", c.arrival.rate, 1e6, true);
     readPositive(ar, "offRate", c.arrival.offRate, 1e6, true);
@@ -218,6 +232,7 @@ double shortest(const LengthSpec& l) {
 
 double classRequests(const Scenario& s, const TrafficClass& c) {
   const ArrivalSpec& a = c.arrival;
+  if (a.process == ArrivalProcess::kTrace) return traceRequests(a, s.durationSeconds);
   if (a.process != ArrivalProcess::kBacklog) {
     const double rate = a.process == ArrivalProcess::kOnOff ? std::max(a.rate, a.offRate) : a.rate;
     return rate * s.durationSeconds;
@@ -281,7 +296,7 @@ std::string scenarioSizeError(const Scenario& s) {
          " are simulated (each is kept, ~300 bytes): lower durationSeconds or the rates";
 }
 
-Result<Scenario> parseScenario(const config::Json& document) {
+Result<Scenario> parseScenario(const config::Json& document, const std::string& baseDirectory) {
   Diagnostics diagnostics;
   Scenario s = defaultScenario();
   config::ParamReader r(&document, "", diagnostics);
@@ -352,7 +367,7 @@ Result<Scenario> parseScenario(const config::Json& document) {
       s.classes.clear();
       for (std::size_t i = 0; i < classes->size(); ++i) {
         TrafficClass c;
-        readClass((*classes)[i], "/classes/" + std::to_string(i), diagnostics, c);
+        readClass((*classes)[i], "/classes/" + std::to_string(i), diagnostics, baseDirectory, c);
         s.classes.push_back(std::move(c));
       }
       for (std::size_t i = 0; i < s.classes.size(); ++i) {

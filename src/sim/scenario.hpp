@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <limits>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -16,12 +17,15 @@
 #include "holdback/core/diagnostics.hpp"
 #include "holdback/policy/usage_limit_policy.hpp"
 #include "sim/pool_timing.hpp"
+#include "sim/trace.hpp"
 
 namespace holdback {
 inline namespace HOLDBACK_ABI_NAMESPACE {
 namespace sim {
 
-enum class ArrivalProcess { kPoisson, kOnOff, kBacklog };
+// kTrace: the arrivals and token sizes of a recorded trace (src/sim/trace.hpp,
+// docs/guide/traces.md).
+enum class ArrivalProcess { kPoisson, kOnOff, kBacklog, kTrace };
 
 struct ArrivalSpec {
   ArrivalProcess process = ArrivalProcess::kPoisson;
@@ -32,6 +36,14 @@ struct ArrivalSpec {
   std::int64_t backlog = 0;  // outstanding requests (closed loop)
   double rampSeconds = 0.0;  // the initial backlog arrives evenly spread over [0, ramp)
   bool startOff = false;     // on/off: the first phase is the off phase (default: on)
+  // Trace: the file (resolved), its format, the trace time the run starts at (seed 1; each seed
+  // more shifts it by kTraceSeedStrideSeconds), the rate multiplier (2 = twice as fast), and the
+  // trace itself, read once and shared by every copy of the scenario.
+  std::string traceFile;
+  TraceFormat traceFormat = TraceFormat::kAzure;
+  double startSeconds = 0.0;
+  double timeScale = 1.0;
+  std::shared_ptr<const Trace> trace;
 };
 
 enum class LengthDistribution { kFixed, kUniform, kExponential };
@@ -186,25 +198,38 @@ struct Scenario {
 // uniform [64, 512].
 [[nodiscard]] Scenario defaultScenario();
 
-// The built-in catalog (docs/simulation.md says what each is for):
+// The built-in catalog (docs/simulation.md says what each is for; the trace scenarios are in
+// docs/guide/traces.md):
 //   default           defaultScenario()
 //   burst-after-idle  the batch backlog fills the pool first; interactive idles at 1 req/s for
 //                     30 s, then bursts at 24 req/s for 30 s into the full pool; 3 cycles (180 s)
 //   short-bursts      interactive 5 s on (24 req/s) / 25 s off (1 req/s), off first, for 300 s
 //   kv-bound          burst-after-idle with long batch contexts (input uniform [1024, 4096]): the
 //                     servers' KV cache fills before their slots do
+//   replay-small      a small, slow pool holdback-replay plays in about a minute
+//   azure-code        the Azure 2023 code trace as the interactive class, a batch backlog behind
+//   azure-conv        the Azure 2023 conversation trace, the same way
 struct CatalogEntry {
   std::string_view name;
   std::string_view purpose;
 };
 [[nodiscard]] std::vector<CatalogEntry> scenarioCatalog();
-// The catalog scenario `name`; false when there is none.
+// The catalog scenario `name`; false when there is none. A trace scenario whose trace file
+// cannot be read is false too, with the reason in `error` (the 3-argument form).
 [[nodiscard]] bool findScenario(std::string_view name, Scenario& out);
+[[nodiscard]] bool findScenario(std::string_view name, Scenario& out, std::string& error);
+
+// Where the built-in trace scenarios find their traces: $HOLDBACK_DATA_DIR/traces when that is
+// set, else <the running binary's directory>/../share/holdback/traces when it exists (an installed
+// holdback), else the source tree's data/traces (a build tree).
+[[nodiscard]] std::string builtinTraceDirectory();
 
 // Reads a scenario document (JSON or YAML, see docs/simulation.md for the keys). Every problem is
 // reported with its JSON path; absent keys keep defaultScenario()'s pool and settings, and
-// "classes", when given, replaces the default classes.
-[[nodiscard]] Result<Scenario> parseScenario(const config::Json& document);
+// "classes", when given, replaces the default classes. A relative trace file is read relative to
+// `baseDirectory` (the scenario file's directory; empty: the working directory).
+[[nodiscard]] Result<Scenario> parseScenario(const config::Json& document,
+                                             const std::string& baseDirectory = {});
 
 // Reads /pool/groups (the mixed form) into `pool` when present: each group's endpoints (required,
 // >= 1), slots, kvCapacityTokens and service times; errors name the path, the value and what is

@@ -50,6 +50,7 @@
 
 #include <cstdint>
 #include <limits>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -85,17 +86,27 @@ struct WindowStats {
   std::size_t rejected = 0;
   std::size_t evicted = 0;
   std::size_t unfinished = 0;
+  std::size_t tooLarge = 0;
+  // Minute windows (ClassResult::minutes): the window's start and length in seconds.
+  double startSeconds = 0.0;
+  double seconds = 0.0;
 };
 
 struct ClassResult {
   std::string name;
   Priority priority = 0;
   std::vector<WindowStats> windows;
+  // One window per 60 s of measured time, named "minute-0", "minute-1", ... (the last one may be
+  // shorter): the windows of a trace, which has no on/off phases.
+  std::vector<WindowStats> minutes;
   std::uint64_t arrived = 0;
   std::uint64_t completed = 0;
   std::uint64_t rejected = 0;
   std::uint64_t evicted = 0;
   std::uint64_t unfinished = 0;  // measured requests still queued or running when the run ended
+  // Requests whose input + output exceed every endpoint's KV capacity: refused at once (by the
+  // controller, HTTP 413, or by the server), never queued.
+  std::uint64_t tooLarge = 0;
   // In-flight eviction: measured requests revoked on their server (each is retried by its
   // client as a new request), the output tokens they had generated (wasted), the prefill tokens
   // their retries pay again, and every output token the class's requests generated (completed,
@@ -118,7 +129,7 @@ struct RequestRecord {
   double admitted = kNoValue;
   double firstToken = kNoValue;
   double finished = kNoValue;  // completed or revoked (the abort)
-  std::string outcome;         // completed, rejected, evicted, revoked, unfinished
+  std::string outcome;         // completed, rejected, evicted, revoked, too-large, unfinished
   // A retry of a revoked request: the index (in ArmResult::requests) of the request it repeats;
   // -1 for an original request.
   std::int64_t retryOf = -1;
@@ -198,6 +209,11 @@ struct RunOptions {
 // pool load, scrapes) stay zero; requests and samples are not kept.
 [[nodiscard]] ArmResult measureRecords(const Scenario& scenario, const Arm& arm,
                                        const std::vector<RequestRecord>& records);
+
+inline constexpr double kMinuteSeconds = 60.0;
+// The index in c.minutes of the minute with the highest TTFT p99 (the first on ties); nullopt when
+// no minute has a TTFT.
+[[nodiscard]] std::optional<std::size_t> worstMinute(const ClassResult& c);
 
 // Erlang C: the mean wait in queue of an M/M/c queue with arrival rate `lambda`, service rate
 // `mu` per server and `c` servers; infinity when lambda >= c * mu.

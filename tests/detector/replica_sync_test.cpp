@@ -69,6 +69,8 @@ class MemoryReplicaSync final : public ReplicaSync {
   [[nodiscard]] std::int64_t rank() const noexcept override {
     return store_.ranked ? static_cast<std::int64_t>(self_) : -1;
   }
+  [[nodiscard]] Duration clockOffset() const noexcept override { return offset; }
+  Duration offset{0};  // the shared clock less this replica's host clock
 
  private:
   MemoryStore& store_;
@@ -341,13 +343,15 @@ struct RankedReplicas {
           std::make_unique<ReplicaSyncer>(*ledgers[r], *syncs[r], std::vector<EndpointId>{ids[r]}));
     }
   }
-  // The same scrape to every replica; each scrape 100 ms after the previous one (the split's
-  // rotation step).
+  // Replica r's host clock runs `behind` the replicas' shared clock (its store reports it).
+  void hostClock(std::size_t r, Duration behind) { syncs[r]->offset = behind; }
+  // The same scrape to every replica, stamped on each one's host clock; each scrape 100 ms after
+  // the previous one (the turn's step).
   void scrape(double running) {
     const auto at = kSyncNow + std::chrono::milliseconds(100) * scrapes++;
     for (std::size_t r = 0; r < ledgers.size(); ++r) {
       Scrape s = syncScrape(0, running);
-      s.updateTime = at;
+      s.updateTime = at - syncs[r]->offset;
       ASSERT_TRUE(ledgers[r]->installScrape(ids[r], s, ledgers[r]->mark(ids[r])));
     }
   }
@@ -399,6 +403,28 @@ TEST(ReplicaSyncTest, RankedReplicasSplitAScrapesFreeSlots) {
     pool.scrape(3.0);
     pool.sync();  // twice: every replica reads the others' figures since this scrape (a report
     pool.sync();  // from before it counts until then: conservative for one sync interval)
+    for (std::size_t r = 0; r < 3; ++r) got[r] += pool.dispatchWhileRoom(r, 4);
+  }
+  EXPECT_EQ(got, (std::vector<int>{2, 2, 2}));
+}
+
+TEST(ReplicaSyncTest, ReplicasWhoseHostClocksDifferSplitAFreeSlotOnTheSharedClock) {
+  // Three replicas on hosts whose steady clocks differ (0, 100 ms and 1 h 200 ms behind the
+  // clock they share): each reads a scrape of the same instant stamped on its own clock. On the
+  // hosts' own clocks all three would hold the same turn; on the shared one exactly one replica
+  // sees the lone free slot, and each in turn.
+  RankedReplicas pool(3, 4);
+  pool.hostClock(1, std::chrono::milliseconds(100));
+  pool.hostClock(2, std::chrono::hours(1) + std::chrono::milliseconds(200));
+  pool.sync();
+  std::vector<int> got(3, 0);
+  for (int k = 0; k < 6; ++k) {
+    pool.scrape(3.0);
+    pool.sync();
+    pool.sync();
+    int seeing = 0;
+    for (std::size_t r = 0; r < 3; ++r) seeing += pool.hasRoom(r, 4) ? 1 : 0;
+    EXPECT_EQ(seeing, 1) << "scrape " << k;
     for (std::size_t r = 0; r < 3; ++r) got[r] += pool.dispatchWhileRoom(r, 4);
   }
   EXPECT_EQ(got, (std::vector<int>{2, 2, 2}));

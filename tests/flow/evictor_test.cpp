@@ -222,26 +222,33 @@ TEST_F(EvictorTest, AcrossReplicasEachRevokesItsPartOfThePoolDeficit) {
     }
     protectedArrivals(replicaDemand, replicaLeases);
     share.rank = rank;
-    replica.setReplicaShare(share);
+    detail::ReplicaCoordinator coordinator;
+    (void)coordinator.install(share);
     RevocationBatch out;
     replica.restoreReserve(
-        Evictor::Cycle{options, replicaLeases, replicaDemand, bands, ceilings, t0 + 1s, 0.75}, out);
+        Evictor::Cycle{options, replicaLeases, replicaDemand, bands, ceilings, t0 + 1s, 0.75,
+                       nullptr, &coordinator, &coordinator.published()},
+        out);
     EXPECT_GE(out.size(), 1u) << "rank " << rank;
     EXPECT_LE(out.size(), 2u) << "rank " << rank;
     total += out.size();
     twos += out.size() == 2 ? 1 : 0;
     // What it publishes for the others: its own figures.
-    EXPECT_EQ(replica.ownFigures().leases, 3.0);
-    EXPECT_GT(replica.ownFigures().protectedArrivalRate, 100.0);
+    EXPECT_EQ(coordinator.published().leases, 3.0);
+    EXPECT_GT(coordinator.published().protectedArrivalRate, 100.0);
   }
   EXPECT_EQ(total, 6u);
   EXPECT_EQ(twos, 2u);
   // A share with a rank outside [0, replicas) counts as none: alone, 3 leases make a request
   // 0.25 and the victim band 2 requests over its ceiling.
   share.rank = 4;
-  evictor.setReplicaShare(share);
+  detail::ReplicaCoordinator outside;
+  (void)outside.install(share);
+  EXPECT_FALSE(outside.shared());
+  Evictor::Cycle c = cycle(t0 + 1s, 0.75);
+  c.replicas = &outside;
   RevocationBatch alone;
-  evictor.restoreReserve(cycle(t0 + 1s, 0.75), alone);
+  evictor.restoreReserve(c, alone);
   EXPECT_EQ(alone.size(), 2u);
 }
 

@@ -58,7 +58,8 @@ TEST(PastThresholdConcurrencyTest, SamplesSeeTheDetectorsRoomOrNoneWhileTheModeC
   for (int k = 0; samples.load() < 2000 && std::chrono::steady_clock::now() < deadline; ++k) {
     switch (k % 4) {
       case 0:
-        sampler.setPastThreshold(Past::kTurn, k % 3, 3, std::chrono::milliseconds(k % 1000));
+        sampler.setPastThreshold(Past::kTurn,
+                                 ReplicaTurn{k % 3, 3, std::chrono::milliseconds(k % 1000)});
         break;
       case 1:
         sampler.setPastThreshold(Past::kNone);
@@ -67,7 +68,7 @@ TEST(PastThresholdConcurrencyTest, SamplesSeeTheDetectorsRoomOrNoneWhileTheModeC
         sampler.setPastThreshold(Past::kDetector);
         break;
       default:
-        sampler.setPastThreshold(Past::kTurn, 0, 1);
+        sampler.setPastThreshold(Past::kTurn, ReplicaTurn{0, 1});
         break;
     }
     std::this_thread::yield();

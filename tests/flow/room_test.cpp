@@ -172,80 +172,9 @@ std::shared_ptr<VectorEndpointSource> nearThresholdPool(std::size_t endpoints) {
                                                 VectorEndpointSource::Freshness::kStampNow);
 }
 
-// Two hours into the controller's clock: step 72000 of kPastThresholdTurn (even).
+// Two hours into the controller's clock: step 72000 of ReplicaTurn::kStep (even).
 const TimePoint kTurnEpoch = TimePoint{} + 2h;
-constexpr Duration kStep = ReplicaShare::kPastThresholdTurn;
-
-TEST(PastThresholdTurnTest, OneReplicaAtATimeHasTheTurnOnEachEndpointAndEachGetsItInTurn) {
-  for (const std::int64_t replicas : {2, 3, 4, 8}) {
-    for (std::size_t endpoint = 0; endpoint < 10; ++endpoint) {
-      std::vector<int> turns(static_cast<std::size_t>(replicas), 0);
-      for (std::int64_t step = 0; step < replicas; ++step) {
-        const TimePoint now = kTurnEpoch + step * kStep + 37ms;
-        int holders = 0;
-        for (std::int64_t rank = 0; rank < replicas; ++rank) {
-          if (ReplicaShare::pastThresholdTurn(rank, replicas, Duration::zero(), endpoint, now)) {
-            ++holders;
-            ++turns[static_cast<std::size_t>(rank)];
-          }
-        }
-        EXPECT_EQ(holders, 1) << replicas << " replicas, endpoint " << endpoint;
-      }
-      for (const int t : turns) EXPECT_EQ(t, 1) << replicas << " replicas, endpoint " << endpoint;
-    }
-    // At one time, the replicas hold the turns of consecutive endpoints in turn.
-    for (std::int64_t rank = 0; rank < replicas; ++rank) {
-      int held = 0;
-      for (std::size_t endpoint = 0; endpoint < static_cast<std::size_t>(replicas); ++endpoint) {
-        held +=
-            ReplicaShare::pastThresholdTurn(rank, replicas, Duration::zero(), endpoint, kTurnEpoch)
-                ? 1
-                : 0;
-      }
-      EXPECT_EQ(held, 1) << rank;
-    }
-  }
-}
-
-TEST(PastThresholdTurnTest, TheTurnStepsOnTheSharedClock) {
-  // Two replicas whose controllers' clocks differ by 250 ms, each told the offset to a clock
-  // they share: they agree on whose turn it is at every shared instant.
-  const Duration ahead = 250ms;
-  for (int k = 0; k < 40; ++k) {
-    const TimePoint mine = kTurnEpoch + k * 10ms;
-    const TimePoint theirs = mine + ahead;  // the same instant on the other replica's clock
-    const bool a = ReplicaShare::pastThresholdTurn(0, 2, ahead, 0, mine);
-    const bool b = ReplicaShare::pastThresholdTurn(1, 2, Duration::zero(), 0, theirs);
-    EXPECT_NE(a, b) << k;
-  }
-  // An offset of one step hands the turn to the next rank.
-  EXPECT_TRUE(ReplicaShare::pastThresholdTurn(0, 4, Duration::zero(), 0, kTurnEpoch));
-  EXPECT_TRUE(ReplicaShare::pastThresholdTurn(3, 4, kStep, 0, kTurnEpoch));
-}
-
-TEST(PastThresholdTurnTest, FewReplicasAndBadInputHaveDocumentedAnswers) {
-  // Fewer than two replicas: always this replica's turn; a rank outside [0, R): never.
-  EXPECT_TRUE(ReplicaShare::pastThresholdTurn(0, 1, Duration::zero(), 3, kTurnEpoch));
-  EXPECT_TRUE(ReplicaShare::pastThresholdTurn(5, 0, Duration::zero(), 3, kTurnEpoch));
-  EXPECT_TRUE(ReplicaShare::pastThresholdTurn(0, -2, Duration::zero(), 3, kTurnEpoch));
-  EXPECT_FALSE(ReplicaShare::pastThresholdTurn(-1, 2, Duration::zero(), 0, kTurnEpoch));
-  EXPECT_FALSE(ReplicaShare::pastThresholdTurn(2, 2, Duration::zero(), 0, kTurnEpoch));
-  // Extreme clocks and offsets (no overflow: the sanitizer build runs this) still give every
-  // endpoint exactly one holder.
-  const TimePoint times[] = {TimePoint::min(), TimePoint::max(), TimePoint{}, TimePoint{} - 1ns};
-  const Duration offsets[] = {Duration::min(), Duration::max(), Duration::zero(), -kStep};
-  for (const TimePoint now : times) {
-    for (const Duration offset : offsets) {
-      for (const std::size_t endpoint : {std::size_t{0}, std::size_t{7}, SIZE_MAX}) {
-        int holders = 0;
-        for (std::int64_t rank = 0; rank < 3; ++rank) {
-          holders += ReplicaShare::pastThresholdTurn(rank, 3, offset, endpoint, now) ? 1 : 0;
-        }
-        EXPECT_EQ(holders, 1);
-      }
-    }
-  }
-}
+constexpr Duration kStep = ReplicaTurn::kStep;
 
 TEST(PastThresholdTurnTest, TheSamplerKeepsRoomPastTheThresholdOnlyOnThisReplicasTurn) {
   auto detector = UtilizationDetector::create().value();  // kvStartPastThreshold: on
@@ -266,16 +195,17 @@ TEST(PastThresholdTurnTest, TheSamplerKeepsRoomPastTheThresholdOnlyOnThisReplica
   using Past = PoolPressureSampler::PastThreshold;
   const std::vector<double> both{2500.0, 2500.0};
   EXPECT_EQ(pastAt(kTurnEpoch), both);  // kDetector, the default
-  sampler.setPastThreshold(Past::kTurn, 0, 2);
+  sampler.setPastThreshold(Past::kTurn, ReplicaTurn{0, 2});
   EXPECT_EQ(pastAt(kTurnEpoch), (std::vector<double>{2500.0, 0.0}));
   EXPECT_EQ(pastAt(kTurnEpoch + kStep), (std::vector<double>{0.0, 2500.0}));
-  sampler.setPastThreshold(Past::kTurn, 1, 2);
+  sampler.setPastThreshold(Past::kTurn, ReplicaTurn{1, 2});
   EXPECT_EQ(pastAt(kTurnEpoch), (std::vector<double>{0.0, 2500.0}));
-  sampler.setPastThreshold(Past::kTurn, 1, 2, kStep);  // the shared clock one step ahead
+  sampler.setPastThreshold(Past::kTurn,
+                           ReplicaTurn{1, 2, kStep});  // the shared clock one step ahead
   EXPECT_EQ(pastAt(kTurnEpoch), (std::vector<double>{2500.0, 0.0}));
   sampler.setPastThreshold(Past::kNone);
   EXPECT_EQ(pastAt(kTurnEpoch), (std::vector<double>{0.0, 0.0}));
-  sampler.setPastThreshold(Past::kTurn, 0, 1);  // one replica: the detector's
+  sampler.setPastThreshold(Past::kTurn, ReplicaTurn{0, 1});  // one replica: the detector's
   EXPECT_EQ(pastAt(kTurnEpoch), both);
   sampler.setPastThreshold(Past::kDetector);
   EXPECT_EQ(pastAt(kTurnEpoch + kStep), both);

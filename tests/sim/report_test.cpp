@@ -123,14 +123,24 @@ TEST(SimEvaluationTest, JsonFollowsTheDocumentedSchema) {
       for (const Json& c : arm["classes"]) {
         EXPECT_TRUE(c["name"].is_string());
         EXPECT_TRUE(c["priority"].is_number_integer());
-        EXPECT_EQ(c.size(), 11u);
-        for (const char* key : {"rejected", "evicted", "unfinished", "revoked", "wastedTokens",
-                                "repaidPrefillTokens", "wastedPct"}) {
+        EXPECT_EQ(c.size(), 12u);
+        for (const char* key : {"rejected", "evicted", "unfinished", "tooLarge", "revoked",
+                                "wastedTokens", "repaidPrefillTokens", "wastedPct"}) {
           expectNumberOrNull(c[key], key);
           expectRange(c["spread"][key], key);
         }
         std::vector<std::string> names;
+        // The minute windows: every window's figures, one per 60 s (an array), and the worst.
+        std::vector<Json> minuteWindows(c["windows"]["minutes"].begin(),
+                                        c["windows"]["minutes"].end());
+        minuteWindows.push_back(c["windows"]["worstMinute"]);
+        EXPECT_EQ(minuteWindows.size(), 2u);  // a 20 s run: one (short) minute, and the worst
+        for (const Json& m : minuteWindows) {
+          EXPECT_EQ(m.size(), 10u) << m.dump().substr(0, 200);  // the 9 fields and "minute"
+          expectPercentiles(m["ttftMs"], m["spread"]["ttftMs"], {"p50", "p95", "p99"}, "minute");
+        }
         for (const auto& [name, w] : c["windows"].items()) {
+          if (name == "minutes" || name == "worstMinute") continue;
           names.push_back(name);
           EXPECT_EQ(w.size(), 9u) << name;
           expectPercentiles(w["ttftMs"], w["spread"]["ttftMs"], {"p50", "p95", "p99"}, "ttftMs");
@@ -226,7 +236,7 @@ std::string withoutNewWindows(const std::string& table) {
   std::string line;
   while (std::getline(in, line)) {
     if (line.find("  onset ") != std::string::npos || line.find("  all  ") != std::string::npos ||
-        line.find("  settled") != std::string::npos) {
+        line.find("  settled") != std::string::npos || line.find("  worst ") != std::string::npos) {
       continue;
     }
     out += line + "\n";

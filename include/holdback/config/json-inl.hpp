@@ -1,4 +1,4 @@
-// Implementation of holdback/config/json.hpp: compiled into libholdback by src/config/json.cpp, or
+// Implementation of holdback/config/json.hpp: compiled into libholdback by src/config.cpp, or
 // included by the header itself in header-only mode (HOLDBACK_HEADER_ONLY, holdback::header_only).
 #pragma once
 

@@ -154,12 +154,71 @@ struct ReplicaRestoreFigures {
   }
 };
 
+// Which replica has the turn: the one rule every split of work among replicas uses (the
+// ledger's free room split, restoration's part of the pool's revocations, the room past the KV
+// threshold). Replica `rank` of `replicas` has position (rank + index + the step) mod replicas
+// on item `index` (an endpoint; 0 for a pool-wide split) at time `t`, the step being
+// floor((t + clockOffset) / kStep): the turn moves every kStep on a clock every replica reads
+// alike, so at any time the R replicas hold the R positions of each item, and each holds
+// position 0 on 1/R of the items.
+//
+// Thread safety: plain data.
+struct ReplicaTurn {
+  static constexpr Duration kStep = std::chrono::milliseconds(100);
+
+  std::int64_t rank = 0;
+  std::int64_t replicas = 1;
+  // The shared clock less the controller's (ReplicaSync::clockOffset); 0 on one host.
+  Duration clockOffset{0};
+
+  // This replica's position on `index` at `t` (the controller's clock): in [0, replicas); 0 with
+  // fewer than two replicas; -1 for a rank outside [0, replicas).
+  [[nodiscard]] std::int64_t position(std::size_t index, TimePoint t) const noexcept {
+    if (replicas <= 1) return 0;
+    if (rank < 0 || rank >= replicas) return -1;
+    // The step of t + clockOffset, summed per term so that no input overflows.
+    const std::int64_t p = std::chrono::duration_cast<Duration>(kStep).count();
+    const auto floorDiv = [p](std::int64_t v, std::int64_t& rem) {
+      std::int64_t q = v / p;
+      rem = v - q * p;
+      if (rem < 0) {
+        --q;
+        rem += p;
+      }
+      return q;
+    };
+    std::int64_t ra = 0;
+    std::int64_t rb = 0;
+    const std::int64_t steps = floorDiv(t.time_since_epoch().count(), ra) +
+                               floorDiv(clockOffset.count(), rb) + (ra + rb >= p ? 1 : 0);
+    const auto at = static_cast<std::int64_t>(index % static_cast<std::uint64_t>(replicas));
+    return ((rank + at + steps % replicas) % replicas + replicas) % replicas;
+  }
+  // Whether this replica has the turn on `index` at `t` (position 0): true with fewer than two
+  // replicas, false for a rank outside [0, replicas).
+  [[nodiscard]] bool hasTurn(std::size_t index, TimePoint t) const noexcept {
+    return position(index, t) == 0;
+  }
+  // This replica's part of `n` units split on `index` at `t`: n / R, plus one of the remainder
+  // when its position is below n mod R. The parts of the R replicas sum to n; the remainder
+  // moves from replica to replica with the turn. `n` with fewer than two replicas; 0 for a rank
+  // outside [0, replicas).
+  [[nodiscard]] std::uint64_t part(std::uint64_t n, std::size_t index, TimePoint t) const noexcept {
+    const std::int64_t at = position(index, t);
+    if (replicas <= 1) return n;
+    if (at < 0) return 0;
+    const auto r = static_cast<std::uint64_t>(replicas);
+    return n / r + (static_cast<std::uint64_t>(at) < n % r ? 1 : 0);
+  }
+};
+
 // ReplicaShare::headTolerance's default: 100 ms, against heads published every few milliseconds.
 inline constexpr Duration kDefaultReplicaHeadTolerance = std::chrono::milliseconds(100);
 
-// The other live replicas' figures (their sum), how many replicas are live (this one included)
-// and this replica's rank among them: in [0, replicas), distinct per replica, in an order all of
-// them agree on.
+// What a replica learns from the store each sync round: the other live replicas' figures (their
+// sum), how many replicas are live (this one included) and this replica's rank among them: in
+// [0, replicas), distinct per replica, in an order all of them agree on. Installed into the
+// controller's replica coordination (FlowController::setReplicaShare).
 struct ReplicaShare {
   ReplicaRestoreFigures others;
   std::int64_t replicas = 1;
@@ -172,48 +231,20 @@ struct ReplicaShare {
   // Pool-wide oldest first, with pooledArrivals (the replica feed): this replica leaves a
   // dispatch from a band to the others while one of them published a head of the same band
   // (ReplicaRestoreFigures::headEnqueueTimes) enqueued more than this long before this replica's
-  // own head. Requests then wait about as long whichever replica they arrived at; without it a
-  // replica that sees freed room first (its own completions, its own scrape) keeps its part of
-  // the pool while the others' queues grow until their requests expire. Without the feed the
-  // ledger's free room split already gives every replica its part of each scrape's room (a part
-  // left to another replica would idle until the next scrape), and the rule is off. Keep it above
-  // the store's staleness (the heads are up to a sync interval old); Duration::max() turns it
-  // off; a negative one counts as 0.
+  // own head. Requests then wait about as long whichever replica they arrived at. Without the
+  // feed the ledger's free room split already gives every replica its part of each scrape's room
+  // (a part left to another replica would idle until the next scrape), and the rule is off. Keep
+  // it above the store's staleness (the heads are up to a sync interval old); Duration::max()
+  // turns it off; a negative one counts as 0.
   Duration headTolerance = kDefaultReplicaHeadTolerance;
   // A clock every replica reads alike, less this controller's clock (ReplicaSync::clockOffset):
-  // the turns below step on it. 0 when the replicas share the controller's clock (one host's
-  // steady clock, the simulator); the gateway's Redis store: the wall clock less the steady one.
+  // every turn (ReplicaTurn) steps on it. 0 when the replicas share the controller's clock (one
+  // host's steady clock, the simulator); the gateway's Redis store: the wall clock less the
+  // steady one.
   Duration clockOffset{0};
-  // Whose turn it is to start a request past the KV threshold on endpoint `index` at `now` (the
-  // controller's clock): the turn moves every kPastThresholdTurn on the shared clock (now +
-  // clockOffset), and is `rank`'s when (rank + index + the step) mod replicas is 0, so that at any
-  // time one replica has the turn on each endpoint and each replica has it on 1/R of them ("Room
-  // past the KV threshold across replicas" in flow/pool_pressure.hpp). True with fewer than two
-  // replicas; false for a rank outside [0, replicas).
-  static constexpr Duration kPastThresholdTurn = std::chrono::milliseconds(100);
-  [[nodiscard]] static bool pastThresholdTurn(std::int64_t rank, std::int64_t replicas,
-                                              Duration clockOffset, std::size_t index,
-                                              TimePoint now) noexcept {
-    if (replicas <= 1) return true;
-    if (rank < 0 || rank >= replicas) return false;
-    // The step of now + clockOffset, summed per term so that no input overflows.
-    const std::int64_t p = std::chrono::duration_cast<Duration>(kPastThresholdTurn).count();
-    const auto floorDiv = [p](std::int64_t v, std::int64_t& rem) {
-      std::int64_t q = v / p;
-      rem = v - q * p;
-      if (rem < 0) {
-        --q;
-        rem += p;
-      }
-      return q;
-    };
-    std::int64_t ra = 0;
-    std::int64_t rb = 0;
-    const std::int64_t steps = floorDiv(now.time_since_epoch().count(), ra) +
-                               floorDiv(clockOffset.count(), rb) + (ra + rb >= p ? 1 : 0);
-    const auto at = static_cast<std::int64_t>(index % static_cast<std::uint64_t>(replicas));
-    return ((rank + at + steps % replicas) % replicas + replicas) % replicas == 0;
-  }
+
+  // This replica's turn among the live replicas.
+  [[nodiscard]] ReplicaTurn turn() const noexcept { return {rank, replicas, clockOffset}; }
 };
 
 }  // namespace HOLDBACK_ABI_NAMESPACE

@@ -1,7 +1,7 @@
 // Implementation of holdback/detector/dispatch_ledger.hpp: compiled into libholdback by
 // src/detector.cpp, or included by the header itself in header-only mode (HOLDBACK_HEADER_ONLY).
 // Registration, dispatch and completion, the queries and the replica sync seam here; the slot
-// access, scrape installation and fill in detector/detail/ledger_{slots,scrape,fill}-inl.hpp.
+// access, scrape installation and fill in detector/detail/ledger_{slot,scrape,fill}-inl.hpp.
 #pragma once
 
 #include "holdback/detector/dispatch_ledger.hpp"
@@ -13,7 +13,7 @@
 #include "holdback/core/text.hpp"
 #include "holdback/detector/detail/ledger_fill-inl.hpp"
 #include "holdback/detector/detail/ledger_scrape-inl.hpp"
-#include "holdback/detector/detail/ledger_slots-inl.hpp"
+#include "holdback/detector/detail/ledger_slot-inl.hpp"
 
 namespace holdback {
 inline namespace HOLDBACK_ABI_NAMESPACE {
@@ -115,7 +115,7 @@ HOLDBACK_INLINE EndpointId DispatchLedger::registerEndpoint(
     slot.peerTokens.store(0, std::memory_order_relaxed);
     slot.peerReplicas.store(0, std::memory_order_relaxed);
     slot.peerRank.store(-1, std::memory_order_relaxed);
-    slot.rotation.store(*index, std::memory_order_relaxed);
+    slot.index.store(*index, std::memory_order_relaxed);
     detail::endWrite(slot);
     const EndpointCapacity cap = capacity.value_or(EndpointCapacity{});
     slot.maxRunning.store(detail::slotCount(cap.maxRunningRequests), std::memory_order_relaxed);

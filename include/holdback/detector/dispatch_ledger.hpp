@@ -35,8 +35,8 @@
 //   the leaks of the last second, not all of them; the price is that requests still on their way
 //   after that read as seen. A request the server has finished but whose completion the host
 //   has not yet recorded reads as unseen too (one extra pending request until that completion
-//   offsets it). The window is in time, not in scrapes: with a count of scrapes (five, until the
-//   sixth session) a completion the host recorded 125 ms late (five scrapes at 25 ms, a loaded
+//   offsets it). The window is in time, not in scrapes: with a count of five scrapes a
+//   completion the host recorded 125 ms late (five scrapes at 25 ms, a loaded
 //   gateway tearing down an aborted exchange) was taken for a leak, and the next request still
 //   on its way after it read as seen: a slot handed out twice (tests/e2e GatewayEviction). Servers
 //   that also serve other clients (or replicas) show more, so the rule never makes the ledger count
@@ -73,15 +73,15 @@
 //   take it before any sync could tell the others. So the free slots are divided among the R
 //   live replicas: of F = max(0, floor(M - running) - sharedRoomSlots) (M known; the first
 //   sharedRoomSlots stay visible to every replica), this replica's part is floor(F / R), plus
-//   one when its rotated rank q = (rank + endpoint index + the scrape's time in kSplitRotationNs
-//   steps) mod R is below F mod R. Once this replica has sent its part, fill counts the rest as
-//   the others' pending requests (or their reported sum, when larger); before, the view is the
-//   unsplit one (policies that read the pool's load level see it as known). So no replica sends
-//   more than its part, the parts sum to F, and the rotation hands a lone free slot to each in
-//   turn. Room a replica leaves unused is split again at the next scrape, not at a sync (the
-//   others' figures are up to a sync interval old: a replica taking room it believes unclaimed
-//   could take what another has just claimed). Tokens are not split (the others' pending tokens
-//   count as without a rank): a KV part of 1 / R per replica left a reservation policy's
+//   one when its position on the endpoint at the scrape's time (ReplicaTurn, on the replicas'
+//   shared clock: setReplicaClockOffset) is below F mod R. Once this replica has sent its part,
+//   fill counts the rest as the others' pending requests (or their reported sum, when larger);
+//   before, the view is the unsplit one (policies that read the pool's load level see it as known).
+//   So no replica sends more than its part, the parts sum to F, and the rotation hands a lone free
+//   slot to each in turn. Room a replica leaves unused is split again at the next scrape, not at a
+//   sync (the others' figures are up to a sync interval old: a replica taking room it believes
+//   unclaimed could take what another has just claimed). Tokens are not split (the others' pending
+//   tokens count as without a rank): a KV part of 1 / R per replica left a reservation policy's
 //   reserve, sized in KV tokens, fitting nowhere. Without a rank (-1), or with M unknown, the
 //   rule above applies.
 //   The replica feed (setPeerFeed(true); replica_sync.hpp, "The replica feed"): the host
@@ -184,6 +184,7 @@
 #include <vector>
 
 #include "holdback/core/diagnostics.hpp"
+#include "holdback/detector/detail/ledger_slot.hpp"
 #include "holdback/detector/saturation_detector.hpp"
 
 namespace holdback {
@@ -273,86 +274,6 @@ struct DispatchLedgerOptions {
   // the room above it is divided; 0 divides all of it.
   std::int64_t sharedRoomSlots = 0;
 };
-
-namespace detail {
-
-// Two cache lines per endpoint: the event counters (with the read-mostly capacity and the token
-// baselines), and the scrape under its sequence lock.
-struct alignas(64) LedgerSlot {
-  std::atomic<std::uint64_t> dispatchedRequests{0};
-  std::atomic<std::uint64_t> dispatchedTokens{0};
-  std::atomic<std::uint64_t> completedRequests{0};
-  std::atomic<std::uint64_t> completedTokens{0};
-  // maxRunningRequests (capped at kMaxConfiguredSlots); 0 = not configured.
-  std::atomic<std::uint32_t> maxRunning{0};
-  // The observed slot count (DispatchLedgerOptions::slotCountFromScrapes); 0 = none yet. Written
-  // under `sequence` by the scrape writer, read without it by fill.
-  std::atomic<std::uint32_t> observedSlots{0};
-  std::atomic<double> kvPerToken{0.0};                 // 1 / kvCapacityTokens; 0 = unknown
-  std::atomic<std::uint64_t> baseDispatchedTokens{0};  // under `sequence`
-  std::atomic<std::uint64_t> baseCompletedTokens{0};   // under `sequence`
-  // The last scrape and its baseline, published under `sequence` (odd while being written).
-  alignas(64) std::atomic<std::uint64_t> sequence{0};
-  std::atomic<std::int64_t> updateTimeNs{0};
-  std::atomic<double> waiting{0.0};
-  std::atomic<double> running{0.0};
-  std::atomic<double> kvCacheUsage{0.0};
-  std::atomic<std::uint64_t> baseDispatchedRequests{0};
-  std::atomic<std::uint64_t> baseCompletedRequests{0};
-  // The budget; -1: no scrape installed, -2: the scrape is not correctable (see -inl.hpp).
-  std::atomic<std::int32_t> budget{-1};
-  // Odd while the slot is live (registration and removal each add one).
-  std::atomic<std::uint32_t> generation{0};
-  // Reconciliation's memory (DispatchLedgerOptions::reconcileInFlight): the lowest in-flight
-  // excess over the scraped intake in each of the last kExcessHistory stretches of scrape time
-  // (kExcessBucketNs each; the last one still filling), a ring. Read and written only by the
-  // scrape writer (under `sequence`), never by fill or dispatch: a line of its own.
-  static constexpr std::size_t kExcessHistory = 4;
-  static constexpr std::int64_t kExcessBucketNs = 250'000'000;
-  static constexpr std::int64_t kNoBucket = INT64_MIN;
-  alignas(64) std::array<std::uint32_t, kExcessHistory> excess{};
-  std::uint32_t excessNext = 0;
-  std::int64_t excessBucketStartNs = kNoBucket;  // the scrape time the current stretch began
-  // Replica sync (setPeerPending, replica_sync.hpp): the other replicas' pending requests and
-  // tokens (-1 requests: none, the `replicas` share applies), the replicas last seen live (0:
-  // unknown) and this replica's rank among them (-1: none, the free room is not split). Written
-  // by the host's sync thread, read by fill (only these and `rotation`, on this line).
-  std::atomic<std::int64_t> peerRequests{-1};
-  std::atomic<std::int64_t> peerTokens{0};
-  std::atomic<std::uint16_t> peerReplicas{0};  // <= DispatchLedgerOptions::kMaxReplicas
-  std::atomic<std::int16_t> peerRank{-1};
-  // This replica's dispatch counters (their low 32 bits) when the others' figures were
-  // installed: its dispatches since then stand for theirs, which the figures do not hold yet.
-  std::atomic<std::uint32_t> syncDispatchedRequests{0};
-  std::atomic<std::uint32_t> syncDispatchedTokens{0};
-  // The free room split's rotation: the endpoint's index plus the scrape's time in
-  // kSplitRotationNs steps. Written by the scrape writer, read by fill.
-  std::atomic<std::uint32_t> rotation{0};
-  static constexpr std::int64_t kSplitRotationNs = 100'000'000;
-  // The replica feed (recordPeerDispatch, recordPeerCompletion): the other replicas' events as
-  // the host's feed delivers them, and their baseline (written under `sequence`). Touched only
-  // when the host runs a feed: fill reads this line only while the feed is live.
-  alignas(64) std::atomic<std::uint64_t> peerDispatchedRequests{0};
-  std::atomic<std::uint64_t> peerDispatchedTokens{0};
-  std::atomic<std::uint64_t> peerCompletedRequests{0};
-  std::atomic<std::uint64_t> peerCompletedTokens{0};
-  std::atomic<std::uint64_t> basePeerDispatchedRequests{0};
-  std::atomic<std::uint64_t> basePeerDispatchedTokens{0};
-  std::atomic<std::uint64_t> basePeerCompletedRequests{0};
-  std::atomic<std::uint64_t> basePeerCompletedTokens{0};
-};
-static_assert(sizeof(LedgerSlot) == 256,
-              "two hot cache lines per endpoint, one for the scrape writer alone, one for the "
-              "replica feed");
-
-struct TransparentStringHash {
-  using is_transparent = void;
-  std::size_t operator()(std::string_view s) const noexcept {
-    return std::hash<std::string_view>{}(s);
-  }
-};
-
-}  // namespace detail
 
 // One dispatched request's claim on an endpoint. Move-only; completes exactly once.
 // Thread safety: thread-compatible (one handle belongs to one request; different handles may be
@@ -496,6 +417,15 @@ class HOLDBACK_API DispatchLedger {
   // stale id. Counted whether or not the feed is live; used by fill only while it is.
   bool recordPeerDispatch(EndpointId id, std::int64_t tokens = 0) noexcept;
   bool recordPeerCompletion(EndpointId id, std::int64_t tokens = 0) noexcept;
+  // The replicas' shared clock less the clock of the scrapes' times (ReplicaSync::clockOffset;
+  // the syncer installs it each round): the free room split's turn steps on it. 0 by default
+  // (replicas on one host).
+  void setReplicaClockOffset(Duration offset) noexcept {
+    replica_clock_offset_.store(offset.count(), std::memory_order_relaxed);
+  }
+  [[nodiscard]] Duration replicaClockOffset() const noexcept {
+    return Duration{replica_clock_offset_.load(std::memory_order_relaxed)};
+  }
   // Whether the host's feed is live (it delivers every other replica's events); off by default.
   // Live: fill counts this replica's and the other replicas' pending work as one ledger would,
   // and ignores the `replicas` share and setPeerPending. Off (the feed is down): the rules
@@ -523,10 +453,12 @@ class HOLDBACK_API DispatchLedger {
   [[nodiscard]] detail::LedgerSlot* slotOf(EndpointId id) const noexcept;
   [[nodiscard]] std::optional<std::uint32_t> indexOf(std::string_view name) const noexcept;
   static void fillOne(Endpoint& e, const detail::LedgerSlot* slot,
-                      const DispatchLedgerOptions& options, bool feed) noexcept;
+                      const DispatchLedgerOptions& options, bool feed,
+                      Duration clockOffset) noexcept;
 
   DispatchLedgerOptions options_;
   std::atomic<bool> peer_feed_{false};
+  std::atomic<Duration::rep> replica_clock_offset_{0};
   std::array<std::atomic<Chunk*>, kMaxChunks> chunks_{};
   mutable std::shared_mutex registry_mutex_;
   std::unordered_map<std::string, std::uint32_t, detail::TransparentStringHash, std::equal_to<>>

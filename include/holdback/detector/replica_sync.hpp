@@ -113,7 +113,8 @@ class HOLDBACK_API ReplicaSync {
   // A clock every replica reads alike, less the controller's clock (steady_clock): the default
   // 0 serves replicas that share the controller's clock (one host); replicas on several hosts
   // return, for example, the wall clock less the steady one. Goes into
-  // ReplicaShare::clockOffset, on which the replicas take turns.
+  // ReplicaShare::clockOffset and DispatchLedger::setReplicaClockOffset, on which the replicas
+  // take turns (ReplicaTurn).
   [[nodiscard]] virtual Duration clockOffset() const noexcept { return Duration::zero(); }
 };
 
@@ -140,13 +141,14 @@ class HOLDBACK_API ReplicaSyncer {
     if (peers >= 0) {
       last_replicas_ = peers + 1;
       const std::int64_t rank = sync_.rank();
+      ledger_.setReplicaClockOffset(sync_.clockOffset());
       for (std::size_t k = 0; k < endpoints_.size(); ++k) {
         ledger_.setPeerPending(endpoints_[k], others_[k], last_replicas_, rank);
       }
       share_.reset();
       if (rank >= 0 && rank < last_replicas_) {
         share_ = ReplicaShare{others, last_replicas_, rank};
-        share_->clockOffset = sync_.clockOffset();
+        share_->clockOffset = ledger_.replicaClockOffset();
       }
       ++successes_;
       return true;

@@ -217,8 +217,9 @@ struct WaitForReleasesOptions {
 // published times, a tie counting as its own), so that the replicas together revoke what one
 // gateway would: the n youngest, not each replica's youngest (a replica's youngest is about R
 // times older than the pool's, and the work lost with it). Else its part is floor(n / R), plus
-// one when its position (rank + the time in 100 ms steps, modulo R) is below n mod R. Without a
-// share (one gateway, no store, or the store failed) a replica restores alone, as above.
+// one when its position on the turn (ReplicaTurn, core/replica_share.hpp: rank + the time on the
+// replicas' shared clock in 100 ms steps, modulo R) is below n mod R. Without a share (one
+// gateway, no store, or the store failed) a replica restores alone, as above.
 struct ReserveRestoreOptions {
   bool enabled = false;
   // The tail probability the protected bands' arrivals during T outrun the restored room;

@@ -1,4 +1,4 @@
-// Implementation of holdback/flow/fairness.hpp: compiled into libholdback by src/flow_policies.cpp,
+// Implementation of holdback/flow/fairness.hpp: compiled into libholdback by src/flow.cpp,
 // or included by the header itself in header-only mode (HOLDBACK_HEADER_ONLY,
 // holdback::header_only).
 #pragma once

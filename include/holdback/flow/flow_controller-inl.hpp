@@ -21,8 +21,11 @@
 #include "holdback/flow/detail/controller_core_headroom-inl.hpp"
 #include "holdback/flow/detail/controller_core_lifecycle-inl.hpp"
 #include "holdback/flow/detail/demand_tracker-inl.hpp"
+#include "holdback/flow/detail/eviction_deficit-inl.hpp"
 #include "holdback/flow/detail/evictor-inl.hpp"
-#include "holdback/flow/detail/evictor_endpoints-inl.hpp"
+#include "holdback/flow/detail/replica_coordinator-inl.hpp"
+#include "holdback/flow/detail/revocation_pacer-inl.hpp"
+#include "holdback/flow/detail/victim_selector-inl.hpp"
 #include "holdback/flow/runner.hpp"
 
 namespace holdback {

@@ -275,7 +275,7 @@ class HOLDBACK_API FlowController {
   // FlowControllerStats::yieldedCycles). The share also decides who may start a request past the
   // detector's KV threshold (flow/pool_pressure.hpp, "Room past the KV threshold across
   // replicas"): with two replicas or more on the feed, one replica at a time per endpoint
-  // (ReplicaShare::pastThresholdTurn); without the feed, or with no share after one of several
+  // (ReplicaTurn::hasTurn); without the feed, or with no share after one of several
   // replicas (the store failed), none. replicaRestoreFigures is O(bands), setReplicaShare O(1);
   // no allocation, never call host code.
   [[nodiscard]] ReplicaRestoreFigures replicaRestoreFigures() const noexcept;

@@ -1,4 +1,4 @@
-// Implementation of holdback/flow/outcome.hpp: compiled into libholdback by src/flow_outcome.cpp,
+// Implementation of holdback/flow/outcome.hpp: compiled into libholdback by src/flow.cpp,
 // or included by the header itself in header-only mode (HOLDBACK_HEADER_ONLY,
 // holdback::header_only).
 #pragma once

@@ -117,12 +117,11 @@ HOLDBACK_INLINE void PoolPressureSampler::limitPastThreshold(std::span<const End
   if (mode == PastThreshold::kDetector) return;
   const std::int64_t replicas = past_replicas_.load(std::memory_order_relaxed);
   if (mode == PastThreshold::kTurn && replicas <= 1) return;
-  const std::int64_t rank = past_rank_.load(std::memory_order_relaxed);
-  const Duration offset{past_offset_.load(std::memory_order_relaxed)};
+  const ReplicaTurn turn{past_rank_.load(std::memory_order_relaxed), replicas,
+                         Duration{past_offset_.load(std::memory_order_relaxed)}};
   const std::size_t n = std::min(pool.size(), room.size());
   for (std::size_t i = 0; i < n; ++i) {
-    if (mode == PastThreshold::kNone ||
-        !ReplicaShare::pastThresholdTurn(rank, replicas, offset, i, now)) {
+    if (mode == PastThreshold::kNone || !turn.hasTurn(i, now)) {
       room[i].kvCapacityLeft = 0.0;
     }
   }

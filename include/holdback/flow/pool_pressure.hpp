@@ -28,8 +28,8 @@
 //   same endpoint. So with several replicas (setPastThreshold, which the controller calls from
 //   FlowController::setReplicaShare):
 //     kTurn  (a share of R >= 2 replicas on the replica feed) a replica keeps an endpoint's room
-//            past the threshold only on its turn there (ReplicaShare::pastThresholdTurn: the
-//            turn moves every 100 ms on a clock the replicas share), so that one replica at a
+//            past the threshold only on its turn there (ReplicaTurn::hasTurn: the turn moves
+//            every 100 ms on a clock the replicas share), so that one replica at a
 //            time may start a request past the threshold on each endpoint and every replica
 //            gets the turn on each endpoint in turn;
 //     kNone  (a share of R >= 2 replicas without the feed, or no share after one: the store
@@ -158,15 +158,14 @@ class HOLDBACK_API PoolPressureSampler {
       HOLDBACK_EXCLUDES(room_mu_);
 
   // Room past the KV threshold across replicas (see the file comment): kDetector (the default),
-  // kNone, or kTurn for replica `rank` of `replicas` (>= 2; else as kDetector) with the shared
-  // clock `clockOffset` ahead of the controller's. Applies to later samples' room, the bands' and
-  // the kept one. Lock-free (atomics): a sample racing with a call may mix old and new values.
+  // kNone, or kTurn by `turn` (two replicas or more; else as kDetector). Applies to later
+  // samples' room, the bands' and the kept one. Lock-free (atomics): a sample racing with a call
+  // may mix old and new values.
   enum class PastThreshold : std::uint8_t { kDetector, kNone, kTurn };
-  void setPastThreshold(PastThreshold mode, std::int64_t rank = 0, std::int64_t replicas = 1,
-                        Duration clockOffset = Duration::zero()) noexcept {
-    past_rank_.store(rank, std::memory_order_relaxed);
-    past_replicas_.store(replicas, std::memory_order_relaxed);
-    past_offset_.store(clockOffset.count(), std::memory_order_relaxed);
+  void setPastThreshold(PastThreshold mode, const ReplicaTurn& turn = {}) noexcept {
+    past_rank_.store(turn.rank, std::memory_order_relaxed);
+    past_replicas_.store(turn.replicas, std::memory_order_relaxed);
+    past_offset_.store(turn.clockOffset.count(), std::memory_order_relaxed);
     past_mode_.store(mode, std::memory_order_relaxed);
   }
 

@@ -1,4 +1,4 @@
-// Implementation of holdback/policy/policies.hpp: compiled into libholdback by src/policies.cpp, or
+// Implementation of holdback/policy/policies.hpp: compiled into libholdback by src/policy.cpp, or
 // included by the header itself in header-only mode (HOLDBACK_HEADER_ONLY, holdback::header_only).
 #pragma once
 

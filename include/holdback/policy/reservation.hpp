@@ -48,10 +48,8 @@
 //   A_i grow down the list); the monotonizing sweep still runs.
 //
 //   Cost per band: refill, two logarithms (ln eps could be cached; it is not, see
-//   docs/performance.md); occupancy, r(a, eps) exactly (summing the Poisson probabilities, at
-//   most ~60 terms) for a <= 30 and by the Cornish-Fisher expansion a + z sqrt(a) + (z^2 - 1) / 6
-//   + (z^3 - 7z) / (72 sqrt(a)) above (z = Phi^-1(1 - eps), computed once per epsilon at
-//   creation; within one request of the exact quantile there, pinned by tests).
+//   docs/performance.md); occupancy, r(a, eps) (policy/poisson_reserve.hpp: at most ~60 terms;
+//   z = Phi^-1(1 - eps) computed once per epsilon at creation).
 //
 // Hold (option holdReserve, on by default): a slot given to band i now stays taken for about band
 // i's holding time, so a reserve that dips and recovers within that time has already handed the
@@ -122,6 +120,7 @@
 
 #include "holdback/core/diagnostics.hpp"
 #include "holdback/policy/demand.hpp"
+#include "holdback/policy/poisson_reserve.hpp"
 #include "holdback/policy/usage_limit_policy.hpp"
 
 namespace holdback {
@@ -221,12 +220,12 @@ class HOLDBACK_API ReservationPolicy final : public UsageLimitPolicy {
   static void validate(const ReservationOptions& options, const std::string& path,
                        Diagnostics& diagnostics);
 
-  // r(a, eps) with z = Phi^-1(1 - eps) precomputed (see the file comment). a <= 0 or NaN -> 1.
+  // holdback::poissonReserve and inverseNormal (policy/poisson_reserve.hpp), kept for callers
+  // that name them through the policy.
   [[nodiscard]] static double poissonReserve(double a, double epsilon, double z) noexcept;
   // The refill sizing's reserve: the smallest r >= 1 with rho^r <= eps; rho <= 0 or NaN -> 1,
   // rho >= 1 -> infinity.
   [[nodiscard]] static double refillReserve(double rho, double epsilon) noexcept;
-  // Phi^-1(p) for p in (0, 1) (Acklam's rational approximation, relative error < 1.2e-9).
   [[nodiscard]] static double inverseNormal(double p) noexcept;
 
   [[nodiscard]] std::string_view type() const noexcept override { return kType; }

@@ -8,24 +8,25 @@
 #include <algorithm>
 #include <cmath>
 
-#include "holdback/detector/detail/ledger_slots-inl.hpp"
+#include "holdback/core/replica_share.hpp"
+#include "holdback/detector/detail/ledger_slot-inl.hpp"
 
 namespace holdback {
 inline namespace HOLDBACK_ABI_NAMESPACE {
 namespace detail {
 
 // The free room split (see "The free room split" in the header): the parts of `room` free
-// slots (a scrape's M - running - sharedRoomSlots) of this replica and of the others together,
-// for this replica's rank rotated by `turn`, among `replicas` (>= 1).
+// slots (a scrape's M - running - sharedRoomSlots) on endpoint `index` of this replica and of
+// the others together, by `turn` at the scrape's time `at`.
 struct SlotParts {
   double mine = 0.0;
   double others = 0.0;
 };
-[[nodiscard]] inline SlotParts slotParts(double room, std::uint32_t replicas,
-                                         std::uint32_t turn) noexcept {
+[[nodiscard]] inline SlotParts slotParts(double room, const ReplicaTurn& turn, std::uint32_t index,
+                                         TimePoint at) noexcept {
   if (!(room >= 1.0)) return {};  // also NaN
   const auto f = static_cast<std::uint64_t>(std::floor(room < 4294967295.0 ? room : 4294967295.0));
-  const std::uint64_t mine = f / replicas + (turn % replicas < f % replicas ? 1 : 0);
+  const std::uint64_t mine = turn.part(f, index, at);
   return {static_cast<double>(mine), static_cast<double>(f - mine)};
 }
 
@@ -35,11 +36,12 @@ struct SlotParts {
 }
 
 // fill's figures for one endpoint from a consistent read of its slot (see "The algorithm").
-// `feed`: the replica feed is live (DispatchLedger::setPeerFeed).
+// `feed`: the replica feed is live (DispatchLedger::setPeerFeed); `clockOffset`: the replicas'
+// shared clock less this one (DispatchLedger::setReplicaClockOffset).
 [[gnu::always_inline]] inline void fillFrom(Endpoint& e, const LedgerSlot& slotRef,
                                             const ScrapeView& v, const ScrapeMark& c,
-                                            const DispatchLedgerOptions& options,
-                                            bool feed) noexcept {
+                                            const DispatchLedgerOptions& options, bool feed,
+                                            Duration clockOffset) noexcept {
   const LedgerSlot* slot = &slotRef;
   e.maxRunningRequests = slotsInUse(*slot);
   const double capacity_per_token = slot->kvPerToken.load(std::memory_order_relaxed);
@@ -106,10 +108,12 @@ struct SlotParts {
       if (rank >= 0 && slots != 0) {
         // (Before that the view is the unsplit one: the pool's load as known, for policies that
         // read its level; see "The free room split".)
+        // The turn at the scrape's time: every replica reading a scrape of about the same time
+        // splits its room alike, and a replica's part holds for the scrape's life.
         const SlotParts parts = slotParts(
             static_cast<double>(slots) - v.running - static_cast<double>(options.sharedRoomSlots),
-            static_cast<std::uint32_t>(replicas),
-            static_cast<std::uint32_t>(rank) + slot->rotation.load(std::memory_order_relaxed));
+            ReplicaTurn{rank, static_cast<std::int64_t>(replicas), clockOffset},
+            slot->index.load(std::memory_order_relaxed), TimePoint(Duration(v.updateTimeNs)));
         if (own_pending >= parts.mine && parts.others > peers) peers = parts.others;
       }
       p = own_pending + peers;
@@ -158,10 +162,11 @@ struct SlotParts {
 // retry loops. Out of line: with the loops inlined into fill's loop, the compiler hoisted every
 // field address out of them and spilled the values read (BM_LedgerFill, docs/performance.md).
 [[gnu::noinline]] inline void fillRetry(Endpoint& e, const LedgerSlot& slot,
-                                        const DispatchLedgerOptions& options, bool feed) noexcept {
+                                        const DispatchLedgerOptions& options, bool feed,
+                                        Duration clockOffset) noexcept {
   const ScrapeView v = readScrape(slot);
   const ScrapeMark c = readCounters(slot);
-  fillFrom(e, slot, v, c, options, feed);
+  fillFrom(e, slot, v, c, options, feed, clockOffset);
 }
 
 }  // namespace detail
@@ -170,7 +175,8 @@ struct SlotParts {
 [[gnu::always_inline]] inline void DispatchLedger::fillOne(Endpoint& e,
                                                            const detail::LedgerSlot* slot,
                                                            const DispatchLedgerOptions& options,
-                                                           bool feed) noexcept {
+                                                           bool feed,
+                                                           Duration clockOffset) noexcept {
   if (slot == nullptr) {
     detail::clearTelemetry(e);
     return;
@@ -178,10 +184,10 @@ struct SlotParts {
   detail::ScrapeView v;
   ScrapeMark c;
   if (!detail::tryReadScrape(*slot, v) || !detail::tryReadCounters(*slot, c)) [[unlikely]] {
-    detail::fillRetry(e, *slot, options, feed);
+    detail::fillRetry(e, *slot, options, feed, clockOffset);
     return;
   }
-  detail::fillFrom(e, *slot, v, c, options, feed);
+  detail::fillFrom(e, *slot, v, c, options, feed, clockOffset);
 }
 
 HOLDBACK_INLINE void DispatchLedger::fill(std::span<Endpoint> endpoints,
@@ -189,14 +195,16 @@ HOLDBACK_INLINE void DispatchLedger::fill(std::span<Endpoint> endpoints,
   const std::size_t n = std::min(endpoints.size(), ids.size());
   const DispatchLedgerOptions options = options_;  // kept in registers across the atomics
   const bool feed = peerFeed();
+  const Duration offset = replicaClockOffset();
   for (std::size_t k = 0; k < n; ++k) {
-    fillOne(endpoints[k], slotOf(ids[k]), options, feed);
+    fillOne(endpoints[k], slotOf(ids[k]), options, feed, offset);
   }
 }
 
 HOLDBACK_INLINE void DispatchLedger::fill(std::span<Endpoint> endpoints) const noexcept {
   std::shared_lock lock(registry_mutex_);
   const bool feed = peerFeed();
+  const Duration offset = replicaClockOffset();
   for (Endpoint& e : endpoints) {
     const auto index = indexOf(e.name);
     fillOne(
@@ -204,7 +212,7 @@ HOLDBACK_INLINE void DispatchLedger::fill(std::span<Endpoint> endpoints) const n
         index
             ? &(*chunks_[*index / kChunkSize].load(std::memory_order_acquire))[*index % kChunkSize]
             : nullptr,
-        options_, feed);
+        options_, feed, offset);
   }
 }
 

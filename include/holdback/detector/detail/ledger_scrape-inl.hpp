@@ -9,7 +9,7 @@
 #include <chrono>
 #include <cmath>
 
-#include "holdback/detector/detail/ledger_slots-inl.hpp"
+#include "holdback/detector/detail/ledger_slot-inl.hpp"
 
 namespace holdback {
 inline namespace HOLDBACK_ABI_NAMESPACE {
@@ -27,9 +27,8 @@ inline void moveBehindBaseline(ScrapeMark& base, std::int64_t requests, std::int
 
 // A free function, not a member: a member of the exported DispatchLedger taking a detail:: type
 // would be exported (check_exports.sh forbids detail:: in exported signatures).
-// `options` are the ledger's (sanitized) options; `index` is the slot's (EndpointId::index).
-HOLDBACK_INLINE void storeScrape(LedgerSlot& slot, std::uint32_t index, const Scrape& scrape,
-                                 const ScrapeMark& mark,
+// `options` are the ledger's (sanitized) options.
+HOLDBACK_INLINE void storeScrape(LedgerSlot& slot, const Scrape& scrape, const ScrapeMark& mark,
                                  const DispatchLedgerOptions& options) noexcept {
   // Decided here, once per scrape, rather than per endpoint in every fill. Invalid telemetry is
   // never corrected into something plausible; readings beyond 1e300 are valid but passed through
@@ -115,13 +114,6 @@ HOLDBACK_INLINE void storeScrape(LedgerSlot& slot, std::uint32_t index, const Sc
   slot.basePeerCompletedRequests.store(base.peerCompletedRequests, std::memory_order_release);
   slot.basePeerCompletedTokens.store(base.peerCompletedTokens, std::memory_order_release);
   slot.budget.store(budget, std::memory_order_release);
-  // The split's rotation: the same for every replica reading a scrape of about the same time.
-  const auto at_ns = static_cast<std::uint64_t>(
-      std::chrono::duration_cast<std::chrono::nanoseconds>(scrape.updateTime.time_since_epoch())
-          .count());
-  slot.rotation.store(
-      index + static_cast<std::uint32_t>(at_ns / std::uint64_t{LedgerSlot::kSplitRotationNs}),
-      std::memory_order_relaxed);
   detail::endWrite(slot);
 }
 
@@ -131,7 +123,7 @@ HOLDBACK_INLINE bool DispatchLedger::installScrape(EndpointId id, const Scrape& 
                                                    const ScrapeMark& mark) noexcept {
   detail::LedgerSlot* slot = slotOf(id);
   if (slot == nullptr) return false;
-  detail::storeScrape(*slot, id.index, scrape, mark, options_);
+  detail::storeScrape(*slot, scrape, mark, options_);
   return true;
 }
 
@@ -150,7 +142,7 @@ HOLDBACK_INLINE bool DispatchLedger::installScrape(EndpointId id, const Scrape& 
                                  detail::since(base.dispatchedTokens, prev.dispatchedTokens));
     }
   }
-  detail::storeScrape(*slot, id.index, scrape, base, options_);
+  detail::storeScrape(*slot, scrape, base, options_);
   return true;
 }
 

@@ -179,22 +179,12 @@ HOLDBACK_INLINE bool ControllerCore::markLeaseStarted(RequestId id) noexcept {
 
 HOLDBACK_INLINE bool ControllerCore::yieldsToPeer(const Band& band,
                                                   const Item& head) const noexcept {
-  const ReplicaShare* share = evictor_.replicaShare();
-  // Only with the replica feed: without it the ledger's free room split gives each replica its
-  // part of a scrape's room, and a part left to another replica idles until the next scrape.
-  if (share == nullptr || !share->pooledArrivals || share->headTolerance == Duration::max()) {
-    return false;
-  }
-  const std::optional<double> theirs = share->others.headOf(band.prio);
-  if (!theirs) return false;
-  const double tolerance =
-      std::max(0.0, std::chrono::duration<double>(share->headTolerance).count());
-  return *theirs < ReplicaRestoreFigures::secondsOf(head.enqueueTime) - tolerance;
+  return replicas_.yieldsTo(band.prio, head.enqueueTime);
 }
 
 HOLDBACK_INLINE ReplicaRestoreFigures ControllerCore::replicaRestoreFigures() const noexcept {
   MutexLock lock(mu_);
-  ReplicaRestoreFigures mine = evictor_.ownFigures();
+  ReplicaRestoreFigures mine = replicas_.published();
   // Published with or without restoration: the others' policies size from the pool's turnover.
   mine.completionRate = demand_.completionRate();
   mine.leases = static_cast<double>(leases_.size());
@@ -217,23 +207,9 @@ HOLDBACK_INLINE void ControllerCore::recordPeerArrival(Priority priority,
 HOLDBACK_INLINE void ControllerCore::setReplicaShare(
     const std::optional<ReplicaShare>& share) noexcept {
   MutexLock lock(mu_);
-  evictor_.setReplicaShare(share);
-  // Room past the KV threshold (pool_pressure.hpp): a turn on the feed, none without it or once
-  // the share is gone after several replicas shared (the store failed), the detector's alone.
-  using Past = PoolPressureSampler::PastThreshold;
-  if (share && share->replicas >= 2) {
-    had_replicas_ = true;
-    if (share->pooledArrivals) {
-      sampler_.setPastThreshold(Past::kTurn, share->rank, share->replicas, share->clockOffset);
-    } else {
-      sampler_.setPastThreshold(Past::kNone);
-    }
-  } else if (!share && had_replicas_) {
-    sampler_.setPastThreshold(Past::kNone);
-  } else {
-    had_replicas_ = false;
-    sampler_.setPastThreshold(Past::kDetector);
-  }
+  // Room past the KV threshold (pool_pressure.hpp): the coordinator's rule for the sampler.
+  const ReplicaCoordinator::PastThresholdSetting past = replicas_.install(share);
+  sampler_.setPastThreshold(past.mode, past.turn);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -372,10 +348,9 @@ HOLDBACK_INLINE DispatchResult ControllerCore::dispatchImpl(TimePoint now,
       if (leases_.size() > 0) view.requestUnit = s / static_cast<double>(leases_.size());
       // With replicas: the pool's turnover per replica, not this replica's own (DemandView);
       // the pool's own when the demand estimates count the pool's arrivals.
-      if (const ReplicaShare* share = evictor_.replicaShare()) {
-        view.completionRate =
-            (demand_.completionRate() + Evictor::finiteOrZero(share->others.completionRate)) /
-            (share->pooledArrivals ? 1.0 : static_cast<double>(share->replicas));
+      if (const std::optional<double> pool =
+              replicas_.poolCompletionRate(demand_.completionRate())) {
+        view.completionRate = *pool;
       }
       if (settings_.policy->usesRoom()) {
         view.room = roomView();

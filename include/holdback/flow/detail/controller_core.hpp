@@ -10,6 +10,8 @@
 //     cycle's DemandView;
 //   - Evictor (flow/detail/evictor.hpp): in-flight eviction and reserve restoration, their
 //     pacing and counters;
+//   - ReplicaCoordinator (flow/detail/replica_coordinator.hpp): the other replicas' share, the
+//     turn and the figures this replica publishes;
 //   - the reloadable settings (policy, global limits, TTLs, priority domain, eviction);
 //   - the pool regime, the last pressure, the cycle's scratch buffers.
 //
@@ -53,6 +55,7 @@
 #include "holdback/flow/detail/demand_tracker.hpp"
 #include "holdback/flow/detail/evictor.hpp"
 #include "holdback/flow/detail/lease_table.hpp"
+#include "holdback/flow/detail/replica_coordinator.hpp"
 #include "holdback/flow/eviction.hpp"
 #include "holdback/flow/flow_controller.hpp"
 #include "holdback/flow/pool_pressure.hpp"
@@ -199,7 +202,16 @@ class ControllerCore {
   // them, at saturation `s`.
   [[nodiscard]] Evictor::Cycle evictionCycle(TimePoint now, double s) noexcept
       HOLDBACK_REQUIRES(mu_) {
-    return {settings_.eviction, leases_, demand_, domain_bands_, ceilings_, now, s, &sampler_};
+    return {settings_.eviction,
+            leases_,
+            demand_,
+            domain_bands_,
+            ceilings_,
+            now,
+            s,
+            &sampler_,
+            &replicas_,
+            &replicas_.published()};
   }
   // Create-only: read without a lock.
   const std::function<void(Completion&&)> on_outcome_;
@@ -242,9 +254,9 @@ class ControllerCore {
   LeaseTable leases_ HOLDBACK_GUARDED_BY(mu_);
   DemandTracker demand_ HOLDBACK_GUARDED_BY(mu_);
   Evictor evictor_ HOLDBACK_GUARDED_BY(mu_);
-  // A share of two replicas or more was installed last (setReplicaShare): a missing share then
-  // means the store failed, not one gateway.
-  bool had_replicas_ HOLDBACK_GUARDED_BY(mu_) = false;
+  // The coordination with the other replicas (setReplicaShare): the share, the turn, the figures
+  // published; the evictor reads it through its cycle.
+  ReplicaCoordinator replicas_ HOLDBACK_GUARDED_BY(mu_);
   BandScheduler scheduler_ HOLDBACK_GUARDED_BY(mu_);  // the order of the cycle's bands
 };
 

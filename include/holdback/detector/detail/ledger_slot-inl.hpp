@@ -1,7 +1,8 @@
-// Implementation of holdback/detector/dispatch_ledger.hpp, the slot access every other part
-// uses: counter arithmetic, the consistent reads of a slot's counters and of its installed scrape
-// (sequence lock), the scrape writer's side of that lock, and DispatchLedger::slotOf. Included by
-// dispatch_ledger-inl.hpp and the other detector/detail/ledger_*-inl.hpp files.
+// Implementation of holdback/detector/detail/ledger_slot.hpp, the slot access every other part of
+// the ledger uses: counter arithmetic, the consistent reads of a slot's counters and of its
+// installed scrape (sequence lock), the scrape writer's side of that lock, and
+// DispatchLedger::slotOf. Included by dispatch_ledger-inl.hpp and the other
+// detector/detail/ledger_*-inl.hpp files.
 #pragma once
 
 #include "holdback/detector/dispatch_ledger.hpp"
