@@ -11,8 +11,7 @@
 //   and for a closed-loop backlog class its initial ramp and the lengths of the requests it sends
 //   in order. Then every arm, and every class alone (the unloaded baseline, behind a static-1.0
 //   gateway that an unloaded pool never saturates), runs at once on its own processes:
-//   pool.endpoints fake model servers in pool mode with the scenario's pool parameters (a mixed
-//   pool's: each endpoint its group's), and one
+//   pool.endpoints fake model servers in pool mode with the scenario's pool parameters, and one
 //   holdback-gateway with the arm's configuration (the arm's policy and eviction, the scenario's
 //   detector, one priority band per class, --objective CLASS=PRIORITY). Each request is an HTTP
 //   streaming completion through the gateway with header x-gateway-inference-objective: CLASS;
@@ -278,8 +277,7 @@ bool startRun(Run& run, const Scenario& s, const std::string& dir, const std::st
               const std::string& gatewayBin) {
   const PoolSpec& p = s.pool;
   std::vector<std::string> gatewayArgs = {gatewayBin};
-  // One server per endpoint with its group's parameters (mixed pools: pool.groups).
-  const std::vector<EndpointGroup> specs = p.endpointSpecs();
+  const std::vector<EndpointGroup> specs = p.endpointSpecs();  // mixed pools: each its group's
   for (std::size_t e = 0; e < specs.size(); ++e) {
     const EndpointGroup& g = specs[e];
     run.servers.push_back(std::make_unique<holdback_e2e::ChildProcess>(
@@ -295,12 +293,8 @@ bool startRun(Run& run, const Scenario& s, const std::string& dir, const std::st
                 << ": model server: " << run.servers.back()->error() << "\n";
       return false;
     }
-    // A mixed pool's gateway knows each endpoint's slots (URL,slots=N); its KV capacity it
-    // learns from the server's metrics.
-    gatewayArgs.insert(gatewayArgs.end(),
-                       {"--endpoint", p.groups.empty() ? run.servers.back()->url()
-                                                       : run.servers.back()->url() +
-                                                             ",slots=" + std::to_string(g.slots)});
+    const std::string url = run.servers.back()->url(), slots = ",slots=" + std::to_string(g.slots);
+    gatewayArgs.insert(gatewayArgs.end(), {"--endpoint", p.groups.empty() ? url : url + slots});
   }
   const std::string config = dir + "/" + run.label + ".json";
   std::ofstream(config) << gatewayConfig(s, run.arm).dump(2) << "\n";

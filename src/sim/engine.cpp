@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <tuple>
 #include <utility>
 
 namespace holdback {
@@ -44,6 +45,7 @@ Simulation::Simulation(const Scenario& s, const Arm& arm, const RunOptions& opti
   const auto endpoints = static_cast<std::size_t>(s.pool.endpoints);
   const std::vector<EndpointGroup> specs = s.pool.endpointSpecs();  // mixed pools: per endpoint
   for (std::size_t i = 0; i < endpoints; ++i) servers_[i].spec = specs[i];
+  for (const EndpointGroup& g : specs) largestKv_ = std::max(largestKv_, g.kvCapacityTokens);
   const auto replicas = static_cast<std::size_t>(std::max(1, s.pool.gatewayReplicas));
   gateways_.resize(replicas);
   for (std::size_t g = 0; g < replicas; ++g) {
@@ -52,12 +54,10 @@ Simulation::Simulation(const Scenario& s, const Arm& arm, const RunOptions& opti
     gw.picker = EndpointPicker(endpoints, {.fitFirst = arm.fitFirst});
     gw.inFlight = std::make_unique<InFlightTracker>();
     gw.outputs = std::move(OutputEstimator::create()).value();  // default options: valid
-    for (std::size_t i = 0; i < endpoints; ++i) {
+    for (std::size_t i = 0; i < endpoints; ++i) {  // capacity: configured, known from the start
       Endpoint& e = gw.source->pool()[i];
-      e.updateTime = at(0);
-      // The capacity a deployment configures, known from the start (the scrape keeps it).
-      e.maxRunningRequests = specs[i].slots;
-      e.kvCapacityTokens = specs[i].kvCapacityTokens;
+      std::tie(e.updateTime, e.maxRunningRequests, e.kvCapacityTokens) =
+          std::tuple(at(0), specs[i].slots, specs[i].kvCapacityTokens);
     }
     if (s.pool.dispatchLedger && s.detector == DetectorKind::kUtilization) {
       DispatchLedgerOptions lo;
@@ -403,9 +403,7 @@ void Simulation::onRevocation(std::size_t gateway, const Revocation& rev) {
 void Simulation::route(std::size_t id) {
   Request& r = requests_[id];
   Gateway& gw = gateways_[r.gateway];
-  std::int64_t largestKv = 0;  // mixed pools: the largest endpoint's KV cache
-  for (const Server& sv : servers_) largestKv = std::max(largestKv, sv.spec.kvCapacityTokens);
-  if (r.input + r.output > largestKv) {
+  if (r.input + r.output > largestKv_) {
     // No server can hold it to its end: the server refuses it at once (a model server's length
     // check), whether or not the gateway knew the capacity. Like a refusal at enqueue, it has no
     // dispatch time (no gateway queueing delay is counted for it).

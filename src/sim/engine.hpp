@@ -275,6 +275,7 @@ class Simulation {
   Arm arm_;
   RunOptions options_;
   std::vector<Server> servers_;
+  std::int64_t largestKv_ = 0;  // the largest endpoint's KV cache (mixed pools)
   std::shared_ptr<const SaturationDetector> detector_;
   std::vector<Gateway> gateways_;  // pool.gatewayReplicas of them
   // Replica sync (pool.replicaSyncIntervalMs): the shared store and one syncer per replica.
