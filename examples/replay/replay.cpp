@@ -277,21 +277,24 @@ bool startRun(Run& run, const Scenario& s, const std::string& dir, const std::st
               const std::string& gatewayBin) {
   const PoolSpec& p = s.pool;
   std::vector<std::string> gatewayArgs = {gatewayBin};
-  for (int e = 0; e < p.endpoints; ++e) {
+  const std::vector<EndpointGroup> specs = p.endpointSpecs();  // mixed pools: each its group's
+  for (std::size_t e = 0; e < specs.size(); ++e) {
+    const EndpointGroup& g = specs[e];
     run.servers.push_back(std::make_unique<holdback_e2e::ChildProcess>(
         run.label + "-server-" + std::to_string(e),
         std::vector<std::string>{
-            serverBin, "--slots", std::to_string(p.slots), "--kv-capacity-tokens",
-            std::to_string(p.kvCapacityTokens), "--prefill-base-ms", fmt(p.prefillBaseMs),
-            "--prefill-per-token-ms", fmt(p.prefillPerTokenMs), "--tpot-base-ms", fmt(p.tpotBaseMs),
-            "--tpot-per-running-ms", fmt(p.tpotPerRunningMs)},
+            serverBin, "--slots", std::to_string(g.slots), "--kv-capacity-tokens",
+            std::to_string(g.kvCapacityTokens), "--prefill-base-ms", fmt(g.timing.prefillBaseMs),
+            "--prefill-per-token-ms", fmt(g.timing.prefillPerTokenMs), "--tpot-base-ms",
+            fmt(g.timing.tpotBaseMs), "--tpot-per-running-ms", fmt(g.timing.tpotPerRunningMs)},
         dir));
     if (!run.servers.back()->startedOk()) {
       std::cerr << "holdback-replay: " << run.label
                 << ": model server: " << run.servers.back()->error() << "\n";
       return false;
     }
-    gatewayArgs.insert(gatewayArgs.end(), {"--endpoint", run.servers.back()->url()});
+    const std::string url = run.servers.back()->url(), slots = ",slots=" + std::to_string(g.slots);
+    gatewayArgs.insert(gatewayArgs.end(), {"--endpoint", p.groups.empty() ? url : url + slots});
   }
   const std::string config = dir + "/" + run.label + ".json";
   std::ofstream(config) << gatewayConfig(s, run.arm).dump(2) << "\n";

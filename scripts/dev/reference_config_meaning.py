@@ -79,7 +79,7 @@ MEANING = {
         "kvCacheUtilThreshold": "an endpoint at this KV-cache usage reads saturated",
         "metricsStalenessThreshold": "metrics older than this are stale (see `stalenessPolicy`)",
         "headroom": "extra room above saturation 1.0 the endpoint filter still admits",
-        "aggregation": "how endpoint scores become the pool's saturation: `mean`, `max`, or `weighted` by the endpoints' weights",
+        "aggregation": "how endpoint scores become the pool's saturation: `mean`, `max`, `weighted` by the endpoints' weights, or `capacity`: weighted by each endpoint's slots (mixed pools; exactly the mean on a pool of one size)",
         "stalenessPolicy": "a stale endpoint reads `saturated` or is `ignore`d",
         "maxRunningRequests": "the slot count per endpoint for the slot term (vLLM's `--max-num-seqs`); 0 = no slot term, unless the ledger learns it from scrapes",
         "telemetryValidation": "`strict`: KV outside [0, 1] or negative queues are invalid; `reference`: Go's checks only",
@@ -99,6 +99,7 @@ MEANING = {
         "maxConcurrency": "requests per endpoint at saturation 1.0",
         "maxTokenConcurrency": "tokens per endpoint at saturation 1.0 (the KV capacity when known)",
         "headroom": "extra room above saturation 1.0 the endpoint filter still admits",
+        "endpointCapacity": "mixed pools: each endpoint's own slots and KV tokens (`Endpoint::maxRunningRequests`, `kvCapacityTokens`, when known) replace `maxConcurrency` / `maxTokenConcurrency` for it",
     },
     "vtc-fairness-policy": {
         "requestCost": "virtual service charged per dispatched request",

@@ -34,8 +34,9 @@ interval). See docs/simulation.md.
 
 Options:
   --scenario S      a built-in scenario (default, burst-after-idle, short-bursts, kv-bound,
-                    replay-small, azure-code, azure-conv: real traces, docs/guide/traces.md) or a
-                    scenario document, JSON or YAML (keys in docs/simulation.md); default: default
+                    replay-small, azure-code, azure-conv: real traces, docs/guide/traces.md;
+                    mixed-pool: endpoints of two sizes) or a scenario document, JSON or YAML
+                    (keys in docs/simulation.md); default: default
   --seed N          one random seed (default: the scenario's, 1); same seed, same table
   --seeds LIST      several seeds, "1,2,7" or "1-5" (at most 1000): every arm runs on every seed;
                     the report gives the mean over seeds and its min-max

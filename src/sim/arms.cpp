@@ -59,7 +59,7 @@ config::Json reservation(const Scenario& s, double epsilon, config::Json extra =
 
 // reservation+evict's idle reserve: an eighth of the pool's slots, at least one request.
 double idleReserve(const PoolSpec& pool) {
-  return std::max(1.0, std::round(double(pool.endpoints) * double(pool.slots) / 8.0));
+  return std::max(1.0, std::round(double(pool.totalSlots()) / 8.0));
 }
 
 // reservation+evict's policy: no hold (restoration repairs the reserve), the idle reserve;
@@ -77,7 +77,7 @@ config::Json restoringReservation(const Scenario& s, config::Json extra = nullpt
 // faster rise lets restoration start on a burst's first arrivals, so the idle reserve covers a
 // shorter lead time (docs/guide/policies.md, "The recommended configuration").
 config::Json recommendedReservation(const Scenario& s) {
-  const double slots = double(s.pool.endpoints) * double(s.pool.slots);
+  const auto slots = double(s.pool.totalSlots());
   return restoringReservation(s, {{"capacityModel", "endpoints"},
                                   {"riseTime", "150ms"},
                                   {"riseSignificance", 1.5},
@@ -246,12 +246,17 @@ config::Json detectorDocument(const Scenario& s) {
       parameters["concurrencyMode"] = std::string(toString(s.pool.concurrencyMode));
       parameters["maxTokenConcurrency"] = s.pool.kvCapacityTokens;
     }
+    // Mixed pools: each endpoint's own slots and KV cache (the simulated host fills them).
+    if (!s.pool.groups.empty()) parameters["endpointCapacity"] = true;
     return plugin("concurrency-detector", std::move(parameters));
   }
   // Telemetry older than two scrapes is stale.
   const auto staleNs = 2 * std::llround(s.pool.scrapeIntervalMs * 1e6);
   config::Json parameters = {{"metricsStalenessThreshold", std::to_string(staleNs) + "ns"}};
   if (s.pool.slotTerm) parameters["maxRunningRequests"] = s.pool.slots;  // the slot term
+  // Mixed pools: how endpoints of different sizes weigh (each endpoint's own slots reach the
+  // slot term through Endpoint::maxRunningRequests).
+  parameters["aggregation"] = s.pool.aggregation;
   // Replicas that share nothing cannot take turns past the KV threshold (with a share the
   // controller does: flow/pool_pressure.hpp): a request must fit below it whole.
   if (s.pool.gatewayReplicas > 1 && !(s.pool.replicaSyncIntervalMs > 0.0)) {

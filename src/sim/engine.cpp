@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <tuple>
 #include <utility>
 
 namespace holdback {
@@ -42,6 +43,9 @@ Simulation::Simulation(const Scenario& s, const Arm& arm, const RunOptions& opti
   }
   traces_.resize(s.classes.size());
   const auto endpoints = static_cast<std::size_t>(s.pool.endpoints);
+  const std::vector<EndpointGroup> specs = s.pool.endpointSpecs();  // mixed pools: per endpoint
+  for (std::size_t i = 0; i < endpoints; ++i) servers_[i].spec = specs[i];
+  for (const EndpointGroup& g : specs) largestKv_ = std::max(largestKv_, g.kvCapacityTokens);
   const auto replicas = static_cast<std::size_t>(std::max(1, s.pool.gatewayReplicas));
   gateways_.resize(replicas);
   for (std::size_t g = 0; g < replicas; ++g) {
@@ -50,7 +54,11 @@ Simulation::Simulation(const Scenario& s, const Arm& arm, const RunOptions& opti
     gw.picker = EndpointPicker(endpoints, {.fitFirst = arm.fitFirst});
     gw.inFlight = std::make_unique<InFlightTracker>();
     gw.outputs = std::move(OutputEstimator::create()).value();  // default options: valid
-    for (auto& e : gw.source->pool()) e.updateTime = at(0);
+    for (std::size_t i = 0; i < endpoints; ++i) {  // capacity: configured, known from the start
+      Endpoint& e = gw.source->pool()[i];
+      std::tie(e.updateTime, e.maxRunningRequests, e.kvCapacityTokens) =
+          std::tuple(at(0), specs[i].slots, specs[i].kvCapacityTokens);
+    }
     if (s.pool.dispatchLedger && s.detector == DetectorKind::kUtilization) {
       DispatchLedgerOptions lo;
       lo.dispatchBudget = s.pool.ledgerBudget;
@@ -59,10 +67,11 @@ Simulation::Simulation(const Scenario& s, const Arm& arm, const RunOptions& opti
       lo.replicas = static_cast<std::int64_t>(replicas);  // each replica sees 1/R of the work
       lo.sharedRoomSlots = reservePerEndpoint(s, arm);
       gw.ledger = std::make_unique<DispatchLedger>(lo);
-      for (const Endpoint& e : gw.source->pool()) {
+      for (std::size_t i = 0; i < endpoints; ++i) {
         gw.ids.push_back(gw.ledger->registerEndpoint(
-            e.name, EndpointCapacity{.maxRunningRequests = s.pool.slots,
-                                     .kvCapacityTokens = s.pool.kvCapacityTokens}));
+            gw.source->pool()[i].name,
+            EndpointCapacity{.maxRunningRequests = specs[i].slots,
+                             .kvCapacityTokens = specs[i].kvCapacityTokens}));
       }
       // Until the first scrape: an idle pool sampled at t = 0, as without the ledger.
       for (const EndpointId id : gw.ids) {
@@ -394,7 +403,7 @@ void Simulation::onRevocation(std::size_t gateway, const Revocation& rev) {
 void Simulation::route(std::size_t id) {
   Request& r = requests_[id];
   Gateway& gw = gateways_[r.gateway];
-  if (r.input + r.output > s_.pool.kvCapacityTokens) {
+  if (r.input + r.output > largestKv_) {
     // No server can hold it to its end: the server refuses it at once (a model server's length
     // check), whether or not the gateway knew the capacity. Like a refusal at enqueue, it has no
     // dispatch time (no gateway queueing delay is counted for it).

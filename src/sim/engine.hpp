@@ -136,6 +136,7 @@ struct Request {
 };
 
 struct Server {
+  EndpointGroup spec;  // its slots, KV capacity and service times (its group's)
   std::deque<std::size_t> queue;
   std::vector<std::size_t> running;
   std::int64_t kvTokens = 0;
@@ -252,7 +253,7 @@ class Simulation {
   void onRevocation(std::size_t gateway, const Revocation& rev);
 
   // pool_model.cpp
-  [[nodiscard]] Nanos tpot(std::size_t running) const;
+  [[nodiscard]] Nanos tpot(const Server& sv) const;
   void admit(std::size_t e);
   void step(std::size_t e);
   void finish(std::size_t id);
@@ -274,6 +275,7 @@ class Simulation {
   Arm arm_;
   RunOptions options_;
   std::vector<Server> servers_;
+  std::int64_t largestKv_ = 0;  // the largest endpoint's KV cache (mixed pools)
   std::shared_ptr<const SaturationDetector> detector_;
   std::vector<Gateway> gateways_;  // pool.gatewayReplicas of them
   // Replica sync (pool.replicaSyncIntervalMs): the shared store and one syncer per replica.

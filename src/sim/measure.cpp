@@ -23,9 +23,7 @@ void Simulation::sample() {
     saturations_.push_back(saturation);
     std::size_t busy = 0;
     for (const Server& sv : servers_) busy += sv.queue.size() + sv.running.size();
-    poolLoads_.push_back(
-        static_cast<double>(busy) /
-        static_cast<double>(servers_.size() * static_cast<std::size_t>(s_.pool.slots)));
+    poolLoads_.push_back(static_cast<double>(busy) / static_cast<double>(s_.pool.totalSlots()));
   }
   if (!options_.collectSeries) return;
   IntervalSample s;

@@ -8,17 +8,17 @@ inline namespace HOLDBACK_ABI_NAMESPACE {
 namespace sim {
 namespace detail {
 
-Nanos Simulation::tpot(std::size_t running) const {
-  return std::max<Nanos>(1, fromMs(s_.pool.timing().tpotMs(running)));
+Nanos Simulation::tpot(const Server& sv) const {
+  return std::max<Nanos>(1, fromMs(sv.spec.timing.tpotMs(sv.running.size())));
 }
 
 void Simulation::admit(std::size_t e) {
   Server& sv = servers_[e];
   const bool tokens = s_.pool.service == ServiceModel::kTokens;
-  while (!sv.queue.empty() && sv.running.size() < static_cast<std::size_t>(s_.pool.slots)) {
+  while (!sv.queue.empty() && sv.running.size() < static_cast<std::size_t>(sv.spec.slots)) {
     Request& r = requests_[sv.queue.front()];
-    if (tokens && !admitsHead(sv.running.size(), s_.pool.slots, sv.kvTokens, r.input,
-                              s_.pool.kvCapacityTokens)) {
+    if (tokens && !admitsHead(sv.running.size(), sv.spec.slots, sv.kvTokens, r.input,
+                              sv.spec.kvCapacityTokens)) {
       break;
     }
     const std::size_t id = sv.queue.front();
@@ -32,7 +32,7 @@ void Simulation::admit(std::size_t e) {
     sv.running.push_back(id);
     if (tokens) {
       sv.kvTokens += r.input;
-      r.firstToken = now_ + fromMs(s_.pool.timing().prefillMs(r.input));
+      r.firstToken = now_ + fromMs(sv.spec.timing.prefillMs(r.input));
       r.generated = 1;
     } else {
       r.firstToken = now_;
@@ -42,7 +42,7 @@ void Simulation::admit(std::size_t e) {
   }
   if (tokens && !sv.running.empty() && !sv.stepScheduled) {
     sv.stepScheduled = true;
-    schedule(now_ + tpot(sv.running.size()), EventType::kStep, e);
+    schedule(now_ + tpot(sv), EventType::kStep, e);
   }
 }
 
@@ -172,7 +172,7 @@ void Simulation::scrape(std::size_t which) {
             .waitingQueueSize = static_cast<double>(sv.queue.size()),
             .runningRequests = static_cast<double>(sv.running.size()),
             .kvCacheUsage = std::min(1.0, static_cast<double>(sv.kvTokens) /
-                                              static_cast<double>(s_.pool.kvCapacityTokens))};
+                                              static_cast<double>(sv.spec.kvCapacityTokens))};
         (void)gw.ledger->installScrape(gw.ids[i], scrape, gw.ledger->mark(gw.ids[i]));
       }
       gw.fill();
@@ -184,10 +184,10 @@ void Simulation::scrape(std::size_t which) {
       pool[i].waitingQueueSize = static_cast<double>(sv.queue.size());
       pool[i].runningRequests = static_cast<double>(sv.running.size());
       pool[i].kvCacheUsage = std::min(
-          1.0, static_cast<double>(sv.kvTokens) / static_cast<double>(s_.pool.kvCapacityTokens));
+          1.0, static_cast<double>(sv.kvTokens) / static_cast<double>(sv.spec.kvCapacityTokens));
       // The capacity a deployment configures (the ledger's registration carries it otherwise).
-      pool[i].maxRunningRequests = s_.pool.slots;
-      pool[i].kvCapacityTokens = s_.pool.kvCapacityTokens;
+      pool[i].maxRunningRequests = sv.spec.slots;
+      pool[i].kvCapacityTokens = sv.spec.kvCapacityTokens;
     }
   }
 }

@@ -37,10 +37,9 @@ const WindowStats* findWindow(const ClassResult& c, std::string_view w) {
 
 std::string formatTable(const Scenario& scenario, const std::vector<ArmResult>& arms) {
   std::ostringstream out;
-  out << "scenario: " << scenario.pool.endpoints << " endpoints x " << scenario.pool.slots
-      << " slots, " << toString(scenario.detector) << " detector, scrape "
-      << fixed(scenario.pool.scrapeIntervalMs) << " ms, " << fixed(scenario.durationSeconds)
-      << " s, seed " << scenario.seed << "\n";
+  out << "scenario: " << describePool(scenario.pool) << ", " << toString(scenario.detector)
+      << " detector, scrape " << fixed(scenario.pool.scrapeIntervalMs) << " ms, "
+      << fixed(scenario.durationSeconds) << " s, seed " << scenario.seed << "\n";
   out << "times in ms (p50 / p95 / p99); done/s and tok/s are completions inside the window\n";
   // The class column fits the longest class name.
   std::size_t classWidth = 12;
@@ -157,9 +156,8 @@ std::string intervalsCsv(const Scenario& scenario, const std::vector<ArmResult>&
   // The room the pool really had, in both resources: free slots (endpoints x slots - running) and
   // free KV tokens (endpoints x KV capacity - KV held), whichever binds.
   out << ",free_slots,free_kv_tokens\n";
-  const double poolSlots = static_cast<double>(scenario.pool.endpoints) * scenario.pool.slots;
-  const std::int64_t poolKv =
-      static_cast<std::int64_t>(scenario.pool.endpoints) * scenario.pool.kvCapacityTokens;
+  const auto poolSlots = static_cast<double>(scenario.pool.totalSlots());
+  const std::int64_t poolKv = scenario.pool.totalKvCapacityTokens();
   for (const ArmResult& a : arms) {
     for (const IntervalSample& s : a.samples) {
       out << a.arm.name << ',' << csvNumber(s.time) << ',' << csvNumber(s.saturation);

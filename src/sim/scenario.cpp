@@ -119,6 +119,10 @@ bool findScenario(std::string_view name, Scenario& out, std::string& error) {
     out = replaySmallScenario();
     return true;
   }
+  if (name == "mixed-pool") {
+    out = mixedPoolScenario();
+    return true;
+  }
   Scenario s = defaultScenario();
   TrafficClass& interactive = s.classes.front();
   interactive.arrival.startOff = true;
@@ -233,12 +237,16 @@ double classRequests(const Scenario& s, const TrafficClass& c) {
     const double rate = a.process == ArrivalProcess::kOnOff ? std::max(a.rate, a.offRate) : a.rate;
     return rate * s.durationSeconds;
   }
-  const double slots = static_cast<double>(s.pool.endpoints) * static_cast<double>(s.pool.slots);
-  const double serviceMs = s.pool.service == ServiceModel::kExponential
-                               ? s.pool.meanServiceMs
-                               : s.pool.prefillBaseMs +
-                                     s.pool.prefillPerTokenMs * shortest(c.inputTokens) +
-                                     s.pool.tpotBaseMs * shortest(c.outputTokens);
+  const double slots = static_cast<double>(s.pool.totalSlots());
+  // The fastest group's shortest service (mixed pools: an upper estimate).
+  double serviceMs = std::numeric_limits<double>::infinity();
+  for (const EndpointGroup& g : s.pool.endpointGroups()) {
+    serviceMs = std::min(serviceMs, s.pool.service == ServiceModel::kExponential
+                                        ? s.pool.meanServiceMs
+                                        : g.timing.prefillBaseMs +
+                                              g.timing.prefillPerTokenMs * shortest(c.inputTokens) +
+                                              g.timing.tpotBaseMs * shortest(c.outputTokens));
+  }
   const double completions = serviceMs > 0.0
                                  ? slots * (s.durationSeconds + s.drainSeconds) * 1000.0 / serviceMs
                                  : std::numeric_limits<double>::infinity();
@@ -338,6 +346,10 @@ Result<Scenario> parseScenario(const config::Json& document, const std::string& 
                                : *v == "tokens" ? CountedResource::kTokens
                                                 : CountedResource::kHybrid;
     }
+    if (auto v = pr.oneOf("aggregation", {"capacity", "mean", "max", "weighted"})) {
+      s.pool.aggregation = *v;
+    }
+    readPoolGroups(pr, s.pool);
     readPositive(pr, "revocationLatencyMs", s.pool.revocationLatencyMs, 1e6, true);
     if (auto v = pr.number("lostCompletions")) {
       if (!(*v >= 0.0 && *v <= 1.0)) {

@@ -79,7 +79,19 @@ enum class CountedResource { kRequests, kTokens, kHybrid };
 // "requests", "tokens", "hybrid".
 [[nodiscard]] std::string_view toString(CountedResource mode) noexcept;
 
+// One group of identical endpoints in a mixed pool (pool.groups): its count, each endpoint's
+// slots and KV cache, and its service times (an H100-like group beside an L4-like one).
+struct EndpointGroup {
+  int endpoints = 1;
+  int slots = 16;
+  std::int64_t kvCapacityTokens = 32768;
+  PoolTiming timing;
+};
+
 struct PoolSpec {
+  // The single-group form: `endpoints` identical servers with the fields below. With `groups`
+  // (the mixed form), `endpoints` is the groups' total and slots, kvCapacityTokens and the service
+  // times are the first group's.
   int endpoints = 4;
   int slots = 16;
   double prefillBaseMs = 5.0;
@@ -138,6 +150,21 @@ struct PoolSpec {
   // `slots`; tokens: in-flight tokens (input + output of each request) against kvCapacityTokens;
   // hybrid: per endpoint the larger of the two fractions.
   CountedResource concurrencyMode = CountedResource::kRequests;
+  // Utilization detector: how endpoint scores become the pool's saturation (the detector's
+  // `aggregation`): "capacity" (the default; weighted by each endpoint's slots, the same as the
+  // mean on a pool of one size), "mean", "max" (worst endpoint) or "weighted".
+  std::string aggregation = "capacity";
+  // The mixed form: the groups in order (endpoint indices follow them). Empty: the single-group
+  // form.
+  std::vector<EndpointGroup> groups;
+
+  // The pool as groups: `groups`, or the single-group form as one group.
+  [[nodiscard]] std::vector<EndpointGroup> endpointGroups() const;
+  // One entry per endpoint (group order): its group's settings, with endpoints = 1.
+  [[nodiscard]] std::vector<EndpointGroup> endpointSpecs() const;
+  // The pool's slots and KV tokens over every endpoint.
+  [[nodiscard]] std::int64_t totalSlots() const;
+  [[nodiscard]] std::int64_t totalKvCapacityTokens() const;
 
   // The service times of the pool model (src/sim/pool_timing.hpp), shared with the fake model
   // server.
@@ -203,6 +230,17 @@ struct CatalogEntry {
 // `baseDirectory` (the scenario file's directory; empty: the working directory).
 [[nodiscard]] Result<Scenario> parseScenario(const config::Json& document,
                                              const std::string& baseDirectory = {});
+
+// Reads /pool/groups (the mixed form) into `pool` when present: each group's endpoints (required,
+// >= 1), slots, kvCapacityTokens and service times; errors name the path, the value and what is
+// allowed. A pool section with both forms, an empty list or a group without endpoints is an error.
+// Called by parseScenario (src/sim/pool_groups.cpp).
+void readPoolGroups(config::ParamReader& pool, PoolSpec& out);
+// The built-in "mixed-pool": burst-after-idle on 2 H100-like endpoints (64 slots, 128k-token KV,
+// fast) beside 4 L4-like ones (12 slots, 16k-token KV, slow), traffic scaled to the pool.
+[[nodiscard]] Scenario mixedPoolScenario();
+// "4 endpoints x 16 slots"; a mixed pool: "2 endpoints x 64 slots + 4 endpoints x 12 slots".
+[[nodiscard]] std::string describePool(const PoolSpec& pool);
 
 // The most requests one run is allowed to create. The simulator keeps every request of a run
 // (about 300 bytes each, for the report and requests.csv), so a scenario within every key's range

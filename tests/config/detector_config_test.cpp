@@ -166,7 +166,7 @@ TEST(UtilizationDetectorConfigTest, RejectionTable) {
        {"/parameters/headroom: -0.5 is negative; expected a number >= 0.0"}},
       {utilization(R"({"aggregation":"median"})"),
        {"/parameters/aggregation: \"median\" is not supported; expected one of \"mean\", "
-        "\"max\", \"weighted\""}},
+        "\"max\", \"weighted\", \"capacity\""}},
       {utilization(R"({"stalenessPolicy":true})"),
        {"/parameters/stalenessPolicy: true is a boolean; expected one of \"saturated\", "
         "\"ignore\""}},
@@ -288,7 +288,8 @@ TEST(ConcurrencyDetectorConfigTest, RejectionTable) {
        {"/parameters/inFlightLoadProducerName: 3 is a number; expected a string"}},
       {concurrency(R"({"maxConcurrency":null,"maxTokenConcurrency":-1,"mode":"tokens"})"),
        {"/parameters/maxConcurrency: found null; expected an integer > 0",
-        "/parameters/mode: unknown key \"mode\"; allowed keys: concurrencyMode, headroom, "
+        "/parameters/mode: unknown key \"mode\"; allowed keys: concurrencyMode, endpointCapacity, "
+        "headroom, "
         "inFlightLoadProducerName, maxConcurrency, maxTokenConcurrency",
         "/parameters/maxTokenConcurrency: -1 is not strictly positive; expected an integer > 0"}},
   };

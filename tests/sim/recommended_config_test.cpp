@@ -6,6 +6,7 @@
 #include <string>
 
 #include "holdback/config/endpoint_picker_config.hpp"
+#include "holdback/detector/detectors.hpp"
 #include "holdback/policy/reservation.hpp"
 #include "sim/arms.hpp"
 #include "sim/scenario.hpp"
@@ -45,6 +46,15 @@ TEST(RecommendedConfigTest, TheFileAndTheSimulatorArmAgree) {
   EXPECT_EQ(f.protectiveStart, s.protectiveStart);
   EXPECT_EQ(f.capacityModel, s.capacityModel);
   EXPECT_EQ(f.sizing, s.sizing);
+
+  // The pool's saturation weighs endpoints by their slots in both (docs/results/mixed-pools.md).
+  const auto* detector = dynamic_cast<const UtilizationDetector*>(bundle.controller.detector.get());
+  ASSERT_NE(detector, nullptr);
+  auto simDetector = makeDetector(scenario);
+  ASSERT_TRUE(simDetector.ok());
+  EXPECT_EQ(detector->options().aggregation, Aggregation::kCapacity);
+  EXPECT_EQ(detector->options().aggregation,
+            dynamic_cast<const UtilizationDetector&>(*simDetector.value()).options().aggregation);
 
   const EvictionOptions& ev = bundle.controller.eviction;
   EXPECT_TRUE(bundle.enableEviction);

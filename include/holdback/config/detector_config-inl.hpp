@@ -116,9 +116,10 @@ HOLDBACK_INLINE std::optional<UtilizationDetectorOptions> parseUtilizationDetect
           options.metricsStalenessThreshold = *v;
         }
         if (const auto v = reader.number("headroom")) options.headroom = *v;
-        if (const auto v = reader.oneOf("aggregation", {"mean", "max", "weighted"})) {
+        if (const auto v = reader.oneOf("aggregation", {"mean", "max", "weighted", "capacity"})) {
           options.aggregation = *v == "max"        ? Aggregation::kMax
                                 : *v == "weighted" ? Aggregation::kWeighted
+                                : *v == "capacity" ? Aggregation::kCapacity
                                                    : Aggregation::kMean;
         }
         if (const auto v = reader.oneOf("stalenessPolicy", {"saturated", "ignore"})) {
@@ -192,6 +193,7 @@ HOLDBACK_INLINE std::optional<ConcurrencyDetectorOptions> parseConcurrencyDetect
           options.maxTokenConcurrency = *v;
         }
         if (const auto v = reader.number("headroom")) options.headroom = *v;
+        if (const auto v = reader.boolean("endpointCapacity")) options.endpointCapacity = *v;
         if (const auto v = reader.string("inFlightLoadProducerName"); v && !v->empty()) {
           reader.diagnostics().warning(
               reader.pathOf("inFlightLoadProducerName"),

@@ -6,9 +6,9 @@
 //   utilization-detector   queueDepthThreshold (int, default 5, > 0), kvCacheUtilThreshold
 //                          (default 0.8, in (0, 1]), metricsStalenessThreshold (duration string,
 //                          default "200ms", > 0), headroom (default 0.0, >= 0; > 1 warns),
-//                          aggregation = mean | max | weighted, stalenessPolicy = saturated |
-//                          ignore, maxRunningRequests (int, default 0 = no slot term, >= 0),
-//                          telemetryValidation = strict (default) | reference,
+//                          aggregation = mean | max | weighted | capacity, stalenessPolicy =
+//                          saturated | ignore, maxRunningRequests (int, default 0 = no slot term,
+//                          >= 0), telemetryValidation = strict (default) | reference,
 //                          endpointScoreCap (number > 0 or "none", default 1.0),
 //                          kvStartPastThreshold (bool, default true),
 //                          dispatchLedger {correction (bool, default true),
@@ -20,7 +20,8 @@
 //                          (for the host's DispatchLedger)
 //   concurrency-detector   concurrencyMode = requests | tokens | hybrid, maxConcurrency (int,
 //                          default 100, > 0), maxTokenConcurrency (int, default 1000000, > 0),
-//                          headroom (default 0.0, >= 0; > 1 warns), inFlightLoadProducerName
+//                          headroom (default 0.0, >= 0; > 1 warns), endpointCapacity (bool,
+//                          default false), inFlightLoadProducerName
 //                          (accepted for compatibility with Go configs; a warning says it has no
 //                          effect: the host feeds in-flight counts)
 //

@@ -170,7 +170,8 @@ HOLDBACK_INLINE OrderedJson effectiveParameters(const SaturationDetector& detect
     return {{"concurrencyMode", std::string(toString(o.mode))},
             {"maxConcurrency", o.maxConcurrency},
             {"maxTokenConcurrency", o.maxTokenConcurrency},
-            {"headroom", o.headroom}};
+            {"headroom", o.headroom},
+            {"endpointCapacity", o.endpointCapacity}};
   }
   return nullptr;
 }

@@ -8,6 +8,7 @@
 #include "holdback/abi.hpp"
 
 #include <cstdint>
+#include <limits>
 #include <memory>
 #include <span>
 #include <string>
@@ -38,6 +39,11 @@ struct ConcurrencyDetectorOptions {
   std::int64_t maxTokenConcurrency = 1'000'000;
   // Burst allowance of the filter, as a fraction; finite and >= 0 (> 1 warns).
   double headroom = 0.0;
+  // Mixed pools: true takes each endpoint's own capacity where the host knows it
+  // (Endpoint::maxRunningRequests for requests, Endpoint::kvCapacityTokens for tokens, when
+  // > 0) instead of maxConcurrency / maxTokenConcurrency, which stay the fallback. false (the
+  // default): the configured values for every endpoint.
+  bool endpointCapacity = false;
 };
 
 // The algorithm
@@ -47,23 +53,26 @@ struct ConcurrencyDetectorOptions {
 //   endpoint counts as exactly full (its capacity in the aggregate, score 1.0 in hybrid) and the
 //   filter never keeps it. Sums are taken in double, so no count wraps.
 //
-//   saturation(endpoints, now), n = endpoints.size():
+//   Each endpoint's capacity: R = maxConcurrency and T = maxTokenConcurrency, or with
+//   endpointCapacity its own Endpoint::maxRunningRequests / kvCapacityTokens where > 0.
+//
+//   saturation(endpoints, now):
 //     empty list -> 1.0
-//     requests   sum(inFlightRequests) / (n * maxConcurrency)
-//     tokens     sum(inFlightTokens)   / (n * maxTokenConcurrency)
-//     hybrid     mean over endpoints of max(requests / maxConcurrency,
-//                                           tokens / maxTokenConcurrency)
+//     requests   sum(inFlightRequests) / sum(R)
+//     tokens     sum(inFlightTokens)   / sum(T)
+//     hybrid     mean over endpoints of max(requests / R, tokens / T)
 //   requests/tokens are one aggregate fraction (an idle endpoint's spare capacity offsets an
-//   overloaded one); hybrid is a per-endpoint roofline.
+//   overloaded one; in a mixed pool each endpoint weighs its capacity); hybrid is a per-endpoint
+//   roofline, every endpoint weighing the same.
 //
 //   filter(endpoints, now, out): limits truncated toward zero,
-//     reqLimit = trunc(maxConcurrency * (1 + headroom)), tokLimit likewise;
+//     reqLimit = trunc(R * (1 + headroom)), tokLimit likewise;
 //     keeps requests < reqLimit (requests), tokens < tokLimit (tokens), or both (hybrid).
 //   There is NO fail-open: the result may be empty, and failOpen is always false. At most
 //   out.size() indices are written (the first ones).
 //
-//   room(endpoints, now, out): slots = maxConcurrency - inFlightRequests (requests, hybrid) and
-//   KV = maxTokenConcurrency - inFlightTokens (tokens, hybrid), each floored at 0; the resource a
+//   room(endpoints, now, out): slots = R - inFlightRequests (requests, hybrid) and
+//   KV = T - inFlightTokens (tokens, hybrid), each floored at 0; the resource a
 //   mode does not count is +infinity. An endpoint with a negative count has no room.
 //
 // Thread safety: thread-safe (immutable after creation). saturation, filter and room are O(n),
@@ -106,6 +115,24 @@ class HOLDBACK_API ConcurrencyDetector final : public SaturationDetector {
   ConcurrencyDetectorOptions options_;
   Limit request_limit_;
   Limit token_limit_;
+
+  // Endpoint e's capacity R and T (endpointCapacity), and its filter limits.
+  [[nodiscard]] double requestCapacity(const Endpoint& e) const noexcept {
+    return options_.endpointCapacity && e.maxRunningRequests > 0
+               ? static_cast<double>(e.maxRunningRequests)
+               : static_cast<double>(options_.maxConcurrency);
+  }
+  [[nodiscard]] double tokenCapacity(const Endpoint& e) const noexcept {
+    return options_.endpointCapacity && e.kvCapacityTokens > 0
+               ? static_cast<double>(e.kvCapacityTokens)
+               : static_cast<double>(options_.maxTokenConcurrency);
+  }
+  [[nodiscard]] Limit limitFor(Limit configured, std::int64_t own) const noexcept {
+    if (!options_.endpointCapacity || own <= 0) return configured;
+    const double limit = static_cast<double>(own) * (1.0 + options_.headroom);
+    if (limit >= 9223372036854775808.0) return {std::numeric_limits<std::int64_t>::max(), true};
+    return {static_cast<std::int64_t>(limit), false};  // truncated toward zero
+  }
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -114,12 +141,16 @@ class HOLDBACK_API ConcurrencyDetector final : public SaturationDetector {
 inline double ConcurrencyDetector::saturation(std::span<const Endpoint> endpoints,
                                               TimePoint /*now*/) const noexcept {
   if (endpoints.empty()) return 1.0;
-  const double max_requests = static_cast<double>(options_.maxConcurrency);
-  const double max_tokens = static_cast<double>(options_.maxTokenConcurrency);
   double requests = 0.0;
   double tokens = 0.0;
   double hybrid = 0.0;
+  double request_capacity = 0.0;
+  double token_capacity = 0.0;
   for (const Endpoint& e : endpoints) {
+    const double max_requests = requestCapacity(e);
+    const double max_tokens = tokenCapacity(e);
+    request_capacity += max_requests;
+    token_capacity += max_tokens;
     // Negative counts are invalid: the endpoint counts as exactly full.
     const double r =
         e.inFlightRequests < 0 ? max_requests : static_cast<double>(e.inFlightRequests);
@@ -133,9 +164,9 @@ inline double ConcurrencyDetector::saturation(std::span<const Endpoint> endpoint
   const double n = static_cast<double>(endpoints.size());
   switch (options_.mode) {
     case ConcurrencyMode::kRequests:
-      return requests / (n * max_requests);
+      return requests / request_capacity;
     case ConcurrencyMode::kTokens:
-      return tokens / (n * max_tokens);
+      return tokens / token_capacity;
     case ConcurrencyMode::kHybrid:
       return hybrid / n;
   }
@@ -149,16 +180,18 @@ inline FilterResult ConcurrencyDetector::filter(std::span<const Endpoint> endpoi
   for (std::size_t i = 0; i < endpoints.size() && result.kept < out.size(); ++i) {
     const Endpoint& e = endpoints[i];
     if (e.inFlightRequests < 0 || e.inFlightTokens < 0) continue;
+    const Limit requests = limitFor(request_limit_, e.maxRunningRequests);
+    const Limit tokens = limitFor(token_limit_, e.kvCapacityTokens);
     bool keep = false;
     switch (options_.mode) {
       case ConcurrencyMode::kRequests:
-        keep = request_limit_.admits(e.inFlightRequests);
+        keep = requests.admits(e.inFlightRequests);
         break;
       case ConcurrencyMode::kTokens:
-        keep = token_limit_.admits(e.inFlightTokens);
+        keep = tokens.admits(e.inFlightTokens);
         break;
       case ConcurrencyMode::kHybrid:
-        keep = request_limit_.admits(e.inFlightRequests) && token_limit_.admits(e.inFlightTokens);
+        keep = requests.admits(e.inFlightRequests) && tokens.admits(e.inFlightTokens);
         break;
     }
     if (keep) out[result.kept++] = i;
@@ -176,12 +209,8 @@ inline bool ConcurrencyDetector::room(std::span<const Endpoint> endpoints, TimeP
     const Endpoint& e = endpoints[i];
     EndpointRoom r;
     if (e.inFlightRequests >= 0 && e.inFlightTokens >= 0) {
-      r.slots = slots ? static_cast<double>(options_.maxConcurrency) -
-                            static_cast<double>(e.inFlightRequests)
-                      : kInf;
-      r.kvTokens = tokens ? static_cast<double>(options_.maxTokenConcurrency) -
-                                static_cast<double>(e.inFlightTokens)
-                          : kInf;
+      r.slots = slots ? requestCapacity(e) - static_cast<double>(e.inFlightRequests) : kInf;
+      r.kvTokens = tokens ? tokenCapacity(e) - static_cast<double>(e.inFlightTokens) : kInf;
       if (!(r.slots > 0.0)) r.slots = 0.0;
       if (!(r.kvTokens > 0.0)) r.kvTokens = 0.0;
     }

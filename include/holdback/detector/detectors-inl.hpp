@@ -24,6 +24,8 @@ HOLDBACK_INLINE std::string_view toString(Aggregation aggregation) noexcept {
       return "max";
     case Aggregation::kWeighted:
       return "weighted";
+    case Aggregation::kCapacity:
+      return "capacity";
   }
   return "unknown";
 }

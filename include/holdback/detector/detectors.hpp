@@ -45,6 +45,8 @@ enum class Aggregation : std::uint8_t {
   kMean,      // unweighted mean (the reference): every endpoint counts the same
   kMax,       // the most loaded endpoint
   kWeighted,  // mean weighted by Endpoint::weight (mixed pools, e.g. H100 = 4, L4 = 1)
+  kCapacity,  // mean weighted by each endpoint's slots (Endpoint::maxRunningRequests): a pool's
+              // share of busy slots in mixed pools; the same as kMean when all weigh the same
 };
 
 // What a stale endpoint (metrics missing or older than the staleness threshold) contributes.
@@ -114,7 +116,9 @@ struct UtilizationDetectorOptions {
 //              above 1, and, when the slot term is on, NaN / infinite / negative
 //              runningRequests.
 //   score(e) = max(waitingQueueSize / queueDepthThreshold, kvCacheUsage / kvCacheUtilThreshold
-//                  [, runningRequests / maxRunningRequests when maxRunningRequests > 0])
+//                  [, runningRequests / M when the slot term is on (maxRunningRequests > 0)])
+//   with M = Endpoint::maxRunningRequests when > 0 (the endpoint's own slots, mixed pools), else
+//   the option's maxRunningRequests
 //   for a fresh endpoint (capped at kMaxScore so that sums stay finite); a stale one scores 1.0
 //   (stalenessPolicy saturated) or leaves the aggregate (ignore); an invalid one is handled like
 //   a stale one (strict) or scores exactly 1.0 whatever the policy (reference). Each score then
@@ -127,6 +131,9 @@ struct UtilizationDetectorOptions {
 //     max       max(score)
 //     weighted  sum(w * score) / sum(w), w = Endpoint::weight when finite and >= 0 (capped at
 //               kMaxWeight), else 1.0; sum(w) == 0 (all zero weights) -> 1.0 (no capacity)
+//     capacity  sum(c * score) / sum(c), c = Endpoint::maxRunningRequests when > 0, else the
+//               slot term's maxRunningRequests when > 0, else 1; when every counted endpoint has
+//               the same c, exactly the mean (so a pool of one size reads as under mean)
 //   Values above 1.0 are kept: they measure overload.
 //
 //   filter(endpoints, now, out): keeps, in order, each fresh endpoint with
@@ -265,7 +272,9 @@ inline double UtilizationDetector::rawScore(const Endpoint& e) const noexcept {
   const double kv = e.kvCacheUsage / options_.kvCacheUtilThreshold;
   double score = queue > kv ? queue : kv;
   if (max_running_ > 0.0 && detail::isValidTelemetry(e.runningRequests)) {
-    const double slots = e.runningRequests / max_running_;
+    const double m =
+        e.maxRunningRequests > 0 ? static_cast<double>(e.maxRunningRequests) : max_running_;
+    const double slots = e.runningRequests / m;
     if (slots > score) score = slots;
   }
   if (score > kMaxScore) score = kMaxScore;
@@ -285,6 +294,9 @@ inline double UtilizationDetector::saturation(std::span<const Endpoint> endpoint
   const bool invalid_is_stale = options_.telemetryValidation == TelemetryValidation::kStrict;
   double sum = 0.0;
   double weight_sum = 0.0;
+  double weighted_sum = 0.0;  // capacity: sum(c * score), beside the plain sum
+  double first_weight = -1.0;
+  bool uniform = true;  // capacity: every counted endpoint has the same c
   double max = 0.0;
   std::size_t counted = 0;
   for (const Endpoint& e : endpoints) {
@@ -312,6 +324,20 @@ inline double UtilizationDetector::saturation(std::span<const Endpoint> endpoint
         weight_sum += w;
         break;
       }
+      case Aggregation::kCapacity: {
+        double c = 1.0;
+        if (e.maxRunningRequests > 0) {
+          c = static_cast<double>(e.maxRunningRequests);
+        } else if (max_running_ > 0.0) {
+          c = max_running_;
+        }
+        if (first_weight < 0.0) first_weight = c;
+        if (c != first_weight) uniform = false;
+        sum += score;
+        weighted_sum += c * score;
+        weight_sum += c;
+        break;
+      }
     }
   }
   if (counted == 0) return 0.0;  // every endpoint was stale and ignored
@@ -322,6 +348,8 @@ inline double UtilizationDetector::saturation(std::span<const Endpoint> endpoint
       return max;
     case Aggregation::kWeighted:
       return weight_sum > 0.0 ? sum / weight_sum : 1.0;
+    case Aggregation::kCapacity:
+      return uniform ? sum / static_cast<double>(counted) : weighted_sum / weight_sum;
   }
   return 1.0;
 }

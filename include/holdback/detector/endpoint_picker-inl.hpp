@@ -15,11 +15,20 @@ namespace detail {
 // queue is unordered against any other, and an unordered element decides "not smaller".
 struct PickKey {
   std::int64_t inFlight = 0;
+  std::int64_t slots = 1;  // rule 4 compares inFlight / slots (1 unless every slot count is known)
   double waiting = 0.0;
   std::size_t distance = 0;
 
+  // Whether this key's load (inFlight / slots) is below o's: the counts themselves for equal slots,
+  // else the cross products (exact below 2^53).
+  [[nodiscard]] bool lighter(const PickKey& o) const noexcept {
+    if (slots == o.slots) return inFlight < o.inFlight;
+    return static_cast<double>(inFlight) * static_cast<double>(o.slots) <
+           static_cast<double>(o.inFlight) * static_cast<double>(slots);
+  }
   [[nodiscard]] bool operator<(const PickKey& o) const noexcept {
-    if (inFlight != o.inFlight) return inFlight < o.inFlight;
+    if (lighter(o)) return true;
+    if (o.lighter(*this)) return false;
     if (waiting < o.waiting) return true;
     if (o.waiting < waiting) return false;
     if (!(waiting == o.waiting)) return false;  // NaN: unordered
@@ -49,7 +58,13 @@ class PickPass {
         tokens_(startTokens > 0 ? static_cast<double>(startTokens) : 0.0),
         cursor_(cursor),
         room_(room),
-        room_mode_(fitFirst ? RoomMode::kLazy : RoomMode::kNone) {}
+        room_mode_(fitFirst ? RoomMode::kLazy : RoomMode::kNone) {
+    // Rule 4 per slot when every endpoint's slot count is known (mixed pools).
+    per_slot_ = !endpoints.empty();
+    for (const Endpoint& e : endpoints) {
+      if (e.maxRunningRequests <= 0) per_slot_ = false;
+    }
+  }
 
   // Offers endpoint i (< endpoints.size()); `candidate(i)` is asked only when i would beat the
   // group's best or best fitting candidate.
@@ -57,10 +72,10 @@ class PickPass {
   void offer(std::size_t i, Candidate&& candidate) noexcept {
     const std::size_t g = use_up_ && up_[i] == 0 ? 1 : 0;
     const Endpoint& e = endpoints_[i];
-    if (e.inFlightRequests > pass_over_[g]) return;
     const std::size_t n = endpoints_.size();
-    const PickKey key{e.inFlightRequests, e.waitingQueueSize,
+    const PickKey key{e.inFlightRequests, per_slot_ ? e.maxRunningRequests : 1, e.waitingQueueSize,
                       i >= cursor_ ? i - cursor_ : i + n - cursor_};
+    if (pass_over_set_[g] && pass_over_[g].lighter(key)) return;
     const bool forBest = best_[g] == kNone || key < best_key_[g];
     const bool forFit = room_mode_ != RoomMode::kNone && (fit_[g] == kNone || key < fit_key_[g]);
     if (forBest) {
@@ -124,18 +139,18 @@ class PickPass {
     return room_mode_ != RoomMode::kNone && r.slots >= 1.0 && r.kvTokens >= tokens_;
   }
 
-  // pass_over_[g]: an endpoint of group g with more requests in flight beats neither its best
+  // pass_over_[g]: an endpoint of group g with a higher load (rule 4) beats neither its best
   // nor (rule 3 on) its best fitting candidate.
   void updatePassOver() noexcept {
-    constexpr std::int64_t kMax = std::numeric_limits<std::int64_t>::max();
     const bool fit = room_mode_ != RoomMode::kNone;
     for (std::size_t g = 0; g < 2; ++g) {
       if (best_[g] == kNone || (fit && fit_[g] == kNone)) {
-        pass_over_[g] = kMax;
+        pass_over_set_[g] = false;
       } else {
-        const std::int64_t b = best_key_[g].inFlight;
-        const std::int64_t f = fit ? fit_key_[g].inFlight : b;
-        pass_over_[g] = b > f ? b : f;
+        const PickKey& b = best_key_[g];
+        const PickKey& f = fit ? fit_key_[g] : b;
+        pass_over_[g] = b.lighter(f) ? f : b;
+        pass_over_set_[g] = true;
       }
     }
   }
@@ -154,8 +169,9 @@ class PickPass {
   PickKey best_key_[2];
   std::size_t fit_[2] = {kNone, kNone};
   PickKey fit_key_[2];
-  std::int64_t pass_over_[2] = {std::numeric_limits<std::int64_t>::max(),
-                                std::numeric_limits<std::int64_t>::max()};
+  bool per_slot_ = false;
+  PickKey pass_over_[2];
+  bool pass_over_set_[2] = {false, false};
 };
 
 }  // namespace detail

@@ -10,21 +10,24 @@
 //      `startTokens` (its input: what the server needs to admit it). A detector without a
 //      capacity model makes every candidate fit (the rule then has no effect).
 //   4. Then the fewest requests in flight (Endpoint::inFlightRequests: the gateway's own count,
-//      always current; the pool's while a replica feed is live, DispatchLedger::setPeerFeed).
+//      always current; the pool's while a replica feed is live, DispatchLedger::setPeerFeed);
+//      per slot (inFlightRequests / Endpoint::maxRunningRequests) when every endpoint's slot
+//      count is known, so that a mixed pool's large endpoints take their share (on a pool of one
+//      size the same order as the counts).
 //   5. Then the smallest scraped waiting queue (Endpoint::waitingQueueSize).
 //   6. Ties: round-robin. The picker keeps a cursor; among the tied endpoints it takes the first at
 //      or after the cursor (wrapping), and moves the cursor past the endpoint it picked. Equal
 //      endpoints therefore share the load instead of the first one taking every tie.
 // The result is a pure function of the inputs and the picker's history (deterministic).
 //
-// Cost: one pass over the pool. An endpoint with more requests in flight than the best candidate
-// so far (and, with fitFirst, than the best fitting one) is passed over after one load; the
-// detector is asked only about an endpoint that would win. With a detector whose filter decides
-// each endpoint alone (SaturationDetector::filtersEachEndpointAlone, both built-in detectors),
-// the filter is called for one endpoint at a time, only for such an endpoint, and for the whole
-// pool in one call after 32 such calls; otherwise once over the pool before the pass. Rule 3
-// reads the detector's room the same way (one endpoint per room() call, the whole pool in one
-// call after 16 such calls), so the picker relies on room() answering each endpoint from that
+// Cost: one pass over the pool (and one over the slot counts). An endpoint with a higher load than
+// the best candidate so far (and, with fitFirst, than the best fitting one) is passed over after
+// one load; the detector is asked only about an endpoint that would win. With a detector whose
+// filter decides each endpoint alone (SaturationDetector::filtersEachEndpointAlone, both built-in
+// detectors), the filter is called for one endpoint at a time, only for such an endpoint, and for
+// the whole pool in one call after 32 such calls; otherwise once over the pool before the pass.
+// Rule 3 reads the detector's room the same way (one endpoint per room() call, the whole pool in
+// one call after 16 such calls), so the picker relies on room() answering each endpoint from that
 // endpoint alone, as its contract states. On a pool where the fewest requests in flight are found
 // early and fit, a pick costs about one load per endpoint. No allocation in steady state (the
 // scratch buffers grow only with the pool). pick() never throws.
