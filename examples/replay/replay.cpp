@@ -41,6 +41,7 @@
 
 #include "child_process.hpp"
 #include "holdback/config/document.hpp"
+#include "run_plan.hpp"
 #include "sim/evaluate.hpp"
 #include "sim/report.hpp"
 #include "sim/simulator.hpp"
@@ -51,6 +52,7 @@ namespace asio = boost::asio;
 using tcp = asio::ip::tcp;
 using holdback::config::Json;
 using namespace holdback::sim;
+using namespace holdback::replay;
 using Clock = std::chrono::steady_clock;
 
 constexpr const char* kUsage =
@@ -65,70 +67,6 @@ constexpr const char* kUsage =
     "--gateway / --model-server: the programs (default: beside this one in the build tree).\n"
     "--work-dir: where the gateway configs and the processes' logs go (default: a new temporary\n"
     "directory).\n";
-
-// What one run sends: per class, the open-loop arrivals, or the backlog's ramp and lengths.
-struct PlannedRequest {
-  std::int64_t input = 1;
-  std::int64_t output = 1;
-  double arrival = 0.0;  // seconds; for a backlog class only the first `backlog` are timed
-};
-
-struct ClassPlan {
-  bool backlog = false;
-  std::size_t backlogSize = 0;
-  std::vector<PlannedRequest> requests;
-  std::size_t next = 0;  // backlog: the next request to send
-};
-
-std::vector<ClassPlan> planTraffic(const Scenario& s, int onlyClass) {
-  Arm none;
-  (void)findArm("none", none);
-  const ArmResult sim = runArm(s, none, RunOptions{.collectSeries = true, .onlyClass = onlyClass});
-  std::vector<ClassPlan> plan(s.classes.size());
-  for (std::size_t c = 0; c < s.classes.size(); ++c) {
-    plan[c].backlog = s.classes[c].arrival.process == ArrivalProcess::kBacklog;
-    plan[c].backlogSize = static_cast<std::size_t>(s.classes[c].arrival.backlog);
-  }
-  for (const RequestRecord& r : sim.requests) {
-    if (r.retryOf >= 0 || std::isnan(r.arrival) || r.arrival >= s.durationSeconds) continue;
-    plan[r.classIndex].requests.push_back(
-        {.input = r.inputTokens, .output = r.outputTokens, .arrival = r.arrival});
-  }
-  for (ClassPlan& p : plan) {
-    std::stable_sort(p.requests.begin(), p.requests.end(),
-                     [](const auto& a, const auto& b) { return a.arrival < b.arrival; });
-  }
-  return plan;
-}
-
-// The gateway configuration of an arm: the arm's policy document, the scenario's detector
-// document (as the simulator builds them), the arm's eviction, one band per class priority.
-Json gatewayConfig(const Scenario& s, const Arm& arm) {
-  Json policy = arm.policy(s);
-  policy["name"] = "policy";
-  Json detector = detectorDocument(s);
-  detector["name"] = "detector";
-  Json bands = Json::array();
-  std::set<holdback::Priority> priorities;
-  for (const TrafficClass& c : s.classes) priorities.insert(c.priority);
-  for (auto it = priorities.rbegin(); it != priorities.rend(); ++it) {
-    bands.push_back({{"priority", *it}});
-  }
-  Json flow = {{"usageLimitPolicyPluginRef", "policy"},
-               {"saturationDetector", {{"pluginRef", "detector"}}},
-               {"priorityBands", bands}};
-  if (arm.eviction) {
-    flow["enableEviction"] = true;
-    Json eviction = {{"revokeOnBlock", arm.revokeOnBlock}};
-    if (arm.restoreReserve) eviction["restoreReserve"] = {{"epsilon", arm.restoreEpsilon}};
-    flow["eviction"] = eviction;
-  }
-  return {{"apiVersion", "llm-d.ai/v1alpha1"},
-          {"kind", "EndpointPickerConfig"},
-          {"featureGates", {"flowControl"}},
-          {"plugins", {detector, policy}},
-          {"flowControl", flow}};
-}
 
 std::string fmt(double v) {
   std::ostringstream o;
