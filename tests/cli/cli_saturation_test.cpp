@@ -284,11 +284,13 @@ TEST(CliSaturationTest, ValidateChecksDetectorPlugins) {
       writeTemp("bad-single.json", R"({"type":"concurrency-detector","parameters":{"x":1}})");
   run = holdback("validate " + bad_single);
   EXPECT_EQ(run.exitCode, 1);
-  EXPECT_EQ(run.err, bad_single +
-                         ": error: /parameters/x: unknown key \"x\"; allowed keys: "
-                         "concurrencyMode, headroom, inFlightLoadProducerName, maxConcurrency, "
-                         "maxTokenConcurrency\n" +
-                         bad_single + ": invalid (1 error)\n");
+  EXPECT_EQ(
+      run.err,
+      bad_single +
+          ": error: /parameters/x: unknown key \"x\"; allowed keys: "
+          "concurrencyMode, endpointCapacity, headroom, inFlightLoadProducerName, maxConcurrency, "
+          "maxTokenConcurrency\n" +
+          bad_single + ": invalid (1 error)\n");
 }
 
 TEST(CliSaturationTest, ValidateFailsOnAnInvalidDetectorAndReportsEachProblemOnce) {
