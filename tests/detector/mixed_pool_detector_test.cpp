@@ -16,11 +16,11 @@ namespace {
 
 using namespace std::chrono_literals;
 
-const TimePoint kNow = TimePoint{} + 1h;
+const TimePoint kMixedPoolNow = TimePoint{} + 1h;
 
 Endpoint endpoint(std::int64_t slots, double running) {
   Endpoint e;
-  e.updateTime = kNow;
+  e.updateTime = kMixedPoolNow;
   e.maxRunningRequests = slots;
   e.runningRequests = running;
   return e;
@@ -39,43 +39,46 @@ std::vector<Endpoint> mixedPool() {
 }
 
 TEST(MixedPoolDetectorTest, MeanWeighsEveryEndpointTheSame) {
-  EXPECT_DOUBLE_EQ(utilization(Aggregation::kMean)->saturation(mixedPool(), kNow),
+  EXPECT_DOUBLE_EQ(utilization(Aggregation::kMean)->saturation(mixedPool(), kMixedPoolNow),
                    (0.5 + 1.0 + 1.0) / 3.0);
 }
 
 TEST(MixedPoolDetectorTest, CapacityWeighsEachEndpointBySlots) {
   // (64 x 0.5 + 8 + 8) / 80: the pool's share of busy slots.
-  EXPECT_DOUBLE_EQ(utilization(Aggregation::kCapacity)->saturation(mixedPool(), kNow), 48.0 / 80.0);
+  EXPECT_DOUBLE_EQ(utilization(Aggregation::kCapacity)->saturation(mixedPool(), kMixedPoolNow),
+                   48.0 / 80.0);
 }
 
 TEST(MixedPoolDetectorTest, MaxIsTheWorstEndpoint) {
-  EXPECT_DOUBLE_EQ(utilization(Aggregation::kMax)->saturation(mixedPool(), kNow), 1.0);
+  EXPECT_DOUBLE_EQ(utilization(Aggregation::kMax)->saturation(mixedPool(), kMixedPoolNow), 1.0);
 }
 
 TEST(MixedPoolDetectorTest, CapacityFallsBackToTheSlotTermThenToOne) {
   // Unknown slots take the option's maxRunningRequests (16) as the weight.
   std::vector<Endpoint> pool = {endpoint(48, 48), endpoint(0, 0)};
-  EXPECT_DOUBLE_EQ(utilization(Aggregation::kCapacity)->saturation(pool, kNow), 48.0 / 64.0);
+  EXPECT_DOUBLE_EQ(utilization(Aggregation::kCapacity)->saturation(pool, kMixedPoolNow),
+                   48.0 / 64.0);
   // Without a slot term every unknown endpoint weighs 1: the mean.
   auto noSlotTerm =
       std::move(UtilizationDetector::create({.aggregation = Aggregation::kCapacity})).value();
   pool[0].maxRunningRequests = 0;
   pool[0].kvCacheUsage = 0.8;  // score 1
-  EXPECT_DOUBLE_EQ(noSlotTerm->saturation(pool, kNow), 0.5);
+  EXPECT_DOUBLE_EQ(noSlotTerm->saturation(pool, kMixedPoolNow), 0.5);
 }
 
 TEST(MixedPoolDetectorTest, OnOneSizeEveryWeightingButMaxIsExactlyTheMean) {
   // Same slots everywhere: capacity is bit for bit the mean (no rounding of c x score / sum c).
   std::vector<Endpoint> pool;
   for (int i = 0; i < 7; ++i) pool.push_back(endpoint(12, static_cast<double>(i) * 1.7));
-  const double mean = utilization(Aggregation::kMean)->saturation(pool, kNow);
-  EXPECT_EQ(utilization(Aggregation::kCapacity)->saturation(pool, kNow), mean);
+  const double mean = utilization(Aggregation::kMean)->saturation(pool, kMixedPoolNow);
+  EXPECT_EQ(utilization(Aggregation::kCapacity)->saturation(pool, kMixedPoolNow), mean);
 }
 
 TEST(MixedPoolDetectorTest, TheSlotTermUsesEachEndpointsOwnSlots) {
-  auto d = utilization(Aggregation::kMean);                          // option: 16 slots
-  EXPECT_DOUBLE_EQ(*d->endpointScore(endpoint(64, 32), kNow), 0.5);  // 32 / 64, not 32 / 16
-  EXPECT_DOUBLE_EQ(*d->endpointScore(endpoint(0, 8), kNow), 0.5);    // unknown: 8 / 16
+  auto d = utilization(Aggregation::kMean);  // option: 16 slots
+  EXPECT_DOUBLE_EQ(*d->endpointScore(endpoint(64, 32), kMixedPoolNow),
+                   0.5);                                                    // 32 / 64, not 32 / 16
+  EXPECT_DOUBLE_EQ(*d->endpointScore(endpoint(0, 8), kMixedPoolNow), 0.5);  // unknown: 8 / 16
 }
 
 TEST(MixedPoolDetectorTest, ConcurrencyEndpointCapacityTakesEachEndpointsOwn) {
@@ -85,17 +88,17 @@ TEST(MixedPoolDetectorTest, ConcurrencyEndpointCapacityTakesEachEndpointsOwn) {
   pool[1].maxRunningRequests = 8;
   pool[1].inFlightRequests = 8;
   auto configured = std::move(ConcurrencyDetector::create({.maxConcurrency = 16})).value();
-  EXPECT_DOUBLE_EQ(configured->saturation(pool, kNow), 40.0 / 32.0);
+  EXPECT_DOUBLE_EQ(configured->saturation(pool, kMixedPoolNow), 40.0 / 32.0);
   auto own =
       std::move(ConcurrencyDetector::create({.maxConcurrency = 16, .endpointCapacity = true}))
           .value();
-  EXPECT_DOUBLE_EQ(own->saturation(pool, kNow), 40.0 / 72.0);
+  EXPECT_DOUBLE_EQ(own->saturation(pool, kMixedPoolNow), 40.0 / 72.0);
   std::size_t out[2] = {9, 9};
-  const FilterResult kept = own->filter(pool, kNow, out);
+  const FilterResult kept = own->filter(pool, kMixedPoolNow, out);
   ASSERT_EQ(kept.kept, 1u);  // the small one is full, the large one has 32 free
   EXPECT_EQ(out[0], 0u);
   EndpointRoom room[2];
-  ASSERT_TRUE(own->room(pool, kNow, room));
+  ASSERT_TRUE(own->room(pool, kMixedPoolNow, room));
   EXPECT_DOUBLE_EQ(room[0].slots, 32.0);
   EXPECT_DOUBLE_EQ(room[1].slots, 0.0);
 }
@@ -126,10 +129,10 @@ TEST(MixedPoolDetectorTest, ThePickerComparesLoadPerSlotWhenEverySlotCountIsKnow
   pool[1].maxRunningRequests = 8;
   pool[1].inFlightRequests = 4;  // 0.5 per slot
   EndpointPicker picker(2);
-  EXPECT_EQ(picker.pick(pool, *d, kNow), 0u);
+  EXPECT_EQ(picker.pick(pool, *d, kMixedPoolNow), 0u);
   // One unknown slot count: the counts themselves.
   pool[1].maxRunningRequests = 0;
-  EXPECT_EQ(picker.pick(pool, *d, kNow), 1u);
+  EXPECT_EQ(picker.pick(pool, *d, kMixedPoolNow), 1u);
 }
 
 }  // namespace
