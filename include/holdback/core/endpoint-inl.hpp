@@ -39,9 +39,7 @@ HOLDBACK_INLINE std::string_view toString(EndpointRole role) noexcept {
 
 HOLDBACK_INLINE VectorEndpointSource::VectorEndpointSource(std::vector<Endpoint> endpoints,
                                                            Freshness freshness)
-    : pending_(std::move(endpoints)), read_(pending_), read_version_(1), freshness_(freshness) {
-  // read_ starts as the pool given: the first endpoints() neither copies nor allocates.
-}
+    : pending_(std::move(endpoints)), freshness_(freshness) {}
 
 HOLDBACK_INLINE std::vector<Endpoint> VectorEndpointSource::named(std::size_t n,
                                                                   std::string_view prefix) {

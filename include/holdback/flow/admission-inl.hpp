@@ -8,27 +8,23 @@
 
 namespace holdback {
 inline namespace HOLDBACK_ABI_NAMESPACE {
+namespace detail {
 
-HOLDBACK_INLINE bool hasCapacity(std::uint64_t itemBytes, const CapacityUsage& global,
-                                 const CapacityUsage* band) noexcept {
-  if (detail::exceeds(global.usedBytes, itemBytes, global.maxBytes)) return false;
-  if (detail::exceeds(global.usedRequests, 1, global.maxRequests)) return false;
+// hasCapacity() and resolveRequestTtl(), inline (enqueue applies both to every request).
+[[nodiscard]] constexpr bool hasCapacityOf(std::uint64_t itemBytes, const CapacityUsage& global,
+                                           const CapacityUsage* band) noexcept {
+  if (exceeds(global.usedBytes, itemBytes, global.maxBytes)) return false;
+  if (exceeds(global.usedRequests, 1, global.maxRequests)) return false;
   if (band == nullptr) return false;
-  if (detail::exceeds(band->usedBytes, itemBytes, band->maxBytes)) return false;
-  if (detail::exceeds(band->usedRequests, 1, band->maxRequests)) return false;
+  if (exceeds(band->usedBytes, itemBytes, band->maxBytes)) return false;
+  if (exceeds(band->usedRequests, 1, band->maxRequests)) return false;
   return true;
 }
 
-HOLDBACK_INLINE ExpiryVerdict isExpired(TimePoint enqueueTime, Duration effectiveTtl,
-                                        Duration noEndpointTtl, PoolRegime regime,
-                                        TimePoint now) noexcept {
-  return detail::expiryOf(enqueueTime, effectiveTtl, noEndpointTtl, regime, now);
-}
-
-HOLDBACK_INLINE TtlResolution resolveRequestTtl(std::optional<Duration> requestTtl,
-                                                Duration bandTtl, Duration defaultTtl,
-                                                std::optional<TimePoint> deadline,
-                                                TimePoint now) noexcept {
+[[nodiscard]] constexpr TtlResolution resolveTtlOf(const std::optional<Duration>& requestTtl,
+                                                   Duration bandTtl, Duration defaultTtl,
+                                                   const std::optional<TimePoint>& deadline,
+                                                   TimePoint now) noexcept {
   TtlResolution out;
   Duration ttl = Duration::zero();
   const auto tighten = [&ttl](Duration level) {
@@ -47,6 +43,26 @@ HOLDBACK_INLINE TtlResolution resolveRequestTtl(std::optional<Duration> requestT
   }
   out.effectiveTtl = ttl > Duration::zero() ? ttl : Duration::zero();
   return out;
+}
+
+}  // namespace detail
+
+HOLDBACK_INLINE bool hasCapacity(std::uint64_t itemBytes, const CapacityUsage& global,
+                                 const CapacityUsage* band) noexcept {
+  return detail::hasCapacityOf(itemBytes, global, band);
+}
+
+HOLDBACK_INLINE ExpiryVerdict isExpired(TimePoint enqueueTime, Duration effectiveTtl,
+                                        Duration noEndpointTtl, PoolRegime regime,
+                                        TimePoint now) noexcept {
+  return detail::expiryOf(enqueueTime, effectiveTtl, noEndpointTtl, regime, now);
+}
+
+HOLDBACK_INLINE TtlResolution resolveRequestTtl(std::optional<Duration> requestTtl,
+                                                Duration bandTtl, Duration defaultTtl,
+                                                std::optional<TimePoint> deadline,
+                                                TimePoint now) noexcept {
+  return detail::resolveTtlOf(requestTtl, bandTtl, defaultTtl, deadline, now);
 }
 
 HOLDBACK_INLINE std::optional<Outcome> deadOutcome(std::optional<TimePoint> deadline,

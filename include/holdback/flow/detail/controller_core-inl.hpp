@@ -4,6 +4,8 @@
 
 #include "holdback/flow/detail/controller_core.hpp"
 
+#include "holdback/flow/admission-inl.hpp"  // detail::hasCapacityOf, detail::resolveTtlOf
+
 #include <algorithm>
 #include <utility>
 
@@ -102,8 +104,8 @@ HOLDBACK_INLINE RequestId ControllerCore::enqueue(FlowRequest&& request, TimePoi
       band = table_.resolve(request.priority);
       band->last_arrival = now;
       band->last_activity = std::max(band->last_activity, now);
-      ttl = resolveRequestTtl(request.ttl, band->requestTtl, settings_.defaultTtl, request.deadline,
-                              now);
+      ttl =
+          resolveTtlOf(request.ttl, band->requestTtl, settings_.defaultTtl, request.deadline, now);
       if (ttl.deadlinePassed) {
         outcome = {QueueOutcome::kRejectedOther, OutcomeCause::kTtlExpired};
       } else if (exceedsEveryEndpoint(request.kvTokens, largest_kv_)) {
@@ -113,7 +115,7 @@ HOLDBACK_INLINE RequestId ControllerCore::enqueue(FlowRequest&& request, TimePoi
                                    table_.totalRequests()};
         const CapacityUsage local{band->maxBytes, band->queued_bytes, band->maxRequests,
                                   band->queued_requests};
-        if (!hasCapacity(request.sizeBytes, global, &local)) {
+        if (!hasCapacityOf(request.sizeBytes, global, &local)) {
           outcome = regime_.empty
                         ? Outcome{QueueOutcome::kRejectedNoEndpoints, OutcomeCause::kNoEndpoints}
                         : Outcome{QueueOutcome::kRejectedCapacity, OutcomeCause::kQueueAtCapacity};
