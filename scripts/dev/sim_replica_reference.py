@@ -16,8 +16,10 @@ replicas (which is no longer strict priority across the pool).
 Each row: the interactive class's TTFT p99 as a multiple of unloaded in its worst window (mean
 over seeds, and the worst seed in any window), batch % of the one-gateway static-1.0 in idle
 windows and in bursts, evictions per interactive request, % of batch tokens wasted, and the batch
-requests that expired in a queue (the 60 s default TTL) per run. Pass the one-gateway file among
-the replica files too for its own row.
+requests that expired in a queue (the 60 s default TTL) per run, and the largest server queue of
+a run (mean over seeds; 1: no request ever waited on a server behind another). The mode column
+is the replicas' pool.replicaMode (share or reserve). Pass the one-gateway file among the replica
+files too for its own row.
 """
 import json
 import os
@@ -41,10 +43,10 @@ def main():
     if "static-1.0" not in one_arms:
         sys.exit(f"{sys.argv[1]}: no static-1.0 arm")
     ref = one_arms["static-1.0"]["classes"][-1]["windows"]
-    print("| scenario | replicas | interactive TTFT p99 x unloaded, worst window (worst seed) "
+    print("| scenario | replicas | mode | interactive TTFT p99 x unloaded, worst window (worst seed) "
           "| batch % of one gateway's static-1.0, idle / burst | evictions / interactive "
-          "| batch wasted % | batch expired in a queue, per run |")
-    print("|---|---|---|---|---|---|---|")
+          "| batch wasted % | batch expired in a queue, per run | largest server queue |")
+    print("|---|---|---|---|---|---|---|---|---|")
     for path in sys.argv[2:]:
         d, by_name = arms(path)
         if d["scenario"] != one["scenario"] or d["seeds"] != one["seeds"]:
@@ -57,9 +59,11 @@ def main():
         worst = max(top[w]["spread"]["ttftP99OverUnloaded"][1] for w in WINDOWS)
         pct = [100.0 * low["windows"][w]["outputTokensPerSec"] / ref[w]["outputTokensPerSec"]
                for w in ("idle", "burst")]
-        print(f"| `{d['scenario']}` | {d['gatewayReplicas']} | {mean:.2f} ({worst:.2f}) "
+        mode = d.get("replicaMode", "share") if d["gatewayReplicas"] > 1 else "-"
+        print(f"| `{d['scenario']}` | {d['gatewayReplicas']} | {mode} | {mean:.2f} ({worst:.2f}) "
               f"| {pct[0]:.1f} / {pct[1]:.1f} | {a['evictionsPerTopRequest']:.3f} "
-              f"| {low['wastedPct']:.2f} | {low['evicted']:.0f} |")
+              f"| {low['wastedPct']:.2f} | {low['evicted']:.0f} "
+              f"| {a['signal']['maxServerQueue']:.1f} |")
 
 
 if __name__ == "__main__":
