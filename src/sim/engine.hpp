@@ -177,7 +177,7 @@ struct Gateway {
   // Reserve mode (pool.replicaMode): the replica's parked requests, call and table figures.
   std::unique_ptr<ReserveReplica> reserve;
   // Refreshes the replica's Endpoint view from its ledger (no-op without one); in reserve mode
-  // the table's bookings and the parked requests on top (ReserveReplica::overlay).
+  // its parked requests on top (ReserveReplica::overlay).
   void fill() {
     if (!ledger) return;
     ledger->fill(source->pool(), ids);

@@ -19,9 +19,8 @@
 //   - bookings carry a lease of three sync intervals, renewed and expired at every sync (no
 //     replica dies in the simulation: the lease never ends a live booking);
 //   - a parked request the controller revokes is cancelled at once (it holds no server);
-//   - the replica's view: its ledger's (its own dispatches and the feed's), at least the
-//     table's bookings as last reported per endpoint, plus its parked requests waiting at the
-//     endpoint the picker chose for them (ReserveReplica::overlay).
+//   - the replica's view: its ledger's (its own dispatches and the feed's) plus its parked
+//     requests waiting at the endpoint the picker chose for them (ReserveReplica::overlay).
 #include <numeric>
 
 #include "sim/engine.hpp"
@@ -50,7 +49,6 @@ void Simulation::deliver(const FeedEvent& e) {
         break;
       case FeedEvent::Kind::kCompletion:
         (void)gw.ledger->recordPeerCompletion(gw.ids[e.endpoint], e.tokens);
-        if (gw.reserve) gw.reserve->forget(e.endpoint, e.tokens);
         gw.fill();
         break;
       case FeedEvent::Kind::kArrival:
@@ -129,8 +127,6 @@ void Simulation::reservePump(std::size_t g) {
 }
 
 void Simulation::reserveRelease(std::size_t id) {
-  const Request& r = requests_[id];
-  gateways_[r.gateway].reserve->forget(static_cast<std::size_t>(r.endpoint), r.input + r.output);
   reserveSchedule(
       now_ + fromMs(s_.pool.replicaReserveRttMs / 2.0),
       {.kind = ReserveEvent::Kind::kRelease, .gateway = requests_[id].gateway, .request = id});
@@ -154,8 +150,6 @@ void Simulation::reserveHandle(ReserveEvent e) {
           }
         }
       }
-      rr.replied.resize(table_->endpoints());
-      for (std::size_t i = 0; i < rr.replied.size(); ++i) rr.replied[i] = table_->booked(i);
       reserveSchedule(now_ + half, {.kind = ReserveEvent::Kind::kReply,
                                     .gateway = e.gateway,
                                     .request = e.request,
@@ -164,7 +158,6 @@ void Simulation::reserveHandle(ReserveEvent e) {
     }
     case ReserveEvent::Kind::kReply: {
       rr.callInFlight = false;
-      rr.seen = rr.replied;  // the bookings the reply carries
       Request& r = requests_[e.request];
       if (e.endpoint >= 0 && !r.parked) {
         reserveRelease(e.request);  // cancelled while the call was out: give the booking back
@@ -234,8 +227,6 @@ void Simulation::reserveCancel(std::size_t id) {
 void Simulation::reserveSync(std::size_t g) {
   if (g == 0) (void)table_->expire(at(now_));
   (void)table_->renew(static_cast<std::int64_t>(g), reserveLease());
-  ReserveReplica& rr = *gateways_[g].reserve;
-  for (std::size_t i = 0; i < rr.seen.size(); ++i) rr.seen[i] = table_->booked(i);
 }
 
 void Simulation::reserveScraped(std::size_t g) {

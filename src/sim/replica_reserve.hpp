@@ -1,9 +1,8 @@
 // Private to src/sim: a replica's side of reserve mode (pool.replicaMode: reserve; the protocol
 // is docs/design/replicas.md). Each replica keeps the requests its controller dispatched that
 // hold no booking yet (parked, in the order priority desc, enqueue time asc), at most one
-// reservation call in flight to the table, the bookings the table last reported and its own
-// latest scrape of every endpoint (the room it sends with each call). The engine's side is in
-// replica_reserve.cpp. Not installed.
+// reservation call in flight to the table and its own latest scrape of every endpoint (the room it
+// sends with each call). The engine's side is in replica_reserve.cpp. Not installed.
 #pragma once
 
 #include <algorithm>
@@ -29,16 +28,13 @@ struct ReserveReplica {
   };
   std::vector<Parked> parked;  // priority desc, then enqueued asc, then id asc
   bool callInFlight = false;
-  bool again = false;                      // a trigger came while the call was in flight
-  bool retryScheduled = false;             // the retry timer is set
-  std::vector<ReservationRoom> scraped;    // [endpoint]: this replica's latest scrape
-  std::vector<ReservationBooked> seen;     // [endpoint]: the bookings as the table last reported
-  std::vector<double> parkedOn;            // [endpoint]: parked requests preferring it
-  std::vector<std::size_t> candidates;     // the call in flight: endpoints, best first
-  std::vector<ReservationBooked> replied;  // the call in flight: the bookings its reply carries
+  bool again = false;                    // a trigger came while the call was in flight
+  bool retryScheduled = false;           // the retry timer is set
+  std::vector<ReservationRoom> scraped;  // [endpoint]: this replica's latest scrape
+  std::vector<double> parkedOn;          // [endpoint]: parked requests preferring it
+  std::vector<std::size_t> candidates;   // the call in flight: endpoints, best first
 
-  explicit ReserveReplica(std::size_t endpoints)
-      : scraped(endpoints), seen(endpoints), parkedOn(endpoints, 0.0) {}
+  explicit ReserveReplica(std::size_t endpoints) : scraped(endpoints), parkedOn(endpoints, 0.0) {}
 
   void park(const Parked& p) {
     const auto at = std::find_if(parked.begin(), parked.end(), [&](const Parked& q) {
@@ -59,31 +55,22 @@ struct ReserveReplica {
     return true;
   }
 
-  // A request left endpoint `e` (this replica's completion, or another's on the feed): the
-  // bookings last reported drop by its footprint, so that they stay a lower bound of the
-  // endpoint's bookings until the next reply or sync (at 0 at the least).
-  void forget(std::size_t e, std::int64_t tokens) {
-    if (e >= seen.size()) return;
-    seen[e].slots = std::max<std::int64_t>(0, seen[e].slots - 1);
-    seen[e].kvTokens = std::max<std::int64_t>(0, seen[e].kvTokens - tokens);
-  }
-
-  // The replica's view in reserve mode, after its ledger's fill: per endpoint, the requests on
-  // it are at least the table's live bookings (as last reported), and this replica's parked
-  // requests wait at the endpoint they prefer (as they would in its server queue in share mode),
-  // so that its detector sees them as the load they are.
+  // The replica's view in reserve mode, after its ledger's fill (its own dispatches, the
+  // others' on the feed, the scrape): its parked requests wait at the endpoint they prefer, as
+  // they would in its server queue in share mode, so that its detector sees them as the load
+  // they are. The table's bookings are not put in the view (docs/design/replicas.md, "View").
   void overlay(std::span<Endpoint> pool) const {
-    for (std::size_t i = 0; i < pool.size() && i < seen.size(); ++i) {
+    for (std::size_t i = 0; i < pool.size() && i < parkedOn.size(); ++i) {
+      if (parkedOn[i] <= 0.0) continue;
       Endpoint& e = pool[i];
       const double on = e.runningRequests + e.waitingQueueSize;
-      const double total = std::max(on, static_cast<double>(seen[i].slots)) + parkedOn[i];
-      if (total == on) continue;
+      const double total = on + parkedOn[i];
       const auto slots = static_cast<double>(e.maxRunningRequests);
       if (slots > 0.0) {  // the extra requests run while there are free slots, then wait
         e.runningRequests = std::min(total, std::max(slots, e.runningRequests));
         e.waitingQueueSize = total - e.runningRequests;
       } else {
-        e.waitingQueueSize += total - on;
+        e.waitingQueueSize += parkedOn[i];
       }
     }
   }
