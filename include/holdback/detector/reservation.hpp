@@ -15,8 +15,8 @@
 //     - kvTokens <= 0, or kvCapacityTokens <= 0 (unknown), or usedKv + kvTokens <=
 //       kvCapacityTokens, or usedSlots == 0 (an oversized request on an idle endpoint always
 //       fits, so that nothing starves).
-//   Every input is an integer; a negative value counts as 0. Overflow cannot happen for inputs
-//   below 2^62 (the sums are of two such values).
+//   Every input is an integer; a negative value counts as 0. No input overflows (the rule is
+//   evaluated without sums: usedSlots < slots, kvTokens <= kvCapacityTokens - usedKv).
 //
 // The table
 //   Bookings are keyed by (replica, request id) and carry a lease: a booking whose lease has
@@ -76,8 +76,10 @@ struct ReservationBooked {
   const std::int64_t tokens = nonNegative(kvTokens);
   const std::int64_t usedSlots = scrapedSlots > bookedSlots ? scrapedSlots : bookedSlots;
   const std::int64_t usedKv = scrapedKv > bookedKv ? scrapedKv : bookedKv;
-  if (slots > 0 && usedSlots + 1 > slots) return false;
-  return tokens == 0 || kvCapacity == 0 || usedKv + tokens <= kvCapacity || usedSlots == 0;
+  // Written without sums, so that no input (up to INT64_MAX) overflows.
+  if (slots > 0 && usedSlots >= slots) return false;
+  return tokens == 0 || kvCapacity == 0 ||
+         (usedKv <= kvCapacity && tokens <= kvCapacity - usedKv) || usedSlots == 0;
 }
 
 // One booking, as the table returns it on release or expiry.
@@ -148,7 +150,7 @@ class HOLDBACK_API ReservationTable {
   };
   void removeLocked(const ReservationBooking& b) HOLDBACK_REQUIRES(mu_);
 
-  const std::size_t endpoints_;  // booked_.size(), fixed at construction
+  const std::size_t endpoints_;  // booked_.size(), fixed at construction (read without the lock)
   mutable Mutex mu_;
   std::vector<ReservationBooked> booked_ HOLDBACK_GUARDED_BY(mu_);
   std::unordered_map<Key, ReservationBooking, KeyHash> bookings_ HOLDBACK_GUARDED_BY(mu_);
