@@ -62,6 +62,14 @@ Options:
   --oldest-first on|off
                     with the feed: a replica leaves a dispatch to another whose head of the same
                     band waited longer (pool.replicaOldestFirst; default on, as the gateway)
+  --replica-mode share|reserve
+                    share (default): the above. reserve: every dispatch books one slot and its
+                    KV tokens on its endpoint in a table the replicas share and starts once
+                    booked; refused, it waits at its replica (pool.replicaMode). Runs on sync
+                    and the feed as the gateway does: --sync-ms 20 unless given, the feed on
+  --replica-rtt-ms MS
+                    reserve mode: the round trip of one reservation (pool.replicaReserveRttMs,
+                    default 0.2, a Redis on the same host)
   --revocation-ms MS
                     in-flight eviction arms (*+evict): from the controller's revocation to the
                     victim's slot being free (pool.revocationLatencyMs, default 50)
@@ -124,7 +132,8 @@ int runSimulate(int argc, char** argv) {
                                              "ledger-credit", "lost-completions",
                                              "slot-term",     "concurrency-mode",
                                              "sync-ms",       "feed-ms",
-                                             "oldest-first"},
+                                             "oldest-first",  "replica-mode",
+                                             "replica-rtt-ms"},
                              args, {"detail"})) {
     return usageError(kCommand, *error);
   }
@@ -228,6 +237,21 @@ int runSimulate(int argc, char** argv) {
     scenario.pool.replicaFeed = true;
     scenario.pool.replicaFeedDelayMs = *v;
   }
+  if (auto mode = args.get("replica-mode")) {
+    if (*mode != "share" && *mode != "reserve") {
+      return usageError(kCommand, "--replica-mode " + *mode + ": must be share or reserve");
+    }
+    scenario.pool.replicaMode =
+        *mode == "reserve" ? sim::ReplicaMode::kReserve : sim::ReplicaMode::kShare;
+  }
+  if (auto ms = args.get("replica-rtt-ms")) {
+    const auto v = parseDouble(*ms);
+    if (!v || !(*v >= 0.0 && *v <= 1e6)) {
+      return usageError(kCommand, "--replica-rtt-ms needs a number of milliseconds in [0, 1e6]");
+    }
+    scenario.pool.replicaReserveRttMs = *v;
+  }
+  sim::applyReplicaModeDefaults(scenario.pool);  // reserve: the gateway's sync and feed
   if (scenario.pool.replicaFeed && !(scenario.pool.replicaSyncIntervalMs > 0.0)) {
     return usageError(kCommand,
                       "--feed-ms (pool.replicaFeed) needs replica sync (--sync-ms): the replicas "

@@ -129,6 +129,7 @@ Simulation::Simulation(const Scenario& s, const Arm& arm, const RunOptions& opti
     }
     gw.fc = std::move(FlowController::create(std::move(o))).value();
   }
+  reserveSetup();
 }
 
 ArmResult Simulation::run() {
@@ -281,12 +282,16 @@ void Simulation::handle(const Event& e) {
           if (share && !s_.pool.replicaOldestFirst) share->headTolerance = Duration::max();
           gw.fc->setReplicaShare(share);
         }
+        if (table_) reserveSync(g);
         gw.fill();
       }
       schedule(now_ + fromMs(s_.pool.replicaSyncIntervalMs), EventType::kReplicaSync, 0);
       break;
     case EventType::kFeed:
       deliver(feedEvents_[e.index]);
+      break;
+    case EventType::kReserve:
+      reserveHandle(reserveEvents_[e.index]);
       break;
     case EventType::kSample:
       sample();
@@ -396,6 +401,7 @@ void Simulation::onRevocation(std::size_t gateway, const Revocation& rev) {
   if (it == gateways_[gateway].leases.end()) return;
   Request& r = requests_[it->second];
   if (r.revoking) return;
+  if (r.parked) return reserveCancel(it->second);  // it never started: nothing to abort
   r.revoking = true;
   schedule(now_ + fromMs(s_.pool.revocationLatencyMs), EventType::kRevoke, it->second);
 }
@@ -417,9 +423,15 @@ void Simulation::route(std::size_t id) {
     return;
   }
   r.dispatched = now_;
-  std::vector<Endpoint>& pool = gw.source->pool();
+  if (table_) return reserveRoute(id);
   gw.fill();
-  const std::size_t best = gw.picker.pick(pool, *detector_, at(now_), {}, r.input).value_or(0);
+  sendTo(id, gw.picker.pick(gw.source->pool(), *detector_, at(now_), {}, r.input).value_or(0));
+}
+
+void Simulation::sendTo(std::size_t id, std::size_t best) {
+  Request& r = requests_[id];
+  Gateway& gw = gateways_[r.gateway];
+  std::vector<Endpoint>& pool = gw.source->pool();
   r.endpoint = static_cast<int>(best);
   r.state = State::kServerQueue;
   // The lease's endpoint, for restoration per endpoint (the picker chose on the source's list).
@@ -445,33 +457,6 @@ void Simulation::route(std::size_t id) {
     maxServerQueue_ = std::max(maxServerQueue_, servers_[best].queue.size());
   }
   admit(best);
-}
-void Simulation::feed(const FeedEvent& e) {
-  const std::size_t index = feedEvents_.size();
-  feedEvents_.push_back(e);
-  schedule(now_ + fromMs(s_.pool.replicaFeedDelayMs), EventType::kFeed, index);
-}
-
-// What the host's feed does on every other replica: the ledger counts the dispatch or completion,
-// the controller the arrival.
-void Simulation::deliver(const FeedEvent& e) {
-  for (std::size_t h = 0; h < gateways_.size(); ++h) {
-    if (h == e.gateway) continue;
-    Gateway& gw = gateways_[h];
-    switch (e.kind) {
-      case FeedEvent::Kind::kDispatch:
-        (void)gw.ledger->recordPeerDispatch(gw.ids[e.endpoint], e.tokens);
-        gw.fill();
-        break;
-      case FeedEvent::Kind::kCompletion:
-        (void)gw.ledger->recordPeerCompletion(gw.ids[e.endpoint], e.tokens);
-        gw.fill();
-        break;
-      case FeedEvent::Kind::kArrival:
-        if (gw.fc) gw.fc->recordPeerArrival(e.priority, e.tokens);
-        break;
-    }
-  }
 }
 }  // namespace detail
 

@@ -26,6 +26,7 @@
 #include "holdback/detector/replica_sync.hpp"
 #include "holdback/detector/saturation_detector.hpp"
 #include "holdback/flow/flow_controller.hpp"
+#include "sim/replica_reserve.hpp"
 #include "sim/simulator.hpp"
 #include "sim/trace.hpp"
 
@@ -93,7 +94,8 @@ enum class EventType : std::uint8_t {
   kSample,
   kRevoke,  // the host's abort reaches the victim's server (pool.revocationLatencyMs after evict)
   kReplicaSync,  // every replica publishes its pending work and reads the others' (replica sync)
-  kFeed  // a replica's dispatch, completion or arrival reaches the others (index: feedEvents_)
+  kFeed,    // a replica's dispatch, completion or arrival reaches the others (index: feedEvents_)
+  kReserve  // reserve mode: a call, reply, release, notice or retry (index: reserveEvents_)
 };
 
 struct Event {
@@ -133,6 +135,7 @@ struct Request {
   RequestId leaseId = 0;      // the controller's id once dispatched (released at completion)
   bool revoking = false;      // evict was called; the abort reaches the server after the latency
   std::int64_t retryOf = -1;  // the revoked request this one retries
+  bool parked = false;        // reserve mode: dispatched, waiting for a booking (no endpoint)
 };
 
 struct Server {
@@ -171,9 +174,14 @@ struct Gateway {
   // The output tokens of each priority learned from the completions of classes that declare no
   // output (TrafficClass::declaresOutput false).
   std::unique_ptr<OutputEstimator> outputs;
-  // Refreshes the replica's Endpoint view from its ledger (no-op without one).
+  // Reserve mode (pool.replicaMode): the replica's parked requests, call and table figures.
+  std::unique_ptr<ReserveReplica> reserve;
+  // Refreshes the replica's Endpoint view from its ledger (no-op without one); in reserve mode
+  // its parked requests on top (ReserveReplica::overlay).
   void fill() {
-    if (ledger) ledger->fill(source->pool(), ids);
+    if (!ledger) return;
+    ledger->fill(source->pool(), ids);
+    if (reserve) reserve->overlay(source->pool());
   }
 };
 
@@ -249,6 +257,7 @@ class Simulation {
   void onOutcome(std::size_t gateway, Completion&& c);
   void replace(std::size_t id);
   void route(std::size_t id);
+  void sendTo(std::size_t id, std::size_t endpoint);  // to its server, counted in the view
   void submit(Request r);
   void onRevocation(std::size_t gateway, const Revocation& rev);
 
@@ -265,6 +274,18 @@ class Simulation {
   // The replica feed: `e` reaches the other replicas pool.replicaFeedDelayMs from now.
   void feed(const FeedEvent& e);
   void deliver(const FeedEvent& e);
+
+  // replica_reserve.cpp: reserve mode (pool.replicaMode; docs/design/replicas.md)
+  void reserveSetup();
+  void reserveSchedule(Nanos t, const ReserveEvent& e);
+  void reserveHandle(ReserveEvent e);        // a copy: handling it schedules more
+  void reserveRoute(std::size_t id);         // the controller dispatched it: park and call
+  void reservePump(std::size_t gateway);     // a call for the head of the parked list
+  void reserveRelease(std::size_t id);       // it left its server: its booking goes
+  void reserveCancel(std::size_t id);        // a parked request revoked: it never started
+  void reserveSync(std::size_t gateway);     // renew the leases, read the bookings
+  void reserveScraped(std::size_t gateway);  // the replica's scrape: the room it sends
+  [[nodiscard]] TimePoint reserveLease() const;
 
   // measure.cpp
   void sample();
@@ -285,6 +306,9 @@ class Simulation {
   // The replica feed (pool.replicaFeed, with replica sync): events in flight to the replicas.
   bool feedOn_ = false;
   std::vector<FeedEvent> feedEvents_;
+  // Reserve mode: the table the replicas share, and events in flight.
+  std::unique_ptr<ReservationTable> table_;
+  std::vector<ReserveEvent> reserveEvents_;
   std::uint64_t arrivals_ = 0;
   std::vector<Random> rngs_;
   std::vector<TraceCursor> traces_;  // per class; trace classes only

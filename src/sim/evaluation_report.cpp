@@ -82,6 +82,10 @@ std::string formatJson(const Evaluation& e) {
     doc["replicaSyncIntervalMs"] = e.scenario.pool.replicaSyncIntervalMs;
   }
   if (e.scenario.pool.replicaFeed) doc["replicaFeedDelayMs"] = e.scenario.pool.replicaFeedDelayMs;
+  if (e.scenario.pool.replicaMode == ReplicaMode::kReserve) {  // absent in share mode, as before
+    doc["replicaMode"] = std::string(toString(e.scenario.pool.replicaMode));
+    doc["replicaReserveRttMs"] = e.scenario.pool.replicaReserveRttMs;
+  }
   doc["reports"] = Json::array();
   for (const DetectorReport& report : e.reports) {
     Json rj;
@@ -218,6 +222,9 @@ std::string formatSummary(const Evaluation& e) {
     if (pool.gatewayReplicas > 1 && pool.replicaSyncIntervalMs > 0.0) {
       settings += "replica sync " + num(pool.replicaSyncIntervalMs) + " ms, ";
       if (pool.replicaFeed) settings += "replica feed " + num(pool.replicaFeedDelayMs) + " ms, ";
+      if (pool.replicaMode == ReplicaMode::kReserve) {
+        settings += "reserve mode, round trip " + num(pool.replicaReserveRttMs) + " ms, ";
+      }
     }
     out << "\n== " << e.scenario.name << ", " << toString(report.detector) << " detector, "
         << settings << e.seeds.size() << (e.seeds.size() == 1 ? " seed" : " seeds")

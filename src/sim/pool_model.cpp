@@ -98,6 +98,7 @@ void Simulation::releaseSlot(std::size_t id, bool running) {
     servers_[e].kvTokens -= r.input + r.generated - 1;
   }
   Gateway& gw = gateways_[r.gateway];
+  if (table_) reserveRelease(id);  // reserve mode: its booking goes
   // The request's slot is free: end its lease (feeds the demand a reservation policy reads).
   if (gw.fc && r.leaseId != 0) {
     gw.leases.erase(r.leaseId);
@@ -161,6 +162,7 @@ void Simulation::scrape(std::size_t which) {
   }
   for (std::size_t g = 0; g < gateways_.size(); ++g) {
     if (which != 0 && g + 1 != which) continue;
+    if (table_) reserveScraped(g);  // reserve mode: the room this replica sends the table
     Gateway& gw = gateways_[g];
     std::vector<Endpoint>& pool = gw.source->pool();
     if (gw.ledger) {

@@ -337,6 +337,11 @@ Result<Scenario> parseScenario(const config::Json& document, const std::string& 
     if (auto v = pr.boolean("replicaFeed")) s.pool.replicaFeed = *v;
     readPositive(pr, "replicaFeedDelayMs", s.pool.replicaFeedDelayMs, 1e6, true);
     if (auto v = pr.boolean("replicaOldestFirst")) s.pool.replicaOldestFirst = *v;
+    if (auto v = pr.oneOf("replicaMode", {"share", "reserve"})) {
+      s.pool.replicaMode = *v == "reserve" ? ReplicaMode::kReserve : ReplicaMode::kShare;
+    }
+    readPositive(pr, "replicaReserveRttMs", s.pool.replicaReserveRttMs, 1e6, true);
+    readPositive(pr, "replicaReserveRetryMs", s.pool.replicaReserveRetryMs, 1e6);
     if (auto v = pr.boolean("dispatchLedger")) s.pool.dispatchLedger = *v;
     if (auto v = pr.boolean("ledgerBudget")) s.pool.ledgerBudget = *v;
     if (auto v = pr.boolean("ledgerCreditCompletions")) s.pool.ledgerCreditCompletions = *v;
@@ -359,6 +364,7 @@ Result<Scenario> parseScenario(const config::Json& document, const std::string& 
       }
     }
     pr.finish();
+    applyReplicaModeDefaults(s.pool);
   }
   if (const config::Json* classes = r.value("classes")) {
     if (!classes->is_array() || classes->empty()) {
@@ -392,6 +398,16 @@ Result<Scenario> parseScenario(const config::Json& document, const std::string& 
 
 std::string_view toString(DetectorKind kind) noexcept {
   return kind == DetectorKind::kUtilization ? "utilization" : "concurrency";
+}
+
+std::string_view toString(ReplicaMode mode) noexcept {
+  return mode == ReplicaMode::kReserve ? "reserve" : "share";
+}
+
+void applyReplicaModeDefaults(PoolSpec& pool) noexcept {
+  if (pool.replicaMode != ReplicaMode::kReserve) return;
+  if (!(pool.replicaSyncIntervalMs > 0.0)) pool.replicaSyncIntervalMs = kGatewayReplicaSyncMs;
+  pool.replicaFeed = true;
 }
 
 std::string_view toString(CountedResource mode) noexcept {

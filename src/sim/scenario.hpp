@@ -79,6 +79,14 @@ enum class CountedResource { kRequests, kTokens, kHybrid };
 // "requests", "tokens", "hybrid".
 [[nodiscard]] std::string_view toString(CountedResource mode) noexcept;
 
+// How gateway replicas coordinate (pool.replicaMode): kShare, figures shared every sync interval
+// and on the replica feed; kReserve, an authoritative reservation table (docs/design/replicas.md).
+enum class ReplicaMode { kShare, kReserve };
+[[nodiscard]] std::string_view toString(ReplicaMode mode) noexcept;
+// The gateway's replica defaults, which reserve mode runs on (its --replica-sync interval; the
+// feed on).
+inline constexpr double kGatewayReplicaSyncMs = 20.0;
+
 // One group of identical endpoints in a mixed pool (pool.groups): its count, each endpoint's
 // slots and KV cache, and its service times (an H100-like group beside an L4-like one).
 struct EndpointGroup {
@@ -124,6 +132,19 @@ struct PoolSpec {
   // waited longer (ReplicaShare::headTolerance, 100 ms), as the gateway does. false: each
   // replica dispatches whatever it sees room for (the comparison in docs/results/replicas.md).
   bool replicaOldestFirst = true;
+  // share (the default): the above. reserve: every dispatch books its footprint (one slot, its
+  // KV tokens) on its endpoint in a table the replicas share (detector/reservation.hpp) and
+  // starts only once booked; a refused request is parked at its replica until a booking is
+  // released. Runs on replica sync (kGatewayReplicaSyncMs unless set) and the feed, as the
+  // gateway does (applyReplicaModeDefaults).
+  ReplicaMode replicaMode = ReplicaMode::kShare;
+  // reserve: one round trip to the table per reservation (the request starts one round trip
+  // after its dispatch); a release reaches the table half of it after the completion, and the
+  // table's notice of it the parked replicas half of it later. >= 0; a same-host Redis.
+  double replicaReserveRttMs = 0.2;
+  // reserve: a replica with parked requests retries the head of its list this often when no
+  // release notice came first. > 0.
+  double replicaReserveRetryMs = 5.0;
   // Utilization detector only: every replica feeds its own DispatchLedger (its own dispatches and
   // completions, every scrape installed with its sample time) and fills its Endpoint view through
   // it before every detector call. On by default: the simulated gateway is a host that feeds the
@@ -257,6 +278,10 @@ inline constexpr double kMaxRequestsPerRun = 2e6;
 // exceeds kMaxRequestsPerRun; empty when the scenario fits. parseScenario reports it at
 // /durationSeconds; `holdback simulate` checks it again after --duration.
 [[nodiscard]] std::string scenarioSizeError(const Scenario& s);
+
+// Reserve mode runs on replica sync and the feed, as the gateway does: a sync interval of
+// kGatewayReplicaSyncMs where none is set, and the feed on. No-op in share mode.
+void applyReplicaModeDefaults(PoolSpec& pool) noexcept;
 
 }  // namespace sim
 }  // namespace HOLDBACK_ABI_NAMESPACE

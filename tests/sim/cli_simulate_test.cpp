@@ -55,6 +55,11 @@ classes:
   EXPECT_EQ(holdback("simulate --scenario no-such-scenario").exitCode, 2);
   EXPECT_EQ(holdback("simulate --format xml").exitCode, 2);
   EXPECT_EQ(holdback("simulate --replicas 0").exitCode, 2);
+  const CliRun mode = holdback("simulate --replica-mode lock");
+  EXPECT_EQ(mode.exitCode, 2);
+  EXPECT_NE(mode.err.find("--replica-mode lock: must be share or reserve"), std::string::npos)
+      << mode.err;
+  EXPECT_EQ(holdback("simulate --replica-rtt-ms -1").exitCode, 2);
   EXPECT_EQ(holdback("simulate --detector magic").exitCode, 2);
   EXPECT_EQ(holdback("simulate --duration -1").exitCode, 2);
 }

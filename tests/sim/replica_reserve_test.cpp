@@ -1,0 +1,112 @@
+// Reserve mode in the simulator (pool.replicaMode: reserve; docs/design/replicas.md): the
+// scenario keys and their errors, the gateway's sync and feed defaults, determinism, and the
+// property the mode exists for: no endpoint ever holds more requests than its slots (no request
+// waits on a server behind another), where share mode's replicas overfill it.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "holdback/config/document.hpp"
+#include "sim/report.hpp"
+#include "sim/simulator.hpp"
+
+namespace holdback::sim {
+namespace {
+
+ArmResult reserveRun(const Scenario& s, const std::string& name) {
+  Arm arm;
+  EXPECT_TRUE(findArm(name, arm)) << name;
+  return runArm(s, arm);
+}
+
+Scenario reserveScenario(ReplicaMode mode) {
+  Scenario s = defaultScenario();
+  s.detector = DetectorKind::kUtilization;
+  s.pool.gatewayReplicas = 4;
+  s.pool.replicaSyncIntervalMs = 20.0;
+  s.pool.replicaFeed = true;
+  s.pool.replicaMode = mode;
+  s.durationSeconds = 30.0;
+  s.drainSeconds = 5.0;
+  s.seed = 2;
+  return s;
+}
+
+TEST(ReplicaReserveSimTest, KeysParseWithTheGatewayDefaults) {
+  auto doc = config::parseDocument(
+      "pool: {gatewayReplicas: 4, replicaMode: reserve, replicaReserveRttMs: 0.5, "
+      "replicaReserveRetryMs: 2}");
+  ASSERT_TRUE(doc.ok()) << doc.diagnostics().toString();
+  const auto s = parseScenario(doc->json);
+  ASSERT_TRUE(s.ok()) << s.diagnostics().toString();
+  EXPECT_EQ(s->pool.replicaMode, ReplicaMode::kReserve);
+  EXPECT_EQ(s->pool.replicaReserveRttMs, 0.5);
+  EXPECT_EQ(s->pool.replicaReserveRetryMs, 2.0);
+  EXPECT_EQ(s->pool.replicaSyncIntervalMs, kGatewayReplicaSyncMs);  // not set: the gateway's
+  EXPECT_TRUE(s->pool.replicaFeed);
+  // Share stays the default, and leaves the sync and feed as they were.
+  auto share = config::parseDocument("pool: {gatewayReplicas: 4, replicaMode: share}");
+  ASSERT_TRUE(share.ok());
+  const auto shared = parseScenario(share->json);
+  ASSERT_TRUE(shared.ok()) << shared.diagnostics().toString();
+  EXPECT_EQ(shared->pool.replicaMode, ReplicaMode::kShare);
+  EXPECT_EQ(shared->pool.replicaSyncIntervalMs, 0.0);
+  EXPECT_FALSE(shared->pool.replicaFeed);
+  EXPECT_EQ(defaultScenario().pool.replicaMode, ReplicaMode::kShare);
+  // An explicit sync interval is kept.
+  auto synced = config::parseDocument("pool: {replicaMode: reserve, replicaSyncIntervalMs: 5}");
+  ASSERT_TRUE(synced.ok());
+  EXPECT_EQ(parseScenario(synced->json)->pool.replicaSyncIntervalMs, 5.0);
+}
+
+TEST(ReplicaReserveSimTest, BadValuesNameThePathTheValueAndWhatIsAllowed) {
+  auto bad = config::parseDocument(
+      R"({"pool": {"replicaMode": "lock", "replicaReserveRttMs": -1, "replicaReserveRetryMs": 0}})");
+  ASSERT_TRUE(bad.ok());
+  const auto s = parseScenario(bad->json);
+  ASSERT_FALSE(s.ok());
+  const std::string errors = s.diagnostics().toString();
+  for (const char* want : {"/pool/replicaMode", "lock", "share", "reserve",
+                           "/pool/replicaReserveRttMs", "/pool/replicaReserveRetryMs"}) {
+    EXPECT_NE(errors.find(want), std::string::npos) << want << "\n" << errors;
+  }
+}
+
+// share mode's static-1.0 reaches a server queue of several requests (a request waits on its
+// server behind others); in reserve mode the largest is 1 (counted as a request joins the queue,
+// before its server takes it): every request on a server holds one of its slots in the table.
+TEST(ReplicaReserveSimTest, ReserveNeverOverbooksAnEndpointWhereShareDoes) {
+  const ArmResult share = reserveRun(reserveScenario(ReplicaMode::kShare), "static-1.0");
+  const ArmResult reserve = reserveRun(reserveScenario(ReplicaMode::kReserve), "static-1.0");
+  EXPECT_GT(share.maxServerQueue, 1u);
+  EXPECT_LE(reserve.maxServerQueue, 1u);
+  const ArmResult recommended = reserveRun(reserveScenario(ReplicaMode::kReserve), "recommended");
+  EXPECT_LE(recommended.maxServerQueue, 1u);
+  // The pool is still used: static-1.0 keeps it about as loaded as share mode does.
+  EXPECT_GT(reserve.poolLoadMean, 0.9 * share.poolLoadMean);
+}
+
+TEST(ReplicaReserveSimTest, ReserveRunIsDeterministic) {
+  Scenario s = reserveScenario(ReplicaMode::kReserve);
+  s.durationSeconds = 15.0;
+  const std::vector<ArmResult> first{reserveRun(s, "recommended")};
+  const std::vector<ArmResult> second{reserveRun(s, "recommended")};
+  EXPECT_EQ(formatTable(s, first), formatTable(s, second));
+  EXPECT_EQ(first[0].maxServerQueue, second[0].maxServerQueue);
+}
+
+// One replica in reserve mode works alone (no sync renews its leases: they never end).
+TEST(ReplicaReserveSimTest, OneReplicaInReserveMode) {
+  Scenario s = reserveScenario(ReplicaMode::kReserve);
+  s.pool.gatewayReplicas = 1;
+  s.durationSeconds = 15.0;
+  const ArmResult run = reserveRun(s, "static-1.0");
+  EXPECT_LE(run.maxServerQueue, 1u);
+  s.pool.replicaMode = ReplicaMode::kShare;
+  const ArmResult alone = reserveRun(s, "static-1.0");
+  EXPECT_GT(run.poolLoadMean, 0.9 * alone.poolLoadMean);
+  EXPECT_GT(run.poolLoadMean, 0.0);
+}
+
+}  // namespace
+}  // namespace holdback::sim
