@@ -1,0 +1,220 @@
+// The reservation table's scripts (replica_reserve_store.hpp) against a real redis-server that the
+// test starts on a free loopback port: the fit rule on shared vectors, candidates tried in order,
+// a lapsed heartbeat's bookings ignored and deleted, bad entries ignored and counted, NOSCRIPT
+// reloaded, re-assertion replacing a replica's bookings, and releases. Skipped (GTEST_SKIP, with
+// the reason) without redis-server.
+#include "replica_reserve_store.hpp"
+
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace holdback::gateway {
+namespace {
+
+int reserveTestFreePort() {
+  const int s = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  a.sin_port = 0;
+  ::bind(s, reinterpret_cast<sockaddr*>(&a), sizeof a);
+  socklen_t n = sizeof a;
+  ::getsockname(s, reinterpret_cast<sockaddr*>(&a), &n);
+  const int port = ntohs(a.sin_port);
+  ::close(s);
+  return port;
+}
+
+class ReserveStoreTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    if (std::system("command -v redis-server >/dev/null 2>&1") != 0) return;
+    port_ = reserveTestFreePort();
+    pidfile_ = "/tmp/holdback-reserve-test-" + std::to_string(port_) + ".pid";
+    const std::string cmd = "redis-server --port " + std::to_string(port_) +
+                            " --bind 127.0.0.1 --save '' --appendonly no --daemonize yes "
+                            "--pidfile " +
+                            pidfile_ + " --logfile /dev/null";
+    if (std::system(cmd.c_str()) != 0) port_ = 0;
+  }
+  static void TearDownTestSuite() {
+    if (port_ == 0) return;
+    const std::string cmd = "kill $(cat " + pidfile_ + ") 2>/dev/null; rm -f " + pidfile_;
+    (void)std::system(cmd.c_str());
+  }
+  void SetUp() override {
+    if (port_ == 0) GTEST_SKIP() << "redis-server is not installed (apt-get install redis-server)";
+    RedisUrl url;
+    url.host = "127.0.0.1";
+    url.port = port_;
+    std::string error;
+    for (int i = 0; i < 100 && !conn_; ++i) {
+      conn_ = RedisConnection::open(url, 1000, 64, error);
+      if (!conn_) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    ASSERT_TRUE(conn_) << error;
+    (void)conn_->command({"FLUSHALL"});
+  }
+  std::string cmd(const std::vector<std::string>& args) {
+    const RedisReply r = conn_->command(args);
+    if (!r) return "<no reply>";
+    if (r->type == REDIS_REPLY_INTEGER) return std::to_string(r->integer);
+    if (r->type == REDIS_REPLY_NIL) return "<nil>";
+    return std::string(r->str, r->len);
+  }
+  // Replica `id`'s heartbeat (alive for a minute) and bookings (as the script writes them).
+  void other(const std::string& id, const std::string& url, const std::vector<std::string>& kvs) {
+    cmd({"SET", "p:hb:" + id, "1", "PX", "60000"});
+    cmd({"SADD", "p:bk:" + url, id});
+    for (std::size_t i = 0; i < kvs.size(); ++i) {
+      cmd({"HSET", "p:bk:" + url + ":" + id, "b" + std::to_string(i), kvs[i]});
+    }
+  }
+  static inline int port_ = 0;
+  static inline std::string pidfile_;
+  std::unique_ptr<RedisConnection> conn_;
+};
+
+struct ReserveRuleVector {
+  std::int64_t scrapedSlots, scrapedKv, bookedSlots, bookedKv, slots, kvCapacity, kv;
+  bool fits;
+};
+
+// The rule: used = max(scraped, booked) per dimension; fits iff usedSlots + 1 <= slots and
+// (kv <= 0 or kvCapacity <= 0 or usedKv + kv <= kvCapacity or usedSlots == 0).
+const ReserveRuleVector kReserveRuleVectors[] = {
+    {0, 0, 0, 0, 4, 1000, 100, true},       // empty
+    {3, 0, 0, 0, 4, 1000, 100, true},       // the last slot (scraped)
+    {4, 0, 0, 0, 4, 1000, 100, false},      // full (scraped)
+    {0, 0, 3, 0, 4, 1000, 100, true},       // the last slot (booked)
+    {1, 0, 4, 0, 4, 0, 0, false},           // full (booked beats scraped)
+    {4, 0, 1, 0, 4, 0, 0, false},           // full (scraped beats booked)
+    {1, 900, 0, 0, 4, 1000, 100, true},     // KV exactly full after
+    {1, 901, 0, 0, 4, 1000, 100, false},    // KV over (scraped)
+    {1, 0, 1, 950, 4, 1000, 100, false},    // KV over (booked)
+    {0, 0, 0, 0, 4, 1000, 5000, true},      // larger than the cache, but the endpoint is empty
+    {1, 990, 0, 0, 4, 0, 5000, true},       // KV capacity unknown: not checked
+    {2, 999, 0, 0, 4, 1000, 0, true},       // no KV declared: not checked
+    {-5, -3, 0, 0, 1, 1000, 10, true},      // negative inputs count as 0
+    {0, 0, 0, 0, 0, 1000, 10, false},       // no slot
+    {0, 0, 0, 0, -1, 1000, 10, false},      // a negative slot count is 0
+};
+
+TEST_F(ReserveStoreTest, FitRuleOnSharedVectors) {
+  ReservationStore me("p:", "me", 60000);
+  ASSERT_TRUE(me.reassert(*conn_, {}, {})) << me.error();
+  int n = 0;
+  for (const ReserveRuleVector& v : kReserveRuleVectors) {
+    const std::string url = "http://e" + std::to_string(n++);
+    std::vector<std::string> kvs;
+    for (std::int64_t i = 0; i < v.bookedSlots; ++i) {
+      kvs.push_back(std::to_string(i == 0 ? v.bookedKv : 0));
+    }
+    other("them", url, kvs);
+    const ReserveCandidate k{url, v.scrapedSlots, v.scrapedKv, v.slots, v.kvCapacity};
+    const auto r = me.book(*conn_, 7, v.kv, std::span(&k, 1));
+    ASSERT_TRUE(r) << me.error();
+    EXPECT_EQ(r->booked, v.fits ? 0 : -1) << "vector " << n - 1;
+    EXPECT_EQ(r->bad, 0);
+    EXPECT_EQ(cmd({"HEXISTS", "p:bk:" + url + ":me", "7"}), v.fits ? "1" : "0");
+  }
+}
+
+TEST_F(ReserveStoreTest, TriesCandidatesInOrderAndCountsItsOwnBookings) {
+  ReservationStore me("p:", "me", 60000);
+  ASSERT_TRUE(me.reassert(*conn_, {}, {}));
+  const ReserveCandidate k[] = {{"http://a", 2, 0, 2, 0, }, {"http://b", 0, 0, 2, 0}};
+  auto r = me.book(*conn_, 1, 0, k);
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->booked, 1);  // a is full: b
+  r = me.book(*conn_, 2, 0, k);
+  EXPECT_EQ(r->booked, 1);
+  r = me.book(*conn_, 3, 0, k);  // b holds two of this replica's bookings: full
+  EXPECT_EQ(r->booked, -1);
+  me.appendRelease(*conn_, "http://b", 1);
+  ASSERT_TRUE(me.readReleases(*conn_, 1));
+  r = me.book(*conn_, 3, 0, k);
+  EXPECT_EQ(r->booked, 1);
+  EXPECT_EQ(cmd({"HLEN", me.bookingsKey("http://b")}), "2");
+}
+
+TEST_F(ReserveStoreTest, LapsedHeartbeatsBookingsAreIgnoredAndDeleted) {
+  ReservationStore me("p:", "me", 60000);
+  ASSERT_TRUE(me.reassert(*conn_, {}, {}));
+  other("dead", "http://a", {"10", "10"});
+  cmd({"DEL", "p:hb:dead"});  // its heartbeat lapsed
+  const ReserveCandidate k{"http://a", 0, 0, 1, 0};
+  const auto r = me.book(*conn_, 1, 0, std::span(&k, 1));
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->booked, 0);
+  EXPECT_EQ(r->expired, 1);
+  EXPECT_EQ(cmd({"EXISTS", "p:bk:http://a:dead"}), "0");
+  EXPECT_EQ(cmd({"SISMEMBER", "p:bk:http://a", "dead"}), "0");
+}
+
+TEST_F(ReserveStoreTest, BadEntriesAreIgnoredAndCounted) {
+  ReservationStore me("p:", "me", 60000);
+  ASSERT_TRUE(me.reassert(*conn_, {}, {}));
+  // Five bogus bookings and one good one on a 2-slot endpoint: only the good one counts.
+  other("them", "http://a", {"abc", "-1", "1e3", "99999999999999999", "0x10", "5"});
+  cmd({"SET", "p:bk:http://b", "not a set"});
+  const ReserveCandidate k[] = {{"http://b", 0, 0, 4, 0}, {"http://a", 0, 0, 2, 100}};
+  const auto r = me.book(*conn_, 1, 95, k);
+  ASSERT_TRUE(r) << me.error();
+  EXPECT_EQ(r->booked, 1);  // b's set is a string: counted, not booked there; a: 1 + 1 <= 2
+  EXPECT_EQ(r->bad, 5 + 1 + 1);  // five entries, b's SMEMBERS and b's SADD
+}
+
+TEST_F(ReserveStoreTest, ScriptsAreLoadedAgainAfterAFlush) {
+  ReservationStore me("p:", "me", 60000);
+  ASSERT_TRUE(me.reassert(*conn_, {}, {}));
+  cmd({"SCRIPT", "FLUSH"});
+  const ReserveCandidate k{"http://a", 0, 0, 1, 0};
+  const auto r = me.book(*conn_, 1, 0, std::span(&k, 1));
+  ASSERT_TRUE(r) << me.error();
+  EXPECT_EQ(r->booked, 0);
+}
+
+TEST_F(ReserveStoreTest, OwnLapsedHeartbeatBooksNothingUntilReasserted) {
+  ReservationStore me("p:", "me", 60000);
+  const ReserveCandidate k{"http://a", 0, 0, 1, 0};
+  auto r = me.book(*conn_, 1, 0, std::span(&k, 1));
+  ASSERT_TRUE(r);
+  EXPECT_TRUE(r->heartbeatGone);
+  EXPECT_EQ(cmd({"EXISTS", me.bookingsKey("http://a")}), "0");
+  const std::vector<std::string> urls{"http://a"};
+  const std::vector<std::vector<std::pair<std::uint64_t, std::int64_t>>> live{{{9, 40}}};
+  ASSERT_TRUE(me.reassert(*conn_, urls, live));
+  EXPECT_EQ(cmd({"HGET", me.bookingsKey("http://a"), "9"}), "40");
+  r = me.book(*conn_, 1, 0, std::span(&k, 1));
+  EXPECT_FALSE(r->heartbeatGone);
+  EXPECT_EQ(r->booked, -1);  // the re-asserted booking holds the only slot
+}
+
+TEST_F(ReserveStoreTest, ReassertionReplacesTheBookingsWithTheLiveOnes) {
+  ReservationStore me("p:", "me", 250);
+  const std::vector<std::string> urls{"http://a", "http://b"};
+  std::vector<std::vector<std::pair<std::uint64_t, std::int64_t>>> live{{{1, 10}, {2, 20}},
+                                                                         {{3, 30}}};
+  ASSERT_TRUE(me.reassert(*conn_, urls, live));
+  EXPECT_EQ(cmd({"HLEN", me.bookingsKey("http://a")}), "2");
+  live = {{{2, 20}}, {}};
+  ASSERT_TRUE(me.reassert(*conn_, urls, live));
+  EXPECT_EQ(cmd({"HLEN", me.bookingsKey("http://a")}), "1");
+  EXPECT_EQ(cmd({"EXISTS", me.bookingsKey("http://b")}), "0");
+  const long long ttl = std::stoll(cmd({"PTTL", me.heartbeatKey()}));
+  EXPECT_GT(ttl, 0);
+  EXPECT_LE(ttl, 250);  // the heartbeat carries the lease
+}
+
+}  // namespace
+}  // namespace holdback::gateway
