@@ -63,6 +63,9 @@ bool Gateway::start() {
   const auto log = [](std::string_view line) {
     std::fprintf(stderr, "holdback-gateway: %.*s\n", static_cast<int>(line.size()), line.data());
   };
+  // --replica-mode reserve: a booking below the top band leaves the policy's fixed reserve free.
+  reserve_keep_ = probe_reserve;
+  for (const auto& band : bundle_->controller.bands) top_band_ = std::max(top_band_, band.priority);
   pool_ = std::make_shared<Pool>(options_.endpointUrls, options_.endpoints, ledger, capacity,
                                  std::move(slots), log, probe_reserve);
   FlowControllerOptions fc = bundle_->controller;
@@ -116,6 +119,7 @@ void Gateway::onOutcome(Completion&& c) {
       r.priority = c.bandPriority;
       r.enqueueTime = c.enqueueTime;
       r.kvTokens = (*holder)->kvTokens;
+      r.keepFree = c.bandPriority < top_band_ ? reserve_keep_ : 0;
       r.deadline = parkDeadline(c.enqueueTime, (*holder)->ttl);
       r.dispatch = std::move(*dispatch);
       reserver->submit(std::move(r));

@@ -27,6 +27,7 @@
 #include <atomic>
 #include <cstdint>
 #include <cstdio>
+#include <limits>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -209,6 +210,8 @@ class Gateway {
   std::unordered_map<RequestId, std::weak_ptr<OutcomeSink>> leases_;  // guarded by leases_mu_
   std::unique_ptr<OutputEstimator> output_estimator_ = makeOutputEstimator();
   std::atomic<ReplicaReserver*> reserver_{nullptr};
+  std::int64_t reserve_keep_ = 0;                             // set by start()
+  Priority top_band_ = std::numeric_limits<Priority>::min();  // set by start()
 };
 
 }  // namespace holdback::gateway

@@ -79,6 +79,9 @@ struct ReserveRequest {
   TimePoint enqueueTime{};
   std::optional<TimePoint> deadline;  // its TTL's end (none: no TTL)
   std::int64_t kvTokens = 0;
+  // Slots it must leave free over the pool (a band below the top: the reserve policy's fixed
+  // reserve, replica_reserve_store.hpp); 0: none.
+  std::int64_t keepFree = 0;
   Pool::Dispatch dispatch;  // the pick: its endpoint is tried first
 };
 

@@ -275,10 +275,11 @@ class RedisReserver final : public ReplicaReserver {
       Parked& p = parked_.front();
       candidates(p.r);
       std::optional<ReserveBookResult> res =
-          store_.book(*conn_, p.r.id, p.r.kvTokens, std::span<const ReserveCandidate>(cands_));
+          store_.book(*conn_, p.r.id, p.r.kvTokens, std::span<const ReserveCandidate>(cands_),
+                      p.r.keepFree);
       if (res && res->heartbeatGone) {  // lapsed (stalled past the lease): re-assert, once more
         res = reassert() ? store_.book(*conn_, p.r.id, p.r.kvTokens,
-                                       std::span<const ReserveCandidate>(cands_))
+                                       std::span<const ReserveCandidate>(cands_), p.r.keepFree)
                          : std::nullopt;
       }
       if (!res || res->heartbeatGone) {

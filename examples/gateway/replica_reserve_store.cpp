@@ -8,6 +8,9 @@ namespace holdback::gateway {
 
 // ARGV: prefix, replica, booking, kv, max kv, n, then per candidate: url, scraped slots, scraped
 // kv, slots, kv capacity. Returns {position (0: none fits, -1: own heartbeat gone), bad, expired}.
+// ARGV: prefix, replica, booking, kv, max kv, n, keep, then per candidate: url, scraped slots,
+// scraped kv, slots, kv capacity. Returns {position (0: none fits, -1: own heartbeat gone), bad,
+// expired}.
 const std::string_view kReserveBookScript = R"lua(
 local P, me, id, kvs = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
 local maxKv = tonumber(ARGV[5])
@@ -24,13 +27,13 @@ local function entry(v)
   return x
 end
 local kv = nonneg(kvs)
+local keep = nonneg(ARGV[7])
 if redis.call('EXISTS', P .. 'hb:' .. me) == 0 then return {-1, 0, 0} end
 local bad, expired = 0, 0
+local used, free = {}, 0
 for i = 1, n do
-  local b = 6 + (i - 1) * 5
+  local b = 7 + (i - 1) * 5
   local set = P .. 'bk:' .. ARGV[b + 1]
-  local sSlots, sKv = nonneg(ARGV[b + 2]), nonneg(ARGV[b + 3])
-  local slots, kvCap = nonneg(ARGV[b + 4]), nonneg(ARGV[b + 5])
   local bSlots, bKv = 0, 0
   local members = redis.pcall('SMEMBERS', set)
   if members.err then
@@ -60,8 +63,16 @@ for i = 1, n do
       end
     end
   end
-  local usedSlots = math.max(sSlots, bSlots)
-  local usedKv = math.max(sKv, bKv)
+  local s = math.max(nonneg(ARGV[b + 2]), bSlots)
+  used[i] = {s, math.max(nonneg(ARGV[b + 3]), bKv)}
+  free = free + math.max(0, nonneg(ARGV[b + 4]) - s)
+end
+if keep > 0 and free - 1 < keep then return {0, bad, expired} end
+for i = 1, n do
+  local b = 7 + (i - 1) * 5
+  local set = P .. 'bk:' .. ARGV[b + 1]
+  local slots, kvCap = nonneg(ARGV[b + 4]), nonneg(ARGV[b + 5])
+  local usedSlots, usedKv = used[i][1], used[i][2]
   if usedSlots + 1 <= slots and
       (kv <= 0 or kvCap <= 0 or usedKv + kv <= kvCap or usedSlots == 0) then
     local ok = redis.pcall('HSET', set .. ':' .. me, id, kvs)
@@ -154,7 +165,7 @@ RedisReply ReservationStore::evalsha(RedisConnection& c, const std::string& sha,
 
 std::optional<ReserveBookResult> ReservationStore::book(
     RedisConnection& c, std::uint64_t booking, std::int64_t kvTokens,
-    std::span<const ReserveCandidate> candidates) {
+    std::span<const ReserveCandidate> candidates, std::int64_t keepFree) {
   if (book_sha_.empty() && !load(c)) return std::nullopt;
   std::vector<std::string> args{"EVALSHA",
                                 "",
@@ -164,7 +175,8 @@ std::optional<ReserveBookResult> ReservationStore::book(
                                 std::to_string(booking),
                                 std::to_string(kvTokens < 0 ? 0 : kvTokens),
                                 std::to_string(ReplicaInputLimits::kMaxPending),
-                                std::to_string(candidates.size())};
+                                std::to_string(candidates.size()),
+                                std::to_string(keepFree < 0 ? 0 : keepFree)};
   args.reserve(args.size() + 5 * candidates.size());
   for (const ReserveCandidate& k : candidates) {
     args.emplace_back(k.url);

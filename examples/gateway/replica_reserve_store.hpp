@@ -14,7 +14,11 @@
 //   usedSlots + 1 <= slots and (kv <= 0 or kvCapacity <= 0 or usedKv + kv <= kvCapacity or
 //   usedSlots == 0)
 // (negative inputs count as 0); the first that fits is booked (HSET + SADD) and its position
-// returned, none fitting returns 0. When this replica's own heartbeat is gone the script books
+// returned, none fitting returns 0. With `keepFree` K > 0 (a request below the top band, K the
+// reserve policy's fixed reserve) the request must also leave K slots free over the candidates
+// together: sum over candidates of max(0, slots - usedSlots) - 1 >= K, the reserve that one
+// gateway's controller keeps for its protected band (the per-endpoint rule alone lets replicas
+// that each see the reserve free spend it together). When this replica's own heartbeat is gone the script books
 // nothing and says so: the caller re-asserts (below) and calls again.
 //
 // reassert(): one script call: the heartbeat SET PX lease, then, per endpoint, this replica's
@@ -68,9 +72,11 @@ class ReservationStore {
   // Loads both scripts (SCRIPT LOAD); false with error() set.
   bool load(RedisConnection& c);
   // nullopt: the call failed (error() says why; close the connection).
+  // `keepFree` > 0: the pool-wide reserve the request must leave (below).
   std::optional<ReserveBookResult> book(RedisConnection& c, std::uint64_t booking,
                                         std::int64_t kvTokens,
-                                        std::span<const ReserveCandidate> candidates);
+                                        std::span<const ReserveCandidate> candidates,
+                                        std::int64_t keepFree = 0);
   // `live[k]`: the bookings (booking, KV tokens) on endpoint `urls[k]`.
   bool reassert(RedisConnection& c, std::span<const std::string> urls,
                 std::span<const std::vector<std::pair<std::uint64_t, std::int64_t>>> live);

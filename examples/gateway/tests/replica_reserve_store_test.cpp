@@ -147,6 +147,20 @@ TEST_F(ReserveStoreTest, TriesCandidatesInOrderAndCountsItsOwnBookings) {
   EXPECT_EQ(cmd({"HLEN", me.bookingsKey("http://b")}), "2");
 }
 
+TEST_F(ReserveStoreTest, ABandBelowTheTopLeavesThePoolsReserveFree) {
+  ReservationStore me("p:", "me", 60000);
+  ASSERT_TRUE(me.reassert(*conn_, {}, {}));
+  other("them", "http://a", {"0", "0", "0"});  // a: 3 of 4 slots booked; b: 3 of 4 scraped
+  const ReserveCandidate k[] = {{"http://a", 0, 0, 4, 0}, {"http://b", 3, 0, 4, 0}};
+  auto r = me.book(*conn_, 1, 0, k, 1);  // two free in the pool: one may go, leaving one
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->booked, 0);
+  r = me.book(*conn_, 2, 0, k, 1);  // one free: it is the reserve
+  EXPECT_EQ(r->booked, -1);
+  r = me.book(*conn_, 2, 0, k, 0);  // the top band takes it
+  EXPECT_EQ(r->booked, 1);
+}
+
 TEST_F(ReserveStoreTest, LapsedHeartbeatsBookingsAreIgnoredAndDeleted) {
   ReservationStore me("p:", "me", 60000);
   ASSERT_TRUE(me.reassert(*conn_, {}, {}));
