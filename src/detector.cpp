@@ -6,4 +6,5 @@
 #include "holdback/detector/dispatch_ledger-inl.hpp"
 #include "holdback/detector/endpoint_picker-inl.hpp"
 #include "holdback/detector/in_flight_tracker-inl.hpp"
+#include "holdback/detector/reservation-inl.hpp"
 #include "holdback/detector/stage_saturation-inl.hpp"

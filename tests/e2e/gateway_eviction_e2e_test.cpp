@@ -61,13 +61,13 @@ namespace {
 using Clock = std::chrono::steady_clock;
 using namespace std::chrono_literals;
 
-constexpr int kBatchClients = 12;  // 8 slots in the pool: 4 more wait in the gateway
-constexpr int kBatchTokens = 300;
-constexpr int kInteractiveTokens = 8;
+constexpr int kEvictionBatchClients = 12;  // 8 slots in the pool: 4 more wait in the gateway
+constexpr int kEvictionBatchTokens = 300;
+constexpr int kEvictionInteractiveTokens = 8;
 constexpr int kBurst = 4;
 constexpr auto kGrace = 100ms;
 
-std::string gatewayConfig(bool eviction) {
+std::string evictionGatewayConfig(bool eviction) {
   return R"({
   "apiVersion": "inference.networking.x-k8s.io/v1alpha1",
   "kind": "EndpointPickerConfig",
@@ -91,7 +91,7 @@ std::string gatewayConfig(bool eviction) {
 })";
 }
 
-struct Reply {
+struct EvictionReply {
   int status = -1;  // -1: transport error
   std::string error;
   double ms = 0.0;
@@ -100,13 +100,13 @@ struct Reply {
   bool stream = false;
 };
 
-Reply send(HttpClient& c, const std::string& objective, bool stream, int maxTokens,
-           const std::string& flow) {
+EvictionReply send(HttpClient& c, const std::string& objective, bool stream, int maxTokens,
+                   const std::string& flow) {
   const std::string body = std::string(R"({"model": "fake-model", "prompt": "x", "max_tokens": )") +
                            std::to_string(maxTokens) + (stream ? R"(, "stream": true})" : "}");
   HttpHeaders headers{{"x-gateway-inference-objective", objective},
                       {"x-gateway-inference-fairness-id", flow}};
-  Reply r;
+  EvictionReply r;
   r.stream = stream;
   const auto start = Clock::now();
   auto res = c.post("/v1/completions", body, "application/json", headers);
@@ -136,8 +136,8 @@ bool endsWithOneEvictionEvent(const std::string& body) {
 }
 
 struct PhaseResult {
-  std::vector<Reply> interactive;
-  std::vector<Reply> batch;
+  std::vector<EvictionReply> interactive;
+  std::vector<EvictionReply> batch;
   bool filled = false;  // every slot was taken by batch before the first burst
 };
 
@@ -156,7 +156,7 @@ class GatewayEvictionE2ETest : public ::testing::Test {
   }
 
   std::unique_ptr<ChildProcess> startGateway(const std::string& name, bool eviction) {
-    return startGatewayWith(name, dir_, gatewayConfig(eviction),
+    return startGatewayWith(name, dir_, evictionGatewayConfig(eviction),
                             {server_a_.get(), server_b_.get()});
   }
 
@@ -186,12 +186,13 @@ class GatewayEvictionE2ETest : public ::testing::Test {
     std::mutex mu;
     std::atomic<bool> on{true};
     std::vector<std::thread> batch;
-    for (int i = 0; i < kBatchClients; ++i) {
+    for (int i = 0; i < kEvictionBatchClients; ++i) {
       batch.emplace_back([&, i] {
         std::this_thread::sleep_for(i * 5ms);
         auto c = clientFor(gw, 60s);
         while (on) {
-          Reply r = send(c, "batch", i % 2 == 1, kBatchTokens, "batch-" + std::to_string(i));
+          EvictionReply r =
+              send(c, "batch", i % 2 == 1, kEvictionBatchTokens, "batch-" + std::to_string(i));
           std::lock_guard lock(mu);
           out.batch.push_back(std::move(r));
         }
@@ -207,7 +208,8 @@ class GatewayEvictionE2ETest : public ::testing::Test {
       for (int i = 0; i < kBurst; ++i) {
         burst.emplace_back([&, i] {
           auto c = clientFor(gw);
-          Reply r = send(c, "interactive", true, kInteractiveTokens, "chat-" + std::to_string(i));
+          EvictionReply r =
+              send(c, "interactive", true, kEvictionInteractiveTokens, "chat-" + std::to_string(i));
           std::lock_guard lock(mu);
           out.interactive.push_back(std::move(r));
         });
@@ -237,7 +239,7 @@ TEST_F(GatewayEvictionE2ETest, InteractiveBurstEvictsBatchWithOneReplyEachAndUps
   {
     auto c = clientFor(*gateway_);
     for (int i = 0; i < 8; ++i) {
-      const Reply r = send(c, "interactive", true, kInteractiveTokens, "chat-0");
+      const EvictionReply r = send(c, "interactive", true, kEvictionInteractiveTokens, "chat-0");
       ASSERT_EQ(r.status, 200) << r.error;
       unloaded.push_back(r.ms);
     }
@@ -254,17 +256,17 @@ TEST_F(GatewayEvictionE2ETest, InteractiveBurstEvictsBatchWithOneReplyEachAndUps
   ASSERT_TRUE(waitServersIdle(2s)) << "the model servers are still busy after the drain";
   std::vector<double> interactive_ms;
   int interactive_ok = 0;
-  for (const Reply& r : held.interactive) {
+  for (const EvictionReply& r : held.interactive) {
     EXPECT_EQ(r.status, 200) << r.error << r.body;
     if (r.status != 200) continue;
     const SseSummary s = summarizeSse(r.body);
-    EXPECT_TRUE(s.done && s.events == kInteractiveTokens) << r.body;
+    EXPECT_TRUE(s.done && s.events == kEvictionInteractiveTokens) << r.body;
     EXPECT_LE(r.ms, bound) << "interactive request not served within the bound";
     interactive_ms.push_back(r.ms);
     ++interactive_ok;
   }
   int batch_ok = 0, evicted_json = 0, evicted_stream = 0, other = 0;
-  for (const Reply& r : held.batch) {
+  for (const EvictionReply& r : held.batch) {
     if (r.status == 429) {
       const auto body = nlohmann::json::parse(r.body, nullptr, false);
       // Streamed or not: a request revoked before its response head went out (queued, or
@@ -278,7 +280,7 @@ TEST_F(GatewayEvictionE2ETest, InteractiveBurstEvictsBatchWithOneReplyEachAndUps
     }
     if (r.status == 200 && r.stream) {
       const SseSummary s = summarizeSse(r.body);
-      if (s.done && s.events == kBatchTokens) {
+      if (s.done && s.events == kEvictionBatchTokens) {
         ++batch_ok;
       } else {
         const bool ok = endsWithOneEvictionEvent(r.body);
@@ -309,7 +311,8 @@ TEST_F(GatewayEvictionE2ETest, InteractiveBurstEvictsBatchWithOneReplyEachAndUps
   const double too_late = metricSum(m, "holdback_gateway_evictions_total", "result=\"too_late\"");
   const double success = serversSum("vllm:request_success_total") - success0;
   const double tokens = serversSum("vllm:generation_tokens_total") - tokens0;
-  const double ok_tokens = double(batch_ok) * kBatchTokens + interactive_ok * kInteractiveTokens;
+  const double ok_tokens =
+      double(batch_ok) * kEvictionBatchTokens + interactive_ok * kEvictionInteractiveTokens;
   std::printf(
       "[e2e-evict] unloaded interactive median %.1f ms; bound 2B + %d x (grace %lld + 50) ms = "
       "%.1f ms\n"
@@ -323,7 +326,7 @@ TEST_F(GatewayEvictionE2ETest, InteractiveBurstEvictsBatchWithOneReplyEachAndUps
                              : *std::max_element(interactive_ms.begin(), interactive_ms.end()),
       interactive_ms.size(), held.batch.size(), batch_ok, evicted, evicted_json, evicted_stream,
       other, issued, issued_batch, confirmed, timed_out, actuated, too_late, success,
-      batch_ok + interactive_ok, tokens - ok_tokens, ok_tokens, evicted, kBatchTokens);
+      batch_ok + interactive_ok, tokens - ok_tokens, ok_tokens, evicted, kEvictionBatchTokens);
   // a. every interactive request served within the bound (checked per reply above).
   EXPECT_EQ(interactive_ok, 2 * kBurst);
   // b. evictions happened; each evicted client got one reply (429 or a terminated stream).
@@ -334,7 +337,7 @@ TEST_F(GatewayEvictionE2ETest, InteractiveBurstEvictsBatchWithOneReplyEachAndUps
   // fewer tokens than it asked for.
   EXPECT_EQ(success, double(batch_ok + interactive_ok));
   EXPECT_GE(tokens, ok_tokens);
-  EXPECT_LT(tokens - ok_tokens, double(evicted) * kBatchTokens);
+  EXPECT_LT(tokens - ok_tokens, double(evicted) * kEvictionBatchTokens);
   // d. the books balance.
   EXPECT_EQ(issued, issued_batch) << "only batch (priority < 0) may be revoked";
   EXPECT_EQ(issued, actuated + too_late) << m;
@@ -368,22 +371,23 @@ TEST_F(GatewayEvictionE2ETest, InteractiveBurstEvictsBatchWithOneReplyEachAndUps
   {
     std::atomic<bool> on{true};
     std::vector<std::thread> batch;
-    for (int i = 0; i < kBatchClients; ++i) {
+    for (int i = 0; i < kEvictionBatchClients; ++i) {
       batch.emplace_back([&, i] {
         std::this_thread::sleep_for(i * 5ms);
         auto c = clientFor(*gateway_, 1s);
-        while (on) send(c, "batch", i % 2 == 1, kBatchTokens, "batch-" + std::to_string(i));
+        while (on) send(c, "batch", i % 2 == 1, kEvictionBatchTokens, "batch-" + std::to_string(i));
       });
     }
     std::this_thread::sleep_for(300ms);
     std::mutex mu;
-    std::vector<Reply> churn_interactive;
+    std::vector<EvictionReply> churn_interactive;
     for (int b = 0; b < 6; ++b) {
       std::vector<std::thread> burst;
       for (int i = 0; i < kBurst; ++i) {
         burst.emplace_back([&, i] {
           auto c = clientFor(*gateway_);
-          Reply r = send(c, "interactive", true, kInteractiveTokens, "chat-" + std::to_string(i));
+          EvictionReply r =
+              send(c, "interactive", true, kEvictionInteractiveTokens, "chat-" + std::to_string(i));
           std::lock_guard lock(mu);
           churn_interactive.push_back(std::move(r));
         });
@@ -393,7 +397,7 @@ TEST_F(GatewayEvictionE2ETest, InteractiveBurstEvictsBatchWithOneReplyEachAndUps
     }
     on = false;
     for (auto& t : batch) t.join();
-    for (const Reply& r : churn_interactive) EXPECT_EQ(r.status, 200) << r.error << r.body;
+    for (const EvictionReply& r : churn_interactive) EXPECT_EQ(r.status, 200) << r.error << r.body;
     ASSERT_TRUE(waitServersIdle(3s)) << "the model servers are still busy after the churn";
     std::this_thread::sleep_for(100ms);  // the last aborted exchanges end their leases
     const std::string c = getMetrics(*gateway_);
@@ -425,11 +429,11 @@ TEST_F(GatewayEvictionE2ETest, InteractiveBurstEvictsBatchWithOneReplyEachAndUps
   const PhaseResult control = phase(*gateway_, 1);
   ASSERT_TRUE(control.filled);
   std::vector<double> control_ms;
-  for (const Reply& r : control.interactive) {
+  for (const EvictionReply& r : control.interactive) {
     EXPECT_EQ(r.status, 200) << r.error;
     control_ms.push_back(r.ms);
   }
-  for (const Reply& r : control.batch) EXPECT_EQ(r.status, 200) << r.error << r.body;
+  for (const EvictionReply& r : control.batch) EXPECT_EQ(r.status, 200) << r.error << r.body;
   std::printf("[e2e-evict] control (no eviction): interactive median %.1f ms (n=%zu)\n",
               median(control_ms), control_ms.size());
   EXPECT_GT(median(control_ms), bound) << "the bound does not distinguish eviction from none";

@@ -56,7 +56,7 @@ std::string request(std::string_view method, std::string_view target, std::strin
   return r;
 }
 
-const std::string kBody = R"({"model":"fake-model","prompt":"hi","max_tokens":2})";
+const std::string kHostileInputBody = R"({"model":"fake-model","prompt":"hi","max_tokens":2})";
 
 std::string contentLength(std::size_t n) {
   return "Content-Length: " + std::to_string(n);
@@ -67,12 +67,12 @@ Case makeCase(std::mt19937& rng) {
   const std::string json = "Content-Type: application/json";
   switch (pick(10)) {
     case 0:  // the control: valid
-      return {request("POST", "/v1/completions", "HTTP/1.1", {json, contentLength(kBody.size())},
-                      kBody),
+      return {request("POST", "/v1/completions", "HTTP/1.1",
+                      {json, contentLength(kHostileInputBody.size())}, kHostileInputBody),
               true, "valid"};
     case 1: {  // bytes flipped, inserted or dropped in the head
       std::string r = request("POST", "/v1/completions", "HTTP/1.1",
-                              {json, contentLength(kBody.size())}, kBody);
+                              {json, contentLength(kHostileInputBody.size())}, kHostileInputBody);
       const std::size_t head = r.find("\r\n\r\n");
       const int edits = 1 + pick(4);
       static constexpr char kBytes[] = {'\r', '\n', ' ', ':', '\0', '\x7f', '\xff', '\t', 'A', '"'};
@@ -96,13 +96,16 @@ Case makeCase(std::mt19937& rng) {
     case 2: {  // Content-Length wrong: smaller (leftover bytes), larger (waits), or garbage
       static const char* kLengths[] = {
           "0", "5", "99999", "-1", "1e3", "0x10", "", "18446744073709551616", "  12  ", "12, 12"};
-      return {request("POST", "/v1/completions", "HTTP/1.1",
-                      {json, std::string("Content-Length: ") + kLengths[pick(10)]}, kBody),
-              false, "content-length"};
+      return {
+          request("POST", "/v1/completions", "HTTP/1.1",
+                  {json, std::string("Content-Length: ") + kLengths[pick(10)]}, kHostileInputBody),
+          false, "content-length"};
     }
     case 3:  // two Content-Lengths that disagree: a request smuggling shape, refused
       return {request("POST", "/v1/completions", "HTTP/1.1",
-                      {json, contentLength(kBody.size()), contentLength(kBody.size() + 3)}, kBody),
+                      {json, contentLength(kHostileInputBody.size()),
+                       contentLength(kHostileInputBody.size() + 3)},
+                      kHostileInputBody),
               false, "duplicate-content-length"};
     case 4: {  // chunked framing, valid or not
       static const char* kChunks[] = {"",
@@ -116,8 +119,8 @@ Case makeCase(std::mt19937& rng) {
       const bool valid = pick(2) == 0;
       if (valid) {
         char size[16];
-        std::snprintf(size, sizeof size, "%zx", kBody.size());
-        body = std::string(size) + "\r\n" + kBody + "\r\n0\r\n\r\n";
+        std::snprintf(size, sizeof size, "%zx", kHostileInputBody.size());
+        body = std::string(size) + "\r\n" + kHostileInputBody + "\r\n0\r\n\r\n";
       } else {
         body = kChunks[pick(7)];
       }
@@ -135,7 +138,7 @@ Case makeCase(std::mt19937& rng) {
       const bool known =
           std::string_view(version) == "HTTP/1.1" || std::string_view(version) == "HTTP/1.0";
       return {request(kMethods[pick(6)], kTargets[pick(7)], version,
-                      {json, contentLength(kBody.size())}, kBody),
+                      {json, contentLength(kHostileInputBody.size())}, kHostileInputBody),
               known, "method-target-version"};
     }
     case 6: {  // a body that is not one JSON object, with the right length
@@ -148,9 +151,9 @@ Case makeCase(std::mt19937& rng) {
     }
     case 7: {  // an oversized header (over --max-header-bytes 4096)
       return {request("POST", "/v1/completions", "HTTP/1.1",
-                      {json, contentLength(kBody.size()),
+                      {json, contentLength(kHostileInputBody.size()),
                        "X-Big: " + std::string(6000 + pick(20000), 'b')},
-                      kBody),
+                      kHostileInputBody),
               true, "big-header"};
     }
     case 8: {  // odd but legal or refused header shapes
@@ -163,8 +166,8 @@ Case makeCase(std::mt19937& rng) {
                                       "Expect: 100-continue",
                                       "Connection: close"};
       const std::string& h = kHeaders[pick(8)];
-      return {request("POST", "/v1/completions", "HTTP/1.1", {json, contentLength(kBody.size()), h},
-                      kBody),
+      return {request("POST", "/v1/completions", "HTTP/1.1",
+                      {json, contentLength(kHostileInputBody.size()), h}, kHostileInputBody),
               false, "odd-header"};
     }
     default: {  // random bytes
@@ -373,7 +376,7 @@ TEST(GatewayHostileInputE2ETest, EveryConnectionGetsWellFormedRepliesAndTheGatew
   // Still up, and serving.
   EXPECT_FALSE(gateway.waitExit(10ms).has_value()) << "the gateway exited";
   auto client = clientFor(gateway, 10s);
-  auto ok = client.post("/v1/completions", kBody, "application/json");
+  auto ok = client.post("/v1/completions", kHostileInputBody, "application/json");
   ASSERT_TRUE(ok);
   EXPECT_EQ(ok->status, 200);
   auto health = client.get("/healthz");
@@ -417,7 +420,8 @@ TEST(GatewayHostileInputE2ETest, KeptAliveConnectionsServeEachRequestAndCloseWhe
       metricValue(getMetrics(gateway), "holdback_gateway_client_timeouts_total").value_or(0);
   const std::string one =
       request("POST", "/v1/completions", "HTTP/1.1",
-              {"Content-Type: application/json", contentLength(kBody.size())}, kBody);
+              {"Content-Type: application/json", contentLength(kHostileInputBody.size())},
+              kHostileInputBody);
 
   // A connection that never sends a byte is closed after the idle timeout.
   const int silent = connectTo(gateway);

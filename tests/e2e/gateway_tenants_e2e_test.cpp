@@ -86,7 +86,7 @@ const std::string kEvictionConfig = R"({
   }
 })";
 
-struct Reply {
+struct TenantsReply {
   int status = -1;  // -1: transport error
   std::string error;
   std::string body;
@@ -96,8 +96,8 @@ struct Reply {
   double ms = 0.0;
 };
 
-Reply complete(HttpClient& c, const std::string& key, const std::string& objective, int maxTokens,
-               std::vector<std::pair<std::string, std::string>> extra = {}) {
+TenantsReply complete(HttpClient& c, const std::string& key, const std::string& objective,
+                      int maxTokens, std::vector<std::pair<std::string, std::string>> extra = {}) {
   HttpHeaders headers = std::move(extra);
   if (!key.empty()) headers.emplace_back("Authorization", "Bearer " + key);
   if (!objective.empty()) headers.emplace_back("x-gateway-inference-objective", objective);
@@ -105,7 +105,7 @@ Reply complete(HttpClient& c, const std::string& key, const std::string& objecti
       R"({"model": "fake-model", "prompt": "x", "max_tokens": )" + std::to_string(maxTokens) + "}";
   const auto start = Clock::now();
   auto res = c.post("/v1/completions", body, "application/json", headers);
-  Reply r;
+  TenantsReply r;
   r.ms = msSince(start);
   if (!res) {
     r.error = res.error();
@@ -236,24 +236,25 @@ TEST_F(GatewayTenantsE2ETest, KeysAdminListenerAndReload) {
   auto c = clientFor(*gateway_);
 
   // No key, a bad key, another scheme, two Authorization headers: 401, one reply each.
-  const Reply none = complete(c, "", "interactive", 2);
+  const TenantsReply none = complete(c, "", "interactive", 2);
   EXPECT_EQ(none.status, 401) << none.error << none.body;
   EXPECT_EQ(none.wwwAuthenticate, "Bearer");
   EXPECT_TRUE(isOpenAiErrorBody(none.body)) << none.body;
   EXPECT_EQ(nlohmann::json::parse(none.body)["error"]["type"], "authentication_error");
-  const Reply bad = complete(c, "sk-nobody-0123456789abcdef", "interactive", 2);
+  const TenantsReply bad = complete(c, "sk-nobody-0123456789abcdef", "interactive", 2);
   EXPECT_EQ(bad.status, 401) << bad.body;
   EXPECT_EQ(bad.wwwAuthenticate.rfind("Bearer", 0), 0u) << bad.wwwAuthenticate;
   EXPECT_TRUE(isOpenAiErrorBody(bad.body)) << bad.body;
-  const Reply basic = complete(c, "", "", 2, {{"Authorization", "Basic " + kChatKey}});
+  const TenantsReply basic = complete(c, "", "", 2, {{"Authorization", "Basic " + kChatKey}});
   EXPECT_EQ(basic.status, 401) << basic.body;
-  const Reply twice = complete(c, kChatKey, "", 2, {{"Authorization", "Bearer " + kChatKey}});
+  const TenantsReply twice =
+      complete(c, kChatKey, "", 2, {{"Authorization", "Bearer " + kChatKey}});
   EXPECT_EQ(twice.status, 401) << twice.body;
   EXPECT_EQ(getStatus(host, port, "/v1/models"), 401);
 
   // A tenant's key: served, and the model server did not see the Authorization header (it did
   // see the others: the hook works).
-  const Reply ok = complete(c, kChatKey, "interactive", 2);
+  const TenantsReply ok = complete(c, kChatKey, "interactive", 2);
   ASSERT_EQ(ok.status, 200) << ok.error << ok.body;
   EXPECT_EQ(ok.receivedHeaders.find("authorization"), std::string::npos) << ok.receivedHeaders;
   EXPECT_NE(ok.receivedHeaders.find("x-gateway-inference-objective"), std::string::npos)
@@ -352,7 +353,7 @@ TEST_F(GatewayTenantsE2ETest, ClampedClaimsRevokeNothing) {
   };
 
   // The batch tenant fills the 4 slots with long requests (150 tokens: about 1.5 s).
-  std::vector<std::future<Reply>> batch;
+  std::vector<std::future<TenantsReply>> batch;
   for (int i = 0; i < 4; ++i) batch.push_back(send(kBatchKey, "batch", 150));
   const auto fill_deadline = Clock::now() + 2s;
   while (Clock::now() < fill_deadline && running() < 4) std::this_thread::sleep_for(10ms);
@@ -361,7 +362,7 @@ TEST_F(GatewayTenantsE2ETest, ClampedClaimsRevokeNothing) {
   // The same tenant claims interactive: clamped to batch, it waits behind the batch work and
   // revokes nothing (an interactive request would have revoked one within a dispatch cycle).
   const auto claimed_at = Clock::now();
-  std::vector<std::future<Reply>> claims;
+  std::vector<std::future<TenantsReply>> claims;
   for (int i = 0; i < 2; ++i) {  // each with a fairness id of its own, which is ignored
     claims.push_back(send(kBatchKey, "interactive", 4, "rotating-" + std::to_string(i)));
   }
@@ -381,14 +382,14 @@ TEST_F(GatewayTenantsE2ETest, ClampedClaimsRevokeNothing) {
   }
 
   // A real interactive tenant: it revokes a batch request and is served at once.
-  std::future<Reply> chat = send(kChatKey, "interactive", 4);
-  const Reply chat_reply = chat.get();
+  std::future<TenantsReply> chat = send(kChatKey, "interactive", 4);
+  const TenantsReply chat_reply = chat.get();
   EXPECT_EQ(chat_reply.status, 200) << chat_reply.error << chat_reply.body;
-  std::vector<Reply> claim_replies;
+  std::vector<TenantsReply> claim_replies;
   for (auto& f : claims) claim_replies.push_back(f.get());
   int evicted = 0;
   for (auto& f : batch) {
-    const Reply r = f.get();
+    const TenantsReply r = f.get();
     if (r.status == 429 && r.dropReason == "evicted") {
       ++evicted;
     } else {
@@ -396,7 +397,7 @@ TEST_F(GatewayTenantsE2ETest, ClampedClaimsRevokeNothing) {
     }
   }
   const double claims_done_ms = msSince(claimed_at);
-  for (const Reply& r : claim_replies) {
+  for (const TenantsReply& r : claim_replies) {
     EXPECT_EQ(r.status, 200) << r.error << r.body;
     // Served once a slot freed (after the interactive tenant's request), not at once.
     EXPECT_GT(r.ms, 400.0) << "clamped " << r.ms << " ms, chat " << chat_reply.ms;

@@ -25,7 +25,7 @@ namespace {
 
 using namespace std::chrono_literals;
 
-constexpr const char* kBody = R"({"model": "fake-model", "prompt": "hi", "max_tokens": 4})";
+constexpr const char* kFloorBody = R"({"model": "fake-model", "prompt": "hi", "max_tokens": 4})";
 
 class ProxyFloorE2ETest : public ::testing::Test {
  protected:
@@ -65,7 +65,7 @@ TEST_F(ProxyFloorE2ETest, RelaysKeptAliveRequestsAndStreamsUnchanged) {
   // Several requests over one kept-alive connection: each reply whole and parseable.
   auto c = client();
   for (int i = 0; i < 5; ++i) {
-    auto r = c.post("/v1/completions", kBody, "application/json");
+    auto r = c.post("/v1/completions", kFloorBody, "application/json");
     ASSERT_TRUE(r) << "request " << i << ": " << r.error();
     ASSERT_EQ(r->status, 200);
     const auto j = nlohmann::json::parse(r->body);
@@ -88,7 +88,7 @@ TEST_F(ProxyFloorE2ETest, RelaysKeptAliveRequestsAndStreamsUnchanged) {
     threads.emplace_back([&] {
       auto cc = client();
       for (int i = 0; i < 10; ++i) {
-        auto r = cc.post("/v1/completions", kBody, "application/json");
+        auto r = cc.post("/v1/completions", kFloorBody, "application/json");
         if (r && r->status == 200 && r->body.find("\"completion_tokens\":4") != std::string::npos)
           ok.fetch_add(1);
       }
@@ -118,11 +118,11 @@ TEST_F(ProxyFloorE2ETest, ClosesTheClientConnectionWhenTheUpstreamIsUnreachable)
   ASSERT_TRUE(floor_->startedOk());
   auto c = client();
   const auto start = std::chrono::steady_clock::now();
-  auto r = c.post("/v1/completions", kBody, "application/json");
+  auto r = c.post("/v1/completions", kFloorBody, "application/json");
   EXPECT_FALSE(r) << "status " << (r ? r->status : 0);
   EXPECT_LT(std::chrono::steady_clock::now() - start, 4s) << "closed, not left to time out";
   // The relay itself stays up for the next client.
-  auto again = client().post("/v1/completions", kBody, "application/json");
+  auto again = client().post("/v1/completions", kFloorBody, "application/json");
   EXPECT_FALSE(again);
   EXPECT_FALSE(floor_->waitExit(10ms).has_value()) << "the relay exited";
 }
