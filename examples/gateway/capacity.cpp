@@ -193,7 +193,12 @@ std::int64_t CapacityLearner::estimatedSlots(const State& s) const {
 
 LearnedCapacity CapacityLearner::learned(std::size_t i) const {
   std::lock_guard lock(mu_);
-  return states_[i].now;
+  const State& s = states_[i];
+  LearnedCapacity out = s.now;
+  out.bookingSlots = out.slotSource != SlotSource::kEstimate ? out.slots
+                     : s.confirmed && s.mostRunning > 0      ? s.mostRunning
+                                                             : s.mostRunning + 1;
+  return out;
 }
 
 }  // namespace holdback::gateway

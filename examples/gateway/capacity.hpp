@@ -73,6 +73,10 @@ struct LearnedCapacity {
   SlotSource slotSource = SlotSource::kEstimate;
   std::int64_t kvCapacityTokens = 0;  // 0 = unknown
   KvSource kvSource = KvSource::kNotScraped;
+  // The slot count a booking checks (--replica-mode reserve): `slots`, except for an estimate,
+  // S + 1 until a queue confirmed S (one probe; the bookings keep the reserve pool-wide
+  // themselves), then S.
+  std::int64_t bookingSlots = 0;
 };
 
 class CapacityLearner {

@@ -24,8 +24,6 @@ namespace {
 using namespace std::chrono_literals;
 using SteadyClock = std::chrono::steady_clock;
 
-// A slot count the pool does not know yet: the slot dimension is not checked.
-constexpr std::int64_t kUnknownSlots = ReplicaInputLimits::kMaxPending;
 // How often parked requests are retried without a release of this replica.
 constexpr auto kParkedRetry = 2ms;
 
@@ -264,7 +262,7 @@ class RedisReserver final : public ReplicaReserver {
       k.kvCapacity = std::max<std::int64_t>(0, cap.kvCapacityTokens);
       k.scrapedKv = static_cast<std::int64_t>(
           std::llround(std::clamp(use.kvCacheUsage, 0.0, 1.0) * static_cast<double>(k.kvCapacity)));
-      k.slots = cap.slots > 0 ? cap.slots : kUnknownSlots;
+      k.slots = std::max<std::int64_t>(0, cap.bookingSlots);  // 0: unknown, not checked
       cands_.push_back(k);
     }
   }

@@ -1,5 +1,6 @@
 #include "replica_reserve_store.hpp"
 
+#include <algorithm>
 #include <string>
 
 #include "replica_input.hpp"
@@ -65,7 +66,8 @@ for i = 1, n do
   end
   local s = math.max(nonneg(ARGV[b + 2]), bSlots)
   used[i] = {s, math.max(nonneg(ARGV[b + 3]), bKv)}
-  free = free + math.max(0, nonneg(ARGV[b + 4]) - s)
+  local slots = nonneg(ARGV[b + 4])
+  if slots > 0 then free = free + math.max(0, slots - s) else free = free + keep + 1 end
 end
 if keep > 0 and free - 1 < keep then return {0, bad, expired} end
 for i = 1, n do
@@ -73,8 +75,9 @@ for i = 1, n do
   local set = P .. 'bk:' .. ARGV[b + 1]
   local slots, kvCap = nonneg(ARGV[b + 4]), nonneg(ARGV[b + 5])
   local usedSlots, usedKv = used[i][1], used[i][2]
-  if usedSlots + 1 <= slots and
-      (kv <= 0 or kvCap <= 0 or usedKv + kv <= kvCap or usedSlots == 0) then
+  -- reservationFits (include/holdback/detector/reservation.hpp), without sums
+  if (slots <= 0 or usedSlots < slots) and
+      (kv == 0 or kvCap == 0 or (usedKv <= kvCap and kv <= kvCap - usedKv) or usedSlots == 0) then
     local ok = redis.pcall('HSET', set .. ':' .. me, id, kvs)
     if type(ok) == 'table' and ok.err then
       bad = bad + 1
@@ -173,7 +176,8 @@ std::optional<ReserveBookResult> ReservationStore::book(
                                 prefix_,
                                 id_,
                                 std::to_string(booking),
-                                std::to_string(kvTokens < 0 ? 0 : kvTokens),
+                                std::to_string(std::clamp<std::int64_t>(
+                                    kvTokens, 0, ReplicaInputLimits::kMaxPending)),
                                 std::to_string(ReplicaInputLimits::kMaxPending),
                                 std::to_string(candidates.size()),
                                 std::to_string(keepFree < 0 ? 0 : keepFree)};

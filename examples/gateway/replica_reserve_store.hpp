@@ -10,13 +10,13 @@
 // over the bookings of every replica in its set whose heartbeat lives (the bookings of a replica
 // whose heartbeat is gone are deleted, and counted as expired; an entry that is not a decimal
 // integer in [0, kMaxPending] is ignored and counted as bad), used = max(scraped, booked) per
-// dimension, and the request fits iff
-//   usedSlots + 1 <= slots and (kv <= 0 or kvCapacity <= 0 or usedKv + kv <= kvCapacity or
-//   usedSlots == 0)
-// (negative inputs count as 0); the first that fits is booked (HSET + SADD) and its position
+// dimension, and the request fits by reservationFits (include/holdback/detector/reservation.hpp:
+// slots unknown (<= 0) or usedSlots + 1 <= slots, and kv <= 0 or kvCapacity <= 0 or usedKv + kv
+// <= kvCapacity or usedSlots == 0; negative inputs count as 0); the first that fits is booked (HSET + SADD) and its position
 // returned, none fitting returns 0. With `keepFree` K > 0 (a request below the top band, K the
 // reserve policy's fixed reserve) the request must also leave K slots free over the candidates
-// together: sum over candidates of max(0, slots - usedSlots) - 1 >= K, the reserve that one
+// together: sum over candidates of max(0, slots - usedSlots) - 1 >= K (a candidate of unknown
+// slots counts as room enough), the reserve that one
 // gateway's controller keeps for its protected band (the per-endpoint rule alone lets replicas
 // that each see the reserve free spend it together). When this replica's own heartbeat is gone the script books
 // nothing and says so: the caller re-asserts (below) and calls again.
@@ -52,7 +52,7 @@ struct ReserveCandidate {
   std::string_view url;
   std::int64_t scrapedSlots = 0;  // running + waiting, the calling replica's last scrape
   std::int64_t scrapedKv = 0;     // KV tokens in use, same scrape
-  std::int64_t slots = 0;         // the endpoint's slot count
+  std::int64_t slots = 0;         // the endpoint's slot count (0: unknown, not checked)
   std::int64_t kvCapacity = 0;    // its KV capacity in tokens (0: unknown, not checked)
 };
 

@@ -273,6 +273,19 @@ TEST(CapacityLearner, TheProbeIsWiderThanTheReserveSoNoBandIsHeldBeforeTheEstima
   EXPECT_EQ(learner.observe(0, {}, 4.0, 1.0)->maxRunningRequests, 4);
 }
 
+// --replica-mode reserve: a booking checks the estimate with one probe slot and without the
+// reserve's widening (the bookings keep the reserve pool-wide), and a configured count as is.
+TEST(CapacityLearner, BookingSlotsProbeOneBeyondTheEstimate) {
+  CapacityLearner learner({"http://a", "http://b"}, {{}, {.endpoint = 6}}, {}, 2);
+  EXPECT_EQ(learner.learned(0).bookingSlots, 1);  // nothing shown running yet
+  (void)learner.observe(0, {}, 4.0, 0.0);
+  EXPECT_EQ(learner.learned(0).slots, 7);
+  EXPECT_EQ(learner.learned(0).bookingSlots, 5);
+  (void)learner.observe(0, {}, 4.0, 1.0);
+  EXPECT_EQ(learner.learned(0).bookingSlots, 4);
+  EXPECT_EQ(learner.learned(1).bookingSlots, 6);
+}
+
 }  // namespace
 }  // namespace holdback::gateway
 

@@ -11,7 +11,10 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <algorithm>
 #include <cstdlib>
+#include <fstream>
+#include <sstream>
 #include <memory>
 #include <string>
 #include <thread>
@@ -85,47 +88,54 @@ class ReserveStoreTest : public ::testing::Test {
 };
 
 struct ReserveRuleVector {
-  std::int64_t scrapedSlots, scrapedKv, bookedSlots, bookedKv, slots, kvCapacity, kv;
+  std::string name;
+  std::int64_t slots, kvCapacity, scrapedSlots, scrapedKv, bookedSlots, bookedKv, kv;
   bool fits;
 };
 
-// The rule: used = max(scraped, booked) per dimension; fits iff usedSlots + 1 <= slots and
-// (kv <= 0 or kvCapacity <= 0 or usedKv + kv <= kvCapacity or usedSlots == 0).
-const ReserveRuleVector kReserveRuleVectors[] = {
-    {0, 0, 0, 0, 4, 1000, 100, true},       // empty
-    {3, 0, 0, 0, 4, 1000, 100, true},       // the last slot (scraped)
-    {4, 0, 0, 0, 4, 1000, 100, false},      // full (scraped)
-    {0, 0, 3, 0, 4, 1000, 100, true},       // the last slot (booked)
-    {1, 0, 4, 0, 4, 0, 0, false},           // full (booked beats scraped)
-    {4, 0, 1, 0, 4, 0, 0, false},           // full (scraped beats booked)
-    {1, 900, 0, 0, 4, 1000, 100, true},     // KV exactly full after
-    {1, 901, 0, 0, 4, 1000, 100, false},    // KV over (scraped)
-    {1, 0, 1, 950, 4, 1000, 100, false},    // KV over (booked)
-    {0, 0, 0, 0, 4, 1000, 5000, true},      // larger than the cache, but the endpoint is empty
-    {1, 990, 0, 0, 4, 0, 5000, true},       // KV capacity unknown: not checked
-    {2, 999, 0, 0, 4, 1000, 0, true},       // no KV declared: not checked
-    {-5, -3, 0, 0, 1, 1000, 10, true},      // negative inputs count as 0
-    {0, 0, 0, 0, 0, 1000, 10, false},       // no slot
-    {0, 0, 0, 0, -1, 1000, 10, false},      // a negative slot count is 0
-};
+// The rule's vectors, shared with reservationFits (tests/detector/reservation_vectors.txt).
+std::vector<ReserveRuleVector> reserveRuleVectors() {
+  std::ifstream in(std::string(HOLDBACK_SOURCE_DIR) + "/tests/detector/reservation_vectors.txt");
+  std::vector<ReserveRuleVector> out;
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.empty() || line[0] == '#') continue;
+    std::istringstream row(line);
+    ReserveRuleVector v;
+    int fits = 0;
+    row >> v.name >> v.slots >> v.kvCapacity >> v.scrapedSlots >> v.scrapedKv >> v.bookedSlots >>
+        v.bookedKv >> v.kv >> fits;
+    v.fits = fits != 0;
+    if (row) out.push_back(v);
+  }
+  return out;
+}
 
 TEST_F(ReserveStoreTest, FitRuleOnSharedVectors) {
   ReservationStore me("p:", "me", 60000);
   ASSERT_TRUE(me.reassert(*conn_, {}, {})) << me.error();
+  const auto vectors = reserveRuleVectors();
+  ASSERT_GE(vectors.size(), 20U);
   int n = 0;
-  for (const ReserveRuleVector& v : kReserveRuleVectors) {
+  for (const ReserveRuleVector& v : vectors) {
     const std::string url = "http://e" + std::to_string(n++);
+    // Another replica's bookings: bookedSlots entries, the first carrying every KV token (a
+    // negative count or KV is none: entries are non-negative by construction).
     std::vector<std::string> kvs;
     for (std::int64_t i = 0; i < v.bookedSlots; ++i) {
-      kvs.push_back(std::to_string(i == 0 ? v.bookedKv : 0));
+      kvs.push_back(std::to_string(i == 0 ? std::max<std::int64_t>(0, v.bookedKv) : 0));
+    }
+    if (v.bookedSlots <= 0 && v.bookedKv > 0) {
+      ADD_FAILURE() << v.name << ": booked KV without a booking cannot be stored";
+      continue;
     }
     other("them", url, kvs);
     const ReserveCandidate k{url, v.scrapedSlots, v.scrapedKv, v.slots, v.kvCapacity};
     const auto r = me.book(*conn_, 7, v.kv, std::span(&k, 1));
     ASSERT_TRUE(r) << me.error();
-    EXPECT_EQ(r->booked, v.fits ? 0 : -1) << "vector " << n - 1;
-    EXPECT_EQ(r->bad, 0);
-    EXPECT_EQ(cmd({"HEXISTS", "p:bk:" + url + ":me", "7"}), v.fits ? "1" : "0");
+    EXPECT_EQ(r->booked, v.fits ? 0 : -1) << v.name;
+    EXPECT_EQ(r->bad, 0) << v.name;
+    EXPECT_EQ(cmd({"HEXISTS", "p:bk:" + url + ":me", "7"}), v.fits ? "1" : "0") << v.name;
   }
 }
 
