@@ -182,8 +182,7 @@ std::string renderMetrics(Gateway& gw) {
          "Other replicas' booking lists this replica's bookings deleted: their heartbeat was gone.",
          load(rc.expiredBookings)},
         {"holdback_gateway_replica_reserve_failures_total", "counter",
-         "Redis calls of the reserver that failed (each drops the connection).",
-         load(rc.failures)},
+         "Redis calls of the reserver that failed (each drops the connection).", load(rc.failures)},
         {"holdback_gateway_replica_reserve_bad_entries_total", "counter",
          "Booking entries read back from Redis that were ignored (not an integer in range, a key "
          "of another type).",

@@ -133,8 +133,8 @@ Pool::Dispatch Pool::dispatchTo(std::size_t i, std::int64_t kvTokens) {
   states_[i]->dispatches.fetch_add(1, std::memory_order_relaxed);
   ReplicaFeedSink* feed = feed_.load(std::memory_order_acquire);
   if (feed != nullptr) feed->dispatched(i, kvTokens);
-  return Dispatch{i, ledger_.dispatch(ids_[i], kvTokens), Dispatch::FeedCompletion(feed, i, kvTokens),
-                  {}};
+  return Dispatch{
+      i, ledger_.dispatch(ids_[i], kvTokens), Dispatch::FeedCompletion(feed, i, kvTokens), {}};
 }
 
 void Pool::Dispatch::BookingRelease::send() noexcept {

@@ -49,8 +49,8 @@
 #include "vllm_telemetry.hpp"
 
 namespace holdback::gateway {
-class ReplicaFeedSink;   // replica_feed.hpp
-class ReservationSink;   // replica_reserve.hpp
+class ReplicaFeedSink;  // replica_feed.hpp
+class ReservationSink;  // replica_reserve.hpp
 }  // namespace holdback::gateway
 
 namespace holdback::gateway {

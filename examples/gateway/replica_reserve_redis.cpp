@@ -6,8 +6,8 @@
 #include <chrono>
 #include <cmath>
 #include <condition_variable>
-#include <deque>
 #include <cstdio>
+#include <deque>
 #include <mutex>
 #include <random>
 #include <thread>
@@ -36,8 +36,8 @@ std::string reserverId() {
 
 class RedisReserver final : public ReplicaReserver {
  public:
-  RedisReserver(const RedisStore& redis, std::vector<std::string> urls, Gateway& gw,
-                int intervalMs, int leaseMs)
+  RedisReserver(const RedisStore& redis, std::vector<std::string> urls, Gateway& gw, int intervalMs,
+                int leaseMs)
       : url_(redis.url),
         describe_(redis.url.describe()),
         urls_(std::move(urls)),
@@ -154,8 +154,8 @@ class RedisReserver final : public ReplicaReserver {
     for (ReserveRequest& r : submitted) {
       Parked p{std::move(r), now, false};
       // Priority descending, then enqueue time: after every entry that goes before it.
-      const auto at = std::upper_bound(
-          parked_.begin(), parked_.end(), p, [](const Parked& a, const Parked& b) {
+      const auto at =
+          std::upper_bound(parked_.begin(), parked_.end(), p, [](const Parked& a, const Parked& b) {
             if (a.r.priority != b.r.priority) return a.r.priority > b.r.priority;
             return a.r.enqueueTime < b.r.enqueueTime;
           });
@@ -272,9 +272,8 @@ class RedisReserver final : public ReplicaReserver {
     while (!parked_.empty() && conn_) {
       Parked& p = parked_.front();
       candidates(p.r);
-      std::optional<ReserveBookResult> res =
-          store_.book(*conn_, p.r.id, p.r.kvTokens, std::span<const ReserveCandidate>(cands_),
-                      p.r.keepFree);
+      std::optional<ReserveBookResult> res = store_.book(
+          *conn_, p.r.id, p.r.kvTokens, std::span<const ReserveCandidate>(cands_), p.r.keepFree);
       if (res && res->heartbeatGone) {  // lapsed (stalled past the lease): re-assert, once more
         res = reassert() ? store_.book(*conn_, p.r.id, p.r.kvTokens,
                                        std::span<const ReserveCandidate>(cands_), p.r.keepFree)
@@ -286,7 +285,8 @@ class RedisReserver final : public ReplicaReserver {
       }
       if (res->bad > 0) {
         c_.badEntries.fetch_add(static_cast<std::uint64_t>(res->bad), std::memory_order_relaxed);
-        log_.reject(RejectReason::kMalformed, "booking entries under " + printable(store_.bookingsKey("")),
+        log_.reject(RejectReason::kMalformed,
+                    "booking entries under " + printable(store_.bookingsKey("")),
                     std::to_string(res->bad) + " entries");
       }
       if (res->expired > 0) {
@@ -344,10 +344,10 @@ class RedisReserver final : public ReplicaReserver {
 
   std::mutex mu_;
   std::condition_variable wake_;
-  bool stop_ = false;                        // guarded by mu_
-  std::vector<ReserveRequest> submitted_;    // guarded by mu_
-  std::vector<Tracked> tracked_;             // guarded by mu_
-  std::vector<std::uint64_t> released_;      // guarded by mu_
+  bool stop_ = false;                      // guarded by mu_
+  std::vector<ReserveRequest> submitted_;  // guarded by mu_
+  std::vector<Tracked> tracked_;           // guarded by mu_
+  std::vector<std::uint64_t> released_;    // guarded by mu_
 
   // The thread's own.
   std::unique_ptr<RedisConnection> conn_;

@@ -170,17 +170,17 @@ std::optional<ReserveBookResult> ReservationStore::book(
     RedisConnection& c, std::uint64_t booking, std::int64_t kvTokens,
     std::span<const ReserveCandidate> candidates, std::int64_t keepFree) {
   if (book_sha_.empty() && !load(c)) return std::nullopt;
-  std::vector<std::string> args{"EVALSHA",
-                                "",
-                                "0",
-                                prefix_,
-                                id_,
-                                std::to_string(booking),
-                                std::to_string(std::clamp<std::int64_t>(
-                                    kvTokens, 0, ReplicaInputLimits::kMaxPending)),
-                                std::to_string(ReplicaInputLimits::kMaxPending),
-                                std::to_string(candidates.size()),
-                                std::to_string(keepFree < 0 ? 0 : keepFree)};
+  std::vector<std::string> args{
+      "EVALSHA",
+      "",
+      "0",
+      prefix_,
+      id_,
+      std::to_string(booking),
+      std::to_string(std::clamp<std::int64_t>(kvTokens, 0, ReplicaInputLimits::kMaxPending)),
+      std::to_string(ReplicaInputLimits::kMaxPending),
+      std::to_string(candidates.size()),
+      std::to_string(keepFree < 0 ? 0 : keepFree)};
   args.reserve(args.size() + 5 * candidates.size());
   for (const ReserveCandidate& k : candidates) {
     args.emplace_back(k.url);
@@ -198,8 +198,8 @@ std::optional<ReserveBookResult> ReservationStore::book(
   const auto pos = integer(r->element[0]);
   const auto bad = integer(r->element[1]);
   const auto expired = integer(r->element[2]);
-  if (!pos || !bad || !expired || *pos < -1 ||
-      *pos > static_cast<long long>(candidates.size()) || *bad < 0 || *expired < 0) {
+  if (!pos || !bad || !expired || *pos < -1 || *pos > static_cast<long long>(candidates.size()) ||
+      *bad < 0 || *expired < 0) {
     error_ = "the booking script: a reply out of range";
     return std::nullopt;
   }
@@ -215,10 +215,8 @@ bool ReservationStore::reassert(
     RedisConnection& c, std::span<const std::string> urls,
     std::span<const std::vector<std::pair<std::uint64_t, std::int64_t>>> live) {
   if (reassert_sha_.empty() && !load(c)) return false;
-  std::vector<std::string> args{"EVALSHA", "",
-                                "0",       prefix_,
-                                id_,       std::to_string(lease_ms_),
-                                std::to_string(urls.size())};
+  std::vector<std::string> args{
+      "EVALSHA", "", "0", prefix_, id_, std::to_string(lease_ms_), std::to_string(urls.size())};
   for (std::size_t k = 0; k < urls.size(); ++k) {
     args.push_back(urls[k]);
     const std::size_t n = k < live.size() ? live[k].size() : 0;

@@ -12,14 +12,14 @@
 // integer in [0, kMaxPending] is ignored and counted as bad), used = max(scraped, booked) per
 // dimension, and the request fits by reservationFits (include/holdback/detector/reservation.hpp:
 // slots unknown (<= 0) or usedSlots + 1 <= slots, and kv <= 0 or kvCapacity <= 0 or usedKv + kv
-// <= kvCapacity or usedSlots == 0; negative inputs count as 0); the first that fits is booked (HSET + SADD) and its position
-// returned, none fitting returns 0. With `keepFree` K > 0 (a request below the top band, K the
-// reserve policy's fixed reserve) the request must also leave K slots free over the candidates
-// together: sum over candidates of max(0, slots - usedSlots) - 1 >= K (a candidate of unknown
-// slots counts as room enough), the reserve that one
-// gateway's controller keeps for its protected band (the per-endpoint rule alone lets replicas
-// that each see the reserve free spend it together). When this replica's own heartbeat is gone the script books
-// nothing and says so: the caller re-asserts (below) and calls again.
+// <= kvCapacity or usedSlots == 0; negative inputs count as 0); the first that fits is booked (HSET
+// + SADD) and its position returned, none fitting returns 0. With `keepFree` K > 0 (a request below
+// the top band, K the reserve policy's fixed reserve) the request must also leave K slots free over
+// the candidates together: sum over candidates of max(0, slots - usedSlots) - 1 >= K (a candidate
+// of unknown slots counts as room enough), the reserve that one gateway's controller keeps for its
+// protected band (the per-endpoint rule alone lets replicas that each see the reserve free spend it
+// together). When this replica's own heartbeat is gone the script books nothing and says so: the
+// caller re-asserts (below) and calls again.
 //
 // reassert(): one script call: the heartbeat SET PX lease, then, per endpoint, this replica's
 // hash replaced by its live bookings (idempotent; rebuilds the table after Redis restarted empty,

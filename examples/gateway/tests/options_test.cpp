@@ -280,8 +280,8 @@ TEST(GatewayOptionsTest, ReplicaModeAndLease) {
   const Parsed fast = parse({"--endpoint", "http://h:1", "--replica-sync-interval-ms", "5"});
   EXPECT_EQ(fast.options.replicaLeaseMs, 100);  // at least 100 ms
 
-  const Parsed bad = parse({"--endpoint", "http://h:1", "--replica-mode", "exclusive",
-                            "--replica-lease-ms", "700000"});
+  const Parsed bad = parse(
+      {"--endpoint", "http://h:1", "--replica-mode", "exclusive", "--replica-lease-ms", "700000"});
   EXPECT_EQ(bad.rc, 1);
   EXPECT_NE(bad.stderrText.find("--replica-mode: \"exclusive\" is not share or reserve"),
             std::string::npos)

@@ -10,12 +10,12 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include <chrono>
 #include <algorithm>
+#include <chrono>
 #include <cstdlib>
 #include <fstream>
-#include <sstream>
 #include <memory>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -142,7 +142,14 @@ TEST_F(ReserveStoreTest, FitRuleOnSharedVectors) {
 TEST_F(ReserveStoreTest, TriesCandidatesInOrderAndCountsItsOwnBookings) {
   ReservationStore me("p:", "me", 60000);
   ASSERT_TRUE(me.reassert(*conn_, {}, {}));
-  const ReserveCandidate k[] = {{"http://a", 2, 0, 2, 0, }, {"http://b", 0, 0, 2, 0}};
+  const ReserveCandidate k[] = {{
+                                    "http://a",
+                                    2,
+                                    0,
+                                    2,
+                                    0,
+                                },
+                                {"http://b", 0, 0, 2, 0}};
   auto r = me.book(*conn_, 1, 0, k);
   ASSERT_TRUE(r);
   EXPECT_EQ(r->booked, 1);  // a is full: b
@@ -194,7 +201,7 @@ TEST_F(ReserveStoreTest, BadEntriesAreIgnoredAndCounted) {
   const ReserveCandidate k[] = {{"http://b", 0, 0, 4, 0}, {"http://a", 0, 0, 2, 100}};
   const auto r = me.book(*conn_, 1, 95, k);
   ASSERT_TRUE(r) << me.error();
-  EXPECT_EQ(r->booked, 1);  // b's set is a string: counted, not booked there; a: 1 + 1 <= 2
+  EXPECT_EQ(r->booked, 1);       // b's set is a string: counted, not booked there; a: 1 + 1 <= 2
   EXPECT_EQ(r->bad, 5 + 1 + 1);  // five entries, b's SMEMBERS and b's SADD
 }
 
@@ -228,7 +235,7 @@ TEST_F(ReserveStoreTest, ReassertionReplacesTheBookingsWithTheLiveOnes) {
   ReservationStore me("p:", "me", 250);
   const std::vector<std::string> urls{"http://a", "http://b"};
   std::vector<std::vector<std::pair<std::uint64_t, std::int64_t>>> live{{{1, 10}, {2, 20}},
-                                                                         {{3, 30}}};
+                                                                        {{3, 30}}};
   ASSERT_TRUE(me.reassert(*conn_, urls, live));
   EXPECT_EQ(cmd({"HLEN", me.bookingsKey("http://a")}), "2");
   live = {{{2, 20}}, {}};
