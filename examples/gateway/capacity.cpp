@@ -195,9 +195,7 @@ LearnedCapacity CapacityLearner::learned(std::size_t i) const {
   std::lock_guard lock(mu_);
   const State& s = states_[i];
   LearnedCapacity out = s.now;
-  out.bookingSlots = out.slotSource != SlotSource::kEstimate ? out.slots
-                     : s.confirmed && s.mostRunning > 0      ? s.mostRunning
-                                                             : s.mostRunning + 1;
+  out.bookingSlots = counted(out.slots);
   return out;
 }
 

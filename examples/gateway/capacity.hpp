@@ -73,9 +73,9 @@ struct LearnedCapacity {
   SlotSource slotSource = SlotSource::kEstimate;
   std::int64_t kvCapacityTokens = 0;  // 0 = unknown
   KvSource kvSource = KvSource::kNotScraped;
-  // The slot count a booking checks (--replica-mode reserve): `slots`, except for an estimate,
-  // S + 1 until a queue confirmed S (one probe; the bookings keep the reserve pool-wide
-  // themselves), then S.
+  // The slot count a booking checks (--replica-mode reserve): the one the ledger counts (`slots`,
+  // at least the reserve + 1; an estimate probes past the reserve until a queue confirms it), so
+  // that a booking that leaves the reserve free can still let work through to grow the estimate.
   std::int64_t bookingSlots = 0;
 };
 

@@ -275,13 +275,15 @@ int run(int argc, char** argv) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
   replica_sync.reset();
+  // No delivery to a request's I/O thread once the threads stop (its bookings still release).
+  gateway->setReserver(nullptr);
+  if (replica_reserve) replica_reserve->shutdown();
   for (asio::io_context* c : raw) c->stop();
   for (std::thread& t : threads) t.join();
   work.clear();
   server->releaseIoObjects();
   contexts.clear();  // destroys the parked coroutines (and their sockets)
   server.reset();
-  gateway->setReserver(nullptr);
   replica_reserve.reset();  // after the coroutines: their dispatches release bookings to it
   replica_feed.reset();
   gateway.reset();

@@ -96,6 +96,9 @@ class ReplicaReserver : public ReservationSink {
   // A dispatch made without a booking (inactive): counted as this replica's booking from now on
   // (sets d.booking) and written to Redis with the next re-assertion.
   virtual void track(Pool::Dispatch& d, RequestId id) = 0;
+  // Stops the reserver's thread and drops the requests still parked (undelivered): call before
+  // the I/O threads stop. released() stays callable until destruction.
+  virtual void shutdown() noexcept = 0;
 };
 
 }  // namespace holdback::gateway

@@ -54,13 +54,15 @@ class RedisReserver final : public ReplicaReserver {
     std::fflush(stderr);
     thread_ = std::thread([this] { run(); });
   }
-  ~RedisReserver() override {
+  ~RedisReserver() override { shutdown(); }
+  void shutdown() noexcept override {
     {
       const std::lock_guard lock(mu_);
       stop_ = true;
     }
     wake_.notify_all();
-    thread_.join();
+    if (thread_.joinable()) thread_.join();
+    parked_.clear();  // the thread's own, now that it has stopped
   }
   RedisReserver(const RedisReserver&) = delete;
   RedisReserver& operator=(const RedisReserver&) = delete;
