@@ -18,6 +18,7 @@
 
 #include <array>
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -82,7 +83,8 @@ struct ReserveRequest {
   // Slots it must leave free over the pool (a band below the top: the reserve policy's fixed
   // reserve, replica_reserve_store.hpp); 0: none.
   std::int64_t keepFree = 0;
-  Pool::Dispatch dispatch;  // the pick: its endpoint is tried first
+  Pool::Dispatch dispatch;                            // the pick: its endpoint is tried first
+  std::chrono::steady_clock::time_point submitted{};  // set by submit()
 };
 
 class ReplicaReserver : public ReservationSink {

@@ -71,6 +71,7 @@ class RedisReserver final : public ReplicaReserver {
     return active_.load(std::memory_order_acquire);
   }
   void submit(ReserveRequest r) override {
+    r.submitted = SteadyClock::now();
     {
       const std::lock_guard lock(mu_);
       submitted_.push_back(std::move(r));
@@ -107,7 +108,6 @@ class RedisReserver final : public ReplicaReserver {
   };
   struct Parked {
     ReserveRequest r;
-    SteadyClock::time_point submitted;
     bool refused = false;  // refused at least once
   };
 
@@ -131,7 +131,7 @@ class RedisReserver final : public ReplicaReserver {
       const auto now = SteadyClock::now();
       const bool tick = now >= next_tick;
       if (tick) next_tick = now + interval_;
-      cycle(now, tick, submitted, tracked, released);
+      cycle(tick, submitted, tracked, released);
       submitted.clear();
       tracked.clear();
       released.clear();
@@ -139,8 +139,8 @@ class RedisReserver final : public ReplicaReserver {
     }
   }
 
-  void cycle(SteadyClock::time_point now, bool tick, std::vector<ReserveRequest>& submitted,
-             const std::vector<Tracked>& tracked, const std::vector<std::uint64_t>& released) {
+  void cycle(bool tick, std::vector<ReserveRequest>& submitted, const std::vector<Tracked>& tracked,
+             const std::vector<std::uint64_t>& released) {
     for (const Tracked& t : tracked) live_[t.id] = {t.endpoint, t.kv};
     std::size_t pending = 0;
     for (const std::uint64_t id : released) {
@@ -154,7 +154,7 @@ class RedisReserver final : public ReplicaReserver {
     }
     if (pending > 0 && !store_.readReleases(*conn_, pending)) fail(store_.error());
     for (ReserveRequest& r : submitted) {
-      Parked p{std::move(r), now, false};
+      Parked p{std::move(r), false};
       // Priority descending, then enqueue time: after every entry that goes before it.
       const auto at =
           std::upper_bound(parked_.begin(), parked_.end(), p, [](const Parked& a, const Parked& b) {
@@ -163,10 +163,10 @@ class RedisReserver final : public ReplicaReserver {
           });
       parked_.insert(at, std::move(p));
     }
-    if (tick && !conn_) connect();
-    if (tick && conn_ && !reassert()) fail(store_.error());
+    if (tick && !conn_) connect();  // re-asserts before any booking
     dropEnded();
     if (conn_) serveParked();
+    if (tick && conn_ && !reassert()) fail(store_.error());  // after the bookings: off their path
     if (!conn_) deliverUnbooked();
     c_.parked.store(static_cast<std::int64_t>(parked_.size()), std::memory_order_relaxed);
     c_.live.store(static_cast<std::int64_t>(live_.size()), std::memory_order_relaxed);
@@ -302,7 +302,7 @@ class RedisReserver final : public ReplicaReserver {
       }
       const std::size_t endpoint = order_[static_cast<std::size_t>(res->booked)];
       if (!p.refused) {  // what the booking added to this dispatch
-        c_.observe(std::chrono::duration<double>(SteadyClock::now() - p.submitted).count());
+        c_.observe(std::chrono::duration<double>(SteadyClock::now() - p.r.submitted).count());
       }
       c_.bookings.fetch_add(1, std::memory_order_relaxed);
       deliver(std::move(p.r), endpoint);
