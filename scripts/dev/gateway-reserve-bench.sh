@@ -49,10 +49,11 @@ for mode in share reserve; do
       n++; ub[n] = (le == "+Inf" ? 1e9 : le + 0); c[n] = $2 }
     function q(p,   i, rank, lo, clo) {
       rank = p * c[n]; lo = 0; clo = 0
-      for (i = 1; i <= n; i++) { if (c[i] >= rank) return (lo + (ub[i] - lo) * (rank - clo) / (c[i] - clo + 1e-9)) * 1000
+      for (i = 1; i <= n; i++) { if (c[i] >= rank && ub[i] == 1e9) return ">" lo * 1000
+        if (c[i] >= rank) return sprintf("%.3f", (lo + (ub[i] - lo) * (rank - clo) / (c[i] - clo + 1e-9)) * 1000)
         lo = ub[i]; clo = c[i] }
       return -1 }
-    END { if (n == 0) { print "- - -"; exit } printf "%.0f %.3f %.3f\n", bk / s, q(0.5), q(0.99) }' \
+    END { if (n == 0) { print "- - -"; exit } printf "%.0f %s %s\n", bk / s, q(0.5), q(0.99) }' \
     "$WORK/$mode.metrics")
   printf "%-8s %8s %8s %8s %12s %14s %14s\n" "$mode" "$rps" "$p50" "$p99" "$bps" "$q50" "$q99"
   grep -E '^\s+\[[0-9]+\]' "$WORK/$mode.hey" | head -3
