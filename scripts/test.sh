@@ -106,7 +106,7 @@ cmake --build build/asan -j"$jobs"
   ctest -LE docs --output-on-failure -j"$jobs")
 
 stage "-fno-exceptions, shared library with hidden symbols: core tests"
-cmake --preset noexcept >/dev/null
+cmake --preset noexcept "${unity[@]}" >/dev/null
 cmake --build --preset noexcept -j"$jobs"
 ctest --preset noexcept -j"$jobs"
 

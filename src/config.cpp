@@ -1,6 +1,7 @@
 // Compiled mode: the configuration layer's implementation (include/holdback/config/*-inl.hpp), one
 // translation unit per layer. In header-only mode the public headers include the same files.
 #include "holdback/config/detector_config-inl.hpp"
+#include "holdback/config/dispatch_ledger_config-inl.hpp"
 #include "holdback/config/document-inl.hpp"
 #include "holdback/config/effective_config-inl.hpp"
 #include "holdback/config/endpoint_picker_config-inl.hpp"

@@ -6,9 +6,7 @@
 #include <cstdio>
 #include <set>
 
-#include "holdback/detector/detectors.hpp"
-#include "holdback/flow/plugins/program_aware_fairness.hpp"
-#include "holdback/policy/reservation.hpp"
+#include "holdback/detector/dispatch_ledger.hpp"
 #include "lease_endpoint.hpp"
 
 #include <nlohmann/json.hpp>
@@ -26,7 +24,7 @@ Gateway::Gateway(Options options, std::shared_ptr<const config::ConfigBundle> bu
       client_limit_(options_.maxConnectionsPerClient) {
   endpoint_models_.resize(options_.endpoints.size());
   for (const auto& [name, fairness] : bundle_->fairnessPolicies) {
-    reports_served_ = reports_served_ || fairness->type() == ProgramAwareFairnessPolicy::kType;
+    reports_served_ = reports_served_ || fairness->observesServed();
   }
 }
 
@@ -36,23 +34,23 @@ Gateway::~Gateway() {
 
 bool Gateway::start() {
   detector_ = bundle_->controller.detector;
-  // One DispatchLedger for the pool, configured from the utilization detector when it is one.
-  DispatchLedgerOptions ledger;
+  // One DispatchLedger for the pool, from the file's flowControl.dispatchLedger; the slots the
+  // detector declares per endpoint (the utilization detector's slot term) as its capacity.
+  DispatchLedgerOptions ledger = bundle_->dispatchLedger;
   EndpointCapacity capacity;
-  if (const auto* u = dynamic_cast<const UtilizationDetector*>(detector_.get())) {
-    ledger = u->options().ledger;
-    capacity.maxRunningRequests = u->options().maxRunningRequests;
-  }
+  capacity.maxRunningRequests = detector_->configuredEndpointSlots();
   // Slots: the endpoint's own setting, else the pool-wide one, else the detector's (capacity.hpp).
   std::vector<SlotSettings> slots(options_.endpoints.size());
   for (std::size_t i = 0; i < slots.size(); ++i) {
     slots[i].endpoint = i < options_.endpointSlots.size() ? options_.endpointSlots[i] : 0;
     slots[i].pool = options_.poolSlots;
   }
-  // The slot estimate probes past the reservation policy's fixed reserve (capacity.hpp).
+  // The slot estimate probes past the policy's fixed reserve (the reservation policy's
+  // minReserve; capacity.hpp).
   std::int64_t probe_reserve = 0;
-  if (const auto* r = dynamic_cast<const ReservationPolicy*>(bundle_->policy.get())) {
-    probe_reserve = static_cast<std::int64_t>(std::ceil(std::min(r->options().minReserve, 1e6)));
+  if (bundle_->policy) {
+    probe_reserve =
+        static_cast<std::int64_t>(std::ceil(std::min(bundle_->policy->fixedReserve(), 1e6)));
   }
   // Replica sync splits each scrape's free room among the replicas but the reserve, which every
   // replica sees (DispatchLedgerOptions::sharedRoomSlots; per endpoint, rounded up).
@@ -146,8 +144,8 @@ std::optional<TimePoint> Gateway::parkDeadline(TimePoint enqueued,
 void Gateway::reportServed(std::string_view flowId, std::uint64_t promptTokens,
                            std::uint64_t completionTokens, Duration queued) const {
   for (const auto& [name, fairness] : bundle_->fairnessPolicies) {
-    if (const auto* p = dynamic_cast<const ProgramAwareFairnessPolicy*>(fairness.get())) {
-      p->recordServed(flowId, promptTokens, completionTokens, Clock::now(), queued);
+    if (fairness->observesServed()) {
+      fairness->recordServed(flowId, promptTokens, completionTokens, Clock::now(), queued);
     }
   }
 }
@@ -181,9 +179,8 @@ void Gateway::endLease(RequestId id) {
 std::string Gateway::programAwareState() const {
   std::string out = "{";
   for (const auto& [name, fairness] : bundle_->fairnessPolicies) {
-    if (const auto* p = dynamic_cast<const ProgramAwareFairnessPolicy*>(fairness.get())) {
-      out += (out.size() > 1 ? ", " : "") + nlohmann::json(name).dump() + ": " +
-             p->dumpState(Clock::now());
+    if (std::string state = fairness->dumpState(Clock::now()); !state.empty()) {
+      out += (out.size() > 1 ? ", " : "") + nlohmann::json(name).dump() + ": " + state;
     }
   }
   return out + "}";
@@ -218,9 +215,9 @@ void Gateway::warnAboutStaleness() const {
                  "holdback-gateway: warning: feature gate flowControl is off: requests are not "
                  "queued; priority < 0 is rejected 429 when saturation >= 1.0 (legacy mode)\n");
   }
-  const auto* u = dynamic_cast<const UtilizationDetector*>(detector_.get());
-  if (!u) return;
-  const Duration threshold = u->options().metricsStalenessThreshold;
+  const std::optional<Duration> staleness = detector_->metricsStalenessThreshold();
+  if (!staleness) return;
+  const Duration threshold = *staleness;
   const Duration interval = std::chrono::milliseconds(options_.scrapeIntervalMs);
   if (interval >= threshold) {
     std::fprintf(stderr,

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <initializer_list>
 #include <limits>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -24,10 +25,10 @@ std::string renderMetrics(Gateway& gw) {
   std::vector<Endpoint> snapshot;
   pool_->snapshot(snapshot);
   const TimePoint now = Clock::now();
-  const auto* utilization = dynamic_cast<const UtilizationDetector*>(detector_);
-  if (utilization != nullptr) {
-    out += renderStaleEndpoints(gw.staleEndpoints().update(*utilization, snapshot, now),
-                                utilization->name(), "default");
+  const bool scraped = detector_->metricsStalenessThreshold().has_value();
+  if (scraped) {  // a detector of scraped telemetry
+    out += renderStaleEndpoints(gw.staleEndpoints().update(*detector_, snapshot, now),
+                                detector_->name(), "default");
   }
 
   // The library's writer: one escaper (backslash, quote and newline) and one number format for
@@ -281,9 +282,8 @@ std::string renderMetrics(Gateway& gw) {
       const Pool::Counters& c = counters[i];
       const double age = c.updateTime ? std::chrono::duration<double>(now - *c.updateTime).count()
                                       : std::numeric_limits<double>::infinity();
-      const bool stale = utilization != nullptr ? utilization->observe(snapshot[i], now) !=
-                                                      UtilizationDetector::Observation::kFresh
-                                                : !c.up;
+      const bool stale =
+          scraped ? detector_->staleEndpoints(std::span(&snapshot[i], 1), now) > 0 : !c.up;
       sample(m.name, {endpointLabel(i), {"dialect", c.dialect.empty() ? "none" : c.dialect}},
              m.value(c, snapshot[i], age, stale));
     }

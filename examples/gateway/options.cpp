@@ -446,8 +446,8 @@ int parseArgs(int argc, char** argv, Options& o) {
       std::fprintf(stderr,
                    "holdback-gateway: warning: --no-scrape-lag-credit is deprecated and does "
                    "nothing: the gateway feeds the library's dispatch ledger (set "
-                   "dispatchLedger.correction in the detector's config to turn the correction "
-                   "off)\n");
+                   "flowControl.dispatchLedger.correction: false in the config to turn the "
+                   "correction off)\n");
     } else {
       // A redis:// URL's password is not echoed, even in a misspelt flag.
       std::string shown = argv[i];

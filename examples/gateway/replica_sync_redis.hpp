@@ -36,7 +36,7 @@
 //
 // Redis down or slow: connects and commands time out after max(interval, 50 ms); the round
 // fails, the ledger falls back to the 1/R share (R: the most replicas last seen, at least the
-// config's dispatchLedger.replicas), the change is logged once to stderr and shown in
+// config's flowControl.dispatchLedger.replicas), the change is logged once to stderr and shown in
 // holdback_gateway_replica_sync_fallback; the next rounds reconnect. A dispatch never waits for
 // Redis: only the sync thread talks to it.
 //

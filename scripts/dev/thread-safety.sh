@@ -13,12 +13,10 @@ echo "== Clang thread-safety analysis: src/*.cpp" >&2
 # Configure only: generates holdback/version.hpp.
 CXX=clang++-14 cmake -S . -B $build -DHOLDBACK_BUILD_TESTS=OFF -DHOLDBACK_BUILD_TOOLS=OFF \
   -DHOLDBACK_BUILD_BENCH=OFF -DHOLDBACK_BUILD_EXAMPLES=OFF -DHOLDBACK_INSTALL=OFF >/dev/null
+# One clang per translation unit, as many at once as there are cores.
 failed=0
-for tu in src/*.cpp; do
-  if ! clang++-14 -std=c++20 -fsyntax-only -Iinclude -I$build/include \
-      -Wthread-safety -Wthread-safety-beta -Werror "$tu"; then
-    echo "thread-safety: $tu failed" >&2
-    failed=1
-  fi
-done
+ls src/*.cpp | xargs -P "$(nproc)" -I{} sh -c \
+  'clang++-14 -std=c++20 -fsyntax-only -Iinclude -I'"$build"'/include -Wthread-safety \
+     -Wthread-safety-beta -Werror "$1" || { echo "thread-safety: $1 failed" >&2; exit 1; }' _ {} ||
+  failed=1
 exit $failed

@@ -51,8 +51,9 @@ Options:
   --now-ms T        the current time in the same milliseconds as updateTimeMs (default: the
                     largest updateTimeMs in the file, or 0)
   --no-ledger       do not correct the scraped figures with pendingRequests/pendingTokens
-                    (default: a DispatchLedger with the detector's dispatchLedger options
-                    corrects them, as a host feeding the ledger would; see docs/guide/detectors.md)
+                    (default: a DispatchLedger with the file's flowControl.dispatchLedger
+                    options corrects them, as a host feeding the ledger would; see
+                    docs/guide/detectors.md)
   --scores          add "endpoints": [{"name", "waitingQueueSize", "runningRequests",
                     "kvCacheUsage", "score"}] with the figures the detector saw (corrected) and
                     each endpoint's own roofline score before the endpointScoreCap (null when
@@ -217,14 +218,24 @@ int runSaturation(int argc, char** argv) {
   if (endpoints_exit == kExitUsage) return endpoints_exit;
 
   std::optional<std::shared_ptr<SaturationDetector>> detector;
+  DispatchLedgerOptions ledger_options;
   if (config_document) {
     if (auto whole = loadWholeFile(*config_document, config_positions, config_diagnostics)) {
-      if (*whole && !config_diagnostics.hasErrors()) detector = whole->value()->detector;
+      if (*whole && !config_diagnostics.hasErrors()) {
+        detector = whole->value()->detector;
+        ledger_options = whole->value()->dispatchLedger;
+      }
     } else {
       auto loaded =
           config::loadSaturationDetector(*config_document, config::builtinDetectorRegistry());
       config_diagnostics.append(loaded.diagnostics());
-      if (loaded && !config_diagnostics.hasErrors()) detector = loaded.value();
+      if (loaded && !config_diagnostics.hasErrors()) {
+        detector = loaded.value();
+        // One plugin object: its (deprecated) parameters.dispatchLedger, already checked.
+        Diagnostics checked;
+        ledger_options =
+            config::loadDispatchLedgerOptions(*config_document, detector->get(), checked);
+      }
     }
     config_diagnostics = config::withPositions(config_diagnostics, config_positions);
     printDiagnostics(*config_file, config_diagnostics);
@@ -240,9 +251,6 @@ int runSaturation(int argc, char** argv) {
 
   const TimePoint now =
       TimePoint{} + std::chrono::milliseconds(now_ms.value_or(snapshot->latestMs.value_or(0)));
-  const auto* utilization = dynamic_cast<const UtilizationDetector*>(detector->get());
-  DispatchLedgerOptions ledger_options =
-      utilization != nullptr ? utilization->options().ledger : DispatchLedgerOptions{};
   if (args.has("no-ledger")) {
     ledger_options.correction = false;
     ledger_options.dispatchBudget = false;
@@ -271,8 +279,7 @@ int runSaturation(int argc, char** argv) {
       item["waitingQueueSize"] = e.waitingQueueSize;
       item["runningRequests"] = e.runningRequests;
       item["kvCacheUsage"] = e.kvCacheUsage;
-      const std::optional<double> score =
-          utilization != nullptr ? utilization->endpointScore(e, now) : std::nullopt;
+      const std::optional<double> score = (*detector)->endpointScore(e, now);
       item["score"] = score ? nlohmann::ordered_json(*score) : nlohmann::ordered_json(nullptr);
       line["endpoints"].push_back(std::move(item));
     }

@@ -235,13 +235,6 @@ TEST(UtilizationDetectorConfigTest, ReadsIssue14Parameters) {
   EXPECT_EQ(d.telemetryValidation, TelemetryValidation::kStrict);
   EXPECT_EQ(d.endpointScoreCap, 1.0);
   EXPECT_TRUE(d.kvStartPastThreshold);
-  EXPECT_TRUE(d.ledger.correction);
-  EXPECT_EQ(d.ledger.scrapeMarginRequests, 0);
-  EXPECT_FALSE(d.ledger.dispatchBudget);
-  EXPECT_EQ(d.ledger.budgetQueueDepth, 7);  // follows queueDepthThreshold
-  EXPECT_TRUE(d.ledger.slotCountFromScrapes);
-  EXPECT_FALSE(d.ledger.creditCompletions);
-  EXPECT_TRUE(d.ledger.reconcileInFlight);
   const Loaded l = loadText(utilization(
       R"({"maxRunningRequests":64,"telemetryValidation":"reference","endpointScoreCap":"none",
           "kvStartPastThreshold":false,
@@ -254,15 +247,10 @@ TEST(UtilizationDetectorConfigTest, ReadsIssue14Parameters) {
   EXPECT_EQ(o.telemetryValidation, TelemetryValidation::kReference);
   EXPECT_EQ(o.endpointScoreCap, UtilizationDetector::kUncapped);
   EXPECT_FALSE(o.kvStartPastThreshold);
-  EXPECT_FALSE(o.ledger.correction);
-  EXPECT_EQ(o.ledger.scrapeMarginRequests, 3);
-  EXPECT_TRUE(o.ledger.dispatchBudget);
-  EXPECT_EQ(o.ledger.budgetQueueDepth, 9);
-  EXPECT_EQ(o.ledger.replicas, 4);
-  EXPECT_FALSE(o.ledger.slotCountFromScrapes);
-  EXPECT_TRUE(o.ledger.creditCompletions);
-  EXPECT_FALSE(o.ledger.reconcileInFlight);
-  EXPECT_EQ(d.ledger.replicas, 1);
+  // The deprecated dispatchLedger block is checked and warned about, not part of the options.
+  EXPECT_EQ(l.warnings,
+            S{"/parameters/dispatchLedger: deprecated here: the dispatch ledger is the host's, not "
+              "the detector's; move this block to flowControl.dispatchLedger (same keys)"});
   const Loaded cap = loadText(utilization(R"({"endpointScoreCap":2.5})"));
   ASSERT_NE(cap.detector, nullptr);
   EXPECT_EQ(dynamic_cast<UtilizationDetector&>(*cap.detector).options().endpointScoreCap, 2.5);

@@ -57,7 +57,7 @@ TEST(ReferenceProfileTest, ReproducesGoDetectorVectorsExactly) {
     EXPECT_NEAR(b->detector->saturation(v.endpoints, kProfileNow), v.expected, 1e-12) << v.label;
   }
   const auto& util = dynamic_cast<const UtilizationDetector&>(*b->detector);
-  EXPECT_FALSE(util.options().ledger.correction);
+  EXPECT_FALSE(b->dispatchLedger.correction);
   EXPECT_EQ(util.options().telemetryValidation, TelemetryValidation::kReference);
 }
 
@@ -83,8 +83,17 @@ TEST(ReferenceProfileTest, ExplicitParametersKeepTheirValues) {
   ASSERT_TRUE(b);
   EXPECT_DOUBLE_EQ(saturationOf(*b, "queue overload"), 1.0);
   const auto& util = dynamic_cast<const UtilizationDetector&>(*b->detector);
-  EXPECT_TRUE(util.options().ledger.correction);
+  EXPECT_TRUE(b->dispatchLedger.correction);  // the deprecated place still counts
   EXPECT_EQ(util.options().telemetryValidation, TelemetryValidation::kReference);
+  const auto n = loadProfileConfig(
+      goDetectorConfig(R"(, "profile": "reference", "dispatchLedger": {"correction": true})"));
+  ASSERT_TRUE(n);
+  EXPECT_TRUE(n->dispatchLedger.correction);
+  const auto u = loadProfileConfig(
+      goDetectorConfig(R"(, "profile": "reference", "dispatchLedger": {"replicas": 2})"));
+  ASSERT_TRUE(u);
+  EXPECT_FALSE(u->dispatchLedger.correction);
+  EXPECT_EQ(u->dispatchLedger.replicas, 2);
 }
 
 TEST(ReferenceProfileTest, TheDefaultDetectorFollowsTheProfile) {
@@ -94,7 +103,7 @@ TEST(ReferenceProfileTest, TheDefaultDetectorFollowsTheProfile) {
   ASSERT_TRUE(b);
   const auto& util = dynamic_cast<const UtilizationDetector&>(*b->detector);
   EXPECT_TRUE(std::isinf(util.options().endpointScoreCap));
-  EXPECT_FALSE(util.options().ledger.correction);
+  EXPECT_FALSE(b->dispatchLedger.correction);
 }
 
 TEST(ReferenceProfileTest, PolicyVectorsAreGoVectorsUnderEitherProfile) {

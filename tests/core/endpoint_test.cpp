@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include "../alloc_counter.hpp"
+
 namespace holdback {
 namespace {
 
@@ -50,6 +52,21 @@ TEST(VectorEndpointSourceTest, PublishingDoesNotTouchTheReadersSpan) {
   ASSERT_EQ(before.size(), 2u);
   EXPECT_EQ(before[1].name, "ep1");
   EXPECT_EQ(source.endpoints(TimePoint{}).size(), 5u);
+}
+
+// The pool given at construction is the reader's from the start, and a read with nothing
+// published since the last one takes it as it is: neither the first read nor the later ones copy
+// or allocate (a dispatch cycle reads the source every time).
+TEST(VectorEndpointSourceTest, ReadsWithoutAPublicationDoNotAllocate) {
+  VectorEndpointSource source(VectorEndpointSource::named(4, "a-name-longer-than-sso-"));
+  {
+    testing::AllocationCounter counter;
+    for (int i = 0; i < 3; ++i) EXPECT_EQ(source.endpoints(TimePoint{}).size(), 4u);
+    EXPECT_EQ(counter.count(), 0u);
+  }
+  EXPECT_EQ(source.endpoints(TimePoint{})[3].name, "a-name-longer-than-sso-3");
+  source.update([](std::vector<Endpoint>& endpoints) { endpoints.pop_back(); });
+  EXPECT_EQ(source.endpoints(TimePoint{}).size(), 3u);
 }
 
 }  // namespace

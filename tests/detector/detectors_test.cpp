@@ -280,8 +280,6 @@ TEST(UtilizationDetectorTest, CreateRejectsInvalidIssue14Options) {
       errorsOf({.endpointScoreCap = 0.0}),
       S{"/endpointScoreCap: 0.0 is not strictly positive; expected a number > 0 or \"none\""});
   EXPECT_EQ(errorsOf({.endpointScoreCap = kNaN}).size(), 1u);
-  EXPECT_EQ(errorsOf({.ledger = {.scrapeMarginRequests = -1}}),
-            S{"/dispatchLedger/scrapeMarginRequests: -1 is negative; expected an integer >= 0"});
   auto made = UtilizationDetector::create({.endpointScoreCap = 0.5});
   ASSERT_TRUE(made.ok());
   EXPECT_EQ(made.diagnostics().warnings().size(), 1u);

@@ -397,5 +397,29 @@ TEST_F(FlowControllerTest, RoundTripsAllocateNothingInSteadyStateAndIdleMemoryIs
   }
 }
 
+// The cycle's scratch (the domain, its priorities and ceilings, the band order, the room view and
+// the declared footprints) is sized when the controller is created, for the bands it was created
+// with: even its first cycle allocates nothing, queued or not.
+TEST_F(FlowControllerTest, TheFirstCyclesOfAControllerAllocateNothing) {
+  auto o = options(holdbackPolicy(0.4, 0.9));
+  o.onOutcome = [](Completion&&) {};  // the recorder's vector would allocate
+  o.bands = {{.priority = 100}, {.priority = 50}, {.priority = 0}, {.priority = -10}};
+  auto fc = make(std::move(o));
+  {
+    holdback::testing::AllocationCounter counter;
+    EXPECT_EQ(fc->dispatchCycle(t0).kind, Kind::kNothingQueued);
+    EXPECT_EQ(counter.count(), 0u);
+  }
+  // A request's memory comes from the table's pool, which grows at enqueue; a cancelled request
+  // leaves its record in the pool, so the dispatched one neither allocates nor grows the pool.
+  EXPECT_TRUE(fc->enqueue(request("first", 0, 1), t0).cancel());
+  (void)fc->enqueue(request("first", 0, 2), t0);
+  {
+    holdback::testing::AllocationCounter counter;
+    EXPECT_EQ(fc->dispatchCycle(t0).kind, Kind::kDispatched);
+    EXPECT_EQ(counter.count(), 0u);
+  }
+}
+
 }  // namespace
 }  // namespace holdback

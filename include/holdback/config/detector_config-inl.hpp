@@ -146,35 +146,13 @@ HOLDBACK_INLINE std::optional<UtilizationDetectorOptions> parseUtilizationDetect
             reader.error("endpointScoreCap", mismatch(*cap, "a number > 0 or \"none\""));
           }
         }
-        // The ledger's queue depth follows queueDepthThreshold unless given.
-        if (options.queueDepthThreshold > 0) {
-          options.ledger.budgetQueueDepth = options.queueDepthThreshold;
-        }
+        // The deprecated place of the host's dispatch ledger (config/dispatch_ledger_config.hpp):
+        // checked here, with a warning; the whole-file loader reads it into the bundle.
         if (const Json* ledger = reader.value("dispatchLedger")) {
-          ParamReader sub(ledger, reader.pathOf("dispatchLedger"), reader.diagnostics());
-          if (sub.valid()) {
-            if (const auto v = sub.boolean("correction")) options.ledger.correction = *v;
-            if (const auto v = sub.integer("scrapeMarginRequests", kMin, detail::kInt64Max)) {
-              options.ledger.scrapeMarginRequests = *v;
-            }
-            if (const auto v = sub.boolean("dispatchBudget")) options.ledger.dispatchBudget = *v;
-            if (const auto v = sub.integer("budgetQueueDepth", kMin, detail::kInt64Max)) {
-              options.ledger.budgetQueueDepth = *v;
-            }
-            if (const auto v = sub.integer("replicas", 1, DispatchLedgerOptions::kMaxReplicas)) {
-              options.ledger.replicas = *v;
-            }
-            if (const auto v = sub.boolean("slotCountFromScrapes")) {
-              options.ledger.slotCountFromScrapes = *v;
-            }
-            if (const auto v = sub.boolean("creditCompletions")) {
-              options.ledger.creditCompletions = *v;
-            }
-            if (const auto v = sub.boolean("reconcileInFlight")) {
-              options.ledger.reconcileInFlight = *v;
-            }
-            sub.finish();
-          }
+          reader.diagnostics().warning(reader.pathOf("dispatchLedger"),
+                                       dispatchLedgerDeprecation());
+          (void)parseDispatchLedgerOptions(ledger, reader.pathOf("dispatchLedger"),
+                                           reader.diagnostics());
         }
       });
 }

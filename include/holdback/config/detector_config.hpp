@@ -10,14 +10,10 @@
 //                          saturated | ignore, maxRunningRequests (int, default 0 = no slot term,
 //                          >= 0), telemetryValidation = strict (default) | reference,
 //                          endpointScoreCap (number > 0 or "none", default 1.0),
-//                          kvStartPastThreshold (bool, default true),
-//                          dispatchLedger {correction (bool, default true),
-//                          scrapeMarginRequests (int, default 0, >= 0), dispatchBudget (bool,
-//                          default false), budgetQueueDepth (int > 0, default
-//                          queueDepthThreshold), replicas (int in [1, 1024], default 1),
-//                          slotCountFromScrapes (bool, default true), creditCompletions
-//                          (bool, default false), reconcileInFlight (bool, default true)}
-//                          (for the host's DispatchLedger)
+//                          kvStartPastThreshold (bool, default true); dispatchLedger
+//                          {...} is the deprecated place of flowControl.dispatchLedger
+//                          (config/dispatch_ledger_config.hpp): checked, with a warning, and
+//                          not part of the detector's options
 //   concurrency-detector   concurrencyMode = requests | tokens | hybrid, maxConcurrency (int,
 //                          default 100, > 0), maxTokenConcurrency (int, default 1000000, > 0),
 //                          headroom (default 0.0, >= 0; > 1 warns), endpointCapacity (bool,
@@ -34,6 +30,7 @@
 #include <optional>
 #include <string>
 
+#include "holdback/config/dispatch_ledger_config.hpp"
 #include "holdback/config/json.hpp"
 #include "holdback/config/plugin.hpp"
 #include "holdback/detector/detectors.hpp"

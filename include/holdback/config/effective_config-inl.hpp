@@ -154,16 +154,7 @@ HOLDBACK_INLINE OrderedJson effectiveParameters(const SaturationDetector& detect
             {"endpointScoreCap", std::isinf(o.endpointScoreCap)
                                      ? config::OrderedJson("none")
                                      : config::OrderedJson(o.endpointScoreCap)},
-            {"kvStartPastThreshold", o.kvStartPastThreshold},
-            {"dispatchLedger",
-             {{"correction", o.ledger.correction},
-              {"scrapeMarginRequests", o.ledger.scrapeMarginRequests},
-              {"dispatchBudget", o.ledger.dispatchBudget},
-              {"budgetQueueDepth", o.ledger.budgetQueueDepth},
-              {"replicas", o.ledger.replicas},
-              {"slotCountFromScrapes", o.ledger.slotCountFromScrapes},
-              {"creditCompletions", o.ledger.creditCompletions},
-              {"reconcileInFlight", o.ledger.reconcileInFlight}}}};
+            {"kvStartPastThreshold", o.kvStartPastThreshold}};
   }
   if (const auto* d = dynamic_cast<const ConcurrencyDetector*>(&detector)) {
     const ConcurrencyDetectorOptions& o = d->options();
@@ -222,6 +213,15 @@ HOLDBACK_INLINE OrderedJson effectiveConfig(const ConfigBundle& bundle) {
                                  {"type", std::string(bundle.detector->type())},
                                  {"parameters", effectiveParameters(*bundle.detector)}};
   }
+  const DispatchLedgerOptions& l = bundle.dispatchLedger;
+  out["dispatchLedger"] = {{"correction", l.correction},
+                           {"scrapeMarginRequests", l.scrapeMarginRequests},
+                           {"dispatchBudget", l.dispatchBudget},
+                           {"budgetQueueDepth", l.budgetQueueDepth},
+                           {"replicas", l.replicas},
+                           {"slotCountFromScrapes", l.slotCountFromScrapes},
+                           {"creditCompletions", l.creditCompletions},
+                           {"reconcileInFlight", l.reconcileInFlight}};
   out["maxRequests"] = o.maxRequests;
   out["maxBytes"] = o.maxBytes;
   const Duration ttl = o.defaultRequestTtl.value_or(kDefaultRequestTtl);

@@ -10,6 +10,11 @@
 //   enginePriority        "off", "vllm" or "sglang" (flow/engine_priority.hpp)
 //   usageLimitPolicy      {"name", "type", "parameters"}
 //   saturationDetector    {"name", "type", "parameters"}
+//   dispatchLedger        the host's DispatchLedger (flowControl.dispatchLedger):
+//                         {"correction", "scrapeMarginRequests", "dispatchBudget",
+//                          "budgetQueueDepth", "replicas", "slotCountFromScrapes",
+//                          "creditCompletions", "reconcileInFlight"}; until 0.2 it sat in the
+//                          utilization detector's parameters (the one move of the shape)
 //   maxRequests, maxBytes global limits, 0 = unlimited
 //   defaultRequestTTL, noEndpointRequestTTL   Go duration strings ("60s"; "0s" = never expires)
 //   enableEviction        as written

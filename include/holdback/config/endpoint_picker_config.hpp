@@ -21,7 +21,9 @@
 //                 eviction (holdback extension: maxRevocationsPerDecision, confirmationTimeout,
 //                 confirmationGrace (default: derived from the detector), waitForReleasesTolerance,
 //                 footprintAware, revokeOnBlock, restoreReserve {enabled, epsilon, leadTime,
-//                 burstMemory}), defaultPriorityBand, defaultNegativePriorityBand, priorityBands.
+//                 burstMemory}), defaultPriorityBand, defaultNegativePriorityBand, priorityBands,
+//                 dispatchLedger (the host's DispatchLedger, read with the gate off too;
+//                 config/dispatch_ledger_config.hpp).
 //   metadata, schedulingProfiles, dataLayer, data, requestHandler, parser  (the rest of the Go
 //                 schema) accepted and ignored with a warning each, as are the Go gates
 //                 haPopulateNonLeaderDatastore, dataLayer, prepareDataPlugins, enableLegacyMetrics.
@@ -43,6 +45,7 @@
 #include <vector>
 
 #include "holdback/config/detector_config.hpp"
+#include "holdback/config/dispatch_ledger_config.hpp"
 #include "holdback/config/document.hpp"
 #include "holdback/config/flow_plugin_config.hpp"
 #include "holdback/config/plugin.hpp"
@@ -101,7 +104,15 @@ struct ConfigBundle {
   std::string profile = "holdback";
   // flowControl.enginePriority: whether the host writes each request's effective priority into
   // the model server's body, and in which direction (flow/engine_priority.hpp). Off by default.
-  EnginePriority enginePriority = EnginePriority::kOff;
+  EnginePriority enginePriority =
+      EnginePriority::kOff;  // flowControl.dispatchLedger: the options of the host's
+                             // DispatchLedger, which corrects the
+  // scraped telemetry it hands to the detector (detector/dispatch_ledger.hpp;
+  // config/dispatch_ledger_config.hpp), whichever detector the file names. budgetQueueDepth
+  // defaults to the utilization detector's queueDepthThreshold when the detector is one. Read
+  // with the feature gate off too (it configures the host's telemetry, as saturationDetector).
+  // The deprecated place, the utilization detector's parameters.dispatchLedger, still loads.
+  DispatchLedgerOptions dispatchLedger;
 };
 
 using BundleResult = Result<std::shared_ptr<const ConfigBundle>>;

@@ -57,11 +57,6 @@ HOLDBACK_INLINE void applyReferenceProfile(ConfigBundle& bundle, const Json& doc
     }
     if (!detail::profileSetsKey(params, "endpointScoreCap"))
       o.endpointScoreCap = reference.endpointScoreCap;
-    const Json* ledger = params != nullptr && detail::profileSetsKey(params, "dispatchLedger")
-                             ? &params->at("dispatchLedger")
-                             : nullptr;
-    if (!detail::profileSetsKey(ledger, "correction"))
-      o.ledger.correction = reference.ledger.correction;
     auto made = UtilizationDetector::create(o, std::string(util->name()));
     if (!made) {
       for (const Diagnostic& d : made.diagnostics().errors()) diagnostics.add(d);
@@ -80,6 +75,21 @@ HOLDBACK_INLINE void applyReferenceProfile(ConfigBundle& bundle, const Json& doc
   }
   // The loader's default detector (no plugin of the file).
   if (bundle.detector && !current_rebuilt) bundle.detector = rebuild(bundle.detector);
+  // Go has no dispatch ledger: beside a utilization detector its correction is off unless the
+  // file sets it (flowControl.dispatchLedger, or the detector's deprecated block).
+  if (dynamic_cast<const UtilizationDetector*>(bundle.detector.get()) != nullptr) {
+    const Json* ledger = nullptr;
+    if (const auto fc = document.find("flowControl"); fc != document.end() && fc->is_object()) {
+      if (const auto b = fc->find("dispatchLedger"); b != fc->end()) ledger = &*b;
+    }
+    const Json* params = detail::profilePluginParameters(document, bundle.detector->name());
+    const Json* old_ledger =
+        detail::profileSetsKey(params, "dispatchLedger") ? &params->at("dispatchLedger") : nullptr;
+    if (!detail::profileSetsKey(ledger, "correction") &&
+        !detail::profileSetsKey(old_ledger, "correction")) {
+      bundle.dispatchLedger.correction = false;
+    }
+  }
   bundle.profile = std::string(kReferenceProfile);
 }
 

@@ -10,6 +10,8 @@
 //   endpointScoreCap     none        (an overloaded endpoint counts with its full score: Go's
 //                                     detector vectors 2.0 / 1.6 / 2.03, holdback's 1.0 / 0.6 /
 //                                     1.0 under the default cap of 1.0)
+// and, when the file's detector is a utilization-detector, the host's dispatch ledger
+// (ConfigBundle::dispatchLedger) gets
 //   dispatchLedger.correction false  (the scraped figures as they are; Go has no ledger)
 // A parameter the file sets explicitly keeps its value (the profile changes defaults, it never
 // overrides what is written). Everything else already computes what Go computes by default:

@@ -39,7 +39,9 @@ HOLDBACK_INLINE std::string_view toString(EndpointRole role) noexcept {
 
 HOLDBACK_INLINE VectorEndpointSource::VectorEndpointSource(std::vector<Endpoint> endpoints,
                                                            Freshness freshness)
-    : pending_(std::move(endpoints)), freshness_(freshness) {}
+    : pending_(std::move(endpoints)), read_(pending_), read_version_(1), freshness_(freshness) {
+  // read_ starts as the pool given: the first endpoints() neither copies nor allocates.
+}
 
 HOLDBACK_INLINE std::vector<Endpoint> VectorEndpointSource::named(std::size_t n,
                                                                   std::string_view prefix) {
@@ -51,7 +53,7 @@ HOLDBACK_INLINE std::vector<Endpoint> VectorEndpointSource::named(std::size_t n,
 HOLDBACK_INLINE void VectorEndpointSource::set(std::vector<Endpoint> endpoints) {
   std::lock_guard<std::mutex> lock(mu_);
   pending_ = std::move(endpoints);
-  ++version_;
+  version_.fetch_add(1, std::memory_order_release);
 }
 
 HOLDBACK_INLINE std::vector<Endpoint> VectorEndpointSource::snapshot() const {
@@ -60,14 +62,17 @@ HOLDBACK_INLINE std::vector<Endpoint> VectorEndpointSource::snapshot() const {
 }
 
 HOLDBACK_INLINE std::span<const Endpoint> VectorEndpointSource::endpoints(TimePoint now) noexcept {
-  {
+  // Unchanged since the last read (the common case): no mutex. A publication racing with this
+  // load is taken by the next read, as if it had come just after this one.
+  if (version_.load(std::memory_order_acquire) != read_version_) {
     std::lock_guard<std::mutex> lock(mu_);
-    if (read_version_ != version_) {
+    const std::uint64_t version = version_.load(std::memory_order_relaxed);
+    if (read_version_ != version) {
       // Copy assignment reuses read_'s capacity; it allocates only when the pool grew (or a name
       // outgrew its buffer). An allocation failure keeps the previous pool (fails stale).
       HOLDBACK_TRY {
         read_ = pending_;
-        read_version_ = version_;
+        read_version_ = version;
       }
       HOLDBACK_CATCH_ALL {}
     }

@@ -12,6 +12,7 @@
 
 #include "holdback/abi.hpp"
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <mutex>
@@ -85,7 +86,7 @@ class HOLDBACK_API EndpointSource {
 // An EndpointSource over a vector the host publishes. set() and update() write a pending copy
 // under a small mutex; endpoints() takes the pending copy over into its own read buffer only when
 // it changed, so the span it returned earlier stays valid while another thread publishes, and a
-// read with no change in between neither copies nor allocates.
+// read with no change in between neither copies, allocates nor takes the mutex.
 //
 // With Freshness::kStampNow every endpoint read gets updateTime = now, as if its metrics had
 // just been scraped (hosts and tests whose telemetry is always current).
@@ -110,7 +111,7 @@ class HOLDBACK_API VectorEndpointSource : public EndpointSource {
   void update(Fn&& fn) {
     std::lock_guard<std::mutex> lock(mu_);
     std::forward<Fn>(fn)(pending_);
-    ++version_;
+    version_.fetch_add(1, std::memory_order_release);
   }
   // A copy of the pool as last published.
   [[nodiscard]] std::vector<Endpoint> snapshot() const;
@@ -120,7 +121,8 @@ class HOLDBACK_API VectorEndpointSource : public EndpointSource {
  private:
   mutable std::mutex mu_;
   std::vector<Endpoint> pending_;  // guarded by mu_
-  std::uint64_t version_ = 1;      // guarded by mu_
+  // Written under mu_; endpoints() reads it without the mutex to skip it when nothing changed.
+  std::atomic<std::uint64_t> version_{1};
   // The reader's side: touched only by endpoints() (one reader at a time).
   std::vector<Endpoint> read_;
   std::uint64_t read_version_ = 0;

@@ -69,7 +69,6 @@ HOLDBACK_INLINE void UtilizationDetector::validate(const UtilizationDetectorOpti
                         formatNumber(options.endpointScoreCap) +
                             " is below 1.0: the pool can never read saturated");
   }
-  DispatchLedger::validate(options.ledger, joinPath(path, "dispatchLedger"), diagnostics);
 }
 
 HOLDBACK_INLINE Result<std::unique_ptr<UtilizationDetector>> UtilizationDetector::create(

@@ -98,10 +98,8 @@ struct UtilizationDetectorOptions {
   // a request's whole footprint must fit below the threshold; for several gateway replicas,
   // which can each start one past it on the same endpoint between two syncs.
   bool kvStartPastThreshold = true;
-  // The dispatch ledger a host builds for this detector (DispatchLedger(options.ledger)); the
-  // detector itself does not use it. Its budgetQueueDepth should equal queueDepthThreshold (the
-  // JSON loader sets it so unless given).
-  DispatchLedgerOptions ledger{};
+  // (The dispatch ledger a host feeds beside this detector is configured apart from it:
+  // DispatchLedgerOptions, flowControl.dispatchLedger in a file, config::ConfigBundle.)
 };
 
 // The algorithm
@@ -169,12 +167,12 @@ class HOLDBACK_API UtilizationDetector final : public SaturationDetector {
 
   // The options of the Go reference's utilization-detector (llm-d-router,
   // https://github.com/llm-d/llm-d-router): reference telemetry
-  // validation, no score cap, no slot term, no ledger correction.
+  // validation, no score cap, no slot term. (Go has no dispatch ledger either: the reference
+  // profile also turns the host's ledger correction off, config/reference_profile.hpp.)
   [[nodiscard]] static UtilizationDetectorOptions referenceOptions() noexcept {
     UtilizationDetectorOptions o;
     o.telemetryValidation = TelemetryValidation::kReference;
     o.endpointScoreCap = kUncapped;
-    o.ledger.correction = false;
     return o;
   }
 
@@ -211,7 +209,16 @@ class HOLDBACK_API UtilizationDetector final : public SaturationDetector {
   // One fresh endpoint's roofline score before the cap (its overload, e.g. 1.6); nullopt when
   // it is stale or invalid.
   [[nodiscard]] std::optional<double> endpointScore(const Endpoint& endpoint,
-                                                    TimePoint now) const noexcept;
+                                                    TimePoint now) const noexcept override;
+
+  // Capabilities (detector/saturation_detector.hpp): metricsStalenessThreshold and the slot
+  // term's maxRunningRequests (0 = off).
+  [[nodiscard]] std::optional<Duration> metricsStalenessThreshold() const noexcept override {
+    return options_.metricsStalenessThreshold;
+  }
+  [[nodiscard]] std::int64_t configuredEndpointSlots() const noexcept override {
+    return options_.maxRunningRequests;
+  }
 
  private:
   UtilizationDetector(UtilizationDetectorOptions options, std::string name);

@@ -20,9 +20,11 @@ HOLDBACK_INLINE ReservationReply ReservationTable::tryReserve(
   if (bookings_.find(key) != bookings_.end()) return reply;
   if (!reservationFits(room, booked_[endpoint], kvTokens)) return reply;
   const std::int64_t tokens = kvTokens > 0 ? kvTokens : 0;
-  try {
+  // Without exceptions (HOLDBACK_NO_EXCEPTIONS) an allocation failure terminates, as everywhere.
+  HOLDBACK_TRY {
     bookings_.emplace(key, ReservationBooking{endpoint, replica, request, tokens, leaseUntil});
-  } catch (const std::bad_alloc&) {
+  }
+  HOLDBACK_CATCH_ALL {
     return reply;
   }
   ReservationBooked& b = booked_[endpoint];

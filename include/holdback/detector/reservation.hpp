@@ -101,11 +101,11 @@ struct ReservationReply {
 // The shared table (see the file comment).
 class HOLDBACK_API ReservationTable {
  public:
-  explicit ReservationTable(std::size_t endpoints) : booked_(endpoints) {}
+  explicit ReservationTable(std::size_t endpoints) : endpoints_(endpoints), booked_(endpoints) {}
   ReservationTable(const ReservationTable&) = delete;
   ReservationTable& operator=(const ReservationTable&) = delete;
 
-  [[nodiscard]] std::size_t endpoints() const noexcept { return booked_.size(); }
+  [[nodiscard]] std::size_t endpoints() const noexcept { return endpoints_; }
 
   // Books one slot and `kvTokens` on `endpoint` for (replica, request) until `leaseUntil` if
   // reservationFits(room, booked(endpoint), kvTokens); refuses otherwise. An endpoint out of
@@ -150,6 +150,7 @@ class HOLDBACK_API ReservationTable {
   };
   void removeLocked(const ReservationBooking& b) HOLDBACK_REQUIRES(mu_);
 
+  const std::size_t endpoints_;  // booked_.size(), fixed at construction (read without the lock)
   mutable Mutex mu_;
   std::vector<ReservationBooked> booked_ HOLDBACK_GUARDED_BY(mu_);
   std::unordered_map<Key, ReservationBooking, KeyHash> bookings_ HOLDBACK_GUARDED_BY(mu_);

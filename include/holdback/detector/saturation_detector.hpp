@@ -23,6 +23,18 @@
 //                               telemetry alone (the EndpointPicker then asks it about one
 //                               endpoint at a time). The default: false.
 //
+// Capabilities a host reads instead of casting to a concrete detector (each optional, with a
+// default that means "the detector has none"):
+//   metricsStalenessThreshold() the age beyond which scraped metrics are stale, for a detector
+//                               that reads scraped telemetry (a host warns when it scrapes less
+//                               often, and exports the stale-endpoints gauge); nullopt: none.
+//   configuredEndpointSlots()   the running-request slots per endpoint the detector's options
+//                               declare (a host's dispatch ledger assumes them for an endpoint
+//                               that reports none); 0: none declared.
+//   endpointScore(endpoint, now) one endpoint's score before the pool's aggregation (e.g. 1.6
+//                               for an overloaded one); nullopt: no per-endpoint score, or the
+//                               endpoint is stale or invalid.
+//
 // Thread safety: implementations are thread-safe (saturation and filter may be called
 // concurrently).
 #pragma once
@@ -30,6 +42,8 @@
 #include "holdback/abi.hpp"
 
 #include <cstddef>
+#include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -88,6 +102,16 @@ class HOLDBACK_API SaturationDetector {
   // EndpointPicker then calls filter() on one endpoint at a time, only for the endpoints that
   // could win its pick, instead of once over the pool. The default: false.
   [[nodiscard]] virtual bool filtersEachEndpointAlone() const noexcept { return false; }
+
+  // Capabilities (see the file comment). Pure, no allocation, no throw.
+  [[nodiscard]] virtual std::optional<Duration> metricsStalenessThreshold() const noexcept {
+    return std::nullopt;
+  }
+  [[nodiscard]] virtual std::int64_t configuredEndpointSlots() const noexcept { return 0; }
+  [[nodiscard]] virtual std::optional<double> endpointScore(const Endpoint& /*endpoint*/,
+                                                            TimePoint /*now*/) const noexcept {
+    return std::nullopt;
+  }
 
   [[nodiscard]] virtual std::string_view type() const noexcept = 0;
   [[nodiscard]] std::string_view name() const noexcept { return name_; }

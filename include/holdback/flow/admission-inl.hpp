@@ -22,15 +22,7 @@ HOLDBACK_INLINE bool hasCapacity(std::uint64_t itemBytes, const CapacityUsage& g
 HOLDBACK_INLINE ExpiryVerdict isExpired(TimePoint enqueueTime, Duration effectiveTtl,
                                         Duration noEndpointTtl, PoolRegime regime,
                                         TimePoint now) noexcept {
-  ExpiryVerdict verdict;
-  verdict.outcome = regime.empty ? QueueOutcome::kEvictedNoEndpoints : QueueOutcome::kEvictedTtl;
-  const Duration budget = regime.empty ? noEndpointTtl : effectiveTtl;
-  if (budget <= Duration::zero()) return verdict;
-  const TimePoint charge_from = std::max(enqueueTime, regime.since);
-  if (now < charge_from) return verdict;
-  // now >= charge_from + budget, written so that it cannot overflow.
-  verdict.expired = elapsed(charge_from, now) >= budget;
-  return verdict;
+  return detail::expiryOf(enqueueTime, effectiveTtl, noEndpointTtl, regime, now);
 }
 
 HOLDBACK_INLINE TtlResolution resolveRequestTtl(std::optional<Duration> requestTtl,
@@ -61,15 +53,7 @@ HOLDBACK_INLINE std::optional<Outcome> deadOutcome(std::optional<TimePoint> dead
                                                    TimePoint enqueueTime, Duration effectiveTtl,
                                                    Duration noEndpointTtl, PoolRegime regime,
                                                    TimePoint now) noexcept {
-  if (deadline && now >= *deadline) {
-    return Outcome{QueueOutcome::kEvictedTtl, OutcomeCause::kTtlExpired};
-  }
-  const ExpiryVerdict v = isExpired(enqueueTime, effectiveTtl, noEndpointTtl, regime, now);
-  if (!v.expired) return std::nullopt;
-  if (v.outcome == QueueOutcome::kEvictedNoEndpoints) {
-    return Outcome{QueueOutcome::kEvictedNoEndpoints, OutcomeCause::kNoEndpoints};
-  }
-  return Outcome{QueueOutcome::kEvictedTtl, OutcomeCause::kTtlExpired};
+  return detail::deadOutcomeAt(deadline, enqueueTime, effectiveTtl, noEndpointTtl, regime, now);
 }
 
 }  // namespace HOLDBACK_ABI_NAMESPACE

@@ -87,6 +87,35 @@ namespace detail {
   return used > max || add > max - used;
 }
 
+// isExpired() and deadOutcome(), inline (the dispatch cycle checks every head it takes).
+[[nodiscard]] constexpr ExpiryVerdict expiryOf(TimePoint enqueueTime, Duration effectiveTtl,
+                                               Duration noEndpointTtl, const PoolRegime& regime,
+                                               TimePoint now) noexcept {
+  ExpiryVerdict verdict;
+  verdict.outcome = regime.empty ? QueueOutcome::kEvictedNoEndpoints : QueueOutcome::kEvictedTtl;
+  const Duration budget = regime.empty ? noEndpointTtl : effectiveTtl;
+  if (budget <= Duration::zero()) return verdict;
+  const TimePoint charge_from = enqueueTime < regime.since ? regime.since : enqueueTime;
+  if (now < charge_from) return verdict;
+  // now >= charge_from + budget, written so that it cannot overflow.
+  verdict.expired = elapsed(charge_from, now) >= budget;
+  return verdict;
+}
+
+[[nodiscard]] constexpr std::optional<Outcome> deadOutcomeAt(
+    const std::optional<TimePoint>& deadline, TimePoint enqueueTime, Duration effectiveTtl,
+    Duration noEndpointTtl, const PoolRegime& regime, TimePoint now) noexcept {
+  if (deadline && now >= *deadline) {
+    return Outcome{QueueOutcome::kEvictedTtl, OutcomeCause::kTtlExpired};
+  }
+  const ExpiryVerdict v = expiryOf(enqueueTime, effectiveTtl, noEndpointTtl, regime, now);
+  if (!v.expired) return std::nullopt;
+  if (v.outcome == QueueOutcome::kEvictedNoEndpoints) {
+    return Outcome{QueueOutcome::kEvictedNoEndpoints, OutcomeCause::kNoEndpoints};
+  }
+  return Outcome{QueueOutcome::kEvictedTtl, OutcomeCause::kTtlExpired};
+}
+
 }  // namespace detail
 
 }  // namespace HOLDBACK_ABI_NAMESPACE

@@ -176,6 +176,20 @@ class HOLDBACK_API FairnessPolicy {
   // the reconfiguring thread; may allocate, must not call the controller. Exceptions are
   // swallowed (the reload proceeds). The default does nothing (the new instance starts fresh).
   virtual void inheritState(const FairnessPolicy& /*previous*/, TimePoint /*now*/) const {}
+
+  // Capabilities a host reads instead of casting to a concrete policy:
+  // True when the policy wants recordServed() reports (program-aware fairness: a program's
+  // attained service), so a host may skip measuring what a request was served otherwise.
+  [[nodiscard]] virtual bool observesServed() const noexcept { return false; }
+  // The host reports a completed request of flow `flowId`: its input and output tokens and how
+  // long it waited in the queue, if known. Called from any thread, under no controller lock;
+  // may allocate. The default ignores it.
+  virtual void recordServed(std::string_view /*flowId*/, std::uint64_t /*inputTokens*/,
+                            std::uint64_t /*outputTokens*/, TimePoint /*now*/,
+                            std::optional<Duration> /*queueWait*/) const {}
+  // An operator's JSON snapshot of the policy's state (one object); empty (the default) when the
+  // policy keeps none worth showing. Called from any thread; may allocate.
+  [[nodiscard]] virtual std::string dumpState(TimePoint /*now*/) const { return {}; }
 };
 
 // Thread safety: thread-safe (stateless).

@@ -128,19 +128,22 @@ HOLDBACK_INLINE void PoolPressureSampler::limitPastThreshold(std::span<const End
 }
 
 HOLDBACK_INLINE std::optional<PoolPressure> PoolPressureSampler::sample(TimePoint now) noexcept {
-  return run(now, true);
+  detail::PressureSample s;
+  if (!sampleInto(now, true, s)) return std::nullopt;
+  return s.pressure();
 }
 
 HOLDBACK_INLINE std::optional<PoolPressure> PoolPressureSampler::samplePool(
     TimePoint now) noexcept {
-  return run(now, false);
+  detail::PressureSample s;
+  if (!sampleInto(now, false, s)) return std::nullopt;
+  return s.pressure();
 }
 
-HOLDBACK_INLINE std::optional<PoolPressure> PoolPressureSampler::run(
-    TimePoint now, bool with_saturation) noexcept {
-  if (owner_.load(std::memory_order_relaxed) == std::this_thread::get_id()) return std::nullopt;
+HOLDBACK_INLINE bool PoolPressureSampler::sampleInto(TimePoint now, bool with_saturation,
+                                                     detail::PressureSample& out) noexcept {
+  if (owner_.load(std::memory_order_relaxed) == std::this_thread::get_id()) return false;
   std::shared_ptr<const SaturationDetector> retired;  // released after the lock
-  PoolPressure out;
   {
     MutexLock lock(sample_mu_);
     owner_.store(std::this_thread::get_id(), std::memory_order_relaxed);
@@ -177,8 +180,10 @@ HOLDBACK_INLINE std::optional<PoolPressure> PoolPressureSampler::run(
           for (std::size_t i = 0; i < bands; ++i) {
             const FootprintSlot& f = footprints_[i];
             out.room[i].priority = f.priority.load(std::memory_order_relaxed);
-            out.room[i].room = bandRoom(room, f.protectedTokens.load(std::memory_order_relaxed),
+            const BandRoom r = bandRoom(room, f.protectedTokens.load(std::memory_order_relaxed),
                                         f.ownTokens.load(std::memory_order_relaxed));
+            out.room[i].fits = r.fits;
+            out.room[i].fitsAfter = r.fitsAfter;
           }
           out.roomBands = bands;
         }
@@ -187,7 +192,7 @@ HOLDBACK_INLINE std::optional<PoolPressure> PoolPressureSampler::run(
     }
     owner_.store(std::thread::id{}, std::memory_order_relaxed);
   }
-  return out;
+  return true;
 }
 
 }  // namespace HOLDBACK_ABI_NAMESPACE

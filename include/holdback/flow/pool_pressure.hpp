@@ -104,6 +104,56 @@ struct PoolPressure {
   std::size_t roomBands = 0;
 };
 
+namespace detail {
+
+// A PoolPressure as the controller's own dispatch cycle takes it from its sampler: the same
+// figures, but only the first roomBands room entries are ever written (a PoolPressure constructs
+// all kMaxRoomBands of them, which a cycle on a pool without room need not pay for).
+struct PressureSample {
+  struct Room {
+    Priority priority;
+    double fits;
+    double fitsAfter;
+  };
+  bool poolEmpty = false;
+  std::int64_t largestKvCapacityTokens = 0;
+  StageSaturation saturation;
+  std::size_t endpoints = 0;
+  std::size_t staleEndpoints = 0;
+  std::size_t roomBands = 0;
+  std::array<Room, PoolPressure::kMaxRoomBands> room;  // [0, roomBands) only
+
+  [[nodiscard]] static PressureSample of(const PoolPressure& p) noexcept {
+    PressureSample s;
+    s.poolEmpty = p.poolEmpty;
+    s.largestKvCapacityTokens = p.largestKvCapacityTokens;
+    s.saturation = p.saturation;
+    s.endpoints = p.endpoints;
+    s.staleEndpoints = p.staleEndpoints;
+    s.roomBands = p.roomBands < p.room.size() ? p.roomBands : p.room.size();
+    for (std::size_t i = 0; i < s.roomBands; ++i) {
+      s.room[i] = {p.room[i].priority, p.room[i].room.fits, p.room[i].room.fitsAfter};
+    }
+    return s;
+  }
+  [[nodiscard]] PoolPressure pressure() const noexcept {
+    PoolPressure p;
+    p.poolEmpty = poolEmpty;
+    p.largestKvCapacityTokens = largestKvCapacityTokens;
+    p.saturation = saturation;
+    p.endpoints = endpoints;
+    p.staleEndpoints = staleEndpoints;
+    p.roomBands = roomBands;
+    for (std::size_t i = 0; i < roomBands; ++i) {
+      p.room[i].priority = room[i].priority;
+      p.room[i].room = BandRoom{room[i].fits, room[i].fitsAfter};
+    }
+    return p;
+  }
+};
+
+}  // namespace detail
+
 // PoolPressure::largestKvCapacityTokens of `pool`: the largest Endpoint::kvCapacityTokens, or 0
 // when some endpoint's is unknown (<= 0) or the pool is empty. O(n), no allocation.
 [[nodiscard]] HOLDBACK_API std::int64_t largestKvCapacity(std::span<const Endpoint> pool) noexcept;
@@ -124,6 +174,11 @@ class HOLDBACK_API PoolPressureSampler {
   // Emptiness and the largest KV capacity only (the detector is not called; saturation is left
   // at its default).
   [[nodiscard]] std::optional<PoolPressure> samplePool(TimePoint now) noexcept
+      HOLDBACK_EXCLUDES(sample_mu_, detector_mu_);
+
+  // sample() (`with_saturation`) or samplePool() into `out`, built without a PoolPressure (the
+  // controller's own cycle); false, `out` untouched, when re-entrant.
+  bool sampleInto(TimePoint now, bool with_saturation, detail::PressureSample& out) noexcept
       HOLDBACK_EXCLUDES(sample_mu_, detector_mu_);
 
   // The detector of later samples (hot reload). Never waits for a sample in progress.
@@ -170,8 +225,6 @@ class HOLDBACK_API PoolPressureSampler {
   }
 
  private:
-  std::optional<PoolPressure> run(TimePoint now, bool with_saturation) noexcept
-      HOLDBACK_EXCLUDES(sample_mu_, detector_mu_);
   // Applies setPastThreshold to the detector's room of `pool`.
   void limitPastThreshold(std::span<const Endpoint> pool, std::span<EndpointRoom> room,
                           TimePoint now) const noexcept;

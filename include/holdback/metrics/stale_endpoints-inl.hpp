@@ -16,7 +16,7 @@ HOLDBACK_INLINE StaleEndpointMonitor::StaleEndpointMonitor(
     std::function<void(std::string_view)> log, Duration logInterval)
     : log_(std::move(log)), log_interval_(logInterval) {}
 
-HOLDBACK_INLINE std::size_t StaleEndpointMonitor::update(const UtilizationDetector& detector,
+HOLDBACK_INLINE std::size_t StaleEndpointMonitor::update(const SaturationDetector& detector,
                                                          std::span<const Endpoint> endpoints,
                                                          TimePoint now) {
   const std::size_t stale = detector.staleEndpoints(endpoints, now);
@@ -32,11 +32,17 @@ HOLDBACK_INLINE std::size_t StaleEndpointMonitor::update(const UtilizationDetect
   }
   if (log_now) {
     HOLDBACK_TRY {
+      const std::optional<Duration> threshold = detector.metricsStalenessThreshold();
+      // The utilization detector's own parameter (a library-internal cast: the line names it).
+      const auto* utilization = dynamic_cast<const UtilizationDetector*>(&detector);
       log_(std::to_string(stale) + " of " + std::to_string(endpoints.size()) +
-           " endpoints have stale or invalid metrics (older than " +
-           formatDuration(detector.options().metricsStalenessThreshold) + "); detector \"" +
-           std::string(detector.name()) + "\" treats them per stalenessPolicy " +
-           std::string(toString(detector.options().stalenessPolicy)));
+           " endpoints have stale or invalid metrics" +
+           (threshold ? " (older than " + formatDuration(*threshold) + ")" : std::string()) +
+           "; detector \"" + std::string(detector.name()) + "\"" +
+           (utilization != nullptr
+                ? " treats them per stalenessPolicy " +
+                      std::string(toString(utilization->options().stalenessPolicy))
+                : std::string()));
     }
     HOLDBACK_CATCH_ALL {}  // a throwing log hook costs the line, nothing else
   }

@@ -38,10 +38,11 @@ class HOLDBACK_API StaleEndpointMonitor {
   explicit StaleEndpointMonitor(std::function<void(std::string_view)> log = {},
                                 Duration logInterval = kDefaultLogInterval);
 
-  // Counts the endpoints `detector` observes as stale or invalid at `now`, stores the count and
-  // calls the log hook when the count is > 0 and the last line is at least logInterval old.
+  // Counts the endpoints `detector` cannot use at `now` (SaturationDetector::staleEndpoints: for
+  // the utilization detector, those observe() classifies as stale or invalid), stores the count
+  // and calls the log hook when the count is > 0 and the last line is at least logInterval old.
   // Returns the count. Does not allocate unless a line is logged.
-  std::size_t update(const UtilizationDetector& detector, std::span<const Endpoint> endpoints,
+  std::size_t update(const SaturationDetector& detector, std::span<const Endpoint> endpoints,
                      TimePoint now);
   [[nodiscard]] std::size_t count() const;
 

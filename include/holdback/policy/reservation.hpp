@@ -236,6 +236,8 @@ class HOLDBACK_API ReservationPolicy final : public UsageLimitPolicy {
   [[nodiscard]] DemandSmoothing demandSmoothing() const noexcept override {
     return options_.smoothing;
   }
+  // minReserve (UsageLimitPolicy::fixedReserve).
+  [[nodiscard]] double fixedReserve() const noexcept override { return options_.minReserve; }
   [[nodiscard]] const ReservationOptions& options() const noexcept { return options_; }
 
   // The reserve R_i (requests) kept below band i for the given inputs and the current feedback

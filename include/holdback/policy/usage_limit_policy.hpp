@@ -147,6 +147,11 @@ class HOLDBACK_API UsageLimitPolicy {
   [[nodiscard]] virtual bool usesRoom() const noexcept { return false; }
   // How the caller should smooth the demand it reports (policy/demand.hpp).
   [[nodiscard]] virtual DemandSmoothing demandSmoothing() const noexcept { return {}; }
+  // Capability: the requests the policy keeps free for its top band whatever the demand (the
+  // reservation policy's minReserve), so that a host can look past them (the example gateway's
+  // slot probe) and leave them to every replica (DispatchLedgerOptions::sharedRoomSlots). The
+  // default: 0 (no fixed reserve). Finite and >= 0.
+  [[nodiscard]] virtual double fixedReserve() const noexcept { return 0.0; }
 
   // The registered plugin type, e.g. "priority-holdback-policy".
   [[nodiscard]] virtual std::string_view type() const noexcept = 0;

@@ -387,6 +387,9 @@ HOLDBACK_INLINE void Loader::readFlowControl() {
   const auto detector_ref = readSaturationDetectorRef(json_, detector_ref_path, d_);
   bundle_.detector = resolvePluginRef(saturationDetectorSlot(), detector_ref, detector_ref_path,
                                       bundle_.detectors, specs_, registries_.detectors, d_);
+  // The host's dispatch ledger, beside the detector (with the gate off too).
+  fc.accept("dispatchLedger");
+  bundle_.dispatchLedger = loadDispatchLedgerOptions(json_, bundle_.detector.get(), d_);
   bundle_.policy = resolvePluginRef(
       usageLimitPolicySlot(), readRef(fc, "usageLimitPolicyPluginRef"),
       "/flowControl/usageLimitPolicyPluginRef", bundle_.policies, specs_, registries_.policies, d_);

@@ -44,13 +44,10 @@ HOLDBACK_INLINE double BandScheduler::Config::weightOf(Priority p, std::size_t p
   return static_cast<double>(bands - position);  // derived: lowest 1, ..., highest n
 }
 
-HOLDBACK_INLINE void BandScheduler::plan(const Config& config, double s,
-                                         std::span<Band* const> domain,
-                                         std::span<const double> ceilings,
-                                         std::span<Band* const> all) noexcept {
-  active_ = config.options.schedule == BandSchedule::kWeightedFair &&
-            s >= config.options.activationThreshold;  // NaN: never active
-  if (!active_) return;
+HOLDBACK_INLINE void BandScheduler::planActive(const Config& config, double s,
+                                               std::span<Band* const> domain,
+                                               std::span<const double> ceilings,
+                                               std::span<Band* const> all) noexcept {
   config_ = &config;
   domain_ = domain;
   if (virtual_time_ > (std::uint64_t{1} << 62)) rebase(all);
@@ -81,8 +78,8 @@ HOLDBACK_INLINE void BandScheduler::plan(const Config& config, double s,
   }
 }
 
-HOLDBACK_INLINE void BandScheduler::dispatched(std::size_t i) noexcept {
-  if (!active_ || i >= domain_.size()) return;
+HOLDBACK_INLINE void BandScheduler::advance(std::size_t i) noexcept {
+  if (i >= domain_.size()) return;
   Band* band = domain_[i];
   virtual_time_ = std::max(virtual_time_, band->wfq_pass);
   const double w = config_->weightOf(band->prio, i, domain_.size());

@@ -56,13 +56,22 @@ class BandScheduler {
   // `domain` (highest first) and `ceilings` are the cycle's; `all` every band of the table (for
   // the rare rebasing of the passes).
   void plan(const Config& config, double saturation, std::span<Band* const> domain,
-            std::span<const double> ceilings, std::span<Band* const> all) noexcept;
+            std::span<const double> ceilings, std::span<Band* const> all) noexcept {
+    active_ = config.options.schedule == BandSchedule::kWeightedFair &&
+              saturation >= config.options.activationThreshold;  // NaN: never active
+    if (active_) planActive(config, saturation, domain, ceilings, all);
+  }
   [[nodiscard]] bool active() const noexcept { return active_; }
   [[nodiscard]] std::size_t at(std::size_t k) const noexcept { return active_ ? order_[k] : k; }
-  void dispatched(std::size_t i) noexcept;
+  void dispatched(std::size_t i) noexcept {
+    if (active_) advance(i);
+  }
   [[nodiscard]] std::uint64_t virtualTime() const noexcept { return virtual_time_; }
 
  private:
+  void planActive(const Config& config, double saturation, std::span<Band* const> domain,
+                  std::span<const double> ceilings, std::span<Band* const> all) noexcept;
+  void advance(std::size_t i) noexcept;
   void rebase(std::span<Band* const> all) noexcept;
 
   const Config* config_ = nullptr;  // the plan's, for dispatched()

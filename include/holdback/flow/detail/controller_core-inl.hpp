@@ -51,6 +51,17 @@ HOLDBACK_INLINE ControllerCore::ControllerCore(FlowControllerOptions options)
   table_.applyBands(topologyOf(options), options.bands);
   sampler_.keepEndpointRoom(settings_.eviction.enabled &&
                             settings_.eviction.restoreReserve.enabled);
+  footprints_.reserve(PoolPressure::kMaxRoomBands);
+  reserveScratch(table_.ordered().size());
+}
+
+HOLDBACK_INLINE void ControllerCore::reserveScratch(std::size_t bands) {
+  domain_bands_.reserve(bands);
+  domain_priorities_.reserve(bands);
+  ceilings_.reserve(bands);
+  scheduler_.reserve(bands);
+  room_view_.reserve(bands);
+  scratch_bands_ = bands;
 }
 
 HOLDBACK_INLINE void ControllerCore::deliver(Completion&& c) const noexcept {
@@ -177,11 +188,6 @@ HOLDBACK_INLINE bool ControllerCore::markLeaseStarted(RequestId id) noexcept {
   return leases_.markStarted(id);
 }
 
-HOLDBACK_INLINE bool ControllerCore::yieldsToPeer(const Band& band,
-                                                  const Item& head) const noexcept {
-  return replicas_.yieldsTo(band.prio, head.enqueueTime);
-}
-
 HOLDBACK_INLINE ReplicaRestoreFigures ControllerCore::replicaRestoreFigures() const noexcept {
   MutexLock lock(mu_);
   ReplicaRestoreFigures mine = replicas_.published();
@@ -215,8 +221,9 @@ HOLDBACK_INLINE void ControllerCore::setReplicaShare(
 // ---------------------------------------------------------------------------------------------
 // The dispatch cycle
 
-HOLDBACK_INLINE void ControllerCore::applyPressure(TimePoint now, const PoolPressure& p,
-                                                   bool with_saturation) noexcept {
+// inline: the hot path (in the one translation unit that compiles the controller's cycle).
+inline void ControllerCore::applyPressure(TimePoint now, const PressureSample& p,
+                                          bool with_saturation) noexcept {
   if (p.poolEmpty != regime_.empty) regime_ = PoolRegime{p.poolEmpty, now};
   if (!p.poolEmpty) largest_kv_ = p.largestKvCapacityTokens;
   if (with_saturation) {
@@ -225,7 +232,10 @@ HOLDBACK_INLINE void ControllerCore::applyPressure(TimePoint now, const PoolPres
     last_prefill_ = p.saturation.prefill;
     last_decode_ = p.saturation.decode;
     last_room_bands_ = std::min(p.roomBands, p.room.size());
-    std::copy_n(p.room.begin(), last_room_bands_, last_room_.begin());
+    for (std::size_t k = 0; k < last_room_bands_; ++k) {
+      last_room_[k].priority = p.room[k].priority;
+      last_room_[k].room = BandRoom{p.room[k].fits, p.room[k].fitsAfter};
+    }
   }
 }
 
@@ -277,30 +287,19 @@ HOLDBACK_INLINE void ControllerCore::declareFootprints(
   sampler_.setFootprints(footprints_);
 }
 
-HOLDBACK_INLINE std::optional<Outcome> ControllerCore::deadOutcomeOf(const Item& item,
-                                                                     TimePoint now,
-                                                                     std::int64_t largestKv,
-                                                                     Duration noEndpointTtl,
-                                                                     PoolRegime regime) noexcept {
-  if (exceedsEveryEndpoint(item.kvTokens, largestKv)) {
-    return Outcome{QueueOutcome::kEvictedOther, OutcomeCause::kTooLarge};
-  }
-  return deadOutcome(item.deadline(), item.enqueueTime, item.effectiveTtl, noEndpointTtl, regime,
-                     now);
-}
-
-HOLDBACK_INLINE DispatchResult ControllerCore::dispatchCycle(TimePoint now) noexcept {
-  const std::optional<PoolPressure> pressure = sampler_.sample(now);  // host code, no lock
-  return dispatchImpl(now, pressure ? &*pressure : nullptr);
-}
-
 HOLDBACK_INLINE DispatchResult ControllerCore::dispatch(TimePoint now,
                                                         const PoolPressure& pressure) noexcept {
-  return dispatchImpl(now, &pressure);
+  const PressureSample sample = PressureSample::of(pressure);
+  return dispatchImpl(now, &sample, /*sample=*/false);
 }
 
 HOLDBACK_INLINE DispatchResult ControllerCore::dispatchImpl(TimePoint now,
-                                                            const PoolPressure* pressure) noexcept {
+                                                            const PressureSample* given,
+                                                            bool sample) noexcept {
+  // The sample lives in this frame: dispatchCycle stays a forwarder the compiler inlines.
+  PressureSample sampled;
+  const PressureSample* pressure = given;
+  if (sample && sampler_.sampleInto(now, true, sampled)) pressure = &sampled;  // host code, no lock
   DispatchResult result;
   FinalizedBatch finalized;     // destroyed (the requests' memory freed) after the lock
   RevocationBatch revocations;  // their evict callbacks run after the lock
@@ -318,27 +317,28 @@ HOLDBACK_INLINE DispatchResult ControllerCore::dispatchImpl(TimePoint now,
 
     // The priorities the policy sees (capacity for every band: no allocation in steady state).
     const std::span<Band* const> ordered = table_.ordered();
-    domain_bands_.reserve(ordered.size());
-    domain_priorities_.reserve(ordered.size());
-    ceilings_.reserve(ordered.size());
-    scheduler_.reserve(ordered.size());
-    room_view_.reserve(ordered.size());
-    footprints_.reserve(PoolPressure::kMaxRoomBands);
+    if (ordered.size() > scratch_bands_) reserveScratch(ordered.size());
     domain_bands_.clear();
     domain_priorities_.clear();
+    const bool provisioned = settings_.priorityDomain == PriorityDomain::kProvisioned;
+    const Duration window = settings_.activityWindow;
     for (Band* band : ordered) {
-      band->last_ceiling.reset();
-      const bool in_domain =
-          settings_.priorityDomain == PriorityDomain::kProvisioned || band->queued_requests > 0 ||
-          (band->last_arrival && elapsed(*band->last_arrival, now) < settings_.activityWindow);
-      if (!in_domain) continue;
+      const bool in_domain = provisioned || band->queued_requests > 0 ||
+                             (band->last_arrival && elapsed(*band->last_arrival, now) < window);
+      if (!in_domain) {
+        band->last_ceiling.reset();  // a domain band's is set below
+        continue;
+      }
       domain_bands_.push_back(band);
       domain_priorities_.push_back(band->prio);
     }
-    ceilings_.assign(domain_bands_.size(), 1.0);
+    const std::size_t bands = domain_bands_.size();
+    Band* const* const domain = domain_bands_.data();
+    ceilings_.assign(bands, 1.0);
     const bool demand_on = demandOn();
     const bool leases_on = demand_on || settings_.eviction.enabled;
-    if (measuresDemand()) {
+    const bool restores = settings_.eviction.enabled && settings_.eviction.restoreReserve.enabled;
+    if (demand_on || restores) {  // measuresDemand()
       demand_.update(now, ordered, domain_bands_, *settings_.policy, leases_);
     }
     if (demand_on) {
@@ -360,23 +360,23 @@ HOLDBACK_INLINE DispatchResult ControllerCore::dispatchImpl(TimePoint now,
     } else {
       settings_.policy->computeLimit(s, domain_priorities_, ceilings_);
     }
-    for (std::size_t i = 0; i < domain_bands_.size(); ++i) {
-      domain_bands_[i]->last_ceiling = ceilings_[i];
-    }
+    const double* const ceilings = ceilings_.data();
+    for (std::size_t i = 0; i < bands; ++i) domain[i]->last_ceiling = ceilings[i];
 
     result.kind = DispatchResult::Kind::kNothingQueued;
     // Reserve restoration runs whether or not anything is queued (its point is to act before).
-    if (settings_.eviction.enabled && settings_.eviction.restoreReserve.enabled && evict_) {
+    if (restores && evict_) {
       evictor_.restoreReserve(evictionCycle(now, s), revocations);
       result.revoked = revocations.size();
     }
 
     bool done = table_.totalRequests() == 0;
     if (!done) scheduler_.plan(settings_.bandScheduling, s, domain_bands_, ceilings_, ordered);
-    for (std::size_t k = 0; k < domain_bands_.size() && !done; ++k) {
-      const std::size_t i = scheduler_.at(k);  // strict priority: i == k
-      Band* band = domain_bands_[i];
-      if (isGated(s, ceilings_[i])) {  // HoL: checked before looking at the band's items
+    const bool scheduled = !done && scheduler_.active();
+    for (std::size_t k = 0; k < bands && !done; ++k) {
+      const std::size_t i = scheduled ? scheduler_.at(k) : k;  // strict priority: i == k
+      Band* band = domain[i];
+      if (isGated(s, ceilings[i])) {  // HoL: checked before looking at the band's items
         band->counters->gated_cycles += 1;
         if (last_all_stale_) stale_gated_cycles_ += 1;
         result.kind = DispatchResult::Kind::kGated;

@@ -129,10 +129,15 @@ class ControllerCore {
   bool setLeaseEndpoint(RequestId id, std::size_t endpoint) noexcept HOLDBACK_EXCLUDES(mu_);
   bool markLeaseStarted(RequestId id) noexcept HOLDBACK_EXCLUDES(mu_);
   ReplicaRestoreFigures replicaRestoreFigures() const noexcept HOLDBACK_EXCLUDES(mu_);
-  bool yieldsToPeer(const Band& band, const Item& head) const noexcept HOLDBACK_REQUIRES(mu_);
+  // Another replica's head of `band` waited longer (only with a share that pools arrivals).
+  bool yieldsToPeer(const Band& band, const Item& head) const noexcept HOLDBACK_REQUIRES(mu_) {
+    return replicas_.pooledArrivals() && replicas_.yieldsTo(band.prio, head.enqueueTime);
+  }
   void setReplicaShare(const std::optional<ReplicaShare>& share) noexcept HOLDBACK_EXCLUDES(mu_);
   void recordPeerArrival(Priority priority, std::int64_t kvTokens) noexcept HOLDBACK_EXCLUDES(mu_);
-  DispatchResult dispatchCycle(TimePoint now) noexcept HOLDBACK_EXCLUDES(mu_);
+  DispatchResult dispatchCycle(TimePoint now) noexcept HOLDBACK_EXCLUDES(mu_) {
+    return dispatchImpl(now, nullptr, /*sample=*/true);
+  }
   DispatchResult dispatch(TimePoint now, const PoolPressure& pressure) noexcept
       HOLDBACK_EXCLUDES(mu_);
   std::size_t expire(TimePoint now) noexcept HOLDBACK_EXCLUDES(mu_);
@@ -168,12 +173,13 @@ class ControllerCore {
   static Settings settingsOf(FlowControllerOptions& options);
   static BandTopology topologyOf(FlowControllerOptions& options);
 
-  // `pressure == nullptr`: the last one (a re-entrant call from the host's sampler code).
-  DispatchResult dispatchImpl(TimePoint now, const PoolPressure* pressure) noexcept
+  // `sample`: the pressure is this cycle's sample (`given` is null), else `given`; null (or a
+  // re-entrant call from the host's sampler code): the last one.
+  DispatchResult dispatchImpl(TimePoint now, const PressureSample* given, bool sample) noexcept
       HOLDBACK_EXCLUDES(mu_);
-  std::size_t expireImpl(TimePoint now, const PoolPressure* pressure) noexcept
+  std::size_t expireImpl(TimePoint now, const PressureSample* pressure) noexcept
       HOLDBACK_EXCLUDES(mu_);
-  void applyPressure(TimePoint now, const PoolPressure& pressure, bool with_saturation) noexcept
+  void applyPressure(TimePoint now, const PressureSample& pressure, bool with_saturation) noexcept
       HOLDBACK_REQUIRES(mu_);
   // The last sample's room per domain band (NaN where the sample had none); empty when it had
   // none at all.
@@ -186,8 +192,16 @@ class ControllerCore {
   [[nodiscard]] static std::optional<Outcome> deadOutcomeOf(const Item& item, TimePoint now,
                                                             std::int64_t largestKv,
                                                             Duration noEndpointTtl,
-                                                            PoolRegime regime) noexcept;
+                                                            const PoolRegime& regime) noexcept {
+    if (exceedsEveryEndpoint(item.kvTokens, largestKv)) {
+      return Outcome{QueueOutcome::kEvictedOther, OutcomeCause::kTooLarge};
+    }
+    return detail::deadOutcomeAt(item.deadline(), item.enqueueTime, item.effectiveTtl,
+                                 noEndpointTtl, regime, now);
+  }
   void deliver(Completion&& c) const noexcept;
+  // Capacity in the cycle's scratch for `bands` bands (the cycle grows it when the table did).
+  void reserveScratch(std::size_t bands) HOLDBACK_REQUIRES(mu_);
   [[nodiscard]] bool demandOn() const noexcept HOLDBACK_REQUIRES(mu_) {
     return settings_.policy != nullptr && settings_.policy->usesDemand();
   }
@@ -250,6 +264,8 @@ class ControllerCore {
   std::vector<Band*> domain_bands_ HOLDBACK_GUARDED_BY(mu_);
   std::vector<Priority> domain_priorities_ HOLDBACK_GUARDED_BY(mu_);
   std::vector<double> ceilings_ HOLDBACK_GUARDED_BY(mu_);
+  // The bands the scratch has room for (reserveScratch).
+  std::size_t scratch_bands_ HOLDBACK_GUARDED_BY(mu_) = 0;
   // Leases (while the policy reads demand or eviction is on): the tracker's slots are its bands.
   LeaseTable leases_ HOLDBACK_GUARDED_BY(mu_);
   DemandTracker demand_ HOLDBACK_GUARDED_BY(mu_);

@@ -16,17 +16,19 @@ namespace detail {
 // Expiry, GC, topology
 
 HOLDBACK_INLINE std::size_t ControllerCore::expire(TimePoint now) noexcept {
-  const std::optional<PoolPressure> pressure = sampler_.samplePool(now);  // host code, no lock
-  return expireImpl(now, pressure ? &*pressure : nullptr);
+  PressureSample pressure;
+  const bool sampled = sampler_.sampleInto(now, false, pressure);  // host code, no lock
+  return expireImpl(now, sampled ? &pressure : nullptr);
 }
 
 HOLDBACK_INLINE std::size_t ControllerCore::expire(TimePoint now,
                                                    const PoolPressure& pressure) noexcept {
-  return expireImpl(now, &pressure);
+  const PressureSample sample = PressureSample::of(pressure);
+  return expireImpl(now, &sample);
 }
 
 HOLDBACK_INLINE std::size_t ControllerCore::expireImpl(TimePoint now,
-                                                       const PoolPressure* pressure) noexcept {
+                                                       const PressureSample* pressure) noexcept {
   std::vector<Completion> finalized;
   std::vector<Retired> retired;  // freed after the lock
   {

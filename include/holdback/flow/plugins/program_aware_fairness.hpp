@@ -112,15 +112,17 @@ class HOLDBACK_API ProgramAwareFairnessPolicy final : public FairnessPolicy {
   // The host reports a completed request of program `flowId`: its input and output tokens, and
   // optionally how long it waited in the queue (for the fairness index). Allocates only for a
   // program it has not seen (or forgotten). Negative / non-finite figures count as 0.
+  // (FairnessPolicy::recordServed; observesServed() is true.)
+  [[nodiscard]] bool observesServed() const noexcept override { return true; }
   void recordServed(std::string_view flowId, std::uint64_t inputTokens, std::uint64_t outputTokens,
-                    TimePoint now, std::optional<Duration> queueWait = std::nullopt) const;
+                    TimePoint now, std::optional<Duration> queueWait = std::nullopt) const override;
   // The program's decayed attained service at `now` (0 for an unknown program).
   [[nodiscard]] double attainedService(std::string_view flowId, TimePoint now) const;
   [[nodiscard]] std::size_t programCount() const;
   // Jain's fairness index over the mean queue wait of the programs that reported a wait.
   [[nodiscard]] double jainFairnessIndex() const;
   // The JSON snapshot (one object, keys in a fixed order).
-  [[nodiscard]] std::string dumpState(TimePoint now) const;
+  [[nodiscard]] std::string dumpState(TimePoint now) const override;
   // Picks made, and how many of them stopped at kMaxPickVisits before proving that their choice
   // is the full scan's (see above).
   struct PickCounts {
