@@ -193,7 +193,10 @@ std::int64_t CapacityLearner::estimatedSlots(const State& s) const {
 
 LearnedCapacity CapacityLearner::learned(std::size_t i) const {
   std::lock_guard lock(mu_);
-  return states_[i].now;
+  const State& s = states_[i];
+  LearnedCapacity out = s.now;
+  out.bookingSlots = counted(out.slots);
+  return out;
 }
 
 }  // namespace holdback::gateway

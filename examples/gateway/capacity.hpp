@@ -73,6 +73,10 @@ struct LearnedCapacity {
   SlotSource slotSource = SlotSource::kEstimate;
   std::int64_t kvCapacityTokens = 0;  // 0 = unknown
   KvSource kvSource = KvSource::kNotScraped;
+  // The slot count a booking checks (--replica-mode reserve): the one the ledger counts (`slots`,
+  // at least the reserve + 1; an estimate probes past the reserve until a queue confirms it), so
+  // that a booking that leaves the reserve free can still let work through to grow the estimate.
+  std::int64_t bookingSlots = 0;
 };
 
 class CapacityLearner {

@@ -9,6 +9,7 @@ namespace holdback::gateway {
 void clientHungUp(Exchange& ex, GatewayCounters& counters) {
   ex.clientGone = true;
   if (!ex.done) {
+    ex.abandoned.store(true, std::memory_order_release);  // a parked request ends at once
     if (ex.ticket.cancel()) counters.queuedCancelled.fetch_add(1, std::memory_order_relaxed);
   } else if (ex.abort.active != nullptr) {
     counters.upstreamAborted.fetch_add(1, std::memory_order_relaxed);

@@ -223,7 +223,10 @@ asio::awaitable<bool> handleCompletion(HttpServer::Shard& shard, beast::tcp_stre
         std::string(kRequestTtlHeader) + ": \"" + std::string(*header(kRequestTtlHeader)) +
             "\" is not a positive duration; use Go spellings such as \"1500ms\" or \"2s\""));
   }
-  if (ttl.status == RequestTtlHeader::Status::kValid) request.ttl = ttl.ttl;
+  if (ttl.status == RequestTtlHeader::Status::kValid) {
+    request.ttl = ttl.ttl;
+    ex->ttl = ttl.ttl;
+  }
   request.sizeBytes = req.body().size();
   // The KV footprint: the reservation policy's capacity model and the fitFirst pick read it
   // (max_tokens, or the band's output learned from completions: footprint.hpp).

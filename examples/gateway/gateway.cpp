@@ -61,6 +61,9 @@ bool Gateway::start() {
   const auto log = [](std::string_view line) {
     std::fprintf(stderr, "holdback-gateway: %.*s\n", static_cast<int>(line.size()), line.data());
   };
+  // --replica-mode reserve: a booking below the top band leaves the policy's fixed reserve free.
+  reserve_keep_ = probe_reserve;
+  for (const auto& band : bundle_->controller.bands) top_band_ = std::max(top_band_, band.priority);
   pool_ = std::make_shared<Pool>(options_.endpointUrls, options_.endpoints, ledger, capacity,
                                  std::move(slots), log, probe_reserve);
   FlowControllerOptions fc = bundle_->controller;
@@ -103,7 +106,39 @@ void Gateway::onOutcome(Completion&& c) {
     std::lock_guard lock(leases_mu_);
     leases_[c.id] = *holder;
   }
+  ReplicaReserver* reserver = reserver_.load(std::memory_order_acquire);
+  if (dispatch && reserver != nullptr) {
+    if (reserver->active()) {
+      // --replica-mode reserve: booked (or parked) on the reserver's thread, delivered from there.
+      ReserveRequest r;
+      r.id = c.id;
+      r.sink = *holder;
+      r.outcome = c.outcome;
+      r.priority = c.bandPriority;
+      r.enqueueTime = c.enqueueTime;
+      r.kvTokens = (*holder)->kvTokens;
+      r.keepFree = c.bandPriority < top_band_ ? reserve_keep_ : 0;
+      r.deadline = parkDeadline(c.enqueueTime, (*holder)->ttl);
+      r.dispatch = std::move(*dispatch);
+      reserver->submit(std::move(r));
+      return;
+    }
+    counters_.replicaReserve.fallbackDispatches.fetch_add(1, std::memory_order_relaxed);
+    reserver->track(*dispatch, c.id);
+  }
   (*holder)->deliver(c.outcome, std::move(dispatch), c.finalizedAt - c.enqueueTime);
+}
+
+std::optional<TimePoint> Gateway::parkDeadline(TimePoint enqueued,
+                                               std::optional<Duration> own) const {
+  // The smaller of the set (> 0) TTLs: the request's own and the configured default (unset:
+  // kDefaultRequestTtl; 0: never).
+  const Duration configured = bundle_->controller.defaultRequestTtl.value_or(kDefaultRequestTtl);
+  std::optional<Duration> ttl;
+  if (configured > Duration::zero()) ttl = configured;
+  if (own && *own > Duration::zero() && (!ttl || *own < *ttl)) ttl = own;
+  if (!ttl) return std::nullopt;
+  return enqueued + *ttl;
 }
 
 void Gateway::reportServed(std::string_view flowId, std::uint64_t promptTokens,

@@ -27,6 +27,7 @@
 #include <atomic>
 #include <cstdint>
 #include <cstdio>
+#include <limits>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -44,6 +45,7 @@
 #include "overload.hpp"
 #include "pool.hpp"
 #include "replica_input.hpp"
+#include "replica_reserve.hpp"
 #include "tenants.hpp"
 
 namespace holdback::gateway {
@@ -64,6 +66,12 @@ class OutcomeSink {
   // The request's declared KV footprint (FlowRequest::kvTokens), for the endpoint pick; set
   // before the request is enqueued.
   std::int64_t kvTokens = 0;
+  // Its own TTL (x-llm-d-inference-ttl), when given: a parked request (--replica-mode reserve)
+  // ends by the smaller of it and the configured default. Set before the request is enqueued.
+  std::optional<Duration> ttl;
+  // Set (from the request's thread) when its client hangs up before the outcome: a parked
+  // request then ends at once.
+  std::atomic<bool> abandoned{false};
 };
 
 struct GatewayCounters {
@@ -100,6 +108,9 @@ struct GatewayCounters {
   // replicas the last sync round ignored for publishing another config fingerprint.
   RejectCounters replicaSyncRejected{};
   std::atomic<std::int64_t> replicaSyncForeign{0};
+  // --replica-mode reserve (replica_reserve.hpp).
+  ReserveCounters replicaReserve{};
+  bool replicaReserveMode = false;  // set before serving: the reserve families are exported
 
   void count(int status) noexcept {
     if (status >= 0 && status < int(responses.size())) {
@@ -151,6 +162,12 @@ class Gateway {
   // Each band's output tokens learned from completions without max_tokens (footprint.hpp).
   [[nodiscard]] OutputEstimator& outputEstimator() const noexcept { return *output_estimator_; }
 
+  // --replica-mode reserve: where dispatched requests are booked (nullptr: share mode, the
+  // default). Set before serving, cleared before the reserver is destroyed.
+  void setReserver(ReplicaReserver* reserver) noexcept {
+    reserver_.store(reserver, std::memory_order_release);
+  }
+
   // Whether in-flight eviction is on (flowControl.enableEviction).
   [[nodiscard]] bool evictionEnabled() const noexcept { return eviction_; }
   // Ends dispatched request `id`'s lease at most once per registration: unregisters its sink and
@@ -165,6 +182,9 @@ class Gateway {
 
  private:
   void onOutcome(Completion&& c);
+  // When a request enqueued at `enqueued`, parked (--replica-mode reserve), ends by its TTL.
+  [[nodiscard]] std::optional<TimePoint> parkDeadline(TimePoint enqueued,
+                                                      std::optional<Duration> own) const;
   void onRevocation(const Revocation& r);
   void warnAboutStaleness() const;
 
@@ -189,6 +209,9 @@ class Gateway {
   std::mutex leases_mu_;
   std::unordered_map<RequestId, std::weak_ptr<OutcomeSink>> leases_;  // guarded by leases_mu_
   std::unique_ptr<OutputEstimator> output_estimator_ = makeOutputEstimator();
+  std::atomic<ReplicaReserver*> reserver_{nullptr};
+  std::int64_t reserve_keep_ = 0;                             // set by start()
+  Priority top_band_ = std::numeric_limits<Priority>::min();  // set by start()
 };
 
 }  // namespace holdback::gateway

@@ -40,6 +40,7 @@
 #include "net.hpp"
 #include "options.hpp"
 #include "replica_input.hpp"
+#include "replica_reserve_redis.hpp"
 #include "replica_sync_redis.hpp"
 #include "scraper.hpp"
 #include "tenants.hpp"
@@ -224,6 +225,7 @@ int run(int argc, char** argv) {
   // replica feed: replica_feed.hpp). Destroyed after the coroutines (their dispatches hold it).
   std::unique_ptr<ReplicaFeed> replica_feed;
   std::unique_ptr<ReplicaSyncThread> replica_sync;
+  std::unique_ptr<ReplicaReserver> replica_reserve;  // --replica-mode reserve
   if (options.replicaSync.port != 0 && !mapping_failed) {
 #ifdef HOLDBACK_GATEWAY_HIREDIS
     // Replicas share only with those of the same config and model servers: the fingerprint,
@@ -240,6 +242,12 @@ int run(int argc, char** argv) {
     replica_sync = ReplicaSyncThread::start(
         store, options.endpointUrls, gateway->pool(), gateway->controller(), gateway->counters(),
         options.replicaSyncIntervalMs, options.replicaSyncTtlMs, replica_feed.get());
+    if (options.replicaReserve) {
+      gateway->counters().replicaReserveMode = true;
+      replica_reserve = startReplicaReserver(store, options.endpointUrls, *gateway,
+                                             options.replicaSyncIntervalMs, options.replicaLeaseMs);
+      gateway->setReserver(replica_reserve.get());
+    }
 #endif
   }
 
@@ -267,12 +275,16 @@ int run(int argc, char** argv) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
   replica_sync.reset();
+  // No delivery to a request's I/O thread once the threads stop (its bookings still release).
+  gateway->setReserver(nullptr);
+  if (replica_reserve) replica_reserve->shutdown();
   for (asio::io_context* c : raw) c->stop();
   for (std::thread& t : threads) t.join();
   work.clear();
   server->releaseIoObjects();
   contexts.clear();  // destroys the parked coroutines (and their sockets)
   server.reset();
+  replica_reserve.reset();  // after the coroutines: their dispatches release bookings to it
   replica_feed.reset();
   gateway.reset();
   return mapping_failed ? 2 : 0;

@@ -1,5 +1,6 @@
 #include "metrics_endpoint.hpp"
 
+#include <array>
 #include <chrono>
 #include <cmath>
 #include <initializer_list>
@@ -147,6 +148,62 @@ std::string renderMetrics(Gateway& gw) {
          "publish another config fingerprint.");
   sample("holdback_gateway_replica_sync_foreign_replicas", {},
          double(gc.replicaSyncForeign.load(std::memory_order_relaxed)));
+  if (gc.replicaReserveMode) {  // --replica-mode reserve (replica_reserve.hpp)
+    const ReserveCounters& rc = gc.replicaReserve;
+    const auto load = [](const auto& a) { return double(a.load(std::memory_order_relaxed)); };
+    const struct {
+      const char* name;
+      const char* type;
+      const char* help;
+      double value;
+    } reserve[] = {
+        {"holdback_gateway_replica_reserve_active", "gauge",
+         "1 while dispatches are booked in Redis (--replica-mode reserve); 0 while Redis fails "
+         "and the replica dispatches on the local 1/R share.",
+         load(rc.active)},
+        {"holdback_gateway_replica_reserve_bookings_total", "counter",
+         "Dispatches booked in Redis.", load(rc.bookings)},
+        {"holdback_gateway_replica_reserve_refusals_total", "counter",
+         "Booking calls that found no endpoint with room (the request parked or stayed parked).",
+         load(rc.refusals)},
+        {"holdback_gateway_replica_reserve_fallback_dispatches_total", "counter",
+         "Dispatches made without a booking while Redis failed (the local 1/R share).",
+         load(rc.fallbackDispatches)},
+        {"holdback_gateway_replica_reserve_parked", "gauge",
+         "Dispatched requests waiting for a booking now.", load(rc.parked)},
+        {"holdback_gateway_replica_reserve_parked_expired_total", "counter",
+         "Parked requests that ended by their TTL.", load(rc.parkedExpired)},
+        {"holdback_gateway_replica_reserve_parked_abandoned_total", "counter",
+         "Parked requests that ended because their client hung up.", load(rc.parkedAbandoned)},
+        {"holdback_gateway_replica_reserve_live", "gauge",
+         "This replica's dispatches in flight that it counts as booked (re-asserted every sync "
+         "interval).",
+         load(rc.live)},
+        {"holdback_gateway_replica_reserve_expired_bookings_total", "counter",
+         "Other replicas' booking lists this replica's bookings deleted: their heartbeat was gone.",
+         load(rc.expiredBookings)},
+        {"holdback_gateway_replica_reserve_failures_total", "counter",
+         "Redis calls of the reserver that failed (each drops the connection).", load(rc.failures)},
+        {"holdback_gateway_replica_reserve_bad_entries_total", "counter",
+         "Booking entries read back from Redis that were ignored (not an integer in range, a key "
+         "of another type).",
+         load(rc.badEntries)},
+    };
+    for (const auto& g : reserve) {
+      family(g.name, g.type, g.help);
+      sample(g.name, {}, g.value);
+    }
+    family("holdback_gateway_replica_reserve_dispatch_seconds", "histogram",
+           "What booking added to a dispatch: from the controller's dispatch to its delivery, for "
+           "requests booked at their first call.");
+    std::array<std::uint64_t, ReserveCounters::kBuckets.size() + 1> counts{};
+    for (std::size_t b = 0; b < counts.size(); ++b) {
+      counts[b] = rc.latency[b].load(std::memory_order_relaxed);
+    }
+    writer.histogram("holdback_gateway_replica_reserve_dispatch_seconds", {},
+                     ReserveCounters::kBuckets, counts,
+                     rc.latencySum.load(std::memory_order_relaxed));
+  }
   family("holdback_gateway_evictions_total", "counter",
          "Revocations (in-flight eviction) the gateway received: actuated (upstream request "
          "aborted; the client, unless gone, answered 429 evicted) or too_late (the request had "

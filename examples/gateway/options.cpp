@@ -32,7 +32,8 @@ constexpr const char* kUsage =
     "         [--replica-sync redis://[[USER]:PASSWORD@]HOST:PORT[/DB]]\n"
     "         [--replica-sync-prefix NAME (holdback:<hash of the config and endpoints>:)]\n"
     "         [--replica-sync-interval-ms N (20)] [--replica-sync-ttl-ms N (1000)]\n"
-    "         [--replica-feed on|off (on)]\n"
+    "         [--replica-feed on|off (on)] [--replica-mode share|reserve (share)]\n"
+    "         [--replica-lease-ms N (10 x the sync interval, at least 100)]\n"
     "         [--dialect auto|custom|vllm|vllm-v0|sglang|llamacpp|tgi|trtllm (auto)]\n"
     "         [--endpoint-dialect URL=DIALECT ...] [--metric-waiting SPEC]\n"
     "         [--metric-running SPEC] [--metric-kv-usage SPEC]\n"
@@ -99,6 +100,34 @@ std::optional<std::string> percentDecoded(std::string_view text) {
     i += 2;
   }
   return out;
+}
+
+// --replica-lease-ms: at most 10 minutes (a dead replica's bookings hold its slots that long).
+constexpr unsigned long long kMaxLeaseMs = 600000;
+
+// --replica-mode and --replica-lease-ms together (the lease is checked against the interval);
+// fills in the default lease. False (printed) when they do not fit.
+bool checkReplicaMode(Options& o) {
+  bool ok = true;
+  if (o.replicaReserve && o.replicaSync.port == 0) {
+    std::fprintf(stderr,
+                 "holdback-gateway: --replica-mode reserve: needs --replica-sync redis://...: the "
+                 "bookings are kept in Redis\n");
+    ok = false;
+  }
+  if (o.replicaLeaseMs == 0) {
+    o.replicaLeaseMs = static_cast<int>(
+        std::min<long long>(kMaxLeaseMs, std::max<long long>(100, 10LL * o.replicaSyncIntervalMs)));
+  } else if (o.replicaLeaseMs < 2LL * o.replicaSyncIntervalMs || o.replicaLeaseMs < 50) {
+    std::fprintf(stderr,
+                 "holdback-gateway: --replica-lease-ms: %d is below %lld: the lease must be at "
+                 "least 50 ms and 2 x --replica-sync-interval-ms (%d), since every replica renews "
+                 "its heartbeat once per interval (allowed: that to %llu)\n",
+                 o.replicaLeaseMs, std::max(50LL, 2LL * o.replicaSyncIntervalMs),
+                 o.replicaSyncIntervalMs, kMaxLeaseMs);
+    ok = false;
+  }
+  return ok;
 }
 
 }  // namespace
@@ -244,6 +273,7 @@ int parseArgs(int argc, char** argv, Options& o) {
         {"--upstream-max-connections", &o.upstreamMaxConnections, kIntMax},
         {"--replica-sync-interval-ms", &o.replicaSyncIntervalMs, kIntMax},
         {"--replica-sync-ttl-ms", &o.replicaSyncTtlMs, kIntMax},
+        {"--replica-lease-ms", &o.replicaLeaseMs, kMaxLeaseMs},
     };
     struct SizeFlag {
       const char* name;
@@ -377,6 +407,16 @@ int parseArgs(int argc, char** argv, Options& o) {
                      v->c_str());
         failed = true;
       }
+    } else if (arg == "--replica-mode") {
+      const auto v = next();
+      if (!v) continue;
+      if (*v == "share" || *v == "reserve") {
+        o.replicaReserve = *v == "reserve";
+      } else {
+        std::fprintf(stderr, "holdback-gateway: --replica-mode: \"%s\" is not share or reserve\n",
+                     printable(*v).c_str());
+        failed = true;
+      }
     } else if (arg == "--objective") {
       const auto v = next();
       std::string error;
@@ -431,6 +471,7 @@ int parseArgs(int argc, char** argv, Options& o) {
                  o.maxBufferedBytes, o.maxBodyBytes);
     failed = true;
   }
+  failed |= !checkReplicaMode(o);
   if (show_usage) std::fputs(kUsage, stderr);
   return failed ? 1 : 0;
 }

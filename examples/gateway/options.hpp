@@ -84,6 +84,12 @@ struct Options {
   bool replicaFeed = true;
   // A replica's published share expires this long after its last publication.
   int replicaSyncTtlMs = 1000;
+  // --replica-mode reserve: every dispatch books its slot and KV tokens in Redis
+  // (replica_reserve.hpp); false: share (the figures every interval and the feed only).
+  bool replicaReserve = false;
+  // --replica-lease-ms: a replica's bookings outlive its last heartbeat by at most this; 0: the
+  // default, 10 x --replica-sync-interval-ms (at least 100 ms).
+  int replicaLeaseMs = 0;
   // Metric dialects (endpoint_dialect.hpp, docs/guide/engines.md).
   std::string dialect = "auto";  // --dialect: auto (detect), custom or a built-in dialect
   std::vector<std::pair<std::string, std::string>> endpointDialects;  // --endpoint-dialect URL=D

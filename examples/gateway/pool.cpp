@@ -1,6 +1,7 @@
 #include "pool.hpp"
 
 #include "replica_feed.hpp"
+#include "replica_reserve.hpp"
 
 namespace holdback::gateway {
 
@@ -65,6 +66,12 @@ void Pool::recordScrape(std::size_t i, const VllmTelemetry& telemetry, TimePoint
   s.up = true;
   ++s.scrapes;
   s.skippedLines += skippedLines;
+  s.scraped = {telemetry.running + telemetry.waiting, telemetry.kvCacheUsage};
+}
+
+Pool::ScrapedUse Pool::scraped(std::size_t i) const {
+  std::lock_guard lock(mu_);
+  return states_[i]->scraped;
 }
 
 void Pool::recordCapacity(std::size_t i, const CacheConfigInfo& info,
@@ -119,11 +126,19 @@ std::optional<Pool::Dispatch> Pool::pick(const SaturationDetector& detector, Tim
   ledger_.fill(pick_view_, ids_);
   const auto best = picker_.pick(pick_view_, detector, now, pick_up_, kvTokens);
   if (!best) return std::nullopt;
-  states_[*best]->dispatches.fetch_add(1, std::memory_order_relaxed);
+  return dispatchTo(*best, kvTokens);
+}
+
+Pool::Dispatch Pool::dispatchTo(std::size_t i, std::int64_t kvTokens) {
+  states_[i]->dispatches.fetch_add(1, std::memory_order_relaxed);
   ReplicaFeedSink* feed = feed_.load(std::memory_order_acquire);
-  if (feed != nullptr) feed->dispatched(*best, kvTokens);
-  return Dispatch{*best, ledger_.dispatch(ids_[*best], kvTokens),
-                  Dispatch::FeedCompletion(feed, *best, kvTokens)};
+  if (feed != nullptr) feed->dispatched(i, kvTokens);
+  return Dispatch{
+      i, ledger_.dispatch(ids_[i], kvTokens), Dispatch::FeedCompletion(feed, i, kvTokens), {}};
+}
+
+void Pool::Dispatch::BookingRelease::send() noexcept {
+  if (ReservationSink* sink = std::exchange(sink_, nullptr)) sink->released(booking_);
 }
 
 void Pool::Dispatch::FeedCompletion::send() noexcept {

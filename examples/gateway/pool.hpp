@@ -50,6 +50,7 @@
 
 namespace holdback::gateway {
 class ReplicaFeedSink;  // replica_feed.hpp
+class ReservationSink;  // replica_reserve.hpp
 }  // namespace holdback::gateway
 
 namespace holdback::gateway {
@@ -128,10 +129,36 @@ class Pool final : public EndpointSource {
       std::int64_t tokens_ = 0;
     };
     FeedCompletion feedCompletion;
-    // Completes the request in the ledger (and on the replica feed).
+    // The booking's release (--replica-mode reserve, replica_reserve.hpp): sent once, by release()
+    // or when the Dispatch is destroyed; none when `sink` is null.
+    class BookingRelease {
+     public:
+      BookingRelease() = default;
+      BookingRelease(ReservationSink* sink, std::uint64_t booking) noexcept
+          : sink_(sink), booking_(booking) {}
+      BookingRelease(BookingRelease&& o) noexcept
+          : sink_(std::exchange(o.sink_, nullptr)), booking_(o.booking_) {}
+      BookingRelease& operator=(BookingRelease&& o) noexcept {
+        if (this != &o) {
+          send();
+          sink_ = std::exchange(o.sink_, nullptr);
+          booking_ = o.booking_;
+        }
+        return *this;
+      }
+      ~BookingRelease() { send(); }
+      void send() noexcept;
+
+     private:
+      ReservationSink* sink_ = nullptr;
+      std::uint64_t booking_ = 0;
+    };
+    BookingRelease booking;
+    // Completes the request in the ledger (and on the replica feed), and releases its booking.
     void release() noexcept {
       handle.release();
       feedCompletion.send();
+      booking.send();
     }
   };
   // THE endpoint choice: EndpointPicker over a ledger-filled snapshot; nullopt only for an empty
@@ -140,6 +167,16 @@ class Pool final : public EndpointSource {
   // the picker's start test (EndpointPicker fitFirst) and the ledger's tokens in flight.
   std::optional<Dispatch> pick(const SaturationDetector& detector, TimePoint now,
                                std::int64_t kvTokens = 0);
+  // A dispatch to endpoint i chosen elsewhere (a booking: replica_reserve.hpp): the ledger's
+  // handle and the feed's event, as pick() takes them.
+  Dispatch dispatchTo(std::size_t i, std::int64_t kvTokens);
+  // Endpoint i's last successful scrape as the reservation reads it: slots in use (running +
+  // waiting) and the KV cache in use (a fraction); zeros before the first one.
+  struct ScrapedUse {
+    double slotsInUse = 0.0;
+    double kvCacheUsage = 0.0;
+  };
+  [[nodiscard]] ScrapedUse scraped(std::size_t i) const;
   // The gateway's requests in flight to endpoint i (dispatched, handle not yet released).
   [[nodiscard]] std::int64_t inFlight(std::size_t i) const noexcept {
     return ledger_.load(ids_[i]).requests;
@@ -179,6 +216,7 @@ class Pool final : public EndpointSource {
     std::uint64_t scrapeErrors = 0;
     std::uint64_t skippedLines = 0;
     std::string dialect;
+    ScrapedUse scraped;
     // Atomics.
     std::atomic<std::uint64_t> dispatches{0};
   };

@@ -273,6 +273,23 @@ TEST(CapacityLearner, TheProbeIsWiderThanTheReserveSoNoBandIsHeldBeforeTheEstima
   EXPECT_EQ(learner.observe(0, {}, 4.0, 1.0)->maxRunningRequests, 4);
 }
 
+// --replica-mode reserve: a booking checks the slot count the ledger counts: the estimate with its
+// probe past the reserve until a queue confirms it, a configured count as is (at least the
+// reserve + 1), unknown (0) before the first scrape.
+TEST(CapacityLearner, BookingSlotsAreTheLedgersCount) {
+  CapacityLearner learner({"http://a", "http://b", "http://c"},
+                          {{}, {.endpoint = 6}, {.endpoint = 1}}, {}, 2);
+  EXPECT_EQ(learner.learned(0).bookingSlots, 0);
+  EXPECT_EQ(learner.observe(0, {}, 0.0, 0.0)->maxRunningRequests, 3);
+  EXPECT_EQ(learner.learned(0).bookingSlots, 3);  // nothing shown: the probe lets one through
+  (void)learner.observe(0, {}, 4.0, 0.0);
+  EXPECT_EQ(learner.learned(0).bookingSlots, 7);
+  (void)learner.observe(0, {}, 4.0, 1.0);
+  EXPECT_EQ(learner.learned(0).bookingSlots, 4);
+  EXPECT_EQ(learner.learned(1).bookingSlots, 6);
+  EXPECT_EQ(learner.learned(2).bookingSlots, 3);  // reserve 2 + one request of a lower band
+}
+
 }  // namespace
 }  // namespace holdback::gateway
 

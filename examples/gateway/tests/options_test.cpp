@@ -263,5 +263,44 @@ TEST(GatewayOptionsTest, HelpShowsTheRedisUrlFormsAndThePrefix) {
   EXPECT_NE(out.find("--replica-sync-prefix NAME"), std::string::npos) << out;
 }
 
+// --replica-mode share|reserve and --replica-lease-ms: the mode lands, the lease defaults to ten
+// sync intervals (at least 100 ms), and bad values are reported with the flag, the value and what
+// is allowed.
+TEST(GatewayOptionsTest, ReplicaModeAndLease) {
+  const Parsed share = parse({"--endpoint", "http://h:1", "--replica-sync", "redis://r:1"});
+  EXPECT_EQ(share.rc, 0) << share.stderrText;
+  EXPECT_FALSE(share.options.replicaReserve);
+  EXPECT_EQ(share.options.replicaLeaseMs, 200);  // 10 x 20 ms
+  const Parsed reserve =
+      parse({"--endpoint", "http://h:1", "--replica-sync", "redis://r:1", "--replica-mode",
+             "reserve", "--replica-sync-interval-ms", "50", "--replica-lease-ms", "400"});
+  EXPECT_EQ(reserve.rc, 0) << reserve.stderrText;
+  EXPECT_TRUE(reserve.options.replicaReserve);
+  EXPECT_EQ(reserve.options.replicaLeaseMs, 400);
+  const Parsed fast = parse({"--endpoint", "http://h:1", "--replica-sync-interval-ms", "5"});
+  EXPECT_EQ(fast.options.replicaLeaseMs, 100);  // at least 100 ms
+
+  const Parsed bad = parse(
+      {"--endpoint", "http://h:1", "--replica-mode", "exclusive", "--replica-lease-ms", "700000"});
+  EXPECT_EQ(bad.rc, 1);
+  EXPECT_NE(bad.stderrText.find("--replica-mode: \"exclusive\" is not share or reserve"),
+            std::string::npos)
+      << bad.stderrText;
+  EXPECT_NE(bad.stderrText.find("--replica-lease-ms: \"700000\" is over the largest allowed, "
+                                "600000"),
+            std::string::npos)
+      << bad.stderrText;
+  const Parsed short_lease = parse({"--endpoint", "http://h:1", "--replica-sync", "redis://r:1",
+                                    "--replica-mode", "reserve", "--replica-lease-ms", "30"});
+  EXPECT_EQ(short_lease.rc, 1);
+  EXPECT_NE(short_lease.stderrText.find("--replica-lease-ms: 30 is below 50"), std::string::npos)
+      << short_lease.stderrText;
+  const Parsed no_redis = parse({"--endpoint", "http://h:1", "--replica-mode", "reserve"});
+  EXPECT_EQ(no_redis.rc, 1);
+  EXPECT_NE(no_redis.stderrText.find("--replica-mode reserve: needs --replica-sync"),
+            std::string::npos)
+      << no_redis.stderrText;
+}
+
 }  // namespace
 }  // namespace holdback::gateway
