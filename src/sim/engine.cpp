@@ -319,6 +319,16 @@ void Simulation::arrive(std::size_t c) {
   submit(r);
 }
 
+Request Simulation::retryOf(const Request& revoked, std::size_t id, Nanos now) {
+  Request retry;
+  retry.cls = revoked.cls;
+  retry.input = revoked.input;
+  retry.output = revoked.output;
+  retry.arrival = now;
+  retry.retryOf = static_cast<std::int64_t>(id);
+  return retry;
+}
+
 // A new request (an arrival or a retry) reaches the gateways: round-robin over the replicas.
 void Simulation::submit(Request r) {
   if (static_cast<double>(requests_.size()) >= options_.maxRequests) {

@@ -259,6 +259,8 @@ class Simulation {
   void route(std::size_t id);
   void sendTo(std::size_t id, std::size_t endpoint);  // to its server, counted in the view
   void submit(Request r);
+  // The retry of revoked request `id` (its class and sizes), arriving at `now`.
+  [[nodiscard]] static Request retryOf(const Request& revoked, std::size_t id, Nanos now);
   void onRevocation(std::size_t gateway, const Revocation& rev);
 
   // pool_model.cpp

@@ -143,12 +143,7 @@ void Simulation::abort(std::size_t id) {
   wastedTokens_ += static_cast<std::uint64_t>(wasted);
   if (running) repaidPrefillTokens_ += static_cast<std::uint64_t>(r.input);
   releaseSlot(id, running);
-  Request retry;
-  retry.cls = r.cls;
-  retry.input = r.input;
-  retry.output = r.output;
-  retry.arrival = now_;
-  retry.retryOf = static_cast<std::int64_t>(id);
+  const Request retry = retryOf(r, id, now_);
   admit(e);
   submit(retry);  // may grow requests_: no reference into it from here on
 }

@@ -215,12 +215,7 @@ void Simulation::reserveCancel(std::size_t id) {
     (void)gw.fc->release(r.leaseId, at(now_));
   }
   gw.fill();
-  Request retry;
-  retry.cls = r.cls;
-  retry.input = r.input;
-  retry.output = r.output;
-  retry.arrival = now_;
-  retry.retryOf = static_cast<std::int64_t>(id);
+  const Request retry = retryOf(r, id, now_);
   submit(retry);  // may grow requests_: no reference into it from here on
 }
 
