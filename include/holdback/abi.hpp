@@ -28,6 +28,14 @@
 #define HOLDBACK_API [[gnu::visibility("default")]]
 #endif
 
+// HOLDBACK_LOCAL marks a member of a HOLDBACK_API class that only the library itself calls and
+// whose signature names an internal (detail) type: it stays out of a shared library's exports.
+#if defined(HOLDBACK_SHARED) && !defined(HOLDBACK_HEADER_ONLY) && !defined(_WIN32)
+#define HOLDBACK_LOCAL [[gnu::visibility("hidden")]]
+#else
+#define HOLDBACK_LOCAL
+#endif
+
 // Exceptions. The library never throws into the host. Built as usual it catches, at a handful of
 // places, what it cannot rule out: an allocation failure while growing a scratch buffer (it then
 // fails closed) and a host callback that throws (swallowed: the outcome counts as delivered).

@@ -178,7 +178,8 @@ class HOLDBACK_API PoolPressureSampler {
 
   // sample() (`with_saturation`) or samplePool() into `out`, built without a PoolPressure (the
   // controller's own cycle); false, `out` untouched, when re-entrant.
-  bool sampleInto(TimePoint now, bool with_saturation, detail::PressureSample& out) noexcept
+  HOLDBACK_LOCAL bool sampleInto(TimePoint now, bool with_saturation,
+                                 detail::PressureSample& out) noexcept
       HOLDBACK_EXCLUDES(sample_mu_, detector_mu_);
 
   // The detector of later samples (hot reload). Never waits for a sample in progress.
