@@ -21,17 +21,11 @@ function(holdback_add_gtests target)
   # it tests keeps the build's optimization (RelWithDebInfo: -O2), and the tests' code compiles in
   # about two thirds of the time (the sanitizer stage runs the same tests at -O0 already).
   target_compile_options(${target} PRIVATE $<$<NOT:$<CONFIG:Debug>>:-O0>)
-  # HOLDBACK_TEST_UNITY (scripts/test.sh sets it): the binary's files are compiled in unity batches
-  # of 16, so GoogleTest's, nlohmann_json's and holdback's headers are parsed once per batch
-  # instead of once per file, which is most of a test file's compile time at -O0 (a binary that
-  # already sets its own batches, like the header-only unit tests, keeps them). No two test files
-  # of a binary may define the same file-local name in one namespace; the build fails if two do.
-  if(HOLDBACK_TEST_UNITY)
-    get_target_property(unity ${target} UNITY_BUILD)
-    if(NOT unity)
-      set_target_properties(${target} PROPERTIES UNITY_BUILD ON UNITY_BUILD_BATCH_SIZE 16)
-    endif()
-  endif()
+  # HOLDBACK_UNITY (scripts/test.sh sets it): the binary's files are compiled in unity batches
+  # of 16 (holdback_unity_batches), so GoogleTest's, nlohmann_json's and holdback's headers are
+  # parsed once per batch instead of once per file, which is most of a test file's compile time
+  # at -O0.
+  holdback_unity_batches(${target} 16)
   if(HOLDBACK_TEST_SHARDS GREATER 0)
     math(EXPR last "${HOLDBACK_TEST_SHARDS} - 1")
     foreach(i RANGE ${last})

@@ -12,7 +12,7 @@
 namespace holdback::cli {
 namespace {
 
-constexpr std::string_view kHelp =
+constexpr std::string_view kCeilingsHelp =
     R"(Usage: holdback ceilings [--config FILE] [--priorities LIST] [--saturation S] [--cycles N]
 
 Computes the admission ceiling of every priority with the usage limit policy in FILE and prints
@@ -153,7 +153,7 @@ int runCeilings(int argc, char** argv) {
     return usageError("ceilings", *error);
   }
   if (args.help) {
-    std::cout << kHelp;
+    std::cout << kCeilingsHelp;
     return kExitOk;
   }
   if (!args.positional.empty()) {

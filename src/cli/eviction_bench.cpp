@@ -8,7 +8,7 @@
 namespace holdback::cli {
 namespace {
 
-constexpr std::string_view kHelp = R"(Usage: holdback eviction-bench
+constexpr std::string_view kEvictionBenchHelp = R"(Usage: holdback eviction-bench
 
 Runs upstream's in-flight eviction benchmark shapes (a pool of 20 units preloaded with 20
 sheddable leases, ceiling 0.9; bursts single / batch32 / sustained; graces 5, 50, 200, 500 ms;
@@ -24,7 +24,7 @@ int runEvictionBench(int argc, char** argv) {
   Args args;
   if (auto error = parseArgs(argc, argv, 2, {}, args)) return usageError("eviction-bench", *error);
   if (args.help) {
-    std::cout << kHelp;
+    std::cout << kEvictionBenchHelp;
     return kExitOk;
   }
   if (!args.positional.empty()) return usageError("eviction-bench", "takes no arguments");

@@ -6,7 +6,7 @@
 
 namespace {
 
-constexpr std::string_view kHelp = R"(holdback - priority-aware admission control for LLM gateways
+constexpr std::string_view kMainHelp = R"(holdback - priority-aware admission control for LLM gateways
 
 Usage: holdback COMMAND [OPTIONS]
 
@@ -29,12 +29,12 @@ Exit codes: 0 success, 1 invalid input file (every problem is printed), 2 usage 
 int main(int argc, char** argv) {
   using namespace holdback::cli;
   if (argc < 2) {
-    std::cerr << kHelp;
+    std::cerr << kMainHelp;
     return kExitUsage;
   }
   const std::string_view command = argv[1];
   if (command == "--help" || command == "-h" || command == "help") {
-    std::cout << kHelp;
+    std::cout << kMainHelp;
     return kExitOk;
   }
   if (command == "ceilings") return runCeilings(argc, argv);
@@ -42,6 +42,6 @@ int main(int argc, char** argv) {
   if (command == "saturation") return runSaturation(argc, argv);
   if (command == "simulate") return runSimulate(argc, argv);
   if (command == "eviction-bench") return runEvictionBench(argc, argv);
-  std::cerr << "holdback: unknown command \"" << command << "\"\n\n" << kHelp;
+  std::cerr << "holdback: unknown command \"" << command << "\"\n\n" << kMainHelp;
   return kExitUsage;
 }

@@ -14,7 +14,7 @@
 namespace holdback::cli {
 namespace {
 
-constexpr std::string_view kHelp =
+constexpr std::string_view kSaturationHelp =
     R"(Usage: holdback saturation --config FILE --endpoints FILE [--now-ms T] [--no-ledger]
                            [--scores]
 
@@ -183,7 +183,7 @@ int runSaturation(int argc, char** argv) {
     return usageError("saturation", *error);
   }
   if (args.help) {
-    std::cout << kHelp;
+    std::cout << kSaturationHelp;
     return kExitOk;
   }
   if (!args.positional.empty()) {

@@ -15,7 +15,7 @@
 namespace holdback::cli {
 namespace {
 
-constexpr std::string_view kHelp =
+constexpr std::string_view kSimulateHelp =
     R"(Usage: holdback simulate [--scenario NAME|FILE] [--seed N | --seeds LIST] [--duration SECONDS]
                          [--arms A,B,...] [--detector utilization|concurrency|both]
                          [--replicas R] [--jobs N] [--format table|json] [--detail]
@@ -138,7 +138,7 @@ int runSimulate(int argc, char** argv) {
     return usageError(kCommand, *error);
   }
   if (args.help) {
-    std::cout << kHelp;
+    std::cout << kSimulateHelp;
     return kExitOk;
   }
   if (!args.positional.empty()) {

@@ -12,7 +12,7 @@
 namespace holdback::cli {
 namespace {
 
-constexpr std::string_view kHelp = R"help(Usage: holdback validate [--json] FILE
+constexpr std::string_view kValidateHelp = R"help(Usage: holdback validate [--json] FILE
 
 Checks FILE (JSON or YAML, detected by content) and reports every problem at once, each with its
 JSON path (and for YAML its line and column). FILE is either a whole EndpointPickerConfig, loaded
@@ -57,7 +57,7 @@ int runValidate(int argc, char** argv) {
     return usageError("validate", *error);
   }
   if (args.help) {
-    std::cout << kHelp;
+    std::cout << kValidateHelp;
     return kExitOk;
   }
   if (args.positional.size() != 1) return usageError("validate", "expected exactly one FILE");

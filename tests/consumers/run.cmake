@@ -81,6 +81,11 @@ if(KIND STREQUAL "find_package")
 endif()
 # Build type None (no optimization flags): the add_subdirectory and FetchContent consumers compile
 # holdback from source, and this is about packaging, not speed (Release took ~100 s each in CI).
+# They also build it as a consumer with CMAKE_UNITY_BUILD does (the library's layers in one
+# batch): that must work too, and it takes about 40 % less compile time (68 -> 40 CPU seconds).
+if(NOT KIND STREQUAL "find_package")
+  list(APPEND args -DCMAKE_UNITY_BUILD=ON)
+endif()
 run(${CMAKE_COMMAND} -S ${SOURCE}/tests/consumers/${KIND} -B ${WORK}/build ${args}
     -DCMAKE_BUILD_TYPE=None)
 run(${CMAKE_COMMAND} --build ${WORK}/build -j 2)
