@@ -360,7 +360,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
           const bool was_dispatched =
               it != outcomes.end() && it->second.kind == QueueOutcome::kDispatched;
           if (op == 12) {
-            const bool updated = controller->updateLease(id, in.byte(), in.byte());
+            const bool updated = controller->ticket(id).updateLease(in.byte(), in.byte());
             require(!updated || was_dispatched, "only a dispatched request holds a lease");
             break;
           }

@@ -69,8 +69,10 @@ asio::awaitable<bool> proxyTo(HttpServer::Shard& shard, beast::tcp_stream& strea
     };
   }
   // Its first output: it no longer waits on the server (restoration where a protected request
-  // waits, FlowController::markLeaseStarted; false, harmless, when no lease is held).
-  what.onFirstBody = [&gw, id = ex->ticket.id()] { (void)gw.controller().markLeaseStarted(id); };
+  // waits, Ticket::markStarted; false, harmless, when no lease is held).
+  what.onFirstBody = [&gw, id = ex->ticket.id()] {
+    (void)gw.controller().ticket(id).markStarted();
+  };
   what.budget = &gw.bufferBudget();
   std::string error;
   unsigned status = 0;

@@ -97,8 +97,8 @@ void Gateway::onOutcome(Completion&& c) {
   std::optional<Pool::Dispatch> dispatch;
   if (dispatched && eviction_) {
     // The lease's endpoint, for reserve restoration per endpoint.
-    dispatch =
-        pickForLease(*pool_, *controller_, *detector_, c.id, c.finalizedAt, (*holder)->kvTokens);
+    dispatch = pickForLease(*pool_, controller_->ticket(c.id), *detector_, c.finalizedAt,
+                            (*holder)->kvTokens);
   } else if (dispatched) {
     dispatch = pool_->pick(*detector_, c.finalizedAt, (*holder)->kvTokens);
   }

@@ -1,17 +1,18 @@
 // The endpoint a dispatched request goes to, reported on its lease.
 //
-//   pickForLease(pool, controller, detector, id, now, kvTokens)
-//       Pool::pick, then controller.setLeaseEndpoint(id, position): the position the pick
-//       answered, on the list the controller reads the pool from (the Pool is its
-//       EndpointSource, in the same order). In-flight eviction's reserve restoration then revokes
-//       on the endpoint where a protected request waits or would fit after one revocation
+//   pickForLease(pool, lease, detector, now, kvTokens)
+//       Pool::pick, then lease.setEndpoint(position): the position the pick answered, on the
+//       list the controller reads the pool from (the Pool is its EndpointSource, in the same
+//       order). In-flight eviction's reserve restoration then revokes on the endpoint where a
+//       protected request waits or would fit after one revocation
 //       (include/holdback/flow/eviction.hpp, "Restoration per endpoint"), instead of choosing
-//       pool-wide. Call it from the outcome callback of a dispatched request: its lease exists
-//       by then, and the callback may call the controller (no library lock is held).
+//       pool-wide. Call it from the outcome callback of a dispatched request with
+//       controller.ticket(completion.id): its lease exists by then, and the callback may call the
+//       controller (no library lock is held).
 //
-// `Controller` is holdback::FlowController (a test passes a recorder around one).
+// `Lease` is holdback::Ticket (a test passes a recorder around one).
 //
-// Thread safety: as Pool::pick and FlowController::setLeaseEndpoint (both thread-safe).
+// Thread safety: as Pool::pick and Ticket::setEndpoint (both safe from any thread).
 #pragma once
 
 #include <cstdint>
@@ -22,12 +23,12 @@
 
 namespace holdback::gateway {
 
-template <class Controller>
-std::optional<Pool::Dispatch> pickForLease(Pool& pool, Controller& controller,
-                                           const SaturationDetector& detector, RequestId id,
-                                           TimePoint now, std::int64_t kvTokens) {
+template <class Lease>
+std::optional<Pool::Dispatch> pickForLease(Pool& pool, Lease&& lease,
+                                           const SaturationDetector& detector, TimePoint now,
+                                           std::int64_t kvTokens) {
   std::optional<Pool::Dispatch> dispatch = pool.pick(detector, now, kvTokens);
-  if (dispatch) (void)controller.setLeaseEndpoint(id, dispatch->endpoint);
+  if (dispatch) (void)lease.setEndpoint(dispatch->endpoint);
   return dispatch;
 }
 

@@ -236,12 +236,13 @@ int run(int argc, char** argv) {
     if (store.prefix.empty()) store.prefix = defaultKeyPrefix(store.fingerprint);
     if (options.replicaFeed) {
       replica_feed = ReplicaFeed::start(store, options.endpointUrls, gateway->pool(),
-                                        gateway->controller(), gateway->counters());
+                                        gateway->controller().replicaPort(), gateway->counters());
       gateway->pool().setFeed(replica_feed.get());
     }
-    replica_sync = ReplicaSyncThread::start(
-        store, options.endpointUrls, gateway->pool(), gateway->controller(), gateway->counters(),
-        options.replicaSyncIntervalMs, options.replicaSyncTtlMs, replica_feed.get());
+    replica_sync = ReplicaSyncThread::start(store, options.endpointUrls, gateway->pool(),
+                                            gateway->controller().replicaPort(),
+                                            gateway->counters(), options.replicaSyncIntervalMs,
+                                            options.replicaSyncTtlMs, replica_feed.get());
     if (options.replicaReserve) {
       gateway->counters().replicaReserveMode = true;
       replica_reserve = startReplicaReserver(store, options.endpointUrls, *gateway,

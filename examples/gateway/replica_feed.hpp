@@ -14,7 +14,7 @@
 //               over 1 MiB goes in several messages);
 //   subscriber: SUBSCRIBE <prefix>feed; applies the events of every other replica (endpoints by
 //               URL, so replicas may list them in any order): DispatchLedger::recordPeerDispatch /
-//               recordPeerCompletion, FlowController::recordPeerArrival.
+//               recordPeerCompletion, ReplicaPort::recordPeerArrival.
 //   The channel is <prefix>feed:<db> on a database other than 0 (channels are not per database).
 //   A message from a replica of another config fingerprint is ignored (logged once per replica),
 //   and every message is checked as the sync's values are (replica_input.hpp): a malformed or
@@ -76,10 +76,10 @@ class ReplicaFeedSink {
 class ReplicaFeed : public ReplicaFeedSink {
  public:
   // Starts the feed over Redis for `pool`'s endpoints (named by `endpointUrls`, in pool order)
-  // and `controller`'s demand. Built only with hiredis.
+  // and the controller's demand (its ReplicaPort). Built only with hiredis.
   static std::unique_ptr<ReplicaFeed> start(const RedisStore& redis,
                                             std::vector<std::string> endpointUrls, Pool& pool,
-                                            FlowController& controller, GatewayCounters& counters);
+                                            ReplicaPort replicas, GatewayCounters& counters);
   // Whether the feed delivers the other replicas' events now.
   [[nodiscard]] virtual bool live() const noexcept = 0;
 };

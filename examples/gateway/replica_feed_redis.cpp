@@ -51,7 +51,7 @@ Context connectTo(const RedisUrl& where, int timeoutMs, std::string& error) {
 class RedisReplicaFeed final : public ReplicaFeed {
  public:
   RedisReplicaFeed(const RedisStore& redis, std::vector<std::string> urls, Pool& pool,
-                   FlowController& controller, GatewayCounters& counters)
+                   ReplicaPort replicas, GatewayCounters& counters)
       : redis_(redis.url),
         where_(redis.url.describe()),
         channel_(redis.prefix + "feed" +
@@ -60,7 +60,7 @@ class RedisReplicaFeed final : public ReplicaFeed {
         log_("replica feed", counters.replicaSyncRejected),
         urls_(std::move(urls)),
         pool_(pool),
-        controller_(controller),
+        replicas_(std::move(replicas)),
         counters_(counters),
         ring_(kRing),
         batch_(kRing) {
@@ -276,7 +276,7 @@ class RedisReplicaFeed final : public ReplicaFeed {
         continue;
       }
       if (e.kind == 'A') {
-        controller_.recordPeerArrival(e.priority, e.tokens);
+        replicas_.recordPeerArrival(e.priority, e.tokens);
       } else if (const auto u = by_url_.find(std::string(e.url)); u != by_url_.end()) {
         const std::size_t i = u->second;
         const EndpointId ledgerId = pool_.ledgerId(i);
@@ -347,7 +347,7 @@ class RedisReplicaFeed final : public ReplicaFeed {
   ReplicaInputLog log_;  // the subscriber's alone
   std::vector<std::string> urls_;
   Pool& pool_;
-  FlowController& controller_;
+  const ReplicaPort replicas_;
   GatewayCounters& counters_;
   std::string self_;
   std::unordered_map<std::string, std::size_t> by_url_;
@@ -369,10 +369,9 @@ class RedisReplicaFeed final : public ReplicaFeed {
 
 std::unique_ptr<ReplicaFeed> ReplicaFeed::start(const RedisStore& redis,
                                                 std::vector<std::string> endpointUrls, Pool& pool,
-                                                FlowController& controller,
-                                                GatewayCounters& counters) {
-  return std::make_unique<RedisReplicaFeed>(redis, std::move(endpointUrls), pool, controller,
-                                            counters);
+                                                ReplicaPort replicas, GatewayCounters& counters) {
+  return std::make_unique<RedisReplicaFeed>(redis, std::move(endpointUrls), pool,
+                                            std::move(replicas), counters);
 }
 
 }  // namespace holdback::gateway

@@ -326,7 +326,7 @@ class RedisReserver final : public ReplicaReserver {
       Pool::Dispatch moved = gw_.pool().dispatchTo(endpoint, r.kvTokens);
       d.release();
       d = std::move(moved);
-      if (gw_.evictionEnabled()) (void)gw_.controller().setLeaseEndpoint(r.id, endpoint);
+      if (gw_.evictionEnabled()) (void)gw_.controller().ticket(r.id).setEndpoint(endpoint);
     }
     d.booking = Pool::Dispatch::BookingRelease(this, r.id);
     live_[r.id] = {endpoint, r.kvTokens};

@@ -262,10 +262,10 @@ class RedisReplicaSync final : public ReplicaSync {
 class RedisSyncThread final : public ReplicaSyncThread {
  public:
   RedisSyncThread(const RedisStore& redis, std::vector<std::string> endpointUrls, Pool& pool,
-                  FlowController& controller, GatewayCounters& counters, int intervalMs, int ttlMs,
+                  ReplicaPort replicas, GatewayCounters& counters, int intervalMs, int ttlMs,
                   const ReplicaFeed* feed)
       : redis_(redis.url.describe()),
-        controller_(controller),
+        replicas_(std::move(replicas)),
         feed_(feed),
         sync_(redis, std::move(endpointUrls), ttlMs, std::max(intervalMs, 50), counters),
         syncer_(pool.ledger(), sync_, ids(pool)),
@@ -300,10 +300,10 @@ class RedisSyncThread final : public ReplicaSyncThread {
     while (!stop_) {
       lock.unlock();
       // The pending dispatches for the ledger, the restoration figures for the controller.
-      const bool ok = syncer_.syncOnce(controller_.replicaRestoreFigures());
+      const bool ok = syncer_.syncOnce(replicas_.restoreFigures());
       std::optional<ReplicaShare> share = syncer_.share();
       if (share && feed_ != nullptr) share->pooledArrivals = feed_->live();
-      controller_.setReplicaShare(share);
+      replicas_.setShare(share);
       lock.lock();
       if (ok) {
         counters_.replicaSyncRounds.fetch_add(1, std::memory_order_relaxed);
@@ -332,7 +332,7 @@ class RedisSyncThread final : public ReplicaSyncThread {
   }
 
   std::string redis_;  // RedisUrl::describe(): no password
-  FlowController& controller_;
+  const ReplicaPort replicas_;
   const ReplicaFeed* feed_;
   RedisReplicaSync sync_;
   ReplicaSyncer syncer_;
@@ -348,12 +348,12 @@ class RedisSyncThread final : public ReplicaSyncThread {
 
 std::unique_ptr<ReplicaSyncThread> ReplicaSyncThread::start(const RedisStore& redis,
                                                             std::vector<std::string> endpointUrls,
-                                                            Pool& pool, FlowController& controller,
+                                                            Pool& pool, ReplicaPort replicas,
                                                             GatewayCounters& counters,
                                                             int intervalMs, int ttlMs,
                                                             const ReplicaFeed* feed) {
-  return std::make_unique<RedisSyncThread>(redis, std::move(endpointUrls), pool, controller,
-                                           counters, intervalMs, ttlMs, feed);
+  return std::make_unique<RedisSyncThread>(redis, std::move(endpointUrls), pool,
+                                           std::move(replicas), counters, intervalMs, ttlMs, feed);
 }
 
 }  // namespace holdback::gateway

@@ -19,7 +19,7 @@
 // The other replicas' figures are summed per endpoint (saturating) and installed in the ledger
 // (DispatchLedger::setPeerPending); their restoration figures (@restore: the protected bands'
 // arrival rate, every band's completion rate, revocations outstanding or cooling, leases) are
-// summed and installed in the controller (FlowController::setReplicaShare), with this replica's
+// summed and installed in the controller (ReplicaPort::setShare), with this replica's
 // rank among the live identities sorted, so that the replicas restore the reserve as one (with
 // ReplicaShare::pooledArrivals while `feed` is live: replica_feed.hpp). A replica
 // that dies stops refreshing its hash, which expires: its share leaves the others' sums within the
@@ -57,13 +57,13 @@ namespace holdback::gateway {
 class ReplicaSyncThread {
  public:
   // Starts the sync thread for `pool`'s endpoints (named by `endpointUrls`, in pool order) and
-  // `controller`'s reserve restoration. Built only with hiredis (main.cpp refuses
-  // --replica-sync without it).
+  // the controller's reserve restoration (its ReplicaPort). Built only with hiredis (main.cpp
+  // refuses --replica-sync without it).
   static std::unique_ptr<ReplicaSyncThread> start(const RedisStore& redis,
                                                   std::vector<std::string> endpointUrls, Pool& pool,
-                                                  FlowController& controller,
-                                                  GatewayCounters& counters, int intervalMs,
-                                                  int ttlMs, const ReplicaFeed* feed = nullptr);
+                                                  ReplicaPort replicas, GatewayCounters& counters,
+                                                  int intervalMs, int ttlMs,
+                                                  const ReplicaFeed* feed = nullptr);
   virtual ~ReplicaSyncThread() = default;  // stops and joins the thread
   ReplicaSyncThread(const ReplicaSyncThread&) = delete;
   ReplicaSyncThread& operator=(const ReplicaSyncThread&) = delete;

@@ -274,13 +274,13 @@ void Simulation::handle(const Event& e) {
     case EventType::kReplicaSync:
       for (std::size_t g = 0; g < gateways_.size(); ++g) {
         Gateway& gw = gateways_[g];
-        (void)replicaSyncers_[g]->syncOnce(gw.fc ? gw.fc->replicaRestoreFigures()
+        (void)replicaSyncers_[g]->syncOnce(gw.fc ? gw.fc->replicaPort().restoreFigures()
                                                  : ReplicaRestoreFigures{});
         if (gw.fc) {
           std::optional<ReplicaShare> share = replicaSyncers_[g]->share();
           if (share && feedOn_) share->pooledArrivals = true;  // the feed carries the arrivals
           if (share && !s_.pool.replicaOldestFirst) share->headTolerance = Duration::max();
-          gw.fc->setReplicaShare(share);
+          gw.fc->replicaPort().setShare(share);
         }
         if (table_) reserveSync(g);
         gw.fill();
@@ -445,7 +445,7 @@ void Simulation::sendTo(std::size_t id, std::size_t best) {
   r.endpoint = static_cast<int>(best);
   r.state = State::kServerQueue;
   // The lease's endpoint, for restoration per endpoint (the picker chose on the source's list).
-  if (arm_.eviction && gw.fc) (void)gw.fc->setLeaseEndpoint(r.leaseId, best);
+  if (arm_.eviction && gw.fc) (void)gw.fc->ticket(r.leaseId).setEndpoint(best);
   // The library's in-flight mechanism: a handle per request, its counts copied into the
   // replica's Endpoint view for the picker and the detector.
   if (gw.ledger) {

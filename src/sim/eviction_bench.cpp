@@ -152,7 +152,7 @@ class Bench {
       if (run.high) continue;
       const double secs = std::chrono::duration<double>(now - run.since).count();
       const auto generated = static_cast<std::uint64_t>(run.rate * std::max(0.0, secs));
-      fc_->updateLease(id, 100 * run.units + generated, generated);
+      fc_->ticket(id).updateLease(100 * run.units + generated, generated);
     }
   }
 

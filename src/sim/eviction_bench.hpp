@@ -61,7 +61,7 @@ struct EvictionBenchCase {
   // Wait-vs-evict (holdback's improvement) with this tolerance; 0 = off.
   Duration waitTolerance{0};
   // Heterogeneous sheddable leases: footprints of 1, 2 or 3 units (the pool still holds 20 units)
-  // generating 20-100 tokens/s each, reported with updateLease every 10 ms; footprintAware
+  // generating 20-100 tokens/s each, reported with Ticket::updateLease every 10 ms; footprintAware
   // switches holdback's footprint-aware victims on.
   bool heterogeneous = false;
   bool footprintAware = false;

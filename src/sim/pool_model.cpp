@@ -27,7 +27,7 @@ void Simulation::admit(std::size_t e) {
     r.admitted = now_;
     // It no longer waits on its server (restoration where a protected request waits).
     if (arm_.eviction && arm_.flowControl && gateways_[r.gateway].fc) {
-      (void)gateways_[r.gateway].fc->markLeaseStarted(r.leaseId);
+      (void)gateways_[r.gateway].fc->ticket(r.leaseId).markStarted();
     }
     sv.running.push_back(id);
     if (tokens) {

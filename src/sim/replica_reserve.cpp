@@ -52,7 +52,7 @@ void Simulation::deliver(const FeedEvent& e) {
         gw.fill();
         break;
       case FeedEvent::Kind::kArrival:
-        if (gw.fc) gw.fc->recordPeerArrival(e.priority, e.tokens);
+        if (gw.fc) gw.fc->replicaPort().recordPeerArrival(e.priority, e.tokens);
         break;
     }
   }

@@ -136,8 +136,8 @@ TEST_F(DemandTest, DemandFiguresReachThePolicy) {
   EXPECT_DOUBLE_EQ(policy->requestUnit, 0.5);
 }
 
-// A replica sharing the pool (setReplicaShare): the policy sizes from the pool's completions per
-// replica, and the replica publishes its own completions and leases whether or not eviction is
+// A replica sharing the pool (ReplicaPort::setShare): the policy sizes from the pool's completions
+// per replica, and the replica publishes its own completions and leases whether or not eviction is
 // on (the others' policies need them).
 TEST_F(DemandTest, AReplicaGivesThePolicyThePoolsCompletionsPerReplica) {
   auto fc = makeDemand();
@@ -148,19 +148,19 @@ TEST_F(DemandTest, AReplicaGivesThePolicyThePoolsCompletionsPerReplica) {
   for (int i = 0; i < 3; ++i) EXPECT_TRUE(fc->release(sent[i], t0 + 500ms));
   fc->dispatchCycle(t0 + 600ms);
   EXPECT_TRUE(std::isnan(policy->completionRate));  // alone: the bands' own sum
-  const ReplicaRestoreFigures mine = fc->replicaRestoreFigures();
+  const ReplicaRestoreFigures mine = fc->replicaPort().restoreFigures();
   EXPECT_GT(mine.completionRate, 0.0);  // three released, eviction off
   EXPECT_EQ(mine.leases, 1.0);
   ReplicaShare share;
   share.replicas = 3;
   share.rank = 1;
   share.others.completionRate = 30.0;
-  fc->setReplicaShare(share);
+  fc->replicaPort().setShare(share);
   fc->dispatchCycle(t0 + 700ms);
-  const double own = fc->replicaRestoreFigures().completionRate;
+  const double own = fc->replicaPort().restoreFigures().completionRate;
   EXPECT_GT(own, 0.0);
   EXPECT_DOUBLE_EQ(policy->completionRate, (own + 30.0) / 3.0);
-  fc->setReplicaShare(std::nullopt);  // the store failed: alone again
+  fc->replicaPort().setShare(std::nullopt);  // the store failed: alone again
   fc->dispatchCycle(t0 + 800ms);
   EXPECT_TRUE(std::isnan(policy->completionRate));
 }

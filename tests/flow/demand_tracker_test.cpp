@@ -149,8 +149,8 @@ TEST_F(DemandTrackerTest, TheControllerCountsPeerArrivalsInItsDemand) {
     detector->set(0.5);
     fc->dispatchCycle(t0);
     for (int i = 0; i < own; ++i) fc->enqueue(testing::request("hi", 10, i), t0 + 50ms);
-    for (int i = 0; i < peers; ++i) fc->recordPeerArrival(10, 0);
-    fc->recordPeerArrival(3, 0);  // no band of that priority: dropped
+    for (int i = 0; i < peers; ++i) fc->replicaPort().recordPeerArrival(10, 0);
+    fc->replicaPort().recordPeerArrival(3, 0);  // no band of that priority: dropped
     fc->dispatchCycle(t0 + 100ms);
     return p->views.back().at(0).arrivalRate;
   };

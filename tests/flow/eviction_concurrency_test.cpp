@@ -127,7 +127,7 @@ TEST(EvictionConcurrencyTest, EveryRequestLeaseAndRevocationEndsOnce) {
         }
       }
       if (done != 0) {
-        fc->updateLease(done, 100 + done % 7, done % 5);
+        fc->ticket(done).updateLease(100 + done % 7, done % 5);
         if (fc->release(done, tick())) releasedTrue.fetch_add(1);
         EXPECT_FALSE(fc->release(done, tick()));  // at most once
       }

@@ -404,11 +404,11 @@ TEST_F(EvictionTest, FootprintAwareCoversTheDeficitDestroyingFewestTokens) {
   auto fc = make(std::move(o));
   const auto ids = preload(*fc, 4, -1, t0);
   // Footprints 100, 100, 400, 400 (total 1000); generated 90, 10, 50, 300.
-  ASSERT_TRUE(fc->updateLease(ids[0], 100, 90));
-  ASSERT_TRUE(fc->updateLease(ids[1], 100, 10));
-  ASSERT_TRUE(fc->updateLease(ids[2], 400, 50));
-  ASSERT_TRUE(fc->updateLease(ids[3], 400, 300));
-  EXPECT_FALSE(fc->updateLease(999999, 1, 1));
+  ASSERT_TRUE(fc->ticket(ids[0]).updateLease(100, 90));
+  ASSERT_TRUE(fc->ticket(ids[1]).updateLease(100, 10));
+  ASSERT_TRUE(fc->ticket(ids[2]).updateLease(400, 50));
+  ASSERT_TRUE(fc->ticket(ids[3]).updateLease(400, 300));
+  EXPECT_FALSE(fc->ticket(999999).updateLease(1, 1));
   fc->enqueue(request("hp", 10), t0 + 1s);
   detector->set(1.3);  // target 0.3 saturation units: ids[2] alone frees 0.52 at 50 tokens
   cycle(*fc, t0 + 1s);
@@ -495,7 +495,7 @@ TEST_F(ReserveRestoreTest, ReplicaShareSplitsThePoolDeficitAndFiguresArePublishe
   share.replicas = 8;
   share.rank = 3;
   share.others.leases = 7 * 20.0;
-  replica->setReplicaShare(share);
+  replica->replicaPort().setShare(share);
   EXPECT_EQ(arrive(*alone, t0 + 1s, t0 + 3s, 50ms), 0u);
   aloneRevoked = revoked;
   revoked.clear();
@@ -504,7 +504,7 @@ TEST_F(ReserveRestoreTest, ReplicaShareSplitsThePoolDeficitAndFiguresArePublishe
   EXPECT_LT(revoked.size(), aloneRevoked.size());
   // What the replica publishes: its own figures (its leases: the 20 batch requests and the
   // band 10 ones dispatched since, its revocations not yet confirmed, the band's arrivals).
-  const ReplicaRestoreFigures mine = replica->replicaRestoreFigures();
+  const ReplicaRestoreFigures mine = replica->replicaPort().restoreFigures();
   EXPECT_EQ(mine.leases, static_cast<double>(replica->stats().eviction.leases));
   EXPECT_GT(mine.leases, 20.0);
   EXPECT_GT(mine.protectedArrivalRate, 0.0);
@@ -547,12 +547,12 @@ TEST_F(ReserveRestoreTest, ReplicasPublishingTheirVictimsRevokeTheirOwnAmongTheP
     auto fc = restoring();
     ids = preload(*fc, 20, -1, t0);
     detector->set(0.9);
-    fc->setReplicaShare(s);
+    fc->replicaPort().setShare(s);
     EXPECT_EQ(arrive(*fc, t0 + 1s, t0 + 3s, 50ms), 0u);
     by[name] = revoked;
     // What it publishes: its own victims, youngest first (the 16 youngest of the 20 not revoked;
     // preload dispatched request i at t0 + i ms).
-    const ReplicaRestoreFigures mine = fc->replicaRestoreFigures();
+    const ReplicaRestoreFigures mine = fc->replicaPort().restoreFigures();
     EXPECT_EQ(mine.victimLists, 1.0);
     ASSERT_EQ(mine.victimCount, std::min(ReplicaRestoreFigures::kVictims, 20 - revoked.size()));
     const auto youngest = static_cast<int>(ids.size() - 1 - revoked.size());

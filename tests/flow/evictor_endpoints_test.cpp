@@ -1,7 +1,7 @@
 // Restoration per endpoint (detail::Evictor with the room per endpoint its Cycle's sampler
 // keeps): victims come from the endpoint where a protected request waits or would fit after one
 // revocation; leases without a known endpoint, an endpoint id the pool does not have and an
-// endpoint removed since keep the pool-wide choice; FlowController::setLeaseEndpoint's answers.
+// endpoint removed since keep the pool-wide choice; Ticket::setEndpoint's answers.
 // detail/ headers are not self-contained in header-only mode: enter through the public header.
 #include "holdback/flow/flow_controller.hpp"
 // (a separate block, so that include sorting keeps the order)
@@ -276,26 +276,71 @@ TEST_F(SetLeaseEndpointTest, KnownLeasesOnlyAndAnyPosition) {
   auto fc = withOneRequest(t);
   ASSERT_NE(fc, nullptr);
   ASSERT_EQ(fc->dispatchCycle(t0).kind, DispatchResult::Kind::kDispatched);
-  EXPECT_TRUE(fc->setLeaseEndpoint(t.id(), 1));
+  EXPECT_TRUE(t.setEndpoint(1));
   // Any position is recorded; one the pool does not have counts as unknown when restoring.
-  EXPECT_TRUE(fc->setLeaseEndpoint(t.id(), 1'000'000));
-  EXPECT_TRUE(fc->setLeaseEndpoint(t.id(), static_cast<std::size_t>(-1)));
-  EXPECT_FALSE(fc->setLeaseEndpoint(t.id() + 1000, 0));  // no lease
-  ASSERT_TRUE(fc->release(t.id(), t0 + 1s));
-  EXPECT_FALSE(fc->setLeaseEndpoint(t.id(), 0));  // released
+  EXPECT_TRUE(t.setEndpoint(1'000'000));
+  EXPECT_TRUE(t.setEndpoint(static_cast<std::size_t>(-1)));
+  EXPECT_FALSE(fc->ticket(t.id() + 1000).setEndpoint(0));  // no lease
+  ASSERT_TRUE(t.release(t0 + 1s));
+  EXPECT_FALSE(t.setEndpoint(0));  // released
 }
 
 TEST_F(SetLeaseEndpointTest, MarkLeaseStartedKnownLeasesOnly) {
   Ticket t;
   auto fc = withOneRequest(t);
   ASSERT_NE(fc, nullptr);
-  EXPECT_FALSE(fc->markLeaseStarted(t.id()));  // queued: no lease yet
+  EXPECT_FALSE(t.markStarted());  // queued: no lease yet
   ASSERT_EQ(fc->dispatchCycle(t0).kind, DispatchResult::Kind::kDispatched);
-  EXPECT_TRUE(fc->markLeaseStarted(t.id()));
-  EXPECT_TRUE(fc->markLeaseStarted(t.id()));  // again: still held
+  EXPECT_TRUE(t.markStarted());
+  EXPECT_TRUE(t.markStarted());  // again: still held
   ASSERT_TRUE(fc->release(t.id(), t0 + 1s));
-  EXPECT_FALSE(fc->markLeaseStarted(t.id()));  // released
+  EXPECT_FALSE(t.markStarted());  // released
 }
 
 }  // namespace
+// The ticket's lease annotations answer false, and do nothing, on an empty ticket and once the
+// controller is gone; a ticket made from the id (FlowController::ticket) is the same request's.
+TEST_F(SetLeaseEndpointTest, TicketAnnotationsWithoutALeaseOrAController) {
+  Ticket t;
+  auto fc = withOneRequest(t);
+  ASSERT_NE(fc, nullptr);
+  ASSERT_EQ(fc->dispatchCycle(t0).kind, DispatchResult::Kind::kDispatched);
+  Ticket empty;
+  EXPECT_FALSE(empty.updateLease(1, 1));
+  EXPECT_FALSE(empty.setEndpoint(0));
+  EXPECT_FALSE(empty.markStarted());
+  Ticket same = fc->ticket(t.id());
+  EXPECT_EQ(same.id(), t.id());
+  EXPECT_TRUE(same.updateLease(100, 5));
+  EXPECT_TRUE(same.setEndpoint(0));
+  EXPECT_TRUE(same.markStarted());
+  EXPECT_TRUE(same.release(t0 + 1s));
+  EXPECT_FALSE(t.updateLease(100, 5));  // released through the other ticket
+  EXPECT_FALSE(t.release(t0 + 2s));
+  Ticket orphan = fc->ticket(t.id());
+  fc.reset();
+  EXPECT_FALSE(orphan.updateLease(100, 5));
+  EXPECT_FALSE(orphan.setEndpoint(0));
+  EXPECT_FALSE(orphan.markStarted());
+}
+
+// The deprecated id-based methods still forward (CHANGELOG.md): the same answers as the ticket's.
+TEST_F(SetLeaseEndpointTest, DeprecatedIdMethodsForwardToTheLease) {
+  Ticket t;
+  auto fc = withOneRequest(t);
+  ASSERT_NE(fc, nullptr);
+  EXPECT_FALSE(fc->updateLease(t.id(), 100, 5));  // queued: no lease yet
+  EXPECT_FALSE(fc->setLeaseEndpoint(t.id(), 0));
+  EXPECT_FALSE(fc->markLeaseStarted(t.id()));
+  ASSERT_EQ(fc->dispatchCycle(t0).kind, DispatchResult::Kind::kDispatched);
+  EXPECT_TRUE(fc->updateLease(t.id(), 100, 5));
+  EXPECT_TRUE(fc->setLeaseEndpoint(t.id(), 0));
+  EXPECT_TRUE(fc->markLeaseStarted(t.id()));
+  fc->recordPeerArrival(0, 10);
+  fc->setReplicaShare(std::nullopt);
+  EXPECT_EQ(fc->replicaRestoreFigures().headsUsed(), 0u);  // nothing queued
+  ASSERT_TRUE(fc->release(t.id(), t0 + 1s));
+  EXPECT_FALSE(fc->updateLease(t.id(), 100, 5));
+}
+
 }  // namespace holdback

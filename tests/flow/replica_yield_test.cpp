@@ -1,5 +1,5 @@
 // Pool-wide oldest first across gateway replicas: a replica publishes the head of each band with
-// queued requests (FlowController::replicaRestoreFigures) and, with the replica feed
+// queued requests (ReplicaPort::restoreFigures) and, with the replica feed
 // (ReplicaShare::pooledArrivals), leaves a dispatch to another replica whose head of the same band
 // waited longer than ReplicaShare::headTolerance
 // (FlowControllerStats::yieldedCycles, flow_control_yielded_cycles_total).
@@ -58,11 +58,11 @@ class ReplicaYieldTest : public ::testing::Test {
 };
 
 TEST_F(ReplicaYieldTest, PublishesTheHeadOfEveryBandWithQueuedRequests) {
-  EXPECT_EQ(fc->replicaRestoreFigures().headsUsed(), 0u);
+  EXPECT_EQ(fc->replicaPort().restoreFigures().headsUsed(), 0u);
   fc->enqueue(testing::request("a", -1), t0);
   fc->enqueue(testing::request("b", -1), t0 + 5ms);
   fc->enqueue(testing::request("c", 7), t0 + 9ms);
-  const ReplicaRestoreFigures mine = fc->replicaRestoreFigures();
+  const ReplicaRestoreFigures mine = fc->replicaPort().restoreFigures();
   EXPECT_EQ(mine.headsUsed(), 2u);
   ASSERT_TRUE(mine.headOf(-1).has_value());
   EXPECT_DOUBLE_EQ(*mine.headOf(-1), seconds(t0));  // the band's next, the oldest (FCFS)
@@ -72,7 +72,7 @@ TEST_F(ReplicaYieldTest, PublishesTheHeadOfEveryBandWithQueuedRequests) {
 
 TEST_F(ReplicaYieldTest, LeavesTheDispatchToAnOlderHeadOfTheSameBand) {
   fc->enqueue(testing::request("a", 0), t0);
-  fc->setReplicaShare(otherHead(0, t0 - 1s));  // waited a second longer: theirs goes first
+  fc->replicaPort().setShare(otherHead(0, t0 - 1s));  // waited a second longer: theirs goes first
   const DispatchResult r = fc->dispatchCycle(t0 + 1ms);
   EXPECT_EQ(r.kind, DispatchResult::Kind::kGated);
   EXPECT_EQ(r.priority, 0);
@@ -85,26 +85,26 @@ TEST_F(ReplicaYieldTest, LeavesTheDispatchToAnOlderHeadOfTheSameBand) {
 
   // Within the tolerance (100 ms by default), of another band, or the yield turned off: this
   // replica dispatches.
-  fc->setReplicaShare(otherHead(0, t0 - 50ms));
+  fc->replicaPort().setShare(otherHead(0, t0 - 50ms));
   EXPECT_EQ(fc->dispatchCycle(t0 + 2ms).kind, DispatchResult::Kind::kDispatched);
   fc->enqueue(testing::request("a", 0), t0 + 3ms);
-  fc->setReplicaShare(otherHead(5, t0 - 1s));
+  fc->replicaPort().setShare(otherHead(5, t0 - 1s));
   EXPECT_EQ(fc->dispatchCycle(t0 + 4ms).kind, DispatchResult::Kind::kDispatched);
   fc->enqueue(testing::request("a", 0), t0 + 5ms);
   ReplicaShare off = otherHead(0, t0 - 1s);
   off.headTolerance = Duration::max();
-  fc->setReplicaShare(off);
+  fc->replicaPort().setShare(off);
   EXPECT_EQ(fc->dispatchCycle(t0 + 6ms).kind, DispatchResult::Kind::kDispatched);
   // Without the replica feed (the ledger's free room split shares the room instead): no yield.
   fc->enqueue(testing::request("a", 0), t0 + 6500us);
   ReplicaShare unfed = otherHead(0, t0 - 1s);
   unfed.pooledArrivals = false;
-  fc->setReplicaShare(unfed);
+  fc->replicaPort().setShare(unfed);
   EXPECT_EQ(fc->dispatchCycle(t0 + 6700us).kind, DispatchResult::Kind::kDispatched);
   // No share (a lone gateway, or the store failed): no yield.
   fc->enqueue(testing::request("a", 0), t0 + 7ms);
-  fc->setReplicaShare(otherHead(0, t0 - 1s));
-  fc->setReplicaShare(std::nullopt);
+  fc->replicaPort().setShare(otherHead(0, t0 - 1s));
+  fc->replicaPort().setShare(std::nullopt);
   EXPECT_EQ(fc->dispatchCycle(t0 + 8ms).kind, DispatchResult::Kind::kDispatched);
   EXPECT_EQ(dispatched, 5);
   EXPECT_EQ(fc->stats().yieldedCycles, 1u);
@@ -114,10 +114,10 @@ TEST_F(ReplicaYieldTest, AYieldingBandHoldsTheBandsBelowIt) {
   // The room left to the other replica's older head is not taken by a lower band either.
   fc->enqueue(testing::request("hi", 10), t0);
   fc->enqueue(testing::request("lo", -1), t0);
-  fc->setReplicaShare(otherHead(10, t0 - 1s));
+  fc->replicaPort().setShare(otherHead(10, t0 - 1s));
   EXPECT_EQ(fc->dispatchCycle(t0 + 1ms).kind, DispatchResult::Kind::kGated);
   EXPECT_EQ(dispatched, 0);
-  fc->setReplicaShare(otherHead(10, t0 + 1s));  // theirs is younger: ours go, highest first
+  fc->replicaPort().setShare(otherHead(10, t0 + 1s));  // theirs is younger: ours go, highest first
   const DispatchResult r = fc->dispatchCycle(t0 + 2ms);
   EXPECT_EQ(r.kind, DispatchResult::Kind::kDispatched);
   EXPECT_EQ(r.priority, 10);
@@ -127,13 +127,33 @@ TEST_F(ReplicaYieldTest, NegativeToleranceCountsAsZero) {
   fc->enqueue(testing::request("a", 0), t0);
   ReplicaShare s = otherHead(0, t0);  // enqueued at the same instant: not older
   s.headTolerance = -5s;
-  fc->setReplicaShare(s);
+  fc->replicaPort().setShare(s);
   EXPECT_EQ(fc->dispatchCycle(t0 + 1ms).kind, DispatchResult::Kind::kDispatched);
   fc->enqueue(testing::request("a", 0), t0 + 2ms);
   s = otherHead(0, t0 + 1ms);  // older by 1 ms, beyond a tolerance of 0
   s.headTolerance = -5s;
-  fc->setReplicaShare(s);
+  fc->replicaPort().setShare(s);
   EXPECT_EQ(fc->dispatchCycle(t0 + 3ms).kind, DispatchResult::Kind::kGated);
+}
+
+// The port is a handle: a copy taken before the share reaches the same controller, and a port
+// that outlives its controller (or a default one) publishes nothing and installs nothing.
+TEST_F(ReplicaYieldTest, ThePortIsAHandleThatMayOutliveTheController) {
+  const ReplicaPort port = fc->replicaPort();
+  fc->enqueue(testing::request("a", 0), t0);
+  EXPECT_EQ(port.restoreFigures().headsUsed(), 1u);
+  fc->replicaPort().setShare(otherHead(0, t0 - 1s));
+  EXPECT_EQ(fc->dispatchCycle(t0 + 1ms).kind, DispatchResult::Kind::kGated);  // port's share
+  port.setShare(std::nullopt);
+  EXPECT_EQ(fc->dispatchCycle(t0 + 2ms).kind, DispatchResult::Kind::kDispatched);
+  fc->enqueue(testing::request("b", 0), t0 + 3ms);
+  fc.reset();
+  EXPECT_EQ(port.restoreFigures().headsUsed(), 0u);
+  port.setShare(otherHead(0, t0));  // nothing to install it in: a no-op
+  port.recordPeerArrival(0, 10);
+  const ReplicaPort detached;
+  EXPECT_EQ(detached.restoreFigures().headsUsed(), 0u);
+  detached.setShare(std::nullopt);
 }
 
 }  // namespace

@@ -237,19 +237,19 @@ TEST(PastThresholdTurnTest, TheReplicaShareDecidesWhoStartsABatchRequestPastTheT
   share.replicas = 2;
   share.rank = 0;
   share.pooledArrivals = true;  // the replica feed
-  fc->setReplicaShare(share);
+  fc->replicaPort().setShare(share);
   EXPECT_EQ(batchAfter(now), 0.0);               // rank 0's turn on endpoint 0 at an even step
   EXPECT_EQ(batchAfter(now + kStep), kNowhere);  // rank 1's
   EXPECT_EQ(batchAfter(now + 2 * kStep), 0.0);
   share.pooledArrivals = false;  // without the feed: none past the threshold
-  fc->setReplicaShare(share);
+  fc->replicaPort().setShare(share);
   EXPECT_EQ(batchAfter(now + 2 * kStep), kNowhere);
-  fc->setReplicaShare(std::nullopt);  // the store failed after several replicas shared: none
+  fc->replicaPort().setShare(std::nullopt);  // the store failed after several replicas shared: none
   EXPECT_EQ(batchAfter(now + 2 * kStep), kNowhere);
   share.replicas = 1;  // the others are gone: this replica alone, the detector's room
-  fc->setReplicaShare(share);
+  fc->replicaPort().setShare(share);
   EXPECT_EQ(batchAfter(now + kStep), 0.0);
-  fc->setReplicaShare(std::nullopt);  // and without a store after that: still alone
+  fc->replicaPort().setShare(std::nullopt);  // and without a store after that: still alone
   EXPECT_EQ(batchAfter(now + kStep), 0.0);
 }
 

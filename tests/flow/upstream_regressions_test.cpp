@@ -50,7 +50,7 @@ TEST_F(FlowControllerTest, SilentLiveRequestsKeepTheirLeases) {
     fc->expire(t);
     fc->dispatchCycle(t);
     if (t == t0 + 4min) {
-      EXPECT_TRUE(fc->updateLease(tickets[1].id(), 600, 1));  // first token
+      EXPECT_TRUE(fc->ticket(tickets[1].id()).updateLease(600, 1));  // first token
     }
     ASSERT_EQ(fc->stats().eviction.leases, 3u) << "at +" << (t - t0) / 1s << " s";
   }

@@ -18,19 +18,19 @@ namespace {
 
 using namespace std::chrono_literals;
 
-// Forwards to the controller and records each call and its answer.
+// Forwards to the request's ticket and records each call and its answer.
+struct LeaseEndpointCall {
+  RequestId id = 0;
+  std::size_t endpoint = 0;
+  bool held = false;  // the controller's answer: a lease was held for `id`
+};
 struct LeaseEndpointRecorder {
-  FlowController* controller = nullptr;
-  struct Call {
-    RequestId id = 0;
-    std::size_t endpoint = 0;
-    bool held = false;  // the controller's answer: a lease was held for `id`
-  };
-  std::vector<Call> calls;
+  Ticket lease;
+  std::vector<LeaseEndpointCall>* calls = nullptr;
 
-  bool setLeaseEndpoint(RequestId id, std::size_t endpoint) {
-    const bool held = controller->setLeaseEndpoint(id, endpoint);
-    calls.push_back({id, endpoint, held});
+  bool setEndpoint(std::size_t endpoint) {
+    const bool held = lease.setEndpoint(endpoint);
+    calls->push_back({lease.id(), endpoint, held});
     return held;
   }
 };
@@ -54,7 +54,8 @@ TEST(LeaseEndpoint, TheDispatchedRequestsLeaseGetsThePickedEndpoint) {
                                              .metricsStalenessThreshold = 1s}))
           .value();
 
-  LeaseEndpointRecorder recorder;
+  std::vector<LeaseEndpointCall> calls;
+  FlowController* controller = nullptr;
   std::optional<Pool::Dispatch> dispatch;
   FlowControllerOptions o;
   o.policy = std::move(StaticUsageLimitPolicy::create()).value();
@@ -64,11 +65,12 @@ TEST(LeaseEndpoint, TheDispatchedRequestsLeaseGetsThePickedEndpoint) {
   o.eviction.evict = [](const Revocation&) {};
   o.onOutcome = [&](Completion&& c) {
     if (c.outcome.dispatched()) {
-      dispatch = pickForLease(*pool, recorder, *detector, c.id, c.finalizedAt, 100);
+      dispatch = pickForLease(*pool, LeaseEndpointRecorder{controller->ticket(c.id), &calls},
+                              *detector, c.finalizedAt, 100);
     }
   };
-  auto controller = std::move(FlowController::create(std::move(o))).value();
-  recorder.controller = controller.get();
+  auto created = std::move(FlowController::create(std::move(o))).value();
+  controller = created.get();
 
   FlowRequest request;
   request.flowId = "f";
@@ -77,10 +79,10 @@ TEST(LeaseEndpoint, TheDispatchedRequestsLeaseGetsThePickedEndpoint) {
   ASSERT_EQ(controller->dispatchCycle(t0).kind, DispatchResult::Kind::kDispatched);
   ASSERT_TRUE(dispatch.has_value());
   EXPECT_EQ(dispatch->endpoint, 2u);
-  ASSERT_EQ(recorder.calls.size(), 1u);
-  EXPECT_EQ(recorder.calls[0].id, ticket.id());
-  EXPECT_EQ(recorder.calls[0].endpoint, 2u);
-  EXPECT_TRUE(recorder.calls[0].held) << "the lease exists when the outcome callback runs";
+  ASSERT_EQ(calls.size(), 1u);
+  EXPECT_EQ(calls[0].id, ticket.id());
+  EXPECT_EQ(calls[0].endpoint, 2u);
+  EXPECT_TRUE(calls[0].held) << "the lease exists when the outcome callback runs";
   EXPECT_TRUE(controller->release(ticket.id(), t0 + 1s));
   controller->shutdown(t0 + 1s);
 }

@@ -1,7 +1,7 @@
 // What gateway replicas share for reserve restoration: each replica's own figures, published
 // through the host's store (ReplicaSync, detector/replica_sync.hpp), and the others' sum with
 // the replicas' count and this replica's rank, installed into its FlowController
-// (FlowController::setReplicaShare). With them the replicas take one restoration decision for
+// (ReplicaPort::setShare). With them the replicas take one restoration decision for
 // the pool and each revokes its part of it (flow/eviction.hpp, "Restoration across replicas").
 //
 // Thread safety: plain data.
@@ -45,7 +45,7 @@ struct ReplicaRestoreFigures {
   // priority and when it was enqueued, in seconds on the controller's clock like the victims'
   // times; the first headCount entries are used. Merged, the oldest head per priority (the
   // highest kHeads priorities). A replica yields a dispatch to another whose head of the same
-  // band has waited longer (FlowController::setReplicaShare), so that the pool serves each band
+  // band has waited longer (ReplicaPort::setShare), so that the pool serves each band
   // oldest first whichever replica a request arrived at.
   std::array<std::int64_t, kHeads> headPriorities{};
   std::array<double, kHeads> headEnqueueTimes{};
@@ -218,13 +218,13 @@ inline constexpr Duration kDefaultReplicaHeadTolerance = std::chrono::millisecon
 // What a replica learns from the store each sync round: the other live replicas' figures (their
 // sum), how many replicas are live (this one included) and this replica's rank among them: in
 // [0, replicas), distinct per replica, in an order all of them agree on. Installed into the
-// controller's replica coordination (FlowController::setReplicaShare).
+// controller's replica coordination (ReplicaPort::setShare).
 struct ReplicaShare {
   ReplicaRestoreFigures others;
   std::int64_t replicas = 1;
   std::int64_t rank = 0;
   // Every replica's demand estimates count the pool's arrivals (the host's replica feed hands
-  // each replica the others' with FlowController::recordPeerArrival): the policies then size
+  // each replica the others' with ReplicaPort::recordPeerArrival): the policies then size
   // from the pool's turnover rather than a replica's part of it, and restoration does not add
   // the others' published arrival rates (they are in its own). Set it on every replica or none.
   bool pooledArrivals = false;

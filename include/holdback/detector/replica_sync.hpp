@@ -36,12 +36,12 @@
 //
 // Restoration across replicas
 //   The exchange also carries each replica's reserve-restoration figures (core/replica_share.hpp):
-//   syncOnce(mine) publishes `mine` (the host passes FlowController::replicaRestoreFigures) and
+//   syncOnce(mine) publishes `mine` (the host passes ReplicaPort::restoreFigures) and
 //   share() returns the others' sum with the live replicas and this replica's rank, for
-//   FlowController::setReplicaShare; std::nullopt after a failed exchange, before the first, or
+//   ReplicaPort::setShare; std::nullopt after a failed exchange, before the first, or
 //   without a rank (each replica then restores alone). A gateway's sync thread:
-//     syncer.syncOnce(controller.replicaRestoreFigures());
-//     controller.setReplicaShare(syncer.share());
+//     syncer.syncOnce(controller.replicaPort().restoreFigures());
+//     controller.replicaPort().setShare(syncer.share());
 //   The figures carry the dispatch times of each replica's youngest victims and the enqueue times
 //   of its queue heads on the controller's clock (ReplicaRestoreFigures::victimDispatchTimes,
 //   headEnqueueTimes); a store whose replicas run on several hosts converts them to a clock the
@@ -56,7 +56,7 @@
 //     - on every dispatch and completion, publish (endpoint, tokens) without waiting for the
 //       store; on every enqueue, publish (priority, kvTokens);
 //     - on every event received from another replica: DispatchLedger::recordPeerDispatch /
-//       recordPeerCompletion, FlowController::recordPeerArrival;
+//       recordPeerCompletion, ReplicaPort::recordPeerArrival;
 //     - DispatchLedger::setPeerFeed(true) while the feed delivers (false when its connection
 //       breaks: the sums and the split, or the `replicas` share, apply again), and set
 //       ReplicaShare::pooledArrivals on the share installed by the sync thread;

@@ -9,7 +9,7 @@
 //   (flow/detail/lease_table.hpp)
 //     while eviction is enabled or the policy reads demand, until the host calls
 //     FlowController::release(id, now). The host may tell the lease its tokens
-//     (FlowController::updateLease: footprint and tokens generated so far).
+//     (Ticket::updateLease: footprint and tokens generated so far).
 //   - The trigger: a dispatch cycle stops at a gated band (head-of-line block). Scanning from that
 //     band down, the first band with queued work, a ceiling > 0 and saturation >= its ceiling is
 //     the eligible demand. Only leases of a priority strictly below it are candidates, and only
@@ -206,7 +206,7 @@ struct WaitForReleasesOptions {
 // Restoration across replicas: gateway replicas that share a pool each see their own arrivals
 // and leases only. Sized from those, every replica restores the whole pool's missing room for a
 // fraction of its arrivals (R replicas together about R x r(lambda T / R), several times what
-// the pool needs). With the others' figures installed (FlowController::setReplicaShare, from
+// the pool needs). With the others' figures installed (ReplicaPort::setShare, from
 // ReplicaSyncer::share), every replica computes the deficit above for the pool: lambda, M, P
 // and the leases in u are this replica's plus the others' sum (at most one sync interval old),
 // and it revokes its part of n = floor(deficit). Every replica also publishes the dispatch times

@@ -115,6 +115,44 @@ HOLDBACK_INLINE bool Ticket::release(TimePoint now) noexcept {
   return core->release(id_, now);
 }
 
+HOLDBACK_INLINE bool Ticket::updateLease(std::uint64_t footprintTokens,
+                                         std::uint64_t generatedTokens) noexcept {
+  if (id_ == 0) return false;
+  auto core = core_.lock();
+  if (!core) return false;
+  return core->updateLease(id_, footprintTokens, generatedTokens);
+}
+
+HOLDBACK_INLINE bool Ticket::setEndpoint(std::size_t endpoint) noexcept {
+  if (id_ == 0) return false;
+  auto core = core_.lock();
+  if (!core) return false;
+  return core->setLeaseEndpoint(id_, endpoint);
+}
+
+HOLDBACK_INLINE bool Ticket::markStarted() noexcept {
+  if (id_ == 0) return false;
+  auto core = core_.lock();
+  if (!core) return false;
+  return core->markLeaseStarted(id_);
+}
+
+HOLDBACK_INLINE ReplicaRestoreFigures ReplicaPort::restoreFigures() const noexcept {
+  auto core = core_.lock();
+  if (!core) return {};
+  return core->replicaRestoreFigures();
+}
+
+HOLDBACK_INLINE void ReplicaPort::setShare(
+    const std::optional<ReplicaShare>& share) const noexcept {
+  if (auto core = core_.lock()) core->setReplicaShare(share);
+}
+
+HOLDBACK_INLINE void ReplicaPort::recordPeerArrival(Priority priority,
+                                                    std::int64_t kvTokens) const noexcept {
+  if (auto core = core_.lock()) core->recordPeerArrival(priority, kvTokens);
+}
+
 HOLDBACK_INLINE void FlowController::validate(const FlowControllerOptions& o, Diagnostics& d) {
   detail::validateFlowOptions(o, d, /*create=*/true);
 }
@@ -206,31 +244,12 @@ HOLDBACK_INLINE bool FlowController::release(RequestId id, TimePoint now) noexce
   return core_->release(id, now);
 }
 
-HOLDBACK_INLINE bool FlowController::updateLease(RequestId id, std::uint64_t footprintTokens,
-                                                 std::uint64_t generatedTokens) noexcept {
-  return core_->updateLease(id, footprintTokens, generatedTokens);
+HOLDBACK_INLINE Ticket FlowController::ticket(RequestId id) const noexcept {
+  return Ticket(core_, id);
 }
 
-HOLDBACK_INLINE ReplicaRestoreFigures FlowController::replicaRestoreFigures() const noexcept {
-  return core_->replicaRestoreFigures();
-}
-
-HOLDBACK_INLINE void FlowController::setReplicaShare(
-    const std::optional<ReplicaShare>& share) noexcept {
-  core_->setReplicaShare(share);
-}
-
-HOLDBACK_INLINE void FlowController::recordPeerArrival(Priority priority,
-                                                       std::int64_t kvTokens) noexcept {
-  core_->recordPeerArrival(priority, kvTokens);
-}
-
-HOLDBACK_INLINE bool FlowController::markLeaseStarted(RequestId id) noexcept {
-  return core_->markLeaseStarted(id);
-}
-
-HOLDBACK_INLINE bool FlowController::setLeaseEndpoint(RequestId id, std::size_t endpoint) noexcept {
-  return core_->setLeaseEndpoint(id, endpoint);
+HOLDBACK_INLINE ReplicaPort FlowController::replicaPort() const noexcept {
+  return ReplicaPort(core_);
 }
 
 HOLDBACK_INLINE DispatchResult FlowController::dispatchCycle(TimePoint now) noexcept {
@@ -297,6 +316,34 @@ HOLDBACK_INLINE PoolRegime FlowController::poolRegime() const noexcept {
 HOLDBACK_INLINE std::optional<BandHeadroom> FlowController::bandHeadroom(
     Priority requested) const noexcept {
   return core_->bandHeadroom(requested);
+}
+
+// Deprecated (Ticket and ReplicaPort): straight to the core, as before.
+HOLDBACK_INLINE bool FlowController::updateLease(RequestId id, std::uint64_t footprintTokens,
+                                                 std::uint64_t generatedTokens) noexcept {
+  return core_->updateLease(id, footprintTokens, generatedTokens);
+}
+
+HOLDBACK_INLINE bool FlowController::setLeaseEndpoint(RequestId id, std::size_t endpoint) noexcept {
+  return core_->setLeaseEndpoint(id, endpoint);
+}
+
+HOLDBACK_INLINE bool FlowController::markLeaseStarted(RequestId id) noexcept {
+  return core_->markLeaseStarted(id);
+}
+
+HOLDBACK_INLINE ReplicaRestoreFigures FlowController::replicaRestoreFigures() const noexcept {
+  return core_->replicaRestoreFigures();
+}
+
+HOLDBACK_INLINE void FlowController::setReplicaShare(
+    const std::optional<ReplicaShare>& share) noexcept {
+  core_->setReplicaShare(share);
+}
+
+HOLDBACK_INLINE void FlowController::recordPeerArrival(Priority priority,
+                                                       std::int64_t kvTokens) noexcept {
+  core_->recordPeerArrival(priority, kvTokens);
 }
 
 }  // namespace HOLDBACK_ABI_NAMESPACE

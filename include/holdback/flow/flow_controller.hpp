@@ -177,9 +177,14 @@ struct Completion {
 
 class FlowController;
 
-// A move-only handle to one enqueued request. Destroying it does not cancel the request.
-// Thread safety: thread-compatible (one owner; cancel() itself is safe against the controller's
-// other threads, and a no-op once the controller is gone).
+// A move-only handle to one enqueued request: its cancellation and, once it is dispatched, its
+// lease (its release and the host's annotations). Destroying it does not cancel the request.
+// FlowController::enqueue returns it; FlowController::ticket(id) makes one for an id the host
+// holds (e.g. a Completion's, in the outcome callback: the outcome can be delivered on another
+// thread before enqueue's ticket reaches its owner). Two tickets for one id are one request.
+// Every method returns false (and does nothing) on an empty ticket or once the controller is gone.
+// Thread safety: thread-compatible (one owner per ticket object); its methods are safe against
+// the controller's other threads and against other tickets of the same request.
 class HOLDBACK_API Ticket {
  public:
   Ticket() = default;
@@ -200,8 +205,34 @@ class HOLDBACK_API Ticket {
   // Removes the request from its queue and finalizes it kEvictedCancelled. False when it already
   // has an outcome (dispatched, rejected, evicted) or the controller is gone.
   bool cancel() noexcept;
-  // Same as FlowController::release(id(), now).
+
+  // The lease of the dispatched request (kept while the policy reads demand or in-flight
+  // eviction is on; flow/eviction.hpp). Each is O(1), allocation-free, never calls host code,
+  // and returns false when no lease is held for the request: still queued, finalized without a
+  // dispatch, already released, reaped after options.leaseTimeout, or dispatched while leases
+  // were not kept.
+  //
+  // The request ended at `now` (its slot is free): ends its lease and feeds its holding time
+  // into the band's demand. The release of a revoked lease is its confirmation: the revocation
+  // stops being outstanding and cools for confirmationGrace (a lease whose revocation timed out
+  // is already ended: false).
   bool release(TimePoint now) noexcept;
+  // The host's token figures (footprint-aware eviction): the request's footprint (e.g. prompt +
+  // generated, the KV it holds) and the tokens generated so far (the work lost if it is revoked).
+  bool updateLease(std::uint64_t footprintTokens, std::uint64_t generatedTokens) noexcept;
+  // The endpoint the host dispatched the request to: its position in the list the endpoint
+  // source returns (what EndpointPicker::pick answered on that list). Reserve restoration then
+  // revokes where a protected request waits or would fit after one revocation (flow/eviction.hpp,
+  // "Restoration per endpoint"); a lease without one is chosen pool-wide. A position the pool
+  // does not have when restoration decides (an endpoint removed since, or a bad value) counts as
+  // unknown; a host whose list is reordered should report the new positions.
+  bool setEndpoint(std::size_t endpoint) noexcept;
+  // The host saw the request start on its server (the server took it into its batch, or its
+  // first byte arrived). Restoration where a protected request waits (flow/eviction.hpp) then no
+  // longer counts this lease as possibly waiting there: without it, any wait on the endpoint
+  // while a young protected lease is held there reads as that request's (a batch request queued
+  // behind is indistinguishable). Optional.
+  bool markStarted() noexcept;
 
  private:
   friend class FlowController;
@@ -209,6 +240,44 @@ class HOLDBACK_API Ticket {
       : core_(std::move(core)), id_(id) {}
   std::weak_ptr<detail::ControllerCore> core_;
   RequestId id_ = 0;
+};
+
+// Reserve restoration and admission across gateway replicas (flow/eviction.hpp, "Restoration
+// across replicas"): what a host's replica exchange (detector/replica_sync.hpp) reads from one
+// controller and installs in it, apart from the request path. FlowController::replicaPort()
+// returns it; it may outlive the controller (then restoreFigures() is empty and the rest does
+// nothing). Each call takes the controller's lock briefly; none allocates or calls host code.
+// Thread safety: thread-safe (every method is const and may be called from any thread).
+class HOLDBACK_API ReplicaPort {
+ public:
+  ReplicaPort() = default;  // detached: as after the controller is gone
+
+  // This replica's own figures as of its last restoration decision, for the host to publish to
+  // the others (ReplicaSyncer::syncOnce). They also carry the head of each band with queued
+  // requests. O(bands).
+  [[nodiscard]] ReplicaRestoreFigures restoreFigures() const noexcept;
+  // The other live replicas' sum, their count and this replica's rank (ReplicaSyncer::share);
+  // std::nullopt (the default, or after a failed exchange) = this replica restores alone. With
+  // a share of replicas on the replica feed (ReplicaShare::pooledArrivals) a dispatch cycle
+  // leaves a band (and the bands below it) to the others while one of them published a head of
+  // that band enqueued more than ReplicaShare::headTolerance before this replica's (the cycle
+  // returns kGated; FlowControllerStats::yieldedCycles). The share also decides who may start a
+  // request past the detector's KV threshold (flow/pool_pressure.hpp, "Room past the KV
+  // threshold across replicas"): with two replicas or more on the feed, one replica at a time
+  // per endpoint (ReplicaTurn::hasTurn); without the feed, or with no share after one of several
+  // replicas (the store failed), none. O(1).
+  void setShare(const std::optional<ReplicaShare>& share) const noexcept;
+  // The replica feed (detector/replica_sync.hpp, "The replica feed"): another replica queued a
+  // request of `priority` declaring `kvTokens` (<= 0: none). Counted into this replica's demand
+  // estimate for that priority, as its own arrivals are, once this replica has a band of that
+  // priority (before that it is dropped). With the feed live on every replica, set
+  // ReplicaShare::pooledArrivals. O(priorities seen).
+  void recordPeerArrival(Priority priority, std::int64_t kvTokens = 0) const noexcept;
+
+ private:
+  friend class FlowController;
+  explicit ReplicaPort(std::weak_ptr<detail::ControllerCore> core) : core_(std::move(core)) {}
+  std::weak_ptr<detail::ControllerCore> core_;
 };
 
 // Thread safety: thread-safe.
@@ -229,64 +298,16 @@ class HOLDBACK_API FlowController {
   Ticket enqueue(FlowRequest request, TimePoint now) noexcept;
   Ticket enqueue(FlowRequest request) noexcept;
 
-  // Same as Ticket::cancel.
+  // Same as Ticket::cancel and Ticket::release for request `id`.
   bool cancel(RequestId id) noexcept;
-
-  // The dispatched request `id` ended at `now` (its slot is free): ends its lease and feeds its
-  // holding time into the band's demand. False when no lease is held for it: an unknown id, a
-  // request still queued or finalized otherwise, one already released or reaped after
-  // options.leaseTimeout, or one dispatched while the policy did not read demand (leases are
-  // kept only when policy->usesDemand()). Never calls host code; O(1), no allocation.
   bool release(RequestId id, TimePoint now) noexcept;
-  // The release of a revoked lease (in-flight eviction, flow/eviction.hpp) is its confirmation:
-  // the revocation stops being outstanding and cools for confirmationGrace. A lease whose
-  // revocation timed out is already ended (release returns false).
 
-  // The host's token figures for a dispatched request's lease (footprint-aware eviction): its
-  // footprint (e.g. prompt + generated, the KV it holds) and the tokens generated so far (the
-  // work lost if it is revoked). False when no lease is held for `id`. O(1), no allocation.
-  bool updateLease(RequestId id, std::uint64_t footprintTokens,
-                   std::uint64_t generatedTokens) noexcept;
-  // The endpoint the host dispatched request `id` to: its position in the list the endpoint
-  // source returns (what EndpointPicker::pick answered on that list). Reserve restoration then
-  // revokes where a protected request waits or would fit after one revocation (flow/eviction.hpp,
-  // "Restoration per endpoint"); a lease without one is chosen pool-wide. A position the pool
-  // does not have when restoration decides (an endpoint removed since, or a bad value) counts as
-  // unknown; a host whose list is reordered should report the new positions. Returns false when
-  // no lease is held for `id`. O(1), no allocation, never calls host code.
-  bool setLeaseEndpoint(RequestId id, std::size_t endpoint) noexcept;
-  // The host saw request `id` start on its server (the server took it into its batch, or its
-  // first byte arrived). Restoration where a protected request waits (flow/eviction.hpp) then no
-  // longer counts this lease as possibly waiting there: without it, any wait on the endpoint
-  // while a young protected lease is held there reads as that request's (a batch request queued
-  // behind is indistinguishable). Optional. Returns false when no lease is held for `id`. O(1),
-  // no allocation, never calls host code.
-  bool markLeaseStarted(RequestId id) noexcept;
-
-  // Reserve restoration across gateway replicas (flow/eviction.hpp, "Restoration across
-  // replicas"). replicaRestoreFigures: this replica's own figures as of its last restoration
-  // decision, for the host to publish to the others (ReplicaSyncer::syncOnce). setReplicaShare:
-  // the other live replicas' sum, their count and this replica's rank (ReplicaSyncer::share);
-  // std::nullopt (the default, or after a failed exchange) = this replica restores alone. The
-  // figures also carry the head of each band with queued requests: with a share of replicas on
-  // the replica feed (ReplicaShare::pooledArrivals) a dispatch cycle leaves a band (and the bands
-  // below it) to the others while one of them published a head of that band enqueued more than
-  // ReplicaShare::headTolerance before this replica's (the cycle returns kGated;
-  // FlowControllerStats::yieldedCycles). The share also decides who may start a request past the
-  // detector's KV threshold (flow/pool_pressure.hpp, "Room past the KV threshold across
-  // replicas"): with two replicas or more on the feed, one replica at a time per endpoint
-  // (ReplicaTurn::hasTurn); without the feed, or with no share after one of several
-  // replicas (the store failed), none. replicaRestoreFigures is O(bands), setReplicaShare O(1);
-  // no allocation, never call host code.
-  [[nodiscard]] ReplicaRestoreFigures replicaRestoreFigures() const noexcept;
-  void setReplicaShare(const std::optional<ReplicaShare>& share) noexcept;
-  // The replica feed (detector/replica_sync.hpp, "The replica feed"): another replica queued a
-  // request of `priority` declaring `kvTokens` (<= 0: none). Counted into this replica's demand
-  // estimate for that priority, as its own arrivals are, once this replica has a band of that
-  // priority (before that it is dropped). With the feed live on every replica, set
-  // ReplicaShare::pooledArrivals. Takes the controller's lock briefly; O(priorities seen), no
-  // allocation, never calls host code.
-  void recordPeerArrival(Priority priority, std::int64_t kvTokens = 0) noexcept;
+  // A ticket for request `id` (its lease annotations: Ticket::updateLease, setEndpoint,
+  // markStarted), e.g. for a Completion's id in the outcome callback. Not checked: a ticket for
+  // an unknown id answers false. O(1), no allocation.
+  [[nodiscard]] Ticket ticket(RequestId id) const noexcept;
+  // The replica coordination (ReplicaPort): what a host's replica exchange reads and installs.
+  [[nodiscard]] ReplicaPort replicaPort() const noexcept;
 
   // One dispatch decision; see the file comment. Samples the pool (endpoint source + detector,
   // under no controller lock), then dispatch(now, pressure).
@@ -346,6 +367,17 @@ class HOLDBACK_API FlowController {
   // band does not exist yet (it would be provisioned). A shared reading: nothing is reserved,
   // and a byte limit can admit fewer. O(log bands) under the controller's lock; no allocation.
   [[nodiscard]] std::optional<BandHeadroom> bandHeadroom(Priority requested) const noexcept;
+
+  // Deprecated (kept for one release; CHANGELOG.md), forwarding to the ticket and the port:
+  // use ticket(id).updateLease, .setEndpoint, .markStarted and replicaPort().restoreFigures,
+  // .setShare, .recordPeerArrival.
+  bool updateLease(RequestId id, std::uint64_t footprintTokens,
+                   std::uint64_t generatedTokens) noexcept;
+  bool setLeaseEndpoint(RequestId id, std::size_t endpoint) noexcept;
+  bool markLeaseStarted(RequestId id) noexcept;
+  [[nodiscard]] ReplicaRestoreFigures replicaRestoreFigures() const noexcept;
+  void setReplicaShare(const std::optional<ReplicaShare>& share) noexcept;
+  void recordPeerArrival(Priority priority, std::int64_t kvTokens = 0) noexcept;
 
  private:
   FlowController();  // create() fills the members (no detail type in an exported signature)

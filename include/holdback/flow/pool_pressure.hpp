@@ -26,7 +26,7 @@
 //   once, and no second request starts there. Replicas each see the others' dispatches a feed
 //   delay later or a sync interval later, and could each start one past the threshold on the
 //   same endpoint. So with several replicas (setPastThreshold, which the controller calls from
-//   FlowController::setReplicaShare):
+//   ReplicaPort::setShare):
 //     kTurn  (a share of R >= 2 replicas on the replica feed) a replica keeps an endpoint's room
 //            past the threshold only on its turn there (ReplicaTurn::hasTurn: the turn moves
 //            every 100 ms on a clock the replicas share), so that one replica at a

@@ -87,7 +87,7 @@ struct DemandView {
   std::span<const BandRoom> room;
   // The completions per second a demand-aware policy measures the pool's turnover from, when the
   // caller knows it better than the bands' sum: a gateway replica sharing the pool with others
-  // (FlowController::setReplicaShare) passes the pool's completions divided by the replicas.
+  // (ReplicaPort::setShare) passes the pool's completions divided by the replicas.
   // Its own bands' completions are not the pool's turnover: they fall to nothing while the other
   // replicas hold the room, and a policy sizing from them reads the pool as not turning over
   // and holds every lower band back, which keeps their completions at nothing. NaN (the

@@ -295,6 +295,8 @@ HOLDBACK_INLINE DispatchResult ControllerCore::dispatch(TimePoint now,
   return dispatchImpl(now, &sample, /*sample=*/false);
 }
 
+// The cycle's steps are always inlined (controller_core.hpp): the hot path, all in the one
+// translation unit that compiles the controller's cycle.
 HOLDBACK_INLINE DispatchResult ControllerCore::dispatchImpl(TimePoint now,
                                                             const PressureSample* given,
                                                             bool sample) noexcept {
@@ -302,142 +304,168 @@ HOLDBACK_INLINE DispatchResult ControllerCore::dispatchImpl(TimePoint now,
   PressureSample sampled;
   const PressureSample* pressure = given;
   if (sample && sampler_.sampleInto(now, true, sampled)) pressure = &sampled;  // host code, no lock
-  DispatchResult result;
-  FinalizedBatch finalized;     // destroyed (the requests' memory freed) after the lock
-  RevocationBatch revocations;  // their evict callbacks run after the lock
-  bool leased = false;          // a lease to mark delivered after the outcome callback
+  CycleView cycle(now);
   {
     MutexLock lock(mu_);
-    if (pressure != nullptr) applyPressure(now, *pressure, true);
-    const double s = last_saturation_;
-    result.saturation = s;
-    cycles_ += 1;
-    if (stopped_) {
-      result.kind = DispatchResult::Kind::kStopped;
-      return result;
-    }
-
-    // The priorities the policy sees (capacity for every band: no allocation in steady state).
-    const std::span<Band* const> ordered = table_.ordered();
-    if (ordered.size() > scratch_bands_) reserveScratch(ordered.size());
-    domain_bands_.clear();
-    domain_priorities_.clear();
-    const bool provisioned = settings_.priorityDomain == PriorityDomain::kProvisioned;
-    const Duration window = settings_.activityWindow;
-    for (Band* band : ordered) {
-      const bool in_domain = provisioned || band->queued_requests > 0 ||
-                             (band->last_arrival && elapsed(*band->last_arrival, now) < window);
-      if (!in_domain) {
-        band->last_ceiling.reset();  // a domain band's is set below
-        continue;
-      }
-      domain_bands_.push_back(band);
-      domain_priorities_.push_back(band->prio);
-    }
-    const std::size_t bands = domain_bands_.size();
-    Band* const* const domain = domain_bands_.data();
-    ceilings_.assign(bands, 1.0);
-    const bool demand_on = demandOn();
-    const bool leases_on = demand_on || settings_.eviction.enabled;
-    const bool restores = settings_.eviction.enabled && settings_.eviction.restoreReserve.enabled;
-    if (demand_on || restores) {  // measuresDemand()
-      demand_.update(now, ordered, domain_bands_, *settings_.policy, leases_);
-    }
-    if (demand_on) {
-      DemandView view;
-      view.bands = demand_.view();
-      view.now = now;
-      if (leases_.size() > 0) view.requestUnit = s / static_cast<double>(leases_.size());
-      // With replicas: the pool's turnover per replica, not this replica's own (DemandView);
-      // the pool's own when the demand estimates count the pool's arrivals.
-      if (const std::optional<double> pool =
-              replicas_.poolCompletionRate(demand_.completionRate())) {
-        view.completionRate = *pool;
-      }
-      if (settings_.policy->usesRoom()) {
-        view.room = roomView();
-        declareFootprints(view.bands);  // for the next samples
-      }
-      settings_.policy->computeLimit(s, domain_priorities_, ceilings_, view);
-    } else {
-      settings_.policy->computeLimit(s, domain_priorities_, ceilings_);
-    }
-    const double* const ceilings = ceilings_.data();
-    for (std::size_t i = 0; i < bands; ++i) domain[i]->last_ceiling = ceilings[i];
-
-    result.kind = DispatchResult::Kind::kNothingQueued;
-    // Reserve restoration runs whether or not anything is queued (its point is to act before).
-    if (restores && evict_) {
-      evictor_.restoreReserve(evictionCycle(now, s), revocations);
-      result.revoked = revocations.size();
-    }
-
-    bool done = table_.totalRequests() == 0;
-    if (!done) scheduler_.plan(settings_.bandScheduling, s, domain_bands_, ceilings_, ordered);
-    const bool scheduled = !done && scheduler_.active();
-    for (std::size_t k = 0; k < bands && !done; ++k) {
-      const std::size_t i = scheduled ? scheduler_.at(k) : k;  // strict priority: i == k
-      Band* band = domain[i];
-      if (isGated(s, ceilings[i])) {  // HoL: checked before looking at the band's items
-        band->counters->gated_cycles += 1;
-        if (last_all_stale_) stale_gated_cycles_ += 1;
-        result.kind = DispatchResult::Kind::kGated;
-        result.priority = band->prio;
-        if (settings_.eviction.enabled && settings_.eviction.revokeOnBlock && evict_) {
-          evictor_.reclaim(evictionCycle(now, s), i, revocations);
-        }
-        result.revoked = revocations.size();
-        break;
-      }
-      while (band->queued_requests > 0) {
-        const FlowQueueView* picked = band->fairness->pick(*band, band->fairness_state.get());
-        if (picked == nullptr || picked->size() == 0) break;  // nothing eligible: next band
-        const Flow* flow = static_cast<const Flow*>(picked);
-        Item* head = flow->items.front();
-        if (finalized.full()) {  // too many dead heads this cycle
-          done = true;
-          break;
-        }
-        if (auto dead = deadOutcomeOf(*head, now, largest_kv_, settings_.noEndpointTtl, regime_)) {
-          FinalizedBatch::Entry& e = finalized.add();
-          e.retired = table_.finalize(head, *dead, now, e.completion);
-          result.evicted += 1;
-          continue;  // a dead head never costs the cycle its dispatch
-        }
-        if (yieldsToPeer(*band, *head)) {  // another replica's head of this band waited longer
-          result.kind = DispatchResult::Kind::kGated;
-          result.priority = band->prio;
-          yielded_cycles_ += 1;
-          done = true;
-          break;
-        }
-        result.kind = DispatchResult::Kind::kDispatched;
-        result.priority = band->prio;
-        result.id = head->id;
-        if (leases_on) {
-          const std::uint32_t slot = demand_.slotOf(band, *settings_.policy, leases_);
-          if (leases_.add(head->id, slot, band->prio, now, 0, head->kvTokens)) {
-            evictor_.leaseStarted();
-            leased = settings_.eviction.enabled;
-          }
-          demand_.dispatched(slot, elapsed(head->enqueueTime, now));
-        }
-        FinalizedBatch::Entry& e = finalized.add();
-        e.retired = table_.finalize(head, {QueueOutcome::kDispatched, OutcomeCause::kNone}, now,
-                                    e.completion);
-        scheduler_.dispatched(i);
-        done = true;
-        break;
-      }
-    }
+    if (!beginCycle(cycle, pressure)) return cycle.result;  // the pressure applied; kStopped
+    selectDomain(cycle);                                    // the bands the policy sees
+    computeCeilings(cycle);                                 // demand, computeLimit once
+    restoreReserve(cycle);                                  // the reserve, before a block
+    serveBands(cycle);                                      // gate, pick, dispatch one
   }
-  for (std::size_t i = 0; i < finalized.size(); ++i) deliver(std::move(finalized.at(i).completion));
-  if (leased) {  // only now may the host be asked to evict it (never before its dispatch)
+  finishCycle(cycle);  // outcomes, the lease delivered, revocations: host code, no lock
+  return cycle.result;
+}
+
+inline bool ControllerCore::beginCycle(CycleView& cycle, const PressureSample* pressure) noexcept {
+  if (pressure != nullptr) applyPressure(cycle.now, *pressure, true);
+  cycle.saturation = last_saturation_;
+  cycle.result.saturation = last_saturation_;
+  cycles_ += 1;
+  if (stopped_) cycle.result.kind = DispatchResult::Kind::kStopped;
+  return !stopped_;
+}
+
+inline void ControllerCore::selectDomain(CycleView& cycle) noexcept {
+  // The priorities the policy sees (capacity for every band: no allocation in steady state).
+  cycle.ordered = table_.ordered();
+  if (cycle.ordered.size() > scratch_bands_) reserveScratch(cycle.ordered.size());
+  domain_bands_.clear();
+  domain_priorities_.clear();
+  const bool provisioned = settings_.priorityDomain == PriorityDomain::kProvisioned;
+  const Duration window = settings_.activityWindow;
+  for (Band* band : cycle.ordered) {
+    const bool in_domain = provisioned || band->queued_requests > 0 ||
+                           (band->last_arrival && elapsed(*band->last_arrival, cycle.now) < window);
+    if (!in_domain) {
+      band->last_ceiling.reset();  // a domain band's is set by computeCeilings
+      continue;
+    }
+    domain_bands_.push_back(band);
+    domain_priorities_.push_back(band->prio);
+  }
+  ceilings_.assign(domain_bands_.size(), 1.0);
+  cycle.domain = domain_bands_;
+}
+
+inline void ControllerCore::computeCeilings(CycleView& cycle) noexcept {
+  const double s = cycle.saturation;
+  const bool demand_on = demandOn();
+  cycle.leasesOn = demand_on || settings_.eviction.enabled;
+  cycle.restores = settings_.eviction.enabled && settings_.eviction.restoreReserve.enabled;
+  if (demand_on || cycle.restores) {  // measuresDemand()
+    demand_.update(cycle.now, cycle.ordered, domain_bands_, *settings_.policy, leases_);
+  }
+  if (demand_on) {
+    DemandView view;
+    view.bands = demand_.view();
+    view.now = cycle.now;
+    if (leases_.size() > 0) view.requestUnit = s / static_cast<double>(leases_.size());
+    // With replicas: the pool's turnover per replica, not this replica's own (DemandView);
+    // the pool's own when the demand estimates count the pool's arrivals.
+    if (const std::optional<double> pool = replicas_.poolCompletionRate(demand_.completionRate())) {
+      view.completionRate = *pool;
+    }
+    if (settings_.policy->usesRoom()) {
+      view.room = roomView();
+      declareFootprints(view.bands);  // for the next samples
+    }
+    settings_.policy->computeLimit(s, domain_priorities_, ceilings_, view);
+  } else {
+    settings_.policy->computeLimit(s, domain_priorities_, ceilings_);
+  }
+  cycle.ceilings = ceilings_;
+  for (std::size_t i = 0; i < cycle.domain.size(); ++i) {
+    cycle.domain[i]->last_ceiling = cycle.ceilings[i];
+  }
+  cycle.result.kind = DispatchResult::Kind::kNothingQueued;
+}
+
+inline void ControllerCore::restoreReserve(CycleView& cycle) noexcept {
+  // Whether or not anything is queued (its point is to act before a block).
+  if (!cycle.restores || !evict_) return;
+  evictor_.restoreReserve(evictionCycle(cycle.now, cycle.saturation), cycle.revocations);
+  cycle.result.revoked = cycle.revocations.size();
+}
+
+inline void ControllerCore::serveBands(CycleView& cycle) noexcept {
+  if (table_.totalRequests() == 0) return;
+  scheduler_.plan(settings_.bandScheduling, cycle.saturation, domain_bands_, ceilings_,
+                  cycle.ordered);
+  const bool scheduled = scheduler_.active();
+  for (std::size_t k = 0; k < cycle.domain.size(); ++k) {
+    const std::size_t i = scheduled ? scheduler_.at(k) : k;  // strict priority: i == k
+    if (isGated(cycle.saturation, cycle.ceilings[i])) {      // HoL: before looking at its items
+      blockAt(cycle, i);
+      return;
+    }
+    if (serveBand(cycle, i)) return;
+  }
+}
+
+inline void ControllerCore::blockAt(CycleView& cycle, std::size_t i) noexcept {
+  Band* band = cycle.domain[i];
+  band->counters->gated_cycles += 1;
+  if (last_all_stale_) stale_gated_cycles_ += 1;
+  cycle.result.kind = DispatchResult::Kind::kGated;
+  cycle.result.priority = band->prio;
+  if (settings_.eviction.enabled && settings_.eviction.revokeOnBlock && evict_) {
+    evictor_.reclaim(evictionCycle(cycle.now, cycle.saturation), i, cycle.revocations);
+  }
+  cycle.result.revoked = cycle.revocations.size();
+}
+
+inline bool ControllerCore::serveBand(CycleView& cycle, std::size_t i) noexcept {
+  Band* band = cycle.domain[i];
+  while (band->queued_requests > 0) {
+    const FlowQueueView* picked = band->fairness->pick(*band, band->fairness_state.get());
+    if (picked == nullptr || picked->size() == 0) return false;  // nothing eligible: next band
+    Item* head = static_cast<const Flow*>(picked)->items.front();
+    if (cycle.finalized.full()) return true;  // too many dead heads this cycle
+    if (auto dead =
+            deadOutcomeOf(*head, cycle.now, largest_kv_, settings_.noEndpointTtl, regime_)) {
+      cycle.finalized.add(table_, head, *dead, cycle.now);
+      cycle.result.evicted += 1;
+      continue;  // a dead head never costs the cycle its dispatch
+    }
+    if (yieldsToPeer(*band, *head)) {  // another replica's head of this band waited longer
+      cycle.result.kind = DispatchResult::Kind::kGated;
+      cycle.result.priority = band->prio;
+      yielded_cycles_ += 1;
+      return true;
+    }
+    dispatchHead(cycle, i, head);
+    return true;
+  }
+  return false;
+}
+
+inline void ControllerCore::dispatchHead(CycleView& cycle, std::size_t i, Item* head) noexcept {
+  Band* band = cycle.domain[i];
+  cycle.result.kind = DispatchResult::Kind::kDispatched;
+  cycle.result.priority = band->prio;
+  cycle.result.id = head->id;
+  if (cycle.leasesOn) {
+    const std::uint32_t slot = demand_.slotOf(band, *settings_.policy, leases_);
+    if (leases_.add(head->id, slot, band->prio, cycle.now, 0, head->kvTokens)) {
+      evictor_.leaseStarted();
+      cycle.leased = settings_.eviction.enabled;
+    }
+    demand_.dispatched(slot, elapsed(head->enqueueTime, cycle.now));
+  }
+  cycle.finalized.add(table_, head, {QueueOutcome::kDispatched, OutcomeCause::kNone}, cycle.now);
+  scheduler_.dispatched(i);
+}
+
+inline void ControllerCore::finishCycle(CycleView& cycle) noexcept {
+  for (std::size_t i = 0; i < cycle.finalized.size(); ++i) {
+    deliver(std::move(cycle.finalized.at(i).completion));
+  }
+  if (cycle.leased) {  // only now may the host be asked to evict it (never before its dispatch)
     MutexLock lock(mu_);
-    leases_.markDelivered(result.id);
+    leases_.markDelivered(cycle.result.id);
   }
-  deliverRevocations(revocations, evict_);  // host code: after the lock
-  return result;
+  deliverRevocations(cycle.revocations, evict_);  // host code: after the lock
 }
 
 }  // namespace detail

@@ -15,10 +15,20 @@
 //   - the reloadable settings (policy, global limits, TTLs, priority domain, eviction);
 //   - the pool regime, the last pressure, the cycle's scratch buffers.
 //
-// The cycle (dispatchImpl): the pressure, the policy's domain, the demand update, the ceilings;
-// reserve restoration; then the bands highest first, each gated (a block: the evictor's
-// reclaim) or dispatching its fairness policy's pick (a lease); after the lock, the outcomes,
-// the lease marked delivered, the revocations.
+// The cycle (dispatchImpl): named steps over one CycleView on its stack.
+//   1. sample the pool (host code: the endpoint source and the detector; no lock);
+//   under mu_:
+//   2. beginCycle: apply the pressure (regime, saturation, room), count the cycle; stop here
+//      when shut down (kStopped);
+//   3. selectDomain: the bands the policy sees (provisioned, or active), highest first;
+//   4. computeCeilings: the demand update and the policy's computeLimit, once;
+//   5. restoreReserve: reserve restoration (the evictor), whether or not anything is queued;
+//   6. serveBands: the bands in the scheduler's order; the first gated one ends the cycle
+//      (blockAt: the evictor's reclaim), else a band's fairness pick is served (serveBand: dead
+//      heads finalized, a yield to an older head of another replica, or dispatchHead: a lease
+//      and at most one dispatch);
+//   after mu_:
+//   7. finishCycle: the outcomes, the lease marked delivered, the revocations.
 //
 // Locking
 //   One mutex, mu_, guards the table, the leases, the demand tracker, the evictor, the settings
@@ -79,6 +89,10 @@ void validateFlowOptions(const FlowControllerOptions& options, Diagnostics& diag
 class FinalizedBatch {
  public:
   struct Entry {
+    // Finalizes `item` into the entry: its completion, and its memory (guaranteed elision: no
+    // temporary is moved or destroyed).
+    Entry(BandTable& table, Item* item, Outcome outcome, TimePoint now) noexcept
+        : retired(table.finalize(item, outcome, now, completion)) {}
     Completion completion;
     Retired retired;
   };
@@ -91,7 +105,10 @@ class FinalizedBatch {
 
   [[nodiscard]] bool full() const noexcept { return size_ == kMaxFinalizedPerCycle; }
   [[nodiscard]] std::size_t size() const noexcept { return size_; }
-  Entry& add() noexcept { return *::new (&storage_[size_++]) Entry(); }
+  // Finalizes `item` (BandTable::finalize) into the next entry.
+  Entry& add(BandTable& table, Item* item, Outcome outcome, TimePoint now) noexcept {
+    return *::new (&storage_[size_++]) Entry(table, item, outcome, now);
+  }
   Entry& at(std::size_t i) noexcept {
     return *std::launder(reinterpret_cast<Entry*>(&storage_[i]));
   }
@@ -173,10 +190,50 @@ class ControllerCore {
   static Settings settingsOf(FlowControllerOptions& options);
   static BandTopology topologyOf(FlowControllerOptions& options);
 
+  // One dispatch cycle: what its steps read (set by the first ones) and what they hand over to
+  // be delivered after the lock. Lives on dispatchImpl's stack; its spans point into the core's
+  // scratch and are valid until the lock is released.
+  struct CycleView {
+    explicit CycleView(TimePoint at) noexcept : now(at) {}
+    CycleView(const CycleView&) = delete;
+    CycleView& operator=(const CycleView&) = delete;
+
+    TimePoint now;
+    double saturation = 0.0;
+    std::span<Band* const> ordered;    // every band, highest first
+    std::span<Band* const> domain;     // the bands the policy sees, highest first
+    std::span<const double> ceilings;  // domain[i]'s ceiling this cycle
+    bool leasesOn = false;             // dispatched requests hold a lease
+    bool restores = false;             // reserve restoration is on
+    DispatchResult result;
+    FinalizedBatch finalized;     // destroyed (the requests' memory freed) after the lock
+    RevocationBatch revocations;  // their evict callbacks run after the lock
+    bool leased = false;          // a lease to mark delivered after the outcome callback
+  };
+
   // `sample`: the pressure is this cycle's sample (`given` is null), else `given`; null (or a
   // re-entrant call from the host's sampler code): the last one.
   DispatchResult dispatchImpl(TimePoint now, const PressureSample* given, bool sample) noexcept
       HOLDBACK_EXCLUDES(mu_);
+  // The cycle's steps (the file comment), in order; always inlined into dispatchImpl (the hot
+  // path: the cycle costs what one function does). beginCycle returns false when stopped.
+  [[gnu::always_inline]] bool beginCycle(CycleView& cycle, const PressureSample* pressure) noexcept
+      HOLDBACK_REQUIRES(mu_);
+  [[gnu::always_inline]] void selectDomain(CycleView& cycle) noexcept HOLDBACK_REQUIRES(mu_);
+  [[gnu::always_inline]] void computeCeilings(CycleView& cycle) noexcept HOLDBACK_REQUIRES(mu_);
+  [[gnu::always_inline]] void restoreReserve(CycleView& cycle) noexcept HOLDBACK_REQUIRES(mu_);
+  [[gnu::always_inline]] void serveBands(CycleView& cycle) noexcept HOLDBACK_REQUIRES(mu_);
+  // The gated domain band `i` ends the cycle (kGated), reclaiming when eviction revokes on a block.
+  [[gnu::always_inline]] void blockAt(CycleView& cycle, std::size_t i) noexcept
+      HOLDBACK_REQUIRES(mu_);
+  // Serves domain band `i`: true when the cycle ends there (a dispatch, a yield to another
+  // replica, too many dead heads), false to go on to the next band.
+  [[gnu::always_inline]] bool serveBand(CycleView& cycle, std::size_t i) noexcept
+      HOLDBACK_REQUIRES(mu_);
+  // Dispatches `head`, domain band `i`'s pick: its lease (when kept), its outcome.
+  [[gnu::always_inline]] void dispatchHead(CycleView& cycle, std::size_t i, Item* head) noexcept
+      HOLDBACK_REQUIRES(mu_);
+  [[gnu::always_inline]] void finishCycle(CycleView& cycle) noexcept HOLDBACK_EXCLUDES(mu_);
   std::size_t expireImpl(TimePoint now, const PressureSample* pressure) noexcept
       HOLDBACK_EXCLUDES(mu_);
   void applyPressure(TimePoint now, const PressureSample& pressure, bool with_saturation) noexcept

@@ -102,7 +102,7 @@ HOLDBACK_INLINE void Evictor::restoreReserve(const Cycle& cycle, RevocationBatch
   }
   double completions = cycle.demand.completionRate();  // every band's releases per second
   const std::size_t in_flight = cycle.leases.size();
-  // This replica's figures, for the others (FlowController::replicaRestoreFigures).
+  // This replica's figures, for the others (ReplicaPort::restoreFigures).
   if (cycle.publish != nullptr) {
     ReplicaRestoreFigures& own = *cycle.publish;
     own = {lambda, completions, pending, static_cast<double>(in_flight)};

@@ -52,7 +52,7 @@ class LeaseTable {
     std::uint64_t generated = 0;  // tokens generated so far (work lost if it is revoked)
     bool delivered = false;       // its dispatch outcome has reached the host (revocable)
     // The endpoint the host dispatched it to (its position in the endpoint source's list, as
-    // FlowController::setLeaseEndpoint reported it); kNoEndpoint = unknown.
+    // Ticket::setEndpoint reported it); kNoEndpoint = unknown.
     std::uint32_t endpoint = kNoEndpoint;
     std::uint64_t kvTokens = 0;  // the request's declared KV footprint (FlowRequest::kvTokens)
     bool restoredFor = false;    // a revocation was issued where it waited (at most one)

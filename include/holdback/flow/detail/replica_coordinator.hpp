@@ -2,9 +2,9 @@
 // of its pool. Internal.
 //
 // What it holds
-//   - the share the host installs every sync round (FlowController::setReplicaShare: the other
+//   - the share the host installs every sync round (ReplicaPort::setShare: the other
 //     live replicas' figures summed, the live count, this replica's rank, the shared clock);
-//   - the figures this replica publishes for them (FlowController::replicaRestoreFigures):
+//   - the figures this replica publishes for them (ReplicaPort::restoreFigures):
 //     restoration writes its part through the evictor's cycle, the controller adds its heads;
 //   - the turn (ReplicaTurn, core/replica_share.hpp): the one rule of which replica takes a
 //     remainder or has the turn, stepping every 100 ms on the replicas' shared clock.
