@@ -24,7 +24,9 @@
 // Thread safety: thread-hostile (it rewrites the bundle being loaded). Cold path; allocates.
 #pragma once
 
+#include <functional>
 #include <initializer_list>
+#include <map>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -65,6 +67,23 @@ inline const config::Json* derivedPluginParameters(const config::Json& document,
   return nullptr;
 }
 
+// Puts the plugin `made` (the current one rebuilt with other options) in place of `current`
+// everywhere the bundle holds it: its map of plugins by name, and the controller's options. The
+// options differ from valid ones in booleans only, so `made` fails only on a broken invariant
+// (the bundle then keeps the plugin as loaded).
+template <class Made, class Interface, class Held>
+void derivedReplace(Result<std::unique_ptr<Made>> made,
+                    std::map<std::string, std::shared_ptr<Interface>, std::less<>>& byName,
+                    std::shared_ptr<Interface>& current, std::shared_ptr<Held>& controller) {
+  if (!made) return;
+  const std::shared_ptr<Interface> rebuilt(std::move(made).value());
+  for (auto& [name, plugin] : byName) {
+    if (plugin == current) plugin = rebuilt;
+  }
+  if (controller == current) controller = rebuilt;
+  current = rebuilt;
+}
+
 // kvStartPastThreshold false for a utilization detector when dispatchLedger.replicas > 1.
 inline void deriveDetectorDefaults(config::ConfigBundle& bundle, const config::Json& document) {
   const auto* util = dynamic_cast<const UtilizationDetector*>(bundle.detector.get());
@@ -76,14 +95,8 @@ inline void deriveDetectorDefaults(config::ConfigBundle& bundle, const config::J
   if (derivedFind(params, {"kvStartPastThreshold"}) != nullptr) return;
   UtilizationDetectorOptions options = util->options();
   options.kvStartPastThreshold = false;
-  auto made = UtilizationDetector::create(std::move(options), std::string(util->name()));
-  if (!made) return;  // the same options but one boolean: valid as loaded
-  const std::shared_ptr<SaturationDetector> rebuilt(std::move(made).value());
-  for (auto& [name, d] : bundle.detectors) {
-    if (d == bundle.detector) d = rebuilt;
-  }
-  if (bundle.controller.detector == bundle.detector) bundle.controller.detector = rebuilt;
-  bundle.detector = rebuilt;
+  derivedReplace(UtilizationDetector::create(std::move(options), std::string(util->name())),
+                 bundle.detectors, bundle.detector, bundle.controller.detector);
 }
 
 // The restoration epsilon, holdReserve and protectiveStart (reservation-holdback-policy).
@@ -105,14 +118,8 @@ inline void derivePolicyDefaults(config::ConfigBundle& bundle, const config::Jso
     }
   }
   if (!changed) return;
-  auto made = ReservationPolicy::create(std::move(options), std::string(policy->name()));
-  if (!made) return;  // the same options but two booleans: valid as loaded
-  const std::shared_ptr<UsageLimitPolicy> rebuilt(std::move(made).value());
-  for (auto& [name, p] : bundle.policies) {
-    if (p == bundle.policy) p = rebuilt;
-  }
-  if (bundle.controller.policy == bundle.policy) bundle.controller.policy = rebuilt;
-  bundle.policy = rebuilt;
+  derivedReplace(ReservationPolicy::create(std::move(options), std::string(policy->name())),
+                 bundle.policies, bundle.policy, bundle.controller.policy);
 }
 
 inline void applyDerivedDefaults(config::ConfigBundle& bundle, const config::Json& document) {
