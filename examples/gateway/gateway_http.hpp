@@ -222,9 +222,6 @@ plugins:
       kvCacheUtilThreshold: 0.8
       metricsStalenessThreshold: 1s
       stalenessPolicy: saturated
-      # A batch request may start below the KV threshold and run past it (with --replica-sync
-      # one replica at a time per server, on the replica feed; none without the feed).
-      kvStartPastThreshold: true
   - name: reservation
     type: reservation-holdback-policy
     parameters:
@@ -232,10 +229,10 @@ plugins:
       # Small pools: no floor (the detector has no slot term, so a slot-bound pool reads
       # saturation ~0 and a floor of 0.5 would never hold batch), and a fixed reserve of one
       # protected request's room that restoration keeps (the Poisson sizing asks for an infinite
-      # reserve when a steady interactive stream outruns a small pool's turnover).
+      # reserve when a steady interactive stream outruns a small pool's turnover). With
+      # restoration on the policy does not hold its reserve up: restoration repairs it.
       minCeiling: 0.0
       decayTime: 1500ms
-      holdReserve: false
       minReserve: 1
       poissonSizing: false
       capacityModel: endpoints
@@ -246,7 +243,7 @@ flowControl:
   enableEviction: true
   eviction:
     revokeOnBlock: false
-    restoreReserve: {epsilon: 0.01}
+    restoreReserve: {enabled: true}
   priorityBands:
     - {priority: 10}
     - {priority: 0}

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <set>
 
+#include "holdback/core/text.hpp"
 #include "sim/evaluate.hpp"
 
 namespace holdback::replay {
@@ -32,11 +33,43 @@ std::vector<ClassPlan> planTraffic(const Scenario& s, int onlyClass) {
   return plan;
 }
 
+namespace {
+
+// An arm's reservation switches (Arm::reservationSwitches) as the file's deprecated keys, which
+// the gateway still honours (with a warning each): the replay runs the arm as the simulator does.
+void writeReservationSwitches(const Scenario& s, const Arm& arm, Json& parameters) {
+  ReservationOptions o;
+  arm.reservationSwitches(s, o);
+  parameters["holdReserve"] = o.holdReserve;
+  parameters["protectiveStart"] = o.protectiveStart;
+  if (!o.poissonSizing) parameters["poissonSizing"] = false;
+  if (o.sizing == ReservationSizing::kOccupancy) parameters["sizing"] = "occupancy";
+  if (!o.feedback.enabled) return;
+  Json targets = Json::object();
+  for (const ReservationWaitTarget& t : o.feedback.targets) {
+    targets[std::to_string(t.priority)] = formatDuration(t.wait);
+  }
+  parameters["feedback"] = {{"targetWait", formatDuration(o.feedback.targetWait)},
+                            {"targets", targets},
+                            {"increase", o.feedback.increase},
+                            {"decrease", o.feedback.decrease},
+                            {"maxExtra", o.feedback.maxExtra},
+                            {"interval", formatDuration(o.feedback.interval)}};
+}
+
+}  // namespace
+
 Json gatewayConfig(const Scenario& s, const Arm& arm) {
   Json policy = arm.policy(s);
   policy["name"] = "policy";
+  if (arm.reservationSwitches) writeReservationSwitches(s, arm, policy["parameters"]);
   Json detector = detectorDocument(s);
   detector["name"] = "detector";
+  // Replicas that share nothing: no start past the KV threshold (the simulator's makeDetector).
+  if (detector["type"] == "utilization-detector" && s.pool.gatewayReplicas > 1 &&
+      !(s.pool.replicaSyncIntervalMs > 0.0)) {
+    detector["parameters"]["kvStartPastThreshold"] = false;
+  }
   Json bands = Json::array();
   std::set<holdback::Priority> priorities;
   for (const TrafficClass& c : s.classes) priorities.insert(c.priority);

@@ -5,8 +5,11 @@ For every built-in plugin type and every flowControl field, the field list and t
 from the effective configuration `holdback validate --json` prints for a file that uses the type
 with no parameters, and the "type" and "rejects" columns from the loader's own error messages for
 probe values (a string, -1e18, 1e18, a negative duration, ...). Only the "meaning" column is
-written by hand (MEANING below): a field without one fails the run, so a new field cannot reach
-the page undocumented.
+written by hand (MEANING below), and the "use" column (COMMON: the keys most files set; every
+other key is advanced): a field without a meaning fails the run, so a new field cannot reach the
+page undocumented. A field the loader warns about as deprecated when a file sets it (the probe
+sets it to its default) leaves the tables for the list of deprecated keys, with the loader's own
+advice.
 
     scripts/dev/reference-config.py BUILD_DIR > docs/reference/configuration.md
 
@@ -43,7 +46,11 @@ VARIANTS = {
 OTHER_TYPES = ["sheddable-eviction-filter", "priority-then-time-eviction-order-policy",
                "my-policy"]
 
-from reference_config_meaning import MEANING  # noqa: E402  (beside this script)
+from reference_config_meaning import COMMON, MEANING  # noqa: E402  (beside this script)
+
+# Values to set a field to when asking the loader whether it is deprecated (its default, or
+# one of these when the default is null).
+DEPRECATION_PROBES = ["1s", 0.5]
 
 
 def validate(doc):
@@ -125,6 +132,22 @@ def errors_at(report, pointer):
     return [e["message"] for e in report.get("errors", []) if e["path"] == pointer]
 
 
+def deprecation(make_doc, pointer, default):
+    """(path, advice) when the loader warns that the field at pointer (or its block) is
+    deprecated, else None."""
+    if default is REQUIRED_MARK:
+        return None
+    for value in ([default] if default is not None else DEPRECATION_PROBES):
+        report = validate(make_doc(value))
+        for w in report.get("warnings", []):
+            if (w["path"] == pointer or pointer.startswith(w["path"] + "/")) and \
+                    w["message"].startswith("deprecated"):
+                return w["path"], w["message"].split(": ", 1)[-1]
+        if not report.get("errors"):
+            break
+    return None
+
+
 def probe(make_doc, pointer, default):
     """(type, constraint) of one field from the loader's messages for probe values."""
     kinds = []
@@ -166,17 +189,33 @@ def escape(text):
 
 
 def table(section, rows):
-    lines = ["| field | default | type | out of range (the loader's error) | meaning |",
-             "|---|---|---|---|---|"]
+    lines = ["| field | use | default | type | out of range (the loader's error) | meaning |",
+             "|---|---|---|---|---|---|"]
     missing = []
     for field, default, kind, rejects in rows:
         meaning = MEANING.get(section, {}).get(field)
         if meaning is None:
             missing.append(f"{section}: {field}")
             meaning = "(undocumented)"
-        lines.append(f"| `{field}` | {show(default)} | {escape(kind)} | {escape(rejects)} | "
-                     f"{meaning} |")
+        use = "common" if field in COMMON.get(section, ()) else "advanced"
+        lines.append(f"| `{field}` | {use} | {show(default)} | {escape(kind)} | "
+                     f"{escape(rejects)} | {meaning} |")
     return lines, missing
+
+
+# (where, key, advice) of every deprecated field, in page order.
+DEPRECATED = []
+
+
+def deprecated(where, make_doc, pointer, default, strip):
+    """True (and the key recorded in DEPRECATED once) when the field is deprecated."""
+    found = deprecation(make_doc, pointer, default)
+    if found is None:
+        return False
+    key = found[0][len(strip):].replace("/", ".")
+    if (where, key) not in {(w, k) for w, k, _ in DEPRECATED}:
+        DEPRECATED.append((where, key, found[1]))
+    return True
 
 
 def plugin_section(kind, type_name):
@@ -193,9 +232,10 @@ def plugin_section(kind, type_name):
             if field in required:
                 default = REQUIRED_MARK
             pointer = "/plugins/0/parameters/" + field.replace(".", "/")
-            rows.append((field, default) + probe(
-                lambda v, f=field, var=variant: plugin_doc(kind, type_name, nest(f, v), var),
-                pointer, default))
+            make = lambda v, f=field, var=variant: plugin_doc(kind, type_name, nest(f, v), var)
+            if deprecated(f"`{type_name}`", make, pointer, default, "/plugins/0/parameters/"):
+                continue
+            rows.append((field, default) + probe(make, pointer, default))
     return rows
 
 
@@ -211,8 +251,10 @@ def flow_rows():
         if field in FLOW_SKIP or field.split(".")[0] in FLOW_SKIP - {"eviction"}:
             continue
         pointer = "/flowControl/" + field.replace(".", "/")
-        rows.append((field, default) + probe(lambda v, f=field: base(flow=nest(f, v)), pointer,
-                                             default))
+        make = lambda v, f=field: base(flow=nest(f, v))
+        if deprecated("`flowControl`", make, pointer, default, "/flowControl/"):
+            continue
+        rows.append((field, default) + probe(make, pointer, default))
     return rows
 
 
@@ -269,6 +311,10 @@ def main():
             "are reported and how to reload it: [configuration](../guide/configuration.md).", "",
             "A value the loader rejects is reported with its JSON path, together with every other",
             "problem of the file; nothing is loaded until all are fixed.", "",
+            "The \"use\" column marks the keys most files set `common`; an `advanced` key is for",
+            "the situation its meaning names, and its default suits every other. Keys that still",
+            "load but are no longer documented (each with a warning, its value still honoured)",
+            "are listed at the end, under [deprecated keys](#deprecated-keys).", "",
             "## The file", "",
             "| key | meaning |", "|---|---|",
             "| `apiVersion` | `llm-d.ai/v1alpha1` (the older `inference.networking.x-k8s.io/v1alpha1` loads with a warning) |",
@@ -314,6 +360,15 @@ def main():
     out += ["", "## Eviction plugins", "",
             "`sheddable-eviction-filter` and `priority-then-time-eviction-order-policy`: at most one",
             "of each in `plugins[]`, no parameters ([in-flight eviction](../guide/eviction.md))."]
+    out += ["", "## Deprecated keys", "",
+            "Keys that still load, each with a warning at its path: the value a file gives still",
+            "applies, so a file behaves as it did; remove the key to get the default. They are",
+            "experiment switches whose default is the measured choice (the simulator keeps them,",
+            "[simulation](../simulation.md)), settings the Go reference keeps internal, or values",
+            "the rest of the file now implies. Advice in the loader's own words:", "",
+            "| where | key | what to do |", "|---|---|---|"]
+    for where, key, advice in DEPRECATED:
+        out.append(f"| {where} | `{key}` | {escape(advice)} |")
     if missing:
         raise SystemExit("fields without a meaning in reference_config_meaning.py:\n  " +
                          "\n  ".join(missing))

@@ -62,20 +62,27 @@ double idleReserve(const PoolSpec& pool) {
   return std::max(1.0, std::round(double(pool.totalSlots()) / 8.0));
 }
 
-// reservation+evict's policy: no hold (restoration repairs the reserve), the idle reserve;
-// `extra` is merged into the parameters.
+// reservation+evict's policy: the idle reserve (and no hold: noHold); `extra` is merged into the
+// parameters.
 config::Json restoringReservation(const Scenario& s, config::Json extra = nullptr) {
-  config::Json p = {{"holdReserve", false}, {"minReserve", idleReserve(s.pool)}};
+  config::Json p = {{"minReserve", idleReserve(s.pool)}};
   if (!extra.is_null()) p.merge_patch(extra);
   return reservation(s, 0.01, std::move(p));
+}
+
+// Restoration repairs the reserve, so the policy does not hold it up (a file's default when
+// restoration is on; the simulator builds its arms from the options and says so).
+void noHold(const Scenario&, ReservationOptions& o) {
+  o.holdReserve = false;
 }
 
 // recommended's policy: reservation+evict's counted in room (capacityModel endpoints), with a
 // demand estimate that sees a burst within 150 ms (riseTime) but not the arrivals' noise
 // (riseSignificance 1.5) and forgets it within 1 s (decayTime), epsilon 2 %, an idle reserve of a
-// tenth of the pool's slots (6 of 64), and no protective start (restoration covers it): the
-// faster rise lets restoration start on a burst's first arrivals, so the idle reserve covers a
-// shorter lead time (docs/guide/policies.md, "The recommended configuration").
+// tenth of the pool's slots (6 of 64), and (recommendedSwitches) neither hold nor protective
+// start: restoration covers both; the faster rise lets restoration start on a burst's first
+// arrivals, so the idle reserve covers a shorter lead time (docs/guide/policies.md, "The
+// recommended configuration").
 config::Json recommendedReservation(const Scenario& s) {
   const auto slots = double(s.pool.totalSlots());
   return restoringReservation(s, {{"capacityModel", "endpoints"},
@@ -83,22 +90,26 @@ config::Json recommendedReservation(const Scenario& s) {
                                   {"riseSignificance", 1.5},
                                   {"decayTime", "1000ms"},
                                   {"epsilon", 0.02},
-                                  {"protectiveStart", false},
                                   {"minReserve", std::max(1.0, std::round(slots / 10.0))}});
+}
+
+void recommendedSwitches(const Scenario&, ReservationOptions& o) {
+  o.holdReserve = false;
+  o.protectiveStart = false;
 }
 
 // The DAGOR-style trim: when the highest class's p95 queue wait exceeds 50 ms its reserve grows
 // 1.5x every 500 ms, else shrinks by 0.5 request; the other classes have a 10 s target (in
 // effect none: their wait is what the holdback costs them).
-config::Json feedback(const Scenario& s) {
+void feedback(const Scenario& s, ReservationOptions& o) {
   Priority top = s.classes.empty() ? 0 : s.classes.front().priority;
   for (const TrafficClass& c : s.classes) top = std::max(top, c.priority);
-  return {{"feedback",
-           {{"targetWait", "10s"},
-            {"targets", {{std::to_string(top), "50ms"}}},
-            {"increase", 1.5},
-            {"decrease", 0.5},
-            {"interval", "500ms"}}}};
+  o.feedback = {.enabled = true,
+                .targetWait = std::chrono::seconds(10),
+                .targets = {{.priority = top, .wait = std::chrono::milliseconds(50)}},
+                .increase = 1.5,
+                .decrease = 0.5,
+                .interval = std::chrono::milliseconds(500)};
 }
 
 config::Json staticOne(const Scenario&) {
@@ -145,19 +156,22 @@ std::vector<Arm> allArms() {
        .description = "reservation, occupancy sizing (the first version), epsilon 1 %, decay 5 s",
        .policy =
            [](S s) {
-             return reservation(s, 0.01, {{"sizing", "occupancy"}, {"decayTime", "5s"}});
-           }},
+             return reservation(s, 0.01, {{"decayTime", "5s"}});
+           },
+       .reservationSwitches =
+           [](S, ReservationOptions& o) { o.sizing = ReservationSizing::kOccupancy; }},
       {.name = "feedback",
        .description = "feedback trim alone (DAGOR-style anchor): no demand sizing, minReserve 1",
-       .policy =
-           [](S s) {
-             config::Json extra = feedback(s);
-             extra["poissonSizing"] = false;
-             return reservation(s, 0.01, std::move(extra));
+       .policy = [](S s) { return reservation(s, 0.01); },
+       .reservationSwitches =
+           [](S s, ReservationOptions& o) {
+             feedback(s, o);
+             o.poissonSizing = false;
            }},
       {.name = "reservation+feedback",
        .description = "reservation (epsilon 1 %) with the feedback trim",
-       .policy = [](S s) { return reservation(s, 0.01, feedback(s)); }},
+       .policy = [](S s) { return reservation(s, 0.01); },
+       .reservationSwitches = feedback},
       // In-flight eviction: the arm's policy plus the controller's eviction.
       {.name = "static-1.0+evict",
        .description = "static-1.0 with in-flight eviction (upstream's recommended setup)",
@@ -180,7 +194,8 @@ std::vector<Arm> allArms() {
        .policy = [](S s) { return restoringReservation(s); },
        .eviction = true,
        .revokeOnBlock = false,
-       .restoreReserve = true},
+       .restoreReserve = true,
+       .reservationSwitches = noHold},
       // The library's recommended configuration for "protect interactive, keep batch" (the
       // file examples/configs/recommended.yaml, docs/guide/policies.md): reservation+evict with the
       // reserve counted in the protected requests' footprints where they fit
@@ -196,7 +211,8 @@ std::vector<Arm> allArms() {
        .restoreReserve = true,
        .restoreEpsilon = 0.02,
        .fitFirst = true,
-       .hybridConcurrency = true},
+       .hybridConcurrency = true,
+       .reservationSwitches = recommendedSwitches},
       {.name = "reservation+evict-hol",
        .description = "reservation (epsilon 1 %) with in-flight eviction at a head-of-line block "
                       "(upstream's trigger)",
@@ -227,7 +243,17 @@ Result<std::shared_ptr<UsageLimitPolicy>> makePolicy(const Scenario& scenario, c
     return Result<std::shared_ptr<UsageLimitPolicy>>(nullptr, Diagnostics{});
   }
   static const config::PolicyRegistry registry = config::builtinPolicyRegistry();
-  return config::loadUsageLimitPolicy(arm.policy(scenario), registry);
+  const config::Json document = arm.policy(scenario);
+  if (!arm.reservationSwitches) return config::loadUsageLimitPolicy(document, registry);
+  Diagnostics diagnostics;
+  auto options =
+      config::parseReservationOptions(&document.at("parameters"), "/parameters", diagnostics);
+  if (!options) return Result<std::shared_ptr<UsageLimitPolicy>>::failure(std::move(diagnostics));
+  arm.reservationSwitches(scenario, *options);
+  auto made = ReservationPolicy::create(std::move(*options));
+  if (!made) return Result<std::shared_ptr<UsageLimitPolicy>>::failure(made.diagnostics());
+  return Result<std::shared_ptr<UsageLimitPolicy>>(
+      std::shared_ptr<UsageLimitPolicy>(std::move(made).value()), std::move(diagnostics));
 }
 
 Result<std::shared_ptr<SaturationDetector>> makeDetector(const Scenario& scenario, const Arm& arm) {
@@ -257,17 +283,28 @@ config::Json detectorDocument(const Scenario& s) {
   // Mixed pools: how endpoints of different sizes weigh (each endpoint's own slots reach the
   // slot term through Endpoint::maxRunningRequests).
   parameters["aggregation"] = s.pool.aggregation;
-  // Replicas that share nothing cannot take turns past the KV threshold (with a share the
-  // controller does: flow/pool_pressure.hpp): a request must fit below it whole.
-  if (s.pool.gatewayReplicas > 1 && !(s.pool.replicaSyncIntervalMs > 0.0)) {
-    parameters["kvStartPastThreshold"] = false;
-  }
   return plugin("utilization-detector", std::move(parameters));
 }
 
 Result<std::shared_ptr<SaturationDetector>> makeDetector(const Scenario& s) {
   static const config::DetectorRegistry registry = config::builtinDetectorRegistry();
-  return config::loadSaturationDetector(detectorDocument(s), registry);
+  // Replicas that share nothing cannot take turns past the KV threshold (with a share the
+  // controller does: flow/pool_pressure.hpp): a request must fit below it whole (a file gets
+  // this from dispatchLedger.replicas > 1: config/detail/derived_defaults.hpp).
+  const bool unshared = s.pool.gatewayReplicas > 1 && !(s.pool.replicaSyncIntervalMs > 0.0);
+  if (s.detector == DetectorKind::kConcurrency || !unshared) {
+    return config::loadSaturationDetector(detectorDocument(s), registry);
+  }
+  using Out = Result<std::shared_ptr<SaturationDetector>>;
+  const config::Json document = detectorDocument(s);
+  Diagnostics diagnostics;
+  auto options = config::parseUtilizationDetectorOptions(&document.at("parameters"), "/parameters",
+                                                         diagnostics);
+  if (!options) return Out::failure(std::move(diagnostics));
+  options->kvStartPastThreshold = false;
+  auto made = UtilizationDetector::create(std::move(*options));
+  if (!made) return Out::failure(made.diagnostics());
+  return Out(std::shared_ptr<SaturationDetector>(std::move(made).value()), std::move(diagnostics));
 }
 
 }  // namespace sim

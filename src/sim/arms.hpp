@@ -18,6 +18,7 @@
 #include "holdback/core/diagnostics.hpp"
 #include "holdback/detector/saturation_detector.hpp"
 #include "holdback/flow/flow_controller.hpp"
+#include "holdback/policy/reservation.hpp"
 #include "holdback/policy/usage_limit_policy.hpp"
 #include "sim/scenario.hpp"
 
@@ -53,6 +54,11 @@ struct Arm {
   // The concurrency detector of this arm counts tokens too (hybrid, maxTokenConcurrency = the
   // pool's kvCapacityTokens) whatever pool.concurrencyMode says.
   bool hybridConcurrency = false;
+  // The reservation policy's experiment switches, which are no configuration keys (a file's
+  // holdReserve, protectiveStart, poissonSizing, sizing and feedback are deprecated): applied to
+  // the options parsed from `policy` (a reservation-holdback-policy document) before the policy
+  // is built. Empty: the document's options as they are.
+  std::function<void(const Scenario&, ReservationOptions&)> reservationSwitches;
 };
 
 // none, static-1.0, stepwise, linear, sigmoid, static-map, soft-reflective, stepwise-active,

@@ -12,10 +12,14 @@ using holdback::testing::writeTemp;
 
 // The reference §4.2 configuration (queue 5, KV 0.9, staleness 100 ms), with the reference's
 // telemetry validation and no cap on an endpoint's score.
+// Go's arithmetic (reference telemetry validation, no score cap): the reference profile.
 const char* kReferenceDetector =
-    R"({"type":"utilization-detector","name":"ref","parameters":{"queueDepthThreshold":5,
-        "kvCacheUtilThreshold":0.9,"metricsStalenessThreshold":"100ms",
-        "telemetryValidation":"reference","endpointScoreCap":"none"}})";
+    R"({"apiVersion":"llm-d.ai/v1alpha1","kind":"EndpointPickerConfig",
+        "featureGates":["flowControl"],
+        "plugins":[{"type":"utilization-detector","name":"ref","parameters":{
+          "queueDepthThreshold":5,"kvCacheUtilThreshold":0.9,
+          "metricsStalenessThreshold":"100ms"}}],
+        "flowControl":{"profile":"reference","saturationDetector":{"pluginRef":"ref"}}})";
 
 TEST(CliSaturationTest, ReferenceVectorAndFilter) {
   const std::string config = writeTemp("ref.json", kReferenceDetector);

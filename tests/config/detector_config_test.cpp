@@ -247,16 +247,39 @@ TEST(UtilizationDetectorConfigTest, ReadsIssue14Parameters) {
   EXPECT_EQ(o.telemetryValidation, TelemetryValidation::kReference);
   EXPECT_EQ(o.endpointScoreCap, UtilizationDetector::kUncapped);
   EXPECT_FALSE(o.kvStartPastThreshold);
-  // The deprecated dispatchLedger block is checked and warned about, not part of the options.
-  EXPECT_EQ(l.warnings,
-            S{"/parameters/dispatchLedger: deprecated here: the dispatch ledger is the host's, not "
-              "the detector's; move this block to flowControl.dispatchLedger (same keys)"});
+  // The deprecated dispatchLedger block is checked and warned about, not part of the options;
+  // the deprecated keys are warned about and their values still apply (above).
+  const std::string kDeprecated =
+      ": deprecated (not a documented key any more; the value still applies): remove it; ";
+  const std::string kSwitch =
+      "an experiment switch whose default is the measured choice (the simulator keeps it for "
+      "ablations)";
+  EXPECT_EQ(
+      l.warnings,
+      (S{"/parameters/kvStartPastThreshold" + kDeprecated +
+             "off when flowControl.dispatchLedger.replicas > 1 (replicas without replica sync), "
+             "else on",
+         "/parameters/telemetryValidation" + kDeprecated +
+             "flowControl.profile: reference sets Go's value",
+         "/parameters/endpointScoreCap" + kDeprecated +
+             "flowControl.profile: reference sets Go's value",
+         "/parameters/dispatchLedger: deprecated here: the dispatch ledger is the host's, not "
+         "the detector's; move this block to flowControl.dispatchLedger (same keys)",
+         "/parameters/dispatchLedger/scrapeMarginRequests" + kDeprecated + kSwitch,
+         "/parameters/dispatchLedger/slotCountFromScrapes" + kDeprecated + kSwitch,
+         "/parameters/dispatchLedger/creditCompletions" + kDeprecated + kSwitch,
+         "/parameters/dispatchLedger/reconcileInFlight" + kDeprecated + kSwitch,
+         "/parameters/dispatchLedger/budgetQueueDepth" + kDeprecated +
+             "the budget fills the waiting queue up to the utilization detector's "
+             "queueDepthThreshold (else 5)"}));
   const Loaded cap = loadText(utilization(R"({"endpointScoreCap":2.5})"));
   ASSERT_NE(cap.detector, nullptr);
   EXPECT_EQ(dynamic_cast<UtilizationDetector&>(*cap.detector).options().endpointScoreCap, 2.5);
   EXPECT_EQ(loadText(utilization(R"({"endpointScoreCap":0.5})")).warnings,
-            S{"/parameters/endpointScoreCap: 0.5 is below 1.0: the pool can never read "
-              "saturated"});
+            (S{"/parameters/endpointScoreCap" + kDeprecated +
+                   "flowControl.profile: reference sets Go's value",
+               "/parameters/endpointScoreCap: 0.5 is below 1.0: the pool can never read "
+               "saturated"}));
 }
 
 TEST(ConcurrencyDetectorConfigTest, RejectionTable) {

@@ -449,7 +449,10 @@ flowControl:
 )");
   ASSERT_TRUE(loaded.ok()) << loaded.diagnostics().toString();
   const ConfigBundle& bundle = *loaded.value();
-  EXPECT_TRUE(bundle.warnings.empty()) << bundle.warnings.toString();
+  // Both keys are deprecated (upstream keeps them internal): a warning each, the values apply.
+  ASSERT_EQ(bundle.warnings.all().size(), 2u) << bundle.warnings.toString();
+  EXPECT_EQ(bundle.warnings.all()[0].path, "/flowControl/eviction/maxRevocationsPerDecision");
+  EXPECT_EQ(bundle.warnings.all()[1].path, "/flowControl/eviction/confirmationTimeout");
   const EvictionOptions& e = bundle.controller.eviction;
   EXPECT_TRUE(e.enabled);
   EXPECT_EQ(e.maxRevocationsPerDecision, 3u);

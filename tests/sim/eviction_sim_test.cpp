@@ -144,22 +144,27 @@ WindowStats windowOf(const ClassResult& c, const char* name) {
 TEST(EvictionSimTest, RestorationWithoutTheHoldGivesBatchMoreOfTheBursts) {
   const Scenario s = shortScenario(DetectorKind::kConcurrency);
   const Arm noHold = arm("reservation+evict");
-  ASSERT_EQ(noHold.policy(s).at("parameters").at("holdReserve"), false);
+  ReservationOptions switched;
+  ASSERT_TRUE(noHold.reservationSwitches);
+  noHold.reservationSwitches(s, switched);
+  ASSERT_FALSE(switched.holdReserve);
   ASSERT_EQ(noHold.policy(s).at("parameters").at("minReserve"), 8.0);
   // The hold's effect alone, at the policy's default idle reserve (with the arm's larger idle
   // reserve the hold has less to keep beyond it).
-  const auto variant = [base = noHold.policy](bool hold) {
-    return [base, hold](const Scenario& sc) {
-      config::Json doc = base(sc);
-      doc["parameters"]["holdReserve"] = hold;
-      doc["parameters"]["minReserve"] = 1.0;
-      return doc;
-    };
+  const auto variant = [base = noHold.policy](const Scenario& sc) {
+    config::Json doc = base(sc);
+    doc["parameters"]["minReserve"] = 1.0;
+    return doc;
+  };
+  const auto hold = [](bool on) {
+    return [on](const Scenario&, ReservationOptions& o) { o.holdReserve = on; };
   };
   Arm withoutHold = noHold;
-  withoutHold.policy = variant(false);
+  withoutHold.policy = variant;
+  withoutHold.reservationSwitches = hold(false);
   Arm withHold = noHold;
-  withHold.policy = variant(true);
+  withHold.policy = variant;
+  withHold.reservationSwitches = hold(true);
   const ArmResult a = runArm(s, withoutHold, RunOptions{.collectSeries = true});
   const ArmResult b = runArm(s, withHold);
   const ClassResult& batchA = a.classes.back();

@@ -20,6 +20,9 @@ const std::string kRecommendedFile =
 TEST(RecommendedConfigTest, TheFileAndTheSimulatorArmAgree) {
   auto loaded = config::loadEndpointPickerConfigFile(kRecommendedFile);
   ASSERT_TRUE(loaded.ok()) << loaded.diagnostics().toString();
+  // No deprecated key: the hold, the protective start and the restoration's epsilon follow from
+  // reserve restoration and the policy (config/detail/derived_defaults.hpp).
+  EXPECT_TRUE(loaded.diagnostics().empty()) << loaded.diagnostics().toString();
   const config::ConfigBundle& bundle = *loaded.value();
   const auto* file = dynamic_cast<const ReservationPolicy*>(bundle.policy.get());
   ASSERT_NE(file, nullptr) << "the file's policy is the reservation holdback policy";

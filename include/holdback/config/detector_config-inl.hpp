@@ -146,6 +146,12 @@ HOLDBACK_INLINE std::optional<UtilizationDetectorOptions> parseUtilizationDetect
             reader.error("endpointScoreCap", mismatch(*cap, "a number > 0 or \"none\""));
           }
         }
+        reader.deprecated("kvStartPastThreshold",
+                          "remove it; off when flowControl.dispatchLedger.replicas > 1 (replicas "
+                          "without replica sync), else on");
+        for (const char* key : {"telemetryValidation", "endpointScoreCap"}) {
+          reader.deprecated(key, "remove it; flowControl.profile: reference sets Go's value");
+        }
         // The deprecated place of the host's dispatch ledger (config/dispatch_ledger_config.hpp):
         // checked here, with a warning; the whole-file loader reads it into the bundle.
         if (const Json* ledger = reader.value("dispatchLedger")) {

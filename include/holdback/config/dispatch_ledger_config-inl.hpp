@@ -90,6 +90,13 @@ HOLDBACK_INLINE std::optional<DispatchLedgerOptions> parseDispatchLedgerOptions(
   if (const auto v = sub.boolean("creditCompletions")) options.creditCompletions = *v;
   if (const auto v = sub.boolean("reconcileInFlight")) options.reconcileInFlight = *v;
   sub.finish();
+  for (const char* key :
+       {"scrapeMarginRequests", "slotCountFromScrapes", "creditCompletions", "reconcileInFlight"}) {
+    sub.deprecated(key, kAblationSwitch);
+  }
+  sub.deprecated("budgetQueueDepth",
+                 "remove it; the budget fills the waiting queue up to the utilization detector's "
+                 "queueDepthThreshold (else 5)");
   DispatchLedger::validate(options, path, diagnostics);
   if (diagnostics.errorCount() > errors_before) return std::nullopt;
   return options;

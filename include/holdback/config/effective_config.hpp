@@ -33,7 +33,8 @@
 //                           "fairnessPolicy", "orderingPolicy", "weight"}], highest first
 // A policy or detector is {"name", "type", "parameters"}; fairness and ordering policies are
 // {"type", "parameters"}. "parameters" holds every parameter with its effective value for the
-// built-in types, and null for a host's own type (holdback cannot see inside it).
+// built-in types, and null for a host's own type (holdback cannot see inside it). Deprecated keys
+// (docs/reference/configuration.md lists them) are printed as before: the shape only grows.
 //
 // Thread safety: thread-safe (a pure function of an immutable bundle).
 #pragma once

@@ -18,12 +18,14 @@
 //   flowControl   strict: maxBytes, maxRequests (Kubernetes quantities, >= 0, 0 = unlimited),
 //                 defaultRequestTTL, noEndpointRequestTTL (Go durations, >= 0, §3.7 resolution),
 //                 usageLimitPolicyPluginRef, saturationDetector.pluginRef, enableEviction,
-//                 eviction (holdback extension: maxRevocationsPerDecision, confirmationTimeout,
-//                 confirmationGrace (default: derived from the detector), waitForReleasesTolerance,
-//                 footprintAware, revokeOnBlock, restoreReserve {enabled, epsilon, leadTime,
+//                 eviction (holdback extension: confirmationGrace (default: derived from the
+//                 detector), revokeOnBlock, restoreReserve {enabled}; deprecated, still applied
+//                 with a warning: maxRevocationsPerDecision, confirmationTimeout,
+//                 waitForReleasesTolerance, footprintAware, restoreReserve {epsilon, leadTime,
 //                 burstMemory}), defaultPriorityBand, defaultNegativePriorityBand, priorityBands,
 //                 dispatchLedger (the host's DispatchLedger, read with the gate off too;
-//                 config/dispatch_ledger_config.hpp).
+//                 config/dispatch_ledger_config.hpp). Defaults that follow from the rest of the
+//                 file: config/detail/derived_defaults.hpp.
 //   metadata, schedulingProfiles, dataLayer, data, requestHandler, parser  (the rest of the Go
 //                 schema) accepted and ignored with a warning each, as are the Go gates
 //                 haPopulateNonLeaderDatastore, dataLayer, prepareDataPlugins, enableLegacyMetrics.

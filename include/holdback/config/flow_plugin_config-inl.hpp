@@ -62,6 +62,10 @@ HOLDBACK_INLINE std::unique_ptr<FairnessPolicy> parseVtcFairness(const PluginSpe
   VtcFairnessOptions o;
   const std::size_t before = diagnostics.errorCount();
   if (const auto v = params.number("requestCost")) o.requestCost = *v;
+  // Only tokenWeight / requestCost matters (every flow's service scales alike).
+  params.deprecated("requestCost",
+                    "remove it; a request costs 1, and tokenWeight (per KV token) is relative "
+                    "to that");
   if (const auto v = params.number("tokenWeight")) o.tokenWeight = *v;
   params.finish();
   VtcFairnessPolicy::validate(o, spec.parametersPath(), diagnostics);

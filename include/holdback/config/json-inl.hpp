@@ -258,6 +258,14 @@ HOLDBACK_INLINE void ParamReader::error(std::string_view key, const std::string&
   diagnostics_.error(pathOf(key), message);
 }
 
+HOLDBACK_INLINE void ParamReader::deprecated(std::string_view key, std::string_view instead) const {
+  if (!has(key)) return;
+  diagnostics_.warning(pathOf(key),
+                       "deprecated (not a documented key any more; the value still "
+                       "applies): " +
+                           std::string(instead));
+}
+
 HOLDBACK_INLINE const Json* ParamReader::value(std::string_view key) {
   accept(key);
   return find(key);

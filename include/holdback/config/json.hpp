@@ -60,6 +60,11 @@ HOLDBACK_API std::string mismatch(const Json& value, std::string_view expected);
 HOLDBACK_API std::optional<std::int64_t> parseIntegerKey(std::string_view text, std::int64_t min,
                                                          std::int64_t max);
 
+// What ParamReader::deprecated says about a key that only switches a measured default off.
+inline constexpr std::string_view kAblationSwitch =
+    "remove it; an experiment switch whose default is the measured choice (the simulator keeps "
+    "it for ablations)";
+
 class HOLDBACK_API ParamReader {
  public:
   // `object` may be null: the parameters were absent, and every key reads as absent. A non-null
@@ -91,6 +96,10 @@ class HOLDBACK_API ParamReader {
   void accept(std::string_view key);
   // Records "<path>/<key>: <message>".
   void error(std::string_view key, const std::string& message) const;
+  // When `key` is present, warns that it is deprecated: the key still loads and its value still
+  // applies; `instead` says what a file should do now (docs/reference/configuration.md lists
+  // every deprecated key). Marks nothing known: the key is read as before.
+  void deprecated(std::string_view key, std::string_view instead) const;
 
   // Reports each key present but never read or accepted, listing the known keys.
   void finish();

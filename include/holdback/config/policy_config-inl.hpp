@@ -280,6 +280,23 @@ HOLDBACK_INLINE std::optional<ReservationOptions> parseReservationOptions(
         });
   }
   reader.finish();
+  for (const char* key : {"sizing", "feedback"}) reader.deprecated(key, kAblationSwitch);
+  reader.deprecated("epsilons",
+                    "remove it; one epsilon for every band, which reserve restoration aims for "
+                    "too");
+  reader.deprecated("requestUnit",
+                    "remove it; the controller reports the saturation per request in flight");
+  reader.deprecated("refillHorizon",
+                    "remove it; estimated from the lower bands' requests in flight and their "
+                    "holding times");
+  reader.deprecated("maxCeiling",
+                    "remove it; the top band's ceiling is 1.0 (the detector's thresholds and "
+                    "headroom bound the pool)");
+  for (const char* key : {"holdReserve", "protectiveStart"}) {
+    reader.deprecated(key,
+                      "remove it; on unless flowControl.eviction.restoreReserve is on, which "
+                      "repairs the reserve instead");
+  }
   Diagnostics checks;
   ReservationPolicy::validate(options, path, checks);
   detail::appendNew(diagnostics, first, checks);

@@ -38,11 +38,13 @@ HOLDBACK_API PolicyRegistry builtinPolicyRegistry();
 // Parameter parsers; `parameters` may be null (absent), `path` is its JSON pointer.
 HOLDBACK_API std::optional<StaticUsageLimitOptions> parseStaticUsageLimitOptions(
     const Json* parameters, const std::string& path, Diagnostics& diagnostics);
-// reservation-holdback-policy: epsilon, epsilons {priority: epsilon}, minCeiling, maxCeiling,
-// minReserve, minReserveShare, refillHorizon, requestUnit, riseTime, decayTime, sizing ("refill" |
-// "occupancy"), poissonSizing, holdReserve, capacityModel ("pooled" | "endpoints"), feedback
-// {enabled, targetWait, targets {priority: wait}, increase, decrease, maxExtra, interval}
-// (policy/reservation.hpp).
+// reservation-holdback-policy: epsilon, minCeiling, minReserve, minReserveShare, riseTime,
+// decayTime, riseSignificance, poissonSizing, capacityModel ("pooled" | "endpoints")
+// (policy/reservation.hpp). Deprecated, still read and applied with a warning each (ParamReader::
+// deprecated): epsilons {priority: epsilon}, maxCeiling, refillHorizon, requestUnit, holdReserve,
+// protectiveStart, sizing ("refill" | "occupancy"), feedback {enabled, targetWait, targets
+// {priority: wait}, increase, decrease, maxExtra, interval}. The whole-file loader derives
+// holdReserve and protectiveStart from reserve restoration (config/detail/derived_defaults.hpp).
 HOLDBACK_API std::optional<ReservationOptions> parseReservationOptions(const Json* parameters,
                                                                        const std::string& path,
                                                                        Diagnostics& diagnostics);

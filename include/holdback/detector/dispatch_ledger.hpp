@@ -237,6 +237,9 @@ struct InFlightLoad {
 struct DispatchLedgerOptions {
   // Correct the scraped figures with the dispatches the scrape cannot have seen.
   bool correction = true;
+  // scrapeMarginRequests, slotCountFromScrapes, creditCompletions and reconcileInFlight are
+  // experiment switches, no configuration keys (deprecated in files, still applied; the
+  // simulator's ledger ablations set them); budgetQueueDepth follows the detector in a file.
   // Without a ScrapeMark: dispatches just before installScrape assumed not yet seen by the
   // server (requests on the wire when it sampled its metrics); >= 0.
   std::int64_t scrapeMarginRequests = 0;

@@ -225,6 +225,8 @@ struct ReserveRestoreOptions {
   // The tail probability the protected bands' arrivals during T outrun the restored room;
   // (0, 0.5].
   double epsilon = 0.01;
+  // leadTime and burstMemory are experiment switches, no configuration keys (deprecated in
+  // files, still applied); epsilon follows the reservation policy's in a file.
   // T: from revocation to a slot the sensor sees free. 0 = measured (the mean issue-to-
   // confirmation latency of the confirmed revocations, 0 before the first) + confirmationGrace.
   Duration leadTime{0};
@@ -249,6 +251,8 @@ struct EvictionOptions {
   // nullptr = SheddableEvictionFilter / PriorityThenTimeEvictionOrder.
   std::shared_ptr<const EvictionFilter> filter;
   std::shared_ptr<const EvictionOrderPolicy> order;
+  // Experiment switches, no configuration keys (deprecated in files, still applied): the
+  // eviction benchmark and the simulator set them.
   WaitForReleasesOptions waitForReleases;
   bool footprintAware = false;
   // Upstream's trigger: revoke at a head-of-line block. false (holdback) = reserve restoration

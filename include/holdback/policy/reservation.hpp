@@ -201,10 +201,15 @@ struct ReservationOptions {
   // protective. false: an unknown turnover sizes no reserve beyond the floors (minReserve,
   // minReserveShare): for configurations with reserve restoration (eviction), which repairs a
   // shortfall within a revocation's lead time instead (the recommended configuration).
+  // A file sets neither holdReserve nor protectiveStart (deprecated keys, still applied): both
+  // are off with reserve restoration on, else on (config/detail/derived_defaults.hpp).
   bool protectiveStart = true;
   // false: no Poisson sizing (R_i = minReserve + feedback extras only): the stand-alone feedback
   // anchor. true (default): the trunk-reservation sizing of the file comment.
   bool poissonSizing = true;
+  // Experiment switches, no configuration keys (deprecated in files, still applied): the
+  // simulator's reservation-occupancy, feedback and reservation+feedback arms set them
+  // (sim::Arm::reservationSwitches).
   ReservationSizing sizing = ReservationSizing::kRefill;
   ReservationFeedback feedback;
   ReservationCapacity capacityModel = ReservationCapacity::kPooled;

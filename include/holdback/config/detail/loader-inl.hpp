@@ -10,6 +10,7 @@
 #include <set>
 #include <utility>
 
+#include "holdback/config/detail/derived_defaults.hpp"
 #include "holdback/config/quantity.hpp"
 #include "holdback/config/reference_profile.hpp"
 #include "holdback/core/duration.hpp"
@@ -106,6 +107,7 @@ HOLDBACK_INLINE void Loader::run() {
   }
   top.finish();
   readFlowControl();
+  applyDerivedDefaults(bundle_, json_);
   if (bundle_.profile == kReferenceProfile) applyReferenceProfile(bundle_, json_, d_);
 }
 
@@ -252,6 +254,12 @@ HOLDBACK_INLINE void Loader::readEviction(ParamReader& fc) {
   if (const auto b = ev.boolean("revokeOnBlock")) e.revokeOnBlock = *b;
   readRestoreReserve(ev, e.restoreReserve);
   ev.finish();
+  // Upstream keeps these internal (the grace too, derived from the detector, which a host with
+  // the slot term shortens); the two victim-choice improvements are the benchmark's switches.
+  ev.deprecated("maxRevocationsPerDecision", "remove it; 2, as upstream, which keeps it internal");
+  ev.deprecated("confirmationTimeout", "remove it; 10s, as upstream, which keeps it internal");
+  ev.deprecated("waitForReleasesTolerance", kAblationSwitch);
+  ev.deprecated("footprintAware", kAblationSwitch);
   // The struct's own checks, with the paths of the file's keys; the tolerance is checked above
   // (the struct's path, waitForReleases/tolerance, is no key of the file).
   EvictionOptions as_checked = e;
@@ -296,6 +304,9 @@ HOLDBACK_INLINE void Loader::readRestoreReserve(ParamReader& ev, ReserveRestoreO
     r.burstMemory = *t;
   }
   rr.finish();
+  rr.deprecated("epsilon", "remove it; restoration aims for the reservation policy's epsilon");
+  rr.deprecated("leadTime", kAblationSwitch);
+  rr.deprecated("burstMemory", kAblationSwitch);
 }
 
 template <class Interface>
