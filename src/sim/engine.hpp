@@ -317,6 +317,7 @@ class Simulation {
   void oracleSubmit(std::size_t id);
   void oracleCycle();
   [[nodiscard]] std::optional<std::size_t> oracleEndpointFor(const Request& r) const;
+  [[nodiscard]] std::size_t oracleSoonest();
   [[nodiscard]] bool oracleAdmits(const Request& r, std::size_t e);
   [[nodiscard]] Nanos oracleService(std::int64_t input, std::int64_t output,
                                     const EndpointGroup& g) const;
@@ -381,6 +382,7 @@ class Simulation {
   std::vector<OracleEnd> oracleEnds_;                 // a min-heap by time
   std::vector<std::int64_t> oracleSlots_, oracleKv_;  // per endpoint: held slots and KV tokens
   std::vector<std::size_t> oracleQueued_;  // per endpoint: its queued requests started so far
+  std::vector<Nanos> oracleStarts_;        // oracleSoonest's scratch
 };
 
 // Queued, on a server or running when the run ended.

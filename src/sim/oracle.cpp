@@ -4,7 +4,7 @@
 // the arrivals the run will see).
 //
 //   A top-priority request is routed at once to an endpoint where it starts now (most free slots,
-//   then most free KV), else to the one with the shortest server queue.
+//   then most free KV), else to the one where it is expected to start first (oracleSoonest).
 //   The other classes wait in the gateway, highest priority first, FIFO within a class. The head
 //   is dispatched, to an endpoint where it starts at once, when the forecast allows it: from now to
 //   the end of its expected service, every foreseen top-priority arrival still finds an endpoint
@@ -116,23 +116,41 @@ std::optional<std::size_t> Simulation::oracleEndpointFor(const Request& r) const
   return best;
 }
 
+// The endpoint where a request queued now is expected to start first: per endpoint, each slot
+// frees at its running request's expected end, and the requests queued ahead take the slots in
+// order as they free (each for its expected service); the next free slot after them.
+std::size_t Simulation::oracleSoonest() {
+  std::size_t best = 0;
+  Nanos soonest = 0;
+  for (std::size_t k = 0; k < servers_.size(); ++k) {
+    const Server& sv = servers_[k];
+    oracleStarts_.assign(static_cast<std::size_t>(std::max(1, sv.spec.slots)), 0);  // free now
+    for (std::size_t i = 0; i < sv.running.size() && i < oracleStarts_.size(); ++i) {
+      oracleStarts_[i] = oracleRemaining(requests_[sv.running[i]], sv);
+    }
+    std::make_heap(oracleStarts_.begin(), oracleStarts_.end(), std::greater<>());
+    for (const std::size_t id : sv.queue) {
+      std::pop_heap(oracleStarts_.begin(), oracleStarts_.end(), std::greater<>());
+      const Request& q = requests_[id];
+      oracleStarts_.back() += oracleService(q.input, q.output, sv.spec);
+      std::push_heap(oracleStarts_.begin(), oracleStarts_.end(), std::greater<>());
+    }
+    if (k == 0 || oracleStarts_.front() < soonest) {
+      best = k;
+      soonest = oracleStarts_.front();
+    }
+  }
+  return best;
+}
+
 void Simulation::oracleSubmit(std::size_t id) {
   const Request& r = requests_[id];
+  const bool top = s_.classes[r.cls].priority == oracleTop_;
+  if (top) ++oracleArrived_;  // one more of the foreseen arrivals has come (too large ones too)
   if (r.input + r.output > largestKv_) return route(id);  // refused as too large at once
-  if (s_.classes[r.cls].priority == oracleTop_) {
-    ++oracleArrived_;
+  if (top) {
     std::optional<std::size_t> e = oracleEndpointFor(r);
-    if (!e) {  // every endpoint busy: the shortest server queue, then the most free KV
-      e = 0;
-      for (std::size_t k = 1; k < servers_.size(); ++k) {
-        const Server& a = servers_[k];
-        const Server& b = servers_[*e];
-        if (std::pair(a.queue.size(), b.kvTokens * a.spec.kvCapacityTokens) <
-            std::pair(b.queue.size(), a.kvTokens * b.spec.kvCapacityTokens)) {
-          e = k;
-        }
-      }
-    }
+    if (!e) e = oracleSoonest();  // every endpoint busy
     requests_[id].dispatched = now_;
     return sendTo(id, *e);
   }

@@ -104,7 +104,8 @@ TEST(SimOracleTest, NeverDelaysATopPriorityRequestBeyondTheEmptyPool) {
 // A trace (read ahead through its cursor) with one burst that needs every slot at t = 20 s: the
 // oracle empties the pool of batch before it and serves the burst as the empty pool would.
 TEST(SimOracleTest, HoldsTheSlotsAForeseenBurstNeeds) {
-  std::string text = "seconds,input_tokens,output_tokens\n0,10,1\n";
+  // A row at 10 s larger than the KV cache: refused, it still counts as a foreseen arrival.
+  std::string text = "seconds,input_tokens,output_tokens\n0,10,1\n10,2000000,1\n";
   for (int i = 0; i < 4; ++i) text += "20.0" + std::to_string(i) + ",300,150\n";
   text += "59,10,1\n";
   std::string error;
@@ -120,9 +121,12 @@ TEST(SimOracleTest, HoldsTheSlotsAForeseenBurstNeeds) {
   const ArmResult run = runArm(s, oracleArmNamed("oracle"), {.collectSeries = true});
   const std::vector<double> a = oracleTopTtfts(alone);
   const std::vector<double> b = oracleTopTtfts(run);
-  ASSERT_EQ(a.size(), 5u);  // the first row at 0 s, then the burst
-  ASSERT_EQ(b.size(), 5u);
-  for (std::size_t i = 0; i < 5; ++i) EXPECT_LE(b[i] - a[i], 1e-9) << i;
+  EXPECT_EQ(run.classes[0].tooLarge, 1u);
+  ASSERT_EQ(a.size(), 6u);  // the first row at 0 s, the one too large, then the burst
+  ASSERT_EQ(b.size(), 6u);
+  for (std::size_t i = 0; i < 6; ++i) {
+    if (i != 1) EXPECT_LE(b[i] - a[i], 1e-9) << i;
+  }
   // Batch ran before and after the burst.
   std::size_t before = 0;
   std::size_t after = 0;
