@@ -47,7 +47,9 @@ Options:
                     reservation-0.1% (reservation-holdback-policy, epsilon 1 % / 0.1 %);
                     static-1.0+evict, stepwise+evict, reservation+evict-hol add in-flight
                     eviction at a head-of-line block (upstream's trigger); reservation+evict
-                    restores the reserve by eviction before a block instead
+                    restores the reserve by eviction before a block instead. Only when named:
+                    oracle, a simulator-only bound that knows the top class's future arrivals
+                    (docs/simulation.md)
   --detector D      the saturation detector of the gateway: utilization (scraped queue and KV
                     telemetry), concurrency (the gateway's own in-flight counts) or both, one
                     table each (default: both for a built-in scenario, else the scenario's)

@@ -222,11 +222,22 @@ std::vector<Arm> allArms() {
   return arms;
 }
 
+std::vector<Arm> optInArms() {
+  return {{.name = std::string(kOracleArm),
+           .description = "simulator only: knows the top class's future arrivals and dispatches "
+                          "lower classes only into capacity those arrivals do not need before "
+                          "the request is expected to finish; no eviction",
+           .flowControl = false,
+           .oracle = true}};
+}
+
 bool findArm(std::string_view name, Arm& out) {
-  for (Arm& a : allArms()) {
-    if (a.name == name) {
-      out = std::move(a);
-      return true;
+  for (std::vector<Arm> arms : {allArms(), optInArms()}) {
+    for (Arm& a : arms) {
+      if (a.name == name) {
+        out = std::move(a);
+        return true;
+      }
     }
   }
   return false;
@@ -234,7 +245,9 @@ bool findArm(std::string_view name, Arm& out) {
 
 std::string armNames() {
   std::string out;
-  for (const Arm& a : allArms()) out += (out.empty() ? "" : ", ") + a.name;
+  for (const std::vector<Arm>& arms : {allArms(), optInArms()}) {
+    for (const Arm& a : arms) out += (out.empty() ? "" : ", ") + a.name;
+  }
   return out;
 }
 

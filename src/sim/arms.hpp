@@ -59,19 +59,28 @@ struct Arm {
   // the options parsed from `policy` (a reservation-holdback-policy document) before the policy
   // is built. Empty: the document's options as they are.
   std::function<void(const Scenario&, ReservationOptions&)> reservationSwitches;
+  // The simulator-only arm `oracle` (no FlowController, flowControl false): it knows the future
+  // arrivals of the top-priority classes and dispatches a lower-priority request only when the
+  // pool can hold it and those arrivals until it is expected to finish (src/sim/oracle.cpp,
+  // docs/simulation.md "The oracle arm"). A bound under the simulator's model, not a policy a
+  // gateway could run.
+  bool oracle = false;
 };
 
 // none, static-1.0, stepwise, linear, sigmoid, static-map, soft-reflective, stepwise-active,
 // reservation..., static-1.0+evict, stepwise+evict, reservation+evict (reserve restoration),
-// recommended, reservation+evict-hol (upstream's trigger).
+// recommended, reservation+evict-hol (upstream's trigger): the arms a run without --arms compares.
 [[nodiscard]] std::vector<Arm> allArms();
+// The arms that run only when named (--arms): the simulator-only `oracle`.
+[[nodiscard]] std::vector<Arm> optInArms();
+inline constexpr std::string_view kOracleArm = "oracle";
 // The configuration the project recommends (examples/configs/recommended.yaml), the arm
 // `holdback simulate` compares the others against; a run's --arms may leave it out (callers
 // check).
 inline constexpr std::string_view kRecommendedArm = "recommended";
-// Looks an arm up by name; false when unknown.
+// Looks an arm up by name (allArms() and optInArms()); false when unknown.
 [[nodiscard]] bool findArm(std::string_view name, Arm& out);
-// "none, static-1.0, ..." (for usage messages).
+// "none, static-1.0, ..., oracle" (allArms() then optInArms(), for usage messages).
 [[nodiscard]] std::string armNames();
 
 // The arm's policy, built through the library's policy registry; null for an arm without flow

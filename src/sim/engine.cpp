@@ -133,6 +133,7 @@ Simulation::Simulation(const Scenario& s, const Arm& arm, const RunOptions& opti
 }
 
 ArmResult Simulation::run() {
+  if (arm_.oracle) oracleSetup();  // before any draw: it reads the classes' streams ahead
   for (std::size_t c = 0; c < s_.classes.size(); ++c) {
     if (options_.onlyClass >= 0 && c != static_cast<std::size_t>(options_.onlyClass)) continue;
     const ArrivalSpec& a = s_.classes[c].arrival;
@@ -162,10 +163,8 @@ ArmResult Simulation::run() {
   if (!replicaSyncers_.empty()) {
     schedule(fromMs(s_.pool.replicaSyncIntervalMs), EventType::kReplicaSync, 0);
   }
-  if (arm_.flowControl) {
-    schedule(fromMs(1.0), EventType::kTick, 0);
-    schedule(kSecond, EventType::kExpire, 0);
-  }
+  if (arm_.flowControl || arm_.oracle) schedule(fromMs(1.0), EventType::kTick, 0);
+  if (arm_.flowControl) schedule(kSecond, EventType::kExpire, 0);
   schedule(0, EventType::kSample, 0);
   while (!events_.empty()) {
     const Event e = events_.top();
@@ -218,13 +217,11 @@ bool Simulation::hasWindows() const {
 
 // Piecewise-constant rate Poisson process: memorylessness lets a draw that crosses a phase
 // boundary restart from the boundary with the new rate.
-void Simulation::scheduleNextArrival(std::size_t c, Nanos from) {
-  const ArrivalSpec& a = s_.classes[c].arrival;
-  Random& rng = rngs_[c];
+std::optional<Nanos> nextArrival(const ArrivalSpec& a, Random& rng, Nanos from, Nanos end) {
   Nanos t = from;
-  for (int guard = 0; guard < 1'000'000 && t < end_; ++guard) {
+  for (int guard = 0; guard < 1'000'000 && t < end; ++guard) {
     double rate = a.rate;
-    Nanos phaseEnd = end_;
+    Nanos phaseEnd = end;
     if (a.process == ArrivalProcess::kOnOff) {
       const Nanos on = fromSeconds(a.onSeconds);
       const Nanos period = on + fromSeconds(a.offSeconds);
@@ -232,16 +229,20 @@ void Simulation::scheduleNextArrival(std::size_t c, Nanos from) {
       const Nanos phaseStart = t - position;
       const bool isOn = position < on;
       rate = isOn ? a.rate : a.offRate;
-      phaseEnd = std::min(end_, phaseStart + (isOn ? on : period));
+      phaseEnd = std::min(end, phaseStart + (isOn ? on : period));
     }
     if (rate > 0.0) {
       const Nanos next = t + std::max<Nanos>(1, fromSeconds(rng.exponential(1.0 / rate)));
-      if (next < phaseEnd) {
-        schedule(next, EventType::kArrival, c);
-        return;
-      }
+      if (next < phaseEnd) return next;
     }
     t = phaseEnd;
+  }
+  return std::nullopt;
+}
+
+void Simulation::scheduleNextArrival(std::size_t c, Nanos from) {
+  if (auto t = nextArrival(s_.classes[c].arrival, rngs_[c], from, end_)) {
+    schedule(*t, EventType::kArrival, c);
   }
 }
 
@@ -251,7 +252,8 @@ void Simulation::handle(const Event& e) {
       arrive(e.index);
       break;
     case EventType::kTick:
-      for (std::size_t g = 0; g < gateways_.size(); ++g) cycle(g);
+      if (arm_.oracle) oracleCycle();
+      for (std::size_t g = 0; g < gateways_.size() && !arm_.oracle; ++g) cycle(g);
       schedule(now_ + fromMs(1.0), EventType::kTick, 0);
       break;
     case EventType::kScrape:
@@ -343,6 +345,7 @@ void Simulation::submit(Request r) {
   requests_.push_back(r);
   inFlight_.emplace_back();
   Gateway& gw = gateways_[r.gateway];
+  if (arm_.oracle) return oracleSubmit(id);
   if (!gw.fc) {
     route(id);
     return;
@@ -473,21 +476,6 @@ void Simulation::sendTo(std::size_t id, std::size_t best) {
 ArmResult runArm(const Scenario& scenario, const Arm& arm, const RunOptions& options) {
   detail::Simulation sim(scenario, arm, options);
   return sim.run();
-}
-
-double erlangCMeanWait(double lambda, double mu, int c) {
-  const double a = lambda / mu;
-  const double rho = a / c;
-  if (!(rho < 1.0)) return std::numeric_limits<double>::infinity();
-  double term = 1.0;  // a^k / k!
-  double sum = 0.0;
-  for (int k = 0; k < c; ++k) {
-    sum += term;
-    term *= a / (k + 1);
-  }
-  const double top = term / (1.0 - rho);  // a^c / c! / (1 - rho)
-  const double probWait = top / (sum + top);
-  return probWait / (c * mu - lambda);
 }
 
 }  // namespace sim

@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <deque>
 #include <memory>
+#include <optional>
 #include <queue>
 #include <span>
 #include <string>
@@ -236,6 +237,28 @@ inline constexpr double kOnsetSeconds = 2.0;  // the onset window: the first 2 s
 // that starts off is shifted by one on phase).
 Nanos phasePosition(const ArrivalSpec& a, Nanos t);
 
+// The next arrival after `from` of a Poisson or on/off class, drawn from `rng`; nullopt when none
+// comes before `end`.
+std::optional<Nanos> nextArrival(const ArrivalSpec& a, Random& rng, Nanos from, Nanos end);
+
+// One foreseen arrival of a top-priority class (the oracle arm): its time, sizes, and the time it
+// is expected to hold a slot (0: larger than every endpoint's KV, it never runs).
+struct OracleArrival {
+  Nanos time = 0;
+  std::int64_t input = 0;
+  std::int64_t output = 0;
+  Nanos service = 0;
+};
+
+// The expected end of a request in the oracle's forecast: at `time` it frees a slot and `kv` tokens
+// on `endpoint`.
+struct OracleEnd {
+  Nanos time = 0;
+  std::size_t endpoint = 0;
+  std::int64_t kv = 0;
+  bool operator>(const OracleEnd& o) const { return time > o.time; }
+};
+
 class Simulation {
  public:
   Simulation(const Scenario& s, const Arm& arm, const RunOptions& options);
@@ -289,6 +312,17 @@ class Simulation {
   void reserveScraped(std::size_t gateway);  // the replica's scrape: the room it sends
   [[nodiscard]] TimePoint reserveLease() const;
 
+  // oracle.cpp: the simulator-only arm `oracle` (Arm::oracle; docs/simulation.md)
+  void oracleSetup();  // the top classes' arrivals foreseen, before the run draws any
+  void oracleSubmit(std::size_t id);
+  void oracleCycle();
+  [[nodiscard]] std::optional<std::size_t> oracleEndpointFor(const Request& r) const;
+  [[nodiscard]] std::size_t oracleSoonest();
+  [[nodiscard]] bool oracleAdmits(const Request& r, std::size_t e);
+  [[nodiscard]] Nanos oracleService(std::int64_t input, std::int64_t output,
+                                    const EndpointGroup& g) const;
+  [[nodiscard]] Nanos oracleRemaining(const Request& r, const Server& sv) const;
+
   // measure.cpp
   void sample();
   ArmResult collect();
@@ -338,6 +372,17 @@ class Simulation {
   bool truncated_ = false;  // stopped at options_.maxRequests
   std::uint64_t wastedTokens_ = 0;
   std::uint64_t repaidPrefillTokens_ = 0;
+  // The oracle arm: the top classes' arrivals in time order, how many of them arrived, the other
+  // classes' gateway queues (per class) in the order they are served, and the forecast's scratch.
+  Priority oracleTop_ = 0;
+  std::vector<OracleArrival> oracleFuture_;
+  std::size_t oracleArrived_ = 0;
+  std::vector<std::deque<std::size_t>> oracleQueues_;
+  std::vector<std::size_t> oracleOrder_;
+  std::vector<OracleEnd> oracleEnds_;                 // a min-heap by time
+  std::vector<std::int64_t> oracleSlots_, oracleKv_;  // per endpoint: held slots and KV tokens
+  std::vector<std::size_t> oracleQueued_;  // per endpoint: its queued requests started so far
+  std::vector<Nanos> oracleStarts_;        // oracleSoonest's scratch
 };
 
 // Queued, on a server or running when the run ended.

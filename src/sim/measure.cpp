@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <string>
 #include <utility>
 
@@ -334,6 +335,21 @@ ArmResult measureRecords(const Scenario& scenario, const Arm& arm,
                          const std::vector<RequestRecord>& records) {
   detail::Simulation sim(scenario, arm, RunOptions{});
   return sim.collectRecords(records);
+}
+
+double erlangCMeanWait(double lambda, double mu, int c) {
+  const double a = lambda / mu;
+  const double rho = a / c;
+  if (!(rho < 1.0)) return std::numeric_limits<double>::infinity();
+  double term = 1.0;  // a^k / k!
+  double sum = 0.0;
+  for (int k = 0; k < c; ++k) {
+    sum += term;
+    term *= a / (k + 1);
+  }
+  const double top = term / (1.0 - rho);  // a^c / c! / (1 - rho)
+  const double probWait = top / (sum + top);
+  return probWait / (c * mu - lambda);
 }
 
 }  // namespace sim

@@ -59,7 +59,7 @@ void Simulation::deliver(const FeedEvent& e) {
 }
 
 void Simulation::reserveSetup() {
-  if (s_.pool.replicaMode != ReplicaMode::kReserve) return;
+  if (s_.pool.replicaMode != ReplicaMode::kReserve || arm_.oracle) return;  // oracle: one view
   const std::size_t n = servers_.size();
   table_ = std::make_unique<ReservationTable>(n);
   for (Gateway& gw : gateways_) {

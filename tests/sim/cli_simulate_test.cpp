@@ -206,6 +206,23 @@ TEST(CliSimulateTest, DetailPrintsEveryArmsFullTablesAligned) {
   EXPECT_GE(expectAlignedTables(run.out, names), 10);
 }
 
+// The simulator-only oracle arm runs when --arms names it, appears in the JSON as any arm, and is
+// not among the arms a run without --arms compares (nor in the list --detail prints).
+TEST(CliSimulateTest, OracleArmRunsOnlyWhenNamed) {
+  const CliRun run = holdback(
+      "simulate --scenario short-bursts --duration 20 --arms oracle,static-1.0 "
+      "--detector concurrency --format json");
+  ASSERT_EQ(run.exitCode, 0) << run.err;
+  EXPECT_NE(run.out.find("\"name\": \"oracle\""), std::string::npos) << run.out;
+  const CliRun detail = holdback("simulate --scenario short-bursts --duration 5 --detail");
+  ASSERT_EQ(detail.exitCode, 0) << detail.err;
+  EXPECT_EQ(detail.out.find("== arm oracle:"), std::string::npos);
+  EXPECT_NE(detail.err.find("18 arms"), std::string::npos) << detail.err;
+  const CliRun unknown = holdback("simulate --arms fastest");
+  EXPECT_EQ(unknown.exitCode, 2);
+  EXPECT_NE(unknown.err.find("reservation+evict-hol, oracle"), std::string::npos) << unknown.err;
+}
+
 TEST(CliSimulateTest, BadSeedsAreUsageErrorsWithAClearMessage) {
   const CliRun junk = holdback("simulate --seeds 1,x");
   EXPECT_EQ(junk.exitCode, 2);
