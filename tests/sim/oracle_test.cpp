@@ -125,7 +125,9 @@ TEST(SimOracleTest, HoldsTheSlotsAForeseenBurstNeeds) {
   ASSERT_EQ(a.size(), 6u);  // the first row at 0 s, the one too large, then the burst
   ASSERT_EQ(b.size(), 6u);
   for (std::size_t i = 0; i < 6; ++i) {
-    if (i != 1) EXPECT_LE(b[i] - a[i], 1e-9) << i;
+    if (i != 1) {
+      EXPECT_LE(b[i] - a[i], 1e-9) << i;
+    }
   }
   // Batch ran before and after the burst.
   std::size_t before = 0;
