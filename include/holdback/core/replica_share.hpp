@@ -177,8 +177,8 @@ struct ReplicaTurn {
     if (replicas <= 1) return 0;
     if (rank < 0 || rank >= replicas) return -1;
     // The step of t + clockOffset, summed per term so that no input overflows.
-    const std::int64_t p = std::chrono::duration_cast<Duration>(kStep).count();
-    const auto floorDiv = [p](std::int64_t v, std::int64_t& rem) {
+    constexpr std::int64_t p = std::chrono::duration_cast<Duration>(kStep).count();
+    const auto floorDiv = [](std::int64_t v, std::int64_t& rem) {
       std::int64_t q = v / p;
       rem = v - q * p;
       if (rem < 0) {
