@@ -6,7 +6,8 @@
 
 namespace {
 
-constexpr std::string_view kMainHelp = R"(holdback - priority-aware admission control for LLM gateways
+constexpr std::string_view kMainHelp =
+    R"(holdback - priority-aware admission control for LLM gateways
 
 Usage: holdback COMMAND [OPTIONS]
 
