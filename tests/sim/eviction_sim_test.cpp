@@ -10,18 +10,13 @@
 
 #include "holdback/config/document.hpp"
 #include "holdback/config/json.hpp"
+#include "sim/arm_lookup.hpp"
 #include "sim/evaluate.hpp"
 #include "sim/report.hpp"
 #include "sim/simulator.hpp"
 
 namespace holdback::sim {
 namespace {
-
-Arm arm(const std::string& name) {
-  Arm a;
-  EXPECT_TRUE(findArm(name, a)) << name;
-  return a;
-}
 
 // burst-after-idle shortened: the batch backlog fills the pool, then interactive bursts into it.
 Scenario shortScenario(DetectorKind detector) {
@@ -38,22 +33,22 @@ Scenario shortScenario(DetectorKind detector) {
 }
 
 ArmResult run(const Scenario& s, const std::string& name) {
-  return runArm(s, arm(name), RunOptions{.collectSeries = true});
+  return runArm(s, testArm(name), RunOptions{.collectSeries = true});
 }
 
 TEST(EvictionSimTest, EvictionArmsExistAndTheOthersHaveNone) {
   for (const char* name : {"static-1.0+evict", "stepwise+evict", "reservation+evict",
                            "reservation+evict-hol", "recommended"}) {
-    EXPECT_TRUE(arm(name).eviction) << name;
+    EXPECT_TRUE(testArm(name).eviction) << name;
   }
   // recommended restores its reserve as reservation+evict does.
-  EXPECT_TRUE(arm("recommended").restoreReserve);
-  EXPECT_FALSE(arm("recommended").revokeOnBlock);
+  EXPECT_TRUE(testArm("recommended").restoreReserve);
+  EXPECT_FALSE(testArm("recommended").revokeOnBlock);
   // reservation+evict restores its reserve instead of upstream's head-of-line trigger.
-  EXPECT_TRUE(arm("reservation+evict").restoreReserve);
-  EXPECT_FALSE(arm("reservation+evict").revokeOnBlock);
-  EXPECT_TRUE(arm("reservation+evict-hol").revokeOnBlock);
-  EXPECT_FALSE(arm("reservation+evict-hol").restoreReserve);
+  EXPECT_TRUE(testArm("reservation+evict").restoreReserve);
+  EXPECT_FALSE(testArm("reservation+evict").revokeOnBlock);
+  EXPECT_TRUE(testArm("reservation+evict-hol").revokeOnBlock);
+  EXPECT_FALSE(testArm("reservation+evict-hol").restoreReserve);
   for (const Arm& a : allArms()) {
     if (a.name.find("+evict") == std::string::npos && a.name != "recommended") {
       EXPECT_FALSE(a.eviction) << a.name;
@@ -143,7 +138,7 @@ WindowStats windowOf(const ClassResult& c, const char* name) {
 // requests keep their latency (settled bursts within 1.5x of the arm with the hold).
 TEST(EvictionSimTest, RestorationWithoutTheHoldGivesBatchMoreOfTheBursts) {
   const Scenario s = shortScenario(DetectorKind::kConcurrency);
-  const Arm noHold = arm("reservation+evict");
+  const Arm noHold = testArm("reservation+evict");
   ReservationOptions switched;
   ASSERT_TRUE(noHold.reservationSwitches);
   noHold.reservationSwitches(s, switched);
@@ -196,7 +191,7 @@ TEST(EvictionSimTest, TheIdleReserveAbsorbsTheBurstOnset) {
   for (const DetectorKind d : {DetectorKind::kConcurrency, DetectorKind::kUtilization}) {
     SCOPED_TRACE(std::string(toString(d)));
     const Scenario s = shortScenario(d);
-    const Arm shipped = arm("reservation+evict");
+    const Arm shipped = testArm("reservation+evict");
     const ArmResult a = runArm(s, shipped);
     const ArmResult b = runArm(s, withMinReserve(shipped, 1.0));
     const double onsetA = windowOf(a.classes.front(), "onset").ttftMs.p99;
@@ -222,7 +217,7 @@ TEST(EvictionSimTest, TheIdleReserveScalesWithThePool) {
     }
     return s;
   };
-  const Arm shipped = arm("reservation+evict");
+  const Arm shipped = testArm("reservation+evict");
   const Arm fixed8 = withMinReserve(shipped, 8.0);
   EXPECT_EQ(shipped.policy(scaled(4, 1.0))["parameters"]["minReserve"], 8.0);
   EXPECT_EQ(shipped.policy(scaled(16, 4.0))["parameters"]["minReserve"], 32.0);
@@ -247,8 +242,8 @@ TEST(EvictionSimTest, TheIdleReserveScalesWithThePool) {
 // interactive bursts faster than static-1.0 (concurrency detector, fresh counts).
 TEST(EvictionSimTest, EvictionShortensTheInteractiveWaitOfStaticOne) {
   const Scenario s = shortScenario(DetectorKind::kConcurrency);
-  const ArmResult plain = runArm(s, arm("static-1.0"));
-  const ArmResult evict = runArm(s, arm("static-1.0+evict"));
+  const ArmResult plain = runArm(s, testArm("static-1.0"));
+  const ArmResult evict = runArm(s, testArm("static-1.0+evict"));
   auto burstP99 = [](const ArmResult& r) {
     for (const WindowStats& w : r.classes.front().windows) {
       if (w.window == "burst") return w.ttftMs.p99;
@@ -311,7 +306,7 @@ TEST(EvictionSimTest, ReportsCarryTheEvictionFigures) {
   EvaluationOptions o;
   o.seeds = {1, 2};
   o.detectors = {DetectorKind::kConcurrency};
-  o.arms = {arm("static-1.0"), arm("static-1.0+evict")};
+  o.arms = {testArm("static-1.0"), testArm("static-1.0+evict")};
   o.threads = 2;
   const Evaluation e = evaluate(s, o);
   const config::Json doc = config::Json::parse(formatJson(e));

@@ -10,17 +10,12 @@
 #include <vector>
 
 #include "holdback/config/document.hpp"
+#include "sim/arm_lookup.hpp"
 #include "sim/report.hpp"
 #include "sim/simulator.hpp"
 
 namespace holdback::sim {
 namespace {
-
-ArmResult runNamed(const Scenario& s, const std::string& name) {
-  Arm arm;
-  EXPECT_TRUE(findArm(name, arm)) << name;
-  return runArm(s, arm);
-}
 
 double batchGoodput(const ArmResult& a) {
   for (const ClassResult& c : a.classes) {
@@ -48,8 +43,8 @@ TEST(LedgerSimTest, LedgerFedRunIsDeterministic) {
   s.drainSeconds = 5.0;
   s.pool.gatewayReplicas = 2;
   s.pool.lostCompletions = 0.1;
-  const std::vector<ArmResult> first{runNamed(s, "stepwise"), runNamed(s, "static-1.0")};
-  const std::vector<ArmResult> second{runNamed(s, "stepwise"), runNamed(s, "static-1.0")};
+  const std::vector<ArmResult> first{runTestArm(s, "stepwise"), runTestArm(s, "static-1.0")};
+  const std::vector<ArmResult> second{runTestArm(s, "stepwise"), runTestArm(s, "static-1.0")};
   EXPECT_EQ(formatTable(s, first), formatTable(s, second));
   EXPECT_EQ(first[0].maxServerQueue, second[0].maxServerQueue);
   EXPECT_EQ(first[0].meanSaturation, second[0].meanSaturation);
@@ -61,13 +56,13 @@ TEST(LedgerSimTest, LedgerBoundsTheServerQueueOnTheDefaultScenario) {
   for (const std::uint64_t seed : {1u, 2u}) {
     Scenario s = ledgerScenario(seed);
     for (const char* name : {"stepwise", "static-1.0"}) {
-      const ArmResult r = runNamed(s, name);
+      const ArmResult r = runTestArm(s, name);
       EXPECT_LE(r.maxServerQueue, 6u) << name << " seed " << seed;
       EXPECT_LE(r.meanSaturation, 1.0) << name;
       EXPECT_LE(r.poolLoadP99, 1.4) << name;  // measured 1.04 (stepwise), 1.31 (static-1.0)
     }
     s.pool.dispatchLedger = false;
-    EXPECT_GT(runNamed(s, "stepwise").maxServerQueue, 12u) << "the overshoot the ledger removes";
+    EXPECT_GT(runTestArm(s, "stepwise").maxServerQueue, 12u) << "the overshoot the ledger removes";
   }
 }
 
@@ -76,10 +71,10 @@ TEST(LedgerSimTest, LedgerBoundsTheServerQueueOnTheDefaultScenario) {
 TEST(LedgerSimTest, LostCompletionsWithTheBudgetKeepBatchThroughput) {
   for (const std::uint64_t seed : {1u, 2u}) {
     Scenario s = ledgerScenario(seed);
-    const double healthy = batchGoodput(runNamed(s, "stepwise"));
+    const double healthy = batchGoodput(runTestArm(s, "stepwise"));
     s.pool.lostCompletions = 0.1;
     s.pool.ledgerBudget = true;
-    const ArmResult faulty = runNamed(s, "stepwise");
+    const ArmResult faulty = runTestArm(s, "stepwise");
     EXPECT_GE(batchGoodput(faulty), 0.8 * healthy) << "seed " << seed;
     EXPECT_LE(faulty.maxServerQueue, 6u);
   }
@@ -101,10 +96,10 @@ double burstP99(const ArmResult& a) {
 TEST(LedgerSimTest, LedgerWithSlotTermMatchesTheConcurrencyDetector) {
   Scenario s = ledgerScenario(1);
   s.pool.slotTerm = true;
-  const double ledger = burstP99(runNamed(s, "stepwise"));
-  const double staticRef = burstP99(runNamed(s, "static-1.0"));
+  const double ledger = burstP99(runTestArm(s, "stepwise"));
+  const double staticRef = burstP99(runTestArm(s, "static-1.0"));
   s.detector = DetectorKind::kConcurrency;
-  const double concurrency = burstP99(runNamed(s, "stepwise"));
+  const double concurrency = burstP99(runTestArm(s, "stepwise"));
   EXPECT_LE(ledger, 1.5 * concurrency);
   EXPECT_GE(staticRef, 5.0 * ledger);
 }
@@ -119,10 +114,10 @@ TEST(LedgerSimTest, FourReplicasWithTheDefaults) {
   s.pool.gatewayReplicas = 4;
   s.seed = 1;
   ASSERT_TRUE(s.pool.dispatchLedger && s.pool.slotTerm);
-  const ArmResult stepwise = runNamed(s, "stepwise");
+  const ArmResult stepwise = runTestArm(s, "stepwise");
   EXPECT_LE(stepwise.poolLoadMean, 1.05);
   EXPECT_LE(burstP99(stepwise), 40.0);  // the unloaded floor is 31 ms
-  const ArmResult staticRef = runNamed(s, "static-1.0");
+  const ArmResult staticRef = runTestArm(s, "static-1.0");
   EXPECT_LE(staticRef.maxServerQueue, 6u);
   EXPECT_LE(staticRef.poolLoadMean, 1.10);
 }

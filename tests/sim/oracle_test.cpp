@@ -8,17 +8,12 @@
 #include <string>
 #include <vector>
 
+#include "sim/arm_lookup.hpp"
 #include "sim/simulator.hpp"
 #include "sim/trace.hpp"
 
 namespace holdback::sim {
 namespace {
-
-Arm oracleArmNamed(const std::string& name) {
-  Arm arm;
-  EXPECT_TRUE(findArm(name, arm)) << name;
-  return arm;
-}
 
 // One endpoint of 4 slots, KV that never binds, a batch backlog of 20 behind `top`.
 Scenario oracleScenario(TrafficClass top) {
@@ -54,9 +49,8 @@ std::vector<double> oracleTopTtfts(const ArmResult& r) {
 // Each top-class request's TTFT under `arm` against the same request alone on the empty pool:
 // the largest excess in seconds.
 double oracleWorstExcess(const Scenario& s, const std::string& arm) {
-  const ArmResult alone =
-      runArm(s, oracleArmNamed("none"), {.collectSeries = true, .onlyClass = 0});
-  const ArmResult run = runArm(s, oracleArmNamed(arm), {.collectSeries = true});
+  const ArmResult alone = runArm(s, testArm("none"), {.collectSeries = true, .onlyClass = 0});
+  const ArmResult run = runArm(s, testArm(arm), {.collectSeries = true});
   const std::vector<double> a = oracleTopTtfts(alone);
   const std::vector<double> b = oracleTopTtfts(run);
   EXPECT_EQ(a.size(), b.size()) << arm;
@@ -74,7 +68,7 @@ const ClassResult& oracleBatch(const ArmResult& r) {
 
 TEST(SimOracleTest, RunsOnlyWhenNamed) {
   for (const Arm& a : allArms()) EXPECT_NE(a.name, "oracle");
-  const Arm oracle = oracleArmNamed("oracle");
+  const Arm oracle = testArm("oracle");
   EXPECT_TRUE(oracle.oracle);
   EXPECT_FALSE(oracle.flowControl);
   EXPECT_FALSE(oracle.eviction);
@@ -90,13 +84,12 @@ TEST(SimOracleTest, NeverDelaysATopPriorityRequestBeyondTheEmptyPool) {
   const Scenario s = oracleScenario({.arrival = {.process = ArrivalProcess::kPoisson, .rate = 3.0},
                                      .inputTokens = {.mean = 200.0},
                                      .outputTokens = {.mean = 20.0}});
-  const ArmResult alone =
-      runArm(s, oracleArmNamed("none"), {.collectSeries = true, .onlyClass = 0});
+  const ArmResult alone = runArm(s, testArm("none"), {.collectSeries = true, .onlyClass = 0});
   for (const RequestRecord& q : alone.requests) ASSERT_EQ(q.admitted, q.arrival);
   EXPECT_LE(oracleWorstExcess(s, "oracle"), 1e-9);
   EXPECT_GT(oracleWorstExcess(s, "static-1.0"), 0.05);
   // And batch still runs in the gaps.
-  const ArmResult r = runArm(s, oracleArmNamed("oracle"));
+  const ArmResult r = runArm(s, testArm("oracle"));
   EXPECT_GT(oracleBatch(r).completed, 50u);
   EXPECT_EQ(r.inFlightEvictions, 0u);
 }
@@ -116,9 +109,8 @@ TEST(SimOracleTest, HoldsTheSlotsAForeseenBurstNeeds) {
   Scenario s = oracleScenario(top);
   s.durationSeconds = 30.0;
   s.seed = 1;  // the trace from its start
-  const ArmResult alone =
-      runArm(s, oracleArmNamed("none"), {.collectSeries = true, .onlyClass = 0});
-  const ArmResult run = runArm(s, oracleArmNamed("oracle"), {.collectSeries = true});
+  const ArmResult alone = runArm(s, testArm("none"), {.collectSeries = true, .onlyClass = 0});
+  const ArmResult run = runArm(s, testArm("oracle"), {.collectSeries = true});
   const std::vector<double> a = oracleTopTtfts(alone);
   const std::vector<double> b = oracleTopTtfts(run);
   EXPECT_EQ(run.classes[0].tooLarge, 1u);
@@ -146,8 +138,8 @@ TEST(SimOracleTest, HoldsTheSlotsAForeseenBurstNeeds) {
 TEST(SimOracleTest, FillsThePoolWithBatchWhenNoArrivalIsDue) {
   const Scenario s =
       oracleScenario({.arrival = {.process = ArrivalProcess::kPoisson, .rate = 0.0}});
-  const ArmResult oracle = runArm(s, oracleArmNamed("oracle"));
-  const ArmResult none = runArm(s, oracleArmNamed("none"));
+  const ArmResult oracle = runArm(s, testArm("oracle"));
+  const ArmResult none = runArm(s, testArm("none"));
   const double mine = oracleBatch(oracle).windows.back().outputTokensPerSecond;
   const double full = oracleBatch(none).windows.back().outputTokensPerSecond;
   EXPECT_GT(full, 0.0);
@@ -162,7 +154,7 @@ TEST(SimOracleTest, LowerClassesWaitingPastTheirTtlAreEvicted) {
                                .outputTokens = {.mean = 200.0}});
   s.durationSeconds = 10.0;
   s.classes.back().ttlSeconds = 2.0;
-  const ArmResult r = runArm(s, oracleArmNamed("oracle"));
+  const ArmResult r = runArm(s, testArm("oracle"));
   EXPECT_GT(oracleBatch(r).evicted, 10u);
   EXPECT_LT(oracleBatch(r).completed, oracleBatch(r).evicted);
 }

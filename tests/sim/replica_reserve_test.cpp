@@ -7,17 +7,12 @@
 #include <string>
 
 #include "holdback/config/document.hpp"
+#include "sim/arm_lookup.hpp"
 #include "sim/report.hpp"
 #include "sim/simulator.hpp"
 
 namespace holdback::sim {
 namespace {
-
-ArmResult reserveRun(const Scenario& s, const std::string& name) {
-  Arm arm;
-  EXPECT_TRUE(findArm(name, arm)) << name;
-  return runArm(s, arm);
-}
 
 Scenario reserveScenario(ReplicaMode mode) {
   Scenario s = defaultScenario();
@@ -76,11 +71,11 @@ TEST(ReplicaReserveSimTest, BadValuesNameThePathTheValueAndWhatIsAllowed) {
 // server behind others); in reserve mode the largest is 1 (counted as a request joins the queue,
 // before its server takes it): every request on a server holds one of its slots in the table.
 TEST(ReplicaReserveSimTest, ReserveNeverOverbooksAnEndpointWhereShareDoes) {
-  const ArmResult share = reserveRun(reserveScenario(ReplicaMode::kShare), "static-1.0");
-  const ArmResult reserve = reserveRun(reserveScenario(ReplicaMode::kReserve), "static-1.0");
+  const ArmResult share = runTestArm(reserveScenario(ReplicaMode::kShare), "static-1.0");
+  const ArmResult reserve = runTestArm(reserveScenario(ReplicaMode::kReserve), "static-1.0");
   EXPECT_GT(share.maxServerQueue, 1u);
   EXPECT_LE(reserve.maxServerQueue, 1u);
-  const ArmResult recommended = reserveRun(reserveScenario(ReplicaMode::kReserve), "recommended");
+  const ArmResult recommended = runTestArm(reserveScenario(ReplicaMode::kReserve), "recommended");
   EXPECT_LE(recommended.maxServerQueue, 1u);
   // The pool is still used: static-1.0 keeps it about as loaded as share mode does.
   EXPECT_GT(reserve.poolLoadMean, 0.9 * share.poolLoadMean);
@@ -89,8 +84,8 @@ TEST(ReplicaReserveSimTest, ReserveNeverOverbooksAnEndpointWhereShareDoes) {
 TEST(ReplicaReserveSimTest, ReserveRunIsDeterministic) {
   Scenario s = reserveScenario(ReplicaMode::kReserve);
   s.durationSeconds = 15.0;
-  const std::vector<ArmResult> first{reserveRun(s, "recommended")};
-  const std::vector<ArmResult> second{reserveRun(s, "recommended")};
+  const std::vector<ArmResult> first{runTestArm(s, "recommended")};
+  const std::vector<ArmResult> second{runTestArm(s, "recommended")};
   EXPECT_EQ(formatTable(s, first), formatTable(s, second));
   EXPECT_EQ(first[0].maxServerQueue, second[0].maxServerQueue);
 }
@@ -100,10 +95,10 @@ TEST(ReplicaReserveSimTest, OneReplicaInReserveMode) {
   Scenario s = reserveScenario(ReplicaMode::kReserve);
   s.pool.gatewayReplicas = 1;
   s.durationSeconds = 15.0;
-  const ArmResult run = reserveRun(s, "static-1.0");
+  const ArmResult run = runTestArm(s, "static-1.0");
   EXPECT_LE(run.maxServerQueue, 1u);
   s.pool.replicaMode = ReplicaMode::kShare;
-  const ArmResult alone = reserveRun(s, "static-1.0");
+  const ArmResult alone = runTestArm(s, "static-1.0");
   EXPECT_GT(run.poolLoadMean, 0.9 * alone.poolLoadMean);
   EXPECT_GT(run.poolLoadMean, 0.0);
 }
