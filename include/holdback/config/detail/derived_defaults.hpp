@@ -32,6 +32,7 @@
 #include <string_view>
 #include <utility>
 
+#include "holdback/config/detail/document_lookup.hpp"
 #include "holdback/config/endpoint_picker_config.hpp"
 #include "holdback/detector/detectors.hpp"
 #include "holdback/policy/reservation.hpp"
@@ -39,33 +40,6 @@
 namespace holdback {
 inline namespace HOLDBACK_ABI_NAMESPACE {
 namespace detail {
-
-// The object at `keys` below `object` (each an object key), or null.
-inline const config::Json* derivedFind(const config::Json* object,
-                                       std::initializer_list<std::string_view> keys) {
-  for (std::string_view key : keys) {
-    if (object == nullptr || !object->is_object()) return nullptr;
-    const auto it = object->find(key);
-    if (it == object->end()) return nullptr;
-    object = &*it;
-  }
-  return object;
-}
-
-// The parameters object of the plugin named `name` (a plugin's name defaults to its type).
-inline const config::Json* derivedPluginParameters(const config::Json& document,
-                                                   std::string_view name) {
-  const config::Json* plugins = derivedFind(&document, {"plugins"});
-  if (plugins == nullptr || !plugins->is_array()) return nullptr;
-  for (const config::Json& p : *plugins) {
-    const config::Json* n = derivedFind(&p, {"name"});
-    if (n == nullptr) n = derivedFind(&p, {"type"});
-    if (n != nullptr && n->is_string() && n->get<std::string>() == name) {
-      return derivedFind(&p, {"parameters"});
-    }
-  }
-  return nullptr;
-}
 
 // Puts the plugin `made` (the current one rebuilt with other options) in place of `current`
 // everywhere the bundle holds it: its map of plugins by name, and the controller's options. The
@@ -91,8 +65,8 @@ inline void deriveDetectorDefaults(config::ConfigBundle& bundle, const config::J
       !util->options().kvStartPastThreshold) {
     return;
   }
-  const config::Json* params = derivedPluginParameters(document, util->name());
-  if (derivedFind(params, {"kvStartPastThreshold"}) != nullptr) return;
+  const config::Json* params = documentPluginParameters(document, util->name());
+  if (documentSetsKey(params, "kvStartPastThreshold")) return;
   UtilizationDetectorOptions options = util->options();
   options.kvStartPastThreshold = false;
   derivedReplace(UtilizationDetector::create(std::move(options), std::string(util->name())),
@@ -104,15 +78,16 @@ inline void derivePolicyDefaults(config::ConfigBundle& bundle, const config::Jso
   const auto* policy = dynamic_cast<const ReservationPolicy*>(bundle.policy.get());
   ReserveRestoreOptions& restore = bundle.controller.eviction.restoreReserve;
   if (policy == nullptr || !bundle.controller.eviction.enabled || !restore.enabled) return;
-  if (derivedFind(&document, {"flowControl", "eviction", "restoreReserve", "epsilon"}) == nullptr) {
+  if (documentFind(&document, {"flowControl", "eviction", "restoreReserve", "epsilon"}) ==
+      nullptr) {
     restore.epsilon = policy->options().epsilon;
   }
-  const config::Json* params = derivedPluginParameters(document, policy->name());
+  const config::Json* params = documentPluginParameters(document, policy->name());
   ReservationOptions options = policy->options();
   bool changed = false;
   for (auto [key, value] : {std::pair{"holdReserve", &options.holdReserve},
                             std::pair{"protectiveStart", &options.protectiveStart}}) {
-    if (derivedFind(params, {key}) == nullptr && *value) {
+    if (!documentSetsKey(params, key) && *value) {
       *value = false;
       changed = true;
     }
