@@ -184,6 +184,10 @@ std::string renderMetrics(Gateway& gw) {
          load(rc.expiredBookings)},
         {"holdback_gateway_replica_reserve_failures_total", "counter",
          "Redis calls of the reserver that failed (each drops the connection).", load(rc.failures)},
+        {"holdback_gateway_replica_reserve_lapses_total", "counter",
+         "Bookings that found this replica's own heartbeat expired (stalled past the lease): its "
+         "live dispatches were re-asserted, possibly past a server's slots for a moment.",
+         load(rc.lapses)},
         {"holdback_gateway_replica_reserve_bad_entries_total", "counter",
          "Booking entries read back from Redis that were ignored (not an integer in range, a key "
          "of another type).",

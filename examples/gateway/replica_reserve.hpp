@@ -55,7 +55,10 @@ struct ReserveCounters {
   std::atomic<std::int64_t> live{0};              // this replica's live bookings
   std::atomic<std::uint64_t> expiredBookings{0};  // others' bookings dropped: heartbeat gone
   std::atomic<std::uint64_t> failures{0};         // Redis calls that failed
-  std::atomic<std::uint64_t> badEntries{0};       // booking entries ignored (replica_input.hpp)
+  // Bookings that found this replica's own heartbeat expired (it stalled past the lease, so the
+  // others had stopped counting its bookings): it re-asserted them and booked again.
+  std::atomic<std::uint64_t> lapses{0};
+  std::atomic<std::uint64_t> badEntries{0};  // booking entries ignored (replica_input.hpp)
   std::array<std::atomic<std::uint64_t>, kBuckets.size() + 1> latency{};  // not cumulative
   std::atomic<std::uint64_t> latencyCount{0};
   std::atomic<double> latencySum{0.0};

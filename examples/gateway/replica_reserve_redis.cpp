@@ -277,6 +277,7 @@ class RedisReserver final : public ReplicaReserver {
       std::optional<ReserveBookResult> res = store_.book(
           *conn_, p.r.id, p.r.kvTokens, std::span<const ReserveCandidate>(cands_), p.r.keepFree);
       if (res && res->heartbeatGone) {  // lapsed (stalled past the lease): re-assert, once more
+        c_.lapses.fetch_add(1, std::memory_order_relaxed);
         res = reassert() ? store_.book(*conn_, p.r.id, p.r.kvTokens,
                                        std::span<const ReserveCandidate>(cands_), p.r.keepFree)
                          : std::nullopt;

@@ -7,8 +7,6 @@
 
 namespace holdback::gateway {
 
-// ARGV: prefix, replica, booking, kv, max kv, n, then per candidate: url, scraped slots, scraped
-// kv, slots, kv capacity. Returns {position (0: none fits, -1: own heartbeat gone), bad, expired}.
 // ARGV: prefix, replica, booking, kv, max kv, n, keep, then per candidate: url, scraped slots,
 // scraped kv, slots, kv capacity. Returns {position (0: none fits, -1: own heartbeat gone), bad,
 // expired}.

@@ -6,7 +6,8 @@
 # go silent, as in a network partition) and thaws. Under a batch flood through all three and
 # interactive traffic through replica 1:
 #   - every replica books (holdback_gateway_replica_reserve_active 1, bookings counted), and no
-#     server's live bookings ever exceed its 4 slots (configured; sampled in Redis, atomically);
+#     server's live bookings exceed its 4 slots while every replica books (configured; sampled in
+#     Redis, atomically, over a window in which no replica fell back or lapsed);
 #   - replica 3 partitioned: it falls back to the local share within a second and says so, the
 #     others stay in reserve mode, its heartbeat lapses within the lease (its bookings then count
 #     for nobody); thawed, it returns to reserve mode and says so;
@@ -114,22 +115,48 @@ booked_on() {  # booked_on URL: the live bookings of every replica on one server
     end
     return n" 1 "e2e:bk:$1"
 }
-LOAD_S=16
+LOAD_S=18
 load batch1 "$GW1" batch 6 "$LOAD_S"
 load batch2 "$GW2" batch 6 "$LOAD_S"
 load batch3 "$GW3" batch 6 "$LOAD_S"
 load interactive1 "$GW1" interactive 2 "$LOAD_S"
-end=$((SECONDS + 3)) most=0
-while [ "$SECONDS" -lt "$end" ]; do
-  for s in "$MS1" "$MS2"; do
-    b=$(booked_on "$s")
-    [ "$b" -gt "$most" ] && most=$b
+# The bound holds while every replica books: a replica that fell back (a Redis call timed out,
+# as on a loaded machine) or lapsed (stalled past the lease) re-asserts its unbooked dispatches,
+# which may exceed a server's slots until they end (docs/design/replicas-redis.md). So the bound
+# is checked over a 3 s window in which no replica failed or lapsed, including the second before
+# it (those re-assertions end within it); up to three windows.
+upsets() {  # every replica's failed Redis calls and lapses so far, one line
+  for g in 1 2 3; do
+    url_var="GW$g"
+    for m in failures lapses; do
+      printf '%s ' "$(metric "${!url_var}" "holdback_gateway_replica_reserve_${m}_total")"
+    done
   done
+}
+clean=0
+for attempt in 1 2 3; do
+  before=$(upsets)
+  sleep 1
+  end=$((SECONDS + 3)) most=0
+  while [ "$SECONDS" -lt "$end" ]; do
+    for s in "$MS1" "$MS2"; do
+      b=$(booked_on "$s")
+      [ "$b" -gt "$most" ] && most=$b
+    done
+  done
+  after=$(upsets)
+  if [ "$before" = "$after" ]; then
+    clean=1
+    break
+  fi
+  echo "note: window $attempt not counted: a replica fell back or lapsed (failures, lapses per replica: [$before] -> [$after]; at most $most live bookings)"
 done
-if [ "$most" -le 4 ] && [ "$most" -gt 0 ]; then
+if [ "$clean" = 0 ]; then
+  fail "no 3 s window without a replica falling back or lapsing in three tries"
+elif [ "$most" -le 4 ] && [ "$most" -gt 0 ]; then
   ok "at most $most live bookings on a 4-slot server while three replicas booked"
 else
-  fail "$most live bookings on a 4-slot server"
+  fail "$most live bookings on a 4-slot server while every replica booked (failures, lapses per replica: [$after])"
 fi
 for g in 1 2 3; do
   url_var="GW$g"
