@@ -1,7 +1,9 @@
-"""The hand-written columns of docs/reference/configuration.md, per section and field.
+"""The hand-written columns of docs/reference/configuration.md for the sections that have no
+field table yet (include/holdback/core/field_table.hpp; the tables' rows carry their own meaning
+and use, which reference-config.py reads from `holdback validate --schema`).
 
 reference-config.py takes everything else from the loader; a field the loader shows that has no
-entry in MEANING fails it. Keep each entry one sentence that says what the key does and why a user
+entry in MEANING (nor a row with a meaning) fails it. Keep each entry one sentence that says what the key does and why a user
 sets it; the guides explain. COMMON lists the keys most files set ("common" in the page's "use"
 column); every other key is "advanced": set it for the reason its meaning gives. A key the loader
 deprecates needs no entry here: the page lists it with the loader's advice.
@@ -34,30 +36,6 @@ MEANING = {
         "defaultRequestTTL": "the band's queue TTL (e.g. shorter for interactive traffic that is useless late); the smallest of request, band and `flowControl.defaultRequestTTL` wins; `0s` = not set",
         "fairnessPolicyRef": "how the band picks among its flows (tenants, programs): a fairness policy below",
         "orderingPolicyRef": "how a flow orders its requests (first come, deadline): an ordering policy below",
-    },
-    "static-usage-limit-policy": {
-        "threshold": "the one ceiling every priority gets (1.0: gate at saturation, as Go's default)",
-    },
-    "priority-holdback-policy": {
-        "strategy": "how ceilings spread between `minCeiling` (lowest priority) and `maxCeiling` (highest); the Go spelling `shape` + `domain` is also accepted",
-        "minCeiling": "the lowest priority's ceiling: how early the least important traffic is held back (stepwise, linear, sigmoid)",
-        "maxCeiling": "the highest priority's ceiling",
-        "sigmoidSteepness": "the sigmoid's slope: steeper holds the priorities below the midpoint back harder (sigmoid-smoothed)",
-        "sigmoidMidpoint": "where the sigmoid is half way, in the domain's [0, 1]: the priority from which traffic counts as protected (sigmoid-smoothed)",
-        "sigmoidDomain": "`rank` (priorities by rank) or `value` (by numeric value, when the gaps between priorities mean something) (sigmoid-smoothed)",
-        "ceilings": "priority -> ceiling, non-increasing from the highest priority, for a hand-tuned table (static)",
-        "defaultCeiling": "the ceiling of a priority below every listed one (static)",
-    },
-    "reservation-holdback-policy": {
-        "epsilon": "the probability of a higher band's burst finding no room that the reserve is sized for: smaller protects more and holds more room back",
-        "minCeiling": "no band's ceiling goes below this, so the lowest band always gets some of the pool",
-        "minReserve": "the reserve never falls below this many requests: room kept for a burst's first arrivals, before the demand estimate rises",
-        "minReserveShare": "the reserve never falls below this share of the pool; unlike `minReserve` it follows the pool when servers are added or removed",
-        "riseTime": "how fast a band's measured demand rises: shorter reacts to a burst sooner",
-        "decayTime": "how fast it decays after a burst: shorter gives the room back to lower bands sooner",
-        "riseSignificance": "z: the demand estimate follows a rise in arrivals only when it exceeds the long average by z standard deviations of Poisson noise, so a steady rate is not mistaken for a burst; `0` = every rise (noise included)",
-        "poissonSizing": "`false`: a fixed reserve of `minReserve`, for a small pool where a steady protected stream outruns its turnover and the measured sizing would reserve all of it (the example gateway's built-in configuration); `true`: sized from the measured demand",
-        "capacityModel": "`pooled` (the reserve converted with the pool's mean footprint) or `endpoints` (protected requests' own footprints, room that exists on some endpoint, in slots and KV tokens: for requests of very different sizes)",
     },
     "utilization-detector": {
         "queueDepthThreshold": "an endpoint with this many waiting requests reads saturated",
@@ -94,10 +72,6 @@ COMMON = {
                     "eviction.restoreReserve.enabled"},
     "band": {"priority", "maxRequests", "defaultRequestTTL", "fairnessPolicyRef",
              "orderingPolicyRef"},
-    "static-usage-limit-policy": {"threshold"},
-    "priority-holdback-policy": {"strategy", "minCeiling", "maxCeiling", "ceilings"},
-    "reservation-holdback-policy": {"epsilon", "minCeiling", "minReserve", "riseTime",
-                                    "decayTime", "capacityModel"},
     "utilization-detector": {"queueDepthThreshold", "kvCacheUtilThreshold",
                              "metricsStalenessThreshold", "maxRunningRequests"},
     "concurrency-detector": {"concurrencyMode", "maxConcurrency", "maxTokenConcurrency"},

@@ -5,6 +5,8 @@
 
 #include "holdback/config/detector_config.hpp"
 
+#include "holdback/config/detail/field_table.hpp"
+
 #include <cmath>
 #include <limits>
 #include <map>
@@ -17,56 +19,6 @@ namespace detail {
 using namespace config;  // NOLINT(google-build-using-namespace): the config layer's internals
 
 inline constexpr std::int64_t kInt64Max = std::numeric_limits<std::int64_t>::max();
-
-// Reads an integer that validation will require to be > 0. Returns the value even when it is not
-// positive (validate() then reports it); nullopt when absent or not an integer (reported here).
-HOLDBACK_INLINE std::optional<std::int64_t> readCount(ParamReader& reader, std::string_view key) {
-  const Json* v = reader.value(key);
-  if (v == nullptr) return std::nullopt;
-  constexpr std::string_view kAllowed = "an integer > 0";
-  const std::string range = "; expected an integer in [1, " + std::to_string(kInt64Max) + "]";
-  if (!v->is_number()) {
-    reader.error(key, mismatch(*v, kAllowed));
-    return std::nullopt;
-  }
-  if (v->is_number_unsigned()) {
-    const std::uint64_t u = v->get<std::uint64_t>();
-    if (u > static_cast<std::uint64_t>(kInt64Max)) {
-      reader.error(key, describe(*v) + " is too large" + range);
-      return std::nullopt;
-    }
-    return static_cast<std::int64_t>(u);
-  }
-  if (v->is_number_integer()) return v->get<std::int64_t>();
-  const double d = v->get<double>();
-  if (std::trunc(d) != d) {
-    reader.error(key, describe(*v) + " is not a whole number; expected " + std::string(kAllowed));
-    return std::nullopt;
-  }
-  // 2^63 and beyond do not fit; below -2^63 neither (and are not positive anyway).
-  if (d >= 9223372036854775808.0) {
-    reader.error(key, describe(*v) + " is too large" + range);
-    return std::nullopt;
-  }
-  if (d < -9223372036854775808.0) return std::numeric_limits<std::int64_t>::min();
-  return static_cast<std::int64_t>(d);
-}
-
-HOLDBACK_INLINE std::optional<Duration> readDuration(ParamReader& reader, std::string_view key) {
-  const Json* v = reader.value(key);
-  if (v == nullptr) return std::nullopt;
-  constexpr std::string_view kExample = R"("200ms", "1.5s" or "2m")";
-  if (!v->is_string()) {
-    reader.error(key, mismatch(*v, "a duration string such as " + std::string(kExample)));
-    return std::nullopt;
-  }
-  const auto duration = parseDuration(v->get<std::string>());
-  if (!duration) {
-    reader.error(key, describe(*v) + " is not a duration; expected a string such as " +
-                          std::string(kExample) + " (units ns, us, ms, s, m, h)");
-  }
-  return duration;
-}
 
 template <class Detector, class Options, class Read>
 std::optional<Options> parseOptions(const Json* parameters, const std::string& path,

@@ -10,10 +10,13 @@
 #include <utility>
 #include <vector>
 
+#include "holdback/config/detail/field_table.hpp"
 #include "holdback/detector/detectors.hpp"
 #include "holdback/flow/options.hpp"
 #include "holdback/policy/policies.hpp"
+#include "holdback/policy/policies_fields.hpp"
 #include "holdback/policy/reservation.hpp"
+#include "holdback/policy/reservation_fields.hpp"
 
 namespace holdback {
 inline namespace HOLDBACK_ABI_NAMESPACE {
@@ -83,55 +86,48 @@ HOLDBACK_INLINE config::OrderedJson effectiveBand(
   return band;
 }
 
+// The effective parameters of each ported plugin: its field table, and the rows written by hand.
+HOLDBACK_INLINE config::OrderedJson staticUsageLimitParameters(const StaticUsageLimitOptions& o) {
+  return writeFields<StaticUsageLimitOptions>(
+      kStaticUsageLimitFields, o,
+      [](std::string_view, const StaticUsageLimitOptions&) { return config::OrderedJson(); });
+}
+
+HOLDBACK_INLINE config::OrderedJson priorityHoldbackParameters(const PriorityHoldbackOptions& o) {
+  return writeFields<PriorityHoldbackOptions>(
+      kPriorityHoldbackFields, o, [](std::string_view, const PriorityHoldbackOptions& options) {
+        std::vector<std::pair<Priority, double>> ceilings;
+        for (const StaticCeiling& c : options.ceilings)
+          ceilings.emplace_back(c.priority, c.ceiling);
+        return priorityMap(ceilings);  // the one unbound row, ceilings
+      });
+}
+
+HOLDBACK_INLINE config::OrderedJson reservationParameters(const ReservationOptions& o) {
+  return writeFields<ReservationOptions>(
+      kReservationFields, o, [](std::string_view key, const ReservationOptions& options) {
+        if (key == "feedback") return effectiveFeedback(options.feedback);
+        std::vector<std::pair<Priority, double>> epsilons;
+        for (const ReservationEpsilon& e : options.epsilons) {
+          epsilons.emplace_back(e.priority, e.epsilon);
+        }
+        return priorityMap(epsilons);
+      });
+}
+
 }  // namespace detail
 
 namespace config {
 
 HOLDBACK_INLINE OrderedJson effectiveParameters(const UsageLimitPolicy& policy) {
   if (const auto* p = dynamic_cast<const StaticUsageLimitPolicy*>(&policy)) {
-    return {{"threshold", p->options().threshold}};
+    return detail::staticUsageLimitParameters(p->options());
   }
   if (const auto* p = dynamic_cast<const PriorityHoldbackPolicy*>(&policy)) {
-    const PriorityHoldbackOptions& o = p->options();
-    std::vector<std::pair<Priority, double>> ceilings;
-    for (const StaticCeiling& c : o.ceilings) ceilings.emplace_back(c.priority, c.ceiling);
-    OrderedJson out = {{"strategy", std::string(toString(o.strategy))},
-                       {"minCeiling", detail::optionalNumber(o.minCeiling)},
-                       {"maxCeiling", o.maxCeiling}};
-    if (o.strategy == HoldbackStrategy::kSigmoidSmoothed) {
-      out["sigmoidSteepness"] = o.sigmoidSteepness;
-      out["sigmoidMidpoint"] = o.sigmoidMidpoint;
-      out["sigmoidDomain"] = std::string(toString(o.sigmoidDomain));
-    }
-    if (o.strategy == HoldbackStrategy::kStatic) {
-      out["ceilings"] = detail::priorityMap(ceilings);
-      out["defaultCeiling"] = detail::optionalNumber(o.defaultCeiling);
-    }
-    return out;
+    return detail::priorityHoldbackParameters(p->options());
   }
   if (const auto* p = dynamic_cast<const ReservationPolicy*>(&policy)) {
-    const ReservationOptions& o = p->options();
-    std::vector<std::pair<Priority, double>> epsilons;
-    for (const ReservationEpsilon& e : o.epsilons) epsilons.emplace_back(e.priority, e.epsilon);
-    return {{"epsilon", o.epsilon},
-            {"epsilons", detail::priorityMap(epsilons)},
-            {"minCeiling", o.minCeiling},
-            {"maxCeiling", o.maxCeiling},
-            {"minReserve", o.minReserve},
-            {"minReserveShare", o.minReserveShare},
-            {"refillHorizon",
-             o.refillHorizon ? OrderedJson(formatDuration(*o.refillHorizon)) : OrderedJson()},
-            {"requestUnit", detail::optionalNumber(o.requestUnit)},
-            {"riseTime", formatDuration(o.smoothing.rise)},
-            {"decayTime", formatDuration(o.smoothing.decay)},
-            {"riseSignificance", o.smoothing.riseSignificance},
-            {"holdReserve", o.holdReserve},
-            {"protectiveStart", o.protectiveStart},
-            {"sizing", o.sizing == ReservationSizing::kOccupancy ? "occupancy" : "refill"},
-            {"poissonSizing", o.poissonSizing},
-            {"capacityModel",
-             o.capacityModel == ReservationCapacity::kEndpoints ? "endpoints" : "pooled"},
-            {"feedback", detail::effectiveFeedback(o.feedback)}};
+    return detail::reservationParameters(p->options());
   }
   if (dynamic_cast<const SoftReflectiveCeilingPolicy*>(&policy) != nullptr) {
     return OrderedJson::object();
@@ -194,6 +190,22 @@ HOLDBACK_INLINE OrderedJson effectiveParameters(const OrderingPolicy& policy) {
     return OrderedJson::object();
   }
   return nullptr;
+}
+
+HOLDBACK_INLINE OrderedJson configSchema() {
+  OrderedJson sections = OrderedJson::array();
+  const auto section = [&](std::string_view name, OrderedJson fields) {
+    sections.push_back({{"section", std::string(name)}, {"fields", std::move(fields)}});
+  };
+  section(StaticUsageLimitPolicy::kType,
+          detail::fieldsSchema<StaticUsageLimitOptions>(kStaticUsageLimitFields,
+                                                        detail::staticUsageLimitParameters({})));
+  section(PriorityHoldbackPolicy::kType,
+          detail::fieldsSchema<PriorityHoldbackOptions>(kPriorityHoldbackFields,
+                                                        detail::priorityHoldbackParameters({})));
+  section(ReservationPolicy::kType, detail::fieldsSchema<ReservationOptions>(
+                                        kReservationFields, detail::reservationParameters({})));
+  return {{"schemaVersion", kEffectiveConfigSchemaVersion}, {"sections", std::move(sections)}};
 }
 
 HOLDBACK_INLINE OrderedJson effectiveConfig(const ConfigBundle& bundle) {
