@@ -37,22 +37,6 @@ MEANING = {
         "fairnessPolicyRef": "how the band picks among its flows (tenants, programs): a fairness policy below",
         "orderingPolicyRef": "how a flow orders its requests (first come, deadline): an ordering policy below",
     },
-    "utilization-detector": {
-        "queueDepthThreshold": "an endpoint with this many waiting requests reads saturated",
-        "kvCacheUtilThreshold": "an endpoint at this KV-cache usage reads saturated",
-        "metricsStalenessThreshold": "metrics older than this are stale (see `stalenessPolicy`); a few scrape intervals",
-        "headroom": "extra room above saturation 1.0 the endpoint filter still admits, to trade latency for throughput",
-        "aggregation": "how endpoint scores become the pool's saturation: `mean`, `max`, `weighted` by the endpoints' weights, or `capacity`: weighted by each endpoint's slots (mixed pools; exactly the mean on a pool of one size)",
-        "stalenessPolicy": "a stale endpoint reads `saturated` (safe) or is `ignore`d (keeps serving when scrapes fail)",
-        "maxRunningRequests": "the slot count per endpoint for the slot term (vLLM's `--max-num-seqs`), so a server full of short requests reads saturated; 0 = no slot term, unless the ledger learns it from scrapes",
-    },
-    "concurrency-detector": {
-        "concurrencyMode": "count in-flight `requests`, `tokens`, or both (`hybrid`, the worse wins: for requests of very different sizes)",
-        "maxConcurrency": "requests per endpoint at saturation 1.0",
-        "maxTokenConcurrency": "tokens per endpoint at saturation 1.0 (the KV capacity when known)",
-        "headroom": "extra room above saturation 1.0 the endpoint filter still admits, to trade latency for throughput",
-        "endpointCapacity": "mixed pools: each endpoint's own slots and KV tokens (`Endpoint::maxRunningRequests`, `kvCapacityTokens`, when known) replace `maxConcurrency` / `maxTokenConcurrency` for it",
-    },
     "vtc-fairness-policy": {
         "tokenWeight": "virtual service charged per declared KV token of the request (`kvTokens`), against 1 per request: a tenant of long requests gets fewer of them; 0 = request-count fairness",
     },
@@ -72,9 +56,6 @@ COMMON = {
                     "eviction.restoreReserve.enabled"},
     "band": {"priority", "maxRequests", "defaultRequestTTL", "fairnessPolicyRef",
              "orderingPolicyRef"},
-    "utilization-detector": {"queueDepthThreshold", "kvCacheUtilThreshold",
-                             "metricsStalenessThreshold", "maxRunningRequests"},
-    "concurrency-detector": {"concurrencyMode", "maxConcurrency", "maxTokenConcurrency"},
     "vtc-fairness-policy": {"tokenWeight"},
     "program-aware-fairness": set(),
 }

@@ -9,6 +9,8 @@
 #include <string>
 
 #include "holdback/config/effective_config.hpp"
+#include "holdback/detector/concurrency_detector_fields.hpp"
+#include "holdback/detector/detectors_fields.hpp"
 #include "holdback/policy/policies_fields.hpp"
 #include "holdback/policy/reservation_fields.hpp"
 
@@ -84,6 +86,8 @@ TEST(FieldTableTest, EveryTableIsSound) {
   fieldTableExpectSound<StaticUsageLimitOptions>(kStaticUsageLimitFields, "static");
   fieldTableExpectSound<PriorityHoldbackOptions>(kPriorityHoldbackFields, "priority-holdback");
   fieldTableExpectSound<ReservationOptions>(kReservationFields, "reservation");
+  fieldTableExpectSound<UtilizationDetectorOptions>(kUtilizationDetectorFields, "utilization");
+  fieldTableExpectSound<ConcurrencyDetectorOptions>(kConcurrencyDetectorFields, "concurrency");
 }
 
 // The choices a row lists are the names the components print (toString).
@@ -95,11 +99,42 @@ TEST(FieldTableTest, ChoicesMatchTheEnumsNames) {
     }
   }
   for (const FieldChoice& c :
+       findField<UtilizationDetectorOptions>(kUtilizationDetectorFields, "aggregation")->choices) {
+    if (!c.name.empty()) {
+      EXPECT_EQ(toString(static_cast<Aggregation>(c.value)), c.name);
+    }
+  }
+  for (const FieldChoice& c :
+       findField<ConcurrencyDetectorOptions>(kConcurrencyDetectorFields, "concurrencyMode")
+           ->choices) {
+    if (!c.name.empty()) {
+      EXPECT_EQ(toString(static_cast<ConcurrencyMode>(c.value)), c.name);
+    }
+  }
+  for (const FieldChoice& c :
        findField<PriorityHoldbackOptions>(kPriorityHoldbackFields, "sigmoidDomain")->choices) {
     if (!c.name.empty()) {
       EXPECT_EQ(toString(static_cast<SigmoidDomain>(c.value)), c.name);
     }
   }
+}
+
+// The detectors' shared headroom row: two errors and a warning, the first failing one reported.
+TEST(FieldTableTest, HeadroomReportsTheFirstFailingCheck) {
+  const auto headroom = [](double v) {
+    ConcurrencyDetectorOptions o;
+    o.headroom = v;
+    Diagnostics d;
+    checkFields<ConcurrencyDetectorOptions>(kConcurrencyDetectorFields, o, "", d);
+    return d;
+  };
+  EXPECT_EQ(headroom(std::nan("")).all().at(0).message,
+            "nan is not finite; expected a number >= 0.0");
+  EXPECT_EQ(headroom(-0.5).all().at(0).message, "-0.5 is negative; expected a number >= 0.0");
+  const Diagnostics above = headroom(1.5);
+  ASSERT_EQ(above.all().size(), 1U);
+  EXPECT_EQ(above.all()[0].severity, Severity::kWarning);
+  EXPECT_TRUE(headroom(1.0).all().empty());
 }
 
 // The export lists every row, with its meaning, use and default.
@@ -121,7 +156,8 @@ TEST(FieldTableTest, SchemaExportsEveryRow) {
   }
   EXPECT_EQ(sections,
             (std::set<std::string>{"static-usage-limit-policy", "priority-holdback-policy",
-                                   "reservation-holdback-policy"}));
+                                   "reservation-holdback-policy", "utilization-detector",
+                                   "concurrency-detector"}));
 }
 
 }  // namespace

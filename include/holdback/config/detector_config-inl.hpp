@@ -12,13 +12,13 @@
 #include <map>
 
 #include "holdback/core/duration.hpp"
+#include "holdback/detector/concurrency_detector_fields.hpp"
+#include "holdback/detector/detectors_fields.hpp"
 
 namespace holdback {
 inline namespace HOLDBACK_ABI_NAMESPACE {
 namespace detail {
 using namespace config;  // NOLINT(google-build-using-namespace): the config layer's internals
-
-inline constexpr std::int64_t kInt64Max = std::numeric_limits<std::int64_t>::max();
 
 template <class Detector, class Options, class Read>
 std::optional<Options> parseOptions(const Json* parameters, const std::string& path,
@@ -58,52 +58,21 @@ HOLDBACK_INLINE std::optional<UtilizationDetectorOptions> parseUtilizationDetect
     const Json* parameters, const std::string& path, Diagnostics& diagnostics) {
   return detail::parseOptions<UtilizationDetector, UtilizationDetectorOptions>(
       parameters, path, diagnostics, [](ParamReader& reader, UtilizationDetectorOptions& options) {
-        if (const auto v = detail::readCount(reader, "queueDepthThreshold")) {
-          options.queueDepthThreshold = *v;
-        }
-        if (const auto v = reader.number("kvCacheUtilThreshold")) {
-          options.kvCacheUtilThreshold = *v;
-        }
-        if (const auto v = detail::readDuration(reader, "metricsStalenessThreshold")) {
-          options.metricsStalenessThreshold = *v;
-        }
-        if (const auto v = reader.number("headroom")) options.headroom = *v;
-        if (const auto v = reader.oneOf("aggregation", {"mean", "max", "weighted", "capacity"})) {
-          options.aggregation = *v == "max"        ? Aggregation::kMax
-                                : *v == "weighted" ? Aggregation::kWeighted
-                                : *v == "capacity" ? Aggregation::kCapacity
-                                                   : Aggregation::kMean;
-        }
-        if (const auto v = reader.oneOf("stalenessPolicy", {"saturated", "ignore"})) {
-          options.stalenessPolicy =
-              *v == "ignore" ? StalenessPolicy::kIgnore : StalenessPolicy::kSaturated;
-        }
-        constexpr auto kMin = std::numeric_limits<std::int64_t>::min();
-        if (const auto v = reader.integer("maxRunningRequests", kMin, detail::kInt64Max)) {
-          options.maxRunningRequests = *v;
-        }
-        if (const auto v = reader.boolean("kvStartPastThreshold")) {
-          options.kvStartPastThreshold = *v;
-        }
-        if (const auto v = reader.oneOf("telemetryValidation", {"strict", "reference"})) {
-          options.telemetryValidation =
-              *v == "reference" ? TelemetryValidation::kReference : TelemetryValidation::kStrict;
-        }
-        if (const Json* cap = reader.value("endpointScoreCap")) {
-          if (cap->is_string() && cap->get<std::string>() == "none") {
-            options.endpointScoreCap = UtilizationDetector::kUncapped;
-          } else if (cap->is_number()) {
-            options.endpointScoreCap = cap->get<double>();
-          } else {
-            reader.error("endpointScoreCap", mismatch(*cap, "a number > 0 or \"none\""));
-          }
-        }
-        reader.deprecated("kvStartPastThreshold",
-                          "remove it; off when flowControl.dispatchLedger.replicas > 1 (replicas "
-                          "without replica sync), else on");
-        for (const char* key : {"telemetryValidation", "endpointScoreCap"}) {
-          reader.deprecated(key, "remove it; flowControl.profile: reference sets Go's value");
-        }
+        detail::readFields<UtilizationDetectorOptions>(
+            reader, kUtilizationDetectorFields, options,
+            [&](std::string_view key, UtilizationDetectorOptions& o) {
+              // endpointScoreCap, the one row read by hand: a number or "none".
+              const Json* cap = reader.value(key);
+              if (cap == nullptr) return;
+              if (cap->is_string() && cap->get<std::string>() == "none") {
+                o.endpointScoreCap = UtilizationDetector::kUncapped;
+              } else if (cap->is_number()) {
+                o.endpointScoreCap = cap->get<double>();
+              } else {
+                reader.error(key, mismatch(*cap, "a number > 0 or \"none\""));
+              }
+            });
+        detail::warnDeprecated<UtilizationDetectorOptions>(reader, kUtilizationDetectorFields);
         // The deprecated place of the host's dispatch ledger (config/dispatch_ledger_config.hpp):
         // checked here, with a warning; the whole-file loader reads it into the bundle.
         if (const Json* ledger = reader.value("dispatchLedger")) {
@@ -119,17 +88,9 @@ HOLDBACK_INLINE std::optional<ConcurrencyDetectorOptions> parseConcurrencyDetect
     const Json* parameters, const std::string& path, Diagnostics& diagnostics) {
   return detail::parseOptions<ConcurrencyDetector, ConcurrencyDetectorOptions>(
       parameters, path, diagnostics, [](ParamReader& reader, ConcurrencyDetectorOptions& options) {
-        if (const auto v = reader.oneOf("concurrencyMode", {"requests", "tokens", "hybrid"})) {
-          options.mode = *v == "tokens"   ? ConcurrencyMode::kTokens
-                         : *v == "hybrid" ? ConcurrencyMode::kHybrid
-                                          : ConcurrencyMode::kRequests;
-        }
-        if (const auto v = detail::readCount(reader, "maxConcurrency")) options.maxConcurrency = *v;
-        if (const auto v = detail::readCount(reader, "maxTokenConcurrency")) {
-          options.maxTokenConcurrency = *v;
-        }
-        if (const auto v = reader.number("headroom")) options.headroom = *v;
-        if (const auto v = reader.boolean("endpointCapacity")) options.endpointCapacity = *v;
+        detail::readFields<ConcurrencyDetectorOptions>(
+            reader, kConcurrencyDetectorFields, options,
+            [](std::string_view, ConcurrencyDetectorOptions&) {});
         if (const auto v = reader.string("inFlightLoadProducerName"); v && !v->empty()) {
           reader.diagnostics().warning(
               reader.pathOf("inFlightLoadProducerName"),

@@ -11,7 +11,9 @@
 #include <vector>
 
 #include "holdback/config/detail/field_table.hpp"
+#include "holdback/detector/concurrency_detector_fields.hpp"
 #include "holdback/detector/detectors.hpp"
+#include "holdback/detector/detectors_fields.hpp"
 #include "holdback/flow/options.hpp"
 #include "holdback/policy/policies.hpp"
 #include "holdback/policy/policies_fields.hpp"
@@ -86,6 +88,24 @@ HOLDBACK_INLINE config::OrderedJson effectiveBand(
   return band;
 }
 
+HOLDBACK_INLINE config::OrderedJson utilizationDetectorParameters(
+    const UtilizationDetectorOptions& o) {
+  return writeFields<UtilizationDetectorOptions>(
+      kUtilizationDetectorFields, o,
+      [](std::string_view, const UtilizationDetectorOptions& options) {
+        // endpointScoreCap: uncapped as the config spells it ("none"; JSON has no infinity).
+        return std::isinf(options.endpointScoreCap) ? config::OrderedJson("none")
+                                                    : config::OrderedJson(options.endpointScoreCap);
+      });
+}
+
+HOLDBACK_INLINE config::OrderedJson concurrencyDetectorParameters(
+    const ConcurrencyDetectorOptions& o) {
+  return writeFields<ConcurrencyDetectorOptions>(
+      kConcurrencyDetectorFields, o,
+      [](std::string_view, const ConcurrencyDetectorOptions&) { return config::OrderedJson(); });
+}
+
 // The effective parameters of each ported plugin: its field table, and the rows written by hand.
 HOLDBACK_INLINE config::OrderedJson staticUsageLimitParameters(const StaticUsageLimitOptions& o) {
   return writeFields<StaticUsageLimitOptions>(
@@ -95,11 +115,13 @@ HOLDBACK_INLINE config::OrderedJson staticUsageLimitParameters(const StaticUsage
 
 HOLDBACK_INLINE config::OrderedJson priorityHoldbackParameters(const PriorityHoldbackOptions& o) {
   return writeFields<PriorityHoldbackOptions>(
-      kPriorityHoldbackFields, o, [](std::string_view, const PriorityHoldbackOptions& options) {
+      kPriorityHoldbackFields, o, [](std::string_view key, const PriorityHoldbackOptions& options) {
+        // strategy and sigmoidDomain are written from their bindings.
+        if (key != "ceilings") return config::OrderedJson(config::OrderedJson::value_t::discarded);
         std::vector<std::pair<Priority, double>> ceilings;
         for (const StaticCeiling& c : options.ceilings)
           ceilings.emplace_back(c.priority, c.ceiling);
-        return priorityMap(ceilings);  // the one unbound row, ceilings
+        return priorityMap(ceilings);
       });
 }
 
@@ -137,28 +159,10 @@ HOLDBACK_INLINE OrderedJson effectiveParameters(const UsageLimitPolicy& policy) 
 
 HOLDBACK_INLINE OrderedJson effectiveParameters(const SaturationDetector& detector) {
   if (const auto* d = dynamic_cast<const UtilizationDetector*>(&detector)) {
-    const UtilizationDetectorOptions& o = d->options();
-    return {{"queueDepthThreshold", o.queueDepthThreshold},
-            {"kvCacheUtilThreshold", o.kvCacheUtilThreshold},
-            {"metricsStalenessThreshold", formatDuration(o.metricsStalenessThreshold)},
-            {"headroom", o.headroom},
-            {"aggregation", std::string(toString(o.aggregation))},
-            {"stalenessPolicy", std::string(toString(o.stalenessPolicy))},
-            {"maxRunningRequests", o.maxRunningRequests},
-            {"telemetryValidation", std::string(toString(o.telemetryValidation))},
-            // Uncapped as the config spells it ("none"; JSON has no infinity).
-            {"endpointScoreCap", std::isinf(o.endpointScoreCap)
-                                     ? config::OrderedJson("none")
-                                     : config::OrderedJson(o.endpointScoreCap)},
-            {"kvStartPastThreshold", o.kvStartPastThreshold}};
+    return detail::utilizationDetectorParameters(d->options());
   }
   if (const auto* d = dynamic_cast<const ConcurrencyDetector*>(&detector)) {
-    const ConcurrencyDetectorOptions& o = d->options();
-    return {{"concurrencyMode", std::string(toString(o.mode))},
-            {"maxConcurrency", o.maxConcurrency},
-            {"maxTokenConcurrency", o.maxTokenConcurrency},
-            {"headroom", o.headroom},
-            {"endpointCapacity", o.endpointCapacity}};
+    return detail::concurrencyDetectorParameters(d->options());
   }
   return nullptr;
 }
@@ -205,6 +209,12 @@ HOLDBACK_INLINE OrderedJson configSchema() {
                                                         detail::priorityHoldbackParameters({})));
   section(ReservationPolicy::kType, detail::fieldsSchema<ReservationOptions>(
                                         kReservationFields, detail::reservationParameters({})));
+  section(UtilizationDetector::kType,
+          detail::fieldsSchema<UtilizationDetectorOptions>(
+              kUtilizationDetectorFields, detail::utilizationDetectorParameters({})));
+  section(ConcurrencyDetector::kType,
+          detail::fieldsSchema<ConcurrencyDetectorOptions>(
+              kConcurrencyDetectorFields, detail::concurrencyDetectorParameters({})));
   return {{"schemaVersion", kEffectiveConfigSchemaVersion}, {"sections", std::move(sections)}};
 }
 

@@ -74,24 +74,38 @@ void readFields(config::ParamReader& reader, FieldTable<Options> table, Options&
   }
 }
 
-// Warns about every deprecated key of `table` that the object sets (after reader.finish()).
+// Warns about every deprecated key of `table` that the object sets (after reader.finish()), in
+// the order checkFields() checks the rows (a row with `checkedBefore` just before that row).
 template <class Options>
 void warnDeprecated(const config::ParamReader& reader, FieldTable<Options> table) {
-  for (const Field<Options>& f : table) {
+  const auto warn = [&](const Field<Options>& f) {
     if (!f.deprecated.empty()) reader.deprecated(f.key, f.deprecated);
+  };
+  for (const Field<Options>& f : table) {
+    for (const Field<Options>& early : table) {
+      if (early.checkedBefore == f.key) warn(early);
+    }
+    if (f.checkedBefore.empty()) warn(f);
   }
 }
 
 // The effective parameters: every row that applies (or is always written), in table order;
-// unbound rows through writeByHand(key, options).
+// kStructured rows through writeByHand(key, options), which returns a discarded value to have a
+// bound row written from its binding.
 template <class Options, class WriteByHand>
 nlohmann::ordered_json writeFields(FieldTable<Options> table, const Options& options,
                                    WriteByHand writeByHand) {
   nlohmann::ordered_json out = nlohmann::ordered_json::object();
   for (const Field<Options>& f : table) {
     if (!f.applies(options) && !f.alwaysWritten) continue;
-    out[std::string(f.key)] = f.bind.get != nullptr ? fieldJson(f.bind.get(options), f.choices)
-                                                    : writeByHand(f.key, options);
+    if (f.readKind() == FieldKind::kStructured) {
+      nlohmann::ordered_json by_hand = writeByHand(f.key, options);
+      if (!by_hand.is_discarded() || f.bind.get == nullptr) {
+        out[std::string(f.key)] = std::move(by_hand);
+        continue;
+      }
+    }
+    out[std::string(f.key)] = fieldJson(f.bind.get(options), f.choices);
   }
   return out;
 }
