@@ -133,15 +133,22 @@ def show(value):
 
 def add_schema_columns():
     """Adds every field table's meaning and use (`holdback validate --schema`) to MEANING and
-    COMMON; a section both in a table and in reference_config_meaning.py fails the run."""
+    COMMON (a section may have some of its keys in tables: flowControl's dispatchLedger block);
+    a key both in a table and in reference_config_meaning.py fails the run."""
     out = subprocess.run([HOLDBACK, "validate", "--schema"], capture_output=True, text=True,
                          check=True).stdout
     for section in json.loads(out)["sections"]:
         name = section["section"]
-        if name in MEANING or name in COMMON:
-            raise SystemExit(f"{name} has a field table; remove it from reference_config_meaning.py")
-        MEANING[name] = {f["key"]: f["meaning"] for f in section["fields"] if "meaning" in f}
-        COMMON[name] = {f["key"] for f in section["fields"] if f["use"] == "common"}
+        meaning = MEANING.setdefault(name, {})
+        common = COMMON.setdefault(name, set())
+        for f in section["fields"]:
+            if f["key"] in meaning or f["key"] in common:
+                raise SystemExit(f"{name}: {f['key']} has a field table row; remove it from "
+                                 "reference_config_meaning.py")
+            if "meaning" in f:
+                meaning[f["key"]] = f["meaning"]
+            if f["use"] == "common":
+                common.add(f["key"])
 
 
 def errors_at(report, pointer):

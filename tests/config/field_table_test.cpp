@@ -11,6 +11,7 @@
 #include "holdback/config/effective_config.hpp"
 #include "holdback/detector/concurrency_detector_fields.hpp"
 #include "holdback/detector/detectors_fields.hpp"
+#include "holdback/detector/dispatch_ledger_fields.hpp"
 #include "holdback/policy/policies_fields.hpp"
 #include "holdback/policy/reservation_fields.hpp"
 
@@ -88,6 +89,7 @@ TEST(FieldTableTest, EveryTableIsSound) {
   fieldTableExpectSound<ReservationOptions>(kReservationFields, "reservation");
   fieldTableExpectSound<UtilizationDetectorOptions>(kUtilizationDetectorFields, "utilization");
   fieldTableExpectSound<ConcurrencyDetectorOptions>(kConcurrencyDetectorFields, "concurrency");
+  fieldTableExpectSound<DispatchLedgerOptions>(kDispatchLedgerFields, "dispatchLedger");
 }
 
 // The choices a row lists are the names the components print (toString).
@@ -157,7 +159,7 @@ TEST(FieldTableTest, SchemaExportsEveryRow) {
   EXPECT_EQ(sections,
             (std::set<std::string>{"static-usage-limit-policy", "priority-holdback-policy",
                                    "reservation-holdback-policy", "utilization-detector",
-                                   "concurrency-detector"}));
+                                   "concurrency-detector", "flowControl"}));
 }
 
 }  // namespace

@@ -14,6 +14,7 @@
 #include "holdback/detector/concurrency_detector_fields.hpp"
 #include "holdback/detector/detectors.hpp"
 #include "holdback/detector/detectors_fields.hpp"
+#include "holdback/detector/dispatch_ledger_fields.hpp"
 #include "holdback/flow/options.hpp"
 #include "holdback/policy/policies.hpp"
 #include "holdback/policy/policies_fields.hpp"
@@ -104,6 +105,12 @@ HOLDBACK_INLINE config::OrderedJson concurrencyDetectorParameters(
   return writeFields<ConcurrencyDetectorOptions>(
       kConcurrencyDetectorFields, o,
       [](std::string_view, const ConcurrencyDetectorOptions&) { return config::OrderedJson(); });
+}
+
+HOLDBACK_INLINE config::OrderedJson dispatchLedgerParameters(const DispatchLedgerOptions& o) {
+  return writeFields<DispatchLedgerOptions>(
+      kDispatchLedgerFields, o,
+      [](std::string_view, const DispatchLedgerOptions&) { return config::OrderedJson(); });
 }
 
 // The effective parameters of each ported plugin: its field table, and the rows written by hand.
@@ -215,6 +222,10 @@ HOLDBACK_INLINE OrderedJson configSchema() {
   section(ConcurrencyDetector::kType,
           detail::fieldsSchema<ConcurrencyDetectorOptions>(
               kConcurrencyDetectorFields, detail::concurrencyDetectorParameters({})));
+  // The ledger's keys are flowControl's, under dispatchLedger.
+  section("flowControl",
+          detail::fieldsSchema<DispatchLedgerOptions>(
+              kDispatchLedgerFields, detail::dispatchLedgerParameters({}), "dispatchLedger."));
   return {{"schemaVersion", kEffectiveConfigSchemaVersion}, {"sections", std::move(sections)}};
 }
 
@@ -235,15 +246,7 @@ HOLDBACK_INLINE OrderedJson effectiveConfig(const ConfigBundle& bundle) {
                                  {"type", std::string(bundle.detector->type())},
                                  {"parameters", effectiveParameters(*bundle.detector)}};
   }
-  const DispatchLedgerOptions& l = bundle.dispatchLedger;
-  out["dispatchLedger"] = {{"correction", l.correction},
-                           {"scrapeMarginRequests", l.scrapeMarginRequests},
-                           {"dispatchBudget", l.dispatchBudget},
-                           {"budgetQueueDepth", l.budgetQueueDepth},
-                           {"replicas", l.replicas},
-                           {"slotCountFromScrapes", l.slotCountFromScrapes},
-                           {"creditCompletions", l.creditCompletions},
-                           {"reconcileInFlight", l.reconcileInFlight}};
+  out["dispatchLedger"] = detail::dispatchLedgerParameters(bundle.dispatchLedger);
   out["maxRequests"] = o.maxRequests;
   out["maxBytes"] = o.maxBytes;
   const Duration ttl = o.defaultRequestTtl.value_or(kDefaultRequestTtl);

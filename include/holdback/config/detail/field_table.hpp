@@ -111,10 +111,11 @@ nlohmann::ordered_json writeFields(FieldTable<Options> table, const Options& opt
 }
 
 // The table as the schema export lists it; `defaults` are the effective parameters of default
-// options.
+// options; `prefix` goes before every key (a block's rows in its section: "dispatchLedger.").
 template <class Options>
 nlohmann::ordered_json fieldsSchema(FieldTable<Options> table,
-                                    const nlohmann::ordered_json& defaults) {
+                                    const nlohmann::ordered_json& defaults,
+                                    std::string_view prefix = {}) {
   nlohmann::ordered_json out = nlohmann::ordered_json::array();
   for (const Field<Options>& f : table) {
     const FieldKind kind = f.readKind() == FieldKind::kStructured && f.bind.get != nullptr
@@ -122,6 +123,7 @@ nlohmann::ordered_json fieldsSchema(FieldTable<Options> table,
                                : f.readKind();
     out.push_back(
         fieldSchemaRow(f.key, kind, f.use, f.meaning, f.checks, f.choices, f.deprecated, defaults));
+    if (!prefix.empty()) out.back()["key"] = std::string(prefix) + std::string(f.key);
   }
   return out;
 }
