@@ -21,8 +21,6 @@ MEANING = {
         "eviction.confirmationGrace": "after a confirmed revocation, how long the controller waits for telemetry to show the freed room before deciding again; derived from the detector (upstream's wiring), shorten it to a few scrape intervals when the detector has the slot term (`maxRunningRequests`), which sees an aborted request at once; below the sensor's lag it over-evicts",
         "eviction.revokeOnBlock": "revoke when a protected band's head is blocked by the ceiling (upstream's trigger); `false` leaves reserve restoration alone, as the recommended configuration does",
         "eviction.restoreReserve.enabled": "revoke sheddable requests to restore the reservation policy's reserve after a burst took it (aiming for the policy's `epsilon`); with it the policy neither holds its reserve nor starts protective (the block's presence turns it on)",
-        "bandScheduling.schedule": "`strict-priority`: the highest non-empty band first; `weighted-fair`: while the pool is saturated, bands share dispatches by weight (never past a gated band), so that lower bands are not starved",
-        "bandScheduling.activationThreshold": "the saturation from which `weighted-fair` shares; below it, strict priority",
         "fairnessIdLabelLimit": "distinct `fairness_id` label values on the queue gauges (the most queued flows), to bound your metrics' cardinality; the rest are summed into `\"other\"`; 0 = no per-flow gauges",
     },
     "band": {

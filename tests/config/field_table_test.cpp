@@ -12,6 +12,7 @@
 #include "holdback/detector/concurrency_detector_fields.hpp"
 #include "holdback/detector/detectors_fields.hpp"
 #include "holdback/detector/dispatch_ledger_fields.hpp"
+#include "holdback/flow/band_scheduling_fields.hpp"
 #include "holdback/policy/policies_fields.hpp"
 #include "holdback/policy/reservation_fields.hpp"
 
@@ -90,6 +91,7 @@ TEST(FieldTableTest, EveryTableIsSound) {
   fieldTableExpectSound<UtilizationDetectorOptions>(kUtilizationDetectorFields, "utilization");
   fieldTableExpectSound<ConcurrencyDetectorOptions>(kConcurrencyDetectorFields, "concurrency");
   fieldTableExpectSound<DispatchLedgerOptions>(kDispatchLedgerFields, "dispatchLedger");
+  fieldTableExpectSound<BandSchedulingOptions>(kBandSchedulingFields, "bandScheduling");
 }
 
 // The choices a row lists are the names the components print (toString).

@@ -15,6 +15,7 @@
 #include "holdback/detector/detectors.hpp"
 #include "holdback/detector/detectors_fields.hpp"
 #include "holdback/detector/dispatch_ledger_fields.hpp"
+#include "holdback/flow/band_scheduling_fields.hpp"
 #include "holdback/flow/options.hpp"
 #include "holdback/policy/policies.hpp"
 #include "holdback/policy/policies_fields.hpp"
@@ -111,6 +112,12 @@ HOLDBACK_INLINE config::OrderedJson dispatchLedgerParameters(const DispatchLedge
   return writeFields<DispatchLedgerOptions>(
       kDispatchLedgerFields, o,
       [](std::string_view, const DispatchLedgerOptions&) { return config::OrderedJson(); });
+}
+
+HOLDBACK_INLINE config::OrderedJson bandSchedulingParameters(const BandSchedulingOptions& o) {
+  return writeFields<BandSchedulingOptions>(
+      kBandSchedulingFields, o,
+      [](std::string_view, const BandSchedulingOptions&) { return config::OrderedJson(); });
 }
 
 // The effective parameters of each ported plugin: its field table, and the rows written by hand.
@@ -226,6 +233,9 @@ HOLDBACK_INLINE OrderedJson configSchema() {
   section("flowControl",
           detail::fieldsSchema<DispatchLedgerOptions>(
               kDispatchLedgerFields, detail::dispatchLedgerParameters({}), "dispatchLedger."));
+  section("flowControl",
+          detail::fieldsSchema<BandSchedulingOptions>(
+              kBandSchedulingFields, detail::bandSchedulingParameters({}), "bandScheduling."));
   return {{"schemaVersion", kEffectiveConfigSchemaVersion}, {"sections", std::move(sections)}};
 }
 
@@ -255,8 +265,7 @@ HOLDBACK_INLINE OrderedJson effectiveConfig(const ConfigBundle& bundle) {
   out["enableEviction"] = bundle.enableEviction;
   out["eviction"] = detail::effectiveEviction(o.eviction);
   out["fairnessIdLabelLimit"] = o.fairnessIdLabelLimit;
-  out["bandScheduling"] = {{"schedule", std::string(toString(o.bandScheduling.schedule))},
-                           {"activationThreshold", o.bandScheduling.activationThreshold}};
+  out["bandScheduling"] = detail::bandSchedulingParameters(o.bandScheduling);
   out["defaultPriorityBand"] = detail::effectiveBand(
       std::nullopt, o.defaultBand.maxRequests, o.defaultBand.maxBytes, o.defaultBand.fairness,
       o.defaultBand.ordering, o.defaultBand.requestTtl);
