@@ -32,9 +32,6 @@ MEANING = {
         "fairnessPolicyRef": "how the band picks among its flows (tenants, programs): a fairness policy below",
         "orderingPolicyRef": "how a flow orders its requests (first come, deadline): an ordering policy below",
     },
-    "vtc-fairness-policy": {
-        "tokenWeight": "virtual service charged per declared KV token of the request (`kvTokens`), against 1 per request: a tenant of long requests gets fewer of them; 0 = request-count fairness",
-    },
     "program-aware-fairness": {
         "strategy": "`las`: least attained service first (the Go reference's only strategy)",
         "lasWeightService": "weight of a program's decayed attained service in its score: higher favours programs that got less",
@@ -51,6 +48,5 @@ COMMON = {
                     "eviction.restoreReserve.enabled"},
     "band": {"priority", "maxRequests", "defaultRequestTTL", "fairnessPolicyRef",
              "orderingPolicyRef"},
-    "vtc-fairness-policy": {"tokenWeight"},
     "program-aware-fairness": set(),
 }

@@ -13,6 +13,7 @@
 #include "holdback/detector/detectors_fields.hpp"
 #include "holdback/detector/dispatch_ledger_fields.hpp"
 #include "holdback/flow/band_scheduling_fields.hpp"
+#include "holdback/flow/plugins/vtc_fairness_fields.hpp"
 #include "holdback/policy/policies_fields.hpp"
 #include "holdback/policy/reservation_fields.hpp"
 
@@ -92,6 +93,7 @@ TEST(FieldTableTest, EveryTableIsSound) {
   fieldTableExpectSound<ConcurrencyDetectorOptions>(kConcurrencyDetectorFields, "concurrency");
   fieldTableExpectSound<DispatchLedgerOptions>(kDispatchLedgerFields, "dispatchLedger");
   fieldTableExpectSound<BandSchedulingOptions>(kBandSchedulingFields, "bandScheduling");
+  fieldTableExpectSound<VtcFairnessOptions>(kVtcFairnessFields, "vtc-fairness-policy");
 }
 
 // The choices a row lists are the names the components print (toString).
@@ -161,7 +163,7 @@ TEST(FieldTableTest, SchemaExportsEveryRow) {
   EXPECT_EQ(sections,
             (std::set<std::string>{"static-usage-limit-policy", "priority-holdback-policy",
                                    "reservation-holdback-policy", "utilization-detector",
-                                   "concurrency-detector", "flowControl"}));
+                                   "concurrency-detector", "flowControl", "vtc-fairness-policy"}));
 }
 
 }  // namespace

@@ -17,6 +17,7 @@
 #include "holdback/detector/dispatch_ledger_fields.hpp"
 #include "holdback/flow/band_scheduling_fields.hpp"
 #include "holdback/flow/options.hpp"
+#include "holdback/flow/plugins/vtc_fairness_fields.hpp"
 #include "holdback/policy/policies.hpp"
 #include "holdback/policy/policies_fields.hpp"
 #include "holdback/policy/reservation.hpp"
@@ -120,6 +121,12 @@ HOLDBACK_INLINE config::OrderedJson bandSchedulingParameters(const BandSchedulin
       [](std::string_view, const BandSchedulingOptions&) { return config::OrderedJson(); });
 }
 
+HOLDBACK_INLINE config::OrderedJson vtcFairnessParameters(const VtcFairnessOptions& o) {
+  return writeFields<VtcFairnessOptions>(
+      kVtcFairnessFields, o,
+      [](std::string_view, const VtcFairnessOptions&) { return config::OrderedJson(); });
+}
+
 // The effective parameters of each ported plugin: its field table, and the rows written by hand.
 HOLDBACK_INLINE config::OrderedJson staticUsageLimitParameters(const StaticUsageLimitOptions& o) {
   return writeFields<StaticUsageLimitOptions>(
@@ -192,7 +199,7 @@ HOLDBACK_INLINE OrderedJson effectiveParameters(const FairnessPolicy& policy) {
             {"evictionSweepSeconds", std::chrono::duration<double>(o.evictionSweep).count()}};
   }
   if (const auto* p = dynamic_cast<const VtcFairnessPolicy*>(&policy)) {
-    return {{"requestCost", p->options().requestCost}, {"tokenWeight", p->options().tokenWeight}};
+    return detail::vtcFairnessParameters(p->options());
   }
   if (dynamic_cast<const GlobalStrictFairnessPolicy*>(&policy) != nullptr ||
       dynamic_cast<const RoundRobinFairnessPolicy*>(&policy) != nullptr) {
@@ -236,6 +243,8 @@ HOLDBACK_INLINE OrderedJson configSchema() {
   section("flowControl",
           detail::fieldsSchema<BandSchedulingOptions>(
               kBandSchedulingFields, detail::bandSchedulingParameters({}), "bandScheduling."));
+  section(VtcFairnessPolicy::kType, detail::fieldsSchema<VtcFairnessOptions>(
+                                        kVtcFairnessFields, detail::vtcFairnessParameters({})));
   return {{"schemaVersion", kEffectiveConfigSchemaVersion}, {"sections", std::move(sections)}};
 }
 
