@@ -1,5 +1,6 @@
 // Compiled mode: the configuration layer's implementation (include/holdback/config/*-inl.hpp), one
 // translation unit per layer. In header-only mode the public headers include the same files.
+#include "holdback/config/detail/field_table-inl.hpp"
 #include "holdback/config/detector_config-inl.hpp"
 #include "holdback/config/dispatch_ledger_config-inl.hpp"
 #include "holdback/config/document-inl.hpp"

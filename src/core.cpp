@@ -3,4 +3,5 @@
 #include "holdback/core/diagnostics-inl.hpp"
 #include "holdback/core/duration-inl.hpp"
 #include "holdback/core/endpoint-inl.hpp"
+#include "holdback/core/field_table-inl.hpp"
 #include "holdback/core/text-inl.hpp"

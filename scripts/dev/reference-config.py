@@ -4,10 +4,12 @@
 For every built-in plugin type and every flowControl field, the field list and the defaults come
 from the effective configuration `holdback validate --json` prints for a file that uses the type
 with no parameters, and the "type" and "rejects" columns from the loader's own error messages for
-probe values (a string, -1e18, 1e18, a negative duration, ...). Only the "meaning" column is
-written by hand (MEANING below), and the "use" column (COMMON: the keys most files set; every
-other key is advanced): a field without a meaning fails the run, so a new field cannot reach the
-page undocumented. A field the loader warns about as deprecated when a file sets it (the probe
+probe values (a string, -1e18, 1e18, a negative duration, ...). The "meaning" and "use" columns
+come from the field tables in the binary (`holdback validate --schema`: each key's row, written
+once beside its options struct, include/holdback/core/field_table.hpp), and for the sections not
+in a table yet from reference_config_meaning.py (MEANING, and COMMON: the keys most files set;
+every other key is advanced): a field without a meaning fails the run, so a new field cannot
+reach the page undocumented. A field the loader warns about as deprecated when a file sets it (the probe
 sets it to its default) leaves the tables for the list of deprecated keys, with the loader's own
 advice.
 
@@ -46,7 +48,8 @@ VARIANTS = {
 OTHER_TYPES = ["sheddable-eviction-filter", "priority-then-time-eviction-order-policy",
                "my-policy"]
 
-from reference_config_meaning import COMMON, MEANING  # noqa: E402  (beside this script)
+# The sections not in a field table yet (beside this script); main() adds the tables' rows.
+from reference_config_meaning import COMMON, MEANING  # noqa: E402
 
 # Values to set a field to when asking the loader whether it is deprecated (its default, or
 # one of these when the default is null).
@@ -126,6 +129,26 @@ def show(value):
     if isinstance(value, dict):
         return "`{}`"
     return f"`{value}`"
+
+
+def add_schema_columns():
+    """Adds every field table's meaning and use (`holdback validate --schema`) to MEANING and
+    COMMON (a section may have some of its keys in tables: flowControl's dispatchLedger block);
+    a key both in a table and in reference_config_meaning.py fails the run."""
+    out = subprocess.run([HOLDBACK, "validate", "--schema"], capture_output=True, text=True,
+                         check=True).stdout
+    for section in json.loads(out)["sections"]:
+        name = section["section"]
+        meaning = MEANING.setdefault(name, {})
+        common = COMMON.setdefault(name, set())
+        for f in section["fields"]:
+            if f["key"] in meaning or f["key"] in common:
+                raise SystemExit(f"{name}: {f['key']} has a field table row; remove it from "
+                                 "reference_config_meaning.py")
+            if "meaning" in f:
+                meaning[f["key"]] = f["meaning"]
+            if f["use"] == "common":
+                common.add(f["key"])
 
 
 def errors_at(report, pointer):
@@ -281,6 +304,7 @@ def main():
     if len(sys.argv) != 2:
         raise SystemExit("usage: reference-config.py BUILD_DIR")
     HOLDBACK = os.path.join(sys.argv[1], "holdback")
+    add_schema_columns()
     root = os.path.normpath(os.path.join(os.path.dirname(__file__), "..", ".."))
 
     # Every built-in type in the headers has a section (or is listed as parameterless).
@@ -370,7 +394,8 @@ def main():
     for where, key, advice in DEPRECATED:
         out.append(f"| {where} | `{key}` | {escape(advice)} |")
     if missing:
-        raise SystemExit("fields without a meaning in reference_config_meaning.py:\n  " +
+        raise SystemExit("fields without a meaning (a field table's row, or "
+                         "reference_config_meaning.py):\n  " +
                          "\n  ".join(missing))
     print("\n".join(out))
 

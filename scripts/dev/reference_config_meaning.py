@@ -1,7 +1,9 @@
-"""The hand-written columns of docs/reference/configuration.md, per section and field.
+"""The hand-written columns of docs/reference/configuration.md for the sections that have no
+field table yet (include/holdback/core/field_table.hpp; the tables' rows carry their own meaning
+and use, which reference-config.py reads from `holdback validate --schema`).
 
 reference-config.py takes everything else from the loader; a field the loader shows that has no
-entry in MEANING fails it. Keep each entry one sentence that says what the key does and why a user
+entry in MEANING (nor a row with a meaning) fails it. Keep each entry one sentence that says what the key does and why a user
 sets it; the guides explain. COMMON lists the keys most files set ("common" in the page's "use"
 column); every other key is "advanced": set it for the reason its meaning gives. A key the loader
 deprecates needs no entry here: the page lists it with the loader's advice.
@@ -15,15 +17,10 @@ MEANING = {
         "maxBytes": "global cap on queued request bytes, to bound the gateway's memory; 0 = unlimited",
         "defaultRequestTTL": "how long a request may wait in the queue when neither its band nor its request sets a shorter TTL (your clients' patience); `0s` = no expiry",
         "noEndpointRequestTTL": "how long requests wait while the pool has no usable endpoint (a rollout, a scale from zero) before they are answered 503",
-        "dispatchLedger.correction": "the host's dispatch ledger (either detector): correct scraped telemetry with the dispatches the last scrape cannot have seen, so a burst between scrapes does not overfill an endpoint; `false` only for a host that does not report dispatches",
-        "dispatchLedger.dispatchBudget": "a safety net for a host whose completion reports are unreliable (early or twice): cap dispatches per endpoint between scrapes at the room the last scrape showed",
-        "dispatchLedger.replicas": "gateway replicas sharing the pool without replica sync: each assumes the others dispatch as much as it does (and no replica starts a request past the KV threshold)",
         "enableEviction": "turn in-flight eviction on, so that protected requests are not starved by sheddable ones already running (the host supplies the `evict` callback)",
         "eviction.confirmationGrace": "after a confirmed revocation, how long the controller waits for telemetry to show the freed room before deciding again; derived from the detector (upstream's wiring), shorten it to a few scrape intervals when the detector has the slot term (`maxRunningRequests`), which sees an aborted request at once; below the sensor's lag it over-evicts",
         "eviction.revokeOnBlock": "revoke when a protected band's head is blocked by the ceiling (upstream's trigger); `false` leaves reserve restoration alone, as the recommended configuration does",
         "eviction.restoreReserve.enabled": "revoke sheddable requests to restore the reservation policy's reserve after a burst took it (aiming for the policy's `epsilon`); with it the policy neither holds its reserve nor starts protective (the block's presence turns it on)",
-        "bandScheduling.schedule": "`strict-priority`: the highest non-empty band first; `weighted-fair`: while the pool is saturated, bands share dispatches by weight (never past a gated band), so that lower bands are not starved",
-        "bandScheduling.activationThreshold": "the saturation from which `weighted-fair` shares; below it, strict priority",
         "fairnessIdLabelLimit": "distinct `fairness_id` label values on the queue gauges (the most queued flows), to bound your metrics' cardinality; the rest are summed into `\"other\"`; 0 = no per-flow gauges",
     },
     "band": {
@@ -34,49 +31,6 @@ MEANING = {
         "defaultRequestTTL": "the band's queue TTL (e.g. shorter for interactive traffic that is useless late); the smallest of request, band and `flowControl.defaultRequestTTL` wins; `0s` = not set",
         "fairnessPolicyRef": "how the band picks among its flows (tenants, programs): a fairness policy below",
         "orderingPolicyRef": "how a flow orders its requests (first come, deadline): an ordering policy below",
-    },
-    "static-usage-limit-policy": {
-        "threshold": "the one ceiling every priority gets (1.0: gate at saturation, as Go's default)",
-    },
-    "priority-holdback-policy": {
-        "strategy": "how ceilings spread between `minCeiling` (lowest priority) and `maxCeiling` (highest); the Go spelling `shape` + `domain` is also accepted",
-        "minCeiling": "the lowest priority's ceiling: how early the least important traffic is held back (stepwise, linear, sigmoid)",
-        "maxCeiling": "the highest priority's ceiling",
-        "sigmoidSteepness": "the sigmoid's slope: steeper holds the priorities below the midpoint back harder (sigmoid-smoothed)",
-        "sigmoidMidpoint": "where the sigmoid is half way, in the domain's [0, 1]: the priority from which traffic counts as protected (sigmoid-smoothed)",
-        "sigmoidDomain": "`rank` (priorities by rank) or `value` (by numeric value, when the gaps between priorities mean something) (sigmoid-smoothed)",
-        "ceilings": "priority -> ceiling, non-increasing from the highest priority, for a hand-tuned table (static)",
-        "defaultCeiling": "the ceiling of a priority below every listed one (static)",
-    },
-    "reservation-holdback-policy": {
-        "epsilon": "the probability of a higher band's burst finding no room that the reserve is sized for: smaller protects more and holds more room back",
-        "minCeiling": "no band's ceiling goes below this, so the lowest band always gets some of the pool",
-        "minReserve": "the reserve never falls below this many requests: room kept for a burst's first arrivals, before the demand estimate rises",
-        "minReserveShare": "the reserve never falls below this share of the pool; unlike `minReserve` it follows the pool when servers are added or removed",
-        "riseTime": "how fast a band's measured demand rises: shorter reacts to a burst sooner",
-        "decayTime": "how fast it decays after a burst: shorter gives the room back to lower bands sooner",
-        "riseSignificance": "z: the demand estimate follows a rise in arrivals only when it exceeds the long average by z standard deviations of Poisson noise, so a steady rate is not mistaken for a burst; `0` = every rise (noise included)",
-        "poissonSizing": "`false`: a fixed reserve of `minReserve`, for a small pool where a steady protected stream outruns its turnover and the measured sizing would reserve all of it (the example gateway's built-in configuration); `true`: sized from the measured demand",
-        "capacityModel": "`pooled` (the reserve converted with the pool's mean footprint) or `endpoints` (protected requests' own footprints, room that exists on some endpoint, in slots and KV tokens: for requests of very different sizes)",
-    },
-    "utilization-detector": {
-        "queueDepthThreshold": "an endpoint with this many waiting requests reads saturated",
-        "kvCacheUtilThreshold": "an endpoint at this KV-cache usage reads saturated",
-        "metricsStalenessThreshold": "metrics older than this are stale (see `stalenessPolicy`); a few scrape intervals",
-        "headroom": "extra room above saturation 1.0 the endpoint filter still admits, to trade latency for throughput",
-        "aggregation": "how endpoint scores become the pool's saturation: `mean`, `max`, `weighted` by the endpoints' weights, or `capacity`: weighted by each endpoint's slots (mixed pools; exactly the mean on a pool of one size)",
-        "stalenessPolicy": "a stale endpoint reads `saturated` (safe) or is `ignore`d (keeps serving when scrapes fail)",
-        "maxRunningRequests": "the slot count per endpoint for the slot term (vLLM's `--max-num-seqs`), so a server full of short requests reads saturated; 0 = no slot term, unless the ledger learns it from scrapes",
-    },
-    "concurrency-detector": {
-        "concurrencyMode": "count in-flight `requests`, `tokens`, or both (`hybrid`, the worse wins: for requests of very different sizes)",
-        "maxConcurrency": "requests per endpoint at saturation 1.0",
-        "maxTokenConcurrency": "tokens per endpoint at saturation 1.0 (the KV capacity when known)",
-        "headroom": "extra room above saturation 1.0 the endpoint filter still admits, to trade latency for throughput",
-        "endpointCapacity": "mixed pools: each endpoint's own slots and KV tokens (`Endpoint::maxRunningRequests`, `kvCapacityTokens`, when known) replace `maxConcurrency` / `maxTokenConcurrency` for it",
-    },
-    "vtc-fairness-policy": {
-        "tokenWeight": "virtual service charged per declared KV token of the request (`kvTokens`), against 1 per request: a tenant of long requests gets fewer of them; 0 = request-count fairness",
     },
     "program-aware-fairness": {
         "strategy": "`las`: least attained service first (the Go reference's only strategy)",
@@ -94,13 +48,5 @@ COMMON = {
                     "eviction.restoreReserve.enabled"},
     "band": {"priority", "maxRequests", "defaultRequestTTL", "fairnessPolicyRef",
              "orderingPolicyRef"},
-    "static-usage-limit-policy": {"threshold"},
-    "priority-holdback-policy": {"strategy", "minCeiling", "maxCeiling", "ceilings"},
-    "reservation-holdback-policy": {"epsilon", "minCeiling", "minReserve", "riseTime",
-                                    "decayTime", "capacityModel"},
-    "utilization-detector": {"queueDepthThreshold", "kvCacheUtilThreshold",
-                             "metricsStalenessThreshold", "maxRunningRequests"},
-    "concurrency-detector": {"concurrencyMode", "maxConcurrency", "maxTokenConcurrency"},
-    "vtc-fairness-policy": {"tokenWeight"},
     "program-aware-fairness": set(),
 }

@@ -13,6 +13,7 @@ namespace holdback::cli {
 namespace {
 
 constexpr std::string_view kValidateHelp = R"help(Usage: holdback validate [--json] FILE
+       holdback validate --schema
 
 Checks FILE (JSON or YAML, detected by content) and reports every problem at once, each with its
 JSON path (and for YAML its line and column). FILE is either a whole EndpointPickerConfig, loaded
@@ -32,6 +33,11 @@ scorers, ...) are accepted and listed as warnings.
            policy and detector with their parameters, global limits, TTLs, the band templates
            and every band with its limits, fairness and ordering (schemaVersion 1; see
            docs/guide/configuration.md, "Effective configuration").
+  --schema print the configuration keys holdback describes in tables, as JSON, and exit:
+           {"schemaVersion": 1, "sections": [{"section": "reservation-holdback-policy",
+           "fields": [{"key", "kind", "use", "default", "choices", "checks", "meaning",
+           "deprecated"}]}]} (a section is a plugin type; docs/reference/configuration.md takes
+           its meaning and use columns from it)
 
 Exit codes: 0 valid (warnings may be printed), 1 invalid, 2 usage error (missing file, bad flag).
 )help";
@@ -53,11 +59,16 @@ nlohmann::ordered_json toJson(const std::vector<Diagnostic>& list) {
 
 int runValidate(int argc, char** argv) {
   Args args;
-  if (auto error = parseArgs(argc, argv, 2, {}, args, {"json"})) {
+  if (auto error = parseArgs(argc, argv, 2, {}, args, {"json", "schema"})) {
     return usageError("validate", *error);
   }
   if (args.help) {
     std::cout << kValidateHelp;
+    return kExitOk;
+  }
+  if (args.has("schema")) {
+    if (!args.positional.empty()) return usageError("validate", "--schema takes no FILE");
+    std::cout << config::configSchema().dump(2) << "\n";
     return kExitOk;
   }
   if (args.positional.size() != 1) return usageError("validate", "expected exactly one FILE");

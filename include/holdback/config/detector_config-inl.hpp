@@ -5,68 +5,20 @@
 
 #include "holdback/config/detector_config.hpp"
 
+#include "holdback/config/detail/field_table.hpp"
+
 #include <cmath>
 #include <limits>
 #include <map>
 
 #include "holdback/core/duration.hpp"
+#include "holdback/detector/concurrency_detector_fields.hpp"
+#include "holdback/detector/detectors_fields.hpp"
 
 namespace holdback {
 inline namespace HOLDBACK_ABI_NAMESPACE {
 namespace detail {
 using namespace config;  // NOLINT(google-build-using-namespace): the config layer's internals
-
-inline constexpr std::int64_t kInt64Max = std::numeric_limits<std::int64_t>::max();
-
-// Reads an integer that validation will require to be > 0. Returns the value even when it is not
-// positive (validate() then reports it); nullopt when absent or not an integer (reported here).
-HOLDBACK_INLINE std::optional<std::int64_t> readCount(ParamReader& reader, std::string_view key) {
-  const Json* v = reader.value(key);
-  if (v == nullptr) return std::nullopt;
-  constexpr std::string_view kAllowed = "an integer > 0";
-  const std::string range = "; expected an integer in [1, " + std::to_string(kInt64Max) + "]";
-  if (!v->is_number()) {
-    reader.error(key, mismatch(*v, kAllowed));
-    return std::nullopt;
-  }
-  if (v->is_number_unsigned()) {
-    const std::uint64_t u = v->get<std::uint64_t>();
-    if (u > static_cast<std::uint64_t>(kInt64Max)) {
-      reader.error(key, describe(*v) + " is too large" + range);
-      return std::nullopt;
-    }
-    return static_cast<std::int64_t>(u);
-  }
-  if (v->is_number_integer()) return v->get<std::int64_t>();
-  const double d = v->get<double>();
-  if (std::trunc(d) != d) {
-    reader.error(key, describe(*v) + " is not a whole number; expected " + std::string(kAllowed));
-    return std::nullopt;
-  }
-  // 2^63 and beyond do not fit; below -2^63 neither (and are not positive anyway).
-  if (d >= 9223372036854775808.0) {
-    reader.error(key, describe(*v) + " is too large" + range);
-    return std::nullopt;
-  }
-  if (d < -9223372036854775808.0) return std::numeric_limits<std::int64_t>::min();
-  return static_cast<std::int64_t>(d);
-}
-
-HOLDBACK_INLINE std::optional<Duration> readDuration(ParamReader& reader, std::string_view key) {
-  const Json* v = reader.value(key);
-  if (v == nullptr) return std::nullopt;
-  constexpr std::string_view kExample = R"("200ms", "1.5s" or "2m")";
-  if (!v->is_string()) {
-    reader.error(key, mismatch(*v, "a duration string such as " + std::string(kExample)));
-    return std::nullopt;
-  }
-  const auto duration = parseDuration(v->get<std::string>());
-  if (!duration) {
-    reader.error(key, describe(*v) + " is not a duration; expected a string such as " +
-                          std::string(kExample) + " (units ns, us, ms, s, m, h)");
-  }
-  return duration;
-}
 
 template <class Detector, class Options, class Read>
 std::optional<Options> parseOptions(const Json* parameters, const std::string& path,
@@ -106,52 +58,21 @@ HOLDBACK_INLINE std::optional<UtilizationDetectorOptions> parseUtilizationDetect
     const Json* parameters, const std::string& path, Diagnostics& diagnostics) {
   return detail::parseOptions<UtilizationDetector, UtilizationDetectorOptions>(
       parameters, path, diagnostics, [](ParamReader& reader, UtilizationDetectorOptions& options) {
-        if (const auto v = detail::readCount(reader, "queueDepthThreshold")) {
-          options.queueDepthThreshold = *v;
-        }
-        if (const auto v = reader.number("kvCacheUtilThreshold")) {
-          options.kvCacheUtilThreshold = *v;
-        }
-        if (const auto v = detail::readDuration(reader, "metricsStalenessThreshold")) {
-          options.metricsStalenessThreshold = *v;
-        }
-        if (const auto v = reader.number("headroom")) options.headroom = *v;
-        if (const auto v = reader.oneOf("aggregation", {"mean", "max", "weighted", "capacity"})) {
-          options.aggregation = *v == "max"        ? Aggregation::kMax
-                                : *v == "weighted" ? Aggregation::kWeighted
-                                : *v == "capacity" ? Aggregation::kCapacity
-                                                   : Aggregation::kMean;
-        }
-        if (const auto v = reader.oneOf("stalenessPolicy", {"saturated", "ignore"})) {
-          options.stalenessPolicy =
-              *v == "ignore" ? StalenessPolicy::kIgnore : StalenessPolicy::kSaturated;
-        }
-        constexpr auto kMin = std::numeric_limits<std::int64_t>::min();
-        if (const auto v = reader.integer("maxRunningRequests", kMin, detail::kInt64Max)) {
-          options.maxRunningRequests = *v;
-        }
-        if (const auto v = reader.boolean("kvStartPastThreshold")) {
-          options.kvStartPastThreshold = *v;
-        }
-        if (const auto v = reader.oneOf("telemetryValidation", {"strict", "reference"})) {
-          options.telemetryValidation =
-              *v == "reference" ? TelemetryValidation::kReference : TelemetryValidation::kStrict;
-        }
-        if (const Json* cap = reader.value("endpointScoreCap")) {
-          if (cap->is_string() && cap->get<std::string>() == "none") {
-            options.endpointScoreCap = UtilizationDetector::kUncapped;
-          } else if (cap->is_number()) {
-            options.endpointScoreCap = cap->get<double>();
-          } else {
-            reader.error("endpointScoreCap", mismatch(*cap, "a number > 0 or \"none\""));
-          }
-        }
-        reader.deprecated("kvStartPastThreshold",
-                          "remove it; off when flowControl.dispatchLedger.replicas > 1 (replicas "
-                          "without replica sync), else on");
-        for (const char* key : {"telemetryValidation", "endpointScoreCap"}) {
-          reader.deprecated(key, "remove it; flowControl.profile: reference sets Go's value");
-        }
+        detail::readFields<UtilizationDetectorOptions>(
+            reader, kUtilizationDetectorFields, options,
+            [&](std::string_view key, UtilizationDetectorOptions& o) {
+              // endpointScoreCap, the one row read by hand: a number or "none".
+              const Json* cap = reader.value(key);
+              if (cap == nullptr) return;
+              if (cap->is_string() && cap->get<std::string>() == "none") {
+                o.endpointScoreCap = UtilizationDetector::kUncapped;
+              } else if (cap->is_number()) {
+                o.endpointScoreCap = cap->get<double>();
+              } else {
+                reader.error(key, mismatch(*cap, "a number > 0 or \"none\""));
+              }
+            });
+        detail::warnDeprecated<UtilizationDetectorOptions>(reader, kUtilizationDetectorFields);
         // The deprecated place of the host's dispatch ledger (config/dispatch_ledger_config.hpp):
         // checked here, with a warning; the whole-file loader reads it into the bundle.
         if (const Json* ledger = reader.value("dispatchLedger")) {
@@ -167,17 +88,9 @@ HOLDBACK_INLINE std::optional<ConcurrencyDetectorOptions> parseConcurrencyDetect
     const Json* parameters, const std::string& path, Diagnostics& diagnostics) {
   return detail::parseOptions<ConcurrencyDetector, ConcurrencyDetectorOptions>(
       parameters, path, diagnostics, [](ParamReader& reader, ConcurrencyDetectorOptions& options) {
-        if (const auto v = reader.oneOf("concurrencyMode", {"requests", "tokens", "hybrid"})) {
-          options.mode = *v == "tokens"   ? ConcurrencyMode::kTokens
-                         : *v == "hybrid" ? ConcurrencyMode::kHybrid
-                                          : ConcurrencyMode::kRequests;
-        }
-        if (const auto v = detail::readCount(reader, "maxConcurrency")) options.maxConcurrency = *v;
-        if (const auto v = detail::readCount(reader, "maxTokenConcurrency")) {
-          options.maxTokenConcurrency = *v;
-        }
-        if (const auto v = reader.number("headroom")) options.headroom = *v;
-        if (const auto v = reader.boolean("endpointCapacity")) options.endpointCapacity = *v;
+        detail::readFields<ConcurrencyDetectorOptions>(
+            reader, kConcurrencyDetectorFields, options,
+            [](std::string_view, ConcurrencyDetectorOptions&) {});
         if (const auto v = reader.string("inFlightLoadProducerName"); v && !v->empty()) {
           reader.diagnostics().warning(
               reader.pathOf("inFlightLoadProducerName"),

@@ -7,7 +7,9 @@
 #include <cstdint>
 #include <limits>
 
+#include "holdback/config/detail/field_table.hpp"
 #include "holdback/detector/detectors.hpp"
+#include "holdback/detector/dispatch_ledger_fields.hpp"
 
 namespace holdback {
 inline namespace HOLDBACK_ABI_NAMESPACE {
@@ -71,32 +73,14 @@ HOLDBACK_INLINE std::string dispatchLedgerDeprecation() {
 HOLDBACK_INLINE std::optional<DispatchLedgerOptions> parseDispatchLedgerOptions(
     const Json* block, const std::string& path, Diagnostics& diagnostics,
     DispatchLedgerOptions defaults) {
-  constexpr auto kMin = std::numeric_limits<std::int64_t>::min();
-  constexpr auto kMax = std::numeric_limits<std::int64_t>::max();
   const std::size_t errors_before = diagnostics.errorCount();
   DispatchLedgerOptions options = defaults;
   ParamReader sub(block, path, diagnostics);
   if (!sub.valid()) return std::nullopt;
-  if (const auto v = sub.boolean("correction")) options.correction = *v;
-  if (const auto v = sub.integer("scrapeMarginRequests", kMin, kMax)) {
-    options.scrapeMarginRequests = *v;
-  }
-  if (const auto v = sub.boolean("dispatchBudget")) options.dispatchBudget = *v;
-  if (const auto v = sub.integer("budgetQueueDepth", kMin, kMax)) options.budgetQueueDepth = *v;
-  if (const auto v = sub.integer("replicas", 1, DispatchLedgerOptions::kMaxReplicas)) {
-    options.replicas = *v;
-  }
-  if (const auto v = sub.boolean("slotCountFromScrapes")) options.slotCountFromScrapes = *v;
-  if (const auto v = sub.boolean("creditCompletions")) options.creditCompletions = *v;
-  if (const auto v = sub.boolean("reconcileInFlight")) options.reconcileInFlight = *v;
+  detail::readFields<DispatchLedgerOptions>(sub, kDispatchLedgerFields, options,
+                                            [](std::string_view, DispatchLedgerOptions&) {});
   sub.finish();
-  for (const char* key :
-       {"scrapeMarginRequests", "slotCountFromScrapes", "creditCompletions", "reconcileInFlight"}) {
-    sub.deprecated(key, kAblationSwitch);
-  }
-  sub.deprecated("budgetQueueDepth",
-                 "remove it; the budget fills the waiting queue up to the utilization detector's "
-                 "queueDepthThreshold (else 5)");
+  detail::warnDeprecated<DispatchLedgerOptions>(sub, kDispatchLedgerFields);
   DispatchLedger::validate(options, path, diagnostics);
   if (diagnostics.errorCount() > errors_before) return std::nullopt;
   return options;

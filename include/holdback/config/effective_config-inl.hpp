@@ -10,10 +10,18 @@
 #include <utility>
 #include <vector>
 
+#include "holdback/config/detail/field_table.hpp"
+#include "holdback/detector/concurrency_detector_fields.hpp"
 #include "holdback/detector/detectors.hpp"
+#include "holdback/detector/detectors_fields.hpp"
+#include "holdback/detector/dispatch_ledger_fields.hpp"
+#include "holdback/flow/band_scheduling_fields.hpp"
 #include "holdback/flow/options.hpp"
+#include "holdback/flow/plugins/vtc_fairness_fields.hpp"
 #include "holdback/policy/policies.hpp"
+#include "holdback/policy/policies_fields.hpp"
 #include "holdback/policy/reservation.hpp"
+#include "holdback/policy/reservation_fields.hpp"
 
 namespace holdback {
 inline namespace HOLDBACK_ABI_NAMESPACE {
@@ -83,55 +91,86 @@ HOLDBACK_INLINE config::OrderedJson effectiveBand(
   return band;
 }
 
+HOLDBACK_INLINE config::OrderedJson utilizationDetectorParameters(
+    const UtilizationDetectorOptions& o) {
+  return writeFields<UtilizationDetectorOptions>(
+      kUtilizationDetectorFields, o,
+      [](std::string_view, const UtilizationDetectorOptions& options) {
+        // endpointScoreCap: uncapped as the config spells it ("none"; JSON has no infinity).
+        return std::isinf(options.endpointScoreCap) ? config::OrderedJson("none")
+                                                    : config::OrderedJson(options.endpointScoreCap);
+      });
+}
+
+HOLDBACK_INLINE config::OrderedJson concurrencyDetectorParameters(
+    const ConcurrencyDetectorOptions& o) {
+  return writeFields<ConcurrencyDetectorOptions>(
+      kConcurrencyDetectorFields, o,
+      [](std::string_view, const ConcurrencyDetectorOptions&) { return config::OrderedJson(); });
+}
+
+HOLDBACK_INLINE config::OrderedJson dispatchLedgerParameters(const DispatchLedgerOptions& o) {
+  return writeFields<DispatchLedgerOptions>(
+      kDispatchLedgerFields, o,
+      [](std::string_view, const DispatchLedgerOptions&) { return config::OrderedJson(); });
+}
+
+HOLDBACK_INLINE config::OrderedJson bandSchedulingParameters(const BandSchedulingOptions& o) {
+  return writeFields<BandSchedulingOptions>(
+      kBandSchedulingFields, o,
+      [](std::string_view, const BandSchedulingOptions&) { return config::OrderedJson(); });
+}
+
+HOLDBACK_INLINE config::OrderedJson vtcFairnessParameters(const VtcFairnessOptions& o) {
+  return writeFields<VtcFairnessOptions>(
+      kVtcFairnessFields, o,
+      [](std::string_view, const VtcFairnessOptions&) { return config::OrderedJson(); });
+}
+
+// The effective parameters of each ported plugin: its field table, and the rows written by hand.
+HOLDBACK_INLINE config::OrderedJson staticUsageLimitParameters(const StaticUsageLimitOptions& o) {
+  return writeFields<StaticUsageLimitOptions>(
+      kStaticUsageLimitFields, o,
+      [](std::string_view, const StaticUsageLimitOptions&) { return config::OrderedJson(); });
+}
+
+HOLDBACK_INLINE config::OrderedJson priorityHoldbackParameters(const PriorityHoldbackOptions& o) {
+  return writeFields<PriorityHoldbackOptions>(
+      kPriorityHoldbackFields, o, [](std::string_view key, const PriorityHoldbackOptions& options) {
+        // strategy and sigmoidDomain are written from their bindings.
+        if (key != "ceilings") return config::OrderedJson(config::OrderedJson::value_t::discarded);
+        std::vector<std::pair<Priority, double>> ceilings;
+        for (const StaticCeiling& c : options.ceilings)
+          ceilings.emplace_back(c.priority, c.ceiling);
+        return priorityMap(ceilings);
+      });
+}
+
+HOLDBACK_INLINE config::OrderedJson reservationParameters(const ReservationOptions& o) {
+  return writeFields<ReservationOptions>(
+      kReservationFields, o, [](std::string_view key, const ReservationOptions& options) {
+        if (key == "feedback") return effectiveFeedback(options.feedback);
+        std::vector<std::pair<Priority, double>> epsilons;
+        for (const ReservationEpsilon& e : options.epsilons) {
+          epsilons.emplace_back(e.priority, e.epsilon);
+        }
+        return priorityMap(epsilons);
+      });
+}
+
 }  // namespace detail
 
 namespace config {
 
 HOLDBACK_INLINE OrderedJson effectiveParameters(const UsageLimitPolicy& policy) {
   if (const auto* p = dynamic_cast<const StaticUsageLimitPolicy*>(&policy)) {
-    return {{"threshold", p->options().threshold}};
+    return detail::staticUsageLimitParameters(p->options());
   }
   if (const auto* p = dynamic_cast<const PriorityHoldbackPolicy*>(&policy)) {
-    const PriorityHoldbackOptions& o = p->options();
-    std::vector<std::pair<Priority, double>> ceilings;
-    for (const StaticCeiling& c : o.ceilings) ceilings.emplace_back(c.priority, c.ceiling);
-    OrderedJson out = {{"strategy", std::string(toString(o.strategy))},
-                       {"minCeiling", detail::optionalNumber(o.minCeiling)},
-                       {"maxCeiling", o.maxCeiling}};
-    if (o.strategy == HoldbackStrategy::kSigmoidSmoothed) {
-      out["sigmoidSteepness"] = o.sigmoidSteepness;
-      out["sigmoidMidpoint"] = o.sigmoidMidpoint;
-      out["sigmoidDomain"] = std::string(toString(o.sigmoidDomain));
-    }
-    if (o.strategy == HoldbackStrategy::kStatic) {
-      out["ceilings"] = detail::priorityMap(ceilings);
-      out["defaultCeiling"] = detail::optionalNumber(o.defaultCeiling);
-    }
-    return out;
+    return detail::priorityHoldbackParameters(p->options());
   }
   if (const auto* p = dynamic_cast<const ReservationPolicy*>(&policy)) {
-    const ReservationOptions& o = p->options();
-    std::vector<std::pair<Priority, double>> epsilons;
-    for (const ReservationEpsilon& e : o.epsilons) epsilons.emplace_back(e.priority, e.epsilon);
-    return {{"epsilon", o.epsilon},
-            {"epsilons", detail::priorityMap(epsilons)},
-            {"minCeiling", o.minCeiling},
-            {"maxCeiling", o.maxCeiling},
-            {"minReserve", o.minReserve},
-            {"minReserveShare", o.minReserveShare},
-            {"refillHorizon",
-             o.refillHorizon ? OrderedJson(formatDuration(*o.refillHorizon)) : OrderedJson()},
-            {"requestUnit", detail::optionalNumber(o.requestUnit)},
-            {"riseTime", formatDuration(o.smoothing.rise)},
-            {"decayTime", formatDuration(o.smoothing.decay)},
-            {"riseSignificance", o.smoothing.riseSignificance},
-            {"holdReserve", o.holdReserve},
-            {"protectiveStart", o.protectiveStart},
-            {"sizing", o.sizing == ReservationSizing::kOccupancy ? "occupancy" : "refill"},
-            {"poissonSizing", o.poissonSizing},
-            {"capacityModel",
-             o.capacityModel == ReservationCapacity::kEndpoints ? "endpoints" : "pooled"},
-            {"feedback", detail::effectiveFeedback(o.feedback)}};
+    return detail::reservationParameters(p->options());
   }
   if (dynamic_cast<const SoftReflectiveCeilingPolicy*>(&policy) != nullptr) {
     return OrderedJson::object();
@@ -141,28 +180,10 @@ HOLDBACK_INLINE OrderedJson effectiveParameters(const UsageLimitPolicy& policy) 
 
 HOLDBACK_INLINE OrderedJson effectiveParameters(const SaturationDetector& detector) {
   if (const auto* d = dynamic_cast<const UtilizationDetector*>(&detector)) {
-    const UtilizationDetectorOptions& o = d->options();
-    return {{"queueDepthThreshold", o.queueDepthThreshold},
-            {"kvCacheUtilThreshold", o.kvCacheUtilThreshold},
-            {"metricsStalenessThreshold", formatDuration(o.metricsStalenessThreshold)},
-            {"headroom", o.headroom},
-            {"aggregation", std::string(toString(o.aggregation))},
-            {"stalenessPolicy", std::string(toString(o.stalenessPolicy))},
-            {"maxRunningRequests", o.maxRunningRequests},
-            {"telemetryValidation", std::string(toString(o.telemetryValidation))},
-            // Uncapped as the config spells it ("none"; JSON has no infinity).
-            {"endpointScoreCap", std::isinf(o.endpointScoreCap)
-                                     ? config::OrderedJson("none")
-                                     : config::OrderedJson(o.endpointScoreCap)},
-            {"kvStartPastThreshold", o.kvStartPastThreshold}};
+    return detail::utilizationDetectorParameters(d->options());
   }
   if (const auto* d = dynamic_cast<const ConcurrencyDetector*>(&detector)) {
-    const ConcurrencyDetectorOptions& o = d->options();
-    return {{"concurrencyMode", std::string(toString(o.mode))},
-            {"maxConcurrency", o.maxConcurrency},
-            {"maxTokenConcurrency", o.maxTokenConcurrency},
-            {"headroom", o.headroom},
-            {"endpointCapacity", o.endpointCapacity}};
+    return detail::concurrencyDetectorParameters(d->options());
   }
   return nullptr;
 }
@@ -178,7 +199,7 @@ HOLDBACK_INLINE OrderedJson effectiveParameters(const FairnessPolicy& policy) {
             {"evictionSweepSeconds", std::chrono::duration<double>(o.evictionSweep).count()}};
   }
   if (const auto* p = dynamic_cast<const VtcFairnessPolicy*>(&policy)) {
-    return {{"requestCost", p->options().requestCost}, {"tokenWeight", p->options().tokenWeight}};
+    return detail::vtcFairnessParameters(p->options());
   }
   if (dynamic_cast<const GlobalStrictFairnessPolicy*>(&policy) != nullptr ||
       dynamic_cast<const RoundRobinFairnessPolicy*>(&policy) != nullptr) {
@@ -194,6 +215,37 @@ HOLDBACK_INLINE OrderedJson effectiveParameters(const OrderingPolicy& policy) {
     return OrderedJson::object();
   }
   return nullptr;
+}
+
+HOLDBACK_INLINE OrderedJson configSchema() {
+  OrderedJson sections = OrderedJson::array();
+  const auto section = [&](std::string_view name, OrderedJson fields) {
+    sections.push_back({{"section", std::string(name)}, {"fields", std::move(fields)}});
+  };
+  section(StaticUsageLimitPolicy::kType,
+          detail::fieldsSchema<StaticUsageLimitOptions>(kStaticUsageLimitFields,
+                                                        detail::staticUsageLimitParameters({})));
+  section(PriorityHoldbackPolicy::kType,
+          detail::fieldsSchema<PriorityHoldbackOptions>(kPriorityHoldbackFields,
+                                                        detail::priorityHoldbackParameters({})));
+  section(ReservationPolicy::kType, detail::fieldsSchema<ReservationOptions>(
+                                        kReservationFields, detail::reservationParameters({})));
+  section(UtilizationDetector::kType,
+          detail::fieldsSchema<UtilizationDetectorOptions>(
+              kUtilizationDetectorFields, detail::utilizationDetectorParameters({})));
+  section(ConcurrencyDetector::kType,
+          detail::fieldsSchema<ConcurrencyDetectorOptions>(
+              kConcurrencyDetectorFields, detail::concurrencyDetectorParameters({})));
+  // The ledger's keys are flowControl's, under dispatchLedger.
+  section("flowControl",
+          detail::fieldsSchema<DispatchLedgerOptions>(
+              kDispatchLedgerFields, detail::dispatchLedgerParameters({}), "dispatchLedger."));
+  section("flowControl",
+          detail::fieldsSchema<BandSchedulingOptions>(
+              kBandSchedulingFields, detail::bandSchedulingParameters({}), "bandScheduling."));
+  section(VtcFairnessPolicy::kType, detail::fieldsSchema<VtcFairnessOptions>(
+                                        kVtcFairnessFields, detail::vtcFairnessParameters({})));
+  return {{"schemaVersion", kEffectiveConfigSchemaVersion}, {"sections", std::move(sections)}};
 }
 
 HOLDBACK_INLINE OrderedJson effectiveConfig(const ConfigBundle& bundle) {
@@ -213,15 +265,7 @@ HOLDBACK_INLINE OrderedJson effectiveConfig(const ConfigBundle& bundle) {
                                  {"type", std::string(bundle.detector->type())},
                                  {"parameters", effectiveParameters(*bundle.detector)}};
   }
-  const DispatchLedgerOptions& l = bundle.dispatchLedger;
-  out["dispatchLedger"] = {{"correction", l.correction},
-                           {"scrapeMarginRequests", l.scrapeMarginRequests},
-                           {"dispatchBudget", l.dispatchBudget},
-                           {"budgetQueueDepth", l.budgetQueueDepth},
-                           {"replicas", l.replicas},
-                           {"slotCountFromScrapes", l.slotCountFromScrapes},
-                           {"creditCompletions", l.creditCompletions},
-                           {"reconcileInFlight", l.reconcileInFlight}};
+  out["dispatchLedger"] = detail::dispatchLedgerParameters(bundle.dispatchLedger);
   out["maxRequests"] = o.maxRequests;
   out["maxBytes"] = o.maxBytes;
   const Duration ttl = o.defaultRequestTtl.value_or(kDefaultRequestTtl);
@@ -230,8 +274,7 @@ HOLDBACK_INLINE OrderedJson effectiveConfig(const ConfigBundle& bundle) {
   out["enableEviction"] = bundle.enableEviction;
   out["eviction"] = detail::effectiveEviction(o.eviction);
   out["fairnessIdLabelLimit"] = o.fairnessIdLabelLimit;
-  out["bandScheduling"] = {{"schedule", std::string(toString(o.bandScheduling.schedule))},
-                           {"activationThreshold", o.bandScheduling.activationThreshold}};
+  out["bandScheduling"] = detail::bandSchedulingParameters(o.bandScheduling);
   out["defaultPriorityBand"] = detail::effectiveBand(
       std::nullopt, o.defaultBand.maxRequests, o.defaultBand.maxBytes, o.defaultBand.fairness,
       o.defaultBand.ordering, o.defaultBand.requestTtl);

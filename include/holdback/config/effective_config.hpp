@@ -61,6 +61,13 @@ using OrderedJson = nlohmann::ordered_json;
 [[nodiscard]] HOLDBACK_API OrderedJson effectiveParameters(const FairnessPolicy& policy);
 [[nodiscard]] HOLDBACK_API OrderedJson effectiveParameters(const OrderingPolicy& policy);
 
+// Every ported section's field table (core/field_table.hpp), for tools and the generated
+// reference: {"schemaVersion": 1, "sections": [{"section": "reservation-holdback-policy",
+// "fields": [{"key", "kind", "use" ("common" | "advanced"), "default", "choices", "checks"
+// [{"interval", "severity", "message"}], "meaning", "deprecated"}]}]} (absent members: not
+// applicable). `holdback validate --schema` prints it.
+[[nodiscard]] HOLDBACK_API OrderedJson configSchema();
+
 }  // namespace config
 }  // namespace HOLDBACK_ABI_NAMESPACE
 }  // namespace holdback

@@ -11,7 +11,9 @@
 #include <string_view>
 #include <utility>
 
+#include "holdback/config/detail/field_table.hpp"
 #include "holdback/config/json.hpp"
+#include "holdback/flow/plugins/vtc_fairness_fields.hpp"
 
 namespace holdback {
 inline namespace HOLDBACK_ABI_NAMESPACE {
@@ -61,13 +63,12 @@ HOLDBACK_INLINE std::unique_ptr<FairnessPolicy> parseVtcFairness(const PluginSpe
   ParamReader params(spec.parameters, spec.parametersPath(), diagnostics);
   VtcFairnessOptions o;
   const std::size_t before = diagnostics.errorCount();
-  if (const auto v = params.number("requestCost")) o.requestCost = *v;
-  // Only tokenWeight / requestCost matters (every flow's service scales alike).
-  params.deprecated("requestCost",
-                    "remove it; a request costs 1, and tokenWeight (per KV token) is relative "
-                    "to that");
-  if (const auto v = params.number("tokenWeight")) o.tokenWeight = *v;
+  // Only tokenWeight / requestCost matters (every flow's service scales alike): requestCost is
+  // deprecated.
+  readFields<VtcFairnessOptions>(params, kVtcFairnessFields, o,
+                                 [](std::string_view, VtcFairnessOptions&) {});
   params.finish();
+  warnDeprecated<VtcFairnessOptions>(params, kVtcFairnessFields);
   VtcFairnessPolicy::validate(o, spec.parametersPath(), diagnostics);
   if (diagnostics.errorCount() > before) return nullptr;
   auto made = VtcFairnessPolicy::create(o);

@@ -343,6 +343,11 @@ HOLDBACK_INLINE std::optional<std::string> ParamReader::string(std::string_view 
 
 HOLDBACK_INLINE std::optional<std::string> ParamReader::oneOf(
     std::string_view key, std::initializer_list<std::string_view> allowed) {
+  return oneOf(key, std::span<const std::string_view>(allowed.begin(), allowed.size()));
+}
+
+HOLDBACK_INLINE std::optional<std::string> ParamReader::oneOf(
+    std::string_view key, std::span<const std::string_view> allowed) {
   std::string list;
   for (const std::string_view a : allowed) {
     if (!list.empty()) list += ", ";

@@ -19,12 +19,14 @@
 #include <initializer_list>
 #include <optional>
 #include <set>
+#include <span>
 #include <string>
 #include <string_view>
 
 #include <nlohmann/json.hpp>
 
 #include "holdback/core/diagnostics.hpp"
+#include "holdback/core/field_table.hpp"
 #include "holdback/core/text.hpp"
 
 namespace holdback {
@@ -60,10 +62,9 @@ HOLDBACK_API std::string mismatch(const Json& value, std::string_view expected);
 HOLDBACK_API std::optional<std::int64_t> parseIntegerKey(std::string_view text, std::int64_t min,
                                                          std::int64_t max);
 
-// What ParamReader::deprecated says about a key that only switches a measured default off.
-inline constexpr std::string_view kAblationSwitch =
-    "remove it; an experiment switch whose default is the measured choice (the simulator keeps "
-    "it for ablations)";
+// What ParamReader::deprecated says about a key that only switches a measured default off
+// (core/field_table.hpp).
+using holdback::kAblationSwitch;
 
 class HOLDBACK_API ParamReader {
  public:
@@ -89,6 +90,7 @@ class HOLDBACK_API ParamReader {
   // A string that must be one of `allowed`.
   std::optional<std::string> oneOf(std::string_view key,
                                    std::initializer_list<std::string_view> allowed);
+  std::optional<std::string> oneOf(std::string_view key, std::span<const std::string_view> allowed);
   // The raw value (any type), or null when absent.
   const Json* value(std::string_view key);
 

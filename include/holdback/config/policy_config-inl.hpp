@@ -5,7 +5,10 @@
 
 #include "holdback/config/policy_config.hpp"
 
+#include "holdback/config/detail/field_table.hpp"
 #include "holdback/core/duration.hpp"
+#include "holdback/policy/policies_fields.hpp"
+#include "holdback/policy/reservation_fields.hpp"
 
 #include <limits>
 #include <map>
@@ -56,15 +59,6 @@ HOLDBACK_INLINE std::vector<StaticCeiling> parseStaticCeilings(const Json& map,
   return out;
 }
 
-// A duration-string field of `reader` (an error naming what is allowed otherwise).
-HOLDBACK_INLINE std::optional<Duration> durationField(ParamReader& reader, std::string_view key) {
-  const Json* v = reader.value(key);
-  if (v == nullptr) return std::nullopt;
-  const auto parsed = v->is_string() ? parseDuration(v->get<std::string>()) : std::nullopt;
-  if (!parsed) reader.error(key, mismatch(*v, R"(a duration string such as "300ms" or "5s")"));
-  return parsed;
-}
-
 // An object keyed by integer priority at `at`: `add(priority, value)` for every entry whose key
 // is a priority and whose value `read` accepts (read returns nullopt to reject it).
 template <class Read, class Add>
@@ -84,6 +78,37 @@ void readPriorityMap(const Json& map, const std::string& at, std::string_view ex
   }
 }
 
+// reservation-holdback-policy's deprecated `feedback` block.
+HOLDBACK_INLINE void readFeedback(const Json& block, const std::string& at,
+                                  Diagnostics& diagnostics, ReservationFeedback& f) {
+  ParamReader sub(&block, at, diagnostics);
+  if (!sub.valid()) return;
+  f.enabled = sub.boolean("enabled").value_or(true);
+  if (const auto v = durationField(sub, "targetWait")) f.targetWait = *v;
+  if (const auto v = durationField(sub, "interval")) f.interval = *v;
+  if (const auto v = sub.number("increase")) f.increase = *v;
+  if (const auto v = sub.number("decrease")) f.decrease = *v;
+  if (const auto v = sub.number("maxExtra")) f.maxExtra = *v;
+  if (const Json* map = sub.value("targets")) {
+    const auto durationOf = [](const Json& v) -> std::optional<Duration> {
+      return v.is_string() ? parseDuration(v.get<std::string>()) : std::nullopt;
+    };
+    readPriorityMap(
+        *map, sub.pathOf("targets"), "a duration string such as \"50ms\"", diagnostics, durationOf,
+        [&](Priority p, Duration wait) { f.targets.push_back({.priority = p, .wait = wait}); });
+  }
+  sub.finish();
+}
+
+// reservation-holdback-policy's deprecated `epsilons` map.
+HOLDBACK_INLINE void readEpsilons(const Json& map, const std::string& at, Diagnostics& diagnostics,
+                                  std::vector<ReservationEpsilon>& out) {
+  readPriorityMap(
+      map, at, "an epsilon in (0.0, 0.5]", diagnostics,
+      [](const Json& v) { return v.is_number() ? std::optional(v.get<double>()) : std::nullopt; },
+      [&](Priority p, double eps) { out.push_back({.priority = p, .epsilon = eps}); });
+}
+
 }  // namespace detail
 
 namespace config {
@@ -95,7 +120,8 @@ HOLDBACK_INLINE std::optional<StaticUsageLimitOptions> parseStaticUsageLimitOpti
   ParamReader reader(parameters, path, diagnostics);
   if (!reader.valid()) return std::nullopt;
   StaticUsageLimitOptions options;
-  if (const auto threshold = reader.number("threshold")) options.threshold = *threshold;
+  detail::readFields<StaticUsageLimitOptions>(reader, kStaticUsageLimitFields, options,
+                                              [](std::string_view, StaticUsageLimitOptions&) {});
   reader.finish();
   Diagnostics checks;
   StaticUsageLimitPolicy::validate(options, path, checks);
@@ -111,22 +137,31 @@ HOLDBACK_INLINE std::optional<PriorityHoldbackOptions> parsePriorityHoldbackOpti
   ParamReader reader(parameters, path, diagnostics);
   if (!reader.valid()) return std::nullopt;
 
-  // Read every key first, so that type errors are reported whatever the strategy.
-  const auto strategy = reader.oneOf(
-      "strategy", {"stepwise-spread", "linear-proportional", "sigmoid-smoothed", "static"});
-  const auto shape = reader.oneOf("shape", {"linear", "sigmoid"});
-  const auto domain = reader.oneOf("domain", {"rank", "value", "explicit"});
-  const auto sigmoid_domain = reader.oneOf("sigmoidDomain", {"rank", "value"});
-  const auto min_ceiling = reader.number("minCeiling");
-  const auto max_ceiling = reader.number("maxCeiling");
-  const auto steepness = reader.number("sigmoidSteepness");
-  const auto midpoint = reader.number("sigmoidMidpoint");
-  const auto default_ceiling = reader.number("defaultCeiling");
-  const Json* ceilings = reader.value("ceilings");
+  // Read every key first, so that type errors are reported whatever the strategy. The strategy
+  // (in either spelling), sigmoidDomain and ceilings are read by hand, and applied below.
+  const FieldTable<PriorityHoldbackOptions> fields = kPriorityHoldbackFields;
+  PriorityHoldbackOptions options;
+  std::optional<HoldbackStrategy> strategy;
+  std::optional<std::string> shape;
+  std::optional<std::string> domain;
+  std::optional<int> sigmoid_domain;
+  const Json* ceilings = nullptr;
+  detail::readFields(reader, fields, options, [&](std::string_view key, PriorityHoldbackOptions&) {
+    if (key == "strategy") {
+      if (const auto v = detail::readChoice(reader, key, findField(fields, key)->choices)) {
+        strategy = static_cast<HoldbackStrategy>(*v);
+      }
+      shape = reader.oneOf("shape", {"linear", "sigmoid"});
+      domain = reader.oneOf("domain", {"rank", "value", "explicit"});
+    } else if (key == "sigmoidDomain") {
+      sigmoid_domain = detail::readChoice(reader, key, findField(fields, key)->choices);
+    } else {
+      ceilings = reader.value(key);
+    }
+  });
   reader.finish();
 
   const bool reference_spelling = reader.has("shape") || reader.has("domain");
-  PriorityHoldbackOptions options;
   bool strategy_known = true;
 
   if (reader.has("strategy")) {
@@ -137,16 +172,10 @@ HOLDBACK_INLINE std::optional<PriorityHoldbackOptions> parsePriorityHoldbackOpti
                      "sigmoidDomain) or shape and domain, not both");
       }
     }
-    if (!strategy) {
-      strategy_known = false;
-    } else if (*strategy == "stepwise-spread") {
-      options.strategy = HoldbackStrategy::kStepwiseSpread;
-    } else if (*strategy == "linear-proportional") {
-      options.strategy = HoldbackStrategy::kLinearProportional;
-    } else if (*strategy == "sigmoid-smoothed") {
-      options.strategy = HoldbackStrategy::kSigmoidSmoothed;
+    if (strategy) {
+      options.strategy = *strategy;
     } else {
-      options.strategy = HoldbackStrategy::kStatic;
+      strategy_known = false;
     }
   } else if (reference_spelling) {
     if (reader.has("sigmoidDomain")) {
@@ -173,8 +202,7 @@ HOLDBACK_INLINE std::optional<PriorityHoldbackOptions> parsePriorityHoldbackOpti
     }
   }
   if (reader.has("strategy") && sigmoid_domain) {
-    options.sigmoidDomain =
-        *sigmoid_domain == "value" ? SigmoidDomain::kValue : SigmoidDomain::kRank;
+    options.sigmoidDomain = static_cast<SigmoidDomain>(*sigmoid_domain);
   }
 
   if (strategy_known) {
@@ -197,11 +225,6 @@ HOLDBACK_INLINE std::optional<PriorityHoldbackOptions> parsePriorityHoldbackOpti
     }
   }
 
-  if (min_ceiling) options.minCeiling = *min_ceiling;
-  if (max_ceiling) options.maxCeiling = *max_ceiling;
-  if (steepness) options.sigmoidSteepness = *steepness;
-  if (midpoint) options.sigmoidMidpoint = *midpoint;
-  if (default_ceiling) options.defaultCeiling = *default_ceiling;
   if (ceilings != nullptr) {
     options.ceilings =
         detail::parseStaticCeilings(*ceilings, reader.pathOf("ceilings"), diagnostics);
@@ -228,75 +251,19 @@ HOLDBACK_INLINE std::optional<ReservationOptions> parseReservationOptions(
   const std::size_t errors_before = diagnostics.errorCount();
   ParamReader reader(parameters, path, diagnostics);
   if (!reader.valid()) return std::nullopt;
+  const FieldTable<ReservationOptions> fields = kReservationFields;
   ReservationOptions options;
-  if (const auto v = reader.number("epsilon")) options.epsilon = *v;
-  if (const auto v = reader.number("minCeiling")) options.minCeiling = *v;
-  if (const auto v = reader.number("maxCeiling")) options.maxCeiling = *v;
-  if (const auto v = reader.number("minReserve")) options.minReserve = *v;
-  if (const auto v = reader.number("minReserveShare")) options.minReserveShare = *v;
-  if (const auto v = reader.number("requestUnit")) options.requestUnit = *v;
-  auto durationOf = [](const Json& v) -> std::optional<Duration> {
-    return v.is_string() ? parseDuration(v.get<std::string>()) : std::nullopt;
-  };
-  if (const auto v = detail::durationField(reader, "refillHorizon")) options.refillHorizon = *v;
-  if (const auto v = detail::durationField(reader, "riseTime")) options.smoothing.rise = *v;
-  if (const auto v = detail::durationField(reader, "decayTime")) options.smoothing.decay = *v;
-  if (const auto v = reader.number("riseSignificance")) options.smoothing.riseSignificance = *v;
-  if (const auto v = reader.oneOf("sizing", {"refill", "occupancy"})) {
-    options.sizing = *v == "occupancy" ? ReservationSizing::kOccupancy : ReservationSizing::kRefill;
-  }
-  if (const auto v = reader.boolean("poissonSizing")) options.poissonSizing = *v;
-  if (const auto v = reader.oneOf("capacityModel", {"pooled", "endpoints"})) {
-    options.capacityModel =
-        *v == "endpoints" ? ReservationCapacity::kEndpoints : ReservationCapacity::kPooled;
-  }
-  if (const auto v = reader.boolean("holdReserve")) options.holdReserve = *v;
-  if (const auto v = reader.boolean("protectiveStart")) options.protectiveStart = *v;
-  if (const Json* fb = reader.value("feedback")) {
-    ParamReader sub(fb, reader.pathOf("feedback"), diagnostics);
-    if (sub.valid()) {
-      ReservationFeedback& f = options.feedback;
-      f.enabled = sub.boolean("enabled").value_or(true);
-      if (const auto v = detail::durationField(sub, "targetWait")) f.targetWait = *v;
-      if (const auto v = detail::durationField(sub, "interval")) f.interval = *v;
-      if (const auto v = sub.number("increase")) f.increase = *v;
-      if (const auto v = sub.number("decrease")) f.decrease = *v;
-      if (const auto v = sub.number("maxExtra")) f.maxExtra = *v;
-      if (const Json* map = sub.value("targets")) {
-        detail::readPriorityMap(*map, sub.pathOf("targets"), "a duration string such as \"50ms\"",
-                                diagnostics, durationOf, [&](Priority p, Duration wait) {
-                                  f.targets.push_back({.priority = p, .wait = wait});
-                                });
+  detail::readFields(reader, fields, options, [&](std::string_view key, ReservationOptions& o) {
+    if (key == "epsilons") {
+      if (const Json* map = reader.value(key)) {
+        detail::readEpsilons(*map, reader.pathOf(key), diagnostics, o.epsilons);
       }
-      sub.finish();
+    } else if (const Json* fb = reader.value(key)) {
+      detail::readFeedback(*fb, reader.pathOf(key), diagnostics, o.feedback);
     }
-  }
-  if (const Json* map = reader.value("epsilons")) {
-    detail::readPriorityMap(
-        *map, reader.pathOf("epsilons"), "an epsilon in (0.0, 0.5]", diagnostics,
-        [](const Json& v) { return v.is_number() ? std::optional(v.get<double>()) : std::nullopt; },
-        [&](Priority p, double eps) {
-          options.epsilons.push_back({.priority = p, .epsilon = eps});
-        });
-  }
+  });
   reader.finish();
-  for (const char* key : {"sizing", "feedback"}) reader.deprecated(key, kAblationSwitch);
-  reader.deprecated("epsilons",
-                    "remove it; one epsilon for every band, which reserve restoration aims for "
-                    "too");
-  reader.deprecated("requestUnit",
-                    "remove it; the controller reports the saturation per request in flight");
-  reader.deprecated("refillHorizon",
-                    "remove it; estimated from the lower bands' requests in flight and their "
-                    "holding times");
-  reader.deprecated("maxCeiling",
-                    "remove it; the top band's ceiling is 1.0 (the detector's thresholds and "
-                    "headroom bound the pool)");
-  for (const char* key : {"holdReserve", "protectiveStart"}) {
-    reader.deprecated(key,
-                      "remove it; on unless flowControl.eviction.restoreReserve is on, which "
-                      "repairs the reserve instead");
-  }
+  detail::warnDeprecated(reader, fields);
   Diagnostics checks;
   ReservationPolicy::validate(options, path, checks);
   detail::appendNew(diagnostics, first, checks);

@@ -1,6 +1,6 @@
 // Implementation of holdback/detector/concurrency_detector.hpp: compiled into libholdback by
 // src/detector.cpp, or included by the header itself in header-only mode (HOLDBACK_HEADER_ONLY,
-// holdback::header_only). Also holds the validation helpers both built-in detectors use.
+// holdback::header_only).
 #pragma once
 
 #include "holdback/detector/concurrency_detector.hpp"
@@ -13,32 +13,11 @@
 #include <string_view>
 
 #include "holdback/core/text.hpp"
+#include "holdback/detector/concurrency_detector_fields.hpp"
 
 namespace holdback {
 inline namespace HOLDBACK_ABI_NAMESPACE {
 namespace detail {
-
-HOLDBACK_INLINE void validateHeadroom(double headroom, const std::string& path,
-                                      Diagnostics& diagnostics) {
-  const std::string at = joinPath(path, "headroom");
-  if (std::isnan(headroom) || std::isinf(headroom)) {
-    diagnostics.error(at, formatNumber(headroom) + " is not finite; expected a number >= 0.0");
-  } else if (headroom < 0.0) {
-    diagnostics.error(at, formatNumber(headroom) + " is negative; expected a number >= 0.0");
-  } else if (headroom > 1.0) {
-    diagnostics.warning(at, formatNumber(headroom) +
-                                " is above 1.0: the filter lets endpoints exceed their thresholds "
-                                "by more than 100%");
-  }
-}
-
-HOLDBACK_INLINE void validatePositive(std::int64_t value, const std::string& path,
-                                      std::string_view key, Diagnostics& diagnostics) {
-  if (value <= 0) {
-    diagnostics.error(joinPath(path, key),
-                      std::to_string(value) + " is not strictly positive; expected an integer > 0");
-  }
-}
 
 // trunc(capacity * (1 + headroom)) without an undefined conversion for huge products.
 HOLDBACK_INLINE ConcurrencyDetector::Limit truncatedLimit(std::int64_t capacity, double headroom) {
@@ -67,9 +46,7 @@ HOLDBACK_INLINE std::string_view toString(ConcurrencyMode mode) noexcept {
 HOLDBACK_INLINE void ConcurrencyDetector::validate(const ConcurrencyDetectorOptions& options,
                                                    const std::string& path,
                                                    Diagnostics& diagnostics) {
-  detail::validatePositive(options.maxConcurrency, path, "maxConcurrency", diagnostics);
-  detail::validatePositive(options.maxTokenConcurrency, path, "maxTokenConcurrency", diagnostics);
-  detail::validateHeadroom(options.headroom, path, diagnostics);
+  checkFields<ConcurrencyDetectorOptions>(kConcurrencyDetectorFields, options, path, diagnostics);
 }
 
 HOLDBACK_INLINE Result<std::unique_ptr<ConcurrencyDetector>> ConcurrencyDetector::create(

@@ -3,15 +3,15 @@
 // holdback::header_only).
 #pragma once
 
-#include "holdback/detector/detectors.hpp"
-// The validation helpers (detail::validateHeadroom, validatePositive) the two detectors share.
 #include "holdback/detector/concurrency_detector-inl.hpp"
+#include "holdback/detector/detectors.hpp"
 
 #include <algorithm>
 #include <cmath>
 #include <limits>
 
 #include "holdback/core/text.hpp"
+#include "holdback/detector/detectors_fields.hpp"
 
 namespace holdback {
 inline namespace HOLDBACK_ABI_NAMESPACE {
@@ -43,32 +43,7 @@ HOLDBACK_INLINE std::string_view toString(StalenessPolicy policy) noexcept {
 HOLDBACK_INLINE void UtilizationDetector::validate(const UtilizationDetectorOptions& options,
                                                    const std::string& path,
                                                    Diagnostics& diagnostics) {
-  detail::validatePositive(options.queueDepthThreshold, path, "queueDepthThreshold", diagnostics);
-  if (!(options.kvCacheUtilThreshold > 0.0 && options.kvCacheUtilThreshold <= 1.0)) {
-    diagnostics.error(joinPath(path, "kvCacheUtilThreshold"),
-                      formatNumber(options.kvCacheUtilThreshold) + " is outside (0.0, 1.0]");
-  }
-  if (options.metricsStalenessThreshold <= Duration::zero()) {
-    diagnostics.error(joinPath(path, "metricsStalenessThreshold"),
-                      "\"" + formatDuration(options.metricsStalenessThreshold) +
-                          "\" is not strictly positive; expected a duration > 0 such as "
-                          "\"200ms\"");
-  }
-  detail::validateHeadroom(options.headroom, path, diagnostics);
-  if (options.maxRunningRequests < 0) {
-    diagnostics.error(joinPath(path, "maxRunningRequests"),
-                      std::to_string(options.maxRunningRequests) +
-                          " is negative; expected an integer >= 0 (0 = no slot term)");
-  }
-  if (!(options.endpointScoreCap > 0.0)) {
-    diagnostics.error(joinPath(path, "endpointScoreCap"),
-                      formatNumber(options.endpointScoreCap) +
-                          " is not strictly positive; expected a number > 0 or \"none\"");
-  } else if (options.endpointScoreCap < 1.0) {
-    diagnostics.warning(joinPath(path, "endpointScoreCap"),
-                        formatNumber(options.endpointScoreCap) +
-                            " is below 1.0: the pool can never read saturated");
-  }
+  checkFields<UtilizationDetectorOptions>(kUtilizationDetectorFields, options, path, diagnostics);
 }
 
 HOLDBACK_INLINE Result<std::unique_ptr<UtilizationDetector>> UtilizationDetector::create(

@@ -14,6 +14,7 @@
 #include "holdback/detector/detail/ledger_fill-inl.hpp"
 #include "holdback/detector/detail/ledger_scrape-inl.hpp"
 #include "holdback/detector/detail/ledger_slot-inl.hpp"
+#include "holdback/detector/dispatch_ledger_fields.hpp"
 
 namespace holdback {
 inline namespace HOLDBACK_ABI_NAMESPACE {
@@ -33,26 +34,11 @@ HOLDBACK_INLINE DispatchLedger::~DispatchLedger() {
 
 HOLDBACK_INLINE void DispatchLedger::validate(const DispatchLedgerOptions& options,
                                               const std::string& path, Diagnostics& diagnostics) {
-  if (options.scrapeMarginRequests < 0) {
-    diagnostics.error(
-        joinPath(path, "scrapeMarginRequests"),
-        std::to_string(options.scrapeMarginRequests) + " is negative; expected an integer >= 0");
-  }
-  if (options.replicas < 1 || options.replicas > options.kMaxReplicas) {
-    diagnostics.error(joinPath(path, "replicas"),
-                      std::to_string(options.replicas) +
-                          " is out of range; expected an integer in [1, " +
-                          std::to_string(options.kMaxReplicas) + "]");
-  }
+  checkFields<DispatchLedgerOptions>(kDispatchLedgerFields, options, path, diagnostics);
   if (options.sharedRoomSlots < 0) {
     diagnostics.error(
         joinPath(path, "sharedRoomSlots"),
         std::to_string(options.sharedRoomSlots) + " is negative; expected an integer >= 0");
-  }
-  if (options.budgetQueueDepth <= 0) {
-    diagnostics.error(joinPath(path, "budgetQueueDepth"),
-                      std::to_string(options.budgetQueueDepth) +
-                          " is not strictly positive; expected an integer > 0");
   }
 }
 

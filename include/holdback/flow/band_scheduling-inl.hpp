@@ -4,6 +4,8 @@
 
 #include "holdback/flow/band_scheduling.hpp"
 
+#include "holdback/flow/band_scheduling_fields.hpp"
+
 #include <cmath>
 #include <limits>
 
@@ -29,12 +31,7 @@ HOLDBACK_INLINE std::size_t wfqStarvationBound(std::span<const double> weights,
 
 HOLDBACK_INLINE void validateBandScheduling(const BandSchedulingOptions& o, const std::string& path,
                                             Diagnostics& d) {
-  const double t = o.activationThreshold;
-  if (!(t >= 0.0 && t < 1.0)) {
-    d.error(path + "/activationThreshold",
-            formatNumber(t) + " is outside [0, 1); the saturation at and above which " +
-                "weighted-fair band scheduling is active");
-  }
+  checkFields<BandSchedulingOptions>(kBandSchedulingFields, o, path, d);
 }
 
 HOLDBACK_INLINE void validateBandWeight(double w, const std::string& path, Diagnostics& d) {

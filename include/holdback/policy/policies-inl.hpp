@@ -7,6 +7,7 @@
 #include <algorithm>
 
 #include "holdback/core/text.hpp"
+#include "holdback/policy/policies_fields.hpp"
 
 namespace holdback {
 inline namespace HOLDBACK_ABI_NAMESPACE {
@@ -41,10 +42,7 @@ HOLDBACK_INLINE std::string_view toString(SigmoidDomain domain) noexcept {
 HOLDBACK_INLINE void StaticUsageLimitPolicy::validate(const StaticUsageLimitOptions& options,
                                                       const std::string& path,
                                                       Diagnostics& diagnostics) {
-  if (!(options.threshold > 0.0 && options.threshold <= 1.0)) {
-    diagnostics.error(joinPath(path, "threshold"),
-                      formatNumber(options.threshold) + " is outside (0.0, 1.0]");
-  }
+  checkFields<StaticUsageLimitOptions>(kStaticUsageLimitFields, options, path, diagnostics);
 }
 
 HOLDBACK_INLINE Result<std::unique_ptr<StaticUsageLimitPolicy>> StaticUsageLimitPolicy::create(
@@ -62,43 +60,21 @@ HOLDBACK_INLINE Result<std::unique_ptr<StaticUsageLimitPolicy>> StaticUsageLimit
 HOLDBACK_INLINE void PriorityHoldbackPolicy::validate(const PriorityHoldbackOptions& options,
                                                       const std::string& path,
                                                       Diagnostics& diagnostics) {
+  const FieldTable<PriorityHoldbackOptions> fields = kPriorityHoldbackFields;
+  checkFields(fields, options, path, diagnostics);
   const bool is_static = options.strategy == HoldbackStrategy::kStatic;
   const std::string strategy = "\"" + std::string(toString(options.strategy)) + "\"";
-
-  const bool max_ok = options.maxCeiling > 0.0 && options.maxCeiling <= 1.0;
-  if (!max_ok) {
-    diagnostics.error(joinPath(path, "maxCeiling"),
-                      formatNumber(options.maxCeiling) + " is outside (0.0, 1.0]");
-  }
 
   if (!is_static) {
     if (!options.minCeiling) {
       diagnostics.error(
           joinPath(path, "minCeiling"),
           "missing; strategy " + strategy + " requires minCeiling, a number in [0.0, 1.0)");
-    } else {
-      const double min = *options.minCeiling;
-      if (!(min >= 0.0 && min < 1.0)) {
-        diagnostics.error(joinPath(path, "minCeiling"),
-                          formatNumber(min) + " is outside [0.0, 1.0)");
-      }
-      if (!(min < options.maxCeiling) && !std::isnan(options.maxCeiling)) {
-        diagnostics.error(joinPath(path, "minCeiling"),
-                          formatNumber(min) + " is not below maxCeiling " +
-                              formatNumber(options.maxCeiling) +
-                              "; minCeiling must be strictly less than maxCeiling");
-      }
-    }
-  }
-
-  if (options.strategy == HoldbackStrategy::kSigmoidSmoothed) {
-    if (!(options.sigmoidSteepness > 0.0 && options.sigmoidSteepness <= 100.0)) {
-      diagnostics.error(joinPath(path, "sigmoidSteepness"),
-                        formatNumber(options.sigmoidSteepness) + " is outside (0.0, 100.0]");
-    }
-    if (!detail::inClosed(options.sigmoidMidpoint, 0.0, 1.0)) {
-      diagnostics.error(joinPath(path, "sigmoidMidpoint"),
-                        formatNumber(options.sigmoidMidpoint) + " is outside [0.0, 1.0]");
+    } else if (!(*options.minCeiling < options.maxCeiling) && !std::isnan(options.maxCeiling)) {
+      diagnostics.error(joinPath(path, "minCeiling"),
+                        formatNumber(*options.minCeiling) + " is not below maxCeiling " +
+                            formatNumber(options.maxCeiling) +
+                            "; minCeiling must be strictly less than maxCeiling");
     }
   }
 
@@ -146,12 +122,9 @@ HOLDBACK_INLINE void PriorityHoldbackPolicy::validate(const PriorityHoldbackOpti
                             "inversion)");
     }
   }
-  if (options.defaultCeiling) {
+  if (options.defaultCeiling && fieldValid(fields, "defaultCeiling", options)) {
     const double d = *options.defaultCeiling;
-    if (!detail::inClosed(d, 0.0, 1.0)) {
-      diagnostics.error(joinPath(path, "defaultCeiling"),
-                        formatNumber(d) + " is outside [0.0, 1.0]");
-    } else if (all_valid && !sorted.empty() && d > sorted.back().ceiling) {
+    if (all_valid && !sorted.empty() && d > sorted.back().ceiling) {
       diagnostics.warning(
           joinPath(path, "defaultCeiling"),
           formatNumber(d) + " is above the lowest listed ceiling " +

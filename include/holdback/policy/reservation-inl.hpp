@@ -9,6 +9,7 @@
 #include <limits>
 
 #include "holdback/core/text.hpp"
+#include "holdback/policy/reservation_fields.hpp"
 
 namespace holdback {
 inline namespace HOLDBACK_ABI_NAMESPACE {
@@ -78,49 +79,17 @@ HOLDBACK_INLINE double ReservationPolicy::refillReserve(double rho, double epsil
 HOLDBACK_INLINE void ReservationPolicy::validate(const ReservationOptions& options,
                                                  const std::string& path,
                                                  Diagnostics& diagnostics) {
-  if (!detail::validEpsilon(options.epsilon)) {
-    diagnostics.error(joinPath(path, "epsilon"),
-                      formatNumber(options.epsilon) + " is outside (0.0, 0.5]");
-  }
-  const bool max_ok = options.maxCeiling > 0.0 && options.maxCeiling <= 1.0;
-  if (!max_ok) {
-    diagnostics.error(joinPath(path, "maxCeiling"),
-                      formatNumber(options.maxCeiling) + " is outside (0.0, 1.0]");
-  }
-  if (!(options.minCeiling >= 0.0 && options.minCeiling < 1.0)) {
-    diagnostics.error(joinPath(path, "minCeiling"),
-                      formatNumber(options.minCeiling) + " is outside [0.0, 1.0)");
-  } else if (max_ok && !(options.minCeiling < options.maxCeiling)) {
+  const FieldTable<ReservationOptions> fields = kReservationFields;
+  checkFields(fields, options, path, diagnostics);
+  if (fieldValid(fields, "minCeiling", options) && fieldValid(fields, "maxCeiling", options) &&
+      !(options.minCeiling < options.maxCeiling)) {
     diagnostics.error(joinPath(path, "minCeiling"), formatNumber(options.minCeiling) +
                                                         " must be below maxCeiling (" +
                                                         formatNumber(options.maxCeiling) + ")");
   }
-  if (!(options.minReserve >= 0.0 && std::isfinite(options.minReserve))) {
-    diagnostics.error(joinPath(path, "minReserve"),
-                      formatNumber(options.minReserve) + " must be a finite number >= 0");
-  }
-  if (!(options.minReserveShare >= 0.0 && options.minReserveShare < 1.0)) {
-    diagnostics.error(joinPath(path, "minReserveShare"),
-                      formatNumber(options.minReserveShare) + " is outside [0.0, 1.0)");
-  }
-  if (options.refillHorizon && options.refillHorizon->count() < 0) {
-    diagnostics.error(joinPath(path, "refillHorizon"), "must not be negative");
-  }
-  if (options.requestUnit && !(*options.requestUnit > 0.0 && *options.requestUnit <= 1.0)) {
-    diagnostics.error(joinPath(path, "requestUnit"),
-                      formatNumber(*options.requestUnit) + " is outside (0.0, 1.0]");
-  }
-  if (options.smoothing.rise.count() <= 0) {
-    diagnostics.error(joinPath(path, "riseTime"), "must be positive");
-  }
-  if (options.smoothing.decay.count() <= 0) {
-    diagnostics.error(joinPath(path, "decayTime"), "must be positive");
-  } else if (options.smoothing.decay < options.smoothing.rise) {
+  if (fieldValid(fields, "decayTime", options) &&
+      options.smoothing.decay < options.smoothing.rise) {
     diagnostics.error(joinPath(path, "decayTime"), "must not be shorter than riseTime");
-  }
-  const double z = options.smoothing.riseSignificance;
-  if (!(z >= 0.0 && z <= 10.0)) {
-    diagnostics.error(joinPath(path, "riseSignificance"), formatNumber(z) + " is outside [0, 10]");
   }
   detail::validateFeedback(options.feedback, joinPath(path, "feedback"), diagnostics);
   for (std::size_t i = 0; i < options.epsilons.size(); ++i) {

@@ -11,9 +11,11 @@
 #include <utility>
 
 #include "holdback/config/detail/derived_defaults.hpp"
+#include "holdback/config/detail/field_table.hpp"
 #include "holdback/config/quantity.hpp"
 #include "holdback/config/reference_profile.hpp"
 #include "holdback/core/duration.hpp"
+#include "holdback/flow/band_scheduling_fields.hpp"
 #include "holdback/flow/options.hpp"
 
 namespace holdback {
@@ -273,12 +275,8 @@ HOLDBACK_INLINE void Loader::readBandScheduling(ParamReader& fc, BandSchedulingO
   const Json* block = fc.value("bandScheduling");
   if (block == nullptr || block->is_null()) return;
   ParamReader bs(block, fc.pathOf("bandScheduling"), d_);
-  if (const auto s = bs.oneOf("schedule", {toString(BandSchedule::kStrictPriority),
-                                           toString(BandSchedule::kWeightedFair)})) {
-    out.schedule = *s == toString(BandSchedule::kWeightedFair) ? BandSchedule::kWeightedFair
-                                                               : BandSchedule::kStrictPriority;
-  }
-  if (const auto t = bs.number("activationThreshold")) out.activationThreshold = *t;
+  readFields<BandSchedulingOptions>(bs, kBandSchedulingFields, out,
+                                    [](std::string_view, BandSchedulingOptions&) {});
   bs.finish();
   if (bs.valid()) validateBandScheduling(out, bs.path(), d_);
 }

@@ -4,6 +4,8 @@
 
 #include "holdback/flow/plugins/vtc_fairness.hpp"
 
+#include "holdback/flow/plugins/vtc_fairness_fields.hpp"
+
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -79,14 +81,7 @@ HOLDBACK_INLINE Result<std::unique_ptr<VtcFairnessPolicy>> VtcFairnessPolicy::cr
 
 HOLDBACK_INLINE void VtcFairnessPolicy::validate(const VtcFairnessOptions& o,
                                                  const std::string& path, Diagnostics& d) {
-  if (!(o.requestCost > 0.0 && o.requestCost <= 1e9)) {
-    d.error(path + "/requestCost",
-            formatNumber(o.requestCost) + " is outside (0, 1e9]; the tokens charged per request");
-  }
-  if (!(o.tokenWeight >= 0.0 && o.tokenWeight <= 1e6)) {
-    d.error(path + "/tokenWeight",
-            formatNumber(o.tokenWeight) + " is outside [0, 1e6]; the weight of a declared token");
-  }
+  checkFields<VtcFairnessOptions>(kVtcFairnessFields, o, path, d);
 }
 
 HOLDBACK_INLINE std::unique_ptr<FairnessState> VtcFairnessPolicy::newState() const {
