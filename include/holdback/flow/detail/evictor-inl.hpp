@@ -136,9 +136,15 @@ HOLDBACK_INLINE void Evictor::restoreReserve(const Cycle& cycle, RevocationBatch
   const std::optional<ReserveDeficit> deficit = reserveDeficit(ReserveSnapshot{
       s, unit, cycle.ceilings[0], cycle.ceilings[v], lambda, completions, pool_pending,
       pacer_.leadSeconds(ro.leadTime, ev.confirmationGrace), ro.epsilon});
-  if (!deficit) return;  // the policy's reserve is intact
+  if (!deficit) {  // the policy's reserve is intact
+    deferred_ = false;
+    return;
+  }
   pacer_.setReclaimTarget(deficit->target * unit);
-  if (!(deficit->deficit >= 1.0) || !std::isfinite(deficit->deficit)) return;
+  if (!(deficit->deficit >= 1.0) || !std::isfinite(deficit->deficit)) {
+    deferred_ = false;
+    return;
+  }
   auto need = static_cast<std::size_t>(std::min(std::floor(deficit->deficit), 1e9));
   // With replicas: this replica's part of the pool's need. When every replica publishes its
   // youngest victims, the part is its own among the pool's `need` youngest (the choice one
@@ -150,7 +156,23 @@ HOLDBACK_INLINE void Evictor::restoreReserve(const Cycle& cycle, RevocationBatch
   bool by_footprint = false;
   double total_footprint = 0.0;
   if (!selector_.gather(cycle, protectedPrio, by_footprint, total_footprint)) return;
-  if (pool_victims && (need = selector_.ownAmongPoolYoungest(*replicas, need)) == 0) return;
+  if (pool_victims) {
+    if (const std::size_t own = selector_.ownAmongPoolYoungest(*replicas, need); own > 0) {
+      deferred_ = false;
+      need = own;
+    } else if (!deferred_ || replicas->installs() == deferred_at_) {
+      // Left to the others, whose victims are the pool's youngest, until their next figures.
+      if (!deferred_) deferred_at_ = replicas->installs();
+      deferred_ = true;
+      return;
+    } else {
+      // A share installed since and the pool still short: they did not take it (their view
+      // shows less missing, or the list named victims they had revoked since). This replica
+      // takes the need from its own youngest, as one gateway would have.
+      deferred_ = false;
+      if (!selector_.gather(cycle, protectedPrio, by_footprint, total_footprint)) return;
+    }
+  }
   // In the candidates' credit units (this replica's own leases share s).
   const double net = static_cast<double>(need) * s / static_cast<double>(in_flight);
   std::size_t take = selector_.choosePerEndpoint(cycle, pacer_, v, need, net, by_footprint);

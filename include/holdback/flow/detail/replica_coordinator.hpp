@@ -27,6 +27,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <optional>
 
 #include "holdback/core/replica_share.hpp"
@@ -51,6 +52,8 @@ class ReplicaCoordinator {
   // else the detector's room.
   PastThresholdSetting install(const std::optional<ReplicaShare>& share) noexcept;
 
+  // How many shares were installed (each sync round's, failed ones included).
+  [[nodiscard]] std::uint64_t installs() const noexcept { return installs_; }
   // The installed share; null when this replica decides alone.
   [[nodiscard]] const ReplicaShare* share() const noexcept { return share_ ? &*share_ : nullptr; }
   [[nodiscard]] bool shared() const noexcept { return share_.has_value(); }
@@ -112,6 +115,7 @@ class ReplicaCoordinator {
   // A share of two replicas or more was installed last: a missing share then means the store
   // failed, not one gateway.
   bool had_replicas_ = false;
+  std::uint64_t installs_ = 0;
 };
 
 }  // namespace detail
