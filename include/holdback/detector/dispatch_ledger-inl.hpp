@@ -14,7 +14,7 @@
 #include "holdback/detector/detail/ledger_fill-inl.hpp"
 #include "holdback/detector/detail/ledger_scrape-inl.hpp"
 #include "holdback/detector/detail/ledger_slot-inl.hpp"
-#include "holdback/detector/dispatch_ledger_fields.hpp"
+#include "holdback/detector/detail/dispatch_ledger_fields.hpp"
 
 namespace holdback {
 inline namespace HOLDBACK_ABI_NAMESPACE {
