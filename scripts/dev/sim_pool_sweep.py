@@ -1,15 +1,23 @@
 #!/usr/bin/env python3
-"""The pool sweep of docs/results/recommended.md, "Pools of other sizes and KV per slot".
+"""The pool sweeps of docs/results/recommended.md, "Pools of other sizes and KV per slot" and
+"Small pools".
 
-    scripts/dev/sim_pool_sweep.py scenarios DIR   # writes DIR/kv-<N>x16-<KV>.json
+    scripts/dev/sim_pool_sweep.py scenarios DIR   # writes DIR/kv-<N>x<S>-<KV>.json
     for f in DIR/kv-*x16-*.json; do
       build/default/holdback simulate --scenario $f --seeds 1-3 --detector both \\
         --arms none,static-1.0,reservation+evict,recommended --format json > ${f%.json}.out
     done
     scripts/dev/sim_pool_sweep.py table DIR       # the recommended arm's table and its misses
 
-The scenarios are the built-in kv-bound traffic scaled to the pool: N servers of 16 slots, KV per
-slot 1000, 2000 or 4000 tokens, every arrival rate and the batch backlog x (N x 16) / 64.
+    scripts/dev/sim_pool_sweep.py small-scenarios DIR
+    for f in DIR/kv-*.json; do
+      build/default/holdback simulate --scenario $f --seeds 1-5 --detector both \\
+        --arms none,static-1.0,recommended,oracle --format json > ${f%.json}.out
+    done
+    scripts/dev/sim_pool_sweep.py small-table DIR # recommended beside the oracle (the limit)
+
+The scenarios are the built-in kv-bound traffic scaled to the pool: N servers of S slots, KV per
+slot 1000, 2000 or 4000 tokens, every arrival rate and the batch backlog x (N x S) / 64.
 """
 import json
 import os
@@ -20,13 +28,17 @@ from sim_recommended_table import misses  # noqa: E402  (the targets, beside thi
 
 POOLS = (2, 4, 16)
 KV_PER_SLOT = (1000, 2000, 4000)
+# The small pools (servers, slots each, KV tokens per slot): 2 x 6 with a 6k-token KV cache is a
+# team with two small GPUs; no server holds less than 6000 tokens, so that every batch request
+# (at most 4608 tokens) fits one.
+SMALL = ((2, 4, (1500, 4000)), (2, 6, (1000, 4000)), (4, 8, (1000, 4000)))
 
 
-def scenario(n, kv):
-    f = n * 16 / 64.0
+def scenario(n, kv, slots=16):
+    f = n * slots / 64.0
     return {
         "durationSeconds": 180,
-        "pool": {"endpoints": n, "slots": 16, "kvCapacityTokens": kv * 16},
+        "pool": {"endpoints": n, "slots": slots, "kvCapacityTokens": kv * slots},
         "classes": [
             {"name": "interactive", "priority": 100,
              "arrival": {"process": "on-off", "rate": 24 * f, "offRate": 1 * f, "onSeconds": 30,
@@ -78,16 +90,59 @@ def table(directory):
                           f"{', '.join(miss) or '-'} |")
 
 
+def small_table(directory):
+    """Per small pool and detector: recommended and the oracle side by side (the top class's worst
+    window on the mean and its worst seed; the lowest class's goodput in idle windows)."""
+    print("| pool | KV/slot | detector | arm | TTFT x worst window (worst seed) | batch % idle "
+          "| batch % burst | evictions / interactive | wasted % |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for n, slots, kvs in SMALL:
+        for kv in kvs:
+            path = os.path.join(directory, f"kv-{n}x{slots}-{kv}.out")
+            if not os.path.exists(path) or os.path.getsize(path) == 0:
+                continue
+            with open(path, encoding="utf-8") as f:
+                d = json.load(f)
+            for r in d["reports"]:
+                arms = {a["name"]: a for a in r["arms"]}
+                for name in ("recommended", "oracle"):
+                    a = arms.get(name)
+                    if a is None:
+                        continue
+                    top, low = a["classes"][0], a["classes"][-1]
+                    wins = [top["windows"][w] for w in ("idle", "burst", "onset")]
+                    mean = max(w["ttftP99OverUnloaded"] for w in wins)
+                    worst = max(w["spread"]["ttftP99OverUnloaded"][1] for w in wins)
+
+                    def goodput(win):
+                        lo, hi = win["spread"]["outputTokensPctOfStatic"]
+                        return f"{win['outputTokensPctOfStatic']:.1f} ({lo:.0f}-{hi:.0f})"
+
+                    print(f"| {n}x{slots} | {kv} | {r['detector']} | {name} | {mean:.2f} "
+                          f"({worst:.2f}) | {goodput(low['windows']['idle'])} | "
+                          f"{goodput(low['windows']['burst'])} | {a['evictionsPerTopRequest']:.3f} "
+                          f"| {low['wastedPct']:.2f} |")
+
+
+def write_scenarios(directory, pools):
+    os.makedirs(directory, exist_ok=True)
+    for n, slots, kvs in pools:
+        for kv in kvs:
+            with open(os.path.join(directory, f"kv-{n}x{slots}-{kv}.json"), "w",
+                      encoding="utf-8") as f:
+                json.dump(scenario(n, kv, slots), f)
+
+
 def main():
-    if len(sys.argv) != 3 or sys.argv[1] not in ("scenarios", "table"):
-        raise SystemExit("usage: sim_pool_sweep.py scenarios|table DIR")
+    modes = ("scenarios", "table", "small-scenarios", "small-table")
+    if len(sys.argv) != 3 or sys.argv[1] not in modes:
+        raise SystemExit("usage: sim_pool_sweep.py " + "|".join(modes) + " DIR")
     if sys.argv[1] == "scenarios":
-        os.makedirs(sys.argv[2], exist_ok=True)
-        for n in POOLS:
-            for kv in KV_PER_SLOT:
-                with open(os.path.join(sys.argv[2], f"kv-{n}x16-{kv}.json"), "w",
-                          encoding="utf-8") as f:
-                    json.dump(scenario(n, kv), f)
+        write_scenarios(sys.argv[2], [(n, 16, KV_PER_SLOT) for n in POOLS])
+    elif sys.argv[1] == "small-scenarios":
+        write_scenarios(sys.argv[2], SMALL)
+    elif sys.argv[1] == "small-table":
+        small_table(sys.argv[2])
     else:
         table(sys.argv[2])
 

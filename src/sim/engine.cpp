@@ -17,17 +17,22 @@ namespace {
 // The free room split among synced replicas leaves a reservation arm's reserve (its minReserve,
 // per endpoint, rounded up) visible to every replica (DispatchLedgerOptions::sharedRoomSlots).
 std::int64_t reservePerEndpoint(const Scenario& s, const Arm& arm) {
-  if (!arm.policy || s.pool.endpoints <= 0) return 0;
-  const config::Json policy = arm.policy(s);
-  const auto params = policy.find("parameters");
-  if (params == policy.end() || !params->is_object()) return 0;
-  const auto reserve = params->find("minReserve");
-  if (reserve == params->end() || !reserve->is_number()) return 0;
+  if (s.pool.endpoints <= 0) return 0;
   return static_cast<std::int64_t>(
-      std::ceil(reserve->get<double>() / static_cast<double>(s.pool.endpoints)));
+      std::ceil(policyMinReserve(s, arm) / static_cast<double>(s.pool.endpoints)));
 }
 
 }  // namespace
+
+double policyMinReserve(const Scenario& s, const Arm& arm) {
+  if (!arm.policy) return 0.0;
+  const config::Json policy = arm.policy(s);
+  const auto params = policy.find("parameters");
+  if (params == policy.end() || !params->is_object()) return 0.0;
+  const auto reserve = params->find("minReserve");
+  if (reserve == params->end() || !reserve->is_number()) return 0.0;
+  return reserve->get<double>();
+}
 
 Simulation::Simulation(const Scenario& s, const Arm& arm, const RunOptions& options)
     : s_(s),
@@ -62,7 +67,10 @@ Simulation::Simulation(const Scenario& s, const Arm& arm, const RunOptions& opti
     if (s.pool.dispatchLedger && s.detector == DetectorKind::kUtilization) {
       DispatchLedgerOptions lo;
       lo.dispatchBudget = s.pool.ledgerBudget;
-      lo.creditCompletions = s.pool.ledgerCreditCompletions;
+      // Reserve mode credits completions at once: the table books a slot a completion freed
+      // once, however many replicas see it free (docs/design/replicas.md, "A replica").
+      lo.creditCompletions =
+          s.pool.ledgerCreditCompletions || s.pool.replicaMode == ReplicaMode::kReserve;
       lo.budgetQueueDepth = UtilizationDetectorOptions{}.queueDepthThreshold;
       lo.replicas = static_cast<std::int64_t>(replicas);  // each replica sees 1/R of the work
       lo.sharedRoomSlots = reservePerEndpoint(s, arm);

@@ -345,6 +345,8 @@ class Simulation {
   // Reserve mode: the table the replicas share, and events in flight.
   std::unique_ptr<ReservationTable> table_;
   std::vector<ReserveEvent> reserveEvents_;
+  Priority reserveTop_ = 0;       // the top class's priority (its bookings may take the reserve)
+  std::int64_t reserveKeep_ = 0;  // the policy's fixed reserve, rounded up (0: none)
   std::uint64_t arrivals_ = 0;
   std::vector<Random> rngs_;
   std::vector<TraceCursor> traces_;  // per class; trace classes only
@@ -384,6 +386,9 @@ class Simulation {
   std::vector<std::size_t> oracleQueued_;  // per endpoint: its queued requests started so far
   std::vector<Nanos> oracleStarts_;        // oracleSoonest's scratch
 };
+
+// The arm's policy's fixed reserve (its parameters' minReserve, in requests); 0 without one.
+double policyMinReserve(const Scenario& s, const Arm& arm);
 
 // Queued, on a server or running when the run ended.
 bool unfinishedState(State s);

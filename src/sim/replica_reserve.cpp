@@ -19,8 +19,15 @@
 //   - bookings carry a lease of three sync intervals, renewed and expired at every sync (no
 //     replica dies in the simulation: the lease never ends a live booking);
 //   - a parked request the controller revokes is cancelled at once (it holds no server);
-//   - the replica's view: its ledger's (its own dispatches and the feed's) plus its parked
-//     requests waiting at the endpoint the picker chose for them (ReserveReplica::overlay).
+//   - a booking for a class below the top one must also leave the policy's fixed reserve
+//     (minReserve, rounded up) free over the pool (leavesPoolReserve), as the gateway's script
+//     does: without it, replicas that each see the reserve free spend it together;
+//   - the replica's view: its ledger's (its own dispatches and the feed's, completions credited
+//     at once: the table books a freed slot once however many replicas see it free) plus its
+//     parked requests waiting at the endpoint the picker chose for them
+//     (ReserveReplica::overlay); the room a call carries is its scrape less the same credit
+//     (ReserveReplica::roomToSend).
+#include <cmath>
 #include <numeric>
 
 #include "sim/engine.hpp"
@@ -62,6 +69,9 @@ void Simulation::reserveSetup() {
   if (s_.pool.replicaMode != ReplicaMode::kReserve || arm_.oracle) return;  // oracle: one view
   const std::size_t n = servers_.size();
   table_ = std::make_unique<ReservationTable>(n);
+  reserveTop_ = s_.classes.empty() ? Priority{0} : s_.classes.front().priority;
+  for (const TrafficClass& c : s_.classes) reserveTop_ = std::max(reserveTop_, c.priority);
+  reserveKeep_ = static_cast<std::int64_t>(std::ceil(policyMinReserve(s_, arm_)));
   for (Gateway& gw : gateways_) {
     gw.reserve = std::make_unique<ReserveReplica>(n);
     for (std::size_t i = 0; i < n; ++i) {  // capacity known, idle until the first scrape
@@ -120,6 +130,7 @@ void Simulation::reservePump(std::size_t g) {
     return pool[a].runningRequests + pool[a].waitingQueueSize <
            pool[b].runningRequests + pool[b].waitingQueueSize;
   });
+  rr.roomToSend(pool);
   reserveSchedule(now_ + fromMs(s_.pool.replicaReserveRttMs / 2.0),
                   {.kind = ReserveEvent::Kind::kAtTable,
                    .gateway = static_cast<std::uint32_t>(g),
@@ -139,10 +150,12 @@ void Simulation::reserveHandle(ReserveEvent e) {
     case ReserveEvent::Kind::kAtTable: {
       const Request& r = requests_[e.request];
       std::int64_t booked = -1;
-      if (r.parked) {  // not revoked while the call was on its way
+      // Not revoked while the call was on its way; below the top class, the pool's reserve kept.
+      if (r.parked && (s_.classes[r.cls].priority >= reserveTop_ ||
+                       leavesPoolReserve(rr.sent, *table_, reserveKeep_))) {
         for (const std::size_t i : rr.candidates) {
           if (table_
-                  ->tryReserve(i, rr.scraped[i], e.gateway, e.request, r.input + r.output,
+                  ->tryReserve(i, rr.sent[i], e.gateway, e.request, r.input + r.output,
                                reserveLease())
                   .booked) {
             booked = static_cast<std::int64_t>(i);

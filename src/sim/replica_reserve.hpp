@@ -6,6 +6,7 @@
 #pragma once
 
 #include <algorithm>
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <span>
@@ -17,6 +18,21 @@
 namespace holdback {
 inline namespace HOLDBACK_ABI_NAMESPACE {
 namespace sim::detail {
+
+// The pool-wide term of a booking below the top band (docs/design/replicas.md, "The table"): the
+// free slots over the pool, sum of max(0, slots - max(room's used, booked)) per endpoint, less the
+// request's own slot, leave at least `keep` (the policy's fixed reserve, rounded up). `rooms`:
+// the calling replica's rooms; `table`: the live bookings.
+inline bool leavesPoolReserve(std::span<const ReservationRoom> rooms, const ReservationTable& table,
+                              std::int64_t keep) {
+  if (keep <= 0) return true;
+  std::int64_t free = 0;
+  for (std::size_t i = 0; i < rooms.size(); ++i) {
+    const std::int64_t used = std::max(rooms[i].scrapedSlotsUsed, table.booked(i).slots);
+    free += std::max<std::int64_t>(0, rooms[i].slots - used);
+  }
+  return free - 1 >= keep;
+}
 
 // One replica's reserve state.
 struct ReserveReplica {
@@ -31,10 +47,12 @@ struct ReserveReplica {
   bool again = false;                    // a trigger came while the call was in flight
   bool retryScheduled = false;           // the retry timer is set
   std::vector<ReservationRoom> scraped;  // [endpoint]: this replica's latest scrape
+  std::vector<ReservationRoom> sent;     // [endpoint]: the room sent with the call in flight
   std::vector<double> parkedOn;          // [endpoint]: parked requests preferring it
   std::vector<std::size_t> candidates;   // the call in flight: endpoints, best first
 
-  explicit ReserveReplica(std::size_t endpoints) : scraped(endpoints), parkedOn(endpoints, 0.0) {}
+  explicit ReserveReplica(std::size_t endpoints)
+      : scraped(endpoints), sent(endpoints), parkedOn(endpoints, 0.0) {}
 
   void park(const Parked& p) {
     const auto at = std::find_if(parked.begin(), parked.end(), [&](const Parked& q) {
@@ -53,6 +71,21 @@ struct ReserveReplica {
     parkedOn[it->preferred] -= 1.0;
     parked.erase(it);
     return true;
+  }
+
+  // The room a call carries (into `sent`): each endpoint's latest scrape, its slots in use less
+  // the requests that ended since, as the replica's view `pool` counts them (its ledger credits
+  // completions in reserve mode: the slots its own and the feed's completions freed since the
+  // scrape); the view's parked requests are taken out again. Never above the scrape: the
+  // dispatches since are the table's bookings. KV is the scrape's, as the ledger's credit.
+  void roomToSend(std::span<const Endpoint> pool) {
+    for (std::size_t i = 0; i < sent.size(); ++i) {
+      sent[i] = scraped[i];
+      if (i >= pool.size()) continue;
+      const double seen = pool[i].runningRequests + pool[i].waitingQueueSize - parkedOn[i];
+      const auto used = static_cast<std::int64_t>(std::llround(std::max(0.0, seen)));
+      sent[i].scrapedSlotsUsed = std::min(sent[i].scrapedSlotsUsed, used);
+    }
   }
 
   // The replica's view in reserve mode, after its ledger's fill (its own dispatches, the

@@ -572,6 +572,42 @@ TEST_F(ReserveRestoreTest, ReplicasPublishingTheirVictimsRevokeTheirOwnAmongTheP
   }
 }
 
+TEST_F(ReserveRestoreTest, ADeferredRevocationIsTakenOverWhenTheNextShareStillNeedsIt) {
+  // The other replica's 16 published victims are all younger, so the pool's youngest are its
+  // own: this replica leaves the revocations to it. Installed again (the next sync rounds) with
+  // the same figures, the other has revoked nothing (its pending revocations are still 0) and the
+  // pool is still short: this replica then leaves those victims out and revokes its own youngest
+  // once they come next (and not before the first round).
+  const auto seconds = [](TimePoint t) {
+    return std::chrono::duration<double>(t.time_since_epoch()).count();
+  };
+  ReplicaShare s;
+  s.replicas = 2;
+  s.rank = 0;
+  s.pooledArrivals = true;
+  s.others.leases = 20.0;
+  s.others.victimLists = 1.0;
+  for (std::size_t k = 0; k < ReplicaRestoreFigures::kVictims; ++k) {
+    s.others.addVictim(seconds(t0 + 10s));
+  }
+  auto fc = restoring();
+  const std::vector<RequestId> ids = preload(*fc, 20, -1, t0);
+  detector->set(0.9);
+  fc->replicaPort().setShare(s);
+  EXPECT_EQ(arrive(*fc, t0 + 1s, t0 + 2s, 50ms), 0u);
+  EXPECT_TRUE(revoked.empty());  // left to the other replica
+  // Round after round with the same figures: each leaves out the other's youngest `need` more
+  // (about 5 here), until the next of the pool's youngest are this replica's: after the other's
+  // 16, within four rounds.
+  TimePoint t = t0 + 2s;
+  for (int round = 0; round < 5 && revoked.empty(); ++round, t += 100ms) {
+    fc->replicaPort().setShare(s);
+    EXPECT_EQ(arrive(*fc, t, t + 100ms, 50ms), 0u);
+  }
+  ASSERT_FALSE(revoked.empty());
+  EXPECT_EQ(revoked.front().id, ids.back());  // its own youngest
+}
+
 TEST_F(ReserveRestoreTest, QuietWithoutHigherBandArrivalsOrWhileTheReserveIsIntact) {
   auto fc = restoring();
   preload(*fc, 20, -1, t0);

@@ -216,7 +216,11 @@ struct WaitForReleasesOptions {
 // is its own victims among the pool's n youngest (its candidates ranked with the others'
 // published times, a tie counting as its own), so that the replicas together revoke what one
 // gateway would: the n youngest, not each replica's youngest (a replica's youngest is about R
-// times older than the pool's, and the work lost with it). Else its part is floor(n / R), plus
+// times older than the pool's, and the work lost with it). A replica whose part is none there
+// (the pool's youngest are the others') waits for them until the next share is installed at
+// most: if the pool is still short then, it leaves the others' n youngest out (more each round)
+// and takes its own among the next of the pool's youngest (the others may size less, or their
+// published list may name victims they revoked since). Else its part is floor(n / R), plus
 // one when its position on the turn (ReplicaTurn, core/replica_share.hpp: rank + the time on the
 // replicas' shared clock in 100 ms steps, modulo R) is below n mod R. Without a share (one
 // gateway, no store, or the store failed) a replica restores alone, as above.

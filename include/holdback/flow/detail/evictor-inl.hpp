@@ -136,9 +136,17 @@ HOLDBACK_INLINE void Evictor::restoreReserve(const Cycle& cycle, RevocationBatch
   const std::optional<ReserveDeficit> deficit = reserveDeficit(ReserveSnapshot{
       s, unit, cycle.ceilings[0], cycle.ceilings[v], lambda, completions, pool_pending,
       pacer_.leadSeconds(ro.leadTime, ev.confirmationGrace), ro.epsilon});
-  if (!deficit) return;  // the policy's reserve is intact
+  if (!deficit) {  // the policy's reserve is intact
+    deferred_ = false;
+    skipped_ = 0;
+    return;
+  }
   pacer_.setReclaimTarget(deficit->target * unit);
-  if (!(deficit->deficit >= 1.0) || !std::isfinite(deficit->deficit)) return;
+  if (!(deficit->deficit >= 1.0) || !std::isfinite(deficit->deficit)) {
+    deferred_ = false;
+    skipped_ = 0;
+    return;
+  }
   auto need = static_cast<std::size_t>(std::min(std::floor(deficit->deficit), 1e9));
   // With replicas: this replica's part of the pool's need. When every replica publishes its
   // youngest victims, the part is its own among the pool's `need` youngest (the choice one
@@ -150,7 +158,31 @@ HOLDBACK_INLINE void Evictor::restoreReserve(const Cycle& cycle, RevocationBatch
   bool by_footprint = false;
   double total_footprint = 0.0;
   if (!selector_.gather(cycle, protectedPrio, by_footprint, total_footprint)) return;
-  if (pool_victims && (need = selector_.ownAmongPoolYoungest(*replicas, need)) == 0) return;
+  if (pool_victims) {
+    if (const std::size_t own = selector_.ownAmongPoolYoungest(*replicas, need, skipped_);
+        own > 0) {
+      need = own;
+      deferred_ = false;
+      skipped_ = 0;
+    } else if (!deferred_ || replicas->installs() == deferred_at_) {
+      // Left to the others, whose victims are the pool's youngest, until their next figures.
+      if (!deferred_) deferred_at_ = replicas->installs();
+      deferred_ = true;
+      return;
+    } else {
+      // A share installed since and the pool still short: the replicas whose victims were the
+      // pool's youngest did not take them (they see less missing, or the list named victims
+      // they had revoked since). The others' `need` youngest more are left out and the next of
+      // the pool's youngest go instead: every replica that deferred reads the same fresh lists,
+      // so they take those once between them (not each the whole need).
+      skipped_ += need;
+      deferred_at_ = replicas->installs();
+      if (!selector_.gather(cycle, protectedPrio, by_footprint, total_footprint)) return;
+      if ((need = selector_.ownAmongPoolYoungest(*replicas, need, skipped_)) == 0) return;
+      deferred_ = false;
+      skipped_ = 0;
+    }
+  }
   // In the candidates' credit units (this replica's own leases share s).
   const double net = static_cast<double>(need) * s / static_cast<double>(in_flight);
   std::size_t take = selector_.choosePerEndpoint(cycle, pacer_, v, need, net, by_footprint);

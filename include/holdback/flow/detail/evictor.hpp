@@ -13,7 +13,10 @@
 // the pool-wide choice. restoreReserve (any cycle, before a block): first one victim where a
 // protected request waits; else the reserve deficit of the pool (with replicas: the pool's
 // figures from the replica coordination, and this replica's part of the revocations), chosen
-// per endpoint when the endpoints are known, else pool-wide.
+// per endpoint when the endpoints are known, else pool-wide. A replica that leaves the pool's
+// revocations to the others (their victims are the pool's youngest) waits for them until the
+// next share install at most: short still with their fresh figures, it leaves their youngest
+// out and takes its own among the next of the pool's youngest.
 //
 // Host code: only the pure, host-pluggable EvictionFilter and EvictionOrderPolicy. It never
 // holds the evict callback: a decision adds its revocations to the caller's RevocationBatch,
@@ -25,6 +28,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 
 #include "holdback/core/types.hpp"
 #include "holdback/flow/detail/eviction_cycle.hpp"
@@ -74,6 +78,13 @@ class Evictor {
   RevocationPacer pacer_;
   VictimSelector selector_;
   BurstMemory burst_;
+  // Restoration with the pool's victims (ReplicaCoordinator::poolVictims): this replica left the
+  // pool's revocations to the others (its own were not among the pool's youngest) since the
+  // share install deferred_at_ counts (ReplicaCoordinator::installs), and leaves out the
+  // others' skipped_ youngest victims (not revoked a sync round after it deferred to them).
+  bool deferred_ = false;
+  std::uint64_t deferred_at_ = 0;
+  std::size_t skipped_ = 0;
 };
 
 }  // namespace detail

@@ -18,6 +18,7 @@ HOLDBACK_INLINE double ReplicaCoordinator::finiteOrZero(double x) noexcept {
 
 HOLDBACK_INLINE ReplicaCoordinator::PastThresholdSetting ReplicaCoordinator::install(
     const std::optional<ReplicaShare>& share) noexcept {
+  ++installs_;
   if (share && share->replicas > 1 && share->rank >= 0 && share->rank < share->replicas) {
     share_ = share;
   } else {

@@ -27,6 +27,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <optional>
 
 #include "holdback/core/replica_share.hpp"
@@ -51,6 +52,8 @@ class ReplicaCoordinator {
   // else the detector's room.
   PastThresholdSetting install(const std::optional<ReplicaShare>& share) noexcept;
 
+  // How many shares were installed (each sync round's, failed ones included).
+  [[nodiscard]] std::uint64_t installs() const noexcept { return installs_; }
   // The installed share; null when this replica decides alone.
   [[nodiscard]] const ReplicaShare* share() const noexcept { return share_ ? &*share_ : nullptr; }
   [[nodiscard]] bool shared() const noexcept { return share_.has_value(); }
@@ -69,14 +72,16 @@ class ReplicaCoordinator {
   [[nodiscard]] bool poolVictims() const noexcept;
   // Of the pool's `need` youngest victims (this replica's `mine` candidates, youngest first,
   // dispatched at dispatchedAt(i), and the others' published times; a tie counts as this
-  // replica's), how many are this replica's (they are its first ones).
+  // replica's), how many are this replica's (they are its first ones). `skipOthers`: the others'
+  // first (youngest) victims left out, as not there.
   template <class DispatchedAt>
   [[nodiscard]] std::size_t ownAmongPoolYoungest(std::size_t mine, DispatchedAt dispatchedAt,
-                                                 std::size_t need) const noexcept {
+                                                 std::size_t need,
+                                                 std::size_t skipOthers = 0) const noexcept {
     const ReplicaRestoreFigures* theirs = share_ ? &share_->others : nullptr;
     const std::size_t published = theirs != nullptr ? theirs->victimsUsed() : 0;
     std::size_t own = 0;
-    std::size_t j = 0;
+    std::size_t j = skipOthers < published ? skipOthers : published;
     for (std::size_t k = 0; k < need && own < mine; ++k) {
       const double at = ReplicaRestoreFigures::secondsOf(dispatchedAt(own));
       if (j < published && ReplicaRestoreFigures::sane(theirs->victimDispatchTimes[j]) > at) {
@@ -112,6 +117,7 @@ class ReplicaCoordinator {
   // A share of two replicas or more was installed last: a missing share then means the store
   // failed, not one gateway.
   bool had_replicas_ = false;
+  std::uint64_t installs_ = 0;
 };
 
 }  // namespace detail

@@ -80,13 +80,14 @@ HOLDBACK_INLINE void VictimSelector::publishVictims(const EvictionCycle& cycle,
 }
 
 HOLDBACK_INLINE std::size_t VictimSelector::ownAmongPoolYoungest(const ReplicaCoordinator& replicas,
-                                                                 std::size_t need) noexcept {
+                                                                 std::size_t need,
+                                                                 std::size_t skipOthers) noexcept {
   std::sort(candidates_.begin(), candidates_.end(), [](const Candidate& a, const Candidate& b) {
     return a.lease.dispatchedAt > b.lease.dispatchedAt;
   });
   const std::size_t mine = replicas.ownAmongPoolYoungest(
-      candidates_.size(), [this](std::size_t i) { return candidates_[i].lease.dispatchedAt; },
-      need);
+      candidates_.size(), [this](std::size_t i) { return candidates_[i].lease.dispatchedAt; }, need,
+      skipOthers);
   candidates_.erase(candidates_.begin() + static_cast<std::ptrdiff_t>(mine), candidates_.end());
   return mine;
 }

@@ -83,7 +83,8 @@ class VictimSelector {
                                  std::size_t victimBand, bool byFootprint) noexcept;
   // Keeps the ones among the pool's `need` youngest victims (ReplicaCoordinator::
   // ownAmongPoolYoungest), youngest first, and returns how many.
-  std::size_t ownAmongPoolYoungest(const ReplicaCoordinator& replicas, std::size_t need) noexcept;
+  std::size_t ownAmongPoolYoungest(const ReplicaCoordinator& replicas, std::size_t need,
+                                   std::size_t skipOthers = 0) noexcept;
   // This replica's own victims into `own` (the youngest kVictims of the leases below
   // `protectedPrio` that restoration may revoke).
   static void publishVictims(const EvictionCycle& cycle, Priority protectedPrio,
