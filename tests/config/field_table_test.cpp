@@ -9,13 +9,13 @@
 #include <string>
 
 #include "holdback/config/effective_config.hpp"
-#include "holdback/detector/concurrency_detector_fields.hpp"
-#include "holdback/detector/detectors_fields.hpp"
-#include "holdback/detector/dispatch_ledger_fields.hpp"
-#include "holdback/flow/band_scheduling_fields.hpp"
-#include "holdback/flow/plugins/vtc_fairness_fields.hpp"
-#include "holdback/policy/policies_fields.hpp"
-#include "holdback/policy/reservation_fields.hpp"
+#include "holdback/detector/detail/concurrency_detector_fields.hpp"
+#include "holdback/detector/detail/detectors_fields.hpp"
+#include "holdback/detector/detail/dispatch_ledger_fields.hpp"
+#include "holdback/flow/detail/band_scheduling_fields.hpp"
+#include "holdback/flow/detail/vtc_fairness_fields.hpp"
+#include "holdback/policy/detail/policies_fields.hpp"
+#include "holdback/policy/detail/reservation_fields.hpp"
 
 namespace holdback {
 namespace {

@@ -12,8 +12,8 @@
 #include <map>
 
 #include "holdback/core/duration.hpp"
-#include "holdback/detector/concurrency_detector_fields.hpp"
-#include "holdback/detector/detectors_fields.hpp"
+#include "holdback/detector/detail/concurrency_detector_fields.hpp"
+#include "holdback/detector/detail/detectors_fields.hpp"
 
 namespace holdback {
 inline namespace HOLDBACK_ABI_NAMESPACE {

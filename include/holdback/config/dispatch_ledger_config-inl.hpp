@@ -8,8 +8,8 @@
 #include <limits>
 
 #include "holdback/config/detail/field_table.hpp"
+#include "holdback/detector/detail/dispatch_ledger_fields.hpp"
 #include "holdback/detector/detectors.hpp"
-#include "holdback/detector/dispatch_ledger_fields.hpp"
 
 namespace holdback {
 inline namespace HOLDBACK_ABI_NAMESPACE {

@@ -11,17 +11,17 @@
 #include <vector>
 
 #include "holdback/config/detail/field_table.hpp"
-#include "holdback/detector/concurrency_detector_fields.hpp"
+#include "holdback/detector/detail/concurrency_detector_fields.hpp"
+#include "holdback/detector/detail/detectors_fields.hpp"
+#include "holdback/detector/detail/dispatch_ledger_fields.hpp"
 #include "holdback/detector/detectors.hpp"
-#include "holdback/detector/detectors_fields.hpp"
-#include "holdback/detector/dispatch_ledger_fields.hpp"
-#include "holdback/flow/band_scheduling_fields.hpp"
+#include "holdback/flow/detail/band_scheduling_fields.hpp"
+#include "holdback/flow/detail/vtc_fairness_fields.hpp"
 #include "holdback/flow/options.hpp"
-#include "holdback/flow/plugins/vtc_fairness_fields.hpp"
+#include "holdback/policy/detail/policies_fields.hpp"
+#include "holdback/policy/detail/reservation_fields.hpp"
 #include "holdback/policy/policies.hpp"
-#include "holdback/policy/policies_fields.hpp"
 #include "holdback/policy/reservation.hpp"
-#include "holdback/policy/reservation_fields.hpp"
 
 namespace holdback {
 inline namespace HOLDBACK_ABI_NAMESPACE {

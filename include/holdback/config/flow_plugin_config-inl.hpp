@@ -13,7 +13,7 @@
 
 #include "holdback/config/detail/field_table.hpp"
 #include "holdback/config/json.hpp"
-#include "holdback/flow/plugins/vtc_fairness_fields.hpp"
+#include "holdback/flow/detail/vtc_fairness_fields.hpp"
 
 namespace holdback {
 inline namespace HOLDBACK_ABI_NAMESPACE {

@@ -7,8 +7,8 @@
 
 #include "holdback/config/detail/field_table.hpp"
 #include "holdback/core/duration.hpp"
-#include "holdback/policy/policies_fields.hpp"
-#include "holdback/policy/reservation_fields.hpp"
+#include "holdback/policy/detail/policies_fields.hpp"
+#include "holdback/policy/detail/reservation_fields.hpp"
 
 #include <limits>
 #include <map>

@@ -13,7 +13,7 @@
 #include <string_view>
 
 #include "holdback/core/text.hpp"
-#include "holdback/detector/concurrency_detector_fields.hpp"
+#include "holdback/detector/detail/concurrency_detector_fields.hpp"
 
 namespace holdback {
 inline namespace HOLDBACK_ABI_NAMESPACE {

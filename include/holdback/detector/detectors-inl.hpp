@@ -11,7 +11,7 @@
 #include <limits>
 
 #include "holdback/core/text.hpp"
-#include "holdback/detector/detectors_fields.hpp"
+#include "holdback/detector/detail/detectors_fields.hpp"
 
 namespace holdback {
 inline namespace HOLDBACK_ABI_NAMESPACE {

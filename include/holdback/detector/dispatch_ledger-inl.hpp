@@ -11,10 +11,10 @@
 #include <new>
 
 #include "holdback/core/text.hpp"
+#include "holdback/detector/detail/dispatch_ledger_fields.hpp"
 #include "holdback/detector/detail/ledger_fill-inl.hpp"
 #include "holdback/detector/detail/ledger_scrape-inl.hpp"
 #include "holdback/detector/detail/ledger_slot-inl.hpp"
-#include "holdback/detector/dispatch_ledger_fields.hpp"
 
 namespace holdback {
 inline namespace HOLDBACK_ABI_NAMESPACE {

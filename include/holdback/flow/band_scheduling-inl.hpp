@@ -4,7 +4,7 @@
 
 #include "holdback/flow/band_scheduling.hpp"
 
-#include "holdback/flow/band_scheduling_fields.hpp"
+#include "holdback/flow/detail/band_scheduling_fields.hpp"
 
 #include <cmath>
 #include <limits>

@@ -7,7 +7,7 @@
 #include <algorithm>
 
 #include "holdback/core/text.hpp"
-#include "holdback/policy/policies_fields.hpp"
+#include "holdback/policy/detail/policies_fields.hpp"
 
 namespace holdback {
 inline namespace HOLDBACK_ABI_NAMESPACE {

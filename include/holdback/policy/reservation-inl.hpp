@@ -9,7 +9,7 @@
 #include <limits>
 
 #include "holdback/core/text.hpp"
-#include "holdback/policy/reservation_fields.hpp"
+#include "holdback/policy/detail/reservation_fields.hpp"
 
 namespace holdback {
 inline namespace HOLDBACK_ABI_NAMESPACE {

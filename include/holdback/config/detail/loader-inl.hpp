@@ -15,7 +15,7 @@
 #include "holdback/config/quantity.hpp"
 #include "holdback/config/reference_profile.hpp"
 #include "holdback/core/duration.hpp"
-#include "holdback/flow/band_scheduling_fields.hpp"
+#include "holdback/flow/detail/band_scheduling_fields.hpp"
 #include "holdback/flow/options.hpp"
 
 namespace holdback {

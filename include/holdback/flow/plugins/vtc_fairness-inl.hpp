@@ -4,7 +4,7 @@
 
 #include "holdback/flow/plugins/vtc_fairness.hpp"
 
-#include "holdback/flow/plugins/vtc_fairness_fields.hpp"
+#include "holdback/flow/detail/vtc_fairness_fields.hpp"
 
 #include <algorithm>
 #include <cmath>

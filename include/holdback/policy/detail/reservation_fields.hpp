@@ -2,6 +2,7 @@
 // (core/field_table.hpp). validate() checks the rows; config/policy_config reads them, and the
 // effective configuration and docs/reference/configuration.md show them.
 //
+// Internal: read it after policy/reservation.hpp (its -inl.hpp and the config layer include it).
 // Thread safety: immutable constants.
 #pragma once
 
@@ -14,6 +15,11 @@
 
 namespace holdback {
 inline namespace HOLDBACK_ABI_NAMESPACE {
+
+// A row names only the members it sets; the others keep their defaults (GCC's
+// -Wmissing-field-initializers counts the string_view members without an initializer).
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmissing-field-initializers"
 
 namespace detail {
 inline constexpr std::string_view kReserveRestorationDerives =
@@ -109,6 +115,8 @@ inline constexpr std::array<Field<ReservationOptions>, 17> kReservationFields = 
                                               {"endpoints", ReservationCapacity::kEndpoints}})},
     {.key = "feedback", .deprecated = kAblationSwitch},
 }};
+
+#pragma GCC diagnostic pop
 
 }  // namespace HOLDBACK_ABI_NAMESPACE
 }  // namespace holdback

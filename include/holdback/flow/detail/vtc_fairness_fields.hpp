@@ -2,7 +2,8 @@
 // validate() checks the rows; config/flow_plugin_config reads them, and the effective
 // configuration and docs/reference/configuration.md show them.
 //
-// Thread safety: immutable constants.
+// Internal: read it after flow/plugins/vtc_fairness.hpp (its -inl.hpp and the config layer include
+// it). Thread safety: immutable constants.
 #pragma once
 
 #include "holdback/abi.hpp"
@@ -14,6 +15,11 @@
 
 namespace holdback {
 inline namespace HOLDBACK_ABI_NAMESPACE {
+
+// A row names only the members it sets; the others keep their defaults (GCC's
+// -Wmissing-field-initializers counts the string_view members without an initializer).
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmissing-field-initializers"
 
 inline constexpr std::array<Field<VtcFairnessOptions>, 2> kVtcFairnessFields = {{
     {.key = "requestCost",
@@ -29,6 +35,8 @@ inline constexpr std::array<Field<VtcFairnessOptions>, 2> kVtcFairnessFields = {
                 "request-count fairness",
      .checks = {must("[0, 1000000]", "is outside [0, 1e6]; the weight of a declared token")}},
 }};
+
+#pragma GCC diagnostic pop
 
 }  // namespace HOLDBACK_ABI_NAMESPACE
 }  // namespace holdback

@@ -2,7 +2,8 @@
 // key (core/field_table.hpp). validate() checks the rows; config/dispatch_ledger_config reads
 // them, and the effective configuration and docs/reference/configuration.md show them.
 //
-// Thread safety: immutable constants.
+// Internal: read it after detector/dispatch_ledger.hpp (its -inl.hpp and the config layer include
+// it). Thread safety: immutable constants.
 #pragma once
 
 #include "holdback/abi.hpp"
@@ -14,6 +15,11 @@
 
 namespace holdback {
 inline namespace HOLDBACK_ABI_NAMESPACE {
+
+// A row names only the members it sets; the others keep their defaults (GCC's
+// -Wmissing-field-initializers counts the string_view members without an initializer).
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmissing-field-initializers"
 
 static_assert(DispatchLedgerOptions::kMaxReplicas == 1024, "the replicas row says [1, 1024]");
 
@@ -60,6 +66,8 @@ inline constexpr std::array<Field<DispatchLedgerOptions>, 8> kDispatchLedgerFiel
      .deprecated = kAblationSwitch,
      .checkedBefore = "budgetQueueDepth"},
 }};
+
+#pragma GCC diagnostic pop
 
 }  // namespace HOLDBACK_ABI_NAMESPACE
 }  // namespace holdback

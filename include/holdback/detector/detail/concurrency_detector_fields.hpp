@@ -2,7 +2,8 @@
 // one row per key (core/field_table.hpp). validate() checks the rows; config/detector_config
 // reads them, and the effective configuration and docs/reference/configuration.md show them.
 //
-// Thread safety: immutable constants.
+// Internal: read it after detector/concurrency_detector.hpp (its -inl.hpp and the config layer
+// include it). Thread safety: immutable constants.
 #pragma once
 
 #include "holdback/abi.hpp"
@@ -14,6 +15,11 @@
 
 namespace holdback {
 inline namespace HOLDBACK_ABI_NAMESPACE {
+
+// A row names only the members it sets; the others keep their defaults (GCC's
+// -Wmissing-field-initializers counts the string_view members without an initializer).
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmissing-field-initializers"
 namespace detail {
 
 // headroom, in either detector.
@@ -63,6 +69,8 @@ inline constexpr std::array<Field<ConcurrencyDetectorOptions>, 5> kConcurrencyDe
                 "(`Endpoint::maxRunningRequests`, `kvCapacityTokens`, when known) replace "
                 "`maxConcurrency` / `maxTokenConcurrency` for it"},
 }};
+
+#pragma GCC diagnostic pop
 
 }  // namespace HOLDBACK_ABI_NAMESPACE
 }  // namespace holdback

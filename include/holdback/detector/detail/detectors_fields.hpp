@@ -2,6 +2,7 @@
 // validate() checks the rows; config/detector_config reads them, and the effective configuration
 // and docs/reference/configuration.md show them.
 //
+// Internal: read it after detector/detectors.hpp (its -inl.hpp and the config layer include it).
 // Thread safety: immutable constants.
 #pragma once
 
@@ -10,11 +11,16 @@
 #include <array>
 
 #include "holdback/core/field_table.hpp"
-#include "holdback/detector/concurrency_detector_fields.hpp"
+#include "holdback/detector/detail/concurrency_detector_fields.hpp"
 #include "holdback/detector/detectors.hpp"
 
 namespace holdback {
 inline namespace HOLDBACK_ABI_NAMESPACE {
+
+// A row names only the members it sets; the others keep their defaults (GCC's
+// -Wmissing-field-initializers counts the string_view members without an initializer).
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmissing-field-initializers"
 namespace detail {
 inline constexpr std::string_view kReferenceProfileSets =
     "remove it; flowControl.profile: reference sets Go's value";
@@ -85,6 +91,8 @@ inline constexpr std::array<Field<UtilizationDetectorOptions>, 10> kUtilizationD
                    "without replica sync), else on",
      .checkedBefore = "telemetryValidation"},  // warned about first, as before the table
 }};
+
+#pragma GCC diagnostic pop
 
 }  // namespace HOLDBACK_ABI_NAMESPACE
 }  // namespace holdback
