@@ -25,39 +25,35 @@ namespace detail {
 // The readers of the kinds ParamReader has no accessor for. Each marks the key known, returns
 // nullopt when it is absent or unreadable (reported).
 // kDuration: "a duration string such as "300ms" or "5s"".
-HOLDBACK_API std::optional<Duration> durationField(config::ParamReader& reader,
-                                                   std::string_view key);
+std::optional<Duration> durationField(config::ParamReader& reader, std::string_view key);
 // kGoDuration: the detectors' wording (the units listed when the string is no duration).
-HOLDBACK_API std::optional<Duration> readDuration(config::ParamReader& reader,
-                                                  std::string_view key);
+std::optional<Duration> readDuration(config::ParamReader& reader, std::string_view key);
 // kCount: an integer that validation will require to be > 0. Returns the value even when it is
 // not positive (validate() then reports it).
-HOLDBACK_API std::optional<std::int64_t> readCount(config::ParamReader& reader,
-                                                   std::string_view key);
+std::optional<std::int64_t> readCount(config::ParamReader& reader, std::string_view key);
 // kChoice: the value of the choice the string names.
-HOLDBACK_API std::optional<int> readChoice(config::ParamReader& reader, std::string_view key,
-                                           const std::array<FieldChoice, 6>& choices);
+std::optional<int> readChoice(config::ParamReader& reader, std::string_view key,
+                              const std::array<FieldChoice, 6>& choices);
 
 // One value of a row, read as its kind says (nothing for kStructured).
-HOLDBACK_API FieldValue readFieldValue(config::ParamReader& reader, FieldKind kind,
-                                       std::string_view key,
-                                       const std::array<FieldChoice, 6>& choices, std::int64_t min,
-                                       std::int64_t max);
+FieldValue readFieldValue(config::ParamReader& reader, FieldKind kind, std::string_view key,
+                          const std::array<FieldChoice, 6>& choices, std::int64_t min,
+                          std::int64_t max);
 
 // A value as the effective configuration writes it: durations as Go strings, choices by name,
 // an empty optional as null.
-HOLDBACK_API nlohmann::ordered_json fieldJson(const FieldValue& value,
-                                              const std::array<FieldChoice, 6>& choices);
+nlohmann::ordered_json fieldJson(const FieldValue& value,
+                                 const std::array<FieldChoice, 6>& choices);
 
 // One row's description for the schema export: key, kind, use, default (from `defaults`, the
 // effective parameters of default options, when it has the key), choices, checks, meaning,
 // deprecated.
-HOLDBACK_API nlohmann::ordered_json fieldSchemaRow(std::string_view key, FieldKind kind,
-                                                   FieldUse use, std::string_view meaning,
-                                                   const std::array<FieldCheck, 3>& checks,
-                                                   const std::array<FieldChoice, 6>& choices,
-                                                   std::string_view deprecated,
-                                                   const nlohmann::ordered_json& defaults);
+nlohmann::ordered_json fieldSchemaRow(std::string_view key, FieldKind kind, FieldUse use,
+                                      std::string_view meaning,
+                                      const std::array<FieldCheck, 3>& checks,
+                                      const std::array<FieldChoice, 6>& choices,
+                                      std::string_view deprecated,
+                                      const nlohmann::ordered_json& defaults);
 
 // Reads every row of `table` in order into `options`: bound rows by their kind, kStructured rows
 // through readByHand(key, options).
