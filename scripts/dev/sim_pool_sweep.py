@@ -54,6 +54,12 @@ def scenario(n, kv, slots=16):
     }
 
 
+def goodput(win):
+    """The lowest class's goodput in one window: the mean over seeds (min-max)."""
+    lo, hi = win["spread"]["outputTokensPctOfStatic"]
+    return f"{win['outputTokensPctOfStatic']:.1f} ({lo:.0f}-{hi:.0f})"
+
+
 def table(directory):
     print("| pool | KV/slot | detector | TTFT x idle / burst / onset (worst seed) | batch % idle "
           "| batch % burst | evictions / interactive | wasted % | misses |")
@@ -76,10 +82,6 @@ def table(directory):
                         worst = win["spread"]["ttftP99OverUnloaded"][1]
                         return f"{win['ttftP99OverUnloaded']:.1f}" + (
                             f" ({worst:.1f})" if worst >= 1.05 else "")
-
-                    def goodput(win):
-                        lo, hi = win["spread"]["outputTokensPctOfStatic"]
-                        return f"{win['outputTokensPctOfStatic']:.1f} ({lo:.0f}-{hi:.0f})"
 
                     cells = " / ".join(ttft(w) for w in ("idle", "burst", "onset"))
                     idle, burst = low["windows"]["idle"], low["windows"]["burst"]
@@ -113,10 +115,6 @@ def small_table(directory):
                     wins = [top["windows"][w] for w in ("idle", "burst", "onset")]
                     mean = max(w["ttftP99OverUnloaded"] for w in wins)
                     worst = max(w["spread"]["ttftP99OverUnloaded"][1] for w in wins)
-
-                    def goodput(win):
-                        lo, hi = win["spread"]["outputTokensPctOfStatic"]
-                        return f"{win['outputTokensPctOfStatic']:.1f} ({lo:.0f}-{hi:.0f})"
 
                     print(f"| {n}x{slots} | {kv} | {r['detector']} | {name} | {mean:.2f} "
                           f"({worst:.2f}) | {goodput(low['windows']['idle'])} | "
