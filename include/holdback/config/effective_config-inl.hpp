@@ -104,34 +104,24 @@ HOLDBACK_INLINE config::OrderedJson utilizationDetectorParameters(
 
 HOLDBACK_INLINE config::OrderedJson concurrencyDetectorParameters(
     const ConcurrencyDetectorOptions& o) {
-  return writeFields<ConcurrencyDetectorOptions>(
-      kConcurrencyDetectorFields, o,
-      [](std::string_view, const ConcurrencyDetectorOptions&) { return config::OrderedJson(); });
+  return writeFields<ConcurrencyDetectorOptions>(kConcurrencyDetectorFields, o);
 }
 
 HOLDBACK_INLINE config::OrderedJson dispatchLedgerParameters(const DispatchLedgerOptions& o) {
-  return writeFields<DispatchLedgerOptions>(
-      kDispatchLedgerFields, o,
-      [](std::string_view, const DispatchLedgerOptions&) { return config::OrderedJson(); });
+  return writeFields<DispatchLedgerOptions>(kDispatchLedgerFields, o);
 }
 
 HOLDBACK_INLINE config::OrderedJson bandSchedulingParameters(const BandSchedulingOptions& o) {
-  return writeFields<BandSchedulingOptions>(
-      kBandSchedulingFields, o,
-      [](std::string_view, const BandSchedulingOptions&) { return config::OrderedJson(); });
+  return writeFields<BandSchedulingOptions>(kBandSchedulingFields, o);
 }
 
 HOLDBACK_INLINE config::OrderedJson vtcFairnessParameters(const VtcFairnessOptions& o) {
-  return writeFields<VtcFairnessOptions>(
-      kVtcFairnessFields, o,
-      [](std::string_view, const VtcFairnessOptions&) { return config::OrderedJson(); });
+  return writeFields<VtcFairnessOptions>(kVtcFairnessFields, o);
 }
 
 // The effective parameters of each ported plugin: its field table, and the rows written by hand.
 HOLDBACK_INLINE config::OrderedJson staticUsageLimitParameters(const StaticUsageLimitOptions& o) {
-  return writeFields<StaticUsageLimitOptions>(
-      kStaticUsageLimitFields, o,
-      [](std::string_view, const StaticUsageLimitOptions&) { return config::OrderedJson(); });
+  return writeFields<StaticUsageLimitOptions>(kStaticUsageLimitFields, o);
 }
 
 HOLDBACK_INLINE config::OrderedJson priorityHoldbackParameters(const PriorityHoldbackOptions& o) {

@@ -106,6 +106,13 @@ nlohmann::ordered_json writeFields(FieldTable<Options> table, const Options& opt
   return out;
 }
 
+// The effective parameters of a table with no rows written by hand (a structured row is null).
+template <class Options>
+nlohmann::ordered_json writeFields(FieldTable<Options> table, const Options& options) {
+  return writeFields(table, options,
+                     [](std::string_view, const Options&) { return nlohmann::ordered_json(); });
+}
+
 // The table as the schema export lists it; `defaults` are the effective parameters of default
 // options; `prefix` goes before every key (a block's rows in its section: "dispatchLedger.").
 template <class Options>
