@@ -60,36 +60,41 @@ def goodput(win):
     return f"{win['outputTokensPctOfStatic']:.1f} ({lo:.0f}-{hi:.0f})"
 
 
+def reports(directory, pools):
+    """(servers, slots, KV per slot, report) for every report of the runs written for `pools`."""
+    for n, slots, kvs in pools:
+        for kv in kvs:
+            path = os.path.join(directory, f"kv-{n}x{slots}-{kv}.out")
+            if not os.path.exists(path) or os.path.getsize(path) == 0:
+                continue
+            with open(path, encoding="utf-8") as f:
+                for r in json.load(f)["reports"]:
+                    yield n, slots, kv, r
+
+
 def table(directory):
     print("| pool | KV/slot | detector | TTFT x idle / burst / onset (worst seed) | batch % idle "
           "| batch % burst | evictions / interactive | wasted % | misses |")
     print("|---|---|---|---|---|---|---|---|---|")
-    for n in POOLS:
-        for kv in KV_PER_SLOT:
-            path = os.path.join(directory, f"kv-{n}x16-{kv}.out")
-            if not os.path.exists(path) or os.path.getsize(path) == 0:
+    for n, _, kv, r in reports(directory, [(n, 16, KV_PER_SLOT) for n in POOLS]):
+        for a in r["arms"]:
+            if a["name"] != "recommended":
                 continue
-            with open(path, encoding="utf-8") as f:
-                d = json.load(f)
-            for r in d["reports"]:
-                for a in r["arms"]:
-                    if a["name"] != "recommended":
-                        continue
-                    top, low = a["classes"][0], a["classes"][-1]
+            top, low = a["classes"][0], a["classes"][-1]
 
-                    def ttft(w):
-                        win = top["windows"][w]
-                        worst = win["spread"]["ttftP99OverUnloaded"][1]
-                        return f"{win['ttftP99OverUnloaded']:.1f}" + (
-                            f" ({worst:.1f})" if worst >= 1.05 else "")
+            def ttft(w):
+                win = top["windows"][w]
+                worst = win["spread"]["ttftP99OverUnloaded"][1]
+                return f"{win['ttftP99OverUnloaded']:.1f}" + (
+                    f" ({worst:.1f})" if worst >= 1.05 else "")
 
-                    cells = " / ".join(ttft(w) for w in ("idle", "burst", "onset"))
-                    idle, burst = low["windows"]["idle"], low["windows"]["burst"]
-                    evictions, wasted = a["evictionsPerTopRequest"], low["wastedPct"]
-                    miss = [m for m in misses(a) if m != "TTFT settled"]
-                    print(f"| {n}x16 | {kv} | {r['detector']} | {cells} | {goodput(idle)} | "
-                          f"{goodput(burst)} | {evictions:.3f} | {wasted:.2f} | "
-                          f"{', '.join(miss) or '-'} |")
+            cells = " / ".join(ttft(w) for w in ("idle", "burst", "onset"))
+            idle, burst = low["windows"]["idle"], low["windows"]["burst"]
+            evictions, wasted = a["evictionsPerTopRequest"], low["wastedPct"]
+            miss = [m for m in misses(a) if m != "TTFT settled"]
+            print(f"| {n}x16 | {kv} | {r['detector']} | {cells} | {goodput(idle)} | "
+                  f"{goodput(burst)} | {evictions:.3f} | {wasted:.2f} | "
+                  f"{', '.join(miss) or '-'} |")
 
 
 def small_table(directory):
@@ -98,28 +103,21 @@ def small_table(directory):
     print("| pool | KV/slot | detector | arm | TTFT x worst window (worst seed) | batch % idle "
           "| batch % burst | evictions / interactive | wasted % |")
     print("|---|---|---|---|---|---|---|---|---|")
-    for n, slots, kvs in SMALL:
-        for kv in kvs:
-            path = os.path.join(directory, f"kv-{n}x{slots}-{kv}.out")
-            if not os.path.exists(path) or os.path.getsize(path) == 0:
+    for n, slots, kv, r in reports(directory, SMALL):
+        arms = {a["name"]: a for a in r["arms"]}
+        for name in ("recommended", "oracle"):
+            a = arms.get(name)
+            if a is None:
                 continue
-            with open(path, encoding="utf-8") as f:
-                d = json.load(f)
-            for r in d["reports"]:
-                arms = {a["name"]: a for a in r["arms"]}
-                for name in ("recommended", "oracle"):
-                    a = arms.get(name)
-                    if a is None:
-                        continue
-                    top, low = a["classes"][0], a["classes"][-1]
-                    wins = [top["windows"][w] for w in ("idle", "burst", "onset")]
-                    mean = max(w["ttftP99OverUnloaded"] for w in wins)
-                    worst = max(w["spread"]["ttftP99OverUnloaded"][1] for w in wins)
+            top, low = a["classes"][0], a["classes"][-1]
+            wins = [top["windows"][w] for w in ("idle", "burst", "onset")]
+            mean = max(w["ttftP99OverUnloaded"] for w in wins)
+            worst = max(w["spread"]["ttftP99OverUnloaded"][1] for w in wins)
 
-                    print(f"| {n}x{slots} | {kv} | {r['detector']} | {name} | {mean:.2f} "
-                          f"({worst:.2f}) | {goodput(low['windows']['idle'])} | "
-                          f"{goodput(low['windows']['burst'])} | {a['evictionsPerTopRequest']:.3f} "
-                          f"| {low['wastedPct']:.2f} |")
+            print(f"| {n}x{slots} | {kv} | {r['detector']} | {name} | {mean:.2f} "
+                  f"({worst:.2f}) | {goodput(low['windows']['idle'])} | "
+                  f"{goodput(low['windows']['burst'])} | {a['evictionsPerTopRequest']:.3f} "
+                  f"| {low['wastedPct']:.2f} |")
 
 
 def write_scenarios(directory, pools):
