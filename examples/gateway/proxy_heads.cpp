@@ -101,8 +101,7 @@ void appendField(std::string& out, std::string_view name, std::string_view value
 // write): the client's headers except the hop-by-hop ones, Host, a default Content-Type, and the
 // body's Content-Length (a chunked request's body was read whole). HTTP/1.1 without
 // "Connection: close": the connection is kept alive.
-std::string upstreamRequestHead(const http::request<http::string_body>& request,
-                                std::string_view host) {
+std::string upstreamRequestHead(const Request& request, std::string_view host) {
   std::string head;
   head.reserve(512);
   head.append(request.method_string()).append(" ").append(request.target());
@@ -123,7 +122,7 @@ std::string upstreamRequestHead(const http::request<http::string_body>& request,
 }
 
 // An interim (1xx) response passed on to the client: its status line and end-to-end fields.
-std::string interimResponseHead(const http::response_header<>& interim) {
+std::string interimResponseHead(const http::response_header<Fields>& interim) {
   std::string hint;
   hint.append("HTTP/1.1 ").append(std::to_string(interim.result_int())).append(" ");
   hint.append(http::obsolete_reason(interim.result())).append("\r\n");
@@ -142,7 +141,7 @@ std::string interimResponseHead(const http::response_header<>& interim) {
 // "Connection: close" when the client's connection ends after it. A stream to an HTTP/1.0 client
 // (no chunked coding: RFC 9112 section 6.1) has neither framing header: its body ends with the
 // connection, which the caller closes (what.keepAlive is false for it).
-void appendResponseHead(std::string& out, const http::response_header<>& upstream,
+void appendResponseHead(std::string& out, const http::response_header<Fields>& upstream,
                         std::string_view contentType, const ProxyRequest& what,
                         std::optional<std::size_t> contentLength) {
   const unsigned status = upstream.result_int();
