@@ -80,8 +80,9 @@ inline void appendUtf8(std::string& out, std::uint32_t cp) {
 // 0x80 or more, or 0 (RFC 3629's table, as nlohmann's lexer checks it).
 inline std::size_t utf8Sequence(const unsigned char* p, const unsigned char* end) {
   const unsigned char b = p[0];
+  const auto left = static_cast<std::size_t>(end - p);
   const auto cont = [&](std::size_t i, unsigned char lo, unsigned char hi) {
-    return p + i < end && p[i] >= lo && p[i] <= hi;
+    return i < left && p[i] >= lo && p[i] <= hi;
   };
   if (b >= 0xC2 && b <= 0xDF) return cont(1, 0x80, 0xBF) ? 2 : 0;
   if (b == 0xE0) return cont(1, 0xA0, 0xBF) && cont(2, 0x80, 0xBF) ? 3 : 0;
@@ -172,7 +173,8 @@ inline bool readString(const char*& p, const char* end, std::string& scratch,
     p += n;
   }
   if (p >= end) return false;  // no closing quote
-  out = escaped ? std::string_view(scratch) : std::string_view(start, p - start);
+  out = escaped ? std::string_view(scratch)
+                : std::string_view(start, static_cast<std::size_t>(p - start));
   ++p;
   return true;
 }
