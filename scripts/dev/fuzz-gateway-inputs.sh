@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Fuzzes the gateway's parsers of outside input (examples/gateway/fuzz/input_fuzzer.cpp: request
-# bodies, fairness ids, stream usage events, Redis values, the API key file) with libFuzzer,
+# bodies, fairness ids, stream usage events, Redis values, the API key file, the body reader's
+# JSON pass against nlohmann's parser) with libFuzzer,
 # ASan and UBSan, for SECONDS (default 60). Not part of scripts/test.sh.
 #
 #   scripts/dev/fuzz-gateway-inputs.sh [SECONDS]
@@ -24,5 +25,7 @@ printf '\x00{"prompt":"hi","max_tokens":3,"stream":true,"messages":[{"content":"
 printf '\x05tenants:\n  - name: a\n    maxObjective: batch\n    keys: [abcdefghijklmnopqrstuvwxyz]\n' \
   >"$work/corpus/keys"
 printf '\x07data: {"usage":{"prompt_tokens":3,"completion_tokens":2}}\n\n' >"$work/corpus/stream"
+printf '\x08{"a":[1,-2.5e3,"\\u00e9\\ud83d\\ude00",true,null,{}],"b":18446744073709551615}' \
+  >"$work/corpus/json"
 ASAN_OPTIONS="detect_leaks=1" UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1" \
   "$work/input_fuzzer" -max_total_time="$seconds" -timeout=20 -rss_limit_mb=2048 "$work/corpus"
