@@ -55,6 +55,7 @@ void Simulation::deliver(const FeedEvent& e) {
         gw.fill();
         break;
       case FeedEvent::Kind::kCompletion:
+        if (gw.reserve) gw.reserve->ended(e.endpoint, e.tokens);
         (void)gw.ledger->recordPeerCompletion(gw.ids[e.endpoint], e.tokens);
         gw.fill();
         break;
@@ -130,7 +131,7 @@ void Simulation::reservePump(std::size_t g) {
     return pool[a].runningRequests + pool[a].waitingQueueSize <
            pool[b].runningRequests + pool[b].waitingQueueSize;
   });
-  rr.roomToSend(pool);
+  rr.roomToSend();
   reserveSchedule(now_ + fromMs(s_.pool.replicaReserveRttMs / 2.0),
                   {.kind = ReserveEvent::Kind::kAtTable,
                    .gateway = static_cast<std::uint32_t>(g),
@@ -239,6 +240,7 @@ void Simulation::reserveSync(std::size_t g) {
 
 void Simulation::reserveScraped(std::size_t g) {
   ReserveReplica& rr = *gateways_[g].reserve;
+  rr.scrapedNow();
   for (std::size_t i = 0; i < servers_.size(); ++i) {
     const Server& sv = servers_[i];
     rr.scraped[i] = ReservationRoom{
