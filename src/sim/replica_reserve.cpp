@@ -22,11 +22,13 @@
 //   - a booking for a class below the top one must also leave the policy's fixed reserve
 //     (minReserve, rounded up) free over the pool (leavesPoolReserve), as the gateway's script
 //     does: without it, replicas that each see the reserve free spend it together;
-//   - the replica's view: its ledger's (its own dispatches and the feed's, completions credited
-//     at once: the table books a freed slot once however many replicas see it free) plus its
-//     parked requests waiting at the endpoint the picker chose for them
-//     (ReserveReplica::overlay); the room a call carries is its scrape less the same credit
-//     (ReserveReplica::roomToSend).
+//   - the replica's view: its ledger's (its own dispatches and the feed's, floored at its
+//     scrape) plus its parked requests waiting at the endpoint the picker chose for them
+//     (ReserveReplica::overlay); the room a call carries is its scrape less the requests that
+//     ended since, slots and KV (ReserveReplica::roomToSend: the table books a freed slot once
+//     however many replicas see it free). The view is not credited so: with every replica's
+//     controller seeing a freed slot at once, each dispatched into it, and restoration revoked
+//     more.
 #include <cmath>
 #include <numeric>
 
