@@ -50,10 +50,10 @@ asio::awaitable<bool> answerEvicted(Gateway& gw, beast::tcp_stream& stream, Exch
 
 // Proxies to the dispatch's endpoint and releases its ledger handle when the upstream exchange
 // ends (done, failed, aborted or the client gone).
-asio::awaitable<bool> proxyTo(HttpServer::Shard& shard, beast::tcp_stream& stream,
-                              http::request<http::string_body>& req, std::shared_ptr<Exchange> ex,
-                              Pool::Dispatch dispatch, long long queuedMs, bool streamed,
-                              bool keepAlive, TokenUsage* usage = nullptr,
+asio::awaitable<bool> proxyTo(HttpServer::Shard& shard, beast::tcp_stream& stream, Request& req,
+                              std::shared_ptr<Exchange> ex, Pool::Dispatch dispatch,
+                              long long queuedMs, bool streamed, bool keepAlive,
+                              TokenUsage* usage = nullptr,
                               std::optional<Priority> flowPriority = std::nullopt) {
   Gateway& gw = shard.gw;
   const std::size_t endpoint = dispatch.endpoint;
@@ -124,8 +124,8 @@ asio::awaitable<bool> proxyTo(HttpServer::Shard& shard, beast::tcp_stream& strea
 #pragma GCC diagnostic ignored "-Wmismatched-new-delete"
 #endif
 asio::awaitable<bool> handleCompletion(HttpServer::Shard& shard, beast::tcp_stream& stream,
-                                       Lookahead& client, http::request<http::string_body>& req,
-                                       bool keepAlive, const Tenant* tenant) {
+                                       Lookahead& client, Request& req, bool keepAlive,
+                                       const Tenant* tenant) {
   Gateway& gw = shard.gw;
   GatewayCounters& counters = gw.counters();
   auto reply = [&](Reply r) -> asio::awaitable<bool> {

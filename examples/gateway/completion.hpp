@@ -28,7 +28,7 @@ struct HttpServer::Shard {
 // (with --api-keys; outlives the call): the objective's priority is lowered to the tenant's
 // ceiling and the flow is the tenant's fairness id (tenants.hpp claimFor).
 asio::awaitable<bool> handleCompletion(HttpServer::Shard& shard, beast::tcp_stream& stream,
-                                       Lookahead& client, http::request<http::string_body>& req,
-                                       bool keepAlive, const Tenant* tenant = nullptr);
+                                       Lookahead& client, Request& req, bool keepAlive,
+                                       const Tenant* tenant = nullptr);
 
 }  // namespace holdback::gateway

@@ -8,6 +8,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "json_scan.hpp"
+
 namespace holdback::gateway {
 namespace {
 
@@ -32,33 +34,32 @@ std::int64_t estimateTokens(std::string_view text) {
   return std::max(words, static_cast<std::int64_t>((text.size() + 3) / 4));
 }
 
-// The SAX events of scanCompletionBody: tracks the nesting depth and the value that follows the
-// top-level key "stream".
-class CompletionBodyScan final : public nlohmann::json_sax<nlohmann::json> {
+// The events of scanCompletionBody (json_scan.hpp): tracks the nesting depth and the value that
+// follows the top-level key "stream".
+class CompletionBodyScan {
  public:
-  bool null() override { return value(); }
-  bool boolean(bool v) override {
+  bool null() { return value(); }
+  bool boolean(bool v) {
     const bool stream = top_ == Top::kStream && depth_ == 1;
     value();
     if (stream) result.stream = v;
     return true;
   }
-  bool number_integer(number_integer_t v) override { return integer(v); }
-  bool number_unsigned(number_unsigned_t v) override {
-    return integer(v > number_unsigned_t(INT64_MAX) ? INT64_MAX : number_integer_t(v));
+  bool integer(std::int64_t v) { return number(v); }
+  bool unsignedInteger(std::uint64_t v) {
+    return number(v > std::uint64_t(INT64_MAX) ? INT64_MAX : std::int64_t(v));
   }
-  bool number_float(number_float_t /*v*/, const string_t& /*s*/) override { return value(); }
-  bool string(string_t& v) override {
+  bool floating() { return value(); }
+  bool string(std::string_view v) {
     if (inPrompt()) result.promptTokens = saturatingAdd(result.promptTokens, estimateTokens(v));
     return value();
   }
-  bool binary(binary_t& /*v*/) override { return value(); }
-  bool start_object(std::size_t /*n*/) override {
+  bool startObject() {
     if (depth_ == 0) result.object = true;
     container();
     return deeper();
   }
-  bool key(string_t& k) override {
+  bool key(std::string_view k) {
     if (depth_ == 1) {
       top_ = k == "stream"                                       ? Top::kStream
              : k == "max_tokens" || k == "max_completion_tokens" ? Top::kMaxTokens
@@ -67,16 +68,12 @@ class CompletionBodyScan final : public nlohmann::json_sax<nlohmann::json> {
     }
     return true;
   }
-  bool end_object() override { return end(); }
-  bool start_array(std::size_t /*n*/) override {
+  bool endObject() { return end(); }
+  bool startArray() {
     container();
     return deeper();
   }
-  bool end_array() override { return end(); }
-  bool parse_error(std::size_t /*pos*/, const std::string& /*token*/,
-                   const nlohmann::detail::exception& /*e*/) override {
-    return false;
-  }
+  bool endArray() { return end(); }
 
   CompletionBody result;
 
@@ -86,7 +83,7 @@ class CompletionBodyScan final : public nlohmann::json_sax<nlohmann::json> {
   static std::int64_t saturatingAdd(std::int64_t a, std::int64_t b) {
     return a > INT64_MAX - b ? INT64_MAX : a + b;
   }
-  bool integer(number_integer_t v) {
+  bool number(std::int64_t v) {
     const bool max_tokens = top_ == Top::kMaxTokens && depth_ == 1;
     if (inPrompt() && depth_ > 1) result.promptTokens = saturatingAdd(result.promptTokens, 1);
     value();
@@ -124,13 +121,13 @@ class CompletionBodyScan final : public nlohmann::json_sax<nlohmann::json> {
   Top top_ = Top::kOther;
 };
 
-// The SAX events of scanResponseUsage: the last top-level "usage" object's two counts.
-class ResponseUsageScan final : public nlohmann::json_sax<nlohmann::json> {
+// The events of scanResponseUsage (json_scan.hpp): the last top-level "usage" object's two counts.
+class ResponseUsageScan {
  public:
-  bool null() override { return scalar(); }
-  bool boolean(bool /*v*/) override { return scalar(); }
-  bool number_integer(number_integer_t /*v*/) override { return scalar(); }
-  bool number_unsigned(number_unsigned_t v) override {
+  bool null() { return scalar(); }
+  bool boolean(bool /*v*/) { return scalar(); }
+  bool integer(std::int64_t /*v*/) { return scalar(); }
+  bool unsignedInteger(std::uint64_t v) {
     if (depth_ == 2 && in_usage_ && count_ != nullptr) {
       *count_ = v;
       count_ = nullptr;
@@ -138,10 +135,9 @@ class ResponseUsageScan final : public nlohmann::json_sax<nlohmann::json> {
     }
     return scalar();
   }
-  bool number_float(number_float_t /*v*/, const string_t& /*s*/) override { return scalar(); }
-  bool string(string_t& /*v*/) override { return scalar(); }
-  bool binary(binary_t& /*v*/) override { return scalar(); }
-  bool start_object(std::size_t /*n*/) override {
+  bool floating() { return scalar(); }
+  bool string(std::string_view /*v*/) { return scalar(); }
+  bool startObject() {
     if (depth_ == 0) object = true;
     if (depth_ == 1 && usage_key_) {  // the (last) "usage" object: counts absent from it are 0
       usage_key_ = false;
@@ -153,7 +149,7 @@ class ResponseUsageScan final : public nlohmann::json_sax<nlohmann::json> {
     }
     return deeper();
   }
-  bool key(string_t& k) override {
+  bool key(std::string_view k) {
     if (depth_ == 1) {
       usage_key_ = k == "usage";
     } else if (depth_ == 2 && in_usage_) {
@@ -163,16 +159,12 @@ class ResponseUsageScan final : public nlohmann::json_sax<nlohmann::json> {
     }
     return true;
   }
-  bool end_object() override { return end(); }
-  bool start_array(std::size_t /*n*/) override {
+  bool endObject() { return end(); }
+  bool startArray() {
     notACount();
     return deeper();
   }
-  bool end_array() override { return end(); }
-  bool parse_error(std::size_t /*pos*/, const std::string& /*token*/,
-                   const nlohmann::detail::exception& /*e*/) override {
-    return false;
-  }
+  bool endArray() { return end(); }
 
   bool object = false;  // the body is a JSON object
   bool found = false;   // its last "usage" is an object
@@ -211,7 +203,7 @@ class ResponseUsageScan final : public nlohmann::json_sax<nlohmann::json> {
 
 std::optional<ResponseUsage> scanResponseUsage(std::string_view body) {
   ResponseUsageScan scan;
-  if (!nlohmann::json::sax_parse(body.begin(), body.end(), &scan)) return std::nullopt;
+  if (!json_scan::scan(body, scan)) return std::nullopt;
   if (!scan.object || !scan.found) return std::nullopt;
   return scan.usage;
 }
@@ -219,7 +211,7 @@ std::optional<ResponseUsage> scanResponseUsage(std::string_view body) {
 CompletionBody scanCompletionBody(std::string_view body) {
   CompletionBodyScan scan;
   // Strict: the whole body is one JSON value. A syntax error ends the scan (returns false).
-  if (!nlohmann::json::sax_parse(body.begin(), body.end(), &scan)) {
+  if (!json_scan::scan(body, scan)) {
     return {.object = false, .tooDeep = scan.result.tooDeep};
   }
   return scan.result;

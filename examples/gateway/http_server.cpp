@@ -6,7 +6,9 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <memory_resource>
 #include <string>
+#include <tuple>
 #include <utility>
 
 #include "client_watch.hpp"
@@ -23,6 +25,9 @@ namespace {
 // How far the connection's read buffer may grow past --max-header-bytes: room for reads of a
 // body, one chunk header (with its extensions) or the trailers of a chunked body.
 constexpr std::size_t kReadSlackBytes = std::size_t{64} * 1024;
+
+// The arena of a request's header fields (Fields, net.hpp) in the connection's frame.
+constexpr std::size_t kRequestArenaBytes = 2048;
 
 // The status and message for a request the parser refused.
 Reply parseErrorReply(const beast::error_code& ec) {
@@ -107,6 +112,9 @@ asio::awaitable<void> session(HttpServer::Shard& shard, tcp::socket socket, List
   // (buffer_overflow: 431 for the head, 400 for a chunk header or trailers). Body bytes move on
   // into the request's body, bounded by --max-body-bytes.
   beast::flat_buffer buffer(o.maxHeaderBytes + kReadSlackBytes);
+  // The arena of each request's header fields (net.hpp): a usual head fits; a larger one takes
+  // more from the heap, released with the request.
+  alignas(std::max_align_t) std::array<std::byte, kRequestArenaBytes> request_arena;
   const auto client = std::make_shared<Lookahead>(stream.get_executor());
   bool refused = false;  // an error reply to a request that was not read in full
   for (;;) {
@@ -137,7 +145,9 @@ asio::awaitable<void> session(HttpServer::Shard& shard, tcp::socket socket, List
       std::memcpy(buffer.prepare(n).data(), client->bytes.data(), n);
       buffer.commit(n);
     }
-    http::request_parser<http::string_body> parser;
+    std::pmr::monotonic_buffer_resource arena(request_arena.data(), request_arena.size());
+    http::request_parser<http::string_body, FieldsAllocator> parser(
+        std::piecewise_construct, std::make_tuple(), std::make_tuple(FieldsAllocator(&arena)));
     parser.header_limit(std::uint32_t(o.maxHeaderBytes));
     parser.body_limit(o.maxBodyBytes);
     // The usual request's head is whole in the bytes the lookahead read: parsed here, without a
@@ -222,7 +232,7 @@ asio::awaitable<void> session(HttpServer::Shard& shard, tcp::socket socket, List
       }
     }
     if (deadline_set) stream.expires_never();
-    http::request<http::string_body> req = parser.release();
+    Request req = parser.release();
     body_lease.shrinkTo(static_cast<std::int64_t>(req.body().size()));
     // Absolute form (RFC 9112 section 3.2.2) is routed, and proxied, as its origin form.
     if (const std::string_view origin = originForm(req.target()); origin != req.target()) {

@@ -1,5 +1,6 @@
 #include "proxy_heads.hpp"
 
+#include <cstring>
 #include <string>
 #include <string_view>
 
@@ -32,12 +33,30 @@ bool isHopByHop(std::string_view name) {
   }
 }
 
-// Whether `name` is hop-by-hop in a message with these header fields: one of the fixed hop-by-hop
-// names above, or one the message's own Connection header lists (RFC 9110 section 7.6.1:
-// `Connection: keep-alive, X-Trace` makes X-Trace hop-by-hop). `connection` is that header's
-// value (empty when absent).
-bool isHopByHop(std::string_view name, std::string_view connection) {
-  if (isHopByHop(name)) return true;
+namespace {
+
+// The same fixed names, by the field code Beast's parser gave each field (it recognizes every
+// one of them, case-insensitively): no string comparison for the fields of a message.
+bool isHopByHop(http::field name) {
+  switch (name) {
+    case http::field::te:
+    case http::field::host:
+    case http::field::expect:
+    case http::field::trailer:
+    case http::field::upgrade:
+    case http::field::connection:
+    case http::field::keep_alive:
+    case http::field::content_length:
+    case http::field::proxy_connection:
+    case http::field::transfer_encoding:
+      return true;
+    default:
+      return false;
+  }
+}
+
+// Whether a field listed in the message's Connection header (`connection`, empty when absent).
+bool listedInConnection(std::string_view name, std::string_view connection) {
   if (connection.empty()) return false;
   for (const auto token : http::token_list{connection}) {
     if (beast::iequals(std::string_view(token.data(), token.size()), name)) return true;
@@ -45,25 +64,51 @@ bool isHopByHop(std::string_view name, std::string_view connection) {
   return false;
 }
 
+// isHopByHop(name, connection) for a field of a parsed message.
+template <class Field>
+bool isHopByHopField(const Field& field, std::string_view connection) {
+  return isHopByHop(field.name()) || listedInConnection(field.name_string(), connection);
+}
+
+}  // namespace
+
+// Whether `name` is hop-by-hop in a message with these header fields: one of the fixed hop-by-hop
+// names above, or one the message's own Connection header lists (RFC 9110 section 7.6.1:
+// `Connection: keep-alive, X-Trace` makes X-Trace hop-by-hop). `connection` is that header's
+// value (empty when absent).
+bool isHopByHop(std::string_view name, std::string_view connection) {
+  return isHopByHop(name) || listedInConnection(name, connection);
+}
+
 // "Name: value\r\n". Names and values come from Beast's parsers, which refuse CR, LF and other
-// control characters in them, so they cannot split a header.
+// control characters in them, so they cannot split a header. One resize and two copies (four
+// appends each checked the capacity and copied separately).
 void appendField(std::string& out, std::string_view name, std::string_view value) {
-  out.append(name).append(": ").append(value).append("\r\n");
+  const std::size_t at = out.size();
+  out.resize(at + name.size() + value.size() + 4);
+  char* p = out.data() + at;
+  std::memcpy(p, name.data(), name.size());
+  p += name.size();
+  *p++ = ':';
+  *p++ = ' ';
+  std::memcpy(p, value.data(), value.size());
+  p += value.size();
+  *p++ = '\r';
+  *p = '\n';
 }
 
 // The head of the request to the model server (its body is the second buffer of the same gather
 // write): the client's headers except the hop-by-hop ones, Host, a default Content-Type, and the
 // body's Content-Length (a chunked request's body was read whole). HTTP/1.1 without
 // "Connection: close": the connection is kept alive.
-std::string upstreamRequestHead(const http::request<http::string_body>& request,
-                                std::string_view host) {
+std::string upstreamRequestHead(const Request& request, std::string_view host) {
   std::string head;
   head.reserve(512);
   head.append(request.method_string()).append(" ").append(request.target());
   head.append(" HTTP/1.1\r\n");
   const std::string_view connection = request[http::field::connection];
   for (const auto& field : request) {
-    if (!isHopByHop(field.name_string(), connection)) {
+    if (!isHopByHopField(field, connection)) {
       appendField(head, field.name_string(), field.value());
     }
   }
@@ -77,13 +122,13 @@ std::string upstreamRequestHead(const http::request<http::string_body>& request,
 }
 
 // An interim (1xx) response passed on to the client: its status line and end-to-end fields.
-std::string interimResponseHead(const http::response_header<>& interim) {
+std::string interimResponseHead(const http::response_header<Fields>& interim) {
   std::string hint;
   hint.append("HTTP/1.1 ").append(std::to_string(interim.result_int())).append(" ");
   hint.append(http::obsolete_reason(interim.result())).append("\r\n");
   const std::string_view connection = interim[http::field::connection];
   for (const auto& field : interim) {
-    if (!isHopByHop(field.name_string(), connection)) {
+    if (!isHopByHopField(field, connection)) {
       appendField(hint, field.name_string(), field.value());
     }
   }
@@ -96,7 +141,7 @@ std::string interimResponseHead(const http::response_header<>& interim) {
 // "Connection: close" when the client's connection ends after it. A stream to an HTTP/1.0 client
 // (no chunked coding: RFC 9112 section 6.1) has neither framing header: its body ends with the
 // connection, which the caller closes (what.keepAlive is false for it).
-void appendResponseHead(std::string& out, const http::response_header<>& upstream,
+void appendResponseHead(std::string& out, const http::response_header<Fields>& upstream,
                         std::string_view contentType, const ProxyRequest& what,
                         std::optional<std::size_t> contentLength) {
   const unsigned status = upstream.result_int();
@@ -106,9 +151,9 @@ void appendResponseHead(std::string& out, const http::response_header<>& upstrea
   // The response headers to pass on (Content-Encoding in particular: the SDKs ask for gzip).
   const std::string_view connection = upstream[http::field::connection];
   for (const auto& field : upstream) {
-    if (!isHopByHop(field.name_string(), connection) &&
-        !beast::iequals(field.name_string(), "content-type") &&
-        !beast::iequals(field.name_string(), kBandHeadroomHeader)) {
+    if (field.name() != http::field::content_type && !isHopByHopField(field, connection) &&
+        (field.name() != http::field::unknown ||
+         !beast::iequals(field.name_string(), kBandHeadroomHeader))) {
       appendField(out, field.name_string(), field.value());
     }
   }

@@ -25,15 +25,14 @@ bool isHopByHop(std::string_view name, std::string_view connection);
 void appendField(std::string& out, std::string_view name, std::string_view value);
 
 // The head of the request to the model server for `request`, with Host `host`.
-std::string upstreamRequestHead(const http::request<http::string_body>& request,
-                                std::string_view host);
+std::string upstreamRequestHead(const Request& request, std::string_view host);
 
 // An interim (1xx) response's head as passed on to an HTTP/1.1 client.
-std::string interimResponseHead(const http::response_header<>& interim);
+std::string interimResponseHead(const http::response_header<Fields>& interim);
 
 // Appends the head of the response to the client (see proxy_heads.cpp); `contentLength` is set
 // for a whole body, empty for a stream.
-void appendResponseHead(std::string& out, const http::response_header<>& upstream,
+void appendResponseHead(std::string& out, const http::response_header<Fields>& upstream,
                         std::string_view contentType, const ProxyRequest& what,
                         std::optional<std::size_t> contentLength);
 

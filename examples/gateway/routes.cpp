@@ -42,7 +42,7 @@ bool needsKey(std::string_view path, ListenerRole role) {
          path != "/readyz";
 }
 
-std::vector<std::string_view> authorizationOf(const http::fields& head) {
+std::vector<std::string_view> authorizationOf(const Fields& head) {
   std::vector<std::string_view> values;
   for (const auto& field : head) {
     if (field.name() == http::field::authorization) {
@@ -63,8 +63,7 @@ Reply unauthorized(TenantDirectory::Check check) {
 }
 
 asio::awaitable<bool> route(HttpServer::Shard& shard, beast::tcp_stream& stream, Lookahead& client,
-                            http::request<http::string_body>& req, bool keepAlive,
-                            ListenerRole role) {
+                            Request& req, bool keepAlive, ListenerRole role) {
   Gateway& gw = shard.gw;
   std::string_view path = req.target();
   if (const auto q = path.find('?'); q != std::string_view::npos) path = path.substr(0, q);

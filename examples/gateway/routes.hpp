@@ -28,7 +28,7 @@ namespace holdback::gateway {
 // listener.
 [[nodiscard]] bool needsKey(std::string_view path, ListenerRole role);
 // The request's Authorization values (several: refused by authenticate).
-[[nodiscard]] std::vector<std::string_view> authorizationOf(const http::fields& head);
+[[nodiscard]] std::vector<std::string_view> authorizationOf(const Fields& head);
 // The 401 of a failed authentication (kMissing or kInvalid).
 [[nodiscard]] Reply unauthorized(TenantDirectory::Check check);
 
@@ -36,7 +36,6 @@ namespace holdback::gateway {
 // status and headers, no body); a HEAD on a POST route or an unknown path gets the 405 / 404
 // headers without their body.
 asio::awaitable<bool> route(HttpServer::Shard& shard, beast::tcp_stream& stream, Lookahead& client,
-                            http::request<http::string_body>& req, bool keepAlive,
-                            ListenerRole role);
+                            Request& req, bool keepAlive, ListenerRole role);
 
 }  // namespace holdback::gateway

@@ -8,9 +8,11 @@
 #include <array>
 #include <cerrno>
 #include <limits>
+#include <memory_resource>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -52,6 +54,9 @@ bool stillOpen(UpstreamConnection& c) {
   const ssize_t n = ::recv(c.stream.socket().native_handle(), &b, 1, MSG_PEEK | MSG_DONTWAIT);
   return n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK);
 }
+
+// The arena of a response head's fields (Fields, net.hpp) in proxy()'s frame.
+constexpr std::size_t kResponseArenaBytes = 1024;
 
 }  // namespace
 
@@ -189,14 +194,14 @@ void UpstreamPool::release(std::size_t i, std::unique_ptr<UpstreamConnection> c)
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmismatched-new-delete"
 #endif
-asio::awaitable<ProxyResult> proxy(UpstreamPool& pool, const Options& options,
-                                   http::request<http::string_body>& request,
+asio::awaitable<ProxyResult> proxy(UpstreamPool& pool, const Options& options, Request& request,
                                    beast::tcp_stream& client, const ProxyRequest& what,
                                    AbortHandle& abort, std::string& error, unsigned& status) {
   const auto timeout = std::chrono::seconds(options.upstreamTimeoutS);
 
   const std::string head = upstreamRequestHead(request, pool.hostHeader(what.endpoint));
   const std::array<asio::const_buffer, 2> up{asio::buffer(head), asio::buffer(request.body())};
+  alignas(std::max_align_t) std::array<std::byte, kResponseArenaBytes> response_arena;
 
   // Why the exchange was aborted: the client's hang-up, or a revocation (before or after the
   // streamed head went out).
@@ -239,11 +244,14 @@ asio::awaitable<ProxyResult> proxy(UpstreamPool& pool, const Options& options,
     // upstream), other 1xx (102, 103 Early Hints) are passed to an HTTP/1.1 client (never to an
     // HTTP/1.0 one), at most kMaxInterimResponses of them; 101 (a protocol switch the gateway
     // never asks for) fails the exchange and the connection is closed.
-    std::optional<http::response_parser<http::buffer_body>> head_parser;
+    // The response head's fields in an arena of the frame (net.hpp), released with the parser.
+    std::pmr::monotonic_buffer_resource head_arena(response_arena.data(), response_arena.size());
+    std::optional<http::response_parser<http::buffer_body, FieldsAllocator>> head_parser;
     beast::error_code hec;
     bool got_data = false;  // a response byte arrived: the exchange is not retried
     for (int interim = 0;; ++interim) {
-      head_parser.emplace();
+      head_parser.emplace(std::piecewise_construct, std::make_tuple(),
+                          std::make_tuple(FieldsAllocator(&head_arena)));
       head_parser->body_limit((std::numeric_limits<std::uint64_t>::max)());
       conn->awaitRead(timeout);
       auto [ec_head, n_head] =
@@ -285,9 +293,9 @@ asio::awaitable<ProxyResult> proxy(UpstreamPool& pool, const Options& options,
       error = "response head: " + hec.message();
       co_return ProxyResult::kFailedBeforeHead;
     }
-    http::response_parser<http::buffer_body>& parser = *head_parser;
+    http::response_parser<http::buffer_body, FieldsAllocator>& parser = *head_parser;
     status = parser.get().result_int();
-    std::string content_type(parser.get()[http::field::content_type]);
+    std::string_view content_type = parser.get()[http::field::content_type];
     if (content_type.empty()) content_type = "application/json";
 
     char* const buf = conn->bodyBuffer.data();

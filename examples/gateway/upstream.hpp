@@ -221,8 +221,7 @@ struct ProxyRequest {
   BufferBudget* budget = nullptr;
 };
 
-asio::awaitable<ProxyResult> proxy(UpstreamPool& pool, const Options& options,
-                                   http::request<http::string_body>& request,
+asio::awaitable<ProxyResult> proxy(UpstreamPool& pool, const Options& options, Request& request,
                                    beast::tcp_stream& client, const ProxyRequest& what,
                                    AbortHandle& abort, std::string& error, unsigned& status);
 

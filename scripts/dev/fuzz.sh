@@ -4,6 +4,9 @@
 #
 #   HOLDBACK_FUZZ_SECONDS  seconds per target (default 30; the prometheus target gets half)
 #   HOLDBACK_FUZZ_JOBS     targets run at the same time (default 2)
+#   --build-only           build the targets and stop (scripts/test.sh builds them beside other
+#                          stages' tests, then runs them with --run-only)
+#   --run-only             run the targets already built in build/fuzz
 #
 # Build: clang 14 with -fsanitize=fuzzer plus ASan + UBSan, in build/fuzz. Each target starts
 # from a scratch copy of its seed corpus (fuzz/corpus/<target>/), so the repository's corpus is
@@ -18,17 +21,27 @@ cd "$(dirname "$0")/../.."
 # readable stack traces.
 holdback_ensure_packages clang-14 libclang-rt-14-dev llvm-14
 
+step=all
+case "${1:-}" in
+  --build-only) step=build ;;
+  --run-only) step=run ;;
+  "") ;;
+  *) echo "usage: $0 [--build-only | --run-only]" >&2; exit 2 ;;
+esac
 seconds=${HOLDBACK_FUZZ_SECONDS:-30}
 parallel=${HOLDBACK_FUZZ_JOBS:-2}
 targets="config policy flow_controller detector prometheus"
 build=build/fuzz
 work=$build/fuzz-run
 
+if [ $step != run ]; then
+  CXX=clang++-14 cmake -S . -B $build -DCMAKE_BUILD_TYPE=RelWithDebInfo -DHOLDBACK_FUZZ=ON \
+    -DHOLDBACK_SANITIZE=address,undefined -DHOLDBACK_BUILD_TESTS=OFF -DHOLDBACK_BUILD_TOOLS=OFF \
+    -DHOLDBACK_BUILD_BENCH=OFF -DHOLDBACK_BUILD_EXAMPLES=OFF >/dev/null
+  cmake --build $build -j"$(nproc)" --target $(for t in $targets; do echo "holdback_${t}_fuzzer"; done)
+fi
+[ $step = build ] && exit 0
 echo "== libFuzzer: $targets, ${seconds}s each, $parallel at a time" >&2
-CXX=clang++-14 cmake -S . -B $build -DCMAKE_BUILD_TYPE=RelWithDebInfo -DHOLDBACK_FUZZ=ON \
-  -DHOLDBACK_SANITIZE=address,undefined -DHOLDBACK_BUILD_TESTS=OFF -DHOLDBACK_BUILD_TOOLS=OFF \
-  -DHOLDBACK_BUILD_BENCH=OFF -DHOLDBACK_BUILD_EXAMPLES=OFF >/dev/null
-cmake --build $build -j"$(nproc)" --target $(for t in $targets; do echo "holdback_${t}_fuzzer"; done)
 
 rm -rf $work
 mkdir -p $work

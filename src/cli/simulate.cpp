@@ -85,7 +85,7 @@ Options:
                     the ledger's per-scrape dispatch budget (pool.ledgerBudget)
   --ledger-credit on|off
                     the ledger credits completions of requests the last scrape showed at once
-                    (pool.ledgerCreditCompletions; default off)
+                    (pool.ledgerCreditCompletions; default off, on in reserve mode)
   --lost-completions F
                     fault: fraction F of completions never reported to the ledger
                     (pool.lostCompletions)

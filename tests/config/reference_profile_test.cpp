@@ -106,6 +106,23 @@ TEST(ReferenceProfileTest, TheDefaultDetectorFollowsTheProfile) {
   EXPECT_FALSE(b->dispatchLedger.correction);
 }
 
+// The flow controller a host builds from bundle.controller runs the reference detector too, for
+// a declared detector and for the loader's default one.
+TEST(ReferenceProfileTest, TheControllersDetectorIsTheReferenceOne) {
+  for (const std::string& text :
+       {goDetectorConfig(R"(, "profile": "reference")"),
+        std::string(R"({"apiVersion": "llm-d.ai/v1alpha1", "kind": "EndpointPickerConfig",
+          "featureGates": ["flowControl"], "flowControl": {"profile": "reference"}})")}) {
+    const auto b = loadProfileConfig(text);
+    ASSERT_TRUE(b);
+    EXPECT_EQ(b->controller.detector, b->detector) << text;
+    const auto* util = dynamic_cast<const UtilizationDetector*>(b->controller.detector.get());
+    ASSERT_NE(util, nullptr) << text;
+    EXPECT_TRUE(std::isinf(util->options().endpointScoreCap)) << text;
+    EXPECT_EQ(util->options().telemetryValidation, TelemetryValidation::kReference) << text;
+  }
+}
+
 TEST(ReferenceProfileTest, PolicyVectorsAreGoVectorsUnderEitherProfile) {
   // upstream-reference.md §2.2, rank domain, [0.2, 0.9] over five priorities, bit for bit.
   for (const char* fc : {"", R"(, "profile": "reference")"}) {

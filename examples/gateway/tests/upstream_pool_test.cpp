@@ -153,7 +153,7 @@ TEST(UpstreamPoolTest, ConnectionLimitRefusesWithoutConnectingAndProxyAnswers503
     EXPECT_EQ(counters.upstreamConnects.load(), 3U);  // no fourth connect attempted
 
     // proxy() over the full pool: 503 (the gateway's own limit), not a 502.
-    http::request<http::string_body> request{http::verb::post, "/v1/completions", 11};
+    Request request{http::verb::post, "/v1/completions", 11};
     request.body() = R"({"model":"m","prompt":"hi"})";
     request.prepare_payload();
     beast::tcp_stream client(io.get_executor());

@@ -37,6 +37,7 @@ HOLDBACK_INLINE void applyReferenceProfile(ConfigBundle& bundle, const Json& doc
     }
     return std::shared_ptr<SaturationDetector>(std::move(made).value());
   };
+  const std::shared_ptr<SaturationDetector> loaded = bundle.detector;
   bool current_rebuilt = false;
   for (auto& [name, detector] : bundle.detectors) {
     const bool is_current = detector == bundle.detector;
@@ -48,6 +49,8 @@ HOLDBACK_INLINE void applyReferenceProfile(ConfigBundle& bundle, const Json& doc
   }
   // The loader's default detector (no plugin of the file).
   if (bundle.detector && !current_rebuilt) bundle.detector = rebuild(bundle.detector);
+  // The controller's options hold the detector the flow controller runs: the rebuilt one.
+  if (bundle.controller.detector == loaded) bundle.controller.detector = bundle.detector;
   // Go has no dispatch ledger: beside a utilization detector its correction is off unless the
   // file sets it (flowControl.dispatchLedger, or the detector's deprecated block).
   if (dynamic_cast<const UtilizationDetector*>(bundle.detector.get()) != nullptr) {
