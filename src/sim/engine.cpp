@@ -67,10 +67,10 @@ Simulation::Simulation(const Scenario& s, const Arm& arm, const RunOptions& opti
     if (s.pool.dispatchLedger && s.detector == DetectorKind::kUtilization) {
       DispatchLedgerOptions lo;
       lo.dispatchBudget = s.pool.ledgerBudget;
-      // Reserve mode credits completions at once: the table books a slot a completion freed
-      // once, however many replicas see it free (docs/design/replicas.md, "A replica").
-      lo.creditCompletions =
-          s.pool.ledgerCreditCompletions || s.pool.replicaMode == ReplicaMode::kReserve;
+      // Reserve mode credits the requests that ended since the scrape in the room a call
+      // carries to the table (ReserveReplica::roomToSend), not in the view the controller
+      // dispatches on (docs/design/replicas.md, "A replica").
+      lo.creditCompletions = s.pool.ledgerCreditCompletions;
       lo.budgetQueueDepth = UtilizationDetectorOptions{}.queueDepthThreshold;
       lo.replicas = static_cast<std::int64_t>(replicas);  // each replica sees 1/R of the work
       lo.sharedRoomSlots = reservePerEndpoint(s, arm);

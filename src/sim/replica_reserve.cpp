@@ -22,11 +22,13 @@
 //   - a booking for a class below the top one must also leave the policy's fixed reserve
 //     (minReserve, rounded up) free over the pool (leavesPoolReserve), as the gateway's script
 //     does: without it, replicas that each see the reserve free spend it together;
-//   - the replica's view: its ledger's (its own dispatches and the feed's, completions credited
-//     at once: the table books a freed slot once however many replicas see it free) plus its
-//     parked requests waiting at the endpoint the picker chose for them
-//     (ReserveReplica::overlay); the room a call carries is its scrape less the same credit
-//     (ReserveReplica::roomToSend).
+//   - the replica's view: its ledger's (its own dispatches and the feed's, floored at its
+//     scrape) plus its parked requests waiting at the endpoint the picker chose for them
+//     (ReserveReplica::overlay); the room a call carries is its scrape less the requests that
+//     ended since, slots and KV (ReserveReplica::roomToSend: the table books a freed slot once
+//     however many replicas see it free). The view is not credited so: with every replica's
+//     controller seeing a freed slot at once, each dispatched into it, and restoration revoked
+//     more.
 #include <cmath>
 #include <numeric>
 
@@ -55,6 +57,7 @@ void Simulation::deliver(const FeedEvent& e) {
         gw.fill();
         break;
       case FeedEvent::Kind::kCompletion:
+        if (gw.reserve) gw.reserve->ended(e.endpoint, e.tokens);
         (void)gw.ledger->recordPeerCompletion(gw.ids[e.endpoint], e.tokens);
         gw.fill();
         break;
@@ -130,7 +133,7 @@ void Simulation::reservePump(std::size_t g) {
     return pool[a].runningRequests + pool[a].waitingQueueSize <
            pool[b].runningRequests + pool[b].waitingQueueSize;
   });
-  rr.roomToSend(pool);
+  rr.roomToSend();
   reserveSchedule(now_ + fromMs(s_.pool.replicaReserveRttMs / 2.0),
                   {.kind = ReserveEvent::Kind::kAtTable,
                    .gateway = static_cast<std::uint32_t>(g),
@@ -239,6 +242,7 @@ void Simulation::reserveSync(std::size_t g) {
 
 void Simulation::reserveScraped(std::size_t g) {
   ReserveReplica& rr = *gateways_[g].reserve;
+  rr.scrapedNow();
   for (std::size_t i = 0; i < servers_.size(); ++i) {
     const Server& sv = servers_[i];
     rr.scraped[i] = ReservationRoom{

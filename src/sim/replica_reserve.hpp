@@ -49,10 +49,16 @@ struct ReserveReplica {
   std::vector<ReservationRoom> scraped;  // [endpoint]: this replica's latest scrape
   std::vector<ReservationRoom> sent;     // [endpoint]: the room sent with the call in flight
   std::vector<double> parkedOn;          // [endpoint]: parked requests preferring it
+  std::vector<std::int64_t> endedSlots;  // [endpoint]: requests that left it since the scrape
+  std::vector<std::int64_t> endedKv;     // [endpoint]: and their footprints (KV tokens)
   std::vector<std::size_t> candidates;   // the call in flight: endpoints, best first
 
   explicit ReserveReplica(std::size_t endpoints)
-      : scraped(endpoints), sent(endpoints), parkedOn(endpoints, 0.0) {}
+      : scraped(endpoints),
+        sent(endpoints),
+        parkedOn(endpoints, 0.0),
+        endedSlots(endpoints, 0),
+        endedKv(endpoints, 0) {}
 
   void park(const Parked& p) {
     const auto at = std::find_if(parked.begin(), parked.end(), [&](const Parked& q) {
@@ -73,18 +79,32 @@ struct ReserveReplica {
     return true;
   }
 
-  // The room a call carries (into `sent`): each endpoint's latest scrape, its slots in use less
-  // the requests that ended since, as the replica's view `pool` counts them (its ledger credits
-  // completions in reserve mode: the slots its own and the feed's completions freed since the
-  // scrape); the view's parked requests are taken out again. Never above the scrape: the
-  // dispatches since are the table's bookings. KV is the scrape's, as the ledger's credit.
-  void roomToSend(std::span<const Endpoint> pool) {
+  // A request that held a slot on endpoint `e` left it (its own completion or abort, or another
+  // replica's on the feed), with its footprint of `kvTokens`: the room is free before this
+  // replica's next scrape shows it.
+  void ended(std::size_t e, std::int64_t kvTokens) {
+    if (e >= endedSlots.size()) return;
+    ++endedSlots[e];
+    endedKv[e] += std::max<std::int64_t>(0, kvTokens);
+  }
+  // This replica scraped the pool: its counts of ended requests start again.
+  void scrapedNow() {
+    std::fill(endedSlots.begin(), endedSlots.end(), std::int64_t{0});
+    std::fill(endedKv.begin(), endedKv.end(), std::int64_t{0});
+  }
+
+  // The room a call carries (into `sent`): each endpoint's latest scrape less the requests that
+  // ended there since, slots and KV (the table books a freed slot once, however many replicas
+  // see it free). The footprint credited can exceed the KV a request held (its output not all
+  // generated): the table's bookings, every request's whole footprint, still bound the KV used.
+  // The dispatches since the scrape are the table's bookings. The replica's view (its ledger)
+  // is not credited so: its controller dispatches on the scrape.
+  void roomToSend() {
     for (std::size_t i = 0; i < sent.size(); ++i) {
       sent[i] = scraped[i];
-      if (i >= pool.size()) continue;
-      const double seen = pool[i].runningRequests + pool[i].waitingQueueSize - parkedOn[i];
-      const auto used = static_cast<std::int64_t>(std::llround(std::max(0.0, seen)));
-      sent[i].scrapedSlotsUsed = std::min(sent[i].scrapedSlotsUsed, used);
+      sent[i].scrapedSlotsUsed =
+          std::max<std::int64_t>(0, scraped[i].scrapedSlotsUsed - endedSlots[i]);
+      sent[i].scrapedKvUsed = std::max<std::int64_t>(0, scraped[i].scrapedKvUsed - endedKv[i]);
     }
   }
 

@@ -2,7 +2,7 @@
 // scenario keys and their errors, the gateway's sync and feed defaults, determinism, and the
 // property the mode exists for: no endpoint ever holds more requests than its slots (no request
 // waits on a server behind another), where share mode's replicas overfill it; the pool's reserve
-// kept at the table and freed slots booked at once.
+// kept at the table and freed slots booked before the next scrape.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -129,17 +129,18 @@ TEST(ReplicaReserveSimTest, BookingsBelowTheTopClassLeaveThePoolsReserveFree) {
   EXPECT_GT(run.poolLoadMean, 0.8);  // the rest of the pool is used
 }
 
-// In reserve mode a slot a completion freed is used before the next scrape shows it: the
-// replicas' views credit completions and the room a booking carries is the scrape less them (the
-// table books the slot once). With a 1 s scrape, static-1.0 keeps the pool full between scrapes
-// (without the credit each freed slot idled until the next scrape: 0.70 of the pool on the mean),
-// and still never over-books an endpoint.
-TEST(ReplicaReserveSimTest, FreedSlotsAreBookedBeforeTheNextScrape) {
+// In reserve mode the room a call carries to the table is the caller's scrape less the requests
+// that ended since (its own and the feed's), so a freed slot is booked for a parked request
+// before the next scrape; the replicas' views are not credited so (their controllers dispatch on
+// the scrape: crediting them let every replica dispatch into each freed slot, and restoration
+// revoked more). With a 1 s scrape, static-1.0 keeps 0.74 of the pool busy (0.98 with credited
+// views) and never over-books an endpoint.
+TEST(ReplicaReserveSimTest, FreedSlotsNeverOverbookBetweenSlowScrapes) {
   Scenario s = reserveScenario(ReplicaMode::kReserve);
   s.pool.gatewayReplicas = 2;
   s.pool.scrapeIntervalMs = 1000.0;
   const ArmResult run = runTestArm(s, "static-1.0");
-  EXPECT_GT(run.poolLoadMean, 0.9);
+  EXPECT_GT(run.poolLoadMean, 0.7);
   EXPECT_LE(run.maxServerQueue, 1u);
 }
 
