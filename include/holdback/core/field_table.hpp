@@ -105,9 +105,9 @@ constexpr double parseBound(std::string_view s) noexcept {
 // One check of a field's value: the value must lie in the interval (written as the messages
 // write it, "(0.0, 1.0]", "[0, inf)"); NaN lies in none.
 struct FieldCheck {
-  std::string_view interval;  // empty: no check
+  std::string_view interval{};  // empty: no check
   CheckForm form = CheckForm::kValue;
-  std::string_view text;
+  std::string_view text{};
   Severity severity = Severity::kError;
 
   [[nodiscard]] constexpr bool accepts(double v) const noexcept {
@@ -139,7 +139,7 @@ constexpr FieldCheck integerIn(std::string_view interval) noexcept {
 }
 
 struct FieldChoice {
-  std::string_view name;
+  std::string_view name{};
   int value = 0;
 };
 
@@ -243,14 +243,16 @@ constexpr std::array<FieldChoice, 6> choices(
   return out;
 }
 
-// One configuration key of `Options`.
+// One configuration key of `Options`. Every member has a default initializer, so a row names
+// only the members it sets (designated initializers; a consumer's -Wmissing-field-initializers
+// has nothing to report).
 template <class Options>
 struct Field {
-  std::string_view key;
+  std::string_view key{};
   FieldBinding<Options> bind{};
   FieldUse use = FieldUse::kAdvanced;
   // One sentence: what the key does and why a user sets it (docs/reference/configuration.md).
-  std::string_view meaning;
+  std::string_view meaning{};
   // Run in order; the first that fails is reported and the rest are skipped.
   std::array<FieldCheck, 3> checks{};
   // How a file spells the value; kAuto: from the binding.
@@ -260,14 +262,14 @@ struct Field {
   std::int64_t min = std::numeric_limits<std::int64_t>::min();
   std::int64_t max = std::numeric_limits<std::int64_t>::max();
   // Not empty: the key is deprecated (still read and applied, with a warning); what to do now.
-  std::string_view deprecated;
+  std::string_view deprecated{};
   // Checked, and written to the effective configuration, only when this holds (null: always).
   bool (*when)(const Options&) = nullptr;
   // Written to the effective configuration even when `when` does not hold.
   bool alwaysWritten = false;
   // Not empty: this row's checks run just before the row of this key's (a bound that a later
   // row's rule reads is reported first), not at its own place.
-  std::string_view checkedBefore;
+  std::string_view checkedBefore{};
 
   [[nodiscard]] constexpr FieldKind readKind() const noexcept {
     return kind != FieldKind::kAuto ? kind : bind.kind;
