@@ -32,14 +32,6 @@ MEANING = {
         "fairnessPolicyRef": "how the band picks among its flows (tenants, programs): a fairness policy below",
         "orderingPolicyRef": "how a flow orders its requests (first come, deadline): an ordering policy below",
     },
-    "program-aware-fairness": {
-        "strategy": "`las`: least attained service first (the Go reference's only strategy)",
-        "lasWeightService": "weight of a program's decayed attained service in its score: higher favours programs that got less",
-        "lasWeightHeadWait": "weight of its oldest request's wait: higher favours programs that waited longer",
-        "lasHalfLifeSeconds": "half-life of attained service, how long a program's past use counts against it; 0 = no decay",
-        "evictionTtlSeconds": "a program idle this long is forgotten (bounds the gateway's memory); 0 = never",
-        "evictionSweepSeconds": "how often idle programs are swept (the Go reference's key; the default suits)",
-    },
 }
 
 # The keys most files set; the page marks them "common", every other key "advanced".
@@ -48,5 +40,4 @@ COMMON = {
                     "eviction.restoreReserve.enabled"},
     "band": {"priority", "maxRequests", "defaultRequestTTL", "fairnessPolicyRef",
              "orderingPolicyRef"},
-    "program-aware-fairness": set(),
 }

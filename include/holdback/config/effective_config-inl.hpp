@@ -16,6 +16,7 @@
 #include "holdback/detector/detail/dispatch_ledger_fields.hpp"
 #include "holdback/detector/detectors.hpp"
 #include "holdback/flow/detail/band_scheduling_fields.hpp"
+#include "holdback/flow/detail/program_aware_fairness_fields.hpp"
 #include "holdback/flow/detail/vtc_fairness_fields.hpp"
 #include "holdback/flow/options.hpp"
 #include "holdback/policy/detail/policies_fields.hpp"
@@ -115,6 +116,15 @@ HOLDBACK_INLINE config::OrderedJson bandSchedulingParameters(const BandSchedulin
   return writeFields<BandSchedulingOptions>(kBandSchedulingFields, o);
 }
 
+HOLDBACK_INLINE config::OrderedJson programAwareFairnessParameters(
+    const ProgramAwareFairnessOptions& o) {
+  return writeFields<ProgramAwareFairnessOptions>(
+      kProgramAwareFairnessFields, o,
+      [](std::string_view, const ProgramAwareFairnessOptions& options) {
+        return config::OrderedJson(options.strategy);  // the one row written by hand
+      });
+}
+
 HOLDBACK_INLINE config::OrderedJson vtcFairnessParameters(const VtcFairnessOptions& o) {
   return writeFields<VtcFairnessOptions>(kVtcFairnessFields, o);
 }
@@ -180,13 +190,7 @@ HOLDBACK_INLINE OrderedJson effectiveParameters(const SaturationDetector& detect
 
 HOLDBACK_INLINE OrderedJson effectiveParameters(const FairnessPolicy& policy) {
   if (const auto* p = dynamic_cast<const ProgramAwareFairnessPolicy*>(&policy)) {
-    const ProgramAwareFairnessOptions& o = p->options();
-    return {{"strategy", o.strategy},
-            {"lasWeightService", o.weightService},
-            {"lasWeightHeadWait", o.weightHeadWait},
-            {"lasHalfLifeSeconds", std::chrono::duration<double>(o.halfLife).count()},
-            {"evictionTtlSeconds", std::chrono::duration<double>(o.evictionTtl).count()},
-            {"evictionSweepSeconds", std::chrono::duration<double>(o.evictionSweep).count()}};
+    return detail::programAwareFairnessParameters(p->options());
   }
   if (const auto* p = dynamic_cast<const VtcFairnessPolicy*>(&policy)) {
     return detail::vtcFairnessParameters(p->options());
@@ -233,6 +237,9 @@ HOLDBACK_INLINE OrderedJson configSchema() {
   section("flowControl",
           detail::fieldsSchema<BandSchedulingOptions>(
               kBandSchedulingFields, detail::bandSchedulingParameters({}), "bandScheduling."));
+  section(ProgramAwareFairnessPolicy::kType,
+          detail::fieldsSchema<ProgramAwareFairnessOptions>(
+              kProgramAwareFairnessFields, detail::programAwareFairnessParameters({})));
   section(VtcFairnessPolicy::kType, detail::fieldsSchema<VtcFairnessOptions>(
                                         kVtcFairnessFields, detail::vtcFairnessParameters({})));
   return {{"schemaVersion", kEffectiveConfigSchemaVersion}, {"sections", std::move(sections)}};
