@@ -23,21 +23,10 @@ MEANING = {
         "eviction.restoreReserve.enabled": "revoke sheddable requests to restore the reservation policy's reserve after a burst took it (aiming for the policy's `epsilon`); with it the policy neither holds its reserve nor starts protective (the block's presence turns it on)",
         "fairnessIdLabelLimit": "distinct `fairness_id` label values on the queue gauges (the most queued flows), to bound your metrics' cardinality; the rest are summed into `\"other\"`; 0 = no per-flow gauges",
     },
-    "band": {
-        "priority": "the band's priority (higher is served first); unique across `priorityBands`",
-        "maxRequests": "cap on the band's queued requests, so one band cannot fill the queue; 0 = the default (5000)",
-        "maxBytes": "cap on the band's queued bytes; 0 = the default (1 GB)",
-        "weight": "the band's share of dispatches under `weighted-fair` scheduling; 0 = derived from its position (lowest band 1, the next 2, ...)",
-        "defaultRequestTTL": "the band's queue TTL (e.g. shorter for interactive traffic that is useless late); the smallest of request, band and `flowControl.defaultRequestTTL` wins; `0s` = not set",
-        "fairnessPolicyRef": "how the band picks among its flows (tenants, programs): a fairness policy below",
-        "orderingPolicyRef": "how a flow orders its requests (first come, deadline): an ordering policy below",
-    },
 }
 
 # The keys most files set; the page marks them "common", every other key "advanced".
 COMMON = {
     "flowControl": {"maxRequests", "defaultRequestTTL", "enableEviction", "eviction.revokeOnBlock",
                     "eviction.restoreReserve.enabled"},
-    "band": {"priority", "maxRequests", "defaultRequestTTL", "fairnessPolicyRef",
-             "orderingPolicyRef"},
 }

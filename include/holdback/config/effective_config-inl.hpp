@@ -15,6 +15,7 @@
 #include "holdback/detector/detail/detectors_fields.hpp"
 #include "holdback/detector/detail/dispatch_ledger_fields.hpp"
 #include "holdback/detector/detectors.hpp"
+#include "holdback/flow/detail/band_fields.hpp"
 #include "holdback/flow/detail/band_scheduling_fields.hpp"
 #include "holdback/flow/detail/program_aware_fairness_fields.hpp"
 #include "holdback/flow/detail/vtc_fairness_fields.hpp"
@@ -74,22 +75,32 @@ HOLDBACK_INLINE config::OrderedJson optionalNumber(const std::optional<double>& 
   return v ? config::OrderedJson(*v) : config::OrderedJson(nullptr);
 }
 
-HOLDBACK_INLINE config::OrderedJson effectiveBand(
-    std::optional<Priority> priority, std::uint64_t max_requests, std::uint64_t max_bytes,
-    const std::shared_ptr<const FairnessPolicy>& fairness,
-    const std::shared_ptr<const OrderingPolicy>& ordering, Duration request_ttl) {
-  const FairnessPolicy& f = fairness ? *fairness : *globalStrictFairness();
-  const OrderingPolicy& o = ordering ? *ordering : *fcfsOrdering();
-  config::OrderedJson band = config::OrderedJson::object();
-  if (priority) band["priority"] = *priority;
-  band["maxRequests"] = max_requests;
-  band["maxBytes"] = max_bytes;
-  band["defaultRequestTTL"] = formatDuration(request_ttl);
-  band["fairnessPolicy"] = {{"type", std::string(f.type())},
-                            {"parameters", config::effectiveParameters(f)}};
-  band["orderingPolicy"] = {{"type", std::string(o.type())},
-                            {"parameters", config::effectiveParameters(o)}};
+// A band after every default, its policies as the plugins they resolved to; `withPriority`: an
+// entry of priorityBands (a template has no priority).
+HOLDBACK_INLINE config::OrderedJson effectiveBand(const BandOptions& b, bool withPriority) {
+  config::OrderedJson band =
+      writeFields<BandOptions>(kBandFields, b, [](std::string_view key, const BandOptions& o) {
+        const auto plugin = [](const auto& p) -> config::OrderedJson {
+          return {{"type", std::string(p.type())}, {"parameters", config::effectiveParameters(p)}};
+        };
+        if (key == "fairnessPolicyRef") {
+          return plugin(o.fairness ? *o.fairness : *globalStrictFairness());
+        }
+        return plugin(o.ordering ? *o.ordering : *fcfsOrdering());
+      });
+  if (!withPriority) band.erase("priority");
   return band;
+}
+
+HOLDBACK_INLINE config::OrderedJson effectiveBand(const BandTemplate& t) {
+  BandOptions b;
+  b.maxRequests = t.maxRequests;
+  b.maxBytes = t.maxBytes;
+  b.fairness = t.fairness;
+  b.ordering = t.ordering;
+  b.requestTtl = t.requestTtl;
+  b.weight = t.weight;
+  return effectiveBand(b, /*withPriority=*/false);
 }
 
 HOLDBACK_INLINE config::OrderedJson utilizationDetectorParameters(
@@ -240,6 +251,8 @@ HOLDBACK_INLINE OrderedJson configSchema() {
   section(ProgramAwareFairnessPolicy::kType,
           detail::fieldsSchema<ProgramAwareFairnessOptions>(
               kProgramAwareFairnessFields, detail::programAwareFairnessParameters({})));
+  // The keys of every band object (the two templates and each entry of priorityBands).
+  section("band", detail::fieldsSchema<BandOptions>(kBandFields, detail::effectiveBand({}, true)));
   section(VtcFairnessPolicy::kType, detail::fieldsSchema<VtcFairnessOptions>(
                                         kVtcFairnessFields, detail::vtcFairnessParameters({})));
   return {{"schemaVersion", kEffectiveConfigSchemaVersion}, {"sections", std::move(sections)}};
@@ -272,28 +285,14 @@ HOLDBACK_INLINE OrderedJson effectiveConfig(const ConfigBundle& bundle) {
   out["eviction"] = detail::effectiveEviction(o.eviction);
   out["fairnessIdLabelLimit"] = o.fairnessIdLabelLimit;
   out["bandScheduling"] = detail::bandSchedulingParameters(o.bandScheduling);
-  out["defaultPriorityBand"] = detail::effectiveBand(
-      std::nullopt, o.defaultBand.maxRequests, o.defaultBand.maxBytes, o.defaultBand.fairness,
-      o.defaultBand.ordering, o.defaultBand.requestTtl);
-  out["defaultPriorityBand"]["weight"] = o.defaultBand.weight;
+  out["defaultPriorityBand"] = detail::effectiveBand(o.defaultBand);
   out["defaultNegativePriorityBand"] =
-      o.defaultNegativeBand
-          ? detail::effectiveBand(std::nullopt, o.defaultNegativeBand->maxRequests,
-                                  o.defaultNegativeBand->maxBytes, o.defaultNegativeBand->fairness,
-                                  o.defaultNegativeBand->ordering,
-                                  o.defaultNegativeBand->requestTtl)
-          : OrderedJson();
-  if (o.defaultNegativeBand)
-    out["defaultNegativePriorityBand"]["weight"] = o.defaultNegativeBand->weight;
+      o.defaultNegativeBand ? detail::effectiveBand(*o.defaultNegativeBand) : OrderedJson();
   std::vector<BandOptions> bands = o.bands;
   std::sort(bands.begin(), bands.end(),
             [](const BandOptions& a, const BandOptions& b) { return a.priority > b.priority; });
   OrderedJson list = OrderedJson::array();
-  for (const BandOptions& b : bands) {
-    list.push_back(detail::effectiveBand(b.priority, b.maxRequests, b.maxBytes, b.fairness,
-                                         b.ordering, b.requestTtl));
-    list.back()["weight"] = b.weight;
-  }
+  for (const BandOptions& b : bands) list.push_back(detail::effectiveBand(b, true));
   out["priorityBands"] = std::move(list);
   return out;
 }

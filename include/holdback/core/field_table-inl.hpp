@@ -48,9 +48,6 @@ HOLDBACK_INLINE void reportFieldCheck(const FieldCheck& check, const FieldValue&
     case CheckForm::kUnquoted:
       message = unquoted() + " " + std::string(check.text);
       break;
-    case CheckForm::kGot:
-      message = std::string(check.text) + ", but got " + unquoted();
-      break;
     case CheckForm::kIntegerRange:
       message = fieldText(value) + " is out of range; expected an integer in " +
                 std::string(check.interval);

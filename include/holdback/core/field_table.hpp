@@ -79,7 +79,6 @@ enum class CheckForm : std::uint8_t {
   kBare,          // "<text>"
   kIntegerRange,  // "<value> is out of range; expected an integer in <interval>"
   kUnquoted,      // "<value> <text>", a duration unquoted ("-1s must be >= 0")
-  kGot,           // "<text>, but got <value>", a duration unquoted
 };
 
 namespace detail {
@@ -285,6 +284,9 @@ struct Field {
   bool (*when)(const Options&) = nullptr;
   // Written to the effective configuration even when `when` does not hold.
   bool alwaysWritten = false;
+  // Written by hand (writeFields' callback), though read from its binding: a value the options
+  // may leave unset that the effective configuration shows resolved.
+  bool writtenByHand = false;
   // Not empty: this row's checks run just before the row of this key's (a bound that a later
   // row's rule reads is reported first), not at its own place.
   std::string_view checkedBefore{};

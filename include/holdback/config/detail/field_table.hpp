@@ -100,8 +100,9 @@ void warnDeprecated(const config::ParamReader& reader, FieldTable<Options> table
 }
 
 // The effective parameters: every row that applies (or is always written), in table order;
-// kStructured rows through writeByHand(key, options), which returns a discarded value to have a
-// bound row written from its binding.
+// kStructured and writtenByHand rows through writeByHand(key, options), which returns a discarded
+// value to have a bound row written from its binding. A row goes under its writtenAs key if it
+// has one.
 template <class Options, class WriteByHand>
 nlohmann::ordered_json writeFields(FieldTable<Options> table, const Options& options,
                                    WriteByHand writeByHand) {
@@ -109,7 +110,7 @@ nlohmann::ordered_json writeFields(FieldTable<Options> table, const Options& opt
   for (const Field<Options>& f : table) {
     if (!f.applies(options) && !f.alwaysWritten) continue;
     const std::string key(f.writtenAs.empty() ? f.key : f.writtenAs);
-    if (f.readKind() == FieldKind::kStructured) {
+    if (f.readKind() == FieldKind::kStructured || f.writtenByHand) {
       nlohmann::ordered_json by_hand = writeByHand(f.key, options);
       if (!by_hand.is_discarded() || f.bind.get == nullptr) {
         out[key] = std::move(by_hand);

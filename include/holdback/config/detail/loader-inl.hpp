@@ -15,6 +15,7 @@
 #include "holdback/config/quantity.hpp"
 #include "holdback/config/reference_profile.hpp"
 #include "holdback/core/duration.hpp"
+#include "holdback/flow/detail/band_fields.hpp"
 #include "holdback/flow/detail/band_scheduling_fields.hpp"
 #include "holdback/flow/options.hpp"
 
@@ -339,30 +340,33 @@ HOLDBACK_INLINE std::optional<BandOptions> Loader::readBand(const Json& object,
   ParamReader reader(&object, path, d_);
   if (!reader.valid()) return std::nullopt;
   BandOptions band;
-  const auto priority = reader.integer("priority", std::numeric_limits<Priority>::min(),
-                                       std::numeric_limits<Priority>::max());
+  const FieldTable<BandOptions> fields = kBandFields;
+  const auto refs = [&](std::string_view key, BandOptions& b) {
+    if (key == "fairnessPolicyRef") {
+      b.fairness = resolveBandPolicy<FairnessPolicy>(reader, key, bundle_.fairnessPolicies,
+                                                     registries_.fairness, globalStrictFairness(),
+                                                     "fairness policy");
+    } else {
+      b.ordering = resolveBandPolicy<OrderingPolicy>(reader, key, bundle_.orderingPolicies,
+                                                     registries_.ordering, fcfsOrdering(),
+                                                     "ordering policy");
+    }
+  };
+  // priority first: the other rows' messages name the band by it.
+  const std::size_t before_priority = d_.errorCount();
+  readFields(reader, fields.first(1), band, refs);
   if (needsPriority && !reader.has("priority")) {
     reader.error("priority", "missing; every entry of priorityBands needs a priority");
   }
-  if (priority) band.priority = static_cast<Priority>(*priority);
-  if (priority && priority_out != nullptr) *priority_out = band.priority;
+  if (priority_out != nullptr && reader.has("priority") && d_.errorCount() == before_priority) {
+    *priority_out = band.priority;
+  }
   const std::string name = needsPriority ? label + " " + std::to_string(band.priority) : label;
-  band.maxBytes = readQuantity(reader, "maxBytes", name + " MaxBytes").value_or(0);
-  band.maxRequests = readQuantity(reader, "maxRequests", name + " MaxRequests").value_or(0);
+  readFields(reader, fields.subspan(1), band, refs, name + " ");
+  // 0 is the default limit; the weight is 0 or in [1, 1e6] (no single interval: by hand).
   if (band.maxBytes == 0) band.maxBytes = BandTemplate{}.maxBytes;
   if (band.maxRequests == 0) band.maxRequests = BandTemplate{}.maxRequests;
-  band.requestTtl =
-      readDuration(reader, "defaultRequestTTL", name + " DefaultRequestTTL").value_or(Duration{0});
-  if (const auto w = reader.number("weight")) {
-    band.weight = *w;
-    validateBandWeight(*w, reader.pathOf("weight"), d_);
-  }
-  band.fairness = resolveBandPolicy<FairnessPolicy>(reader, "fairnessPolicyRef",
-                                                    bundle_.fairnessPolicies, registries_.fairness,
-                                                    globalStrictFairness(), "fairness policy");
-  band.ordering =
-      resolveBandPolicy<OrderingPolicy>(reader, "orderingPolicyRef", bundle_.orderingPolicies,
-                                        registries_.ordering, fcfsOrdering(), "ordering policy");
+  validateBandWeight(band.weight, reader.pathOf("weight"), d_);
   reader.finish();
   if (d_.errorCount() > before) return std::nullopt;
   // Explicit defaults, so that a bundle never holds a null policy.
