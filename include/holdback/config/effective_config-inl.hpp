@@ -11,12 +11,14 @@
 #include <vector>
 
 #include "holdback/config/detail/field_table.hpp"
+#include "holdback/config/detail/flow_control_fields.hpp"
 #include "holdback/detector/detail/concurrency_detector_fields.hpp"
 #include "holdback/detector/detail/detectors_fields.hpp"
 #include "holdback/detector/detail/dispatch_ledger_fields.hpp"
 #include "holdback/detector/detectors.hpp"
 #include "holdback/flow/detail/band_fields.hpp"
 #include "holdback/flow/detail/band_scheduling_fields.hpp"
+#include "holdback/flow/detail/eviction_fields.hpp"
 #include "holdback/flow/detail/program_aware_fairness_fields.hpp"
 #include "holdback/flow/detail/vtc_fairness_fields.hpp"
 #include "holdback/flow/options.hpp"
@@ -51,21 +53,18 @@ HOLDBACK_INLINE config::OrderedJson effectiveFeedback(const ReservationFeedback&
           {"interval", formatDuration(f.interval)}};
 }
 
-// flowControl.eviction after every default (the grace as derived from the detector).
+// flowControl.eviction after every default (the grace as derived from the detector), and the
+// plugins its filter and order are.
 HOLDBACK_INLINE config::OrderedJson effectiveEviction(const EvictionOptions& e) {
-  config::OrderedJson out = config::OrderedJson::object();
-  out["maxRevocationsPerDecision"] = e.maxRevocationsPerDecision;
-  out["confirmationTimeout"] = formatDuration(e.confirmationTimeout);
-  out["confirmationGrace"] = formatDuration(e.confirmationGrace);
-  out["waitForReleasesTolerance"] =
-      e.waitForReleases.enabled ? config::OrderedJson(formatDuration(e.waitForReleases.tolerance))
-                                : config::OrderedJson();
-  out["footprintAware"] = e.footprintAware;
-  out["revokeOnBlock"] = e.revokeOnBlock;
-  out["restoreReserve"] = {{"enabled", e.restoreReserve.enabled},
-                           {"epsilon", e.restoreReserve.epsilon},
-                           {"leadTime", formatDuration(e.restoreReserve.leadTime)},
-                           {"burstMemory", formatDuration(e.restoreReserve.burstMemory)}};
+  config::OrderedJson out = writeFields<EvictionOptions>(
+      kEvictionFields, e, [](std::string_view key, const EvictionOptions& o) {
+        if (key == "restoreReserve") {
+          return writeFields<ReserveRestoreOptions>(kReserveRestoreFields, o.restoreReserve);
+        }
+        return o.waitForReleases.enabled  // waitForReleasesTolerance
+                   ? config::OrderedJson(formatDuration(o.waitForReleases.tolerance))
+                   : config::OrderedJson();
+      });
   out["filter"] = std::string(e.filter ? e.filter->name() : kSheddableEvictionFilterType);
   out["order"] = std::string(e.order ? e.order->name() : kPriorityThenTimeEvictionOrderType);
   return out;
@@ -169,6 +168,42 @@ HOLDBACK_INLINE config::OrderedJson reservationParameters(const ReservationOptio
       });
 }
 
+// The flowControl keys after every default, in the table's order (the blocks written by hand).
+HOLDBACK_INLINE config::OrderedJson flowControlParameters(const config::ConfigBundle& bundle) {
+  using config::OrderedJson;
+  const FlowControllerOptions& o = bundle.controller;
+  const Duration ttl = o.defaultRequestTtl.value_or(kDefaultRequestTtl);
+  const auto plugin = [](const auto& p) -> OrderedJson {
+    return {{"name", std::string(p.name())},
+            {"type", std::string(p.type())},
+            {"parameters", config::effectiveParameters(p)}};
+  };
+  return writeFields<config::ConfigBundle>(
+      kFlowControlFields, bundle,
+      [&](std::string_view key, const config::ConfigBundle& b) -> OrderedJson {
+        if (key == "profile") return b.profile;
+        if (key == "usageLimitPolicyPluginRef") return plugin(*b.policy);
+        if (key == "saturationDetector") return plugin(*b.detector);
+        if (key == "dispatchLedger") return dispatchLedgerParameters(b.dispatchLedger);
+        if (key == "defaultRequestTTL") return formatDuration(ttl);
+        if (key == "noEndpointRequestTTL")
+          return formatDuration(o.noEndpointRequestTtl.value_or(ttl));
+        if (key == "eviction") return effectiveEviction(o.eviction);
+        if (key == "bandScheduling") return bandSchedulingParameters(o.bandScheduling);
+        if (key == "defaultPriorityBand") return effectiveBand(o.defaultBand);
+        if (key == "defaultNegativePriorityBand") {
+          return o.defaultNegativeBand ? effectiveBand(*o.defaultNegativeBand) : OrderedJson();
+        }
+        std::vector<BandOptions> bands = o.bands;  // priorityBands, highest first
+        std::sort(bands.begin(), bands.end(), [](const BandOptions& x, const BandOptions& y) {
+          return x.priority > y.priority;
+        });
+        OrderedJson list = OrderedJson::array();
+        for (const BandOptions& band : bands) list.push_back(effectiveBand(band, true));
+        return list;
+      });
+}
+
 }  // namespace detail
 
 namespace config {
@@ -241,7 +276,15 @@ HOLDBACK_INLINE OrderedJson configSchema() {
   section(ConcurrencyDetector::kType,
           detail::fieldsSchema<ConcurrencyDetectorOptions>(
               kConcurrencyDetectorFields, detail::concurrencyDetectorParameters({})));
-  // The ledger's keys are flowControl's, under dispatchLedger.
+  // flowControl's own keys, and its blocks' under their prefix.
+  section("flowControl", detail::fieldsSchema<ConfigBundle>(
+                             kFlowControlFields, detail::flowControlParameters(ConfigBundle{})));
+  section("flowControl", detail::fieldsSchema<EvictionOptions>(
+                             kEvictionFields, detail::effectiveEviction({}), "eviction."));
+  section("flowControl", detail::fieldsSchema<ReserveRestoreOptions>(
+                             kReserveRestoreFields,
+                             detail::writeFields<ReserveRestoreOptions>(kReserveRestoreFields, {}),
+                             "eviction.restoreReserve."));
   section("flowControl",
           detail::fieldsSchema<DispatchLedgerOptions>(
               kDispatchLedgerFields, detail::dispatchLedgerParameters({}), "dispatchLedger."));
@@ -259,41 +302,11 @@ HOLDBACK_INLINE OrderedJson configSchema() {
 }
 
 HOLDBACK_INLINE OrderedJson effectiveConfig(const ConfigBundle& bundle) {
-  const FlowControllerOptions& o = bundle.controller;
   OrderedJson out = OrderedJson::object();
   out["schemaVersion"] = kEffectiveConfigSchemaVersion;
   out["flowControl"] = bundle.flowControlEnabled;
-  out["profile"] = bundle.profile;
-  out["enginePriority"] = std::string(toString(bundle.enginePriority));
-  if (bundle.policy) {
-    out["usageLimitPolicy"] = {{"name", std::string(bundle.policy->name())},
-                               {"type", std::string(bundle.policy->type())},
-                               {"parameters", effectiveParameters(*bundle.policy)}};
-  }
-  if (bundle.detector) {
-    out["saturationDetector"] = {{"name", std::string(bundle.detector->name())},
-                                 {"type", std::string(bundle.detector->type())},
-                                 {"parameters", effectiveParameters(*bundle.detector)}};
-  }
-  out["dispatchLedger"] = detail::dispatchLedgerParameters(bundle.dispatchLedger);
-  out["maxRequests"] = o.maxRequests;
-  out["maxBytes"] = o.maxBytes;
-  const Duration ttl = o.defaultRequestTtl.value_or(kDefaultRequestTtl);
-  out["defaultRequestTTL"] = formatDuration(ttl);
-  out["noEndpointRequestTTL"] = formatDuration(o.noEndpointRequestTtl.value_or(ttl));
-  out["enableEviction"] = bundle.enableEviction;
-  out["eviction"] = detail::effectiveEviction(o.eviction);
-  out["fairnessIdLabelLimit"] = o.fairnessIdLabelLimit;
-  out["bandScheduling"] = detail::bandSchedulingParameters(o.bandScheduling);
-  out["defaultPriorityBand"] = detail::effectiveBand(o.defaultBand);
-  out["defaultNegativePriorityBand"] =
-      o.defaultNegativeBand ? detail::effectiveBand(*o.defaultNegativeBand) : OrderedJson();
-  std::vector<BandOptions> bands = o.bands;
-  std::sort(bands.begin(), bands.end(),
-            [](const BandOptions& a, const BandOptions& b) { return a.priority > b.priority; });
-  OrderedJson list = OrderedJson::array();
-  for (const BandOptions& b : bands) list.push_back(detail::effectiveBand(b, true));
-  out["priorityBands"] = std::move(list);
+  OrderedJson flow_control = detail::flowControlParameters(bundle);
+  for (auto& [key, value] : flow_control.items()) out[key] = std::move(value);
   return out;
 }
 
