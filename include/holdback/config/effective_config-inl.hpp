@@ -53,14 +53,21 @@ HOLDBACK_INLINE config::OrderedJson effectiveFeedback(const ReservationFeedback&
           {"interval", formatDuration(f.interval)}};
 }
 
+// flowControl.eviction.restoreReserve after every default (epsilon, read by hand, written from its
+// binding).
+HOLDBACK_INLINE config::OrderedJson reserveRestoreParameters(const ReserveRestoreOptions& r) {
+  return writeFields<ReserveRestoreOptions>(
+      kReserveRestoreFields, r, [](std::string_view, const ReserveRestoreOptions&) {
+        return config::OrderedJson(config::OrderedJson::value_t::discarded);
+      });
+}
+
 // flowControl.eviction after every default (the grace as derived from the detector), and the
 // plugins its filter and order are.
 HOLDBACK_INLINE config::OrderedJson effectiveEviction(const EvictionOptions& e) {
   config::OrderedJson out = writeFields<EvictionOptions>(
       kEvictionFields, e, [](std::string_view key, const EvictionOptions& o) {
-        if (key == "restoreReserve") {
-          return writeFields<ReserveRestoreOptions>(kReserveRestoreFields, o.restoreReserve);
-        }
+        if (key == "restoreReserve") return reserveRestoreParameters(o.restoreReserve);
         return o.waitForReleases.enabled  // waitForReleasesTolerance
                    ? config::OrderedJson(formatDuration(o.waitForReleases.tolerance))
                    : config::OrderedJson();
@@ -82,6 +89,7 @@ HOLDBACK_INLINE config::OrderedJson effectiveBand(const BandOptions& b, bool wit
         const auto plugin = [](const auto& p) -> config::OrderedJson {
           return {{"type", std::string(p.type())}, {"parameters", config::effectiveParameters(p)}};
         };
+        if (key == "weight") return config::OrderedJson(config::OrderedJson::value_t::discarded);
         if (key == "fairnessPolicyRef") {
           return plugin(o.fairness ? *o.fairness : *globalStrictFairness());
         }
@@ -282,8 +290,7 @@ HOLDBACK_INLINE OrderedJson configSchema() {
   section("flowControl", detail::fieldsSchema<EvictionOptions>(
                              kEvictionFields, detail::effectiveEviction({}), "eviction."));
   section("flowControl", detail::fieldsSchema<ReserveRestoreOptions>(
-                             kReserveRestoreFields,
-                             detail::writeFields<ReserveRestoreOptions>(kReserveRestoreFields, {}),
+                             kReserveRestoreFields, detail::reserveRestoreParameters({}),
                              "eviction.restoreReserve."));
   section("flowControl",
           detail::fieldsSchema<DispatchLedgerOptions>(

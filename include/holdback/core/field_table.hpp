@@ -290,6 +290,10 @@ struct Field {
   // Not empty: this row's checks run just before the row of this key's (a bound that a later
   // row's rule reads is reported first), not at its own place.
   std::string_view checkedBefore{};
+  // Not empty: readFields reads this row just before the row of this key, not at its place (a
+  // file's errors keep the order the loader always reported them in; the table's order is the
+  // effective configuration's).
+  std::string_view readBefore{};
 
   [[nodiscard]] constexpr FieldKind readKind() const noexcept {
     return kind != FieldKind::kAuto ? kind : bind.kind;

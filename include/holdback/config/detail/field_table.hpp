@@ -66,21 +66,27 @@ nlohmann::ordered_json fieldSchemaRow(std::string_view key, FieldKind kind, Fiel
                                       std::string_view deprecated,
                                       const nlohmann::ordered_json& defaults);
 
-// Reads every row of `table` in order into `options`: bound rows by their kind, kStructured rows
-// through readByHand(key, options). `labelPrefix` goes before each row's label in the readers'
-// messages ("priority band 5 ").
+// Reads every row of `table` in order (a row with `readBefore` just before that row) into
+// `options`: bound rows by their kind, kStructured rows through readByHand(key, options).
+// `labelPrefix` goes before each row's label in the readers' messages ("priority band 5 ").
 template <class Options, class ReadByHand>
 void readFields(config::ParamReader& reader, FieldTable<Options> table, Options& options,
                 ReadByHand readByHand, std::string_view labelPrefix = {}) {
-  for (const Field<Options>& f : table) {
+  const auto read = [&](const Field<Options>& f) {
     if (f.readKind() == FieldKind::kStructured) {
       readByHand(f.key, options);
-      continue;
+      return;
     }
     const std::string label = std::string(labelPrefix) + std::string(f.label);
     const FieldValue v =
         readFieldValue(reader, f.readKind(), f.key, f.choices, f.min, f.max, label);
     if (!std::holds_alternative<std::monostate>(v)) f.bind.set(options, v);
+  };
+  for (const Field<Options>& f : table) {
+    for (const Field<Options>& early : table) {
+      if (early.readBefore == f.key) read(early);
+    }
+    if (f.readBefore.empty()) read(f);
   }
 }
 

@@ -1,9 +1,10 @@
 // The keys of the flowControl block: one row per key (core/field_table.hpp), in the order the
-// effective configuration writes them. The scalars are bound to the bundle; the blocks
-// (the plugin refs, dispatchLedger, eviction, bandScheduling, the bands) are read and written
-// by hand at their row, with their own tables (flow/detail/band_fields.hpp, ...). The whole-file
-// loader reads the rows in this order (the detector before the ledger and eviction, which derive
-// from it), and docs/reference/configuration.md takes the meaning and use of the scalars from here.
+// effective configuration writes them (readBefore: the order the loader reads them in). The scalars
+// are bound to the bundle; the blocks (the plugin refs, dispatchLedger, eviction, bandScheduling,
+// the bands) are read and written by hand at their row, with their own tables
+// (flow/detail/band_fields.hpp, ...). The whole-file loader reads the detector first (the ledger
+// and eviction derive from it), and docs/reference/configuration.md takes the meaning and use of
+// the scalars from here.
 //
 // Internal: read it after config/endpoint_picker_config.hpp (the loader and
 // config/effective_config include it). Thread safety: immutable constants.
@@ -27,7 +28,8 @@ inline constexpr std::array<Field<config::ConfigBundle>, 16> kFlowControlFields 
                 "cap, reference telemetry validation, no ledger): set it to reproduce the Go "
                 "gateway's decisions while migrating; [migrating from "
                 "Go](../guide/migrating-from-go.md)",
-     .kind = FieldKind::kStructured},
+     .kind = FieldKind::kStructured,
+     .readBefore = "bandScheduling"},
     {.key = "enginePriority",
      .bind = bind<&config::ConfigBundle::enginePriority>(),
      .meaning = "pass the request's effective priority to the model server in the body, so the "
@@ -35,15 +37,19 @@ inline constexpr std::array<Field<config::ConfigBundle>, 16> kFlowControlFields 
                 "first: the sign flips), `sglang`; `off` sends nothing",
      .choices = choices<EnginePriority>({{"off", EnginePriority::kOff},
                                          {"vllm", EnginePriority::kVllm},
-                                         {"sglang", EnginePriority::kSglang}})},
+                                         {"sglang", EnginePriority::kSglang}}),
+     .readBefore = "bandScheduling"},
     {.key = "usageLimitPolicyPluginRef",
      .kind = FieldKind::kStructured,
      .writtenAs = "usageLimitPolicy",
      .when = [](const config::ConfigBundle& b) { return b.policy != nullptr; }},
     {.key = "saturationDetector",
      .kind = FieldKind::kStructured,
-     .when = [](const config::ConfigBundle& b) { return b.detector != nullptr; }},
-    {.key = "dispatchLedger", .kind = FieldKind::kStructured},
+     .when = [](const config::ConfigBundle& b) { return b.detector != nullptr; },
+     .readBefore = "usageLimitPolicyPluginRef"},
+    {.key = "dispatchLedger",
+     .kind = FieldKind::kStructured,
+     .readBefore = "usageLimitPolicyPluginRef"},
     {.key = "maxRequests",
      .bind = bind<&config::ConfigBundle::controller, &FlowControllerOptions::maxRequests>(),
      .use = FieldUse::kCommon,
@@ -55,7 +61,8 @@ inline constexpr std::array<Field<config::ConfigBundle>, 16> kFlowControlFields 
      .bind = bind<&config::ConfigBundle::controller, &FlowControllerOptions::maxBytes>(),
      .meaning = "global cap on queued request bytes, to bound the gateway's memory; 0 = unlimited",
      .kind = FieldKind::kQuantity,
-     .label = "global MaxBytes"},
+     .label = "global MaxBytes",
+     .readBefore = "maxRequests"},
     {.key = "defaultRequestTTL",
      .bind = bind<&config::ConfigBundle::controller, &FlowControllerOptions::defaultRequestTtl>(),
      .use = FieldUse::kCommon,
@@ -85,7 +92,8 @@ inline constexpr std::array<Field<config::ConfigBundle>, 16> kFlowControlFields 
                 "to bound your metrics' cardinality; the rest are summed into `\"other\"`; 0 = no "
                 "per-flow gauges",
      .min = 0,
-     .max = static_cast<std::int64_t>(kMaxFairnessIdLabelLimit)},
+     .max = static_cast<std::int64_t>(kMaxFairnessIdLabelLimit),
+     .readBefore = "defaultPriorityBand"},
     {.key = "bandScheduling", .kind = FieldKind::kStructured},
     {.key = "defaultPriorityBand", .kind = FieldKind::kStructured},
     {.key = "defaultNegativePriorityBand", .kind = FieldKind::kStructured},

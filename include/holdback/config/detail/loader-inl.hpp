@@ -6,8 +6,7 @@
 
 #include <algorithm>
 #include <cctype>
-#include <limits>
-#include <set>
+#include <map>
 #include <utility>
 
 #include "holdback/config/detail/derived_defaults.hpp"
@@ -175,14 +174,16 @@ HOLDBACK_INLINE void Loader::readEviction(ParamReader& fc) {
   const Json* block = fc.value("eviction");
   ParamReader ev(block != nullptr && !block->is_null() ? block : nullptr, fc.pathOf("eviction"),
                  d_);
-  readFields<EvictionOptions>(ev, kEvictionFields, e, [&](std::string_view key, EvictionOptions&) {
-    if (key == "restoreReserve") {
-      readRestoreReserve(ev, e.restoreReserve);
-    } else if (const auto w = flowDurationField(ev, key, key)) {  // waitForReleasesTolerance
-      e.waitForReleases = {.enabled = true, .tolerance = *w};
-      if (*w <= Duration::zero()) ev.error(key, "must be positive, but got " + formatDuration(*w));
-    }
-  });
+  readFields<EvictionOptions>(
+      ev, kEvictionFields, e, [&](std::string_view key, EvictionOptions& o) {
+        if (key == "restoreReserve") {
+          readRestoreReserve(ev, o.restoreReserve);
+        } else if (const auto w = flowDurationField(ev, key, key)) {  // waitForReleasesTolerance
+          o.waitForReleases = {.enabled = true, .tolerance = *w};
+          if (*w <= Duration::zero())
+            ev.error(key, "must be positive, but got " + formatDuration(*w));
+        }
+      });
   ev.finish();
   warnDeprecated<EvictionOptions>(ev, kEvictionFields);
   // The struct's own checks, with the paths of the file's keys; the tolerance is checked above
@@ -214,11 +215,15 @@ HOLDBACK_INLINE void Loader::readRestoreReserve(ParamReader& ev, ReserveRestoreO
   }
   ParamReader rr(block, ev.pathOf("restoreReserve"), d_);
   r.enabled = true;  // the block's presence turns it on
-  readFields<ReserveRestoreOptions>(rr, kReserveRestoreFields, r,
-                                    [](std::string_view, ReserveRestoreOptions&) {});
-  if (!r.enabled && rr.has("epsilon") && !(r.epsilon > 0.0 && r.epsilon <= 0.5)) {
-    rr.error("epsilon", "must be in (0, 0.5], but got " + formatNumber(r.epsilon));
-  }
+  readFields<ReserveRestoreOptions>(
+      rr, kReserveRestoreFields, r, [&](std::string_view key, ReserveRestoreOptions& o) {
+        const auto eps = rr.number(key);  // epsilon
+        if (!eps) return;
+        o.epsilon = *eps;
+        if (!o.enabled && !(*eps > 0.0 && *eps <= 0.5)) {
+          rr.error(key, "must be in (0, 0.5], but got " + formatNumber(*eps));
+        }
+      });
   rr.finish();
   warnDeprecated<ReserveRestoreOptions>(rr, kReserveRestoreFields);
 }
@@ -256,8 +261,13 @@ HOLDBACK_INLINE std::optional<BandOptions> Loader::readBand(const Json& object,
   if (!reader.valid()) return std::nullopt;
   BandOptions band;
   const FieldTable<BandOptions> fields = kBandFields;
-  const auto refs = [&](std::string_view key, BandOptions& b) {
-    if (key == "fairnessPolicyRef") {
+  const auto by_hand = [&](std::string_view key, BandOptions& b) {
+    if (key == "weight") {
+      if (const auto w = reader.number(key)) {
+        b.weight = *w;
+        validateBandWeight(*w, reader.pathOf(key), d_);
+      }
+    } else if (key == "fairnessPolicyRef") {
       b.fairness = resolveBandPolicy<FairnessPolicy>(reader, key, bundle_.fairnessPolicies,
                                                      registries_.fairness, globalStrictFairness(),
                                                      "fairness policy");
@@ -269,7 +279,7 @@ HOLDBACK_INLINE std::optional<BandOptions> Loader::readBand(const Json& object,
   };
   // priority first: the other rows' messages name the band by it.
   const std::size_t before_priority = d_.errorCount();
-  readFields(reader, fields.first(1), band, refs);
+  readFields(reader, fields.first(1), band, by_hand);
   if (needsPriority && !reader.has("priority")) {
     reader.error("priority", "missing; every entry of priorityBands needs a priority");
   }
@@ -277,11 +287,10 @@ HOLDBACK_INLINE std::optional<BandOptions> Loader::readBand(const Json& object,
     *priority_out = band.priority;
   }
   const std::string name = needsPriority ? label + " " + std::to_string(band.priority) : label;
-  readFields(reader, fields.subspan(1), band, refs, name + " ");
-  // 0 is the default limit; the weight is 0 or in [1, 1e6] (no single interval: by hand).
+  readFields(reader, fields.subspan(1), band, by_hand, name + " ");
+  // 0 is the default limit.
   if (band.maxBytes == 0) band.maxBytes = BandTemplate{}.maxBytes;
   if (band.maxRequests == 0) band.maxRequests = BandTemplate{}.maxRequests;
-  validateBandWeight(band.weight, reader.pathOf("weight"), d_);
   reader.finish();
   if (d_.errorCount() > before) return std::nullopt;
   // Explicit defaults, so that a bundle never holds a null policy.
@@ -365,7 +374,8 @@ HOLDBACK_INLINE void Loader::readFlowControl() {
   ParamReader fc(fc_json, "/flowControl", d_);
   o.defaultBand.fairness = globalStrictFairness();
   o.defaultBand.ordering = fcfsOrdering();
-  // In the table's order: the detector before the ledger and eviction, which derive from it.
+  // In the loader's order (readBefore): the detector first, then the ledger and eviction, which
+  // derive from it.
   readFields<config::ConfigBundle>(
       fc, kFlowControlFields, bundle_,
       [&](std::string_view key, config::ConfigBundle&) { readFlowControlKey(fc, key); });

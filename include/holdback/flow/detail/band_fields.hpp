@@ -19,8 +19,9 @@ inline namespace HOLDBACK_ABI_NAMESPACE {
 
 // The limits read 0 as the default (kDefaultBandMaxRequests, kDefaultBandMaxBytes); the two refs
 // are resolved to plugins by hand and written as the plugin (type and parameters); the weight is
-// checked by validateBandWeight() (0, or a number in [1, 1e6]: no single interval). priority is
-// written for the entries of priorityBands only. Order: the effective configuration's.
+// read by hand and checked by validateBandWeight() (0, or a number in [1, 1e6]: no single
+// interval), written from its binding. priority is written for the entries of priorityBands only.
+// Order: the effective configuration's; readBefore keeps the loader's reading order.
 inline constexpr std::array<Field<BandOptions>, 7> kBandFields = {{
     {.key = "priority",
      .bind = bind<&BandOptions::priority>(),
@@ -39,7 +40,8 @@ inline constexpr std::array<Field<BandOptions>, 7> kBandFields = {{
      .bind = bind<&BandOptions::maxBytes>(),
      .meaning = "cap on the band's queued bytes; 0 = the default (1 GB)",
      .kind = FieldKind::kQuantity,
-     .label = "MaxBytes"},
+     .label = "MaxBytes",
+     .readBefore = "maxRequests"},
     {.key = "defaultRequestTTL",
      .bind = bind<&BandOptions::requestTtl>(),
      .use = FieldUse::kCommon,
@@ -61,7 +63,9 @@ inline constexpr std::array<Field<BandOptions>, 7> kBandFields = {{
     {.key = "weight",
      .bind = bind<&BandOptions::weight>(),
      .meaning = "the band's share of dispatches under `weighted-fair` scheduling; 0 = derived "
-                "from its position (lowest band 1, the next 2, ...)"},
+                "from its position (lowest band 1, the next 2, ...)",
+     .kind = FieldKind::kStructured,
+     .readBefore = "fairnessPolicyRef"},
 }};
 
 }  // namespace HOLDBACK_ABI_NAMESPACE

@@ -19,8 +19,8 @@ namespace holdback {
 inline namespace HOLDBACK_ABI_NAMESPACE {
 
 // flowControl.eviction.restoreReserve: the block's presence turns it on (enabled defaults to true
-// in a file); epsilon is checked by hand (only while restoration is off: validateEvictionOptions
-// checks it while on).
+// in a file); epsilon is read by hand and checked there while restoration is off
+// (validateEvictionOptions checks it while on), written from its binding.
 inline constexpr std::array<Field<ReserveRestoreOptions>, 4> kReserveRestoreFields = {{
     {.key = "enabled",
      .bind = bind<&ReserveRestoreOptions::enabled>(),
@@ -30,6 +30,7 @@ inline constexpr std::array<Field<ReserveRestoreOptions>, 4> kReserveRestoreFiel
                 "holds its reserve nor starts protective (the block's presence turns it on)"},
     {.key = "epsilon",
      .bind = bind<&ReserveRestoreOptions::epsilon>(),
+     .kind = FieldKind::kStructured,
      .deprecated = "remove it; restoration aims for the reservation policy's epsilon"},
     {.key = "leadTime",
      .bind = bind<&ReserveRestoreOptions::leadTime>(),
