@@ -6,10 +6,9 @@ from the effective configuration `holdback validate --json` prints for a file th
 with no parameters, and the "type" and "rejects" columns from the loader's own error messages for
 probe values (a string, -1e18, 1e18, a negative duration, ...). The "meaning" and "use" columns
 come from the field tables in the binary (`holdback validate --schema`: each key's row, written
-once beside its options struct, include/holdback/core/field_table.hpp), and for the sections not
-in a table yet from reference_config_meaning.py (MEANING, and COMMON: the keys most files set;
-every other key is advanced): a field without a meaning fails the run, so a new field cannot
-reach the page undocumented. A field the loader warns about as deprecated when a file sets it (the probe
+once beside its options struct, include/holdback/core/field_table.hpp; "common" for the keys most
+files set, every other key advanced): a field without a meaning fails the run, so a new field
+cannot reach the page undocumented. A field the loader warns about as deprecated when a file sets it (the probe
 sets it to its default) leaves the tables for the list of deprecated keys, with the loader's own
 advice.
 
@@ -48,8 +47,9 @@ VARIANTS = {
 OTHER_TYPES = ["sheddable-eviction-filter", "priority-then-time-eviction-order-policy",
                "my-policy"]
 
-# The sections not in a field table yet (beside this script); main() adds the tables' rows.
-from reference_config_meaning import COMMON, MEANING  # noqa: E402
+# Per section, each key's meaning and the keys marked common: main() fills them from the tables.
+MEANING = {}
+COMMON = {}
 
 # Values to set a field to when asking the loader whether it is deprecated (its default, or
 # one of these when the default is null).
@@ -132,9 +132,9 @@ def show(value):
 
 
 def add_schema_columns():
-    """Adds every field table's meaning and use (`holdback validate --schema`) to MEANING and
-    COMMON (a section may have some of its keys in tables: flowControl's dispatchLedger block);
-    a key both in a table and in reference_config_meaning.py fails the run."""
+    """Fills MEANING and COMMON from every field table (`holdback validate --schema`; a section
+    may come in several tables: flowControl's own keys and its blocks'); a key with two rows
+    fails the run."""
     out = subprocess.run([HOLDBACK, "validate", "--schema"], capture_output=True, text=True,
                          check=True).stdout
     for section in json.loads(out)["sections"]:
@@ -143,8 +143,7 @@ def add_schema_columns():
         common = COMMON.setdefault(name, set())
         for f in section["fields"]:
             if f["key"] in meaning or f["key"] in common:
-                raise SystemExit(f"{name}: {f['key']} has a field table row; remove it from "
-                                 "reference_config_meaning.py")
+                raise SystemExit(f"{name}: {f['key']} has two field table rows")
             if "meaning" in f:
                 meaning[f["key"]] = f["meaning"]
             if f["use"] == "common":
@@ -394,8 +393,7 @@ def main():
     for where, key, advice in DEPRECATED:
         out.append(f"| {where} | `{key}` | {escape(advice)} |")
     if missing:
-        raise SystemExit("fields without a meaning (a field table's row, or "
-                         "reference_config_meaning.py):\n  " +
+        raise SystemExit("fields without a meaning (give their field table row one):\n  " +
                          "\n  ".join(missing))
     print("\n".join(out))
 

@@ -5,14 +5,19 @@
 
 #include <cmath>
 #include <limits>
+#include <map>
 #include <set>
 #include <string>
 
+#include "holdback/config/detail/flow_control_fields.hpp"
 #include "holdback/config/effective_config.hpp"
+#include "holdback/config/endpoint_picker_config.hpp"
 #include "holdback/detector/detail/concurrency_detector_fields.hpp"
 #include "holdback/detector/detail/detectors_fields.hpp"
 #include "holdback/detector/detail/dispatch_ledger_fields.hpp"
+#include "holdback/flow/detail/band_fields.hpp"
 #include "holdback/flow/detail/band_scheduling_fields.hpp"
+#include "holdback/flow/detail/eviction_fields.hpp"
 #include "holdback/flow/detail/vtc_fairness_fields.hpp"
 #include "holdback/policy/detail/policies_fields.hpp"
 #include "holdback/policy/detail/reservation_fields.hpp"
@@ -163,7 +168,41 @@ TEST(FieldTableTest, SchemaExportsEveryRow) {
   EXPECT_EQ(sections,
             (std::set<std::string>{"static-usage-limit-policy", "priority-holdback-policy",
                                    "reservation-holdback-policy", "utilization-detector",
-                                   "concurrency-detector", "flowControl", "vtc-fairness-policy"}));
+                                   "concurrency-detector", "flowControl", "program-aware-fairness",
+                                   "band", "vtc-fairness-policy"}));
+}
+
+// The keys the loader accepts in flowControl, a band, eviction and restoreReserve are exactly
+// their tables' rows: an unknown key's error lists the allowed ones.
+template <class Options>
+std::string fieldTableAllowedKeys(FieldTable<Options> table) {
+  std::set<std::string> keys;
+  for (const Field<Options>& f : table) keys.insert(std::string(f.key));
+  std::string out;
+  for (const std::string& k : keys) out += (out.empty() ? "" : ", ") + k;
+  return out;
+}
+
+TEST(FieldTableTest, FlowControlBandAndEvictionKeysAreTheTablesRows) {
+  const auto loaded = config::loadEndpointPickerConfigText(R"({
+    "apiVersion": "llm-d.ai/v1alpha1", "kind": "EndpointPickerConfig",
+    "featureGates": ["flowControl"],
+    "flowControl": {"bogus": 1, "priorityBands": [{"priority": 1, "bogus": 1}],
+                    "eviction": {"bogus": 1, "restoreReserve": {"bogus": 1}}}})");
+  ASSERT_FALSE(loaded);
+  std::map<std::string, std::string> messages;
+  for (const Diagnostic& d : loaded.diagnostics().all()) messages[d.path] = d.message;
+  const auto allowed = [](const std::string& keys) {
+    return "unknown key \"bogus\"; allowed keys: " + keys;
+  };
+  EXPECT_EQ(messages["/flowControl/bogus"],
+            allowed(fieldTableAllowedKeys<config::ConfigBundle>(kFlowControlFields)));
+  EXPECT_EQ(messages["/flowControl/priorityBands/0/bogus"],
+            allowed(fieldTableAllowedKeys<BandOptions>(kBandFields)));
+  EXPECT_EQ(messages["/flowControl/eviction/bogus"],
+            allowed(fieldTableAllowedKeys<EvictionOptions>(kEvictionFields)));
+  EXPECT_EQ(messages["/flowControl/eviction/restoreReserve/bogus"],
+            allowed(fieldTableAllowedKeys<ReserveRestoreOptions>(kReserveRestoreFields)));
 }
 
 }  // namespace

@@ -11,11 +11,15 @@
 #include <vector>
 
 #include "holdback/config/detail/field_table.hpp"
+#include "holdback/config/detail/flow_control_fields.hpp"
 #include "holdback/detector/detail/concurrency_detector_fields.hpp"
 #include "holdback/detector/detail/detectors_fields.hpp"
 #include "holdback/detector/detail/dispatch_ledger_fields.hpp"
 #include "holdback/detector/detectors.hpp"
+#include "holdback/flow/detail/band_fields.hpp"
 #include "holdback/flow/detail/band_scheduling_fields.hpp"
+#include "holdback/flow/detail/eviction_fields.hpp"
+#include "holdback/flow/detail/program_aware_fairness_fields.hpp"
 #include "holdback/flow/detail/vtc_fairness_fields.hpp"
 #include "holdback/flow/options.hpp"
 #include "holdback/policy/detail/policies_fields.hpp"
@@ -49,21 +53,25 @@ HOLDBACK_INLINE config::OrderedJson effectiveFeedback(const ReservationFeedback&
           {"interval", formatDuration(f.interval)}};
 }
 
-// flowControl.eviction after every default (the grace as derived from the detector).
+// flowControl.eviction.restoreReserve after every default (epsilon, read by hand, written from its
+// binding).
+HOLDBACK_INLINE config::OrderedJson reserveRestoreParameters(const ReserveRestoreOptions& r) {
+  return writeFields<ReserveRestoreOptions>(
+      kReserveRestoreFields, r, [](std::string_view, const ReserveRestoreOptions&) {
+        return config::OrderedJson(config::OrderedJson::value_t::discarded);
+      });
+}
+
+// flowControl.eviction after every default (the grace as derived from the detector), and the
+// plugins its filter and order are.
 HOLDBACK_INLINE config::OrderedJson effectiveEviction(const EvictionOptions& e) {
-  config::OrderedJson out = config::OrderedJson::object();
-  out["maxRevocationsPerDecision"] = e.maxRevocationsPerDecision;
-  out["confirmationTimeout"] = formatDuration(e.confirmationTimeout);
-  out["confirmationGrace"] = formatDuration(e.confirmationGrace);
-  out["waitForReleasesTolerance"] =
-      e.waitForReleases.enabled ? config::OrderedJson(formatDuration(e.waitForReleases.tolerance))
-                                : config::OrderedJson();
-  out["footprintAware"] = e.footprintAware;
-  out["revokeOnBlock"] = e.revokeOnBlock;
-  out["restoreReserve"] = {{"enabled", e.restoreReserve.enabled},
-                           {"epsilon", e.restoreReserve.epsilon},
-                           {"leadTime", formatDuration(e.restoreReserve.leadTime)},
-                           {"burstMemory", formatDuration(e.restoreReserve.burstMemory)}};
+  config::OrderedJson out = writeFields<EvictionOptions>(
+      kEvictionFields, e, [](std::string_view key, const EvictionOptions& o) {
+        if (key == "restoreReserve") return reserveRestoreParameters(o.restoreReserve);
+        return o.waitForReleases.enabled  // waitForReleasesTolerance
+                   ? config::OrderedJson(formatDuration(o.waitForReleases.tolerance))
+                   : config::OrderedJson();
+      });
   out["filter"] = std::string(e.filter ? e.filter->name() : kSheddableEvictionFilterType);
   out["order"] = std::string(e.order ? e.order->name() : kPriorityThenTimeEvictionOrderType);
   return out;
@@ -73,22 +81,33 @@ HOLDBACK_INLINE config::OrderedJson optionalNumber(const std::optional<double>& 
   return v ? config::OrderedJson(*v) : config::OrderedJson(nullptr);
 }
 
-HOLDBACK_INLINE config::OrderedJson effectiveBand(
-    std::optional<Priority> priority, std::uint64_t max_requests, std::uint64_t max_bytes,
-    const std::shared_ptr<const FairnessPolicy>& fairness,
-    const std::shared_ptr<const OrderingPolicy>& ordering, Duration request_ttl) {
-  const FairnessPolicy& f = fairness ? *fairness : *globalStrictFairness();
-  const OrderingPolicy& o = ordering ? *ordering : *fcfsOrdering();
-  config::OrderedJson band = config::OrderedJson::object();
-  if (priority) band["priority"] = *priority;
-  band["maxRequests"] = max_requests;
-  band["maxBytes"] = max_bytes;
-  band["defaultRequestTTL"] = formatDuration(request_ttl);
-  band["fairnessPolicy"] = {{"type", std::string(f.type())},
-                            {"parameters", config::effectiveParameters(f)}};
-  band["orderingPolicy"] = {{"type", std::string(o.type())},
-                            {"parameters", config::effectiveParameters(o)}};
+// A band after every default, its policies as the plugins they resolved to; `withPriority`: an
+// entry of priorityBands (a template has no priority).
+HOLDBACK_INLINE config::OrderedJson effectiveBand(const BandOptions& b, bool withPriority) {
+  config::OrderedJson band =
+      writeFields<BandOptions>(kBandFields, b, [](std::string_view key, const BandOptions& o) {
+        const auto plugin = [](const auto& p) -> config::OrderedJson {
+          return {{"type", std::string(p.type())}, {"parameters", config::effectiveParameters(p)}};
+        };
+        if (key == "weight") return config::OrderedJson(config::OrderedJson::value_t::discarded);
+        if (key == "fairnessPolicyRef") {
+          return plugin(o.fairness ? *o.fairness : *globalStrictFairness());
+        }
+        return plugin(o.ordering ? *o.ordering : *fcfsOrdering());
+      });
+  if (!withPriority) band.erase("priority");
   return band;
+}
+
+HOLDBACK_INLINE config::OrderedJson effectiveBand(const BandTemplate& t) {
+  BandOptions b;
+  b.maxRequests = t.maxRequests;
+  b.maxBytes = t.maxBytes;
+  b.fairness = t.fairness;
+  b.ordering = t.ordering;
+  b.requestTtl = t.requestTtl;
+  b.weight = t.weight;
+  return effectiveBand(b, /*withPriority=*/false);
 }
 
 HOLDBACK_INLINE config::OrderedJson utilizationDetectorParameters(
@@ -113,6 +132,15 @@ HOLDBACK_INLINE config::OrderedJson dispatchLedgerParameters(const DispatchLedge
 
 HOLDBACK_INLINE config::OrderedJson bandSchedulingParameters(const BandSchedulingOptions& o) {
   return writeFields<BandSchedulingOptions>(kBandSchedulingFields, o);
+}
+
+HOLDBACK_INLINE config::OrderedJson programAwareFairnessParameters(
+    const ProgramAwareFairnessOptions& o) {
+  return writeFields<ProgramAwareFairnessOptions>(
+      kProgramAwareFairnessFields, o,
+      [](std::string_view, const ProgramAwareFairnessOptions& options) {
+        return config::OrderedJson(options.strategy);  // the one row written by hand
+      });
 }
 
 HOLDBACK_INLINE config::OrderedJson vtcFairnessParameters(const VtcFairnessOptions& o) {
@@ -148,6 +176,42 @@ HOLDBACK_INLINE config::OrderedJson reservationParameters(const ReservationOptio
       });
 }
 
+// The flowControl keys after every default, in the table's order (the blocks written by hand).
+HOLDBACK_INLINE config::OrderedJson flowControlParameters(const config::ConfigBundle& bundle) {
+  using config::OrderedJson;
+  const FlowControllerOptions& o = bundle.controller;
+  const Duration ttl = o.defaultRequestTtl.value_or(kDefaultRequestTtl);
+  const auto plugin = [](const auto& p) -> OrderedJson {
+    return {{"name", std::string(p.name())},
+            {"type", std::string(p.type())},
+            {"parameters", config::effectiveParameters(p)}};
+  };
+  return writeFields<config::ConfigBundle>(
+      kFlowControlFields, bundle,
+      [&](std::string_view key, const config::ConfigBundle& b) -> OrderedJson {
+        if (key == "profile") return b.profile;
+        if (key == "usageLimitPolicyPluginRef") return plugin(*b.policy);
+        if (key == "saturationDetector") return plugin(*b.detector);
+        if (key == "dispatchLedger") return dispatchLedgerParameters(b.dispatchLedger);
+        if (key == "defaultRequestTTL") return formatDuration(ttl);
+        if (key == "noEndpointRequestTTL")
+          return formatDuration(o.noEndpointRequestTtl.value_or(ttl));
+        if (key == "eviction") return effectiveEviction(o.eviction);
+        if (key == "bandScheduling") return bandSchedulingParameters(o.bandScheduling);
+        if (key == "defaultPriorityBand") return effectiveBand(o.defaultBand);
+        if (key == "defaultNegativePriorityBand") {
+          return o.defaultNegativeBand ? effectiveBand(*o.defaultNegativeBand) : OrderedJson();
+        }
+        std::vector<BandOptions> bands = o.bands;  // priorityBands, highest first
+        std::sort(bands.begin(), bands.end(), [](const BandOptions& x, const BandOptions& y) {
+          return x.priority > y.priority;
+        });
+        OrderedJson list = OrderedJson::array();
+        for (const BandOptions& band : bands) list.push_back(effectiveBand(band, true));
+        return list;
+      });
+}
+
 }  // namespace detail
 
 namespace config {
@@ -180,13 +244,7 @@ HOLDBACK_INLINE OrderedJson effectiveParameters(const SaturationDetector& detect
 
 HOLDBACK_INLINE OrderedJson effectiveParameters(const FairnessPolicy& policy) {
   if (const auto* p = dynamic_cast<const ProgramAwareFairnessPolicy*>(&policy)) {
-    const ProgramAwareFairnessOptions& o = p->options();
-    return {{"strategy", o.strategy},
-            {"lasWeightService", o.weightService},
-            {"lasWeightHeadWait", o.weightHeadWait},
-            {"lasHalfLifeSeconds", std::chrono::duration<double>(o.halfLife).count()},
-            {"evictionTtlSeconds", std::chrono::duration<double>(o.evictionTtl).count()},
-            {"evictionSweepSeconds", std::chrono::duration<double>(o.evictionSweep).count()}};
+    return detail::programAwareFairnessParameters(p->options());
   }
   if (const auto* p = dynamic_cast<const VtcFairnessPolicy*>(&policy)) {
     return detail::vtcFairnessParameters(p->options());
@@ -226,68 +284,36 @@ HOLDBACK_INLINE OrderedJson configSchema() {
   section(ConcurrencyDetector::kType,
           detail::fieldsSchema<ConcurrencyDetectorOptions>(
               kConcurrencyDetectorFields, detail::concurrencyDetectorParameters({})));
-  // The ledger's keys are flowControl's, under dispatchLedger.
+  // flowControl's own keys, and its blocks' under their prefix.
+  section("flowControl", detail::fieldsSchema<ConfigBundle>(
+                             kFlowControlFields, detail::flowControlParameters(ConfigBundle{})));
+  section("flowControl", detail::fieldsSchema<EvictionOptions>(
+                             kEvictionFields, detail::effectiveEviction({}), "eviction."));
+  section("flowControl", detail::fieldsSchema<ReserveRestoreOptions>(
+                             kReserveRestoreFields, detail::reserveRestoreParameters({}),
+                             "eviction.restoreReserve."));
   section("flowControl",
           detail::fieldsSchema<DispatchLedgerOptions>(
               kDispatchLedgerFields, detail::dispatchLedgerParameters({}), "dispatchLedger."));
   section("flowControl",
           detail::fieldsSchema<BandSchedulingOptions>(
               kBandSchedulingFields, detail::bandSchedulingParameters({}), "bandScheduling."));
+  section(ProgramAwareFairnessPolicy::kType,
+          detail::fieldsSchema<ProgramAwareFairnessOptions>(
+              kProgramAwareFairnessFields, detail::programAwareFairnessParameters({})));
+  // The keys of every band object (the two templates and each entry of priorityBands).
+  section("band", detail::fieldsSchema<BandOptions>(kBandFields, detail::effectiveBand({}, true)));
   section(VtcFairnessPolicy::kType, detail::fieldsSchema<VtcFairnessOptions>(
                                         kVtcFairnessFields, detail::vtcFairnessParameters({})));
   return {{"schemaVersion", kEffectiveConfigSchemaVersion}, {"sections", std::move(sections)}};
 }
 
 HOLDBACK_INLINE OrderedJson effectiveConfig(const ConfigBundle& bundle) {
-  const FlowControllerOptions& o = bundle.controller;
   OrderedJson out = OrderedJson::object();
   out["schemaVersion"] = kEffectiveConfigSchemaVersion;
   out["flowControl"] = bundle.flowControlEnabled;
-  out["profile"] = bundle.profile;
-  out["enginePriority"] = std::string(toString(bundle.enginePriority));
-  if (bundle.policy) {
-    out["usageLimitPolicy"] = {{"name", std::string(bundle.policy->name())},
-                               {"type", std::string(bundle.policy->type())},
-                               {"parameters", effectiveParameters(*bundle.policy)}};
-  }
-  if (bundle.detector) {
-    out["saturationDetector"] = {{"name", std::string(bundle.detector->name())},
-                                 {"type", std::string(bundle.detector->type())},
-                                 {"parameters", effectiveParameters(*bundle.detector)}};
-  }
-  out["dispatchLedger"] = detail::dispatchLedgerParameters(bundle.dispatchLedger);
-  out["maxRequests"] = o.maxRequests;
-  out["maxBytes"] = o.maxBytes;
-  const Duration ttl = o.defaultRequestTtl.value_or(kDefaultRequestTtl);
-  out["defaultRequestTTL"] = formatDuration(ttl);
-  out["noEndpointRequestTTL"] = formatDuration(o.noEndpointRequestTtl.value_or(ttl));
-  out["enableEviction"] = bundle.enableEviction;
-  out["eviction"] = detail::effectiveEviction(o.eviction);
-  out["fairnessIdLabelLimit"] = o.fairnessIdLabelLimit;
-  out["bandScheduling"] = detail::bandSchedulingParameters(o.bandScheduling);
-  out["defaultPriorityBand"] = detail::effectiveBand(
-      std::nullopt, o.defaultBand.maxRequests, o.defaultBand.maxBytes, o.defaultBand.fairness,
-      o.defaultBand.ordering, o.defaultBand.requestTtl);
-  out["defaultPriorityBand"]["weight"] = o.defaultBand.weight;
-  out["defaultNegativePriorityBand"] =
-      o.defaultNegativeBand
-          ? detail::effectiveBand(std::nullopt, o.defaultNegativeBand->maxRequests,
-                                  o.defaultNegativeBand->maxBytes, o.defaultNegativeBand->fairness,
-                                  o.defaultNegativeBand->ordering,
-                                  o.defaultNegativeBand->requestTtl)
-          : OrderedJson();
-  if (o.defaultNegativeBand)
-    out["defaultNegativePriorityBand"]["weight"] = o.defaultNegativeBand->weight;
-  std::vector<BandOptions> bands = o.bands;
-  std::sort(bands.begin(), bands.end(),
-            [](const BandOptions& a, const BandOptions& b) { return a.priority > b.priority; });
-  OrderedJson list = OrderedJson::array();
-  for (const BandOptions& b : bands) {
-    list.push_back(detail::effectiveBand(b.priority, b.maxRequests, b.maxBytes, b.fairness,
-                                         b.ordering, b.requestTtl));
-    list.back()["weight"] = b.weight;
-  }
-  out["priorityBands"] = std::move(list);
+  OrderedJson flow_control = detail::flowControlParameters(bundle);
+  for (auto& [key, value] : flow_control.items()) out[key] = std::move(value);
   return out;
 }
 

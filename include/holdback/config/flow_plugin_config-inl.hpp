@@ -13,6 +13,7 @@
 
 #include "holdback/config/detail/field_table.hpp"
 #include "holdback/config/json.hpp"
+#include "holdback/flow/detail/program_aware_fairness_fields.hpp"
 #include "holdback/flow/detail/vtc_fairness_fields.hpp"
 
 namespace holdback {
@@ -34,21 +35,12 @@ HOLDBACK_INLINE std::unique_ptr<FairnessPolicy> parseProgramAwareFairness(
   ParamReader params(spec.parameters, spec.parametersPath(), diagnostics);
   ProgramAwareFairnessOptions o;
   const std::size_t before = diagnostics.errorCount();
-  if (const auto v = params.string("strategy")) o.strategy = *v;
-  if (const auto v = params.number("lasWeightService")) o.weightService = *v;
-  if (const auto v = params.number("lasWeightHeadWait")) o.weightHeadWait = *v;
-  const auto seconds = [&](std::string_view key, Duration& out) {
-    const auto v = params.number(key);
-    if (!v) return;
-    if (!(*v >= -1e9 && *v <= 1e9)) {
-      params.error(key, formatNumber(*v) + " is not a number of seconds in [0, 1e9]");
-      return;
-    }
-    out = std::chrono::duration_cast<Duration>(std::chrono::duration<double>(*v));
-  };
-  seconds("lasHalfLifeSeconds", o.halfLife);
-  seconds("evictionTtlSeconds", o.evictionTtl);
-  seconds("evictionSweepSeconds", o.evictionSweep);
+  // strategy is a string (the table's only row read by hand).
+  readFields<ProgramAwareFairnessOptions>(
+      params, kProgramAwareFairnessFields, o,
+      [&](std::string_view key, ProgramAwareFairnessOptions& options) {
+        if (const auto v = params.string(key)) options.strategy = *v;
+      });
   params.finish();
   ProgramAwareFairnessPolicy::validate(o, spec.parametersPath(), diagnostics);
   if (diagnostics.errorCount() > before) return nullptr;

@@ -29,6 +29,11 @@ HOLDBACK_INLINE std::string fieldText(const FieldValue& value) {
 
 HOLDBACK_INLINE void reportFieldCheck(const FieldCheck& check, const FieldValue& value,
                                       const std::string& at, Diagnostics& diagnostics) {
+  // fieldText with a duration unquoted.
+  const auto unquoted = [&] {
+    if (const auto* t = std::get_if<Duration>(&value)) return formatDuration(*t);
+    return fieldText(value);
+  };
   std::string message;
   switch (check.form) {
     case CheckForm::kOutside:
@@ -39,6 +44,9 @@ HOLDBACK_INLINE void reportFieldCheck(const FieldCheck& check, const FieldValue&
       break;
     case CheckForm::kBare:
       message = std::string(check.text);
+      break;
+    case CheckForm::kUnquoted:
+      message = unquoted() + " " + std::string(check.text);
       break;
     case CheckForm::kIntegerRange:
       message = fieldText(value) + " is out of range; expected an integer in " +

@@ -41,16 +41,21 @@ inline constexpr std::string_view kAblationSwitch =
 
 // How a file spells a key's value.
 enum class FieldKind : std::uint8_t {
-  kAuto,        // from the bound member's type (the ones below marked "bound")
-  kNumber,      // bound: double, std::optional<double>
-  kInteger,     // bound: std::int64_t, read within [Field::min, Field::max]
-  kCount,       // std::int64_t read as "an integer > 0" (validate reports values <= 0)
-  kBoolean,     // bound: bool
-  kDuration,    // bound: Duration, std::optional<Duration>; "a duration string such as "300ms""
-  kGoDuration,  // Duration, with the detectors' wording ("200ms", "1.5s" or "2m"; the units)
-  kChoice,      // bound: an enum, one of Field::choices
-  kStructured,  // read by hand (a priority map, a nested block, two spellings); a bound one is
-                // still checked and written from its binding, an unbound one by hand
+  kAuto,      // from the bound member's type (the ones below marked "bound")
+  kNumber,    // bound: double, std::optional<double>
+  kInteger,   // bound: an integer type (held as std::int64_t), read within [Field::min, Field::max]
+  kCount,     // std::int64_t read as "an integer > 0" (validate reports values <= 0)
+  kBoolean,   // bound: bool
+  kDuration,  // bound: Duration, std::optional<Duration>; "a duration string such as "300ms""
+  kGoDuration,    // Duration, with the detectors' wording ("200ms", "1.5s" or "2m"; the units)
+  kChoice,        // bound: an enum, one of Field::choices
+  kSeconds,       // Duration read and written as a number of seconds, read within [-1e9, 1e9]
+  kQuantity,      // std::uint64_t: a Kubernetes quantity ("1Gi") or an integer, read as >= 0
+                  // ("<label> must be non-negative")
+  kFlowDuration,  // Duration, std::optional<Duration>: a Go duration string, read as >= 0
+                  // ("<label> cannot be negative"), the flow controller's wording
+  kStructured,    // read by hand (a priority map, a nested block, two spellings); a bound one is
+                  // still checked and written from its binding, an unbound one by hand
 };
 
 enum class FieldUse : std::uint8_t { kCommon, kAdvanced };
@@ -73,6 +78,7 @@ enum class CheckForm : std::uint8_t {
   kValue,         // "<value> <text>"
   kBare,          // "<text>"
   kIntegerRange,  // "<value> is out of range; expected an integer in <interval>"
+  kUnquoted,      // "<value> <text>", a duration unquoted ("-1s must be >= 0")
 };
 
 namespace detail {
@@ -105,9 +111,9 @@ constexpr double parseBound(std::string_view s) noexcept {
 // One check of a field's value: the value must lie in the interval (written as the messages
 // write it, "(0.0, 1.0]", "[0, inf)"); NaN lies in none.
 struct FieldCheck {
-  std::string_view interval;  // empty: no check
+  std::string_view interval{};  // empty: no check
   CheckForm form = CheckForm::kValue;
-  std::string_view text;
+  std::string_view text{};
   Severity severity = Severity::kError;
 
   [[nodiscard]] constexpr bool accepts(double v) const noexcept {
@@ -139,7 +145,7 @@ constexpr FieldCheck integerIn(std::string_view interval) noexcept {
 }
 
 struct FieldChoice {
-  std::string_view name;
+  std::string_view name{};
   int value = 0;
 };
 
@@ -174,12 +180,13 @@ constexpr FieldKind kindOf() noexcept {
     return FieldKind::kBoolean;
   } else if constexpr (std::is_same_v<T, double>) {
     return FieldKind::kNumber;
-  } else if constexpr (std::is_same_v<T, std::int64_t>) {
+  } else if constexpr (std::is_integral_v<T>) {
     return FieldKind::kInteger;
   } else if constexpr (std::is_same_v<T, Duration>) {
     return FieldKind::kDuration;
   } else {
-    static_assert(std::is_enum_v<T>, "a field binds a double, int64, bool, Duration or enum");
+    static_assert(std::is_enum_v<T>,
+                  "a field binds a double, an integer, bool, Duration or an enum");
     return FieldKind::kChoice;
   }
 }
@@ -190,6 +197,8 @@ FieldValue toFieldValue(const T& v) {
     return v ? toFieldValue(*v) : FieldValue{};
   } else if constexpr (std::is_enum_v<T>) {
     return ChoiceValue{static_cast<int>(v)};
+  } else if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
+    return FieldValue{static_cast<std::int64_t>(v)};
   } else {
     return FieldValue{v};
   }
@@ -203,6 +212,8 @@ void fromFieldValue(T& out, const FieldValue& v) {
     out = inner;
   } else if constexpr (std::is_enum_v<T>) {
     if (const auto* c = std::get_if<ChoiceValue>(&v)) out = static_cast<T>(c->value);
+  } else if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
+    if (const auto* x = std::get_if<std::int64_t>(&v)) out = static_cast<T>(*x);
   } else {
     if (const auto* x = std::get_if<T>(&v)) out = *x;
   }
@@ -243,31 +254,46 @@ constexpr std::array<FieldChoice, 6> choices(
   return out;
 }
 
-// One configuration key of `Options`.
+// One configuration key of `Options`. Every member has a default initializer, so a row names
+// only the members it sets (designated initializers; a consumer's -Wmissing-field-initializers
+// has nothing to report).
 template <class Options>
 struct Field {
-  std::string_view key;
+  std::string_view key{};
   FieldBinding<Options> bind{};
   FieldUse use = FieldUse::kAdvanced;
   // One sentence: what the key does and why a user sets it (docs/reference/configuration.md).
-  std::string_view meaning;
+  std::string_view meaning{};
   // Run in order; the first that fails is reported and the rest are skipped.
   std::array<FieldCheck, 3> checks{};
   // How a file spells the value; kAuto: from the binding.
   FieldKind kind = FieldKind::kAuto;
   std::array<FieldChoice, 6> choices{};
+  // kQuantity, kFlowDuration: the field's name in the reader's messages (after the prefix
+  // readFields is given: "priority band 5 " + "MaxBytes").
+  std::string_view label{};
+  // Not empty: the key the effective configuration writes the row under (a reference written as
+  // the plugin it resolves to).
+  std::string_view writtenAs{};
   // kInteger: the range the reader accepts.
   std::int64_t min = std::numeric_limits<std::int64_t>::min();
   std::int64_t max = std::numeric_limits<std::int64_t>::max();
   // Not empty: the key is deprecated (still read and applied, with a warning); what to do now.
-  std::string_view deprecated;
+  std::string_view deprecated{};
   // Checked, and written to the effective configuration, only when this holds (null: always).
   bool (*when)(const Options&) = nullptr;
   // Written to the effective configuration even when `when` does not hold.
   bool alwaysWritten = false;
+  // Written by hand (writeFields' callback), though read from its binding: a value the options
+  // may leave unset that the effective configuration shows resolved.
+  bool writtenByHand = false;
   // Not empty: this row's checks run just before the row of this key's (a bound that a later
   // row's rule reads is reported first), not at its own place.
-  std::string_view checkedBefore;
+  std::string_view checkedBefore{};
+  // Not empty: readFields reads this row just before the row of this key, not at its place (a
+  // file's errors keep the order the loader always reported them in; the table's order is the
+  // effective configuration's).
+  std::string_view readBefore{};
 
   [[nodiscard]] constexpr FieldKind readKind() const noexcept {
     return kind != FieldKind::kAuto ? kind : bind.kind;

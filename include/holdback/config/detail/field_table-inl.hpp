@@ -4,11 +4,13 @@
 
 #include "holdback/config/detail/field_table.hpp"
 
+#include <chrono>
 #include <cmath>
 #include <limits>
 #include <string>
 #include <vector>
 
+#include "holdback/config/quantity.hpp"
 #include "holdback/core/duration.hpp"
 #include "holdback/core/text.hpp"
 
@@ -74,6 +76,79 @@ HOLDBACK_INLINE std::optional<std::int64_t> readCount(ParamReader& reader, std::
   return static_cast<std::int64_t>(d);
 }
 
+HOLDBACK_INLINE std::optional<Duration> secondsField(ParamReader& reader, std::string_view key) {
+  const auto v = reader.number(key);
+  if (!v) return std::nullopt;
+  if (!(*v >= -1e9 && *v <= 1e9)) {
+    reader.error(key, formatNumber(*v) + " is not a number of seconds in [0, 1e9]");
+    return std::nullopt;
+  }
+  return std::chrono::duration_cast<Duration>(std::chrono::duration<double>(*v));
+}
+
+HOLDBACK_INLINE std::optional<std::uint64_t> quantityField(ParamReader& reader,
+                                                           std::string_view key,
+                                                           std::string_view label) {
+  const Json* v = reader.value(key);
+  if (v == nullptr) return std::nullopt;
+  std::optional<std::int64_t> n;
+  if (v->is_string()) {
+    n = parseQuantity(v->get<std::string>());
+    if (!n) {
+      reader.error(key, describe(*v) +
+                            " is not a Kubernetes quantity (e.g. \"5000\", \"1k\", \"500M\", "
+                            "\"1Gi\")");
+      return std::nullopt;
+    }
+  } else if (v->is_number_integer()) {
+    n = v->get<std::int64_t>();
+  } else if (v->is_number_unsigned()) {
+    reader.error(key, describe(*v) + " does not fit a 64-bit quantity");
+    return std::nullopt;
+  } else if (v->is_number_float()) {
+    const double d = v->get<double>();
+    if (d != d || d > 9.2e18 || d < -9.2e18) {
+      reader.error(key, describe(*v) + " does not fit a 64-bit quantity");
+      return std::nullopt;
+    }
+    n = parseQuantity(formatNumber(d));
+    if (!n) {
+      reader.error(key, describe(*v) + " is not a quantity");
+      return std::nullopt;
+    }
+  } else {
+    reader.error(key, mismatch(*v, "a quantity string or an integer"));
+    return std::nullopt;
+  }
+  if (*n < 0) {
+    reader.error(key, std::string(label) + " must be non-negative, got " + std::to_string(*n));
+    return std::nullopt;
+  }
+  return static_cast<std::uint64_t>(*n);
+}
+
+HOLDBACK_INLINE std::optional<Duration> flowDurationField(ParamReader& reader, std::string_view key,
+                                                          std::string_view label) {
+  const Json* v = reader.value(key);
+  if (v == nullptr) return std::nullopt;
+  if (!v->is_string()) {
+    reader.error(key, mismatch(*v, "a duration string such as \"30s\""));
+    return std::nullopt;
+  }
+  const auto d = parseDuration(v->get<std::string>());
+  if (!d) {
+    reader.error(key, describe(*v) +
+                          " is not a duration; use Go spellings such as \"250ms\", \"1.5s\", "
+                          "\"2m\"");
+    return std::nullopt;
+  }
+  if (*d < Duration::zero()) {
+    reader.error(key, std::string(label) + " cannot be negative, but got " + v->get<std::string>());
+    return std::nullopt;
+  }
+  return d;
+}
+
 HOLDBACK_INLINE std::optional<int> readChoice(ParamReader& reader, std::string_view key,
                                               const std::array<FieldChoice, 6>& choices) {
   std::vector<std::string_view> names;
@@ -90,7 +165,8 @@ HOLDBACK_INLINE std::optional<int> readChoice(ParamReader& reader, std::string_v
 
 HOLDBACK_INLINE FieldValue readFieldValue(ParamReader& reader, FieldKind kind, std::string_view key,
                                           const std::array<FieldChoice, 6>& choices,
-                                          std::int64_t min, std::int64_t max) {
+                                          std::int64_t min, std::int64_t max,
+                                          std::string_view label) {
   const auto as = [](const auto& v) { return v ? FieldValue{*v} : FieldValue{}; };
   switch (kind) {
     case FieldKind::kNumber:
@@ -105,6 +181,14 @@ HOLDBACK_INLINE FieldValue readFieldValue(ParamReader& reader, FieldKind kind, s
       return as(durationField(reader, key));
     case FieldKind::kGoDuration:
       return as(readDuration(reader, key));
+    case FieldKind::kSeconds:
+      return as(secondsField(reader, key));
+    case FieldKind::kQuantity: {
+      const auto v = quantityField(reader, key, label);
+      return v ? FieldValue{static_cast<std::int64_t>(*v)} : FieldValue{};
+    }
+    case FieldKind::kFlowDuration:
+      return as(flowDurationField(reader, key, label));
     case FieldKind::kChoice: {
       const auto v = readChoice(reader, key, choices);
       return v ? FieldValue{ChoiceValue{*v}} : FieldValue{};
@@ -116,8 +200,11 @@ HOLDBACK_INLINE FieldValue readFieldValue(ParamReader& reader, FieldKind kind, s
   return {};
 }
 
-HOLDBACK_INLINE nlohmann::ordered_json fieldJson(const FieldValue& value,
+HOLDBACK_INLINE nlohmann::ordered_json fieldJson(const FieldValue& value, FieldKind kind,
                                                  const std::array<FieldChoice, 6>& choices) {
+  if (const auto* t = std::get_if<Duration>(&value); t != nullptr && kind == FieldKind::kSeconds) {
+    return std::chrono::duration<double>(*t).count();
+  }
   if (const auto* d = std::get_if<double>(&value)) return *d;
   if (const auto* i = std::get_if<std::int64_t>(&value)) return *i;
   if (const auto* b = std::get_if<bool>(&value)) return *b;
@@ -137,10 +224,15 @@ HOLDBACK_INLINE std::string_view fieldKindName(FieldKind kind) noexcept {
     case FieldKind::kInteger:
     case FieldKind::kCount:
       return "integer";
+    case FieldKind::kQuantity:
+      return "quantity";
+    case FieldKind::kSeconds:
+      return "seconds";
     case FieldKind::kBoolean:
       return "boolean";
     case FieldKind::kDuration:
     case FieldKind::kGoDuration:
+    case FieldKind::kFlowDuration:
       return "duration";
     case FieldKind::kChoice:
       return "choice";

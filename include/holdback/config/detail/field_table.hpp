@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <string>
 #include <string_view>
 
 #include <nlohmann/json.hpp>
@@ -31,18 +32,28 @@ std::optional<Duration> readDuration(config::ParamReader& reader, std::string_vi
 // kCount: an integer that validation will require to be > 0. Returns the value even when it is
 // not positive (validate() then reports it).
 std::optional<std::int64_t> readCount(config::ParamReader& reader, std::string_view key);
+// kSeconds: a number of seconds in [-1e9, 1e9] (a negative one is returned; validate() reports it).
+std::optional<Duration> secondsField(config::ParamReader& reader, std::string_view key);
+// kQuantity: a Kubernetes quantity ("1Gi") or an integer, >= 0; `label` names the field in the
+// negative-value message ("global MaxBytes must be non-negative, got -1"), as the reference does.
+std::optional<std::uint64_t> quantityField(config::ParamReader& reader, std::string_view key,
+                                           std::string_view label);
+// kFlowDuration: a Go duration string, >= 0 ("<label> cannot be negative, but got -1s").
+std::optional<Duration> flowDurationField(config::ParamReader& reader, std::string_view key,
+                                          std::string_view label);
 // kChoice: the value of the choice the string names.
 std::optional<int> readChoice(config::ParamReader& reader, std::string_view key,
                               const std::array<FieldChoice, 6>& choices);
 
-// One value of a row, read as its kind says (nothing for kStructured).
+// One value of a row, read as its kind says (nothing for kStructured); `label` names the field in
+// the messages of kQuantity and kFlowDuration.
 FieldValue readFieldValue(config::ParamReader& reader, FieldKind kind, std::string_view key,
                           const std::array<FieldChoice, 6>& choices, std::int64_t min,
-                          std::int64_t max);
+                          std::int64_t max, std::string_view label);
 
-// A value as the effective configuration writes it: durations as Go strings, choices by name,
-// an empty optional as null.
-nlohmann::ordered_json fieldJson(const FieldValue& value,
+// A value as the effective configuration writes it: durations as Go strings (kSeconds: a number
+// of seconds), choices by name, an empty optional as null.
+nlohmann::ordered_json fieldJson(const FieldValue& value, FieldKind kind,
                                  const std::array<FieldChoice, 6>& choices);
 
 // One row's description for the schema export: key, kind, use, default (from `defaults`, the
@@ -55,18 +66,27 @@ nlohmann::ordered_json fieldSchemaRow(std::string_view key, FieldKind kind, Fiel
                                       std::string_view deprecated,
                                       const nlohmann::ordered_json& defaults);
 
-// Reads every row of `table` in order into `options`: bound rows by their kind, kStructured rows
-// through readByHand(key, options).
+// Reads every row of `table` in order (a row with `readBefore` just before that row) into
+// `options`: bound rows by their kind, kStructured rows through readByHand(key, options).
+// `labelPrefix` goes before each row's label in the readers' messages ("priority band 5 ").
 template <class Options, class ReadByHand>
 void readFields(config::ParamReader& reader, FieldTable<Options> table, Options& options,
-                ReadByHand readByHand) {
-  for (const Field<Options>& f : table) {
+                ReadByHand readByHand, std::string_view labelPrefix = {}) {
+  const auto read = [&](const Field<Options>& f) {
     if (f.readKind() == FieldKind::kStructured) {
       readByHand(f.key, options);
-      continue;
+      return;
     }
-    const FieldValue v = readFieldValue(reader, f.readKind(), f.key, f.choices, f.min, f.max);
+    const std::string label = std::string(labelPrefix) + std::string(f.label);
+    const FieldValue v =
+        readFieldValue(reader, f.readKind(), f.key, f.choices, f.min, f.max, label);
     if (!std::holds_alternative<std::monostate>(v)) f.bind.set(options, v);
+  };
+  for (const Field<Options>& f : table) {
+    for (const Field<Options>& early : table) {
+      if (early.readBefore == f.key) read(early);
+    }
+    if (f.readBefore.empty()) read(f);
   }
 }
 
@@ -86,22 +106,24 @@ void warnDeprecated(const config::ParamReader& reader, FieldTable<Options> table
 }
 
 // The effective parameters: every row that applies (or is always written), in table order;
-// kStructured rows through writeByHand(key, options), which returns a discarded value to have a
-// bound row written from its binding.
+// kStructured and writtenByHand rows through writeByHand(key, options), which returns a discarded
+// value to have a bound row written from its binding. A row goes under its writtenAs key if it
+// has one.
 template <class Options, class WriteByHand>
 nlohmann::ordered_json writeFields(FieldTable<Options> table, const Options& options,
                                    WriteByHand writeByHand) {
   nlohmann::ordered_json out = nlohmann::ordered_json::object();
   for (const Field<Options>& f : table) {
     if (!f.applies(options) && !f.alwaysWritten) continue;
-    if (f.readKind() == FieldKind::kStructured) {
+    const std::string key(f.writtenAs.empty() ? f.key : f.writtenAs);
+    if (f.readKind() == FieldKind::kStructured || f.writtenByHand) {
       nlohmann::ordered_json by_hand = writeByHand(f.key, options);
       if (!by_hand.is_discarded() || f.bind.get == nullptr) {
-        out[std::string(f.key)] = std::move(by_hand);
+        out[key] = std::move(by_hand);
         continue;
       }
     }
-    out[std::string(f.key)] = fieldJson(f.bind.get(options), f.choices);
+    out[key] = fieldJson(f.bind.get(options), f.readKind(), f.choices);
   }
   return out;
 }

@@ -6,85 +6,23 @@
 
 #include <algorithm>
 #include <cctype>
-#include <limits>
-#include <set>
+#include <map>
 #include <utility>
 
 #include "holdback/config/detail/derived_defaults.hpp"
 #include "holdback/config/detail/field_table.hpp"
+#include "holdback/config/detail/flow_control_fields.hpp"
 #include "holdback/config/quantity.hpp"
 #include "holdback/config/reference_profile.hpp"
 #include "holdback/core/duration.hpp"
+#include "holdback/flow/detail/band_fields.hpp"
 #include "holdback/flow/detail/band_scheduling_fields.hpp"
+#include "holdback/flow/detail/eviction_fields.hpp"
 #include "holdback/flow/options.hpp"
 
 namespace holdback {
 inline namespace HOLDBACK_ABI_NAMESPACE {
 namespace detail {
-
-// A Kubernetes quantity: a string ("1Gi") or a JSON integer. Returns nullopt when absent or
-// invalid (reported). `field` names it in the negative-value message, as the reference does.
-HOLDBACK_INLINE std::optional<std::uint64_t> readQuantity(ParamReader& reader, std::string_view key,
-                                                          const std::string& field) {
-  const Json* v = reader.value(key);
-  if (v == nullptr) return std::nullopt;
-  std::optional<std::int64_t> n;
-  if (v->is_string()) {
-    n = parseQuantity(v->get<std::string>());
-    if (!n) {
-      reader.error(key, describe(*v) +
-                            " is not a Kubernetes quantity (e.g. \"5000\", \"1k\", \"500M\", "
-                            "\"1Gi\")");
-      return std::nullopt;
-    }
-  } else if (v->is_number_integer()) {
-    n = v->get<std::int64_t>();
-  } else if (v->is_number_unsigned()) {
-    reader.error(key, describe(*v) + " does not fit a 64-bit quantity");
-    return std::nullopt;
-  } else if (v->is_number_float()) {
-    const double d = v->get<double>();
-    if (d != d || d > 9.2e18 || d < -9.2e18) {
-      reader.error(key, describe(*v) + " does not fit a 64-bit quantity");
-      return std::nullopt;
-    }
-    n = parseQuantity(formatNumber(d));
-    if (!n) {
-      reader.error(key, describe(*v) + " is not a quantity");
-      return std::nullopt;
-    }
-  } else {
-    reader.error(key, mismatch(*v, "a quantity string or an integer"));
-    return std::nullopt;
-  }
-  if (*n < 0) {
-    reader.error(key, field + " must be non-negative, got " + std::to_string(*n));
-    return std::nullopt;
-  }
-  return static_cast<std::uint64_t>(*n);
-}
-
-HOLDBACK_INLINE std::optional<Duration> readDuration(ParamReader& reader, std::string_view key,
-                                                     const std::string& field) {
-  const Json* v = reader.value(key);
-  if (v == nullptr) return std::nullopt;
-  if (!v->is_string()) {
-    reader.error(key, mismatch(*v, "a duration string such as \"30s\""));
-    return std::nullopt;
-  }
-  const auto d = parseDuration(v->get<std::string>());
-  if (!d) {
-    reader.error(key, describe(*v) +
-                          " is not a duration; use Go spellings such as \"250ms\", \"1.5s\", "
-                          "\"2m\"");
-    return std::nullopt;
-  }
-  if (*d < Duration::zero()) {
-    reader.error(key, field + " cannot be negative, but got " + v->get<std::string>());
-    return std::nullopt;
-  }
-  return d;
-}
 
 HOLDBACK_INLINE std::string lower(std::string text) {
   for (char& c : text) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
@@ -236,32 +174,18 @@ HOLDBACK_INLINE void Loader::readEviction(ParamReader& fc) {
   const Json* block = fc.value("eviction");
   ParamReader ev(block != nullptr && !block->is_null() ? block : nullptr, fc.pathOf("eviction"),
                  d_);
-  if (const auto n = ev.integer("maxRevocationsPerDecision", 1,
-                                static_cast<std::int64_t>(kMaxRevocationsPerDecisionLimit))) {
-    e.maxRevocationsPerDecision = static_cast<std::size_t>(*n);
-  }
-  if (const auto t = readDuration(ev, "confirmationTimeout", "EvictionConfirmationTimeout")) {
-    e.confirmationTimeout = *t;
-  }
-  if (const auto g = readDuration(ev, "confirmationGrace", "EvictionConfirmationGrace")) {
-    e.confirmationGrace = *g;
-  }
-  if (const auto w = readDuration(ev, "waitForReleasesTolerance", "waitForReleasesTolerance")) {
-    e.waitForReleases = {.enabled = true, .tolerance = *w};
-    if (*w <= Duration::zero()) {
-      ev.error("waitForReleasesTolerance", "must be positive, but got " + formatDuration(*w));
-    }
-  }
-  if (const auto f = ev.boolean("footprintAware")) e.footprintAware = *f;
-  if (const auto b = ev.boolean("revokeOnBlock")) e.revokeOnBlock = *b;
-  readRestoreReserve(ev, e.restoreReserve);
+  readFields<EvictionOptions>(
+      ev, kEvictionFields, e, [&](std::string_view key, EvictionOptions& o) {
+        if (key == "restoreReserve") {
+          readRestoreReserve(ev, o.restoreReserve);
+        } else if (const auto w = flowDurationField(ev, key, key)) {  // waitForReleasesTolerance
+          o.waitForReleases = {.enabled = true, .tolerance = *w};
+          if (*w <= Duration::zero())
+            ev.error(key, "must be positive, but got " + formatDuration(*w));
+        }
+      });
   ev.finish();
-  // Upstream keeps these internal (the grace too, derived from the detector, which a host with
-  // the slot term shortens); the two victim-choice improvements are the benchmark's switches.
-  ev.deprecated("maxRevocationsPerDecision", "remove it; 2, as upstream, which keeps it internal");
-  ev.deprecated("confirmationTimeout", "remove it; 10s, as upstream, which keeps it internal");
-  ev.deprecated("waitForReleasesTolerance", kAblationSwitch);
-  ev.deprecated("footprintAware", kAblationSwitch);
+  warnDeprecated<EvictionOptions>(ev, kEvictionFields);
   // The struct's own checks, with the paths of the file's keys; the tolerance is checked above
   // (the struct's path, waitForReleases/tolerance, is no key of the file).
   EvictionOptions as_checked = e;
@@ -290,21 +214,18 @@ HOLDBACK_INLINE void Loader::readRestoreReserve(ParamReader& ev, ReserveRestoreO
     return;
   }
   ParamReader rr(block, ev.pathOf("restoreReserve"), d_);
-  r.enabled = rr.boolean("enabled").value_or(true);
-  if (const auto eps = rr.number("epsilon")) {
-    r.epsilon = *eps;
-    if (!r.enabled && !(*eps > 0.0 && *eps <= 0.5)) {
-      rr.error("epsilon", "must be in (0, 0.5], but got " + formatNumber(*eps));
-    }
-  }
-  if (const auto t = readDuration(rr, "leadTime", "restoreReserve leadTime")) r.leadTime = *t;
-  if (const auto t = readDuration(rr, "burstMemory", "restoreReserve burstMemory")) {
-    r.burstMemory = *t;
-  }
+  r.enabled = true;  // the block's presence turns it on
+  readFields<ReserveRestoreOptions>(
+      rr, kReserveRestoreFields, r, [&](std::string_view key, ReserveRestoreOptions& o) {
+        const auto eps = rr.number(key);  // epsilon
+        if (!eps) return;
+        o.epsilon = *eps;
+        if (!o.enabled && !(*eps > 0.0 && *eps <= 0.5)) {
+          rr.error(key, "must be in (0, 0.5], but got " + formatNumber(*eps));
+        }
+      });
   rr.finish();
-  rr.deprecated("epsilon", "remove it; restoration aims for the reservation policy's epsilon");
-  rr.deprecated("leadTime", kAblationSwitch);
-  rr.deprecated("burstMemory", kAblationSwitch);
+  warnDeprecated<ReserveRestoreOptions>(rr, kReserveRestoreFields);
 }
 
 template <class Interface>
@@ -339,30 +260,37 @@ HOLDBACK_INLINE std::optional<BandOptions> Loader::readBand(const Json& object,
   ParamReader reader(&object, path, d_);
   if (!reader.valid()) return std::nullopt;
   BandOptions band;
-  const auto priority = reader.integer("priority", std::numeric_limits<Priority>::min(),
-                                       std::numeric_limits<Priority>::max());
+  const FieldTable<BandOptions> fields = kBandFields;
+  const auto by_hand = [&](std::string_view key, BandOptions& b) {
+    if (key == "weight") {
+      if (const auto w = reader.number(key)) {
+        b.weight = *w;
+        validateBandWeight(*w, reader.pathOf(key), d_);
+      }
+    } else if (key == "fairnessPolicyRef") {
+      b.fairness = resolveBandPolicy<FairnessPolicy>(reader, key, bundle_.fairnessPolicies,
+                                                     registries_.fairness, globalStrictFairness(),
+                                                     "fairness policy");
+    } else {
+      b.ordering = resolveBandPolicy<OrderingPolicy>(reader, key, bundle_.orderingPolicies,
+                                                     registries_.ordering, fcfsOrdering(),
+                                                     "ordering policy");
+    }
+  };
+  // priority first: the other rows' messages name the band by it.
+  const std::size_t before_priority = d_.errorCount();
+  readFields(reader, fields.first(1), band, by_hand);
   if (needsPriority && !reader.has("priority")) {
     reader.error("priority", "missing; every entry of priorityBands needs a priority");
   }
-  if (priority) band.priority = static_cast<Priority>(*priority);
-  if (priority && priority_out != nullptr) *priority_out = band.priority;
+  if (priority_out != nullptr && reader.has("priority") && d_.errorCount() == before_priority) {
+    *priority_out = band.priority;
+  }
   const std::string name = needsPriority ? label + " " + std::to_string(band.priority) : label;
-  band.maxBytes = readQuantity(reader, "maxBytes", name + " MaxBytes").value_or(0);
-  band.maxRequests = readQuantity(reader, "maxRequests", name + " MaxRequests").value_or(0);
+  readFields(reader, fields.subspan(1), band, by_hand, name + " ");
+  // 0 is the default limit.
   if (band.maxBytes == 0) band.maxBytes = BandTemplate{}.maxBytes;
   if (band.maxRequests == 0) band.maxRequests = BandTemplate{}.maxRequests;
-  band.requestTtl =
-      readDuration(reader, "defaultRequestTTL", name + " DefaultRequestTTL").value_or(Duration{0});
-  if (const auto w = reader.number("weight")) {
-    band.weight = *w;
-    validateBandWeight(*w, reader.pathOf("weight"), d_);
-  }
-  band.fairness = resolveBandPolicy<FairnessPolicy>(reader, "fairnessPolicyRef",
-                                                    bundle_.fairnessPolicies, registries_.fairness,
-                                                    globalStrictFairness(), "fairness policy");
-  band.ordering =
-      resolveBandPolicy<OrderingPolicy>(reader, "orderingPolicyRef", bundle_.orderingPolicies,
-                                        registries_.ordering, fcfsOrdering(), "ordering policy");
   reader.finish();
   if (d_.errorCount() > before) return std::nullopt;
   // Explicit defaults, so that a bundle never holds a null policy.
@@ -382,6 +310,61 @@ HOLDBACK_INLINE std::optional<std::string> Loader::readRef(ParamReader& reader,
   return ref;
 }
 
+HOLDBACK_INLINE void Loader::readFlowControlKey(ParamReader& fc, std::string_view key) {
+  FlowControllerOptions& o = bundle_.controller;
+  if (key == "profile") {
+    if (const auto p = fc.oneOf(key, {kHoldbackProfile, kReferenceProfile})) bundle_.profile = *p;
+  } else if (key == "usageLimitPolicyPluginRef") {
+    bundle_.policy = resolvePluginRef(usageLimitPolicySlot(), readRef(fc, key), fc.pathOf(key),
+                                      bundle_.policies, specs_, registries_.policies, d_);
+  } else if (key == "saturationDetector") {  // checked even when a plugin was invalid
+    fc.accept(key);
+    std::string ref_path;
+    const auto ref = readSaturationDetectorRef(json_, ref_path, d_);
+    bundle_.detector = resolvePluginRef(saturationDetectorSlot(), ref, ref_path, bundle_.detectors,
+                                        specs_, registries_.detectors, d_);
+  } else if (key == "dispatchLedger") {  // the host's, beside the detector (with the gate off too)
+    fc.accept(key);
+    bundle_.dispatchLedger = loadDispatchLedgerOptions(json_, bundle_.detector.get(), d_);
+  } else if (key == "eviction") {
+    readEviction(fc);
+  } else if (key == "bandScheduling") {
+    readBandScheduling(fc, o.bandScheduling);
+  } else if (key == "priorityBands") {
+    readPriorityBands(fc);
+  } else if (const Json* t = fc.value(key); t != nullptr && !t->is_null()) {
+    const bool negative = key == "defaultNegativePriorityBand";
+    const auto band =
+        readBand(*t, fc.pathOf(key), false,
+                 negative ? "default negative priority band" : "default priority band");
+    if (band && negative) o.defaultNegativeBand = toTemplate(*band);
+    if (band && !negative) o.defaultBand = toTemplate(*band);
+  }
+}
+
+HOLDBACK_INLINE void Loader::readPriorityBands(ParamReader& fc) {
+  const Json* list = fc.value("priorityBands");
+  if (list == nullptr || list->is_null()) return;
+  if (!list->is_array()) {
+    fc.error("priorityBands", mismatch(*list, "an array of band objects"));
+    return;
+  }
+  std::map<Priority, std::size_t> seen;
+  for (std::size_t i = 0; i < list->size(); ++i) {
+    const std::string path = fc.pathOf("priorityBands") + "/" + std::to_string(i);
+    std::optional<Priority> priority;
+    auto band = readBand((*list)[i], path, true, "priority band", &priority);
+    if (!priority) continue;
+    if (const auto [it, fresh] = seen.emplace(*priority, i); !fresh) {
+      d_.error(path + "/priority", "duplicate priority level " + std::to_string(*priority) +
+                                       " (first at " + fc.pathOf("priorityBands") + "/" +
+                                       std::to_string(it->second) + ")");
+      continue;
+    }
+    if (band) bundle_.controller.bands.push_back(std::move(*band));
+  }
+}
+
 HOLDBACK_INLINE void Loader::readFlowControl() {
   FlowControllerOptions& o = bundle_.controller;
   const Json* fc_json = nullptr;
@@ -389,77 +372,16 @@ HOLDBACK_INLINE void Loader::readFlowControl() {
     fc_json = &*it;
   }
   ParamReader fc(fc_json, "/flowControl", d_);
-
-  // The detector and the policy (each ref checked even when a plugin was invalid).
-  fc.accept("saturationDetector");
-  std::string detector_ref_path;
-  const auto detector_ref = readSaturationDetectorRef(json_, detector_ref_path, d_);
-  bundle_.detector = resolvePluginRef(saturationDetectorSlot(), detector_ref, detector_ref_path,
-                                      bundle_.detectors, specs_, registries_.detectors, d_);
-  // The host's dispatch ledger, beside the detector (with the gate off too).
-  fc.accept("dispatchLedger");
-  bundle_.dispatchLedger = loadDispatchLedgerOptions(json_, bundle_.detector.get(), d_);
-  bundle_.policy = resolvePluginRef(
-      usageLimitPolicySlot(), readRef(fc, "usageLimitPolicyPluginRef"),
-      "/flowControl/usageLimitPolicyPluginRef", bundle_.policies, specs_, registries_.policies, d_);
-
-  // Limits, TTLs, bands.
-  o.maxBytes = readQuantity(fc, "maxBytes", "global MaxBytes").value_or(0);
-  o.maxRequests = readQuantity(fc, "maxRequests", "global MaxRequests").value_or(0);
-  o.defaultRequestTtl = readDuration(fc, "defaultRequestTTL", "DefaultRequestTTL");
-  o.noEndpointRequestTtl = readDuration(fc, "noEndpointRequestTTL", "NoEndpointRequestTTL");
-  if (!o.defaultRequestTtl) o.defaultRequestTtl = kDefaultRequestTtl;
-  if (!o.noEndpointRequestTtl) o.noEndpointRequestTtl = o.defaultRequestTtl;
-  if (const auto enable = fc.boolean("enableEviction")) {
-    bundle_.enableEviction = *enable;
-    o.eviction.enabled = *enable;
-  }
-  readEviction(fc);
-  if (const auto profile = fc.oneOf("profile", {kHoldbackProfile, kReferenceProfile})) {
-    bundle_.profile = *profile;
-  }
-  if (const auto engine = fc.oneOf("enginePriority", {"off", "vllm", "sglang"})) {
-    bundle_.enginePriority = parseEnginePriority(*engine).value_or(EnginePriority::kOff);
-  }
-  readBandScheduling(fc, o.bandScheduling);
-  if (const auto n = fc.integer("fairnessIdLabelLimit", 0,
-                                static_cast<std::int64_t>(kMaxFairnessIdLabelLimit))) {
-    o.fairnessIdLabelLimit = static_cast<std::size_t>(*n);
-  }
   o.defaultBand.fairness = globalStrictFairness();
   o.defaultBand.ordering = fcfsOrdering();
-  if (const Json* t = fc.value("defaultPriorityBand"); t != nullptr && !t->is_null()) {
-    if (auto band =
-            readBand(*t, fc.pathOf("defaultPriorityBand"), false, "default priority band")) {
-      o.defaultBand = toTemplate(*band);
-    }
-  }
-  if (const Json* t = fc.value("defaultNegativePriorityBand"); t != nullptr && !t->is_null()) {
-    if (auto band = readBand(*t, fc.pathOf("defaultNegativePriorityBand"), false,
-                             "default negative priority band")) {
-      o.defaultNegativeBand = toTemplate(*band);
-    }
-  }
-  if (const Json* list = fc.value("priorityBands"); list != nullptr && !list->is_null()) {
-    if (!list->is_array()) {
-      fc.error("priorityBands", mismatch(*list, "an array of band objects"));
-    } else {
-      std::map<Priority, std::size_t> seen;
-      for (std::size_t i = 0; i < list->size(); ++i) {
-        const std::string path = fc.pathOf("priorityBands") + "/" + std::to_string(i);
-        std::optional<Priority> priority;
-        auto band = readBand((*list)[i], path, true, "priority band", &priority);
-        if (!priority) continue;
-        if (const auto [it, fresh] = seen.emplace(*priority, i); !fresh) {
-          d_.error(path + "/priority", "duplicate priority level " + std::to_string(*priority) +
-                                           " (first at " + fc.pathOf("priorityBands") + "/" +
-                                           std::to_string(it->second) + ")");
-          continue;
-        }
-        if (band) o.bands.push_back(std::move(*band));
-      }
-    }
-  }
+  // In the loader's order (readBefore): the detector first, then the ledger and eviction, which
+  // derive from it.
+  readFields<config::ConfigBundle>(
+      fc, kFlowControlFields, bundle_,
+      [&](std::string_view key, config::ConfigBundle&) { readFlowControlKey(fc, key); });
+  if (!o.defaultRequestTtl) o.defaultRequestTtl = kDefaultRequestTtl;
+  if (!o.noEndpointRequestTtl) o.noEndpointRequestTtl = o.defaultRequestTtl;
+  o.eviction.enabled = bundle_.enableEviction;
   fc.finish();
 
   if (!bundle_.flowControlEnabled) {

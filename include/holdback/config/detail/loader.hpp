@@ -92,9 +92,14 @@ class Loader {
   static BandTemplate toTemplate(const BandOptions& b);
   // A ref string; an empty one is absent.
   std::optional<std::string> readRef(ParamReader& reader, std::string_view key);
-  // The flowControl block: refs, limits, TTLs, eviction, templates, bands; with the gate off,
-  // the defaults (the block is still checked and what was set is named in a warning).
+  // The flowControl block (config/detail/flow_control_fields.hpp): refs, limits, TTLs, eviction,
+  // templates, bands; with the gate off, the defaults (the block is still checked and what was
+  // set is named in a warning).
   void readFlowControl();
+  // The row `key` of the flowControl table that is read by hand (a ref, a block, the profile).
+  void readFlowControlKey(ParamReader& fc, std::string_view key);
+  // flowControl.priorityBands: each entry a band, each priority once.
+  void readPriorityBands(ParamReader& fc);
 
   const Json& json_;
   const Registries& registries_;

@@ -16,10 +16,6 @@
 namespace holdback {
 inline namespace HOLDBACK_ABI_NAMESPACE {
 
-// A row names only the members it sets; the others keep their defaults (GCC's
-// -Wmissing-field-initializers counts the string_view members without an initializer).
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wmissing-field-initializers"
 namespace detail {
 
 // headroom, in either detector.
@@ -69,8 +65,6 @@ inline constexpr std::array<Field<ConcurrencyDetectorOptions>, 5> kConcurrencyDe
                 "(`Endpoint::maxRunningRequests`, `kvCapacityTokens`, when known) replace "
                 "`maxConcurrency` / `maxTokenConcurrency` for it"},
 }};
-
-#pragma GCC diagnostic pop
 
 }  // namespace HOLDBACK_ABI_NAMESPACE
 }  // namespace holdback

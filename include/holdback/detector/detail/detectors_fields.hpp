@@ -17,10 +17,6 @@
 namespace holdback {
 inline namespace HOLDBACK_ABI_NAMESPACE {
 
-// A row names only the members it sets; the others keep their defaults (GCC's
-// -Wmissing-field-initializers counts the string_view members without an initializer).
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wmissing-field-initializers"
 namespace detail {
 inline constexpr std::string_view kReferenceProfileSets =
     "remove it; flowControl.profile: reference sets Go's value";
@@ -91,8 +87,6 @@ inline constexpr std::array<Field<UtilizationDetectorOptions>, 10> kUtilizationD
                    "without replica sync), else on",
      .checkedBefore = "telemetryValidation"},  // warned about first, as before the table
 }};
-
-#pragma GCC diagnostic pop
 
 }  // namespace HOLDBACK_ABI_NAMESPACE
 }  // namespace holdback

@@ -16,11 +16,6 @@
 namespace holdback {
 inline namespace HOLDBACK_ABI_NAMESPACE {
 
-// A row names only the members it sets; the others keep their defaults (GCC's
-// -Wmissing-field-initializers counts the string_view members without an initializer).
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wmissing-field-initializers"
-
 static_assert(DispatchLedgerOptions::kMaxReplicas == 1024, "the replicas row says [1, 1024]");
 
 // sharedRoomSlots is the host's (replica sync), not a key; validate() checks it by hand. The three
@@ -66,8 +61,6 @@ inline constexpr std::array<Field<DispatchLedgerOptions>, 8> kDispatchLedgerFiel
      .deprecated = kAblationSwitch,
      .checkedBefore = "budgetQueueDepth"},
 }};
-
-#pragma GCC diagnostic pop
 
 }  // namespace HOLDBACK_ABI_NAMESPACE
 }  // namespace holdback

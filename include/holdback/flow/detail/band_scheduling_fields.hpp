@@ -16,11 +16,6 @@
 namespace holdback {
 inline namespace HOLDBACK_ABI_NAMESPACE {
 
-// A row names only the members it sets; the others keep their defaults (GCC's
-// -Wmissing-field-initializers counts the string_view members without an initializer).
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wmissing-field-initializers"
-
 inline constexpr std::array<Field<BandSchedulingOptions>, 2> kBandSchedulingFields = {{
     {.key = "schedule",
      .bind = bind<&BandSchedulingOptions::schedule>(),
@@ -36,8 +31,6 @@ inline constexpr std::array<Field<BandSchedulingOptions>, 2> kBandSchedulingFiel
                      "is outside [0, 1); the saturation at and above which "
                      "weighted-fair band scheduling is active")}},
 }};
-
-#pragma GCC diagnostic pop
 
 }  // namespace HOLDBACK_ABI_NAMESPACE
 }  // namespace holdback

@@ -16,11 +16,6 @@
 namespace holdback {
 inline namespace HOLDBACK_ABI_NAMESPACE {
 
-// A row names only the members it sets; the others keep their defaults (GCC's
-// -Wmissing-field-initializers counts the string_view members without an initializer).
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wmissing-field-initializers"
-
 inline constexpr std::array<Field<VtcFairnessOptions>, 2> kVtcFairnessFields = {{
     {.key = "requestCost",
      .bind = bind<&VtcFairnessOptions::requestCost>(),
@@ -35,8 +30,6 @@ inline constexpr std::array<Field<VtcFairnessOptions>, 2> kVtcFairnessFields = {
                 "request-count fairness",
      .checks = {must("[0, 1000000]", "is outside [0, 1e6]; the weight of a declared token")}},
 }};
-
-#pragma GCC diagnostic pop
 
 }  // namespace HOLDBACK_ABI_NAMESPACE
 }  // namespace holdback

@@ -5,6 +5,8 @@
 
 #include "holdback/flow/plugins/program_aware_fairness.hpp"
 
+#include "holdback/flow/detail/program_aware_fairness_fields.hpp"
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -61,25 +63,7 @@ HOLDBACK_INLINE void ProgramAwareFairnessPolicy::validate(const ProgramAwareFair
     diagnostics.error(joinPath(path, "strategy"),
                       "\"" + o.strategy + "\" is not a known strategy; allowed: las");
   }
-  const auto weight = [&](std::string_view key, double v) {
-    if (!std::isfinite(v) || v < 0.0) {
-      diagnostics.error(joinPath(path, key), formatNumber(v) + " must be a finite number >= 0");
-    }
-  };
-  weight("lasWeightService", o.weightService);
-  weight("lasWeightHeadWait", o.weightHeadWait);
-  if (o.halfLife < Duration::zero()) {
-    diagnostics.error(joinPath(path, "lasHalfLifeSeconds"),
-                      formatDuration(o.halfLife) + " must be >= 0 (0 = no decay)");
-  }
-  if (o.evictionTtl < Duration::zero()) {
-    diagnostics.error(joinPath(path, "evictionTtlSeconds"),
-                      formatDuration(o.evictionTtl) + " must be >= 0 (0 = never evict)");
-  }
-  if (o.evictionSweep <= Duration::zero()) {
-    diagnostics.error(joinPath(path, "evictionSweepSeconds"),
-                      formatDuration(o.evictionSweep) + " must be > 0");
-  }
+  checkFields<ProgramAwareFairnessOptions>(kProgramAwareFairnessFields, o, path, diagnostics);
 }
 
 HOLDBACK_INLINE Result<std::unique_ptr<ProgramAwareFairnessPolicy>>

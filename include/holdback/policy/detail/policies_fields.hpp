@@ -16,11 +16,6 @@
 namespace holdback {
 inline namespace HOLDBACK_ABI_NAMESPACE {
 
-// A row names only the members it sets; the others keep their defaults (GCC's
-// -Wmissing-field-initializers counts the string_view members without an initializer).
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wmissing-field-initializers"
-
 inline constexpr std::array<Field<StaticUsageLimitOptions>, 1> kStaticUsageLimitFields = {{
     {.key = "threshold",
      .bind = bind<&StaticUsageLimitOptions::threshold>(),
@@ -101,8 +96,6 @@ inline constexpr std::array<Field<PriorityHoldbackOptions>, 8> kPriorityHoldback
      .checks = {outside("[0.0, 1.0]")},
      .when = detail::holdbackStatic},
 }};
-
-#pragma GCC diagnostic pop
 
 }  // namespace HOLDBACK_ABI_NAMESPACE
 }  // namespace holdback

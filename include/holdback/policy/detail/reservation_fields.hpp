@@ -16,11 +16,6 @@
 namespace holdback {
 inline namespace HOLDBACK_ABI_NAMESPACE {
 
-// A row names only the members it sets; the others keep their defaults (GCC's
-// -Wmissing-field-initializers counts the string_view members without an initializer).
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wmissing-field-initializers"
-
 namespace detail {
 inline constexpr std::string_view kReserveRestorationDerives =
     "remove it; on unless flowControl.eviction.restoreReserve is on, which repairs the reserve "
@@ -115,8 +110,6 @@ inline constexpr std::array<Field<ReservationOptions>, 17> kReservationFields = 
                                               {"endpoints", ReservationCapacity::kEndpoints}})},
     {.key = "feedback", .deprecated = kAblationSwitch},
 }};
-
-#pragma GCC diagnostic pop
 
 }  // namespace HOLDBACK_ABI_NAMESPACE
 }  // namespace holdback

@@ -1,0 +1,88 @@
+// The configuration keys of in-flight eviction (flowControl.eviction and its restoreReserve
+// block): one row per key (core/field_table.hpp). The whole-file loader reads them, and the
+// effective configuration and docs/reference/configuration.md show them; validateEvictionOptions()
+// keeps the struct's own checks (a host building EvictionOptions in C++ gets the same).
+//
+// Internal: read it after flow/eviction.hpp (the config layer includes it).
+// Thread safety: immutable constants.
+#pragma once
+
+#include "holdback/abi.hpp"
+
+#include <array>
+#include <cstdint>
+
+#include "holdback/core/field_table.hpp"
+#include "holdback/flow/eviction.hpp"
+
+namespace holdback {
+inline namespace HOLDBACK_ABI_NAMESPACE {
+
+// flowControl.eviction.restoreReserve: the block's presence turns it on (enabled defaults to true
+// in a file); epsilon is read by hand and checked there while restoration is off
+// (validateEvictionOptions checks it while on), written from its binding.
+inline constexpr std::array<Field<ReserveRestoreOptions>, 4> kReserveRestoreFields = {{
+    {.key = "enabled",
+     .bind = bind<&ReserveRestoreOptions::enabled>(),
+     .use = FieldUse::kCommon,
+     .meaning = "revoke sheddable requests to restore the reservation policy's reserve after a "
+                "burst took it (aiming for the policy's `epsilon`); with it the policy neither "
+                "holds its reserve nor starts protective (the block's presence turns it on)"},
+    {.key = "epsilon",
+     .bind = bind<&ReserveRestoreOptions::epsilon>(),
+     .kind = FieldKind::kStructured,
+     .deprecated = "remove it; restoration aims for the reservation policy's epsilon"},
+    {.key = "leadTime",
+     .bind = bind<&ReserveRestoreOptions::leadTime>(),
+     .kind = FieldKind::kFlowDuration,
+     .label = "restoreReserve leadTime",
+     .deprecated = kAblationSwitch},
+    {.key = "burstMemory",
+     .bind = bind<&ReserveRestoreOptions::burstMemory>(),
+     .kind = FieldKind::kFlowDuration,
+     .label = "restoreReserve burstMemory",
+     .deprecated = kAblationSwitch},
+}};
+
+// flowControl.eviction. Upstream keeps maxRevocationsPerDecision and confirmationTimeout internal
+// (the grace too, derived from the detector, which a host with the slot term shortens); the two
+// victim-choice improvements are the benchmark's switches. waitForReleasesTolerance turns
+// waitForReleases on (read and written by hand); restoreReserve is the block above. The filter
+// and the order are plugins of the file, not keys.
+inline constexpr std::array<Field<EvictionOptions>, 7> kEvictionFields = {{
+    {.key = "maxRevocationsPerDecision",
+     .bind = bind<&EvictionOptions::maxRevocationsPerDecision>(),
+     .min = 1,
+     .max = static_cast<std::int64_t>(kMaxRevocationsPerDecisionLimit),
+     .deprecated = "remove it; 2, as upstream, which keeps it internal"},
+    {.key = "confirmationTimeout",
+     .bind = bind<&EvictionOptions::confirmationTimeout>(),
+     .kind = FieldKind::kFlowDuration,
+     .label = "EvictionConfirmationTimeout",
+     .deprecated = "remove it; 10s, as upstream, which keeps it internal"},
+    {.key = "confirmationGrace",
+     .bind = bind<&EvictionOptions::confirmationGrace>(),
+     .meaning = "after a confirmed revocation, how long the controller waits for telemetry to "
+                "show the freed room before deciding again; derived from the detector "
+                "(upstream's wiring), shorten it to a few scrape intervals when the detector has "
+                "the slot term (`maxRunningRequests`), which sees an aborted request at once; "
+                "below the sensor's lag it over-evicts",
+     .kind = FieldKind::kFlowDuration,
+     .label = "EvictionConfirmationGrace"},
+    {.key = "waitForReleasesTolerance",
+     .kind = FieldKind::kStructured,
+     .deprecated = kAblationSwitch},
+    {.key = "footprintAware",
+     .bind = bind<&EvictionOptions::footprintAware>(),
+     .deprecated = kAblationSwitch},
+    {.key = "revokeOnBlock",
+     .bind = bind<&EvictionOptions::revokeOnBlock>(),
+     .use = FieldUse::kCommon,
+     .meaning = "revoke when a protected band's head is blocked by the ceiling (upstream's "
+                "trigger); `false` leaves reserve restoration alone, as the recommended "
+                "configuration does"},
+    {.key = "restoreReserve", .kind = FieldKind::kStructured},
+}};
+
+}  // namespace HOLDBACK_ABI_NAMESPACE
+}  // namespace holdback
