@@ -2,7 +2,8 @@
 // the request body scan, the fairness-id check and UTF-8 repair, the JSON nesting guard, a
 // stream's usage scanner (upstream bytes), the replica sync's @restore text, feed events and
 // headers and pending counts (Redis values), the API key file and the Authorization header,
-// and the body reader's JSON pass against nlohmann's parser (the same verdict on every text).
+// and the body reader's JSON pass against nlohmann's parser (the same verdict on every text, and
+// the same events on every text both accept).
 // The first byte picks the parser, the rest is its input. Built and run by
 // scripts/dev/fuzz-gateway-inputs.sh (clang 14, ASan + UBSan), not by CI.
 #include <cstddef>
@@ -10,66 +11,16 @@
 #include <string>
 #include <string_view>
 
-#include <nlohmann/json.hpp>
-
 #include "gateway_http.hpp"
 #include "holdback/core/text.hpp"
 #include "json_scan.hpp"
 #include "replica_figures_text.hpp"
 #include "replica_input.hpp"
 #include "tenants.hpp"
+#include "tests/json_scan_reference.hpp"
 
 using namespace holdback;           // NOLINT(google-build-using-namespace)
 using namespace holdback::gateway;  // NOLINT(google-build-using-namespace)
-
-namespace {
-
-// Both parsers refuse a start past 512 levels (below json_scan::kMaxLevels), else accept all.
-struct FuzzDepth {
-  std::size_t depth = 0;
-  bool open() { return ++depth <= 512; }
-  bool close() {
-    --depth;
-    return true;
-  }
-};
-
-struct FuzzScanHandler {
-  FuzzDepth d;
-  bool null() { return true; }
-  bool boolean(bool /*v*/) { return true; }
-  bool integer(std::int64_t /*v*/) { return true; }
-  bool unsignedInteger(std::uint64_t /*v*/) { return true; }
-  bool floating() { return true; }
-  bool string(std::string_view /*v*/) { return true; }
-  bool key(std::string_view /*k*/) { return true; }
-  bool startObject() { return d.open(); }
-  bool endObject() { return d.close(); }
-  bool startArray() { return d.open(); }
-  bool endArray() { return d.close(); }
-};
-
-struct FuzzScanReference final : nlohmann::json_sax<nlohmann::json> {
-  FuzzDepth d;
-  bool null() override { return true; }
-  bool boolean(bool /*v*/) override { return true; }
-  bool number_integer(number_integer_t /*v*/) override { return true; }
-  bool number_unsigned(number_unsigned_t /*v*/) override { return true; }
-  bool number_float(number_float_t /*v*/, const string_t& /*s*/) override { return true; }
-  bool string(string_t& /*v*/) override { return true; }
-  bool binary(binary_t& /*v*/) override { return true; }
-  bool start_object(std::size_t /*n*/) override { return d.open(); }
-  bool key(string_t& /*k*/) override { return true; }
-  bool end_object() override { return d.close(); }
-  bool start_array(std::size_t /*n*/) override { return d.open(); }
-  bool end_array() override { return d.close(); }
-  bool parse_error(std::size_t /*pos*/, const std::string& /*token*/,
-                   const nlohmann::detail::exception& /*e*/) override {
-    return false;
-  }
-};
-
-}  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   if (size == 0) return 0;
@@ -114,10 +65,11 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       (void)printable(in);
       break;
     case 8: {
-      FuzzScanHandler mine;
-      FuzzScanReference reference;
+      json_scan_reference::JsonScanRecorder mine;
+      json_scan_reference::JsonScanReference reference;
       const bool got = json_scan::scan(in, mine);
       if (got != nlohmann::json::sax_parse(in.begin(), in.end(), &reference)) __builtin_trap();
+      if (got && mine.log.events != reference.log.events) __builtin_trap();
       break;
     }
     default: {
