@@ -50,7 +50,7 @@ print_stage_times() {
   echo "== Wall time per stage (total $SECONDS s):" >&2
   printf '%s\n' "${stage_times[@]}" >&2
   local f status secs
-  for f in build/ci-background/*.status; do
+  for f in "$bg"/*.status; do
     [ -f "$f" ] || continue
     read -r status secs <"$f"
     printf '%6d s  (background build %s, exit %s)\n' "$secs" "$(basename "$f" .status)" \
