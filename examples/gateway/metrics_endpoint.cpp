@@ -1,5 +1,6 @@
 #include "metrics_endpoint.hpp"
 
+#include <algorithm>
 #include <array>
 #include <chrono>
 #include <cmath>
@@ -284,8 +285,11 @@ std::string renderMetrics(Gateway& gw) {
     family(m.name, m.type, m.help);
     for (std::size_t i = 0; i < pool_->size(); ++i) {
       const Pool::Counters& c = counters[i];
-      const double age = c.updateTime ? std::chrono::duration<double>(now - *c.updateTime).count()
-                                      : std::numeric_limits<double>::infinity();
+      // The counters are read after `now`: a scrape that landed in between is 0 s old, not
+      // negative.
+      const double age =
+          c.updateTime ? std::max(0.0, std::chrono::duration<double>(now - *c.updateTime).count())
+                       : std::numeric_limits<double>::infinity();
       const bool stale =
           scraped ? detector_->staleEndpoints(std::span(&snapshot[i], 1), now) > 0 : !c.up;
       sample(m.name, {endpointLabel(i), {"dialect", c.dialect.empty() ? "none" : c.dialect}},
