@@ -12,5 +12,6 @@
 #include "holdback/flow/plugins/slo_deadline_ordering-inl.hpp"
 #include "holdback/flow/plugins/vtc_fairness-inl.hpp"
 #include "holdback/flow/pool_pressure-inl.hpp"
+#include "holdback/flow/replica_port-inl.hpp"
 #include "holdback/flow/request_headers-inl.hpp"
 #include "holdback/flow/runner-inl.hpp"

@@ -137,22 +137,6 @@ HOLDBACK_INLINE bool Ticket::markStarted() noexcept {
   return core->markLeaseStarted(id_);
 }
 
-HOLDBACK_INLINE ReplicaRestoreFigures ReplicaPort::restoreFigures() const noexcept {
-  auto core = core_.lock();
-  if (!core) return {};
-  return core->replicaRestoreFigures();
-}
-
-HOLDBACK_INLINE void ReplicaPort::setShare(
-    const std::optional<ReplicaShare>& share) const noexcept {
-  if (auto core = core_.lock()) core->setReplicaShare(share);
-}
-
-HOLDBACK_INLINE void ReplicaPort::recordPeerArrival(Priority priority,
-                                                    std::int64_t kvTokens) const noexcept {
-  if (auto core = core_.lock()) core->recordPeerArrival(priority, kvTokens);
-}
-
 HOLDBACK_INLINE void FlowController::validate(const FlowControllerOptions& o, Diagnostics& d) {
   detail::validateFlowOptions(o, d, /*create=*/true);
 }
