@@ -26,6 +26,8 @@ using SteadyClock = std::chrono::steady_clock;
 
 // How often parked requests are retried without a release of this replica.
 constexpr auto kParkedRetry = 2ms;
+// Parked requests booked in one script call at most (the reply holds 3 + this many integers).
+constexpr std::size_t kMaxBatch = 32;
 
 std::string reserverId() {
   char host[256] = {};
@@ -142,17 +144,17 @@ class RedisReserver final : public ReplicaReserver {
   void cycle(bool tick, std::vector<ReserveRequest>& submitted, const std::vector<Tracked>& tracked,
              const std::vector<std::uint64_t>& released) {
     for (const Tracked& t : tracked) live_[t.id] = {t.endpoint, t.kv};
-    std::size_t pending = 0;
+    // The releases go out with the first booking call (one round trip for both), or on their
+    // own below when nothing is booked.
     for (const std::uint64_t id : released) {
       const auto it = live_.find(id);
       if (it == live_.end()) continue;
       if (conn_) {
         store_.appendRelease(*conn_, urls_[it->second.endpoint], id);
-        ++pending;
+        ++unread_;
       }
       live_.erase(it);
     }
-    if (pending > 0 && !store_.readReleases(*conn_, pending)) fail(store_.error());
     for (ReserveRequest& r : submitted) {
       Parked p{std::move(r), false};
       // Priority descending, then enqueue time: after every entry that goes before it.
@@ -166,6 +168,10 @@ class RedisReserver final : public ReplicaReserver {
     if (tick && !conn_) connect();  // re-asserts before any booking
     dropEnded();
     if (conn_) serveParked();
+    if (conn_ && unread_ > 0) {
+      const std::size_t n = std::exchange(unread_, 0);
+      if (!store_.readReleases(*conn_, n)) fail(store_.error());
+    }
     if (tick && conn_ && !reassert()) fail(store_.error());  // after the bookings: off their path
     if (!conn_) deliverUnbooked();
     c_.parked.store(static_cast<std::int64_t>(parked_.size()), std::memory_order_relaxed);
@@ -174,7 +180,7 @@ class RedisReserver final : public ReplicaReserver {
 
   void connect() {
     std::string error;
-    conn_ = RedisConnection::open(url_, timeout_ms_, 16, error);
+    conn_ = RedisConnection::open(url_, timeout_ms_, 3 + kMaxBatch, error);
     if (!conn_) {
       fail(error);
       return;
@@ -204,6 +210,7 @@ class RedisReserver final : public ReplicaReserver {
 
   void fail(const std::string& why) {
     conn_.reset();
+    unread_ = 0;  // their replies went with the connection; the re-assertion repairs the table
     active_.store(false, std::memory_order_release);
     c_.active.store(0, std::memory_order_relaxed);
     c_.failures.fetch_add(1, std::memory_order_relaxed);
@@ -240,10 +247,11 @@ class RedisReserver final : public ReplicaReserver {
     }
   }
 
-  // The candidates for `r`: its pick first, then the other usable endpoints by requests in flight
-  // per slot (fewest first).
-  void candidates(const ReserveRequest& r) {
-    order_.clear();
+  // Appends the candidates for `r` to cands_ and their endpoints to order_: its pick first, then
+  // the other usable endpoints by requests in flight per slot (fewest first). Returns how many.
+  std::size_t candidates(const ReserveRequest& r) {
+    const std::size_t first = order_.size();
+    order_.push_back(r.dispatch.endpoint);
     for (std::size_t i = 0; i < urls_.size(); ++i) {
       if (i != r.dispatch.endpoint && gw_.pool().up(i)) order_.push_back(i);
     }
@@ -251,11 +259,10 @@ class RedisReserver final : public ReplicaReserver {
       const std::int64_t slots = std::max<std::int64_t>(1, gw_.pool().capacity(i).slots);
       return static_cast<double>(gw_.pool().inFlight(i)) / static_cast<double>(slots);
     };
-    std::stable_sort(order_.begin(), order_.end(),
+    std::stable_sort(order_.begin() + static_cast<std::ptrdiff_t>(first) + 1, order_.end(),
                      [&](std::size_t a, std::size_t b) { return load(a) < load(b); });
-    order_.insert(order_.begin(), r.dispatch.endpoint);
-    cands_.clear();
-    for (const std::size_t i : order_) {
+    for (std::size_t j = first; j < order_.size(); ++j) {
+      const std::size_t i = order_[j];
       const LearnedCapacity cap = gw_.pool().capacity(i);
       const Pool::ScrapedUse use = gw_.pool().scraped(i);
       ReserveCandidate k;
@@ -267,19 +274,31 @@ class RedisReserver final : public ReplicaReserver {
       k.slots = std::max<std::int64_t>(0, cap.bookingSlots);  // 0: unknown, not checked
       cands_.push_back(k);
     }
+    return order_.size() - first;
   }
 
-  // Books parked requests in order until one is refused everywhere.
+  // Books parked requests in order, up to kMaxBatch per script call (requests that arrived
+  // together cost one round trip), until one is refused everywhere.
   void serveParked() {
     while (!parked_.empty() && conn_) {
-      Parked& p = parked_.front();
-      candidates(p.r);
-      std::optional<ReserveBookResult> res = store_.book(
-          *conn_, p.r.id, p.r.kvTokens, std::span<const ReserveCandidate>(cands_), p.r.keepFree);
+      const std::size_t m = std::min(parked_.size(), kMaxBatch);
+      order_.clear();
+      cands_.clear();
+      counts_.clear();
+      for (std::size_t j = 0; j < m; ++j) counts_.push_back(candidates(parked_[j].r));
+      batch_.clear();
+      std::size_t at = 0;
+      for (std::size_t j = 0; j < m; ++j) {  // cands_ is complete: its spans stay valid
+        const ReserveRequest& r = parked_[j].r;
+        batch_.push_back({r.id, r.kvTokens, r.keepFree,
+                          std::span<const ReserveCandidate>(cands_).subspan(at, counts_[j])});
+        at += counts_[j];
+      }
+      std::optional<ReserveBatchResult> res = store_.bookBatch(
+          *conn_, std::span<const ReserveBatchItem>(batch_), std::exchange(unread_, 0));
       if (res && res->heartbeatGone) {  // lapsed (stalled past the lease): re-assert, once more
         c_.lapses.fetch_add(1, std::memory_order_relaxed);
-        res = reassert() ? store_.book(*conn_, p.r.id, p.r.kvTokens,
-                                       std::span<const ReserveCandidate>(cands_), p.r.keepFree)
+        res = reassert() ? store_.bookBatch(*conn_, std::span<const ReserveBatchItem>(batch_))
                          : std::nullopt;
       }
       if (!res || res->heartbeatGone) {
@@ -296,18 +315,25 @@ class RedisReserver final : public ReplicaReserver {
         c_.expiredBookings.fetch_add(static_cast<std::uint64_t>(res->expired),
                                      std::memory_order_relaxed);
       }
-      if (res->booked < 0) {
-        c_.refusals.fetch_add(1, std::memory_order_relaxed);
-        p.refused = true;
-        return;
+      // Each request's endpoints start where the previous one's end (the order candidates() made).
+      std::size_t first = 0;
+      for (std::size_t j = 0; j < res->booked.size(); ++j) {
+        const int booked = res->booked[j];
+        Parked& p = parked_.front();
+        if (booked < 0) {
+          c_.refusals.fetch_add(1, std::memory_order_relaxed);
+          p.refused = true;
+          return;
+        }
+        const std::size_t endpoint = order_[first + static_cast<std::size_t>(booked)];
+        first += counts_[j];
+        if (!p.refused) {  // what the booking added to this dispatch
+          c_.observe(std::chrono::duration<double>(SteadyClock::now() - p.r.submitted).count());
+        }
+        c_.bookings.fetch_add(1, std::memory_order_relaxed);
+        deliver(std::move(p.r), endpoint);
+        parked_.pop_front();
       }
-      const std::size_t endpoint = order_[static_cast<std::size_t>(res->booked)];
-      if (!p.refused) {  // what the booking added to this dispatch
-        c_.observe(std::chrono::duration<double>(SteadyClock::now() - p.r.submitted).count());
-      }
-      c_.bookings.fetch_add(1, std::memory_order_relaxed);
-      deliver(std::move(p.r), endpoint);
-      parked_.pop_front();
     }
   }
 
@@ -358,6 +384,9 @@ class RedisReserver final : public ReplicaReserver {
   std::unordered_map<std::uint64_t, Live> live_;
   std::vector<std::size_t> order_;
   std::vector<ReserveCandidate> cands_;
+  std::vector<std::size_t> counts_;  // per request of the batch: its candidates
+  std::vector<ReserveBatchItem> batch_;
+  std::size_t unread_ = 0;  // releases appended on conn_ whose replies are not read yet
   bool said_active_ = false;
   bool said_failing_ = false;
   std::thread thread_;

@@ -1,9 +1,10 @@
 // The reserver of --replica-mode reserve on Redis (replica_reserve.hpp says what it does for the
 // gateway, replica_reserve_store.hpp what it does in Redis). One thread owns the connection and
-// every call of this replica: bookings, releases (pipelined HDEL), and every
-// --replica-sync-interval-ms the heartbeat with the re-assertion of the live bookings. Parked
-// requests (refused everywhere) are retried, in the order (priority descending, enqueue time), on
-// every release of this replica and every 2 ms, stopping at the first refusal.
+// every call of this replica: bookings (the requests waiting, up to 32 per script call, in the
+// order priority descending, enqueue time), releases (pipelined HDEL, sent in the same round trip
+// as the next booking call), and every --replica-sync-interval-ms the heartbeat with the
+// re-assertion of the live bookings. Parked requests (refused everywhere) are retried on every
+// release of this replica and every 2 ms, stopping at the first refusal.
 //
 // Failure is local: connect and command timeouts of the sync interval (5 to 100 ms); a failed
 // call drops the connection, makes the reserver inactive (the gateway dispatches on the local

@@ -6,12 +6,14 @@
 //   <P>hb:<id>         replica <id>'s heartbeat, PX = the lease (--replica-lease-ms)
 //
 // book(): ONE script call (EVALSHA; on NOSCRIPT the scripts are loaded again and the call
-// retried once). The script reads the candidates in the order given; for each, booked = the sum
-// over the bookings of every replica in its set whose heartbeat lives (the bookings of a replica
-// whose heartbeat is gone are deleted, and counted as expired; an entry that is not a decimal
-// integer in [0, kMaxPending] is ignored and counted as bad), used = max(scraped, booked) per
-// dimension, and the request fits by reservationFits (include/holdback/detector/reservation.hpp:
-// slots unknown (<= 0) or usedSlots + 1 <= slots, and kv <= 0 or kvCapacity <= 0 or usedKv + kv
+// retried once); bookBatch() books several requests in that one call, in order, stopping at the
+// first refused (requests that arrive together cost one round trip, not one each). The script reads
+// the candidates in the order given; for each, booked = the sum over the bookings of every replica
+// in its set whose heartbeat lives (the bookings of a replica whose heartbeat is gone are deleted,
+// and counted as expired; an entry that is not a decimal integer in [0, kMaxPending] is ignored and
+// counted as bad), used = max(scraped, booked) per dimension, and the request fits by
+// reservationFits (include/holdback/detector/reservation.hpp: slots unknown (<= 0) or usedSlots + 1
+// <= slots, and kv <= 0 or kvCapacity <= 0 or usedKv + kv
 // <= kvCapacity or usedSlots == 0; negative inputs count as 0); the first that fits is booked (HSET
 // + SADD) and its position returned, none fitting returns 0. With `keepFree` K > 0 (a request below
 // the top band, K the reserve policy's fixed reserve) the request must also leave K slots free over
@@ -63,6 +65,24 @@ struct ReserveBookResult {
   std::int64_t expired = 0;    // other replicas' booking hashes deleted: heartbeat gone
 };
 
+// One request of a batch (bookBatch): its booking id, KV tokens, the pool-wide reserve it must
+// leave (keepFree, as book()'s) and its candidates in order.
+struct ReserveBatchItem {
+  std::uint64_t booking = 0;
+  std::int64_t kvTokens = 0;
+  std::int64_t keepFree = 0;
+  std::span<const ReserveCandidate> candidates;
+};
+
+struct ReserveBatchResult {
+  // Per request tried, in order: the candidate's position, or -1 (none had room; always the
+  // last one tried, the requests after it were not tried). Empty when heartbeatGone.
+  std::vector<int> booked;
+  bool heartbeatGone = false;  // nothing booked: re-assert first
+  std::int64_t bad = 0;
+  std::int64_t expired = 0;
+};
+
 class ReservationStore {
  public:
   ReservationStore(std::string prefix, std::string replicaId, int leaseMs)
@@ -77,6 +97,14 @@ class ReservationStore {
                                         std::int64_t kvTokens,
                                         std::span<const ReserveCandidate> candidates,
                                         std::int64_t keepFree = 0);
+  // Books `items` in order in ONE script call, as book() each, stopping at the first that fits
+  // nowhere (the requests after it are not tried: a lower request never takes room a higher one
+  // was refused). `releasesBefore`: releases appended (appendRelease) and not yet read; they go
+  // out in the same round trip, before the call, and their replies are read here. nullopt: the
+  // call (or one of those releases) failed.
+  std::optional<ReserveBatchResult> bookBatch(RedisConnection& c,
+                                              std::span<const ReserveBatchItem> items,
+                                              std::size_t releasesBefore = 0);
   // `live[k]`: the bookings (booking, KV tokens) on endpoint `urls[k]`.
   bool reassert(RedisConnection& c, std::span<const std::string> urls,
                 std::span<const std::vector<std::pair<std::uint64_t, std::int64_t>>> live);
@@ -91,7 +119,7 @@ class ReservationStore {
 
  private:
   RedisReply evalsha(RedisConnection& c, const std::string& sha, std::string_view script,
-                     std::vector<std::string>& args);
+                     std::vector<std::string>& args, std::size_t releasesBefore = 0);
   std::string prefix_;
   std::string id_;
   int lease_ms_;

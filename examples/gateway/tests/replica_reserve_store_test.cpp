@@ -179,6 +179,47 @@ TEST_F(ReserveStoreTest, ABandBelowTheTopLeavesThePoolsReserveFree) {
   EXPECT_EQ(r->booked, 1);
 }
 
+// A batch books in order in one call, each request seeing the bookings of those before it, and
+// stops at the first refused: a request after it that would fit is not tried.
+TEST_F(ReserveStoreTest, ABatchBooksInOrderAndStopsAtTheFirstRefusal) {
+  ReservationStore me("p:", "me", 60000);
+  ASSERT_TRUE(me.reassert(*conn_, {}, {}));
+  // a: 3 slots and 1000 KV tokens; b: 2 slots, KV unknown; nothing scraped.
+  const ReserveCandidate ab[] = {{"http://a", 0, 0, 3, 1000}, {"http://b", 0, 0, 2, 0}};
+  const ReserveCandidate a[] = {{"http://a", 0, 0, 3, 1000}};
+  const ReserveBatchItem items[] = {
+      {1, 500, 0, ab},  // a: 1 of 3 slots, KV 500
+      {2, 600, 0, ab},  // a's KV left is 500: b
+      {3, 300, 0, a},   // a: 2 of 3 slots, KV 800
+      {4, 300, 0, a},   // a's KV left is 200: refused
+      {5, 0, 0, ab},    // would fit on a or b, but comes after a refusal: not tried
+  };
+  const auto r = me.bookBatch(*conn_, items);
+  ASSERT_TRUE(r) << me.error();
+  EXPECT_FALSE(r->heartbeatGone);
+  EXPECT_EQ(r->booked, (std::vector<int>{0, 1, 0, -1}));
+  EXPECT_EQ(cmd({"HLEN", me.bookingsKey("http://a")}), "2");
+  EXPECT_EQ(cmd({"HLEN", me.bookingsKey("http://b")}), "1");
+  EXPECT_EQ(cmd({"HEXISTS", me.bookingsKey("http://a"), "5"}), "0");
+  EXPECT_EQ(cmd({"HEXISTS", me.bookingsKey("http://b"), "5"}), "0");
+  // Nothing refused: every request tried, each seeing the one before it.
+  const ReserveBatchItem two[] = {{6, 0, 0, ab}, {7, 0, 0, ab}};
+  const auto all = me.bookBatch(*conn_, two);
+  ASSERT_TRUE(all) << me.error();
+  EXPECT_EQ(all->booked, (std::vector<int>{0, 1}));  // a's last slot, then b's second
+  // A release appended before the call goes out with it, ahead of the booking: its slot is free.
+  const auto full = me.book(*conn_, 8, 0, ab);
+  ASSERT_TRUE(full) << me.error();
+  EXPECT_EQ(full->booked, -1);
+  me.appendRelease(*conn_, "http://b", 2);
+  const ReserveBatchItem eight[] = {{8, 0, 0, ab}};
+  const auto freed = me.bookBatch(*conn_, eight, 1);
+  ASSERT_TRUE(freed) << me.error();
+  EXPECT_EQ(freed->booked, (std::vector<int>{1}));
+  EXPECT_EQ(cmd({"HEXISTS", me.bookingsKey("http://b"), "2"}), "0");
+  EXPECT_EQ(cmd({"HEXISTS", me.bookingsKey("http://b"), "8"}), "1");
+}
+
 TEST_F(ReserveStoreTest, LapsedHeartbeatsBookingsAreIgnoredAndDeleted) {
   ReservationStore me("p:", "me", 60000);
   ASSERT_TRUE(me.reassert(*conn_, {}, {}));
