@@ -21,7 +21,8 @@ Per scenario, seed range, detector and arm (mean over the seeds, worst seed in p
   of the oracle, <= 0.1 evictions per interactive request, <= 2 % of batch tokens wasted
   ("-" when every target holds).
 
---rows A,B (first) prints only those arms.
+--rows A,B (first) prints only those arms. engine-headroom is printed for the concurrency detector
+on single-group pools only (elsewhere the arm is its static ceilings alone).
 """
 import json
 import math
@@ -118,6 +119,10 @@ def main(argv):
     for label, seeds in ranges:
         for scenario, detector, arm in order:
             if only and arm not in only:
+                continue
+            # engine-headroom counts twice the pool with the concurrency detector of a
+            # single-group pool; elsewhere it is its static ceilings alone.
+            if arm == "engine-headroom" and (detector != "concurrency" or scenario == "mixed-pool"):
                 continue
             per_seed = {s: f for s, f in runs[(scenario, detector, arm)].items() if s in seeds}
             if not per_seed:
