@@ -122,7 +122,8 @@ def main(argv):
                 continue
             # engine-headroom counts twice the pool with the concurrency detector of a
             # single-group pool; elsewhere it is its static ceilings alone.
-            if arm == "engine-headroom" and (detector != "concurrency" or scenario == "mixed-pool"):
+            if arm.startswith("engine-headroom") and (detector != "concurrency"
+                                                   or scenario == "mixed-pool"):
                 continue
             per_seed = {s: f for s, f in runs[(scenario, detector, arm)].items() if s in seeds}
             if not per_seed:

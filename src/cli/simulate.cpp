@@ -52,7 +52,8 @@ Options:
                     (docs/simulation.md); none+engine, static-1.0+engine, recommended+engine,
                     recommended-noevict+engine (servers preempting by priority) and
                     none+engine-queue, static-1.0+engine-queue (servers ordering by priority),
-                    engine-headroom (docs/results/engine-priority.md)
+                    engine-headroom, none+engine-routed, engine-headroom-routed
+                    (docs/results/engine-priority.md)
   --detector D      the saturation detector of the gateway: utilization (scraped queue and KV
                     telemetry), concurrency (the gateway's own in-flight counts) or both, one
                     table each (default: both for a built-in scenario, else the scenario's)

@@ -275,6 +275,16 @@ std::vector<Arm> optInArms() {
                   .policy = [](const Scenario& s) { return headroomMap(s, 1.0); },
                   .engineScheduling = EngineScheduling::kPriorityPreempt,
                   .protectedHeadroom = 1.0});
+  for (const std::string_view name : {"none+engine", "engine-headroom"}) {  // routed by priority
+    for (const Arm& b : std::vector<Arm>(arms)) {
+      if (b.name != name) continue;
+      Arm a = b;
+      a.name = std::string(name) + "-routed";
+      a.description += "; routed to the endpoint with the fewest requests of its priority or above";
+      a.priorityRouting = true;
+      arms.push_back(std::move(a));
+    }
+  }
   return arms;
 }
 

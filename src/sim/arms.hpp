@@ -76,6 +76,10 @@ struct Arm {
   // that preempt make room (the arm engine-headroom). Single-group pools and the concurrency
   // detector only (with the utilization detector the arm is the static ceilings alone).
   double protectedHeadroom = 0.0;
+  // Routing by priority (simulator only, the arms "...-routed"): a dispatched request goes to the
+  // endpoint with the fewest requests in flight of its priority or above per slot (the gateway
+  // knows them: it dispatched them), then the fewest in flight; not the EndpointPicker.
+  bool priorityRouting = false;
 };
 
 // The servers' scheduling in a run of `arm` on `scenario`.
@@ -89,7 +93,8 @@ struct Arm {
 [[nodiscard]] std::vector<Arm> allArms();
 // The arms that run only when named (--arms): the simulator-only `oracle`, and the arms on
 // servers that schedule by priority (none+engine, static-1.0+engine, recommended+engine,
-// recommended-noevict+engine, none+engine-queue, static-1.0+engine-queue, engine-headroom).
+// recommended-noevict+engine, none+engine-queue, static-1.0+engine-queue, engine-headroom,
+// none+engine-routed, engine-headroom-routed).
 [[nodiscard]] std::vector<Arm> optInArms();
 inline constexpr std::string_view kOracleArm = "oracle";
 // The configuration the project recommends (examples/configs/recommended.yaml), the arm

@@ -447,6 +447,7 @@ void Simulation::route(std::size_t id) {
   r.dispatched = now_;
   if (table_) return reserveRoute(id);
   gw.fill();
+  if (arm_.priorityRouting) return sendTo(id, priorityRoute(id));
   sendTo(id, gw.picker.pick(gw.source->pool(), *detector_, at(now_), {}, r.input).value_or(0));
 }
 

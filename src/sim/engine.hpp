@@ -313,6 +313,9 @@ class Simulation {
   void start(std::size_t e, std::size_t id);
   [[nodiscard]] std::int64_t startTokens(const Request& r) const;  // KV it needs to start
   [[nodiscard]] Priority priorityOf(const Request& r) const { return s_.classes[r.cls].priority; }
+  // Arm::priorityRouting: the endpoint with the fewest requests in flight of the request's
+  // priority or above per slot, then the fewest in flight, then the lowest index.
+  [[nodiscard]] std::size_t priorityRoute(std::size_t id) const;
   // Every replica's scrape (which: 0), or with the replica feed replica which - 1's alone.
   void scrape(std::size_t which = 0);
   // The replica feed: `e` reaches the other replicas pool.replicaFeedDelayMs from now.

@@ -37,19 +37,18 @@ Scenario engineScenario(int slots, std::int64_t kv, std::int64_t interactiveInpu
   s.pool.engineScheduling = mode;
   s.durationSeconds = 5.0;
   s.drainSeconds = 10.0;
-  s.classes = {
-      {.name = "batch",
-       .priority = -1,
-       .arrival = {.process = ArrivalProcess::kTrace,
-                   .trace = engineTrace("0,100,200\n0.001,100,200\n0.002,100,200\n")}},
-      // A trace's times count from its first row: the run starts past a first row at 0, so the
-      // row at 0.3 s arrives at 0.2995 s.
-      {.name = "interactive",
-       .priority = 10,
-       .arrival = {.process = ArrivalProcess::kTrace,
-                   .startSeconds = 0.0005,
-                   .trace = engineTrace("0,1,1\n0.3," + std::to_string(interactiveInput) +
-                                        ",20\n")}}};
+  s.classes = {{.name = "batch",
+                .priority = -1,
+                .arrival = {.process = ArrivalProcess::kTrace,
+                            .trace = engineTrace("0,100,200\n0.001,100,200\n0.002,100,200\n")}},
+               // A trace's times count from its first row: the run starts past a first row at 0, so
+               // the row at 0.3 s arrives at 0.2995 s.
+               {.name = "interactive",
+                .priority = 10,
+                .arrival = {.process = ArrivalProcess::kTrace,
+                            .startSeconds = 0.0005,
+                            .trace = engineTrace("0,1,1\n0.3," + std::to_string(interactiveInput) +
+                                                 ",20\n")}}};
   return s;
 }
 
@@ -162,6 +161,36 @@ TEST(EngineSchedulingTest, AGateAtTheFullPoolKeepsTheRequestFromServersThatWould
   EXPECT_EQ(headroom.result.preemptions, 1u);
   // Batch still fills the pool, not more: its third request waits in the gateway.
   EXPECT_GE(headroom.batch[2].dispatched, headroom.batch[0].finished);
+}
+
+TEST(EngineSchedulingTest, PriorityRoutingSpreadsTheTopClassByItsOwnLoad) {
+  // Two endpoints of one slot. Batch alternates a long request (endpoint 0) and a short one
+  // (endpoint 1): by 300 ms endpoint 1 is empty and endpoint 0 holds three long ones. The first
+  // interactive request starts on endpoint 1. The picker, counting requests in flight (3 against
+  // 1), sends the second there too, behind the first with nothing to preempt; routed by
+  // priority it goes to endpoint 0, where no interactive request is, and preempts at once.
+  Scenario s = engineScenario(1, 100'000, 50, EngineScheduling::kFcfs);
+  s.pool.endpoints = 2;
+  s.detector = DetectorKind::kConcurrency;
+  s.classes[0].arrival.trace = engineTrace(
+      "0,100,400\n0.001,100,4\n0.002,100,400\n0.003,100,4\n0.004,100,400\n0.005,100,4\n");
+  s.classes[1].arrival.trace = engineTrace("0,1,1\n0.3,50,200\n0.31,50,200\n");
+  auto top = [&](const std::string& name) {
+    std::vector<RequestRecord> out;
+    for (const RequestRecord& q : runArm(s, testArm(name), {.collectSeries = true}).requests) {
+      if (q.classIndex == 1) out.push_back(q);
+    }
+    EXPECT_EQ(out.size(), 2u) << name;
+    return out;
+  };
+  const std::vector<RequestRecord> routed = top("none+engine-routed");
+  ASSERT_EQ(routed.size(), 2u);
+  EXPECT_NE(routed[0].endpoint, routed[1].endpoint);
+  for (const RequestRecord& q : routed) EXPECT_DOUBLE_EQ(q.admitted, q.arrival);
+  const std::vector<RequestRecord> picked = top("none+engine");
+  ASSERT_EQ(picked.size(), 2u);
+  EXPECT_EQ(picked[0].endpoint, picked[1].endpoint);
+  EXPECT_GT(picked[1].admitted, picked[1].arrival + 0.5);
 }
 
 TEST(EngineSchedulingTest, AnArmCarriesItsOwnSchedulingAndTheFileKeyReadsIt) {
