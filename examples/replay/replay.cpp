@@ -345,6 +345,13 @@ int main(int argc, char** argv) {
                    name.c_str(), armNames().c_str());
       return 2;
     }
+    if (engineSchedulingOf(scenario, arm) != EngineScheduling::kFcfs) {  // the fake server is FCFS
+      std::fprintf(stderr,
+                   "holdback-replay: --arms: \"%s\" runs on servers that schedule by priority "
+                   "(pool.engineScheduling); the fake model server is FCFS\n",
+                   name.c_str());
+      return 2;
+    }
     options.arms.push_back(arm);
     start = comma + 1;
   }

@@ -49,7 +49,11 @@ Options:
                     eviction at a head-of-line block (upstream's trigger); reservation+evict
                     restores the reserve by eviction before a block instead. Only when named:
                     oracle, a simulator-only bound that knows the top class's future arrivals
-                    (docs/simulation.md)
+                    (docs/simulation.md); none+engine, static-1.0+engine, recommended+engine,
+                    recommended-noevict+engine (servers preempting by priority) and
+                    none+engine-queue, static-1.0+engine-queue (servers ordering by priority),
+                    engine-headroom, none+engine-routed, engine-headroom-routed
+                    (docs/results/engine-priority.md)
   --detector D      the saturation detector of the gateway: utilization (scraped queue and KV
                     telemetry), concurrency (the gateway's own in-flight counts) or both, one
                     table each (default: both for a built-in scenario, else the scenario's)
@@ -96,6 +100,10 @@ Options:
                     concurrency detector: what it counts (pool.concurrencyMode): in-flight
                     requests against the slots (default), in-flight tokens (input + output)
                     against kvCapacityTokens, or per endpoint the larger of the two
+  --engine-scheduling fcfs|priority|priority-preempt
+                    the servers' own scheduling (pool.engineScheduling): FCFS (default); their
+                    queue by the priority the gateway sends; or that and preemption of a lower
+                    priority running request, which recomputes its tokens later
   --jobs N          threads (default: the machine's cores); the results do not depend on it
   --format F        table (default) or json (one JSON document on stdout; schema in
                     docs/simulation.md)
@@ -123,19 +131,19 @@ bool writeFile(const std::filesystem::path& path, const std::string& text) {
 int runSimulate(int argc, char** argv) {
   constexpr std::string_view kCommand = "simulate";
   Args args;
-  if (auto error = parseArgs(argc, argv, 2, {"scenario",      "seed",
-                                             "seeds",         "duration",
-                                             "arms",          "detector",
-                                             "replicas",      "jobs",
-                                             "format",        "csv",
-                                             "plot",          "scrape-ms",
-                                             "revocation-ms", "burst-memory",
-                                             "ledger",        "ledger-budget",
-                                             "ledger-credit", "lost-completions",
-                                             "slot-term",     "concurrency-mode",
-                                             "sync-ms",       "feed-ms",
-                                             "oldest-first",  "replica-mode",
-                                             "replica-rtt-ms"},
+  if (auto error = parseArgs(argc, argv, 2, {"scenario",       "seed",
+                                             "seeds",          "duration",
+                                             "arms",           "detector",
+                                             "replicas",       "jobs",
+                                             "format",         "csv",
+                                             "plot",           "scrape-ms",
+                                             "revocation-ms",  "burst-memory",
+                                             "ledger",         "ledger-budget",
+                                             "ledger-credit",  "lost-completions",
+                                             "slot-term",      "concurrency-mode",
+                                             "sync-ms",        "feed-ms",
+                                             "oldest-first",   "replica-mode",
+                                             "replica-rtt-ms", "engine-scheduling"},
                              args, {"detail"})) {
     return usageError(kCommand, *error);
   }
@@ -288,6 +296,15 @@ int runSimulate(int argc, char** argv) {
       scenario.pool.concurrencyMode = sim::CountedResource::kHybrid;
     } else {
       return usageError(kCommand, "--concurrency-mode must be requests, tokens or hybrid");
+    }
+  }
+  if (auto mode = args.get("engine-scheduling")) {
+    if (!sim::parseEngineScheduling(*mode, scenario.pool.engineScheduling)) {
+      return usageError(kCommand, "--engine-scheduling must be fcfs, priority or priority-preempt");
+    }
+    if (scenario.pool.engineScheduling == sim::EngineScheduling::kPriorityPreempt &&
+        scenario.pool.service != sim::ServiceModel::kTokens) {
+      return usageError(kCommand, "--engine-scheduling priority-preempt needs service: tokens");
     }
   }
   if (auto ms = args.get("revocation-ms")) {

@@ -112,6 +112,17 @@ void feedback(const Scenario& s, ReservationOptions& o) {
                 .interval = std::chrono::milliseconds(500)};
 }
 
+// engine-headroom's policy: the lowest class at 1 / (1 + h), every other class at 1.0.
+config::Json headroomMap(const Scenario& s, double h) {
+  Priority lowest = s.classes.empty() ? 0 : s.classes.front().priority;
+  for (const TrafficClass& c : s.classes) lowest = std::min(lowest, c.priority);
+  config::Json ceilings = config::Json::object();
+  for (const TrafficClass& c : s.classes) {
+    ceilings[std::to_string(c.priority)] = c.priority == lowest ? 1.0 / (1.0 + h) : 1.0;
+  }
+  return plugin("priority-holdback-policy", {{"strategy", "static"}, {"ceilings", ceilings}});
+}
+
 config::Json staticOne(const Scenario&) {
   return plugin("static-usage-limit-policy", {{"threshold", 1.0}});
 }
@@ -223,12 +234,58 @@ std::vector<Arm> allArms() {
 }
 
 std::vector<Arm> optInArms() {
-  return {{.name = std::string(kOracleArm),
-           .description = "simulator only: knows the top class's future arrivals and dispatches "
-                          "lower classes only into capacity those arrivals do not need before "
-                          "the request is expected to finish; no eviction",
-           .flowControl = false,
-           .oracle = true}};
+  std::vector<Arm> arms = {{.name = std::string(kOracleArm),
+                            .description =
+                                "simulator only: knows the top class's future arrivals and "
+                                "dispatches lower classes only into capacity those arrivals do "
+                                "not need before the request is expected to finish; no eviction",
+                            .flowControl = false,
+                            .oracle = true}};
+  // The same gateways in front of servers that schedule by the priority the gateway sends
+  // (flowControl.enginePriority): "+engine" preempts (pool.engineScheduling priority-preempt),
+  // "+engine-queue" orders the servers' queues only (priority).
+  std::vector<Arm> base = allArms();
+  auto variant = [&](std::string_view name, std::string_view suffix, EngineScheduling mode,
+                     std::string_view what) {
+    for (const Arm& b : base) {
+      if (b.name != name) continue;
+      Arm a = b;
+      a.name = std::string(name) + std::string(suffix);
+      a.description = std::string(what) + "; " + b.description;
+      a.engineScheduling = mode;
+      arms.push_back(std::move(a));
+    }
+  };
+  constexpr std::string_view kPreempt =
+      "servers preempt the lowest priority running request for a higher priority one";
+  constexpr std::string_view kQueue = "servers order their queue by priority, no preemption";
+  variant("none", "+engine", EngineScheduling::kPriorityPreempt, kPreempt);
+  variant("static-1.0", "+engine", EngineScheduling::kPriorityPreempt, kPreempt);
+  variant(kRecommendedArm, "+engine", EngineScheduling::kPriorityPreempt, kPreempt);
+  variant(kRecommendedArm, "-noevict+engine", EngineScheduling::kPriorityPreempt, kPreempt);
+  arms.back().eviction = false;  // recommended's policy and routing, the engine preempts instead
+  arms.back().restoreReserve = false;
+  arms.back().description += " (no in-flight eviction)";
+  variant("none", "+engine-queue", EngineScheduling::kPriority, kQueue);
+  variant("static-1.0", "+engine-queue", EngineScheduling::kPriority, kQueue);
+  arms.push_back({.name = "engine-headroom",
+                  .description = "servers that preempt by priority; the concurrency detector "
+                                 "counts twice the pool (hybrid), the lowest class's ceiling is "
+                                 "0.5 (it fills the pool), the others' 1.0 (they go on top)",
+                  .policy = [](const Scenario& s) { return headroomMap(s, 1.0); },
+                  .engineScheduling = EngineScheduling::kPriorityPreempt,
+                  .protectedHeadroom = 1.0});
+  for (const std::string_view name : {"none+engine", "engine-headroom"}) {  // routed by priority
+    for (const Arm& b : std::vector<Arm>(arms)) {
+      if (b.name != name) continue;
+      Arm a = b;
+      a.name = std::string(name) + "-routed";
+      a.description += "; routed to the endpoint with the fewest requests of its priority or above";
+      a.priorityRouting = true;
+      arms.push_back(std::move(a));
+    }
+  }
+  return arms;
 }
 
 bool findArm(std::string_view name, Arm& out) {
@@ -270,11 +327,18 @@ Result<std::shared_ptr<UsageLimitPolicy>> makePolicy(const Scenario& scenario, c
 }
 
 Result<std::shared_ptr<SaturationDetector>> makeDetector(const Scenario& scenario, const Arm& arm) {
-  if (!arm.hybridConcurrency || scenario.detector != DetectorKind::kConcurrency) {
+  const bool headroom = arm.protectedHeadroom > 0.0;
+  if ((!arm.hybridConcurrency && !headroom) || scenario.detector != DetectorKind::kConcurrency) {
     return makeDetector(scenario);
   }
   Scenario s = scenario;
   s.pool.concurrencyMode = CountedResource::kHybrid;
+  if (headroom) {  // (1 + h) x the pool's slots and KV tokens
+    const double scale = 1.0 + arm.protectedHeadroom;
+    s.pool.slots = static_cast<int>(std::lround(s.pool.slots * scale));
+    s.pool.kvCapacityTokens =
+        static_cast<std::int64_t>(std::llround(double(s.pool.kvCapacityTokens) * scale));
+  }
   return makeDetector(s);
 }
 

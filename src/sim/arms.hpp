@@ -10,6 +10,7 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -65,13 +66,35 @@ struct Arm {
   // docs/simulation.md "The oracle arm"). A bound under the simulator's model, not a policy a
   // gateway could run.
   bool oracle = false;
+  // The model servers' scheduling for this arm (pool.engineScheduling otherwise): the arms named
+  // "...+engine" run on servers that preempt by priority, "...+engine-queue" on servers that only
+  // order their queue by it (docs/results/engine-priority.md). Opt-in arms.
+  std::optional<EngineScheduling> engineScheduling;
+  // > 0: the concurrency detector counts (1 + h) x the pool's slots and KV tokens (hybrid), and
+  // the policy gives the lowest class the ceiling 1 / (1 + h), every other class 1.0: the lowest
+  // class fills the pool, the classes above it may add h x the pool on top, for which servers
+  // that preempt make room (the arm engine-headroom). Single-group pools and the concurrency
+  // detector only (with the utilization detector the arm is the static ceilings alone).
+  double protectedHeadroom = 0.0;
+  // Routing by priority (simulator only, the arms "...-routed"): a dispatched request goes to the
+  // endpoint with the fewest requests in flight of its priority or above per slot (the gateway
+  // knows them: it dispatched them), then the fewest in flight; not the EndpointPicker.
+  bool priorityRouting = false;
 };
+
+// The servers' scheduling in a run of `arm` on `scenario`.
+[[nodiscard]] inline EngineScheduling engineSchedulingOf(const Scenario& scenario, const Arm& arm) {
+  return arm.engineScheduling.value_or(scenario.pool.engineScheduling);
+}
 
 // none, static-1.0, stepwise, linear, sigmoid, static-map, soft-reflective, stepwise-active,
 // reservation..., static-1.0+evict, stepwise+evict, reservation+evict (reserve restoration),
 // recommended, reservation+evict-hol (upstream's trigger): the arms a run without --arms compares.
 [[nodiscard]] std::vector<Arm> allArms();
-// The arms that run only when named (--arms): the simulator-only `oracle`.
+// The arms that run only when named (--arms): the simulator-only `oracle`, and the arms on
+// servers that schedule by priority (none+engine, static-1.0+engine, recommended+engine,
+// recommended-noevict+engine, none+engine-queue, static-1.0+engine-queue, engine-headroom,
+// none+engine-routed, engine-headroom-routed).
 [[nodiscard]] std::vector<Arm> optInArms();
 inline constexpr std::string_view kOracleArm = "oracle";
 // The configuration the project recommends (examples/configs/recommended.yaml), the arm

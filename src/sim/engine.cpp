@@ -38,6 +38,7 @@ Simulation::Simulation(const Scenario& s, const Arm& arm, const RunOptions& opti
     : s_(s),
       arm_(arm),
       options_(options),
+      engine_(engineSchedulingOf(s, arm)),
       servers_(static_cast<std::size_t>(s.pool.endpoints)),
       detector_(makeDetector(s, arm).value()),
       lossRng_(s.seed * 0x9e3779b97f4a7c15ULL + 0x10057),
@@ -446,6 +447,7 @@ void Simulation::route(std::size_t id) {
   r.dispatched = now_;
   if (table_) return reserveRoute(id);
   gw.fill();
+  if (arm_.priorityRouting) return sendTo(id, priorityRoute(id));
   sendTo(id, gw.picker.pick(gw.source->pool(), *detector_, at(now_), {}, r.input).value_or(0));
 }
 
@@ -472,7 +474,7 @@ void Simulation::sendTo(std::size_t id, std::size_t best) {
     inFlight_[id] = gw.inFlight->dispatch(pool[best].name, r.input + r.output);
     gw.inFlight->fill(pool);
   }
-  servers_[best].queue.push_back(id);
+  enqueueOnServer(best, id);
   if (now_ < end_) {
     ++dispatchesSinceScrape_;
     maxServerQueue_ = std::max(maxServerQueue_, servers_[best].queue.size());

@@ -137,6 +137,15 @@ struct Request {
   bool revoking = false;      // evict was called; the abort reaches the server after the latency
   std::int64_t retryOf = -1;  // the revoked request this one retries
   bool parked = false;        // reserve mode: dispatched, waiting for a booking (no endpoint)
+  // The server's own scheduling (pool.engineScheduling): when it reached its server (its place
+  // in a priority queue), when its current prefill ends (its first token, or after a preemption
+  // the end of the recompute; it decodes from then on), and its preemptions and the tokens they
+  // made it prefill again.
+  Nanos serverArrival = -1;
+  Nanos ready = -1;
+  std::uint32_t preemptions = 0;
+  std::int64_t recomputedTokens = 0;
+  bool preempted = false;  // preempted since it last started: its next start recomputes
 };
 
 struct Server {
@@ -294,6 +303,19 @@ class Simulation {
   void complete(std::size_t id);
   void abort(std::size_t id);
   void releaseSlot(std::size_t id, bool running);
+  // engine_scheduling.cpp: the server's queue order and priority preemption.
+  void enqueueOnServer(std::size_t e, std::size_t id);  // FIFO, or by priority
+  // Priority preemption: while the head of e's queue does not start and a running request of a
+  // lower priority is there, preempts it (the lowest priority, most recently arrived first).
+  void preemptFor(std::size_t e);
+  void preempt(std::size_t e, std::size_t id);
+  // A request's start on its server: fresh, or a preempted one recomputing its tokens.
+  void start(std::size_t e, std::size_t id);
+  [[nodiscard]] std::int64_t startTokens(const Request& r) const;  // KV it needs to start
+  [[nodiscard]] Priority priorityOf(const Request& r) const { return s_.classes[r.cls].priority; }
+  // Arm::priorityRouting: the endpoint with the fewest requests in flight of the request's
+  // priority or above per slot, then the fewest in flight, then the lowest index.
+  [[nodiscard]] std::size_t priorityRoute(std::size_t id) const;
   // Every replica's scrape (which: 0), or with the replica feed replica which - 1's alone.
   void scrape(std::size_t which = 0);
   // The replica feed: `e` reaches the other replicas pool.replicaFeedDelayMs from now.
@@ -331,6 +353,9 @@ class Simulation {
   const Scenario& s_;
   Arm arm_;
   RunOptions options_;
+  EngineScheduling engine_ = EngineScheduling::kFcfs;  // engineSchedulingOf(scenario, arm)
+  std::uint64_t preemptions_ = 0;
+  std::uint64_t recomputedTokens_ = 0;
   std::vector<Server> servers_;
   std::int64_t largestKv_ = 0;  // the largest endpoint's KV cache (mixed pools)
   std::shared_ptr<const SaturationDetector> detector_;

@@ -214,6 +214,12 @@ Evaluation summarizeRuns(const Scenario& scenario, const EvaluationOptions& opti
         cs.wastedPct = over(ns, [&](std::size_t s) {
           return 100.0 * ratio(double(cls(s).wastedTokens), double(cls(s).generatedTokens));
         });
+        cs.preemptions = over(ns, [&](std::size_t s) { return double(cls(s).preemptions); });
+        cs.recomputedTokens =
+            over(ns, [&](std::size_t s) { return double(cls(s).recomputedTokens); });
+        cs.recomputedPct = over(ns, [&](std::size_t s) {
+          return 100.0 * ratio(double(cls(s).recomputedTokens), double(cls(s).generatedTokens));
+        });
         // One window's summary over seeds; each getter gives seed s's window or null.
         using Getter = std::function<const WindowStats*(std::size_t)>;
         auto summarize = [&](const std::string& name, const Getter& win, const Getter& base,
@@ -329,6 +335,16 @@ Evaluation summarizeRuns(const Scenario& scenario, const EvaluationOptions& opti
         }
         return top == nullptr ? kNoValue
                               : ratio(double(r(s).inFlightEvictions), double(top->arrived));
+      });
+      sum.engineScheduling = engineSchedulingOf(scenario, options.arms[a]);
+      sum.preemptions = over(ns, [&](std::size_t s) { return double(r(s).preemptions); });
+      sum.recomputedTokens = over(ns, [&](std::size_t s) { return double(r(s).recomputedTokens); });
+      sum.preemptionsPerTopRequest = over(ns, [&](std::size_t s) {
+        const ClassResult* top = nullptr;
+        for (const ClassResult& c : r(s).classes) {
+          if (top == nullptr || c.priority > top->priority) top = &c;
+        }
+        return top == nullptr ? kNoValue : ratio(double(r(s).preemptions), double(top->arrived));
       });
       report.arms.push_back(std::move(sum));
     }

@@ -66,6 +66,9 @@ struct ClassSummary {
   std::vector<WindowSummary> unloaded;  // the baseline's windows (ttft and queue only meaningful)
   // Requests refused as larger than every endpoint's KV capacity (ClassResult::tooLarge).
   Spread tooLarge;
+  // Priority preemption on the servers (ClassResult::preemptions): preemptions, tokens prefilled
+  // again, and those tokens as % of the class's generated output tokens (wastedPct's base).
+  Spread preemptions, recomputedTokens, recomputedPct;
   // The minute windows (ClassResult::minutes) by index over seeds, and the worst minute: per seed
   // the minute with the highest TTFT p99 (worstMinute()), its figures over seeds (its unloaded
   // ratio against the same minute alone on the pool, its % of static-1.0 against static-1.0's same
@@ -86,6 +89,11 @@ struct ArmSummary {
   // (highest priority) class.
   bool eviction = false;
   Spread revocationsIssued, evictionsPerTopRequest;
+  // The servers' scheduling in this arm's runs (engineSchedulingOf), and with priority
+  // preemption the preemptions, the tokens recomputed and the preemptions per measured request of
+  // the top class.
+  EngineScheduling engineScheduling = EngineScheduling::kFcfs;
+  Spread preemptions, recomputedTokens, preemptionsPerTopRequest;
 };
 
 struct DetectorReport {

@@ -82,6 +82,9 @@ std::string formatJson(const Evaluation& e) {
     doc["replicaSyncIntervalMs"] = e.scenario.pool.replicaSyncIntervalMs;
   }
   if (e.scenario.pool.replicaFeed) doc["replicaFeedDelayMs"] = e.scenario.pool.replicaFeedDelayMs;
+  if (e.scenario.pool.engineScheduling != EngineScheduling::kFcfs) {  // absent with fcfs servers
+    doc["engineScheduling"] = std::string(toString(e.scenario.pool.engineScheduling));
+  }
   if (e.scenario.pool.replicaMode == ReplicaMode::kReserve) {  // absent in share mode, as before
     doc["replicaMode"] = std::string(toString(e.scenario.pool.replicaMode));
     doc["replicaReserveRttMs"] = e.scenario.pool.replicaReserveRttMs;
@@ -124,6 +127,11 @@ std::string formatJson(const Evaluation& e) {
         sink.put("wastedTokens", c.wastedTokens);
         sink.put("repaidPrefillTokens", c.repaidPrefillTokens);
         sink.put("wastedPct", c.wastedPct);
+        if (a.engineScheduling != EngineScheduling::kFcfs) {  // absent with fcfs servers
+          sink.put("preemptions", c.preemptions);
+          sink.put("recomputedTokens", c.recomputedTokens);
+          sink.put("recomputedPct", c.recomputedPct);
+        }
         cj["spread"] = std::move(spread);
         aj["classes"].push_back(std::move(cj));
       }
@@ -149,6 +157,12 @@ std::string formatJson(const Evaluation& e) {
       aj["eviction"] = a.eviction;
       sink2.put("revocationsIssued", a.revocationsIssued);
       sink2.put("evictionsPerTopRequest", a.evictionsPerTopRequest);
+      if (a.engineScheduling != EngineScheduling::kFcfs) {  // absent with fcfs servers
+        aj["engineScheduling"] = std::string(toString(a.engineScheduling));
+        sink2.put("preemptions", a.preemptions);
+        sink2.put("recomputedTokens", a.recomputedTokens);
+        sink2.put("preemptionsPerTopRequest", a.preemptionsPerTopRequest);
+      }
       aj["spread"] = std::move(spread2);
       rj["arms"].push_back(std::move(aj));
     }
@@ -226,6 +240,9 @@ std::string formatSummary(const Evaluation& e) {
         settings += "reserve mode, round trip " + num(pool.replicaReserveRttMs) + " ms, ";
       }
     }
+    if (pool.engineScheduling != EngineScheduling::kFcfs) {
+      settings += std::string(toString(pool.engineScheduling)) + " servers, ";
+    }
     out << "\n== " << e.scenario.name << ", " << toString(report.detector) << " detector, "
         << settings << e.seeds.size() << (e.seeds.size() == 1 ? " seed" : " seeds")
         << (spread ? ": mean (min-max over seeds)" : "") << "\n";
@@ -284,6 +301,24 @@ std::string formatSummary(const Evaluation& e) {
                   formatSpread(a.dispatchesPerScrapeMax, 0, spread)});
     }
     out << health.str();
+    if (std::any_of(report.arms.begin(), report.arms.end(), [](const ArmSummary& a) {
+          return a.engineScheduling != EngineScheduling::kFcfs;
+        })) {
+      const ClassSummary& b0 = report.arms.front().classes[bottom];
+      out << "engine scheduling: the servers' order, preemptions per " << t0.name << " request, "
+          << b0.name
+          << " preemptions, tokens recomputed (prompt + output so far, % of generated)\n";
+      text::TextTable engine = table(20, 4, std::max<std::size_t>(wide, 16));
+      engine.row({"arm", "servers", "per top req", "preemptions", "recomputed %"});
+      for (const ArmSummary& a : report.arms) {
+        const ClassSummary& b = a.classes[bottom];
+        engine.row({a.name, std::string(toString(a.engineScheduling)),
+                    formatSpread(a.preemptionsPerTopRequest, 3, spread),
+                    formatSpread(b.preemptions, 0, spread),
+                    formatSpread(b.recomputedPct, 2, spread)});
+      }
+      out << engine.str();
+    }
     const bool anyEviction = std::any_of(report.arms.begin(), report.arms.end(),
                                          [](const ArmSummary& a) { return a.eviction; });
     if (!anyEviction) continue;

@@ -142,6 +142,8 @@ ArmResult Simulation::collect() {
   out.inFlightEvictions = aborted_;
   out.wastedTokens = wastedTokens_;
   out.repaidPrefillTokens = repaidPrefillTokens_;
+  out.preemptions = preemptions_;
+  out.recomputedTokens = recomputedTokens_;
 
   // The windows (a time may be in several: onset and settled split burst, everything is in all)
   // and the seconds of [0, end) in each.
@@ -198,6 +200,8 @@ ArmResult Simulation::collect() {
       }
       if (r.arrival >= end_) continue;
       ++cr.arrived;
+      cr.preemptions += r.preemptions;
+      cr.recomputedTokens += static_cast<std::uint64_t>(r.recomputedTokens);
       if (r.state == State::kDone) {
         cr.generatedTokens += static_cast<std::uint64_t>(r.output);
       } else if (r.firstToken >= 0 && r.firstToken <= now_) {
@@ -277,6 +281,7 @@ ArmResult Simulation::collect() {
       rec.finished =
           r.state == State::kDone || r.state == State::kRevoked ? sec(r.finished) : kNoValue;
       rec.retryOf = r.retryOf;
+      rec.preemptions = r.preemptions;
       rec.outcome = r.state == State::kDone       ? "completed"
                     : r.state == State::kRejected ? "rejected"
                     : r.state == State::kEvicted  ? "evicted"

@@ -41,7 +41,7 @@ Nanos Simulation::oracleRemaining(const Request& r, const Server& sv) const {
   }
   const auto slots = static_cast<std::size_t>(std::max(1, sv.spec.slots));
   const Nanos step = std::max<Nanos>(1, fromMs(sv.spec.timing.tpotMs(slots)));
-  const Nanos prefill = std::max<Nanos>(0, r.firstToken - now_);
+  const Nanos prefill = std::max<Nanos>(0, r.ready - now_);  // its prefill or recompute
   return prefill + std::max<std::int64_t>(1, r.output - r.generated) * step;
 }
 

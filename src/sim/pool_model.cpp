@@ -1,6 +1,7 @@
-// The pool of model servers (src/sim/engine.hpp): continuous batching with a server-side FCFS
-// queue, prefill then one token per decode step, KV accounting, and the periodic scrape that copies
-// the servers' queue, running count and KV fraction into the gateway's Endpoint snapshot.
+// The pool of model servers (src/sim/engine.hpp): continuous batching with a server-side queue
+// (FCFS, or by priority: engine_scheduling.cpp), prefill then one token per decode step, KV
+// accounting, and the periodic scrape that copies the servers' queue, running count and KV
+// fraction into the gateway's Endpoint snapshot.
 #include "sim/engine.hpp"
 
 namespace holdback {
@@ -15,30 +16,18 @@ Nanos Simulation::tpot(const Server& sv) const {
 void Simulation::admit(std::size_t e) {
   Server& sv = servers_[e];
   const bool tokens = s_.pool.service == ServiceModel::kTokens;
-  while (!sv.queue.empty() && sv.running.size() < static_cast<std::size_t>(sv.spec.slots)) {
-    Request& r = requests_[sv.queue.front()];
-    if (tokens && !admitsHead(sv.running.size(), sv.spec.slots, sv.kvTokens, r.input,
+  const bool preempting = engine_ == EngineScheduling::kPriorityPreempt;
+  while (!sv.queue.empty()) {
+    if (preempting) preemptFor(e);  // room for the head, from lower priorities
+    if (sv.running.size() >= static_cast<std::size_t>(sv.spec.slots)) break;
+    const Request& r = requests_[sv.queue.front()];
+    if (tokens && !admitsHead(sv.running.size(), sv.spec.slots, sv.kvTokens, startTokens(r),
                               sv.spec.kvCapacityTokens)) {
       break;
     }
     const std::size_t id = sv.queue.front();
     sv.queue.pop_front();
-    r.state = State::kRunning;
-    r.admitted = now_;
-    // It no longer waits on its server (restoration where a protected request waits).
-    if (arm_.eviction && arm_.flowControl && gateways_[r.gateway].fc) {
-      (void)gateways_[r.gateway].fc->ticket(r.leaseId).markStarted();
-    }
-    sv.running.push_back(id);
-    if (tokens) {
-      sv.kvTokens += r.input;
-      r.firstToken = now_ + fromMs(sv.spec.timing.prefillMs(r.input));
-      r.generated = 1;
-    } else {
-      r.firstToken = now_;
-      const double ms = rngs_[r.cls].exponential(s_.pool.meanServiceMs);
-      schedule(now_ + std::max<Nanos>(1, fromMs(ms)), EventType::kComplete, id);
-    }
+    start(e, id);
   }
   if (tokens && !sv.running.empty() && !sv.stepScheduled) {
     sv.stepScheduled = true;
@@ -54,11 +43,11 @@ void Simulation::step(std::size_t e) {
   for (std::size_t k = 0; k < sv.running.size(); ++k) {
     const std::size_t id = sv.running[k];
     Request& r = requests_[id];
-    if (r.firstToken <= now_ && r.generated < r.output) {
+    if (r.ready <= now_ && r.generated < r.output) {
       ++r.generated;
       ++sv.kvTokens;
     }
-    if (r.firstToken <= now_ && r.generated >= r.output) {
+    if (r.ready <= now_ && r.generated >= r.output) {
       complete(id);
     } else {
       sv.running[kept++] = id;
@@ -142,7 +131,8 @@ void Simulation::abort(std::size_t id) {
   ++aborted_;
   const std::int64_t wasted = r.firstToken >= 0 ? r.generated : 0;
   wastedTokens_ += static_cast<std::uint64_t>(wasted);
-  if (running) repaidPrefillTokens_ += static_cast<std::uint64_t>(r.input);
+  // Its retry pays its prefill again (running, or preempted back to the queue after it ran).
+  if (r.admitted >= 0) repaidPrefillTokens_ += static_cast<std::uint64_t>(r.input);
   releaseSlot(id, running);
   const Request retry = retryOf(r, id, now_);
   admit(e);

@@ -56,6 +56,11 @@ std::string formatTable(const Scenario& scenario, const std::vector<ArmResult>& 
           << a.inFlightEvictions << " requests aborted (retried), " << a.wastedTokens
           << " output tokens wasted, " << a.repaidPrefillTokens << " prefill tokens paid again\n";
     }
+    if (const EngineScheduling mode = engineSchedulingOf(scenario, a.arm);
+        mode != EngineScheduling::kFcfs) {
+      out << "servers: " << toString(mode) << ", " << a.preemptions << " preemptions, "
+          << a.recomputedTokens << " tokens recomputed\n";
+    }
     out << pad("class", classWidth, false) << pad("prio", 5) << "  " << pad("window", 6, false)
         << pad("n", 6) << pad("gateway queue", 22) << pad("TTFT", 24) << pad("done/s", 8)
         << pad("tok/s", 8) << pad("rej", 5) << pad("evict", 6) << pad("unfin", 6) << "\n";

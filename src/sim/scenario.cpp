@@ -354,6 +354,9 @@ Result<Scenario> parseScenario(const config::Json& document, const std::string& 
     if (auto v = pr.oneOf("aggregation", {"capacity", "mean", "max", "weighted"})) {
       s.pool.aggregation = *v;
     }
+    if (auto v = pr.oneOf("engineScheduling", {"fcfs", "priority", "priority-preempt"})) {
+      (void)parseEngineScheduling(*v, s.pool.engineScheduling);
+    }
     readPoolGroups(pr, s.pool);
     readPositive(pr, "revocationLatencyMs", s.pool.revocationLatencyMs, 1e6, true);
     if (auto v = pr.number("lostCompletions")) {
@@ -362,6 +365,12 @@ Result<Scenario> parseScenario(const config::Json& document, const std::string& 
       } else {
         s.pool.lostCompletions = *v;
       }
+    }
+    if (s.pool.engineScheduling == EngineScheduling::kPriorityPreempt &&
+        s.pool.service != ServiceModel::kTokens) {
+      pr.error("engineScheduling",
+               "priority-preempt needs service: tokens (a preempted request "
+               "recomputes its tokens)");
     }
     pr.finish();
     applyReplicaModeDefaults(s.pool);
@@ -408,6 +417,29 @@ void applyReplicaModeDefaults(PoolSpec& pool) noexcept {
   if (pool.replicaMode != ReplicaMode::kReserve) return;
   if (!(pool.replicaSyncIntervalMs > 0.0)) pool.replicaSyncIntervalMs = kGatewayReplicaSyncMs;
   pool.replicaFeed = true;
+}
+
+std::string_view toString(EngineScheduling mode) noexcept {
+  switch (mode) {
+    case EngineScheduling::kFcfs:
+      return "fcfs";
+    case EngineScheduling::kPriority:
+      return "priority";
+    case EngineScheduling::kPriorityPreempt:
+      return "priority-preempt";
+  }
+  return "fcfs";
+}
+
+bool parseEngineScheduling(std::string_view text, EngineScheduling& out) noexcept {
+  for (const EngineScheduling m :
+       {EngineScheduling::kFcfs, EngineScheduling::kPriority, EngineScheduling::kPriorityPreempt}) {
+    if (text == toString(m)) {
+      out = m;
+      return true;
+    }
+  }
+  return false;
 }
 
 std::string_view toString(CountedResource mode) noexcept {

@@ -79,6 +79,20 @@ enum class CountedResource { kRequests, kTokens, kHybrid };
 // "requests", "tokens", "hybrid".
 [[nodiscard]] std::string_view toString(CountedResource mode) noexcept;
 
+// How each model server orders its waiting requests (pool.engineScheduling; docs/simulation.md,
+// "Engine scheduling"). kFcfs: first come, first served (the default). kPriority: by the
+// request's priority, highest first, FIFO within a priority, no preemption for a waiting request
+// (vLLM V1's --scheduling-policy priority as released). kPriorityPreempt: the same order, and a
+// waiting request that does not fit (slots or KV) preempts the running request of the lowest
+// priority, most recently arrived, below its own, which loses its KV and runs its prefill again
+// over its prompt and the tokens it generated (vLLM V0's priority preemption, recompute mode).
+// The gateway is assumed to send the priority (flowControl.enginePriority).
+enum class EngineScheduling { kFcfs, kPriority, kPriorityPreempt };
+// "fcfs", "priority", "priority-preempt".
+[[nodiscard]] std::string_view toString(EngineScheduling mode) noexcept;
+// The mode `text` names, or false.
+[[nodiscard]] bool parseEngineScheduling(std::string_view text, EngineScheduling& out) noexcept;
+
 // How gateway replicas coordinate (pool.replicaMode): kShare, figures shared every sync interval
 // and on the replica feed; kReserve, an authoritative reservation table (docs/design/replicas.md).
 enum class ReplicaMode { kShare, kReserve };
@@ -159,6 +173,9 @@ struct PoolSpec {
   // DispatchLedgerOptions::creditCompletions: completions of requests the last scrape showed
   // lower its figures at once (off by default, as in the library).
   bool ledgerCreditCompletions = false;
+  // The servers' own scheduling (EngineScheduling above); token service only for
+  // priority-preempt. An arm's Arm::engineScheduling replaces it for that arm.
+  EngineScheduling engineScheduling = EngineScheduling::kFcfs;
   // Fault: this fraction of completions is never reported to the ledger, in [0, 1]; drawn from
   // its own seeded stream, so runs stay deterministic. Ledger only.
   double lostCompletions = 0.0;

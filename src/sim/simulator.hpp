@@ -115,6 +115,12 @@ struct ClassResult {
   std::uint64_t wastedTokens = 0;
   std::uint64_t repaidPrefillTokens = 0;
   std::uint64_t generatedTokens = 0;
+  // Servers that preempt by priority (pool.engineScheduling priority-preempt): the times the
+  // class's measured requests were preempted on their server (each goes back to the server's
+  // queue; nothing is lost to the client) and the tokens they prefilled again when they restarted
+  // (prompt + the output generated so far). Zero otherwise.
+  std::uint64_t preemptions = 0;
+  std::uint64_t recomputedTokens = 0;
 };
 
 // One request, for the per-request CSV (times in seconds; NaN when it never happened).
@@ -133,6 +139,8 @@ struct RequestRecord {
   // A retry of a revoked request: the index (in ArmResult::requests) of the request it repeats;
   // -1 for an original request.
   std::int64_t retryOf = -1;
+  // Times it was preempted on its server (pool.engineScheduling priority-preempt).
+  std::uint32_t preemptions = 0;
 };
 
 // One sample of the gateway every sampleInterval, for the per-interval CSV.
@@ -177,6 +185,9 @@ struct ArmResult {
   std::uint64_t revocationsTimedOut = 0;
   std::uint64_t wastedTokens = 0;
   std::uint64_t repaidPrefillTokens = 0;
+  // Priority preemption on the servers (ClassResult::preemptions), over every request of the run.
+  std::uint64_t preemptions = 0;
+  std::uint64_t recomputedTokens = 0;
   std::vector<RequestRecord> requests;  // when RunOptions::collectSeries
   std::vector<IntervalSample> samples;  // when RunOptions::collectSeries
   // The run created RunOptions::maxRequests requests and stopped there: its figures cover only
