@@ -68,10 +68,12 @@ Simulation::Simulation(const Scenario& s, const Arm& arm, const RunOptions& opti
     if (s.pool.dispatchLedger && s.detector == DetectorKind::kUtilization) {
       DispatchLedgerOptions lo;
       lo.dispatchBudget = s.pool.ledgerBudget;
-      // Reserve mode credits the requests that ended since the scrape in the room a call
-      // carries to the table (ReserveReplica::roomToSend), not in the view the controller
-      // dispatches on (docs/design/replicas.md, "A replica").
-      lo.creditCompletions = s.pool.ledgerCreditCompletions;
+      // Reserve mode credits the requests that ended since the scrape in the view the
+      // controller dispatches on as in the room a call carries to the table
+      // (ReserveReplica::roomToSend): a freed slot is free at the gate as it is at the table
+      // (docs/design/replicas.md, "A replica").
+      lo.creditCompletions = s.pool.ledgerCreditCompletions ||
+                             (s.pool.replicaMode == ReplicaMode::kReserve && !arm.oracle);
       lo.budgetQueueDepth = UtilizationDetectorOptions{}.queueDepthThreshold;
       lo.replicas = static_cast<std::int64_t>(replicas);  // each replica sees 1/R of the work
       lo.sharedRoomSlots = reservePerEndpoint(s, arm);
@@ -135,6 +137,10 @@ Simulation::Simulation(const Scenario& s, const Arm& arm, const RunOptions& opti
       o.eviction.restoreReserve.burstMemory = std::chrono::duration_cast<Duration>(
           std::chrono::duration<double>(s.restoreBurstMemorySeconds));
       o.eviction.evict = [this, g](const Revocation& r) { onRevocation(g, r); };
+      // Reserve mode: a parked request is no victim (it holds no server; ReserveEvictionFilter).
+      if (s.pool.replicaMode == ReplicaMode::kReserve && !arm.oracle) {
+        o.eviction.filter = std::make_shared<ReserveEvictionFilter>(gw.leases, requests_);
+      }
     }
     gw.fc = std::move(FlowController::create(std::move(o))).value();
   }

@@ -19,16 +19,20 @@
 //   - bookings carry a lease of three sync intervals, renewed and expired at every sync (no
 //     replica dies in the simulation: the lease never ends a live booking);
 //   - a parked request the controller revokes is cancelled at once (it holds no server);
-//   - a booking for a class below the top one must also leave the policy's fixed reserve
-//     (minReserve, rounded up) free over the pool (leavesPoolReserve), as the gateway's script
-//     does: without it, replicas that each see the reserve free spend it together;
-//   - the replica's view: its ledger's (its own dispatches and the feed's, floored at its
-//     scrape) plus its parked requests waiting at the endpoint the picker chose for them
-//     (ReserveReplica::overlay); the room a call carries is its scrape less the requests that
-//     ended since, slots and KV (ReserveReplica::roomToSend: the table books a freed slot once
-//     however many replicas see it free). The view is not credited so: with every replica's
-//     controller seeing a freed slot at once, each dispatched into it, and restoration revoked
-//     more.
+//   - a booking for a class below the top one must also leave free over the pool the room its
+//     band's ceiling keeps at the calling replica, at least the policy's fixed reserve
+//     (minReserve, rounded up; leavesPoolReserve, bookingKeep): without the term, replicas that
+//     each see the reserve free spend it together, and with the fixed reserve alone the
+//     requests parked below the top band took the pool down to it wherever the band's ceiling
+//     kept more (the gateway's script keeps the fixed reserve alone);
+//   - the replica's view: its ledger's (its own dispatches and the feed's, the requests that
+//     ended since its scrape credited at once) plus its parked requests waiting at the endpoint
+//     the picker chose for them (ReserveReplica::overlay); the room a call carries is its scrape
+//     less the same ended requests, slots and KV (ReserveReplica::roomToSend: the table books a
+//     freed slot once however many replicas see it free). Every replica's gate sees a freed slot
+//     at once, so the replicas' controllers all dispatch into it: the table books one, the band
+//     term above keeps the others parked, and a parked request is no eviction victim
+//     (ReserveEvictionFilter: revoking it frees nothing).
 #include <cmath>
 #include <numeric>
 
@@ -84,6 +88,20 @@ void Simulation::reserveSetup() {
   }
 }
 
+// The band's last ceiling at the replica (FlowControllerStats: it allocates, once per call for a
+// class below the top one).
+std::int64_t Simulation::reserveBandKeep(std::size_t gateway, Priority band) const {
+  const Gateway& gw = gateways_[gateway];
+  std::optional<double> ceiling;
+  if (gw.fc) {
+    const FlowControllerStats stats = gw.fc->stats();
+    for (const BandStats& b : stats.bands) {
+      if (b.priority == band) ceiling = b.lastCeiling;
+    }
+  }
+  return bookingKeep(reserveKeep_, ceiling, s_.pool.totalSlots());
+}
+
 TimePoint Simulation::reserveLease() const {
   if (replicaSyncers_.empty()) return TimePoint::max();  // one replica: no sync renews it
   return at(now_ + 3 * fromMs(s_.pool.replicaSyncIntervalMs));
@@ -134,6 +152,7 @@ void Simulation::reservePump(std::size_t g) {
            pool[b].runningRequests + pool[b].waitingQueueSize;
   });
   rr.roomToSend();
+  rr.keep = s_.classes[r.cls].priority >= reserveTop_ ? 0 : reserveBandKeep(g, head.priority);
   reserveSchedule(now_ + fromMs(s_.pool.replicaReserveRttMs / 2.0),
                   {.kind = ReserveEvent::Kind::kAtTable,
                    .gateway = static_cast<std::uint32_t>(g),
@@ -155,7 +174,7 @@ void Simulation::reserveHandle(ReserveEvent e) {
       std::int64_t booked = -1;
       // Not revoked while the call was on its way; below the top class, the pool's reserve kept.
       if (r.parked && (s_.classes[r.cls].priority >= reserveTop_ ||
-                       leavesPoolReserve(rr.sent, *table_, reserveKeep_))) {
+                       leavesPoolReserve(rr.sent, *table_, rr.keep))) {
         for (const std::size_t i : rr.candidates) {
           if (table_
                   ->tryReserve(i, rr.sent[i], e.gateway, e.request, r.input + r.output,

@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <vector>
 
@@ -21,8 +22,8 @@ namespace sim::detail {
 
 // The pool-wide term of a booking below the top band (docs/design/replicas.md, "The table"): the
 // free slots over the pool, sum of max(0, slots - max(room's used, booked)) per endpoint, less the
-// request's own slot, leave at least `keep` (the policy's fixed reserve, rounded up). `rooms`:
-// the calling replica's rooms; `table`: the live bookings.
+// request's own slot, leave at least `keep` (bookingKeep). `rooms`: the calling replica's rooms;
+// `table`: the live bookings.
 inline bool leavesPoolReserve(std::span<const ReservationRoom> rooms, const ReservationTable& table,
                               std::int64_t keep) {
   if (keep <= 0) return true;
@@ -32,6 +33,19 @@ inline bool leavesPoolReserve(std::span<const ReservationRoom> rooms, const Rese
     free += std::max<std::int64_t>(0, rooms[i].slots - used);
   }
   return free - 1 >= keep;
+}
+
+// The free slots a booking below the top band must leave over the pool: the policy's fixed
+// reserve (`fixed`, rounded up), or the room the band's ceiling keeps free at the calling
+// replica when that is more, (1 - ceiling) x the pool's slots rounded up (its gate holds the band
+// there; the table holds a booking made later, a parked request's, to the same). No ceiling
+// (the band not in the policy's domain yet): the fixed reserve alone.
+inline std::int64_t bookingKeep(std::int64_t fixed, std::optional<double> ceiling,
+                                std::int64_t poolSlots) {
+  if (!ceiling || !std::isfinite(*ceiling) || poolSlots <= 0) return fixed;
+  const double room = (1.0 - std::clamp(*ceiling, 0.0, 1.0)) * static_cast<double>(poolSlots);
+  // A ceiling computed in saturation units lands a hair off the whole request it stands for.
+  return std::max(fixed, static_cast<std::int64_t>(std::ceil(room - 1e-6)));
 }
 
 // One replica's reserve state.
@@ -52,6 +66,7 @@ struct ReserveReplica {
   std::vector<std::int64_t> endedSlots;  // [endpoint]: requests that left it since the scrape
   std::vector<std::int64_t> endedKv;     // [endpoint]: and their footprints (KV tokens)
   std::vector<std::size_t> candidates;   // the call in flight: endpoints, best first
+  std::int64_t keep = 0;  // the call in flight: the free slots its booking leaves over the pool
 
   explicit ReserveReplica(std::size_t endpoints)
       : scraped(endpoints),
