@@ -28,6 +28,8 @@ import json
 import math
 import sys
 
+from sim_trace_table import parse_ranges, summary  # the same cells and seed ranges
+
 WINDOWS = ("idle", "burst", "onset")
 
 
@@ -59,22 +61,6 @@ def clean(values):
 def mean(values):
     values = clean(values)
     return sum(values) / len(values) if values else float("nan")
-
-
-def summary(values, decimals, worst):
-    values = clean(values)
-    if not values:
-        return "-"
-    w = max(values) if worst == "max" else min(values)
-    return f"{sum(values) / len(values):.{decimals}f} ({w:.{decimals}f})"
-
-
-def parse_ranges(text):
-    out = []
-    for part in text.split(","):
-        lo, _, hi = part.partition("-")
-        out.append((part, set(range(int(lo), int(hi or lo) + 1))))
-    return out
 
 
 def misses(f, pct):
