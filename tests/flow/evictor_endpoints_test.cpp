@@ -297,7 +297,6 @@ TEST_F(SetLeaseEndpointTest, MarkLeaseStartedKnownLeasesOnly) {
   EXPECT_FALSE(t.markStarted());  // released
 }
 
-}  // namespace
 // The ticket's lease annotations answer false, and do nothing, on an empty ticket and once the
 // controller is gone; a ticket made from the id (FlowController::ticket) is the same request's.
 TEST_F(SetLeaseEndpointTest, TicketAnnotationsWithoutALeaseOrAController) {
@@ -343,4 +342,5 @@ TEST_F(SetLeaseEndpointTest, DeprecatedIdMethodsForwardToTheLease) {
   EXPECT_FALSE(fc->updateLease(t.id(), 100, 5));
 }
 
+}  // namespace
 }  // namespace holdback
