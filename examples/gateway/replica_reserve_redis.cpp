@@ -144,17 +144,20 @@ class RedisReserver final : public ReplicaReserver {
   void cycle(bool tick, std::vector<ReserveRequest>& submitted, const std::vector<Tracked>& tracked,
              const std::vector<std::uint64_t>& released) {
     for (const Tracked& t : tracked) live_[t.id] = {t.endpoint, t.kv};
-    // The releases go out with the first booking call (one round trip for both), or on their
-    // own below when nothing is booked.
+    // The releases go out, and are answered, before any booking: a slot this replica frees is
+    // open to the other replicas' bookings, not only to its own parked requests
+    // (docs/design/replicas-redis.md, "Release").
+    std::size_t pending = 0;
     for (const std::uint64_t id : released) {
       const auto it = live_.find(id);
       if (it == live_.end()) continue;
       if (conn_) {
         store_.appendRelease(*conn_, urls_[it->second.endpoint], id);
-        ++unread_;
+        ++pending;
       }
       live_.erase(it);
     }
+    if (pending > 0 && !store_.readReleases(*conn_, pending)) fail(store_.error());
     for (ReserveRequest& r : submitted) {
       Parked p{std::move(r), false};
       // Priority descending, then enqueue time: after every entry that goes before it.
@@ -168,10 +171,6 @@ class RedisReserver final : public ReplicaReserver {
     if (tick && !conn_) connect();  // re-asserts before any booking
     dropEnded();
     if (conn_) serveParked();
-    if (conn_ && unread_ > 0) {
-      const std::size_t n = std::exchange(unread_, 0);
-      if (!store_.readReleases(*conn_, n)) fail(store_.error());
-    }
     if (tick && conn_ && !reassert()) fail(store_.error());  // after the bookings: off their path
     if (!conn_) deliverUnbooked();
     c_.parked.store(static_cast<std::int64_t>(parked_.size()), std::memory_order_relaxed);
@@ -210,7 +209,6 @@ class RedisReserver final : public ReplicaReserver {
 
   void fail(const std::string& why) {
     conn_.reset();
-    unread_ = 0;  // their replies went with the connection; the re-assertion repairs the table
     active_.store(false, std::memory_order_release);
     c_.active.store(0, std::memory_order_relaxed);
     c_.failures.fetch_add(1, std::memory_order_relaxed);
@@ -294,8 +292,8 @@ class RedisReserver final : public ReplicaReserver {
                           std::span<const ReserveCandidate>(cands_).subspan(at, counts_[j])});
         at += counts_[j];
       }
-      std::optional<ReserveBatchResult> res = store_.bookBatch(
-          *conn_, std::span<const ReserveBatchItem>(batch_), std::exchange(unread_, 0));
+      std::optional<ReserveBatchResult> res =
+          store_.bookBatch(*conn_, std::span<const ReserveBatchItem>(batch_));
       if (res && res->heartbeatGone) {  // lapsed (stalled past the lease): re-assert, once more
         c_.lapses.fetch_add(1, std::memory_order_relaxed);
         res = reassert() ? store_.bookBatch(*conn_, std::span<const ReserveBatchItem>(batch_))
@@ -386,7 +384,6 @@ class RedisReserver final : public ReplicaReserver {
   std::vector<ReserveCandidate> cands_;
   std::vector<std::size_t> counts_;  // per request of the batch: its candidates
   std::vector<ReserveBatchItem> batch_;
-  std::size_t unread_ = 0;  // releases appended on conn_ whose replies are not read yet
   bool said_active_ = false;
   bool said_failing_ = false;
   std::thread thread_;

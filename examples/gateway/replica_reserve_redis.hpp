@@ -1,8 +1,8 @@
 // The reserver of --replica-mode reserve on Redis (replica_reserve.hpp says what it does for the
 // gateway, replica_reserve_store.hpp what it does in Redis). One thread owns the connection and
 // every call of this replica: bookings (the requests waiting, up to 32 per script call, in the
-// order priority descending, enqueue time), releases (pipelined HDEL, sent in the same round trip
-// as the next booking call), and every --replica-sync-interval-ms the heartbeat with the
+// order priority descending, enqueue time), releases (pipelined HDEL, read before any booking),
+// and every --replica-sync-interval-ms the heartbeat with the
 // re-assertion of the live bookings. Parked requests (refused everywhere) are retried on every
 // release of this replica and every 2 ms, stopping at the first refusal.
 //

@@ -171,15 +171,10 @@ bool ReservationStore::load(RedisConnection& c) {
 }
 
 RedisReply ReservationStore::evalsha(RedisConnection& c, const std::string& sha,
-                                     std::string_view script, std::vector<std::string>& args,
-                                     std::size_t releasesBefore) {
+                                     std::string_view script, std::vector<std::string>& args) {
   args[1] = sha;
-  c.append(args);
-  // The releases appended before the call were sent with it: their replies come first.
-  const bool released = readReleases(c, releasesBefore);
-  RedisReply r = c.next();
-  if (!released) return nullptr;  // error() says which release failed
-  if (noScript(r)) {              // Redis restarted, or SCRIPT FLUSH: load and call once more
+  RedisReply r = c.command(args);
+  if (noScript(r)) {  // Redis restarted, or SCRIPT FLUSH: load and call once more
     if (!load(c)) return nullptr;
     args[1] = script == kReserveBookScript ? book_sha_ : reassert_sha_;
     r = c.command(args);
@@ -189,7 +184,7 @@ RedisReply ReservationStore::evalsha(RedisConnection& c, const std::string& sha,
 }
 
 std::optional<ReserveBatchResult> ReservationStore::bookBatch(
-    RedisConnection& c, std::span<const ReserveBatchItem> items, std::size_t releasesBefore) {
+    RedisConnection& c, std::span<const ReserveBatchItem> items) {
   if (book_sha_.empty() && !load(c)) return std::nullopt;
   std::vector<std::string> args{"EVALSHA",
                                 "",
@@ -212,7 +207,7 @@ std::optional<ReserveBatchResult> ReservationStore::bookBatch(
       args.push_back(std::to_string(k.kvCapacity));
     }
   }
-  const RedisReply r = evalsha(c, book_sha_, kReserveBookScript, args, releasesBefore);
+  const RedisReply r = evalsha(c, book_sha_, kReserveBookScript, args);
   if (!r) return std::nullopt;
   if (r->type != REDIS_REPLY_ARRAY || r->elements < 3 || r->elements > 3 + items.size()) {
     error_ = "the booking script: " + replyError(r.get());

@@ -99,12 +99,9 @@ class ReservationStore {
                                         std::int64_t keepFree = 0);
   // Books `items` in order in ONE script call, as book() each, stopping at the first that fits
   // nowhere (the requests after it are not tried: a lower request never takes room a higher one
-  // was refused). `releasesBefore`: releases appended (appendRelease) and not yet read; they go
-  // out in the same round trip, before the call, and their replies are read here. nullopt: the
-  // call (or one of those releases) failed.
+  // was refused). nullopt: the call failed.
   std::optional<ReserveBatchResult> bookBatch(RedisConnection& c,
-                                              std::span<const ReserveBatchItem> items,
-                                              std::size_t releasesBefore = 0);
+                                              std::span<const ReserveBatchItem> items);
   // `live[k]`: the bookings (booking, KV tokens) on endpoint `urls[k]`.
   bool reassert(RedisConnection& c, std::span<const std::string> urls,
                 std::span<const std::vector<std::pair<std::uint64_t, std::int64_t>>> live);
@@ -119,7 +116,7 @@ class ReservationStore {
 
  private:
   RedisReply evalsha(RedisConnection& c, const std::string& sha, std::string_view script,
-                     std::vector<std::string>& args, std::size_t releasesBefore = 0);
+                     std::vector<std::string>& args);
   std::string prefix_;
   std::string id_;
   int lease_ms_;

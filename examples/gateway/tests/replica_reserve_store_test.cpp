@@ -207,17 +207,6 @@ TEST_F(ReserveStoreTest, ABatchBooksInOrderAndStopsAtTheFirstRefusal) {
   const auto all = me.bookBatch(*conn_, two);
   ASSERT_TRUE(all) << me.error();
   EXPECT_EQ(all->booked, (std::vector<int>{0, 1}));  // a's last slot, then b's second
-  // A release appended before the call goes out with it, ahead of the booking: its slot is free.
-  const auto full = me.book(*conn_, 8, 0, ab);
-  ASSERT_TRUE(full) << me.error();
-  EXPECT_EQ(full->booked, -1);
-  me.appendRelease(*conn_, "http://b", 2);
-  const ReserveBatchItem eight[] = {{8, 0, 0, ab}};
-  const auto freed = me.bookBatch(*conn_, eight, 1);
-  ASSERT_TRUE(freed) << me.error();
-  EXPECT_EQ(freed->booked, (std::vector<int>{1}));
-  EXPECT_EQ(cmd({"HEXISTS", me.bookingsKey("http://b"), "2"}), "0");
-  EXPECT_EQ(cmd({"HEXISTS", me.bookingsKey("http://b"), "8"}), "1");
 }
 
 TEST_F(ReserveStoreTest, LapsedHeartbeatsBookingsAreIgnoredAndDeleted) {
