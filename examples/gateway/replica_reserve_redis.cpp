@@ -282,15 +282,15 @@ class RedisReserver final : public ReplicaReserver {
       const std::size_t m = std::min(parked_.size(), kMaxBatch);
       order_.clear();
       cands_.clear();
-      counts_.clear();
-      for (std::size_t j = 0; j < m; ++j) counts_.push_back(candidates(parked_[j].r));
       batch_.clear();
-      std::size_t at = 0;
-      for (std::size_t j = 0; j < m; ++j) {  // cands_ is complete: its spans stay valid
+      // At most urls_.size() candidates a request: cands_ does not move, so the spans hold.
+      cands_.reserve(m * urls_.size());
+      for (std::size_t j = 0; j < m; ++j) {
         const ReserveRequest& r = parked_[j].r;
+        const std::size_t at = cands_.size();
+        const std::size_t n = candidates(r);
         batch_.push_back({r.id, r.kvTokens, r.keepFree,
-                          std::span<const ReserveCandidate>(cands_).subspan(at, counts_[j])});
-        at += counts_[j];
+                          std::span<const ReserveCandidate>(cands_).subspan(at, n)});
       }
       std::optional<ReserveBatchResult> res =
           store_.bookBatch(*conn_, std::span<const ReserveBatchItem>(batch_));
@@ -324,7 +324,7 @@ class RedisReserver final : public ReplicaReserver {
           return;
         }
         const std::size_t endpoint = order_[first + static_cast<std::size_t>(booked)];
-        first += counts_[j];
+        first += batch_[j].candidates.size();
         if (!p.refused) {  // what the booking added to this dispatch
           c_.observe(std::chrono::duration<double>(SteadyClock::now() - p.r.submitted).count());
         }
@@ -382,7 +382,6 @@ class RedisReserver final : public ReplicaReserver {
   std::unordered_map<std::uint64_t, Live> live_;
   std::vector<std::size_t> order_;
   std::vector<ReserveCandidate> cands_;
-  std::vector<std::size_t> counts_;  // per request of the batch: its candidates
   std::vector<ReserveBatchItem> batch_;
   bool said_active_ = false;
   bool said_failing_ = false;

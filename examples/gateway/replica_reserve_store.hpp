@@ -7,16 +7,16 @@
 //
 // book(): ONE script call (EVALSHA; on NOSCRIPT the scripts are loaded again and the call
 // retried once); bookBatch() books several requests in that one call, in order, stopping at the
-// first refused (requests that arrive together cost one round trip, not one each). The script reads
-// the candidates in the order given; for each, booked = the sum over the bookings of every replica
-// in its set whose heartbeat lives (the bookings of a replica whose heartbeat is gone are deleted,
-// and counted as expired; an entry that is not a decimal integer in [0, kMaxPending] is ignored and
-// counted as bad), used = max(scraped, booked) per dimension, and the request fits by
-// reservationFits (include/holdback/detector/reservation.hpp: slots unknown (<= 0) or usedSlots + 1
-// <= slots, and kv <= 0 or kvCapacity <= 0 or usedKv + kv
-// <= kvCapacity or usedSlots == 0; negative inputs count as 0); the first that fits is booked (HSET
-// + SADD) and its position returned, none fitting returns 0. With `keepFree` K > 0 (a request below
-// the top band, K the reserve policy's fixed reserve) the request must also leave K slots free over
+// first refused (requests that arrive together cost one round trip, not one each). The script
+// reads the candidates in the order given; for each, booked = the sum over the bookings of every
+// replica in its set whose heartbeat lives (the bookings of a replica whose heartbeat is gone are
+// deleted, and counted as expired; an entry that is not a decimal integer in [0, kMaxPending] is
+// ignored and counted as bad), used = max(scraped, booked) per dimension, and the request fits by
+// reservationFits (include/holdback/detector/reservation.hpp: slots unknown (<= 0) or
+// usedSlots + 1 <= slots, and kv <= 0 or kvCapacity <= 0 or usedKv + kv <= kvCapacity or
+// usedSlots == 0; negative inputs count as 0); the first that fits is booked (HSET + SADD) and
+// its position returned, none fitting returns 0. With `keepFree` K > 0 (a request below the top
+// band, K the reserve policy's fixed reserve) the request must also leave K slots free over
 // the candidates together: sum over candidates of max(0, slots - usedSlots) - 1 >= K (a candidate
 // of unknown slots counts as room enough), the reserve that one gateway's controller keeps for its
 // protected band (the per-endpoint rule alone lets replicas that each see the reserve free spend it
