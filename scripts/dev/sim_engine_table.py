@@ -24,11 +24,10 @@ Per scenario, seed range, detector and arm (mean over the seeds, worst seed in p
 --rows A,B (first) prints only those arms. engine-headroom is printed for the concurrency detector
 on single-group pools only (elsewhere the arm is its static ceilings alone).
 """
-import json
 import math
 import sys
 
-from sim_trace_table import parse_ranges, summary  # the same cells and seed ranges
+from sim_trace_table import load_seed_reports, parse_ranges, pct_of_oracle, summary
 
 WINDOWS = ("idle", "burst", "onset")
 
@@ -83,21 +82,8 @@ def main(argv):
     if argv and argv[0] == "--rows":
         only, argv = set(argv[1].split(",")), argv[2:]
     ranges, paths = parse_ranges(argv[0]), argv[1:]
-    runs, order = {}, []  # runs[(scenario, detector, arm)][seed] = figures
-    for path in paths:
-        with open(path, encoding="utf-8") as f:
-            report = json.load(f)
-        if len(report["seeds"]) != 1:
-            sys.exit(f"{path}: one seed per report, found {report['seeds']}")
-        seed = report["seeds"][0]
-        name = report["scenario"].rsplit("/", 1)[-1].removesuffix(".json")
-        for detector in report["reports"]:
-            for arm in detector["arms"]:
-                key = (name, detector["detector"], arm["name"])
-                if key not in runs:
-                    runs[key] = {}
-                    order.append(key)
-                runs[key][seed] = seed_figures(arm)
+    runs, order = load_seed_reports(
+        paths, seed_figures, lambda name: name.rsplit("/", 1)[-1].removesuffix(".json"))
     print("| scenario | seeds | detector | arm | TTFT p99 x unl. | worst window x unl. "
           "| batch % static-1.0 | batch % oracle | evictions / int. req. "
           "| preemptions / int. req. | batch wasted % | batch recomputed % | misses |")
@@ -114,9 +100,7 @@ def main(argv):
             per_seed = {s: f for s, f in runs[(scenario, detector, arm)].items() if s in seeds}
             if not per_seed:
                 continue
-            oracle = runs.get((scenario, detector, "oracle"), {})
-            pct = [100.0 * f["tokens"] / oracle[s]["tokens"]
-                   for s, f in per_seed.items() if s in oracle and oracle[s]["tokens"]]
+            pct = pct_of_oracle(runs, scenario, detector, per_seed)
             cols = {k: [f[k] for f in per_seed.values()] for k in next(iter(per_seed.values()))}
             row = [scenario, label, detector, arm,
                    summary(cols["p99"], 1, "max"), summary(cols["worst"], 1, "max"),

@@ -95,25 +95,37 @@ def parse_ranges(text):
     return out
 
 
-def with_oracle(ranges, paths, only=None):
-    # runs[(scenario, detector, arm)][seed] = figures
-    runs, order, windows = {}, [], {}
+def load_seed_reports(paths, figures_of, scenario_of=lambda name: name,
+                      needs="one seed per report"):
+    """Reads reports of one seed each: runs[(scenario, detector, arm)][seed] = figures_of(arm),
+    and the keys in the order first seen."""
+    runs, order = {}, []
     for path in paths:
         with open(path, encoding="utf-8") as f:
             report = json.load(f)
         if len(report["seeds"]) != 1:
-            sys.exit(f"{path}: --oracle needs one seed per report, found {report['seeds']}")
+            sys.exit(f"{path}: {needs}, found {report['seeds']}")
         seed = report["seeds"][0]
         for detector in report["reports"]:
             for arm in detector["arms"]:
-                key = (report["scenario"], detector["detector"], arm["name"])
+                key = (scenario_of(report["scenario"]), detector["detector"], arm["name"])
                 if key not in runs:
                     runs[key] = {}
                     order.append(key)
-                figures = seed_figures(arm)
-                runs[key][seed] = figures
-                windows[report["scenario"]] = figures["burst"] is not None
-    on_off = any(windows.values())
+                runs[key][seed] = figures_of(arm)
+    return runs, order
+
+
+def pct_of_oracle(runs, scenario, detector, per_seed):
+    """Each seed's batch output tokens/s as % of the oracle arm's on the same seed."""
+    oracle = runs.get((scenario, detector, "oracle"), {})
+    return [100.0 * f["tokens"] / oracle[s]["tokens"]
+            for s, f in per_seed.items() if s in oracle and oracle[s]["tokens"]]
+
+
+def with_oracle(ranges, paths, only=None):
+    runs, order = load_seed_reports(paths, seed_figures, needs="--oracle needs one seed per report")
+    on_off = any(f["burst"] is not None for seeds in runs.values() for f in seeds.values())
     if on_off:
         print("| scenario | seeds | detector | arm | burst TTFT p99 x unl. | onset x unl. "
               "| batch % static-1.0 | idle batch % static-1.0 | batch % oracle "
@@ -131,9 +143,7 @@ def with_oracle(ranges, paths, only=None):
             per_seed = {s: f for s, f in runs[(scenario, detector, arm)].items() if s in seeds}
             if not per_seed:
                 continue
-            oracle = runs.get((scenario, detector, "oracle"), {})
-            pct = [100.0 * f["tokens"] / oracle[s]["tokens"]
-                   for s, f in per_seed.items() if s in oracle and oracle[s]["tokens"]]
+            pct = pct_of_oracle(runs, scenario, detector, per_seed)
 
             def col(k):
                 return [f[k] for f in per_seed.values()]
