@@ -27,6 +27,15 @@ struct RedisReplyLimits {
   bool exceeded = false;
 };
 
+// The connect and command timeout of the replica sync's and the reservation's connections at a
+// sync interval of `intervalMs`: the interval, and at least kMinRedisTimeoutMs, so that a reply
+// delayed by a loaded host or a short Redis stall is not taken for Redis being down (which would
+// send the replica to its local share, unbooked, for an interval).
+inline constexpr int kMinRedisTimeoutMs = 50;
+[[nodiscard]] constexpr int redisTimeoutMs(int intervalMs) noexcept {
+  return intervalMs > kMinRedisTimeoutMs ? intervalMs : kMinRedisTimeoutMs;
+}
+
 class RedisConnection {
  public:
   // Connects to `url` with `timeoutMs` on connect and on every command, then AUTH and SELECT as

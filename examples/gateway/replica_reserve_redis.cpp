@@ -47,7 +47,7 @@ class RedisReserver final : public ReplicaReserver {
         c_(gw.counters().replicaReserve),
         store_(redis.prefix, reserverId(), leaseMs),
         interval_(std::chrono::milliseconds(intervalMs)),
-        timeout_ms_(std::clamp(intervalMs, 5, 100)),
+        timeout_ms_(redisTimeoutMs(intervalMs)),
         log_("replica reserve", gw.counters().replicaSyncRejected) {
     std::fprintf(stderr,
                  "holdback-gateway: replica reserve: redis %s, replica %s, lease %d ms: every "

@@ -267,7 +267,7 @@ class RedisSyncThread final : public ReplicaSyncThread {
       : redis_(redis.url.describe()),
         replicas_(std::move(replicas)),
         feed_(feed),
-        sync_(redis, std::move(endpointUrls), ttlMs, std::max(intervalMs, 50), counters),
+        sync_(redis, std::move(endpointUrls), ttlMs, redisTimeoutMs(intervalMs), counters),
         syncer_(pool.ledger(), sync_, ids(pool)),
         counters_(counters),
         interval_(intervalMs) {

@@ -10,7 +10,8 @@
 #
 #   scripts/dev/gateway-replicas.sh [BUILD_DIR]        (default: build/default)
 # Environment: MODE (share or reserve, default reserve), RUNS (default 3), PHASE_S (default 10),
-# GATEWAY_ARGS (extra flags for every gateway). Needs redis-server and hey.
+# GATEWAY_ARGS (extra flags for every gateway), DUMP (a directory: every gateway's /metrics is
+# saved there at the end of its phase, and hey's outputs). Needs redis-server and hey.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 BUILD="${1:-build/default}"
@@ -41,6 +42,7 @@ deepest_queue() {
   done
   echo "$deepest"
 }
+dump() { [ -z "${DUMP:-}" ] || { mkdir -p "$DUMP" && curl -s --max-time 2 "$1/metrics" >"$DUMP/$2.prom"; }; }
 p99_ms() { awk '/99% in/ {print $3 * 1000}' "$WORK/$1.hey"; }
 ok200() { cat "$@" | awk '$1 == "[200]" {n += $2} END {print n + 0}'; }
 bad() { cat "$@" | awk '$1 ~ /^\[5[0-9][0-9]\]$/ {n += $2} /Error distribution:/ {e = 1; next}
@@ -64,6 +66,7 @@ for run in $(seq "$RUNS"); do
   load "one_interactive$run" "$GW0" interactive 2
   deepest_one=$(deepest_queue)
   for pid in "${LOADS[@]}"; do wait "$pid"; done
+  dump "$GW0" "one-$run"
   kill "$GW0_PID"; wait "$GW0_PID" 2>/dev/null
   for g in 1 2 3; do
     # shellcheck disable=SC2086
@@ -80,7 +83,9 @@ for run in $(seq "$RUNS"); do
   load "three_interactive$run" "$GW1" interactive 2
   deepest_three=$(deepest_queue)
   for pid in "${LOADS[@]}"; do wait "$pid"; done
+  for g in 1 2 3; do v="GW$g"; dump "${!v}" "three-gw$g-$run"; done
   kill "$GW1_PID" "$GW2_PID" "$GW3_PID"; wait "$GW1_PID" "$GW2_PID" "$GW3_PID" 2>/dev/null
+  [ -z "${DUMP:-}" ] || cp "$WORK"/*"$run".hey "$WORK"/*"$run".err "$DUMP"/
   p1=$(p99_ms "one_interactive$run") p3=$(p99_ms "three_interactive$run")
   b1=$(ok200 "$WORK/one_batch$run.hey")
   b3=$(ok200 "$WORK"/three_batch?_"$run".hey)

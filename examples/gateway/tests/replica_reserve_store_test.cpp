@@ -278,6 +278,38 @@ TEST_F(ReserveStoreTest, ReassertionReplacesTheBookingsWithTheLiveOnes) {
   EXPECT_LE(ttl, 250);  // the heartbeat carries the lease
 }
 
+// A reply that Redis sends later than one sync interval (here a script that holds the server for
+// 30 ms, past the 20 ms interval) is still read on the timeout the replicas use at that interval
+// (redisTimeoutMs): it is no failure, so the replica does not leave reserve mode for it. Tried
+// until a PING was sent while the script held the server (it then waited past the interval).
+TEST_F(ReserveStoreTest, AReplyLaterThanTheSyncIntervalIsNotAFailure) {
+  constexpr int kIntervalMs = 20;
+  EXPECT_GT(redisTimeoutMs(kIntervalMs), kIntervalMs);
+  EXPECT_EQ(redisTimeoutMs(500), 500);
+  RedisUrl url;
+  url.host = "127.0.0.1";
+  url.port = port_;
+  std::string error;
+  const auto probe = RedisConnection::open(url, redisTimeoutMs(kIntervalMs), 4, error);
+  ASSERT_TRUE(probe) << error;
+  const std::string hold =
+      "local t = redis.call('TIME') local s = t[1] * 1000000 + t[2] repeat local n = "
+      "redis.call('TIME') until n[1] * 1000000 + n[2] - s >= 30000 return 1";
+  bool waited = false;
+  for (int attempt = 0; attempt < 10 && !waited; ++attempt) {
+    std::thread holder([&] { (void)conn_->command({"EVAL", hold, "0"}); });
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    const auto t0 = std::chrono::steady_clock::now();
+    const RedisReply r = probe->command({"PING"});
+    const double ms =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    holder.join();
+    ASSERT_TRUE(r) << "PING failed after " << ms << " ms: " << probe->error();
+    waited = ms > kIntervalMs;
+  }
+  EXPECT_TRUE(waited) << "no PING was sent while the script held the server";
+}
+
 // What one booking costs on this host: book + release round trips against the local redis-server
 // with 3 replicas' worth of live bookings on two servers, the p50 and p99 printed (a budget of
 // 1 ms at p50 is asserted only as a sanity bound of 5 ms: shared CI machines are noisy).
