@@ -120,6 +120,8 @@ void Gateway::onOutcome(Completion&& c) {
       r.keepFree = c.bandPriority < top_band_ ? reserve_keep_ : 0;
       r.deadline = parkDeadline(c.enqueueTime, (*holder)->ttl);
       r.dispatch = std::move(*dispatch);
+      // Parked until booked: no eviction victim meanwhile (revoking it would free no slot).
+      if (eviction_) (void)controller_->ticket(c.id).setParked(true);
       reserver->submit(std::move(r));
       return;
     }

@@ -355,6 +355,7 @@ class RedisReserver final : public ReplicaReserver {
     }
     d.booking = Pool::Dispatch::BookingRelease(this, r.id);
     live_[r.id] = {endpoint, r.kvTokens};
+    if (gw_.evictionEnabled()) (void)gw_.controller().ticket(r.id).setParked(false);  // sent
     r.sink->deliver(r.outcome, std::move(d), Clock::now() - r.enqueueTime);
   }
 

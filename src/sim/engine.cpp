@@ -137,10 +137,6 @@ Simulation::Simulation(const Scenario& s, const Arm& arm, const RunOptions& opti
       o.eviction.restoreReserve.burstMemory = std::chrono::duration_cast<Duration>(
           std::chrono::duration<double>(s.restoreBurstMemorySeconds));
       o.eviction.evict = [this, g](const Revocation& r) { onRevocation(g, r); };
-      // Reserve mode: a parked request is no victim (it holds no server; ReserveEvictionFilter).
-      if (s.pool.replicaMode == ReplicaMode::kReserve && !arm.oracle) {
-        o.eviction.filter = std::make_shared<ReserveEvictionFilter>(gw.leases, requests_);
-      }
     }
     gw.fc = std::move(FlowController::create(std::move(o))).value();
   }

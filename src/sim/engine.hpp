@@ -195,32 +195,6 @@ struct Gateway {
   }
 };
 
-// Reserve mode's eviction filter: the sheddable leases (priority < 0), less those whose request
-// is still parked at its replica. A parked request holds no slot or KV on any server, so revoking
-// it frees nothing the reserve lacks: restoration would count a slot on its way that never comes
-// while the running requests it should have revoked keep the reserve short. Reads the
-// simulation's state (one thread: the controller calls it from the simulation's own dispatch
-// cycle).
-class ReserveEvictionFilter final : public EvictionFilter {
- public:
-  ReserveEvictionFilter(const std::unordered_map<RequestId, std::size_t>& leases,
-                        const std::vector<Request>& requests)
-      : leases_(leases), requests_(requests) {}
-  [[nodiscard]] std::string_view name() const noexcept override {
-    return "sim-reserve-eviction-filter";
-  }
-  [[nodiscard]] bool accept(const EvictionCandidate& c) const noexcept override {
-    if (c.priority >= 0) return false;
-    const auto it = leases_.find(c.id);
-    return it == leases_.end() || it->second >= requests_.size() || !requests_[it->second].parked;
-  }
-  [[nodiscard]] bool mayAccept(Priority priority) const noexcept override { return priority < 0; }
-
- private:
-  const std::unordered_map<RequestId, std::size_t>& leases_;
-  const std::vector<Request>& requests_;
-};
-
 // The store the simulated replicas share (replica sync): every replica's last publication, per
 // endpoint. Instant and never down: the simulation models the sync interval only.
 struct SimReplicaStore {

@@ -32,7 +32,7 @@
 //     freed slot once however many replicas see it free). Every replica's gate sees a freed slot
 //     at once, so the replicas' controllers all dispatch into it: the table books one, the band
 //     term above keeps the others parked, and a parked request is no eviction victim
-//     (ReserveEvictionFilter: revoking it frees nothing).
+//     (Ticket::setParked: revoking it frees nothing).
 #include <cmath>
 #include <numeric>
 
@@ -120,6 +120,8 @@ void Simulation::reserveRoute(std::size_t id) {
   const std::size_t best =
       gw.picker.pick(gw.source->pool(), *detector_, at(now_), {}, r.input).value_or(0);
   r.parked = true;
+  // A parked request holds no server: no eviction victim until it is sent (Ticket::setParked).
+  if (arm_.eviction && gw.fc) (void)gw.fc->ticket(r.leaseId).setParked(true);
   r.state = State::kServerQueue;
   gw.reserve->park(
       {.priority = s_.classes[r.cls].priority, .enqueued = r.arrival, .id = id, .preferred = best});
@@ -199,6 +201,9 @@ void Simulation::reserveHandle(ReserveEvent e) {
       } else if (e.endpoint >= 0) {
         rr.unpark(e.request);
         r.parked = false;
+        if (arm_.eviction && gateways_[r.gateway].fc) {
+          (void)gateways_[r.gateway].fc->ticket(r.leaseId).setParked(false);
+        }
         sendTo(e.request, static_cast<std::size_t>(e.endpoint));
       }
       if (e.endpoint >= 0 || rr.again) {

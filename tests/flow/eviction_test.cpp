@@ -420,6 +420,23 @@ TEST_F(EvictionTest, FootprintAwareCoversTheDeficitDestroyingFewestTokens) {
   EXPECT_EQ(revoked[0].generatedTokens, 50u);
 }
 
+// A lease the host parked (held back from its server: Ticket::setParked) frees no slot when
+// revoked, so no decision takes it; sent (unparked), it is a victim again.
+TEST_F(EvictionTest, ParkedLeasesAreNoVictimsUntilSent) {
+  auto fc = make(evicting());
+  const auto ids = preload(*fc, 4, -1, t0);
+  for (const RequestId id : ids) ASSERT_TRUE(fc->ticket(id).setParked(true));
+  EXPECT_FALSE(fc->ticket(999999).setParked(true));
+  fc->enqueue(request("hp", 10), t0 + 1s);
+  detector->set(2.0);
+  cycle(*fc, t0 + 1s);
+  EXPECT_TRUE(revoked.empty());
+  ASSERT_TRUE(fc->ticket(ids[1]).setParked(false));
+  cycle(*fc, t0 + 1s + 1ms);
+  ASSERT_EQ(revoked.size(), 1u);
+  EXPECT_EQ(revoked[0].id, ids[1]);
+}
+
 // Reserve restoration (holdback): the victims' band is over its ceiling (the policy wants room
 // kept free for band 10) and band 10's arrivals during the lead time need more room than is free:
 // sheddable leases are revoked before band 10 ever blocks.

@@ -157,7 +157,7 @@ TEST(ReplicaReserveSimTest, BookingsBelowTheTopClassKeepTheirBandsRoom) {
   EXPECT_FALSE(detail::leavesPoolReserve(rooms, table, bookingKeep(6, 1.0 - 8.0 / 64.0, 64)));
 }
 
-// A parked request holds no slot, so restoration never revokes one (ReserveEvictionFilter): with
+// A parked request holds no slot, so restoration never revokes one (Ticket::setParked): with
 // every replica's view credited, the replicas dispatch into each freed slot and the requests the
 // table refuses stay parked as the youngest leases; without the filter restoration revoked them
 // (25 of 60 revocations on default, seed 2, 30 s, 8 replicas), freeing nothing.

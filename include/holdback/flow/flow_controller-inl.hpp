@@ -130,6 +130,13 @@ HOLDBACK_INLINE bool Ticket::setEndpoint(std::size_t endpoint) noexcept {
   return core->setLeaseEndpoint(id_, endpoint);
 }
 
+HOLDBACK_INLINE bool Ticket::setParked(bool parked) noexcept {
+  if (id_ == 0) return false;
+  auto core = core_.lock();
+  if (!core) return false;
+  return core->setLeaseParked(id_, parked);
+}
+
 HOLDBACK_INLINE bool Ticket::markStarted() noexcept {
   if (id_ == 0) return false;
   auto core = core_.lock();

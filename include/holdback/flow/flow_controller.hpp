@@ -235,6 +235,12 @@ class HOLDBACK_API Ticket {
   // while a young protected lease is held there reads as that request's (a batch request queued
   // behind is indistinguishable). Optional.
   bool markStarted() noexcept;
+  // The host holds the dispatched request back from its server (true), e.g. while a replica's
+  // booking is pending (the example gateway's --replica-mode reserve), or has sent it (false).
+  // A parked lease is no in-flight eviction victim: revoking it would free no server's slot, so
+  // restoration takes a request that runs instead. Set it from the outcome callback to be sure
+  // no eviction decision sees the lease unparked first. Optional (default: not parked).
+  bool setParked(bool parked) noexcept;
 
  private:
   friend class FlowController;

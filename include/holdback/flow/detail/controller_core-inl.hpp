@@ -190,6 +190,11 @@ HOLDBACK_INLINE bool ControllerCore::markLeaseStarted(RequestId id) noexcept {
   return leases_.markStarted(id);
 }
 
+HOLDBACK_INLINE bool ControllerCore::setLeaseParked(RequestId id, bool parked) noexcept {
+  MutexLock lock(mu_);
+  return leases_.setParked(id, parked);
+}
+
 HOLDBACK_INLINE ReplicaRestoreFigures ControllerCore::replicaRestoreFigures() const noexcept {
   MutexLock lock(mu_);
   ReplicaRestoreFigures mine = replicas_.published();

@@ -145,6 +145,7 @@ class ControllerCore {
       HOLDBACK_EXCLUDES(mu_);
   bool setLeaseEndpoint(RequestId id, std::size_t endpoint) noexcept HOLDBACK_EXCLUDES(mu_);
   bool markLeaseStarted(RequestId id) noexcept HOLDBACK_EXCLUDES(mu_);
+  bool setLeaseParked(RequestId id, bool parked) noexcept HOLDBACK_EXCLUDES(mu_);
   ReplicaRestoreFigures replicaRestoreFigures() const noexcept HOLDBACK_EXCLUDES(mu_);
   // Another replica's head of `band` waited longer (only with a share that pools arrivals).
   bool yieldsToPeer(const Band& band, const Item& head) const noexcept HOLDBACK_REQUIRES(mu_) {

@@ -57,6 +57,7 @@ class LeaseTable {
     std::uint64_t kvTokens = 0;  // the request's declared KV footprint (FlowRequest::kvTokens)
     bool restoredFor = false;    // a revocation was issued where it waited (at most one)
     bool started = false;        // the host saw it start on its server (markStarted)
+    bool parked = false;         // the host holds it back from its server (setParked)
   };
 
   explicit LeaseTable(std::size_t bandCapacity = 0) { reserveBands(bandCapacity); }
@@ -149,6 +150,13 @@ class LeaseTable {
     const std::uint32_t slot = findSlot(id);
     if (slot == kNone) return false;
     slots_[slot].lease.started = true;
+    return true;
+  }
+  // Marks a lease parked (held back from its server by the host) or not. False when unknown.
+  bool setParked(Id id, bool parked) noexcept {
+    const std::uint32_t slot = findSlot(id);
+    if (slot == kNone) return false;
+    slots_[slot].lease.parked = parked;
     return true;
   }
   // Sets a lease's footprint and generated tokens. False when unknown.

@@ -20,7 +20,7 @@ HOLDBACK_INLINE void VictimSelector::collect(const LeaseTable& leases, std::uint
   leases.newestFirst(band, [&](const LeaseTable::Lease& l) {
     if (l.tokens == 0) footprintsKnown = false;
     totalFootprint += static_cast<double>(l.tokens);
-    if (!below || l.revoked || !l.delivered) return true;
+    if (!below || l.revoked || !l.delivered || l.parked) return true;
     const EvictionCandidate c{l.id, l.priority, l.dispatchedAt, l.tokens, l.generated};
     const std::uint64_t kv = l.tokens > 0 ? l.tokens : l.kvTokens;
     if (filter.accept(c)) out.push_back(Candidate{c, 0.0, l.endpoint, static_cast<double>(kv)});
@@ -68,7 +68,7 @@ HOLDBACK_INLINE void VictimSelector::publishVictims(const EvictionCycle& cycle,
     if (!(slots[b].prio < protectedPrio) || !filter.mayAccept(slots[b].prio)) continue;
     std::size_t taken = 0;  // newest first: a band's first kVictims are its youngest
     cycle.leases.newestFirst(b, [&](const LeaseTable::Lease& l) {
-      if (l.revoked || !l.delivered) return true;
+      if (l.revoked || !l.delivered || l.parked) return true;
       if (!filter.accept(
               EvictionCandidate{l.id, l.priority, l.dispatchedAt, l.tokens, l.generated})) {
         return true;
