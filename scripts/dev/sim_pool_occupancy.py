@@ -15,7 +15,8 @@ directories, the mean and (min-max) of:
     mean service time of the lowest class's completed requests (dispatch to finish);
   - corr: the correlation of the reserve with that rise (does the reserve track what comes?);
   - revoked: the lowest class's requests revoked by in-flight eviction;
-  - victim age: mean time from dispatch to revocation of those; youngest: the mean age of the
+  - victim age: mean time from dispatch to the revocation decision of those (their end less
+    --revocation-ms, the pool's revocationLatencyMs, default 50); youngest: the mean age of the
     youngest of the lowest class's requests running at that moment (the least a victim could
     have lost).
 
@@ -50,7 +51,7 @@ def num(value):
     return float(value) if value not in ("", None) else 0.0
 
 
-def arm_figures(rows, requests, kv_tokens):
+def arm_figures(rows, requests, kv_tokens, revocation_s):
     top_prio = max(int(r["priority"]) for r in requests)
     low_prio = min(int(r["priority"]) for r in requests)
     low_name = next(r["class"] for r in requests if int(r["priority"]) == low_prio)
@@ -76,9 +77,8 @@ def arm_figures(rows, requests, kv_tokens):
     revoked = [r for r in requests if int(r["priority"]) == low_prio and r["outcome"] == "revoked"]
     ages, youngest = [], []
     for r in revoked:
-        start, end = num(r["dispatched_s"]), num(r["finished_s"])
-        ages.append(end - start)
-        at = end - 1e-6
+        start, at = num(r["dispatched_s"]), num(r["finished_s"]) - revocation_s
+        ages.append(at - start)
         alive = [at - d for d, f in running_low if d <= at < f]
         if alive:
             youngest.append(min(alive))
@@ -100,9 +100,12 @@ def arm_figures(rows, requests, kv_tokens):
 
 
 def main(argv):
-    kv_tokens = 0.0
-    if len(argv) >= 2 and argv[0] == "--kv-tokens":
-        kv_tokens = float(argv[1])
+    kv_tokens, revocation_s = 0.0, 0.05
+    while len(argv) >= 2 and argv[0] in ("--kv-tokens", "--revocation-ms"):
+        if argv[0] == "--kv-tokens":
+            kv_tokens = float(argv[1])
+        else:
+            revocation_s = float(argv[1]) / 1000
         argv = argv[2:]
     if not argv:
         sys.exit(__doc__)
@@ -116,7 +119,7 @@ def main(argv):
             for r in csv.DictReader(f):
                 requests[r["arm"]].append(r)
         for arm in rows:
-            per_arm[arm].append(arm_figures(rows[arm], requests[arm], kv_tokens))
+            per_arm[arm].append(arm_figures(rows[arm], requests[arm], kv_tokens, revocation_s))
     keys = list(next(iter(per_arm.values()))[0].keys())
     print("| arm | " + " | ".join(keys) + " |")
     print("|---|" + "---|" * len(keys))
