@@ -49,7 +49,8 @@ Options:
                     eviction at a head-of-line block (upstream's trigger); reservation+evict
                     restores the reserve by eviction before a block instead. Only when named:
                     oracle, a simulator-only bound that knows the top class's future arrivals
-                    (docs/simulation.md); none+engine, static-1.0+engine, recommended+engine,
+                    (docs/simulation.md); recommended-hol (recommended, eviction at a
+                    head-of-line block instead of reserve restoration); none+engine, static-1.0+engine, recommended+engine,
                     recommended-noevict+engine (servers preempting by priority) and
                     none+engine-queue, static-1.0+engine-queue (servers ordering by priority),
                     engine-headroom, none+engine-routed, engine-headroom-routed

@@ -266,6 +266,20 @@ std::vector<Arm> optInArms() {
   arms.back().eviction = false;  // recommended's policy and routing, the engine preempts instead
   arms.back().restoreReserve = false;
   arms.back().description += " (no in-flight eviction)";
+  // recommended's policy and routing with eviction at a head-of-line block instead of reserve
+  // restoration: eviction only when a request actually waits (docs/guide/traces.md, "Why the
+  // recommended arm stays below the oracle").
+  for (const Arm& b : base) {
+    if (b.name != kRecommendedArm) continue;
+    Arm a = b;
+    a.name = std::string(kRecommendedArm) + "-hol";
+    a.description =
+        "recommended with in-flight eviction at a head-of-line block (upstream's "
+        "trigger) instead of reserve restoration";
+    a.revokeOnBlock = true;
+    a.restoreReserve = false;
+    arms.push_back(std::move(a));
+  }
   variant("none", "+engine-queue", EngineScheduling::kPriority, kQueue);
   variant("static-1.0", "+engine-queue", EngineScheduling::kPriority, kQueue);
   arms.push_back({.name = "engine-headroom",

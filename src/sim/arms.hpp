@@ -91,8 +91,9 @@ struct Arm {
 // reservation..., static-1.0+evict, stepwise+evict, reservation+evict (reserve restoration),
 // recommended, reservation+evict-hol (upstream's trigger): the arms a run without --arms compares.
 [[nodiscard]] std::vector<Arm> allArms();
-// The arms that run only when named (--arms): the simulator-only `oracle`, and the arms on
-// servers that schedule by priority (none+engine, static-1.0+engine, recommended+engine,
+// The arms that run only when named (--arms): the simulator-only `oracle`, recommended-hol
+// (recommended with eviction at a head-of-line block instead of reserve restoration), and the arms
+// on servers that schedule by priority (none+engine, static-1.0+engine, recommended+engine,
 // recommended-noevict+engine, none+engine-queue, static-1.0+engine-queue, engine-headroom,
 // none+engine-routed, engine-headroom-routed).
 [[nodiscard]] std::vector<Arm> optInArms();

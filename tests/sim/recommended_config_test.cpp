@@ -66,5 +66,33 @@ TEST(RecommendedConfigTest, TheFileAndTheSimulatorArmAgree) {
   EXPECT_EQ(ev.restoreReserve.epsilon, arm.restoreEpsilon);
 }
 
+// recommended-hol is the recommended arm with one change, the eviction trigger: at a head-of-line
+// block instead of reserve restoration; it runs only when named.
+TEST(RecommendedConfigTest, TheHeadOfLineVariantChangesOnlyTheTrigger) {
+  Scenario scenario;
+  ASSERT_TRUE(findScenario("default", scenario));
+  Arm recommended;
+  Arm hol;
+  ASSERT_TRUE(findArm(kRecommendedArm, recommended));
+  ASSERT_TRUE(findArm("recommended-hol", hol));
+  for (const Arm& a : allArms()) EXPECT_NE(a.name, "recommended-hol");
+  EXPECT_TRUE(hol.eviction);
+  EXPECT_TRUE(hol.revokeOnBlock);
+  EXPECT_FALSE(hol.restoreReserve);
+  EXPECT_FALSE(recommended.revokeOnBlock);
+  EXPECT_TRUE(recommended.restoreReserve);
+  EXPECT_EQ(hol.fitFirst, recommended.fitFirst);
+  EXPECT_EQ(hol.hybridConcurrency, recommended.hybridConcurrency);
+  EXPECT_EQ(hol.policy(scenario), recommended.policy(scenario));
+  auto a = makePolicy(scenario, hol);
+  auto b = makePolicy(scenario, recommended);
+  ASSERT_TRUE(a.ok() && b.ok());
+  const auto& x = dynamic_cast<const ReservationPolicy&>(*a.value()).options();
+  const auto& y = dynamic_cast<const ReservationPolicy&>(*b.value()).options();
+  EXPECT_EQ(x.holdReserve, y.holdReserve);
+  EXPECT_EQ(x.protectiveStart, y.protectiveStart);
+  EXPECT_EQ(x.minReserve, y.minReserve);
+}
+
 }  // namespace
 }  // namespace holdback::sim
