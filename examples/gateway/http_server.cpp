@@ -14,6 +14,7 @@
 #include "client_watch.hpp"
 #include "completion.hpp"
 #include "own_response.hpp"
+#include "proxy_heads.hpp"
 #include "routes.hpp"
 
 namespace holdback::gateway {
@@ -177,6 +178,15 @@ asio::awaitable<void> session(HttpServer::Shard& shard, tcp::socket socket, List
       co_await writeReply(stream,
                           jsonError(411, "invalid_request_error",
                                     "POST needs a Content-Length header (or chunked encoding)"),
+                          false);
+      refused = true;
+      break;
+    }
+    if (!transferCodingSupported(head)) {  // read as chunked, it would be something else
+      counters.clientErrors.fetch_add(1, std::memory_order_relaxed);
+      co_await writeReply(stream,
+                          jsonError(501, "invalid_request_error",
+                                    "Transfer-Encoding other than chunked is not supported"),
                           false);
       refused = true;
       break;

@@ -1,6 +1,7 @@
 #include "proxy_heads.hpp"
 
 #include <cstring>
+#include <iterator>
 #include <string>
 #include <string_view>
 
@@ -31,6 +32,16 @@ bool isHopByHop(std::string_view name) {
     default:
       return false;
   }
+}
+
+bool transferCodingSupported(const Fields& fields) {
+  const auto [first, last] = fields.equal_range(http::field::transfer_encoding);
+  if (first == last) return true;
+  if (std::next(first) != last) return false;
+  std::string_view v = first->value();
+  while (!v.empty() && (v.front() == ' ' || v.front() == '\t')) v.remove_prefix(1);
+  while (!v.empty() && (v.back() == ' ' || v.back() == '\t')) v.remove_suffix(1);
+  return beast::iequals(v, "chunked");
 }
 
 namespace {

@@ -21,6 +21,12 @@ bool isHopByHop(std::string_view name);
 // above, or one that message's own Connection header (`connection`, empty when absent) lists.
 bool isHopByHop(std::string_view name, std::string_view connection);
 
+// Whether the gateway reads a request's body framed by these fields (RFC 9112 section 6.1): no
+// Transfer-Encoding field, or exactly one whose value is "chunked" (case-insensitively, spaces and
+// tabs around it ignored). Any other coding (gzip, identity, a list of codings) is answered 501
+// by the server, since the gateway would read the body as something it is not.
+bool transferCodingSupported(const Fields& fields);
+
 // Appends "Name: value\r\n".
 void appendField(std::string& out, std::string_view name, std::string_view value);
 

@@ -63,6 +63,10 @@ t1=$(date +%s%N)
 # A malformed request line: 400 with a JSON body.
 resp="$(printf 'GARBAGE\r\n\r\n' | timeout 5 bash -c "exec 3<>/dev/tcp/127.0.0.1/${GW##*:}; cat >&3; cat <&3")"
 grep -q '^HTTP/1.1 400' <<<"$resp" && grep -q '"error":{"code":400' <<<"$resp" && ok "malformed request line -> 400 JSON" || fail "malformed request line: $resp"
+# A transfer coding other than plain chunked (read as chunked, the body would be something else).
+resp="$(printf 'POST /v1/completions HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: gzip, chunked\r\n\r\n2\r\n{}\r\n0\r\n\r\n' |
+  timeout 5 bash -c "exec 3<>/dev/tcp/127.0.0.1/${GW##*:}; cat >&3; cat <&3")"
+grep -q '^HTTP/1.1 501' <<<"$resp" && grep -q '"error":{"code":501' <<<"$resp" && ok "Transfer-Encoding gzip, chunked -> 501 JSON" || fail "Transfer-Encoding gzip, chunked: $resp"
 
 # --- health, readiness, models -------------------------------------------------------------
 [ "$(curl -s -o /dev/null -w '%{http_code}' "$GW/healthz")" = 200 ] && ok "/healthz 200" || fail "/healthz"

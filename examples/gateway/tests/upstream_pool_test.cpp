@@ -15,6 +15,7 @@
 #include "gateway.hpp"
 #include "net.hpp"
 #include "options.hpp"
+#include "proxy_heads.hpp"
 #include "upstream.hpp"
 
 namespace holdback::gateway {
@@ -175,6 +176,25 @@ TEST(UpstreamPoolTest, ConnectionLimitRefusesWithoutConnectingAndProxyAnswers503
     co_return;
   });
   EXPECT_EQ(acceptedBy(io, server, 3), 3U);
+}
+
+// The request framings the gateway reads: none, or one Transfer-Encoding of exactly "chunked";
+// anything else would be read as chunked data it is not (the server answers 501).
+TEST(ProxyHeadsTest, OnlyAPlainChunkedTransferEncodingIsSupported) {
+  const auto with = [](std::vector<std::string> values) {
+    Fields f;
+    for (const std::string& v : values) f.insert(http::field::transfer_encoding, v);
+    return transferCodingSupported(f);
+  };
+  EXPECT_TRUE(with({}));
+  EXPECT_TRUE(with({"chunked"}));
+  EXPECT_TRUE(with({" Chunked\t"}));
+  EXPECT_FALSE(with({"gzip, chunked"}));
+  EXPECT_FALSE(with({"identity"}));
+  EXPECT_FALSE(with({"chunked, chunked"}));
+  EXPECT_FALSE(with({"chunked", "chunked"}));
+  EXPECT_FALSE(with({""}));
+  EXPECT_FALSE(with({"xchunked"}));
 }
 
 }  // namespace
