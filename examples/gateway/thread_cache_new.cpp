@@ -1,11 +1,11 @@
-// The gateway executable's global operator new and delete: blocks of 257 B to 8 KiB are kept on
-// per-thread free lists (64-byte size classes) when freed and handed out again, instead of going
-// back to malloc. Each request allocates and frees several blocks of that size that glibc's
-// per-thread cache does not keep (it keeps at most 7 blocks of a size, up to 1 KiB): the
-// coroutine frames of the request's handling (1-3 KiB each; Asio's own frame recycling is turned
-// off, see CMakeLists.txt, since it keeps only frames under 1 KiB), the upstream request head,
-// the collected response. Under many connections, those went through malloc's bins, splitting
-// and coalescing chunks (the largest user-space cost at 1000 clients).
+// The gateway executable's global operator new and delete: blocks of up to 8 KiB are kept on
+// per-thread free lists (16-byte size classes) when freed and handed out again, instead of going
+// back to malloc. Each request allocates and frees blocks that glibc's per-thread cache does not
+// keep (it keeps at most 7 blocks of a size, and none over 1 KiB): the coroutine frames of the
+// request's handling (1-3 KiB each; Asio's own frame recycling is turned off, see
+// CMakeLists.txt, since it keeps only frames under 1 KiB), the upstream request head, the
+// collected response, the exchange's state. Under many connections, those went through malloc's
+// bins, splitting and coalescing chunks (the largest user-space cost at 1000 clients).
 //
 // A block freed on another thread than the one that allocated it joins the freeing thread's
 // lists. What a thread keeps is bounded (kMaxCachedBytes); beyond it, blocks go back to free().
@@ -44,9 +44,9 @@ void* mallocOrThrow(std::size_t size) {
 
 #if HOLDBACK_GATEWAY_THREAD_CACHE
 
-constexpr std::size_t kClassBytes = 64;
-constexpr std::size_t kMinClass = 5;                           // 320 B: blocks of 257 B and more
-constexpr std::size_t kMaxClass = 128;                         // 8 KiB
+constexpr std::size_t kClassBytes = 16;  // malloc's own granularity: no block grows
+constexpr std::size_t kMinClass = 1;
+constexpr std::size_t kMaxClass = 512;                         // 8 KiB
 constexpr std::size_t kMaxCachedBytes = std::size_t{1} << 20;  // per thread
 
 struct FreeBlock {
