@@ -4,6 +4,8 @@
 
 #include <cerrno>
 
+#include "draining_read.hpp"
+
 namespace holdback::gateway {
 
 void clientHungUp(Exchange& ex, GatewayCounters& counters) {
@@ -88,7 +90,7 @@ void startLookahead(const std::shared_ptr<Lookahead>& la, tcp::socket& socket,
                     GatewayCounters& counters) {
   la->pending = true;
   la->complete = false;
-  socket.async_read_some(asio::buffer(la->bytes),
+  socket.async_read_some(DrainingBuffer(la->bytes.data(), la->bytes.size()),
                          [la, &counters](const beast::error_code& ec, std::size_t n) {
                            la->pending = false;
                            la->complete = true;

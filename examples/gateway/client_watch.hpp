@@ -89,7 +89,9 @@ void clientHungUp(Exchange& ex, GatewayCounters& counters);
 // kept in `bytes` until the session takes them, and end the watch without acting. A client that
 // half-closes its sending side after the request is taken as gone (documented). One read for
 // both, instead of a readiness wait per request for the watch and another read after the reply,
-// saves a system call per request (asio re-arms a readiness wait with epoll_ctl each time).
+// saves a system call per request (asio re-arms a readiness wait with epoll_ctl each time); the
+// read goes through DrainingBuffer (draining_read.hpp), so that, started after a read that
+// drained the socket, it costs no system call until the client sends.
 // When the client's pipelined bytes are already buffered, no read is started (the session parses
 // them first): the watch is then a readiness wait with a MSG_PEEK (watchReadiness), cancelled
 // when the exchange ends (endWatch: with no read in progress, it is the socket's only operation).

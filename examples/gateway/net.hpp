@@ -9,6 +9,14 @@
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 
+// The gateway's targets set the size of Asio's per-thread cache of freed blocks and turn off its
+// recycling of coroutine frames (examples/gateway/CMakeLists.txt); a translation unit built
+// without them would disagree with the others on Asio's classes.
+#if BOOST_ASIO_RECYCLING_ALLOCATOR_CACHE_SIZE != 16 || \
+    !defined(BOOST_ASIO_DISABLE_AWAITABLE_FRAME_RECYCLING)
+#error "build the gateway's Asio code with HOLDBACK_GATEWAY_ASIO_DEFINITIONS (CMakeLists.txt)"
+#endif
+
 namespace holdback::gateway {
 
 namespace asio = boost::asio;

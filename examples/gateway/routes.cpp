@@ -62,11 +62,19 @@ Reply unauthorized(TenantDirectory::Check check) {
   return r;
 }
 
-asio::awaitable<bool> route(HttpServer::Shard& shard, beast::tcp_stream& stream, Lookahead& client,
-                            Request& req, bool keepAlive, ListenerRole role) {
-  Gateway& gw = shard.gw;
+namespace {
+
+// The path of a request target, without its query.
+std::string_view pathOf(const Request& req) {
   std::string_view path = req.target();
   if (const auto q = path.find('?'); q != std::string_view::npos) path = path.substr(0, q);
+  return path;
+}
+
+asio::awaitable<bool> routeAny(HttpServer::Shard& shard, beast::tcp_stream& stream,
+                               Lookahead& client, Request& req, bool keepAlive, ListenerRole role) {
+  Gateway& gw = shard.gw;
+  const std::string_view path = pathOf(req);
   const bool post = req.method() == http::verb::post;
   const bool head = req.method() == http::verb::head;
   const bool get = req.method() == http::verb::get || head;
@@ -119,6 +127,21 @@ asio::awaitable<bool> route(HttpServer::Shard& shard, beast::tcp_stream& stream,
                       "not ready: no model server answered its last metrics scrape");
   r.retryAfterS = gw.retryAfter503();
   co_return co_await writeReply(stream, r, keepAlive, {}, head);
+}
+
+}  // namespace
+
+// Not a coroutine: the usual request (a POST to an inference path the listener serves, no API key
+// to check) is handleCompletion's own coroutine, without a frame of route's around it; anything
+// else is routeAny's.
+asio::awaitable<bool> route(HttpServer::Shard& shard, beast::tcp_stream& stream, Lookahead& client,
+                            Request& req, bool keepAlive, ListenerRole role) {
+  const std::string_view path = pathOf(req);
+  if (req.method() == http::verb::post && isInferencePath(path) && serves(path, role) &&
+      !(shard.gw.tenants().enabled() && needsKey(path, role))) {
+    return handleCompletion(shard, stream, client, req, keepAlive, nullptr);
+  }
+  return routeAny(shard, stream, client, req, keepAlive, role);
 }
 
 }  // namespace holdback::gateway

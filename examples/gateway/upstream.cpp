@@ -16,6 +16,7 @@
 #include <utility>
 #include <vector>
 
+#include "draining_read.hpp"
 #include "gateway_http.hpp"
 #include "proxy_heads.hpp"
 
@@ -247,6 +248,10 @@ asio::awaitable<ProxyResult> proxy(UpstreamPool& pool, const Options& options, R
     // The response head's fields in an arena of the frame (net.hpp), released with the parser.
     std::pmr::monotonic_buffer_resource head_arena(response_arena.data(), response_arena.size());
     std::optional<http::response_parser<http::buffer_body, FieldsAllocator>> head_parser;
+    // The reads go to the socket (their deadline is the connection's watchdog) through
+    // DrainingBuffers: a read after one that drained the socket waits for the next event
+    // without first trying a recv that finds nothing (draining_read.hpp).
+    DrainingDynamicBuffer<beast::flat_buffer> reads(conn->buffer);
     beast::error_code hec;
     bool got_data = false;  // a response byte arrived: the exchange is not retried
     for (int interim = 0;; ++interim) {
@@ -255,7 +260,7 @@ asio::awaitable<ProxyResult> proxy(UpstreamPool& pool, const Options& options, R
       head_parser->body_limit((std::numeric_limits<std::uint64_t>::max)());
       conn->awaitRead(timeout);
       auto [ec_head, n_head] =
-          co_await http::async_read_header(conn->stream, conn->buffer, *head_parser, kUse);
+          co_await http::async_read_header(conn->stream.socket(), reads, *head_parser, kUse);
       hec = ec_head;
       conn->readDone(hec);
       if (hec || abort.aborted) break;
@@ -335,7 +340,7 @@ asio::awaitable<ProxyResult> proxy(UpstreamPool& pool, const Options& options, R
       parser.get().body().data = buf;
       parser.get().body().size = buf_size;
       conn->awaitRead(timeout);
-      auto [rec, rn] = co_await http::async_read_some(conn->stream, conn->buffer, parser, kUse);
+      auto [rec, rn] = co_await http::async_read_some(conn->stream.socket(), reads, parser, kUse);
       conn->readDone(rec);
       if (rec == http::error::need_buffer) rec = {};
       if (abort.aborted) co_return aborted(head_sent);

@@ -23,15 +23,16 @@
 // in one gather write that is first tried as one non-blocking send), reads the response head and
 // relays the body: streamed (`"stream": true`) as chunked transfer encoding, chunk by chunk as it
 // arrives; otherwise collected and sent with a Content-Length, head and body again in one write
-// (an upstream failure mid-body is still a 502). A request is sent twice only when the server
-// provably did not read it: on a reused connection, the send failed, or the server reset the
-// connection (a socket closed with the request unread) before any response byte; it is then
-// retried once on a new connection. A clean close after the whole request went out is a 502.
-// Cancellation: the caller's hang-up watch closes the upstream connection at once when the client
-// goes away; proxy() then returns kClientGone and the connection is not reused, so the model
-// server sees the disconnect and frees the slot. A revocation (in-flight eviction) aborts the
-// same way with AbortHandle::revoked set; proxy() then returns kRevoked or kRevokedMidStream, and
-// the caller answers the client.
+// (an upstream failure mid-body is still a 502). The response is read through DrainingBuffer
+// (draining_read.hpp: no read that finds nothing after one that drained the socket). A request is
+// sent twice only when the server provably did not read it: on a reused connection, the send
+// failed, or the server reset the connection (a socket closed with the request unread) before any
+// response byte; it is then retried once on a new connection. A clean close after the whole request
+// went out is a 502. Cancellation: the caller's hang-up watch closes the upstream connection at
+// once when the client goes away; proxy() then returns kClientGone and the connection is not
+// reused, so the model server sees the disconnect and frees the slot. A revocation (in-flight
+// eviction) aborts the same way with AbortHandle::revoked set; proxy() then returns kRevoked or
+// kRevokedMidStream, and the caller answers the client.
 //
 // Thread safety: not thread-safe; everything runs on the owning I/O thread.
 #pragma once
