@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <cstring>
 #include <memory_resource>
+#include <optional>
 #include <string>
 #include <tuple>
 #include <utility>
@@ -172,40 +173,32 @@ asio::awaitable<void> session(HttpServer::Shard& shard, tcp::socket socket, List
       break;
     }
     auto& head = parser.get();
+    // Refused on its head alone, a request is answered before its body is read (and before a
+    // 100 Continue invites it), and its connection closes: a POST without a length, a transfer
+    // coding the gateway does not read (read as chunked, the body would be something else), and
+    // with --api-keys a request without a tenant's key (checked again, and counted, when the
+    // request is routed).
+    std::optional<Reply> refusal;
     if (head.method() == http::verb::post && !parser.chunked() &&
         !parser.content_length().has_value()) {
-      counters.clientErrors.fetch_add(1, std::memory_order_relaxed);
-      co_await writeReply(stream,
-                          jsonError(411, "invalid_request_error",
-                                    "POST needs a Content-Length header (or chunked encoding)"),
-                          false);
-      refused = true;
-      break;
-    }
-    if (!transferCodingSupported(head)) {  // read as chunked, it would be something else
-      counters.clientErrors.fetch_add(1, std::memory_order_relaxed);
-      co_await writeReply(stream,
-                          jsonError(501, "invalid_request_error",
-                                    "Transfer-Encoding other than chunked is not supported"),
-                          false);
-      refused = true;
-      break;
-    }
-    if (!parser.is_done() && gw.tenants().enabled()) {
-      // --api-keys: a request without a tenant's key is refused on its header, before its body
-      // is read (and before a 100 Continue invites it); the connection then closes. The key is
-      // checked again, and counted, when the request is routed.
+      refusal = jsonError(411, "invalid_request_error",
+                          "POST needs a Content-Length header (or chunked encoding)");
+    } else if (!transferCodingSupported(head)) {
+      refusal = jsonError(501, "invalid_request_error",
+                          "Transfer-Encoding other than chunked is not supported");
+    } else if (!parser.is_done() && gw.tenants().enabled()) {
       std::string_view path = originForm(head.target());
       if (const auto q = path.find('?'); q != std::string_view::npos) path = path.substr(0, q);
       if (needsKey(path, role)) {
         const auto check = gw.tenants().authenticate(authorizationOf(head), false).check;
-        if (check != TenantDirectory::Check::kOk) {
-          counters.clientErrors.fetch_add(1, std::memory_order_relaxed);
-          co_await writeReply(stream, unauthorized(check), false);
-          refused = true;
-          break;
-        }
+        if (check != TenantDirectory::Check::kOk) refusal = unauthorized(check);
       }
+    }
+    if (refusal) {
+      counters.clientErrors.fetch_add(1, std::memory_order_relaxed);
+      co_await writeReply(stream, *refusal, false);
+      refused = true;
+      break;
     }
     // The body's bytes are reserved before it is read (overload.hpp), and held until the reply
     // has been written: its Content-Length, or --max-body-bytes for a chunked body (trimmed once
