@@ -300,6 +300,12 @@ std::string_view originForm(std::string_view target) {
   return rest.substr(path);
 }
 
+std::string_view requestPath(std::string_view target) {
+  std::string_view path = originForm(target);
+  if (const auto q = path.find('?'); q != std::string_view::npos) path = path.substr(0, q);
+  return path;
+}
+
 std::string errorBody(int status, std::string_view type, std::string_view message) {
   nlohmann::json body = {
       {"error",

@@ -118,6 +118,8 @@ class ObjectiveTable {
 // authority, its query dropped then); any other target is returned unchanged. The scheme is matched
 // case-insensitively.
 [[nodiscard]] std::string_view originForm(std::string_view target);
+// The path of a request target (its origin form without the query): what routing matches.
+[[nodiscard]] std::string_view requestPath(std::string_view target);
 
 // A reply the gateway writes itself.
 struct Reply {

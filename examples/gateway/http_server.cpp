@@ -187,9 +187,7 @@ asio::awaitable<void> session(HttpServer::Shard& shard, tcp::socket socket, List
       refusal = jsonError(501, "invalid_request_error",
                           "Transfer-Encoding other than chunked is not supported");
     } else if (!parser.is_done() && gw.tenants().enabled()) {
-      std::string_view path = originForm(head.target());
-      if (const auto q = path.find('?'); q != std::string_view::npos) path = path.substr(0, q);
-      if (needsKey(path, role)) {
+      if (needsKey(requestPath(head.target()), role)) {
         const auto check = gw.tenants().authenticate(authorizationOf(head), false).check;
         if (check != TenantDirectory::Check::kOk) refusal = unauthorized(check);
       }

@@ -64,17 +64,11 @@ Reply unauthorized(TenantDirectory::Check check) {
 
 namespace {
 
-// The path of a request target, without its query.
-std::string_view pathOf(const Request& req) {
-  std::string_view path = req.target();
-  if (const auto q = path.find('?'); q != std::string_view::npos) path = path.substr(0, q);
-  return path;
-}
-
+// `path`: the request's (requestPath).
 asio::awaitable<bool> routeAny(HttpServer::Shard& shard, beast::tcp_stream& stream,
-                               Lookahead& client, Request& req, bool keepAlive, ListenerRole role) {
+                               Lookahead& client, Request& req, bool keepAlive, ListenerRole role,
+                               std::string_view path) {
   Gateway& gw = shard.gw;
-  const std::string_view path = pathOf(req);
   const bool post = req.method() == http::verb::post;
   const bool head = req.method() == http::verb::head;
   const bool get = req.method() == http::verb::get || head;
@@ -136,12 +130,12 @@ asio::awaitable<bool> routeAny(HttpServer::Shard& shard, beast::tcp_stream& stre
 // else is routeAny's.
 asio::awaitable<bool> route(HttpServer::Shard& shard, beast::tcp_stream& stream, Lookahead& client,
                             Request& req, bool keepAlive, ListenerRole role) {
-  const std::string_view path = pathOf(req);
+  const std::string_view path = requestPath(req.target());
   if (req.method() == http::verb::post && isInferencePath(path) && serves(path, role) &&
       !(shard.gw.tenants().enabled() && needsKey(path, role))) {
     return handleCompletion(shard, stream, client, req, keepAlive, nullptr);
   }
-  return routeAny(shard, stream, client, req, keepAlive, role);
+  return routeAny(shard, stream, client, req, keepAlive, role, path);
 }
 
 }  // namespace holdback::gateway
