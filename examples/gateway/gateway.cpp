@@ -108,8 +108,10 @@ void Gateway::onOutcome(Completion&& c) {
   }
   ReplicaReserver* reserver = reserver_.load(std::memory_order_acquire);
   if (dispatch && reserver != nullptr) {
-    if (reserver->active()) {
-      // --replica-mode reserve: booked (or parked) on the reserver's thread, delivered from there.
+    const bool top = c.bandPriority >= top_band_;
+    // --replica-mode reserve: booked (or parked) on the reserver's thread, delivered from there;
+    // while Redis fails, a band below the top waits there for room in the local share.
+    if (!top || reserver->active()) {
       ReserveRequest r;
       r.id = c.id;
       r.sink = *holder;
@@ -117,7 +119,8 @@ void Gateway::onOutcome(Completion&& c) {
       r.priority = c.bandPriority;
       r.enqueueTime = c.enqueueTime;
       r.kvTokens = (*holder)->kvTokens;
-      r.keepFree = c.bandPriority < top_band_ ? reserve_keep_ : 0;
+      r.keepFree = top ? 0 : reserve_keep_;
+      r.top = top;
       r.deadline = parkDeadline(c.enqueueTime, (*holder)->ttl);
       r.dispatch = std::move(*dispatch);
       // Parked until booked: no eviction victim meanwhile (revoking it would free no slot).

@@ -9,9 +9,11 @@
 // the reserver with submit(); the reserver's thread books it (on the pick's endpoint, else on the
 // others best first), moves its ledger handle when it booked elsewhere, and delivers it. Refused
 // everywhere, it is parked (the controller's lease stays, the client waits) until a booking
-// succeeds, its TTL runs out or its client hangs up. While Redis fails the reserver is inactive:
-// onOutcome delivers the pick at once (the local 1/R share of --replica-mode share) and
-// track()s it, so that the replica's bookings are re-asserted whole when Redis answers again.
+// succeeds, its TTL runs out or its client hangs up. While Redis fails the reserver is inactive
+// and the replica keeps to its local 1/R share: onOutcome delivers a top-band pick at once, and a
+// request of a band below waits on the reserver's thread until this replica's live dispatches are
+// under fallbackShare() (parked requests likewise: the table refused them a moment ago); each is
+// track()ed, so that the replica's bookings are re-asserted whole when Redis answers again.
 //
 // Thread safety: ReplicaReserver's members are thread-safe; ReserveCounters are atomics.
 #pragma once
@@ -86,9 +88,24 @@ struct ReserveRequest {
   // Slots it must leave free over the pool (a band below the top: the reserve policy's fixed
   // reserve, replica_reserve_store.hpp); 0: none.
   std::int64_t keepFree = 0;
+  bool top = false;  // the top band: while Redis fails, sent at once, never held for the share
   Pool::Dispatch dispatch;                            // the pick: its endpoint is tried first
   std::chrono::steady_clock::time_point submitted{};  // set by submit()
 };
+
+// While Redis fails: how many live dispatches (all bands) a replica may hold before it holds back
+// requests of a band below the top: its 1/R share of the pool's slots (`poolSlots`, the servers'
+// counted slots summed) less the pool's fixed reserve (`keep`), at least 1, with R the replicas
+// the last sync round saw (at least 1); -1 (no bound) when a server's slot count is unknown
+// (poolSlots <= 0). The shares of R replicas sum to at most the pool less its reserve, so a Redis
+// stall does not fill the servers past their slots with dispatches the table would have refused.
+[[nodiscard]] constexpr std::int64_t fallbackShare(std::int64_t poolSlots, std::int64_t keep,
+                                                   std::int64_t replicas) noexcept {
+  if (poolSlots <= 0) return -1;
+  const std::int64_t r = replicas < 1 ? 1 : replicas;
+  const std::int64_t share = (poolSlots - (keep < 0 ? 0 : keep)) / r;
+  return share < 1 ? 1 : share;
+}
 
 class ReplicaReserver : public ReservationSink {
  public:

@@ -335,14 +335,36 @@ class RedisReserver final : public ReplicaReserver {
     }
   }
 
-  // Inactive: every parked request goes out on its pick (the local share), tracked.
+  // Inactive (Redis failing): the local 1/R share. In the parked order, a top-band request goes
+  // out on its pick at once, one of a band below while this replica's live dispatches are under
+  // fallbackShare(); the rest wait for Redis (then booked), this replica's releases, their TTL
+  // or their client.
   void deliverUnbooked() {
+    const std::int64_t slots = poolSlots();
+    const std::int64_t replicas =
+        gw_.counters().replicaSyncReplicas.load(std::memory_order_relaxed);
     while (!parked_.empty()) {
+      const ReserveRequest& r = parked_.front().r;
+      const std::int64_t share = fallbackShare(slots, r.keepFree, replicas);
+      if (!r.top && share >= 0 && static_cast<std::int64_t>(live_.size()) >= share) return;
       c_.fallbackDispatches.fetch_add(1, std::memory_order_relaxed);
-      const std::size_t endpoint = parked_.front().r.dispatch.endpoint;
+      const std::size_t endpoint = r.dispatch.endpoint;
       deliver(std::move(parked_.front().r), endpoint);
       parked_.pop_front();
     }
+  }
+
+  // The slots the servers that are up count (Pool's booking slots), summed; 0 when one's is
+  // unknown.
+  std::int64_t poolSlots() const {
+    std::int64_t sum = 0;
+    for (std::size_t i = 0; i < urls_.size(); ++i) {
+      if (!gw_.pool().up(i)) continue;
+      const std::int64_t slots = gw_.pool().capacity(i).bookingSlots;
+      if (slots <= 0) return 0;
+      sum += slots;
+    }
+    return sum;
   }
 
   void deliver(ReserveRequest r, std::size_t endpoint) {

@@ -5,19 +5,24 @@
 # The reference: one gateway carrying everything. Then three replicas on one redis-server (started
 # here) with --replica-mode MODE, the batch flood split over them (6 clients each) and the
 # interactive clients through the first. Per run, one line: interactive TTFT p99 (hey's p99 of
-# whole responses; every response is 8 tokens), the deepest server queue sampled every 50 ms, and
-# the batch requests completed; then the median over the runs of the ratios three / one.
+# whole responses; every response is 8 tokens), the deepest server queue sampled every 50 ms, the
+# batch requests completed, and the Redis calls that failed (reserve mode, all three); then the
+# median over the runs of the ratios three / one.
 #
 #   scripts/dev/gateway-replicas.sh [BUILD_DIR]        (default: build/default)
 # Environment: MODE (share or reserve, default reserve), RUNS (default 3), PHASE_S (default 10),
-# GATEWAY_ARGS (extra flags for every gateway), DUMP (a directory: every gateway's /metrics is
-# saved there at the end of its phase, and hey's outputs). Needs redis-server and hey.
+# GATEWAY (the gateway binary), GATEWAY_ARGS (extra flags for every gateway), DUMP (a directory:
+# every gateway's /metrics is saved there at the end of its phase, and hey's outputs), STALL_MS
+# (stall Redis that long with DEBUG SLEEP every STALL_EVERY_S seconds, default 3, during the three
+# replicas' phase: each stall past the Redis timeout sends every replica to its fallback). Needs
+# redis-server and hey.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 BUILD="${1:-build/default}"
-GATEWAY="$BUILD/examples/gateway/holdback-gateway"
+GATEWAY="${GATEWAY:-$BUILD/examples/gateway/holdback-gateway}"
 MODEL_SERVER="$BUILD/examples/model-server/holdback-model-server"
 MODE="${MODE:-reserve}" RUNS="${RUNS:-3}" PHASE_S="${PHASE_S:-10}"
+STALL_MS="${STALL_MS:-0}" STALL_EVERY_S="${STALL_EVERY_S:-3}"
 for tool in redis-server hey; do
   command -v "$tool" >/dev/null || { echo "$tool not installed"; exit 1; }
 done
@@ -49,13 +54,14 @@ bad() { cat "$@" | awk '$1 ~ /^\[5[0-9][0-9]\]$/ {n += $2} /Error distribution:/
   e && NF {gsub(/[][]/, "", $1); n += $1} END {print n + 0}'; }
 
 REDIS_PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-redis-server --port "$REDIS_PORT" --bind 127.0.0.1 --save '' --appendonly no >"$WORK/redis.out" 2>&1 &
+redis-server --port "$REDIS_PORT" --bind 127.0.0.1 --save '' --appendonly no \
+  --enable-debug-command local >"$WORK/redis.out" 2>&1 &
 PIDS+=($!)
 sleep 0.5
 start MS1 server1 "$MODEL_SERVER" --port 0 --slots 4 --token-ms 10 --prefill-ms 20 --model fake-model
 start MS2 server2 "$MODEL_SERVER" --port 0 --slots 4 --token-ms 10 --prefill-ms 20 --model fake-model
-echo "mode $MODE, $RUNS runs of $PHASE_S s"
-echo "run | p99 one / three (ms) | ratio | deepest queue one / three | batch one / three | 5xx+errors three"
+echo "mode $MODE, $RUNS runs of $PHASE_S s$([ "$STALL_MS" -gt 0 ] && echo ", Redis stalled $STALL_MS ms every $STALL_EVERY_S s")"
+echo "run | p99 one / three (ms) | ratio | deepest queue one / three | batch one / three | 5xx+errors three | failed Redis calls three"
 ratios=() batch_ratios=() queue_excess=()
 for run in $(seq "$RUNS"); do
   # shellcheck disable=SC2086
@@ -81,9 +87,22 @@ for run in $(seq "$RUNS"); do
   load "three_batch2_$run" "$GW2" batch 6
   load "three_batch3_$run" "$GW3" batch 6
   load "three_interactive$run" "$GW1" interactive 2
+  if [ "$STALL_MS" -gt 0 ]; then
+    (end=$((SECONDS + PHASE_S - 1)); while sleep "$STALL_EVERY_S" && [ "$SECONDS" -lt "$end" ]; do
+      redis-cli -p "$REDIS_PORT" DEBUG SLEEP "$(awk -v m="$STALL_MS" 'BEGIN {print m / 1000}')" >/dev/null
+    done) &
+    STALLER=$!
+  fi
   deepest_three=$(deepest_queue)
   for pid in "${LOADS[@]}"; do wait "$pid"; done
-  for g in 1 2 3; do v="GW$g"; dump "${!v}" "three-gw$g-$run"; done
+  [ "$STALL_MS" -gt 0 ] && wait "$STALLER"
+  fails=0
+  for g in 1 2 3; do
+    v="GW$g"
+    dump "${!v}" "three-gw$g-$run"
+    f=$(metric "${!v}" holdback_gateway_replica_reserve_failures_total)
+    fails=$((fails + ${f:-0}))
+  done
   kill "$GW1_PID" "$GW2_PID" "$GW3_PID"; wait "$GW1_PID" "$GW2_PID" "$GW3_PID" 2>/dev/null
   [ -z "${DUMP:-}" ] || cp "$WORK"/*"$run".hey "$WORK"/*"$run".err "$DUMP"/
   p1=$(p99_ms "one_interactive$run") p3=$(p99_ms "three_interactive$run")
@@ -94,7 +113,7 @@ for run in $(seq "$RUNS"); do
   ratios+=("$ratio")
   batch_ratios+=("$(awk -v a="$b3" -v b="$b1" 'BEGIN {printf "%.3f", (b > 0 ? a / b : 0)}')")
   queue_excess+=("$(awk -v a="$deepest_three" -v b="$deepest_one" 'BEGIN {print a - b}')")
-  echo "$run | $p1 / $p3 | ${ratio}x | $deepest_one / $deepest_three | $b1 / $b3 | $errs"
+  echo "$run | $p1 / $p3 | ${ratio}x | $deepest_one / $deepest_three | $b1 / $b3 | $errs | $fails"
 done
 median() { printf '%s\n' "$@" | sort -g | awk '{v[NR] = $1} END {print v[int((NR + 1) / 2)]}'; }
 echo "median: interactive p99 $(median "${ratios[@]}")x one gateway's," \

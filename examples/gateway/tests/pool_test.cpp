@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include "holdback/detector/detectors.hpp"
+#include "replica_reserve.hpp"
 
 namespace holdback::gateway {
 namespace {
@@ -181,6 +182,30 @@ TEST(Pool, LedgerCorrectionCanBeTurnedOff) {
   auto a = pool.pick(*d, t0);
   EXPECT_EQ(pool.endpoints(t0)[0].waitingQueueSize, 0.0);
   EXPECT_EQ(pool.endpoints(t0)[0].inFlightRequests, 1);
+}
+
+// While Redis fails, a replica keeps to its share: R replicas' shares together leave the pool's
+// fixed reserve free, each keeps at least one slot to make progress, and an unknown slot count
+// bounds nothing.
+TEST(FallbackShareTest, SharesSumToThePoolLessItsReserve) {
+  EXPECT_EQ(fallbackShare(8, 1, 3), 2);  // 2 x 4 slots, reserve 1, three replicas: 6 of 8
+  EXPECT_EQ(fallbackShare(8, 0, 1), 8);
+  EXPECT_EQ(fallbackShare(8, 1, 1), 7);
+  for (std::int64_t slots = 1; slots <= 64; ++slots) {
+    for (std::int64_t keep = 0; keep < 4; ++keep) {
+      for (std::int64_t r = 1; r <= 8; ++r) {
+        const std::int64_t share = fallbackShare(slots, keep, r);
+        EXPECT_GE(share, 1);
+        if (share > 1) {
+          EXPECT_LE(share * r, slots - keep) << slots << " " << keep << " " << r;
+        }
+      }
+    }
+  }
+  EXPECT_EQ(fallbackShare(2, 1, 3), 1);   // at least one
+  EXPECT_EQ(fallbackShare(8, 1, 0), 7);   // no sync round yet: one replica
+  EXPECT_EQ(fallbackShare(8, -3, 2), 4);  // a negative reserve counts as none
+  EXPECT_EQ(fallbackShare(0, 1, 3), -1);  // a server's slots unknown: no bound
 }
 
 }  // namespace
