@@ -110,8 +110,9 @@ void Gateway::onOutcome(Completion&& c) {
   if (dispatch && reserver != nullptr) {
     const bool top = c.bandPriority >= top_band_;
     // --replica-mode reserve: booked (or parked) on the reserver's thread, delivered from there;
-    // while Redis fails, a band below the top waits there for room in the local share.
-    if (!top || reserver->active()) {
+    // while Redis fails, a band below the top waits there for room in the local share. The top
+    // band goes out at once while Redis fails or its calls have stalled (kTopBandPatience).
+    if (!top || (reserver->active() && !reserver->stalled())) {
       ReserveRequest r;
       r.id = c.id;
       r.sink = *holder;

@@ -168,7 +168,8 @@ std::string renderMetrics(Gateway& gw) {
          "Booking calls that found no endpoint with room (the request parked or stayed parked).",
          load(rc.refusals)},
         {"holdback_gateway_replica_reserve_fallback_dispatches_total", "counter",
-         "Dispatches made without a booking while Redis failed (the local 1/R share).",
+         "Dispatches made without a booking while Redis failed (the local 1/R share) or stalled "
+         "(top band).",
          load(rc.fallbackDispatches)},
         {"holdback_gateway_replica_reserve_parked", "gauge",
          "Dispatched requests waiting for a booking now.", load(rc.parked)},

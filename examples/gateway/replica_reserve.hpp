@@ -9,7 +9,9 @@
 // the reserver with submit(); the reserver's thread books it (on the pick's endpoint, else on the
 // others best first), moves its ledger handle when it booked elsewhere, and delivers it. Refused
 // everywhere, it is parked (the controller's lease stays, the client waits) until a booking
-// succeeds, its TTL runs out or its client hangs up. While Redis fails the reserver is inactive
+// succeeds, its TTL runs out or its client hangs up. A top-band request is not submitted while
+// the reserver's calls have stalled past kTopBandPatience: it goes out on its pick at once,
+// track()ed. While Redis fails the reserver is inactive
 // and the replica keeps to its local 1/R share: onOutcome delivers a top-band pick at once, and a
 // request of a band below waits on the reserver's thread until this replica's live dispatches are
 // under fallbackShare() (parked requests likewise: the table refused them a moment ago); each is
@@ -93,6 +95,11 @@ struct ReserveRequest {
   std::chrono::steady_clock::time_point submitted{};  // set by submit()
 };
 
+// How long a top-band request waits for the reserver's Redis calls before it goes out unbooked on
+// its pick (tracked, and re-asserted with the next heartbeat), as one gateway sends it: a fifth of
+// the shortest Redis timeout (redisTimeoutMs), about four times a booking's p99 on a loaded host.
+inline constexpr std::chrono::milliseconds kTopBandPatience{10};
+
 // While Redis fails: how many live dispatches (all bands) a replica may hold before it holds back
 // requests of a band below the top: its 1/R share of the pool's slots (`poolSlots`, the servers'
 // counted slots summed) less the pool's fixed reserve (`keep`), at least 1, with R the replicas
@@ -112,6 +119,9 @@ class ReplicaReserver : public ReservationSink {
   virtual ~ReplicaReserver() = default;
   // Whether dispatches are booked now (false: Redis failing, the local share).
   [[nodiscard]] virtual bool active() const noexcept = 0;
+  // Whether the reserver's thread has been in Redis calls for longer than a top-band request
+  // waits for them (kTopBandPatience): a Redis stall the call's timeout has not yet declared.
+  [[nodiscard]] virtual bool stalled() const noexcept = 0;
   // Books `r` on the reserver's thread and delivers it to its sink (or parks it). Never blocks on
   // Redis.
   virtual void submit(ReserveRequest r) = 0;

@@ -29,6 +29,11 @@ constexpr auto kParkedRetry = 2ms;
 // Parked requests booked in one script call at most (the reply holds 3 + this many integers).
 constexpr std::size_t kMaxBatch = 32;
 
+std::int64_t nowNs() noexcept {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(SteadyClock::now().time_since_epoch())
+      .count();
+}
+
 std::string reserverId() {
   char host[256] = {};
   ::gethostname(host, sizeof host - 1);
@@ -71,6 +76,10 @@ class RedisReserver final : public ReplicaReserver {
 
   [[nodiscard]] bool active() const noexcept override {
     return active_.load(std::memory_order_acquire);
+  }
+  [[nodiscard]] bool stalled() const noexcept override {
+    const std::int64_t since = busy_since_.load(std::memory_order_acquire);
+    return since != 0 && nowNs() - since > std::chrono::nanoseconds(kTopBandPatience).count();
   }
   void submit(ReserveRequest r) override {
     r.submitted = SteadyClock::now();
@@ -133,7 +142,9 @@ class RedisReserver final : public ReplicaReserver {
       const auto now = SteadyClock::now();
       const bool tick = now >= next_tick;
       if (tick) next_tick = now + interval_;
+      busy_since_.store(nowNs(), std::memory_order_release);
       cycle(tick, submitted, tracked, released);
+      busy_since_.store(0, std::memory_order_release);
       submitted.clear();
       tracked.clear();
       released.clear();
@@ -391,6 +402,7 @@ class RedisReserver final : public ReplicaReserver {
   int timeout_ms_;
   ReplicaInputLog log_;
   std::atomic<bool> active_{false};
+  std::atomic<std::int64_t> busy_since_{0};  // steady ns the running cycle began; 0: waiting
 
   std::mutex mu_;
   std::condition_variable wake_;
