@@ -8,6 +8,8 @@
 #   - every replica books (holdback_gateway_replica_reserve_active 1, bookings counted), and no
 #     server's live bookings exceed its 4 slots while every replica books (configured; sampled in
 #     Redis, atomically, over a window in which no replica fell back or lapsed);
+#   - Redis stalled for less than the calls' timeout: interactive requests go out unbooked
+#     rather than wait (counted);
 #   - replica 3 partitioned: it falls back to the local share within a second and says so, keeps
 #     to that share (its live dispatches), the others stay in reserve mode, its heartbeat lapses
 #     within the lease (its bookings then count for nobody); thawed, it returns to reserve mode and
@@ -47,7 +49,7 @@ REDIS_PORT=$(free_port) RELAY_PORT=$(free_port)
 rcli() { redis-cli -p "$REDIS_PORT" "$@"; }
 start_redis() {
   redis-server --port "$REDIS_PORT" --bind 127.0.0.1 --save '' --appendonly no \
-    >>"$WORK/redis.out" 2>&1 &
+    --enable-debug-command local >>"$WORK/redis.out" 2>&1 &
   REDIS_PID=$!
   PIDS+=("$REDIS_PID")
   for _ in $(seq 50); do rcli ping >/dev/null 2>&1 && return 0; sleep 0.1; done
@@ -169,6 +171,22 @@ for g in 1 2 3; do
   awk -v n="${n:-0}" 'BEGIN {exit !(n > 0)}' && ok "replica $g booked $n dispatches" ||
     fail "replica $g booked none"
 done
+
+# Redis stalled for 35 ms, 40 times (DEBUG SLEEP; shorter than the calls' 50 ms timeout):
+# interactive requests through replica 1 submitted once a stall has lasted 10 ms go out unbooked
+# at once (counted as dispatches without a booking) though no call failed.
+f0=$(metric "$GW1" holdback_gateway_replica_reserve_fallback_dispatches_total)
+e0=$(metric "$GW1" holdback_gateway_replica_reserve_failures_total)
+for _ in $(seq 40); do rcli debug sleep 0.035 >/dev/null; sleep 0.03; done
+f1=$(metric "$GW1" holdback_gateway_replica_reserve_fallback_dispatches_total)
+e1=$(metric "$GW1" holdback_gateway_replica_reserve_failures_total)
+if [ "$e1" != "$e0" ]; then
+  echo "note: stalls not checked: a Redis call of replica 1 failed during them ($e0 -> $e1)"
+elif [ "$f1" -gt "$f0" ]; then
+  ok "interactive requests did not wait for stalled Redis calls: $((f1 - f0)) sent unbooked"
+else
+  fail "no interactive request went out unbooked during 40 Redis stalls of 35 ms"
+fi
 
 # Replica 3 partitioned from Redis: the relay frozen.
 kill -STOP "$RELAY_PID"
