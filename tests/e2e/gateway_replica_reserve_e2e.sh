@@ -120,7 +120,7 @@ booked_on() {  # booked_on URL: the live bookings of every replica on one server
 }
 # The load runs until the last check that needs it, then stops (hey prints its report on SIGINT,
 # after the requests in flight have ended); LOAD_S bounds it.
-LOAD_S=40
+LOAD_S=90
 load batch1 "$GW1" batch 6 "$LOAD_S"
 load batch2 "$GW2" batch 6 "$LOAD_S"
 load batch3 "$GW3" batch 6 "$LOAD_S"
