@@ -49,6 +49,12 @@ struct Arm {
   bool revokeOnBlock = true;
   bool restoreReserve = false;
   double restoreEpsilon = 0.01;
+  // Restoration's budgets (ReserveRestoreOptions; 0 = none); a scenario's restoreEvictionBudget
+  // and the others (holdback simulate --eviction-budget, --waste-budget) override them.
+  double evictionBudget = 0.0;
+  double evictionBurst = 4.0;
+  double wasteBudget = 0.0;
+  double wasteBurstSeconds = 30.0;
   // Routing: the EndpointPicker's fit-first rule (a dispatched request goes where it starts now:
   // a free slot and KV for its input, by the detector's room).
   bool fitFirst = false;

@@ -194,9 +194,16 @@ HOLDBACK_INLINE void Evictor::revokeFirst(const Cycle& cycle, Priority demandPri
                                           bool restored, RevocationBatch& out) noexcept {
   const TimePoint now = cycle.now;
   const std::span<const VictimSelector::Candidate> chosen = selector_.candidates();
+  const bool budgeted = restored && Evictor::budgeted(cycle.options);
+  const ReserveRestoreOptions& ro = cycle.options.restoreReserve;
   for (std::size_t k = 0; k < take && k < chosen.size() && !out.full(); ++k) {
     const VictimSelector::Candidate& c = chosen[k];
+    if (budgeted && !budget_.allows(ro)) {  // restoration waits for the budgets to refill
+      pacer_.withheld();
+      break;
+    }
     if (!cycle.leases.markRevoked(c.lease.id)) continue;
+    if (budgeted) budget_.spend(ro, now - c.lease.dispatchedAt);
     pacer_.issued(c.lease.id, c.lease.priority, now, c.credit, c.endpoint, restored);
     Revocation& r = out.add();
     r.id = c.lease.id;
