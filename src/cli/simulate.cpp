@@ -87,11 +87,15 @@ Options:
   --eviction-budget B[,BURST]
                     arms with reserve restoration: at most B revocations per protected request
                     started, BURST saved up (restoreReserve.evictionBudget, evictionBurst; 0 =
-                    none; default: the arm's, recommended 0 ... see docs/guide/eviction.md)
+                    none; default: the arm's: 0.08,20 for recommended, else none;
+                    docs/guide/eviction.md, "Restoration budgets")
   --waste-budget W[,S]
                     arms with reserve restoration: revoked slot time at most W of the sheddable
                     classes' completed slot time, S seconds saved up (restoreReserve.wasteBudget,
-                    wasteBurst; 0 = none; default: the arm's)
+                    wasteBurst; 0 = none; default: the arm's, none for every arm)
+  --revoke-on-block on|off
+                    arms with reserve restoration: upstream's head-of-line trigger as well
+                    (eviction.revokeOnBlock; default: the arm's, off for recommended)
   --ledger on|off   utilization detector: each replica fills its view through its own
                     DispatchLedger (pool.dispatchLedger; default on, the scenario's value)
   --ledger-budget on|off
@@ -168,7 +172,8 @@ int runSimulate(int argc, char** argv) {
                               "replica-rtt-ms",
                               "engine-scheduling",
                               "eviction-budget",
-                              "waste-budget"},
+                              "waste-budget",
+                              "revoke-on-block"},
                              args, {"detail"})) {
     return usageError(kCommand, *error);
   }
@@ -370,6 +375,12 @@ int runSimulate(int argc, char** argv) {
       return usageError(kCommand,
                         "--waste-budget needs W[,SECONDS]: W in [0, 1), SECONDS in (0, 1000]");
     }
+  }
+  if (auto hol = args.get("revoke-on-block")) {
+    if (*hol != "on" && *hol != "off") {
+      return usageError(kCommand, "--revoke-on-block must be on or off");
+    }
+    scenario.restoreRevokeOnBlock = *hol == "on" ? 1 : 0;
   }
   if (auto lost = args.get("lost-completions")) {
     const auto v = parseDouble(*lost);

@@ -139,6 +139,7 @@ Simulation::Simulation(const Scenario& s, const Arm& arm, const RunOptions& opti
       if (arm.restoreReserve) {
         auto pick = [](double scenario, double own) { return scenario >= 0.0 ? scenario : own; };
         ReserveRestoreOptions& rr = o.eviction.restoreReserve;
+        if (s.restoreRevokeOnBlock >= 0) o.eviction.revokeOnBlock = s.restoreRevokeOnBlock == 1;
         rr.evictionBudget = pick(s.restoreEvictionBudget, arm.evictionBudget);
         rr.evictionBurst = pick(s.restoreEvictionBurst, arm.evictionBurst);
         rr.wasteBudget = pick(s.restoreWasteBudget, arm.wasteBudget);

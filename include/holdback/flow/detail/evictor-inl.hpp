@@ -194,11 +194,13 @@ HOLDBACK_INLINE void Evictor::revokeFirst(const Cycle& cycle, Priority demandPri
                                           bool restored, RevocationBatch& out) noexcept {
   const TimePoint now = cycle.now;
   const std::span<const VictimSelector::Candidate> chosen = selector_.candidates();
-  const bool budgeted = restored && Evictor::budgeted(cycle.options);
+  // Restoration waits while a budget is spent; a head-of-line revocation (a protected request
+  // blocked now) is never held back by them but is paid from them.
+  const bool budgeted = Evictor::budgeted(cycle.options);
   const ReserveRestoreOptions& ro = cycle.options.restoreReserve;
   for (std::size_t k = 0; k < take && k < chosen.size() && !out.full(); ++k) {
     const VictimSelector::Candidate& c = chosen[k];
-    if (budgeted && !budget_.allows(ro)) {  // restoration waits for the budgets to refill
+    if (restored && budgeted && !budget_.allows(ro)) {  // waits for the budgets to refill
       pacer_.withheld();
       break;
     }
