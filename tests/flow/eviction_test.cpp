@@ -705,6 +705,15 @@ TEST_F(ReserveRestoreTest, TheEvictionBudgetCapsRevocationsPerProtectedRequest) 
   EXPECT_LE(static_cast<double>(revoked.size()), 1.0 + 0.05 * protectedStarted);
   EXPECT_GT(unbudgeted, revoked.size() + 1);
   EXPECT_GT(capped.budgetWithheld, 0u);
+  // The same count in the Prometheus text.
+  FlowControllerStats shown;
+  shown.eviction = capped;
+  const std::string text = renderPrometheus(shown, "p");
+  EXPECT_NE(
+      text.find("holdback_flow_control_restoration_budget_withheld_total{inference_pool=\"p\"} " +
+                std::to_string(capped.budgetWithheld) + "\n"),
+      std::string::npos)
+      << text;
 }
 
 // The waste budget: a bucket of 1 ms of slot time allows one revocation (its victim held its slot
