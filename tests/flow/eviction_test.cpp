@@ -758,6 +758,26 @@ TEST_F(ReserveRestoreTest, WithoutTheBlockTriggerAHeadOfLineBlockRevokesNothingB
   }
 }
 
+// The budgets hold restoration back, never upstream's trigger: with an eviction budget of one
+// revocation that the first head-of-line revocation spends, the next block still revokes.
+TEST_F(ReserveRestoreTest, TheBudgetsNeverHoldAHeadOfLineRevocationBack) {
+  auto o = evicting(std::make_shared<FixedCeilingPolicy>(std::map<Priority, double>{{-1, 1.0}}));
+  o.eviction.revokeOnBlock = true;
+  o.eviction.restoreReserve = {.enabled = true, .epsilon = 0.01, .leadTime = 200ms};
+  o.eviction.restoreReserve.evictionBudget = 0.01;
+  o.eviction.restoreReserve.evictionBurst = 1.0;
+  auto fc = make(std::move(o));
+  preload(*fc, 8, -1, t0);
+  fc->enqueue(request("hp", 10), t0 + 1s);
+  detector->set(1.0);
+  EXPECT_EQ(cycle(*fc, t0 + 1s).kind, Kind::kGated);
+  ASSERT_EQ(revoked.size(), 1u);
+  EXPECT_TRUE(fc->release(revoked.front().id, t0 + 1s + 10ms));  // confirmed; the block stays
+  EXPECT_EQ(cycle(*fc, t0 + 1s + 200ms).kind, Kind::kGated);     // after the 100 ms grace
+  EXPECT_EQ(revoked.size(), 2u);
+  EXPECT_EQ(fc->stats().eviction.restored, 0u);
+}
+
 // The Prometheus text tells the two triggers apart: restoration's revocations under
 // reason="reserve", the head-of-line block's under reason="blocked".
 TEST_F(ReserveRestoreTest, PrometheusCountsEachTriggerUnderItsReason) {
