@@ -17,7 +17,8 @@
 // revocations to the others (their victims are the pool's youngest) waits for them until the
 // next share install at most: short still with their fresh figures, it leaves their youngest
 // out and takes its own among the next of the pool's youngest. Restoration's revocations stop
-// where its budgets (RestorationBudget) run out; head-of-line ones are not budgeted.
+// where its budgets (RestorationBudget) run out; head-of-line ones are paid from the budgets
+// but never held back by them.
 //
 // Host code: only the pure, host-pluggable EvictionFilter and EvictionOrderPolicy. It never
 // holds the evict callback: a decision adds its revocations to the caller's RevocationBatch,
