@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <set>
+#include <string>
 
 #include "holdback/core/text.hpp"
 #include "sim/evaluate.hpp"
@@ -82,7 +83,18 @@ Json gatewayConfig(const Scenario& s, const Arm& arm) {
   if (arm.eviction) {
     flow["enableEviction"] = true;
     Json eviction = {{"revokeOnBlock", arm.revokeOnBlock}};
-    if (arm.restoreReserve) eviction["restoreReserve"] = {{"epsilon", arm.restoreEpsilon}};
+    if (arm.restoreReserve) {
+      Json restore = {{"epsilon", arm.restoreEpsilon}};
+      if (arm.evictionBudget > 0.0) {  // the simulator's budgets, as the arm sets them
+        restore["evictionBudget"] = arm.evictionBudget;
+        restore["evictionBurst"] = arm.evictionBurst;
+      }
+      if (arm.wasteBudget > 0.0) {
+        restore["wasteBudget"] = arm.wasteBudget;
+        restore["wasteBurst"] = std::to_string(std::llround(arm.wasteBurstSeconds * 1000.0)) + "ms";
+      }
+      eviction["restoreReserve"] = restore;
+    }
     flow["eviction"] = eviction;
   }
   return {{"apiVersion", "llm-d.ai/v1alpha1"},

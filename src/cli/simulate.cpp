@@ -84,6 +84,18 @@ Options:
                     of the protected classes with this time constant in seconds
                     (restoreBurstMemorySeconds; EvictionOptions::restoreReserve.burstMemory;
                     default 0 = off)
+  --eviction-budget B[,BURST]
+                    arms with reserve restoration: at most B revocations per protected request
+                    started, BURST saved up (restoreReserve.evictionBudget, evictionBurst; 0 =
+                    none; default: the arm's: 0.08,20 for recommended, else none;
+                    docs/guide/eviction.md, "Restoration budgets")
+  --waste-budget W[,S]
+                    arms with reserve restoration: revoked slot time at most W of the sheddable
+                    classes' completed slot time, S seconds saved up (restoreReserve.wasteBudget,
+                    wasteBurst; 0 = none; default: the arm's, none for every arm)
+  --revoke-on-block on|off
+                    arms with reserve restoration: upstream's head-of-line trigger as well
+                    (eviction.revokeOnBlock; default: the arm's, off for recommended)
   --ledger on|off   utilization detector: each replica fills its view through its own
                     DispatchLedger (pool.dispatchLedger; default on, the scenario's value)
   --ledger-budget on|off
@@ -132,19 +144,36 @@ bool writeFile(const std::filesystem::path& path, const std::string& text) {
 int runSimulate(int argc, char** argv) {
   constexpr std::string_view kCommand = "simulate";
   Args args;
-  if (auto error = parseArgs(argc, argv, 2, {"scenario",       "seed",
-                                             "seeds",          "duration",
-                                             "arms",           "detector",
-                                             "replicas",       "jobs",
-                                             "format",         "csv",
-                                             "plot",           "scrape-ms",
-                                             "revocation-ms",  "burst-memory",
-                                             "ledger",         "ledger-budget",
-                                             "ledger-credit",  "lost-completions",
-                                             "slot-term",      "concurrency-mode",
-                                             "sync-ms",        "feed-ms",
-                                             "oldest-first",   "replica-mode",
-                                             "replica-rtt-ms", "engine-scheduling"},
+  if (auto error = parseArgs(argc, argv, 2,
+                             {"scenario",
+                              "seed",
+                              "seeds",
+                              "duration",
+                              "arms",
+                              "detector",
+                              "replicas",
+                              "jobs",
+                              "format",
+                              "csv",
+                              "plot",
+                              "scrape-ms",
+                              "revocation-ms",
+                              "burst-memory",
+                              "ledger",
+                              "ledger-budget",
+                              "ledger-credit",
+                              "lost-completions",
+                              "slot-term",
+                              "concurrency-mode",
+                              "sync-ms",
+                              "feed-ms",
+                              "oldest-first",
+                              "replica-mode",
+                              "replica-rtt-ms",
+                              "engine-scheduling",
+                              "eviction-budget",
+                              "waste-budget",
+                              "revoke-on-block"},
                              args, {"detail"})) {
     return usageError(kCommand, *error);
   }
@@ -321,6 +350,37 @@ int runSimulate(int argc, char** argv) {
       return usageError(kCommand, "--burst-memory needs a number of seconds in [0, 1e6]");
     }
     scenario.restoreBurstMemorySeconds = *v;
+  }
+  // RATE[,BURST]: a budget of reserve restoration and its bucket.
+  auto budget = [](std::string_view text, double maxRate, double& rate, double& burst) {
+    const std::size_t comma = text.find(',');
+    const auto r = parseDouble(text.substr(0, comma));
+    if (!r || !(*r >= 0.0 && *r <= maxRate)) return false;
+    rate = *r;
+    if (comma == std::string_view::npos) return true;
+    const auto b = parseDouble(text.substr(comma + 1));
+    if (!b || !(*b > 0.0 && *b <= 1000.0)) return false;
+    burst = *b;
+    return true;
+  };
+  if (auto b = args.get("eviction-budget")) {
+    if (!budget(*b, 1.0, scenario.restoreEvictionBudget, scenario.restoreEvictionBurst) ||
+        (scenario.restoreEvictionBurst >= 0.0 && scenario.restoreEvictionBurst < 1.0)) {
+      return usageError(kCommand,
+                        "--eviction-budget needs B[,BURST]: B in [0, 1], BURST in [1, 1000]");
+    }
+  }
+  if (auto w = args.get("waste-budget")) {
+    if (!budget(*w, 0.999, scenario.restoreWasteBudget, scenario.restoreWasteBurstSeconds)) {
+      return usageError(kCommand,
+                        "--waste-budget needs W[,SECONDS]: W in [0, 1), SECONDS in (0, 1000]");
+    }
+  }
+  if (auto hol = args.get("revoke-on-block")) {
+    if (*hol != "on" && *hol != "off") {
+      return usageError(kCommand, "--revoke-on-block must be on or off");
+    }
+    scenario.restoreRevokeOnBlock = *hol == "on" ? 1 : 0;
   }
   if (auto lost = args.get("lost-completions")) {
     const auto v = parseDouble(*lost);

@@ -49,6 +49,12 @@ struct Arm {
   bool revokeOnBlock = true;
   bool restoreReserve = false;
   double restoreEpsilon = 0.01;
+  // Restoration's budgets (ReserveRestoreOptions; 0 = none); a scenario's restoreEvictionBudget
+  // and the others (holdback simulate --eviction-budget, --waste-budget) override them.
+  double evictionBudget = 0.0;
+  double evictionBurst = 4.0;
+  double wasteBudget = 0.0;
+  double wasteBurstSeconds = 30.0;
   // Routing: the EndpointPicker's fit-first rule (a dispatched request goes where it starts now:
   // a free slot and KV for its input, by the detector's room).
   bool fitFirst = false;
@@ -102,6 +108,10 @@ inline constexpr std::string_view kOracleArm = "oracle";
 // `holdback simulate` compares the others against; a run's --arms may leave it out (callers
 // check).
 inline constexpr std::string_view kRecommendedArm = "recommended";
+// The recommended arm's eviction budget (examples/configs/recommended.yaml: restoreReserve
+// evictionBudget, evictionBurst): at most 0.08 revocations per protected request, 20 saved up.
+inline constexpr double kRecommendedEvictionBudget = 0.08;
+inline constexpr double kRecommendedEvictionBurst = 20.0;
 // Looks an arm up by name (allArms() and optInArms()); false when unknown.
 [[nodiscard]] bool findArm(std::string_view name, Arm& out);
 // "none, static-1.0, ..., oracle" (allArms() then optInArms(), for usage messages).

@@ -228,6 +228,16 @@ struct Scenario {
   // Arms with reserve restoration (reservation+evict): EvictionOptions::restoreReserve's
   // burstMemory in seconds; 0 = off.
   double restoreBurstMemorySeconds = 0.0;
+  // Arms with reserve restoration: its budgets (ReserveRestoreOptions::evictionBudget,
+  // evictionBurst, wasteBudget, wasteBurst in seconds); < 0 = the arm's own (Arm::evictionBudget
+  // and the others).
+  double restoreEvictionBudget = -1.0;
+  double restoreEvictionBurst = -1.0;
+  double restoreWasteBudget = -1.0;
+  double restoreWasteBurstSeconds = -1.0;
+  // Arms with reserve restoration: upstream's head-of-line trigger too (1), not (0), or the
+  // arm's own (-1).
+  int restoreRevokeOnBlock = -1;
 };
 
 // The built-in scenario (the batch-gateway story): interactive p100 on/off 24 req/s for 30 s then

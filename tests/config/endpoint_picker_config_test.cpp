@@ -537,6 +537,57 @@ flowControl:
   EXPECT_EQ(shown["restoreReserve"]["burstMemory"], "0s");
 }
 
+// restoreReserve's budgets load, show in the effective configuration and the description only
+// while on, and every bad value is reported with its path, the value and what is allowed.
+TEST(EndpointPickerConfigEvictionTest, RestorationBudgetsLoadAndErrorsNameThePath) {
+  const std::string head = R"({"apiVersion": "llm-d.ai/v1alpha1", "kind": "EndpointPickerConfig",
+      "featureGates": ["flowControl"], "flowControl": {"enableEviction": true, "eviction":
+      {"revokeOnBlock": false, "restoreReserve": )";
+  const auto on = loadEndpointPickerConfigText(
+      head + R"({"evictionBudget": 0.05, "evictionBurst": 3, "wasteBudget": 0.01,
+                 "wasteBurst": "20s"}}}})");
+  ASSERT_TRUE(on.ok()) << on.diagnostics().toString();
+  const ReserveRestoreOptions& r = on.value()->controller.eviction.restoreReserve;
+  EXPECT_DOUBLE_EQ(r.evictionBudget, 0.05);
+  EXPECT_DOUBLE_EQ(r.evictionBurst, 3.0);
+  EXPECT_DOUBLE_EQ(r.wasteBudget, 0.01);
+  EXPECT_EQ(r.wasteBurst, std::chrono::seconds(20));
+  const OrderedJson shown = effectiveConfig(*on.value())["eviction"]["restoreReserve"];
+  EXPECT_EQ(shown["evictionBudget"], 0.05);
+  EXPECT_EQ(shown["evictionBurst"], 3.0);
+  EXPECT_EQ(shown["wasteBudget"], 0.01);
+  EXPECT_EQ(shown["wasteBurst"], "20s");
+  EXPECT_NE(
+      describeBundle(*on.value())
+          .find("at most 0.05 revocations per protected request (burst 3.0), at most 1.0 % of "
+                "sheddable slot time wasted (burst 20s)"),
+      std::string::npos)
+      << describeBundle(*on.value());
+  // Off by default: neither loaded nor shown.
+  const auto off = loadEndpointPickerConfigText(head + "{}}}}");
+  ASSERT_TRUE(off.ok()) << off.diagnostics().toString();
+  EXPECT_EQ(off.value()->controller.eviction.restoreReserve.evictionBudget, 0.0);
+  EXPECT_EQ(off.value()->controller.eviction.restoreReserve.wasteBudget, 0.0);
+  const OrderedJson hidden = effectiveConfig(*off.value())["eviction"]["restoreReserve"];
+  EXPECT_FALSE(hidden.contains("evictionBudget"));
+  EXPECT_FALSE(hidden.contains("wasteBurst"));
+
+  const auto bad = loadEndpointPickerConfigText(
+      head + R"({"evictionBudget": 1.5, "evictionBurst": 0.5, "wasteBudget": 1,
+                 "wasteBurst": "0s"}}}})");
+  ASSERT_FALSE(bad.ok());
+  std::map<std::string, std::string> e;
+  for (const Diagnostic& d : bad.diagnostics().errors()) e[d.path] += d.message;
+  ASSERT_EQ(e.size(), 4u) << bad.diagnostics().toString();
+  const std::string base = "/flowControl/eviction/restoreReserve/";
+  EXPECT_EQ(e[base + "evictionBudget"],
+            "1.5 is outside [0, 1] (revocations per protected request started; 0 = no budget)");
+  EXPECT_EQ(e[base + "evictionBurst"], "0.5 is outside [1, 1000] (revocations saved up)");
+  EXPECT_NE(e[base + "wasteBudget"].find("1.0 is outside [0, 1)"), std::string::npos)
+      << e[base + "wasteBudget"];
+  EXPECT_EQ(e[base + "wasteBurst"], "must be positive, but got 0s");
+}
+
 // Every mistake in the two keys at once, each with its path, the value and what is allowed.
 TEST(EndpointPickerConfigEvictionTest, RestoreReserveAndRevokeOnBlockErrorsNameThePath) {
   const std::string head = R"({"apiVersion": "llm-d.ai/v1alpha1", "kind": "EndpointPickerConfig",
@@ -569,9 +620,11 @@ TEST(EndpointPickerConfigEvictionTest, RestoreReserveAndRevokeOnBlockErrorsNameT
   EXPECT_NE(
       e["/flowControl/eviction/restoreReserve/burstMemory"].find("cannot be negative, but got -1s"),
       std::string::npos);
-  EXPECT_NE(e["/flowControl/eviction/restoreReserve/quantile"].find(
-                "allowed keys: burstMemory, enabled, epsilon, leadTime"),
-            std::string::npos);
+  EXPECT_NE(
+      e["/flowControl/eviction/restoreReserve/quantile"].find(
+          "allowed keys: burstMemory, enabled, epsilon, evictionBudget, evictionBurst, leadTime, "
+          "wasteBudget, wasteBurst"),
+      std::string::npos);
 
   // Checked while restoration stays off too (reported once either way).
   e = errors(R"({"restoreReserve": {"enabled": false, "epsilon": 0}})");

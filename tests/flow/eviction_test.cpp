@@ -678,6 +678,71 @@ TEST_F(ReserveRestoreTest, BurstMemoryRestoresForTheLastBurstAfterTheEstimateHas
   }
 }
 
+// The eviction budget: restoration revokes at most evictionBurst + evictionBudget per band 10
+// request started (here 1 + 0.05 x 40), where without it the same arrivals revoke more; the
+// decisions it cut short are counted.
+TEST_F(ReserveRestoreTest, TheEvictionBudgetCapsRevocationsPerProtectedRequest) {
+  auto run = [&](double budget) {
+    revoked.clear();
+    auto o = evicting(std::make_shared<FixedCeilingPolicy>(std::map<Priority, double>{{-1, 0.5}}));
+    o.eviction.revokeOnBlock = false;
+    o.eviction.restoreReserve = {.enabled = true, .epsilon = 0.01, .leadTime = 200ms};
+    o.eviction.restoreReserve.evictionBudget = budget;
+    o.eviction.restoreReserve.evictionBurst = 1.0;
+    auto fc = make(std::move(o));
+    preload(*fc, 20, -1, t0);
+    detector->set(0.9);
+    EXPECT_EQ(arrive(*fc, t0 + 1s, t0 + 3s, 50ms), 0u);
+    return fc->stats().eviction;
+  };
+  const EvictionStats free = run(0.0);
+  const std::size_t unbudgeted = revoked.size();
+  EXPECT_EQ(free.budgetWithheld, 0u);
+  const EvictionStats capped = run(0.05);
+  const double protectedStarted = static_cast<double>(capped.leasesStarted) - 20.0;
+  ASSERT_GE(protectedStarted, 30.0);
+  EXPECT_GE(revoked.size(), 1u);
+  EXPECT_LE(static_cast<double>(revoked.size()), 1.0 + 0.05 * protectedStarted);
+  EXPECT_GT(unbudgeted, revoked.size() + 1);
+  EXPECT_GT(capped.budgetWithheld, 0u);
+  // The same count in the Prometheus text.
+  FlowControllerStats shown;
+  shown.eviction = capped;
+  const std::string text = renderPrometheus(shown, "p");
+  EXPECT_NE(
+      text.find("holdback_flow_control_restoration_budget_withheld_total{inference_pool=\"p\"} " +
+                std::to_string(capped.budgetWithheld) + "\n"),
+      std::string::npos)
+      << text;
+}
+
+// The waste budget: a bucket of 1 ms of slot time allows one revocation (its victim held its slot
+// for about a second, which overdraws it); nothing more is revoked until batch requests that
+// end on their own pay the overdraft back (0.5 x their slot time), and then restoration resumes.
+TEST_F(ReserveRestoreTest, TheWasteBudgetWaitsForCompletedSheddableWork) {
+  auto o = evicting(std::make_shared<FixedCeilingPolicy>(std::map<Priority, double>{{-1, 0.5}}));
+  o.eviction.revokeOnBlock = false;
+  o.eviction.restoreReserve = {.enabled = true, .epsilon = 0.01, .leadTime = 200ms};
+  o.eviction.restoreReserve.wasteBudget = 0.5;
+  o.eviction.restoreReserve.wasteBurst = 1ms;
+  auto fc = make(std::move(o));
+  const std::vector<RequestId> batch = preload(*fc, 20, -1, t0);
+  detector->set(0.9);
+  EXPECT_EQ(arrive(*fc, t0 + 1s, t0 + 3s, 50ms), 0u);
+  ASSERT_EQ(revoked.size(), 1u);
+  EXPECT_GT(fc->stats().eviction.budgetWithheld, 0u);
+  // Four batch requests end on their own after 3 s each: 6 s earned, capped at 1 ms (> 0).
+  std::size_t ended = 0;
+  for (const RequestId id : batch) {
+    if (ended == 4) break;
+    if (id == revoked.front().id) continue;
+    EXPECT_TRUE(fc->release(id, t0 + 3s));
+    ++ended;
+  }
+  EXPECT_EQ(arrive(*fc, t0 + 3s, t0 + 4s, 50ms), 0u);
+  EXPECT_EQ(revoked.size(), 2u);
+}
+
 TEST_F(ReserveRestoreTest, WithoutTheBlockTriggerAHeadOfLineBlockRevokesNothingByItself) {
   for (const bool onBlock : {false, true}) {
     SCOPED_TRACE(onBlock ? "revokeOnBlock" : "restore only");
@@ -691,6 +756,26 @@ TEST_F(ReserveRestoreTest, WithoutTheBlockTriggerAHeadOfLineBlockRevokesNothingB
     EXPECT_EQ(cycle(*fc, t0 + 1s).kind, Kind::kGated);
     EXPECT_EQ(revoked.empty(), !onBlock);
   }
+}
+
+// The budgets hold restoration back, never upstream's trigger: with an eviction budget of one
+// revocation that the first head-of-line revocation spends, the next block still revokes.
+TEST_F(ReserveRestoreTest, TheBudgetsNeverHoldAHeadOfLineRevocationBack) {
+  auto o = evicting(std::make_shared<FixedCeilingPolicy>(std::map<Priority, double>{{-1, 1.0}}));
+  o.eviction.revokeOnBlock = true;
+  o.eviction.restoreReserve = {.enabled = true, .epsilon = 0.01, .leadTime = 200ms};
+  o.eviction.restoreReserve.evictionBudget = 0.01;
+  o.eviction.restoreReserve.evictionBurst = 1.0;
+  auto fc = make(std::move(o));
+  preload(*fc, 8, -1, t0);
+  fc->enqueue(request("hp", 10), t0 + 1s);
+  detector->set(1.0);
+  EXPECT_EQ(cycle(*fc, t0 + 1s).kind, Kind::kGated);
+  ASSERT_EQ(revoked.size(), 1u);
+  EXPECT_TRUE(fc->release(revoked.front().id, t0 + 1s + 10ms));  // confirmed; the block stays
+  EXPECT_EQ(cycle(*fc, t0 + 1s + 200ms).kind, Kind::kGated);     // after the 100 ms grace
+  EXPECT_EQ(revoked.size(), 2u);
+  EXPECT_EQ(fc->stats().eviction.restored, 0u);
 }
 
 // The Prometheus text tells the two triggers apart: restoration's revocations under

@@ -60,7 +60,7 @@ class EvictorEndpointsTest : public ::testing::Test {
     if (endpoint != LeaseTable::kNoEndpoint) {
       ASSERT_TRUE(leases.setEndpoint(id, endpoint));
     }
-    evictor.leaseStarted();
+    evictor.leaseStarted(band.prio, options);
   }
   // The protected band: 1000 arrivals over a second, each declaring 1000 KV tokens.
   void protectedDemand() {

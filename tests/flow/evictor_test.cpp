@@ -47,7 +47,7 @@ class EvictorTest : public ::testing::Test {
       const RequestId id = first + i;
       ASSERT_TRUE(leases.add(id, slot, band.prio, at + std::chrono::milliseconds(i)));
       leases.markDelivered(id);
-      evictor.leaseStarted();
+      evictor.leaseStarted(band.prio, options);
     }
   }
   // The protected band's arrivals into `d`: 1000 over one second (to t0 + 1 s).

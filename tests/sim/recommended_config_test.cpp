@@ -64,6 +64,10 @@ TEST(RecommendedConfigTest, TheFileAndTheSimulatorArmAgree) {
   EXPECT_EQ(ev.revokeOnBlock, arm.revokeOnBlock);
   EXPECT_EQ(ev.restoreReserve.enabled, arm.restoreReserve);
   EXPECT_EQ(ev.restoreReserve.epsilon, arm.restoreEpsilon);
+  EXPECT_EQ(ev.restoreReserve.evictionBudget, arm.evictionBudget);
+  EXPECT_EQ(ev.restoreReserve.evictionBurst, arm.evictionBurst);
+  EXPECT_EQ(ev.restoreReserve.wasteBudget, arm.wasteBudget);
+  EXPECT_GT(arm.evictionBudget, 0.0);  // the arm runs restoration within its eviction budget
 }
 
 // recommended-hol is the recommended arm with one change, the eviction trigger: at a head-of-line

@@ -56,6 +56,14 @@ HOLDBACK_INLINE const std::vector<FieldInfo> kEndpointPickerConfigFields = {
      "0s (measured: confirmation latency + grace)", "deprecated (honoured); >= 0"},
     {"flowControl.eviction.restoreReserve.burstMemory", "duration", "0s (off)",
      "deprecated (honoured); >= 0; time constant of the remembered peak arrival rate"},
+    {"flowControl.eviction.restoreReserve.evictionBudget", "number", "0 (no budget)",
+     "[0, 1]; revocations by restoration per protected request started"},
+    {"flowControl.eviction.restoreReserve.evictionBurst", "number", "4",
+     "[1, 1000]; revocations the eviction budget saves up"},
+    {"flowControl.eviction.restoreReserve.wasteBudget", "number", "0 (no budget)",
+     "[0, 1); revoked slot time as a share of the sheddable bands' completed slot time"},
+    {"flowControl.eviction.restoreReserve.wasteBurst", "duration", "30s",
+     "> 0; slot time the waste budget saves up"},
     {"flowControl.fairnessIdLabelLimit", "integer", "1000",
      "0 to 1000000; distinct fairness_id values of the queue gauges, the rest in \"other\" "
      "(0 = no per-flow gauges)"},
@@ -235,6 +243,16 @@ HOLDBACK_INLINE std::string describeBundle(const ConfigBundle& bundle) {
                            : std::string("measured")) +
                       (e.restoreReserve.burstMemory > Duration::zero()
                            ? ", burst memory " + formatDuration(e.restoreReserve.burstMemory)
+                           : std::string()) +
+                      (e.restoreReserve.evictionBudget > 0.0
+                           ? ", at most " + formatNumber(e.restoreReserve.evictionBudget) +
+                                 " revocations per protected request (burst " +
+                                 formatNumber(e.restoreReserve.evictionBurst) + ")"
+                           : std::string()) +
+                      (e.restoreReserve.wasteBudget > 0.0
+                           ? ", at most " + formatNumber(100.0 * e.restoreReserve.wasteBudget) +
+                                 " % of sheddable slot time wasted (burst " +
+                                 formatDuration(e.restoreReserve.wasteBurst) + ")"
                            : std::string()) +
                       ")"
                 : std::string()) +

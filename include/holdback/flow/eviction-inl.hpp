@@ -61,6 +61,26 @@ HOLDBACK_INLINE void validateEvictionOptions(const EvictionOptions& o, std::stri
     d.error(base + "/restoreReserve/burstMemory",
             "cannot be negative, but got " + formatDuration(o.restoreReserve.burstMemory));
   }
+  const ReserveRestoreOptions& rr = o.restoreReserve;
+  if (!(rr.evictionBudget >= 0.0 && rr.evictionBudget <= 1.0)) {
+    d.error(base + "/restoreReserve/evictionBudget",
+            formatNumber(rr.evictionBudget) +
+                " is outside [0, 1] (revocations per protected request started; 0 = no budget)");
+  }
+  if (!(rr.evictionBurst >= 1.0 && rr.evictionBurst <= 1000.0)) {
+    d.error(base + "/restoreReserve/evictionBurst",
+            formatNumber(rr.evictionBurst) + " is outside [1, 1000] (revocations saved up)");
+  }
+  if (!(rr.wasteBudget >= 0.0 && rr.wasteBudget < 1.0)) {
+    d.error(base + "/restoreReserve/wasteBudget",
+            formatNumber(rr.wasteBudget) +
+                " is outside [0, 1) (a share of the sheddable bands' completed slot time; 0 = "
+                "no budget)");
+  }
+  if (rr.wasteBurst <= Duration::zero()) {
+    d.error(base + "/restoreReserve/wasteBurst",
+            "must be positive, but got " + formatDuration(rr.wasteBurst));
+  }
   if (!o.revokeOnBlock && !o.restoreReserve.enabled) {
     d.error(base + "/revokeOnBlock",
             "false needs restoreReserve.enabled (otherwise nothing would ever be revoked)");

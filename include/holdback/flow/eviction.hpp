@@ -240,6 +240,20 @@ struct ReserveRestoreOptions {
   // for the last burst from the first arrivals of the next one on, instead of after the arrival
   // estimate has risen. 0 (the default) = the current estimate only. >= 0.
   Duration burstMemory{0};
+  // Budgets (detail/restoration_budget.hpp): restoration revokes only while both allow it, and
+  // otherwise waits (the policy's ceiling still holds the sheddable bands back). Each is a token
+  // bucket that starts full.
+  // Eviction budget: revocations per lease started in a protected band (the bands the filter
+  // never accepts), at most evictionBurst saved up; 0 = none. [0, 1].
+  double evictionBudget = 0.0;
+  // The eviction budget's bucket size in revocations; [1, 1000].
+  double evictionBurst = 4.0;
+  // Waste budget: the slot time (dispatch to revocation) of revoked requests, as a share of the
+  // slot time (dispatch to release) of the requests of the victim bands that ended on their
+  // own, at most wasteBurst saved up; 0 = none. [0, 1).
+  double wasteBudget = 0.0;
+  // The waste budget's bucket size in slot time; > 0.
+  Duration wasteBurst = std::chrono::seconds(30);
 };
 
 struct EvictionOptions {

@@ -122,6 +122,9 @@ struct EvictionStats {
   // Revocations issued by reserve restoration (EvictionOptions::restoreReserve), included in
   // `issued`.
   std::uint64_t restored = 0;
+  // Restoration decisions that revoked less than they sized because a budget
+  // (ReserveRestoreOptions::evictionBudget, wasteBudget) was spent.
+  std::uint64_t budgetWithheld = 0;
   // Saturation units: the last decision's target (s - ceiling) and the debits still pending.
   double reclaimTarget = 0.0;
   double pendingReclaim = 0.0;

@@ -226,6 +226,10 @@ HOLDBACK_INLINE void renderEvictionMetrics(PrometheusWriter& w, const EvictionSt
            std::uint64_t{e.issued >= e.restored ? e.issued - e.restored : 0});
   w.sample("flow_control_revocations_by_reason_total", {Label{"reason", "reserve"}},
            std::uint64_t{e.restored});
+  w.family("flow_control_restoration_budget_withheld_total", "counter",
+           "Reserve restoration decisions that revoked less than they sized because an eviction "
+           "or waste budget was spent.");
+  w.sample("flow_control_restoration_budget_withheld_total", {}, std::uint64_t{e.budgetWithheld});
   w.family("flow_control_revocations_total", "counter",
            "Revocations ended: confirmed by the host, or timed out.");
   w.sample("flow_control_revocations_total", {Label{"outcome", "confirmed"}},

@@ -453,7 +453,7 @@ inline void ControllerCore::dispatchHead(CycleView& cycle, std::size_t i, Item* 
   if (cycle.leasesOn) {
     const std::uint32_t slot = demand_.slotOf(band, *settings_.policy, leases_);
     if (leases_.add(head->id, slot, band->prio, cycle.now, 0, head->kvTokens)) {
-      evictor_.leaseStarted();
+      evictor_.leaseStarted(band->prio, settings_.eviction);
       cycle.leased = settings_.eviction.enabled;
     }
     demand_.dispatched(slot, elapsed(head->enqueueTime, cycle.now));

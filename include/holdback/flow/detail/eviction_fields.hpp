@@ -21,7 +21,16 @@ inline namespace HOLDBACK_ABI_NAMESPACE {
 // flowControl.eviction.restoreReserve: the block's presence turns it on (enabled defaults to true
 // in a file); epsilon is read by hand and checked there while restoration is off
 // (validateEvictionOptions checks it while on), written from its binding.
-inline constexpr std::array<Field<ReserveRestoreOptions>, 4> kReserveRestoreFields = {{
+inline constexpr bool evictionBudgetOn(const ReserveRestoreOptions& o) noexcept {
+  return o.evictionBudget > 0.0;
+}
+inline constexpr bool wasteBudgetOn(const ReserveRestoreOptions& o) noexcept {
+  return o.wasteBudget > 0.0;
+}
+
+// The budgets (evictionBudget, evictionBurst, wasteBudget, wasteBurst) are checked by
+// validateEvictionOptions and written to the effective configuration only while on.
+inline constexpr std::array<Field<ReserveRestoreOptions>, 8> kReserveRestoreFields = {{
     {.key = "enabled",
      .bind = bind<&ReserveRestoreOptions::enabled>(),
      .use = FieldUse::kCommon,
@@ -42,6 +51,28 @@ inline constexpr std::array<Field<ReserveRestoreOptions>, 4> kReserveRestoreFiel
      .kind = FieldKind::kFlowDuration,
      .label = "restoreReserve burstMemory",
      .deprecated = kAblationSwitch},
+    {.key = "evictionBudget",
+     .bind = bind<&ReserveRestoreOptions::evictionBudget>(),
+     .meaning = "at most this many revocations by restoration per request started in a "
+                "protected band, with `evictionBurst` saved up; when spent, restoration waits "
+                "(0 = no budget)",
+     .when = evictionBudgetOn},
+    {.key = "evictionBurst",
+     .bind = bind<&ReserveRestoreOptions::evictionBurst>(),
+     .meaning = "the revocations the eviction budget saves up at most (its bucket)",
+     .when = evictionBudgetOn},
+    {.key = "wasteBudget",
+     .bind = bind<&ReserveRestoreOptions::wasteBudget>(),
+     .meaning = "the slot time of revoked requests at most this share of the slot time of the "
+                "sheddable requests that completed, with `wasteBurst` saved up; when spent, "
+                "restoration waits (0 = no budget)",
+     .when = wasteBudgetOn},
+    {.key = "wasteBurst",
+     .bind = bind<&ReserveRestoreOptions::wasteBurst>(),
+     .meaning = "the slot time the waste budget saves up at most (its bucket)",
+     .kind = FieldKind::kFlowDuration,
+     .label = "restoreReserve wasteBurst",
+     .when = wasteBudgetOn},
 }};
 
 // flowControl.eviction. Upstream keeps maxRevocationsPerDecision and confirmationTimeout internal

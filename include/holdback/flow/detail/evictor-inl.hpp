@@ -194,9 +194,18 @@ HOLDBACK_INLINE void Evictor::revokeFirst(const Cycle& cycle, Priority demandPri
                                           bool restored, RevocationBatch& out) noexcept {
   const TimePoint now = cycle.now;
   const std::span<const VictimSelector::Candidate> chosen = selector_.candidates();
+  // Restoration waits while a budget is spent; a head-of-line revocation (a protected request
+  // blocked now) is never held back by them but is paid from them.
+  const bool budgeted = Evictor::budgeted(cycle.options);
+  const ReserveRestoreOptions& ro = cycle.options.restoreReserve;
   for (std::size_t k = 0; k < take && k < chosen.size() && !out.full(); ++k) {
     const VictimSelector::Candidate& c = chosen[k];
+    if (restored && budgeted && !budget_.allows(ro)) {  // waits for the budgets to refill
+      pacer_.withheld();
+      break;
+    }
     if (!cycle.leases.markRevoked(c.lease.id)) continue;
+    if (budgeted) budget_.spend(ro, now - c.lease.dispatchedAt);
     pacer_.issued(c.lease.id, c.lease.priority, now, c.credit, c.endpoint, restored);
     Revocation& r = out.add();
     r.id = c.lease.id;

@@ -16,7 +16,9 @@
 // per endpoint when the endpoints are known, else pool-wide. A replica that leaves the pool's
 // revocations to the others (their victims are the pool's youngest) waits for them until the
 // next share install at most: short still with their fresh figures, it leaves their youngest
-// out and takes its own among the next of the pool's youngest.
+// out and takes its own among the next of the pool's youngest. Restoration's revocations stop
+// where its budgets (RestorationBudget) run out; head-of-line ones are paid from the budgets
+// but never held back by them.
 //
 // Host code: only the pure, host-pluggable EvictionFilter and EvictionOrderPolicy. It never
 // holds the evict callback: a decision adds its revocations to the caller's RevocationBatch,
@@ -34,6 +36,7 @@
 #include "holdback/flow/detail/eviction_cycle.hpp"
 #include "holdback/flow/detail/eviction_deficit.hpp"
 #include "holdback/flow/detail/lease_table.hpp"
+#include "holdback/flow/detail/restoration_budget.hpp"
 #include "holdback/flow/detail/revocation_pacer.hpp"
 #include "holdback/flow/detail/victim_selector.hpp"
 #include "holdback/flow/eviction.hpp"
@@ -52,11 +55,20 @@ class Evictor {
   // Reserve restoration (EvictionOptions::restoreReserve): any cycle, before a block.
   void restoreReserve(const Cycle& cycle, RevocationBatch& out) noexcept;
 
-  // The lease bookkeeping (RevocationPacer).
-  void leaseStarted() noexcept { pacer_.leaseStarted(); }
+  // The lease bookkeeping (RevocationPacer), and what the restoration budgets earn
+  // (RestorationBudget): a lease of priority `prio` started, a lease ended on the host's release.
+  void leaseStarted(Priority prio, const EvictionOptions& options) noexcept {
+    pacer_.leaseStarted();
+    if (budgeted(options) && !options.filter->mayAccept(prio)) {
+      budget_.protectedStarted(options.restoreReserve);
+    }
+  }
   void leaseReleased(const LeaseTable::Lease& lease, TimePoint now,
                      const EvictionOptions& options) noexcept {
     pacer_.leaseReleased(lease, now, options);
+    if (!lease.revoked && budgeted(options) && options.filter->mayAccept(lease.priority)) {
+      budget_.victimBandCompleted(options.restoreReserve, now - lease.dispatchedAt);
+    }
   }
   void reapLeases(LeaseTable& leases, TimePoint now, Duration leaseTimeout,
                   const EvictionOptions& options) noexcept {
@@ -75,7 +87,14 @@ class Evictor {
   void revokeFirst(const Cycle& cycle, Priority demandPrio, std::size_t take, bool restored,
                    RevocationBatch& out) noexcept;
 
+  // Restoration with a budget on (and a filter to tell protected from victim bands).
+  [[nodiscard]] static bool budgeted(const EvictionOptions& o) noexcept {
+    return o.enabled && o.restoreReserve.enabled && RestorationBudget::on(o.restoreReserve) &&
+           o.filter != nullptr;
+  }
+
   RevocationPacer pacer_;
+  RestorationBudget budget_;
   VictimSelector selector_;
   BurstMemory burst_;
   // Restoration with the pool's victims (ReplicaCoordinator::poolVictims): this replica left the

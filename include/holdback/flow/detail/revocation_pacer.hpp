@@ -128,6 +128,8 @@ class RevocationPacer {
               bool restored) noexcept;
   // A head-of-line decision left the block to the releases expected anyway.
   void deferred() noexcept { stats_.deferred += 1; }
+  // A restoration decision revoked less than it sized: its budgets ran out.
+  void withheld() noexcept { stats_.budgetWithheld += 1; }
   // The deficit the last decision sized, in saturation units.
   void setReclaimTarget(double target) noexcept { stats_.reclaimTarget = target; }
 
