@@ -87,7 +87,7 @@ Options:
   --eviction-budget B[,BURST]
                     arms with reserve restoration: at most B revocations per protected request
                     started, BURST saved up (restoreReserve.evictionBudget, evictionBurst; 0 =
-                    none; default: the arm's: 0.08,20 for recommended, else none;
+                    none; default: the arm's, none for every arm;
                     docs/guide/eviction.md, "Restoration budgets")
   --waste-budget W[,S]
                     arms with reserve restoration: revoked slot time at most W of the sheddable

@@ -210,21 +210,17 @@ std::vector<Arm> allArms() {
       // The library's recommended configuration for "protect interactive, keep batch" (the
       // file examples/configs/recommended.yaml, docs/guide/policies.md): reservation+evict with the
       // reserve counted in the protected requests' footprints where they fit
-      // (capacityModel: endpoints), fit-first routing, a concurrency detector that counts
-      // KV tokens too (hybrid) since the pool's KV capacity is known, and restoration's eviction
-      // budget (docs/guide/eviction.md, "Restoration budgets").
+      // (capacityModel: endpoints), fit-first routing, and a concurrency detector that counts
+      // KV tokens too (hybrid) since the pool's KV capacity is known.
       {.name = "recommended",
        .description = "reservation+evict with the reserve counted in protected requests' "
                       "footprints that fit endpoint by endpoint (slots and KV tokens), fit-first "
-                      "routing, hybrid concurrency, at most 0.08 revocations per protected "
-                      "request",
+                      "routing, hybrid concurrency",
        .policy = [](S s) { return recommendedReservation(s); },
        .eviction = true,
        .revokeOnBlock = false,
        .restoreReserve = true,
        .restoreEpsilon = 0.02,
-       .evictionBudget = kRecommendedEvictionBudget,
-       .evictionBurst = kRecommendedEvictionBurst,
        .fitFirst = true,
        .hybridConcurrency = true,
        .reservationSwitches = recommendedSwitches},

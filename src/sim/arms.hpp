@@ -108,10 +108,6 @@ inline constexpr std::string_view kOracleArm = "oracle";
 // `holdback simulate` compares the others against; a run's --arms may leave it out (callers
 // check).
 inline constexpr std::string_view kRecommendedArm = "recommended";
-// The recommended arm's eviction budget (examples/configs/recommended.yaml: restoreReserve
-// evictionBudget, evictionBurst): at most 0.08 revocations per protected request, 20 saved up.
-inline constexpr double kRecommendedEvictionBudget = 0.08;
-inline constexpr double kRecommendedEvictionBurst = 20.0;
 // Looks an arm up by name (allArms() and optInArms()); false when unknown.
 [[nodiscard]] bool findArm(std::string_view name, Arm& out);
 // "none, static-1.0, ..., oracle" (allArms() then optInArms(), for usage messages).
