@@ -2,8 +2,6 @@
 // HTTP/1.1 (Debian libboost1.81-dev; Beast is header-only, Asio is used header-only too).
 #pragma once
 
-#include <memory_resource>
-
 #include <boost/asio.hpp>
 #include <boost/asio/as_tuple.hpp>
 #include <boost/beast/core.hpp>
@@ -26,13 +24,5 @@ using tcp = asio::ip::tcp;
 
 // co_await op(..., kUse) returns a tuple (error_code, results...) instead of throwing.
 inline constexpr auto kUse = asio::as_tuple(asio::use_awaitable);
-
-// The header fields of a proxied request or response live in an arena that lives as long as the
-// message (the request's in the connection loop, a response head's in proxy()): parsing a head
-// costs no allocation per field. Without an arena (a default-constructed allocator) they are
-// allocated as usual.
-using FieldsAllocator = std::pmr::polymorphic_allocator<char>;
-using Fields = http::basic_fields<FieldsAllocator>;
-using Request = http::request<http::string_body, Fields>;
 
 }  // namespace holdback::gateway
