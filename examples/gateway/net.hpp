@@ -7,11 +7,13 @@
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 
-// The gateway's targets set the size of Asio's per-thread cache of freed blocks and turn off its
-// recycling of coroutine frames (examples/gateway/CMakeLists.txt); a translation unit built
-// without them would disagree with the others on Asio's classes.
-#if BOOST_ASIO_RECYCLING_ALLOCATOR_CACHE_SIZE != 16 || \
-    !defined(BOOST_ASIO_DISABLE_AWAITABLE_FRAME_RECYCLING)
+// The gateway's targets set the size of Asio's per-thread cache of freed blocks, turn off its
+// recycling of coroutine frames and send its blocks to operator new
+// (examples/gateway/CMakeLists.txt); a translation unit built without them would disagree with
+// the others on Asio's classes (and free with free() what another allocated with operator new).
+#if BOOST_ASIO_RECYCLING_ALLOCATOR_CACHE_SIZE != 16 ||        \
+    !defined(BOOST_ASIO_DISABLE_AWAITABLE_FRAME_RECYCLING) || \
+    !defined(BOOST_ASIO_DISABLE_STD_ALIGNED_ALLOC) || !defined(BOOST_ASIO_DISABLE_BOOST_ALIGN)
 #error "build the gateway's Asio code with HOLDBACK_GATEWAY_ASIO_DEFINITIONS (CMakeLists.txt)"
 #endif
 
