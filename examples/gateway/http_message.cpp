@@ -1,6 +1,7 @@
 #include "http_message.hpp"
 
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
 
 namespace holdback::gateway {
@@ -36,7 +37,35 @@ void Fields::insert(http::field code, std::string_view value) {
   fields_.emplace_back(code, std::string_view(name.data(), name.size()), keep(value));
 }
 
+namespace {
+
+// Whether `value` follows `name` in one "Name: value" line of the input (a parsed field whose
+// value was not rebuilt from folded lines): the bytes after the name are ':' and blanks up to the
+// value. The scan stops at the first other byte, within the line.
+bool valueFollowsName(std::string_view name, std::string_view value) {
+  if (name.empty() || value.empty()) return false;
+  const auto end = reinterpret_cast<std::uintptr_t>(name.data() + name.size());
+  const auto at = reinterpret_cast<std::uintptr_t>(value.data());
+  if (at <= end || at - end > 64 || name.data()[name.size()] != ':') return false;
+  for (const char* p = name.data() + name.size() + 1;; ++p) {
+    if (reinterpret_cast<std::uintptr_t>(p) == at) return true;
+    if (*p != ' ' && *p != '\t') return false;
+  }
+}
+
+}  // namespace
+
 void Fields::insert(http::field code, std::string_view name, std::string_view value) {
+  fields_.emplace_back(code, keep(name), keep(value));
+}
+
+void Fields::insertParsed(http::field code, std::string_view name, std::string_view value) {
+  if (valueFollowsName(name, value)) {  // one copy of the line keeps both
+    const auto gap = static_cast<std::size_t>(value.data() - name.data());
+    const std::string_view line = keep(std::string_view(name.data(), gap + value.size()));
+    fields_.emplace_back(code, line.substr(0, name.size()), line.substr(gap));
+    return;
+  }
   fields_.emplace_back(code, keep(name), keep(value));
 }
 
@@ -84,8 +113,8 @@ void RequestParser::on_request_impl(http::verb method, beast::string_view method
 void RequestParser::on_field_impl(http::field name, beast::string_view nameString,
                                   beast::string_view value, beast::error_code& ec) {
   ec = {};
-  request_.insert(name, std::string_view(nameString.data(), nameString.size()),
-                  std::string_view(value.data(), value.size()));
+  request_.insertParsed(name, std::string_view(nameString.data(), nameString.size()),
+                        std::string_view(value.data(), value.size()));
 }
 
 void RequestParser::on_header_impl(beast::error_code& ec) {
@@ -126,8 +155,8 @@ void ResponseParser::on_response_impl(int code, beast::string_view /*reason*/, i
 void ResponseParser::on_field_impl(http::field name, beast::string_view nameString,
                                    beast::string_view value, beast::error_code& ec) {
   ec = {};
-  head_.insert(name, std::string_view(nameString.data(), nameString.size()),
-               std::string_view(value.data(), value.size()));
+  head_.insertParsed(name, std::string_view(nameString.data(), nameString.size()),
+                     std::string_view(value.data(), value.size()));
 }
 
 void ResponseParser::on_header_impl(beast::error_code& ec) {

@@ -70,6 +70,9 @@ class Fields {
   void insert(http::field code, std::string_view name, std::string_view value);
   // Removes every field with this code.
   void erase(http::field code);
+  // insert() for a field as Beast's parser reports it: `name` and `value` point into the parsed
+  // input, where the name is followed by ':' (so one copy of "Name: value" may keep both).
+  void insertParsed(http::field code, std::string_view name, std::string_view value);
 
  protected:
   // A copy of `s` in the arena.

@@ -56,6 +56,21 @@ TEST(HttpMessageTest, LookupsFindTheFirstFieldByCodeOrNameCaseInsensitively) {
   EXPECT_EQ(r.find(http::field::host)->name_string(), "Host");
 }
 
+TEST(HttpMessageTest, FoldedAndPaddedValuesAreKeptAsTheParserGivesThem) {
+  Request r;
+  RequestParser parser(r);
+  ASSERT_FALSE(parseAll(parser,
+                        "GET / HTTP/1.1\r\nX-Fold: a\r\n  b\r\nX-Pad:\t  v w  \r\n"
+                        "X-Empty:\r\nX-Last: z\r\n\r\n"));
+  ASSERT_TRUE(parser.is_done());
+  EXPECT_EQ(r["x-fold"], "a b");
+  EXPECT_EQ(r["x-pad"], "v w");
+  EXPECT_EQ(r["x-empty"], "");
+  EXPECT_NE(r.find("x-empty"), r.end());
+  EXPECT_EQ(r["x-last"], "z");
+  EXPECT_EQ(r.find("x-fold")->name_string(), "X-Fold");
+}
+
 TEST(HttpMessageTest, AHeadLargerThanTheInlineArenaKeepsEveryField) {
   Request r;
   RequestParser parser(r);
