@@ -9,6 +9,7 @@
 #pragma once
 
 #include "client_watch.hpp"
+#include "http_message.hpp"
 #include "http_server.hpp"
 #include "net.hpp"
 

@@ -6,10 +6,8 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
-#include <memory_resource>
 #include <optional>
 #include <string>
-#include <tuple>
 #include <utility>
 
 #include "client_watch.hpp"
@@ -27,9 +25,6 @@ namespace {
 // How far the connection's read buffer may grow past --max-header-bytes: room for reads of a
 // body, one chunk header (with its extensions) or the trailers of a chunked body.
 constexpr std::size_t kReadSlackBytes = std::size_t{64} * 1024;
-
-// The arena of a request's header fields (Fields, net.hpp) in the connection's frame.
-constexpr std::size_t kRequestArenaBytes = 2048;
 
 // The status and message for a request the parser refused.
 Reply parseErrorReply(const beast::error_code& ec) {
@@ -114,9 +109,6 @@ asio::awaitable<void> session(HttpServer::Shard& shard, tcp::socket socket, List
   // (buffer_overflow: 431 for the head, 400 for a chunk header or trailers). Body bytes move on
   // into the request's body, bounded by --max-body-bytes.
   beast::flat_buffer buffer(o.maxHeaderBytes + kReadSlackBytes);
-  // The arena of each request's header fields (net.hpp): a usual head fits; a larger one takes
-  // more from the heap, released with the request.
-  alignas(std::max_align_t) std::array<std::byte, kRequestArenaBytes> request_arena;
   const auto client = std::make_shared<Lookahead>(stream.get_executor());
   bool refused = false;  // an error reply to a request that was not read in full
   for (;;) {
@@ -147,9 +139,8 @@ asio::awaitable<void> session(HttpServer::Shard& shard, tcp::socket socket, List
       std::memcpy(buffer.prepare(n).data(), client->bytes.data(), n);
       buffer.commit(n);
     }
-    std::pmr::monotonic_buffer_resource arena(request_arena.data(), request_arena.size());
-    http::request_parser<http::string_body, FieldsAllocator> parser(
-        std::piecewise_construct, std::make_tuple(), std::make_tuple(FieldsAllocator(&arena)));
+    Request req;  // its fields in an arena of its own (http_message.hpp)
+    RequestParser parser(req);
     parser.header_limit(std::uint32_t(o.maxHeaderBytes));
     parser.body_limit(o.maxBodyBytes);
     // The usual request's head is whole in the bytes the lookahead read: parsed here, without a
@@ -172,7 +163,7 @@ asio::awaitable<void> session(HttpServer::Shard& shard, tcp::socket socket, List
       refused = co_await answerFailedRead(stream, hec, counters);
       break;
     }
-    auto& head = parser.get();
+    const Request& head = req;
     // Refused on its head alone, a request is answered before its body is read (and before a
     // 100 Continue invites it), and its connection closes: a POST without a length, a transfer
     // coding the gateway does not read (read as chunked, the body would be something else), and
@@ -217,6 +208,17 @@ asio::awaitable<void> session(HttpServer::Shard& shard, tcp::socket socket, List
       refused = true;
       break;
     }
+    if (!parser.is_done() && buffer.size() != 0) {
+      // The body's bytes already read (usually all of it): parsed here, not by a read operation.
+      parser.eager(true);
+      const std::size_t used = parser.put(buffer.data(), hec);
+      buffer.consume(used);
+      if (hec == http::error::need_more) hec = {};
+      if (hec) {
+        refused = co_await answerFailedRead(stream, hec, counters);
+        break;
+      }
+    }
     if (!parser.is_done()) {
       deadline_set = true;
       if (beast::iequals(head[http::field::expect], "100-continue")) {
@@ -233,11 +235,10 @@ asio::awaitable<void> session(HttpServer::Shard& shard, tcp::socket socket, List
       }
     }
     if (deadline_set) stream.expires_never();
-    Request req = parser.release();
     body_lease.shrinkTo(static_cast<std::int64_t>(req.body().size()));
     // Absolute form (RFC 9112 section 3.2.2) is routed, and proxied, as its origin form.
     if (const std::string_view origin = originForm(req.target()); origin != req.target()) {
-      req.target(std::string(origin));
+      req.target(origin);  // a copy in the request's arena
     }
     const bool keep_alive = req.keep_alive();
     // Read on while the request is served: the hang-up watch, and the next request's first bytes

@@ -2,18 +2,18 @@
 // HTTP/1.1 (Debian libboost1.81-dev; Beast is header-only, Asio is used header-only too).
 #pragma once
 
-#include <memory_resource>
-
 #include <boost/asio.hpp>
 #include <boost/asio/as_tuple.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 
-// The gateway's targets set the size of Asio's per-thread cache of freed blocks and turn off its
-// recycling of coroutine frames (examples/gateway/CMakeLists.txt); a translation unit built
-// without them would disagree with the others on Asio's classes.
-#if BOOST_ASIO_RECYCLING_ALLOCATOR_CACHE_SIZE != 16 || \
-    !defined(BOOST_ASIO_DISABLE_AWAITABLE_FRAME_RECYCLING)
+// The gateway's targets set the size of Asio's per-thread cache of freed blocks, turn off its
+// recycling of coroutine frames and send its blocks to operator new
+// (examples/gateway/CMakeLists.txt); a translation unit built without them would disagree with
+// the others on Asio's classes (and free with free() what another allocated with operator new).
+#if BOOST_ASIO_RECYCLING_ALLOCATOR_CACHE_SIZE != 16 ||        \
+    !defined(BOOST_ASIO_DISABLE_AWAITABLE_FRAME_RECYCLING) || \
+    !defined(BOOST_ASIO_DISABLE_STD_ALIGNED_ALLOC) || !defined(BOOST_ASIO_DISABLE_BOOST_ALIGN)
 #error "build the gateway's Asio code with HOLDBACK_GATEWAY_ASIO_DEFINITIONS (CMakeLists.txt)"
 #endif
 
@@ -26,13 +26,5 @@ using tcp = asio::ip::tcp;
 
 // co_await op(..., kUse) returns a tuple (error_code, results...) instead of throwing.
 inline constexpr auto kUse = asio::as_tuple(asio::use_awaitable);
-
-// The header fields of a proxied request or response live in an arena that lives as long as the
-// message (the request's in the connection loop, a response head's in proxy()): parsing a head
-// costs no allocation per field. Without an arena (a default-constructed allocator) they are
-// allocated as usual.
-using FieldsAllocator = std::pmr::polymorphic_allocator<char>;
-using Fields = http::basic_fields<FieldsAllocator>;
-using Request = http::request<http::string_body, Fields>;
 
 }  // namespace holdback::gateway

@@ -35,9 +35,9 @@ bool isHopByHop(std::string_view name) {
 }
 
 bool transferCodingSupported(const Fields& fields) {
-  const auto [first, last] = fields.equal_range(http::field::transfer_encoding);
-  if (first == last) return true;
-  if (std::next(first) != last) return false;
+  const auto first = fields.find(http::field::transfer_encoding);
+  if (first == fields.end()) return true;
+  if (fields.count(http::field::transfer_encoding) != 1) return false;
   std::string_view v = first->value();
   while (!v.empty() && (v.front() == ' ' || v.front() == '\t')) v.remove_prefix(1);
   while (!v.empty() && (v.back() == ' ' || v.back() == '\t')) v.remove_suffix(1);
@@ -133,7 +133,7 @@ std::string upstreamRequestHead(const Request& request, std::string_view host) {
 }
 
 // An interim (1xx) response passed on to the client: its status line and end-to-end fields.
-std::string interimResponseHead(const http::response_header<Fields>& interim) {
+std::string interimResponseHead(const ResponseHead& interim) {
   std::string hint;
   hint.append("HTTP/1.1 ").append(std::to_string(interim.result_int())).append(" ");
   hint.append(http::obsolete_reason(interim.result())).append("\r\n");
@@ -152,7 +152,7 @@ std::string interimResponseHead(const http::response_header<Fields>& interim) {
 // "Connection: close" when the client's connection ends after it. A stream to an HTTP/1.0 client
 // (no chunked coding: RFC 9112 section 6.1) has neither framing header: its body ends with the
 // connection, which the caller closes (what.keepAlive is false for it).
-void appendResponseHead(std::string& out, const http::response_header<Fields>& upstream,
+void appendResponseHead(std::string& out, const ResponseHead& upstream,
                         std::string_view contentType, const ProxyRequest& what,
                         std::optional<std::size_t> contentLength) {
   const unsigned status = upstream.result_int();

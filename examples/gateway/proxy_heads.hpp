@@ -34,11 +34,11 @@ void appendField(std::string& out, std::string_view name, std::string_view value
 std::string upstreamRequestHead(const Request& request, std::string_view host);
 
 // An interim (1xx) response's head as passed on to an HTTP/1.1 client.
-std::string interimResponseHead(const http::response_header<Fields>& interim);
+std::string interimResponseHead(const ResponseHead& interim);
 
 // Appends the head of the response to the client (see proxy_heads.cpp); `contentLength` is set
 // for a whole body, empty for a stream.
-void appendResponseHead(std::string& out, const http::response_header<Fields>& upstream,
+void appendResponseHead(std::string& out, const ResponseHead& upstream,
                         std::string_view contentType, const ProxyRequest& what,
                         std::optional<std::size_t> contentLength);
 

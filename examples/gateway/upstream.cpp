@@ -8,11 +8,9 @@
 #include <array>
 #include <cerrno>
 #include <limits>
-#include <memory_resource>
 #include <optional>
 #include <string>
 #include <string_view>
-#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -56,8 +54,56 @@ bool stillOpen(UpstreamConnection& c) {
   return n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK);
 }
 
-// The arena of a response head's fields (Fields, net.hpp) in proxy()'s frame.
-constexpr std::size_t kResponseArenaBytes = 1024;
+// Parses what `c`'s buffer holds: the head, or with parser.eager() the rest of the message.
+// True when the parser needs more bytes; false when it has what it was asked for, or failed
+// (`ec`). Beast's read operations do the same around each read (with a post of the completion
+// when no read was needed, which this saves).
+bool parseBuffered(UpstreamConnection& c, ResponseParser& parser, beast::error_code& ec) {
+  ec = {};
+  const auto satisfied = [&parser] {
+    return parser.eager() ? parser.is_done() : parser.is_header_done();
+  };
+  while (c.buffer.size() != 0 && !satisfied()) {
+    const std::size_t used = parser.put(c.buffer.data(), ec);
+    c.buffer.consume(used);
+    if (ec == http::error::need_more) {
+      ec = {};
+      return true;
+    }
+    if (ec) return false;
+    if (used == 0) break;
+  }
+  return !satisfied();
+}
+
+// Room for the next read into `c`'s buffer, as Beast's reads size it (at most 64 KiB at a time);
+// buffer_overflow when the buffer is at its bound (kReadBufferBytes: an endless head, chunk
+// header or trailer).
+DrainingBuffer readRoom(UpstreamConnection& c, beast::error_code& ec) {
+  const std::size_t size = c.buffer.size();
+  const std::size_t limit = c.buffer.max_size() - size;
+  if (limit == 0) {
+    ec = http::error::buffer_overflow;
+    return {};
+  }
+  const std::size_t n = std::min(std::max<std::size_t>(512, c.buffer.capacity() - size),
+                                 std::min<std::size_t>(65536, limit));
+  return DrainingBuffer(c.buffer.prepare(n));
+}
+
+// After a read of `n` bytes into readRoom(): commits them; at the end of the stream, ends a
+// message delimited by the close (`ec` cleared) or fails (partial_message, end_of_stream).
+void commitRead(UpstreamConnection& c, ResponseParser& parser, beast::error_code& ec,
+                std::size_t n) {
+  c.buffer.commit(n);
+  if (ec != asio::error::eof) return;
+  if (!parser.got_some()) {
+    ec = http::error::end_of_stream;
+    return;
+  }
+  ec = {};
+  parser.put_eof(ec);
+}
 
 }  // namespace
 
@@ -202,7 +248,6 @@ asio::awaitable<ProxyResult> proxy(UpstreamPool& pool, const Options& options, R
 
   const std::string head = upstreamRequestHead(request, pool.hostHeader(what.endpoint));
   const std::array<asio::const_buffer, 2> up{asio::buffer(head), asio::buffer(request.body())};
-  alignas(std::max_align_t) std::array<std::byte, kResponseArenaBytes> response_arena;
 
   // Why the exchange was aborted: the client's hang-up, or a revocation (before or after the
   // streamed head went out).
@@ -245,27 +290,34 @@ asio::awaitable<ProxyResult> proxy(UpstreamPool& pool, const Options& options, R
     // upstream), other 1xx (102, 103 Early Hints) are passed to an HTTP/1.1 client (never to an
     // HTTP/1.0 one), at most kMaxInterimResponses of them; 101 (a protocol switch the gateway
     // never asks for) fails the exchange and the connection is closed.
-    // The response head's fields in an arena of the frame (net.hpp), released with the parser.
-    std::pmr::monotonic_buffer_resource head_arena(response_arena.data(), response_arena.size());
-    std::optional<http::response_parser<http::buffer_body, FieldsAllocator>> head_parser;
     // The reads go to the socket (their deadline is the connection's watchdog) through
     // DrainingBuffers: a read after one that drained the socket waits for the next event
-    // without first trying a recv that finds nothing (draining_read.hpp).
-    DrainingDynamicBuffer<beast::flat_buffer> reads(conn->buffer);
+    // without first trying a recv that finds nothing (draining_read.hpp). What the buffer
+    // already holds is parsed without a read.
+    std::optional<ResponseHead> head;
+    std::optional<ResponseParser> parser;
     beast::error_code hec;
     bool got_data = false;  // a response byte arrived: the exchange is not retried
     for (int interim = 0;; ++interim) {
-      head_parser.emplace(std::piecewise_construct, std::make_tuple(),
-                          std::make_tuple(FieldsAllocator(&head_arena)));
-      head_parser->body_limit((std::numeric_limits<std::uint64_t>::max)());
-      conn->awaitRead(timeout);
-      auto [ec_head, n_head] =
-          co_await http::async_read_header(conn->stream.socket(), reads, *head_parser, kUse);
-      hec = ec_head;
-      conn->readDone(hec);
+      head.emplace();
+      parser.emplace(*head);
+      parser->body_limit((std::numeric_limits<std::uint64_t>::max)());
+      while (parseBuffered(*conn, *parser, hec)) {
+        const DrainingBuffer room = readRoom(*conn, hec);
+        if (hec) break;
+        conn->awaitRead(timeout);
+        auto [rec, rn] = co_await conn->stream.socket().async_read_some(room, kUse);
+        conn->readDone(rec);
+        commitRead(*conn, *parser, rec, rn);
+        if (abort.aborted) co_return aborted(false);
+        if (rec) {
+          hec = rec;
+          break;
+        }
+      }
       if (hec || abort.aborted) break;
       got_data = true;
-      const unsigned code = head_parser->get().result_int();
+      const unsigned code = head->result_int();
       if (code >= 200) break;
       if (code == 101 || code < 100) {
         hec = http::error::bad_status;
@@ -276,7 +328,7 @@ asio::awaitable<ProxyResult> proxy(UpstreamPool& pool, const Options& options, R
         break;
       }
       if (code == 100 || !what.chunked) continue;
-      const std::string hint = interimResponseHead(head_parser->get());
+      const std::string hint = interimResponseHead(*head);
       client.expires_after(timeout);
       auto [iec, in] = co_await asio::async_write(client, asio::buffer(hint), kUse);
       client.expires_never();
@@ -298,16 +350,19 @@ asio::awaitable<ProxyResult> proxy(UpstreamPool& pool, const Options& options, R
       error = "response head: " + hec.message();
       co_return ProxyResult::kFailedBeforeHead;
     }
-    http::response_parser<http::buffer_body, FieldsAllocator>& parser = *head_parser;
-    status = parser.get().result_int();
-    std::string_view content_type = parser.get()[http::field::content_type];
+    status = head->result_int();
+    std::string_view content_type = (*head)[http::field::content_type];
     if (content_type.empty()) content_type = "application/json";
 
-    char* const buf = conn->bodyBuffer.data();
-    constexpr std::size_t buf_size = UpstreamConnection::kBodyBufferBytes;
+    // The body: a whole one collected (at most --max-response-bytes), a stream's pieces passed
+    // on as each read brings them.
     std::string collected;
+    parser->bodyTo(&collected, what.stream ? std::numeric_limits<std::size_t>::max()
+                                           : options.maxResponseBytes);
+    parser->eager(true);
     BufferBudget::Lease collected_lease =
         what.budget != nullptr ? what.budget->open() : BufferBudget::Lease();
+    std::size_t leased = 0;  // of collected
     bool head_sent = false;
     bool first_body_seen = false;
     // A stream's served tokens (program-aware-fairness): reported however the stream ends, since
@@ -327,7 +382,7 @@ asio::awaitable<ProxyResult> proxy(UpstreamPool& pool, const Options& options, R
     if (what.stream) {
       std::string out;
       out.reserve(512);
-      appendResponseHead(out, parser.get(), content_type, what, std::nullopt);
+      appendResponseHead(out, *head, content_type, what, std::nullopt);
       client.expires_after(timeout);
       auto [cec, cn] = co_await asio::async_write(client, asio::buffer(out), kUse);
       if (cec) {
@@ -336,51 +391,60 @@ asio::awaitable<ProxyResult> proxy(UpstreamPool& pool, const Options& options, R
       }
       head_sent = true;
     }
-    while (!parser.is_done()) {
-      parser.get().body().data = buf;
-      parser.get().body().size = buf_size;
-      conn->awaitRead(timeout);
-      auto [rec, rn] = co_await http::async_read_some(conn->stream.socket(), reads, parser, kUse);
-      conn->readDone(rec);
-      if (rec == http::error::need_buffer) rec = {};
-      if (abort.aborted) co_return aborted(head_sent);
+    for (;;) {
+      beast::error_code rec;
+      const bool more = parseBuffered(*conn, *parser, rec);
+      if (rec == http::error::body_limit) {
+        pool.countResponseTooLarge();
+        error = "response body larger than --max-response-bytes (" +
+                std::to_string(options.maxResponseBytes) + ")";
+        co_return ProxyResult::kFailedBeforeHead;
+      }
+      if (!collected.empty()) {
+        if (!first_body_seen) {
+          first_body_seen = true;
+          if (what.onFirstBody) what.onFirstBody();
+        }
+        if (what.stream) {
+          if (what.usage != nullptr) scanner.feed(collected);
+          client.expires_after(timeout);
+          const asio::const_buffer piece(collected.data(), collected.size());
+          auto [cec, cn] = what.chunked
+                               ? co_await asio::async_write(client, http::make_chunk(piece), kUse)
+                               : co_await asio::async_write(client, piece, kUse);
+          if (cec) {
+            abort.abort();
+            co_return ProxyResult::kClientGone;
+          }
+          collected.clear();
+        } else {
+          collected_lease.grow(static_cast<std::int64_t>(collected.size() - leased));
+          leased = collected.size();
+        }
+      }
+      if (!rec && more) {
+        const DrainingBuffer room = readRoom(*conn, rec);
+        if (!rec) {
+          conn->awaitRead(timeout);
+          auto [ec_read, rn] = co_await conn->stream.socket().async_read_some(room, kUse);
+          rec = ec_read;
+          conn->readDone(rec);
+          commitRead(*conn, *parser, rec, rn);
+          if (abort.aborted) co_return aborted(head_sent);
+          if (!rec) continue;
+        }
+      }
       if (rec) {
         error = "response body: " + rec.message();
         co_return head_sent ? ProxyResult::kTruncated : ProxyResult::kFailedBeforeHead;
       }
-      const std::size_t got = buf_size - parser.get().body().size;
-      if (got == 0) continue;
-      if (!first_body_seen) {
-        first_body_seen = true;
-        if (what.onFirstBody) what.onFirstBody();
-      }
-      if (!what.stream) {
-        if (collected.size() + got > options.maxResponseBytes) {
-          pool.countResponseTooLarge();
-          error = "response body larger than --max-response-bytes (" +
-                  std::to_string(options.maxResponseBytes) + ")";
-          co_return ProxyResult::kFailedBeforeHead;
-        }
-        collected.append(buf, got);
-        collected_lease.grow(static_cast<std::int64_t>(got));
-        continue;
-      }
-      if (what.usage != nullptr) scanner.feed(std::string_view(buf, got));
-      client.expires_after(timeout);
-      const asio::const_buffer piece(buf, got);
-      auto [cec, cn] = what.chunked
-                           ? co_await asio::async_write(client, http::make_chunk(piece), kUse)
-                           : co_await asio::async_write(client, piece, kUse);
-      if (cec) {
-        abort.abort();
-        co_return ProxyResult::kClientGone;
-      }
+      break;
     }
     // Back to the pool only after a complete response whose framing allows another on the same
     // connection (not one delimited by the close: parser.keep_alive() is false then) and with
     // nothing read past its end: bytes beyond it would be read as the next client's response.
-    const bool upstream_keep = parser.keep_alive() && conn->buffer.size() == 0;
-    if (parser.keep_alive() && conn->buffer.size() != 0) {
+    const bool upstream_keep = parser->keep_alive() && conn->buffer.size() == 0;
+    if (parser->keep_alive() && conn->buffer.size() != 0) {
       pool.countDiscarded();
     }
     abort.active = nullptr;
@@ -402,7 +466,7 @@ asio::awaitable<ProxyResult> proxy(UpstreamPool& pool, const Options& options, R
     }
     std::string out;
     out.reserve(512);
-    appendResponseHead(out, parser.get(), content_type, what, collected.size());
+    appendResponseHead(out, *head, content_type, what, collected.size());
     const std::array<asio::const_buffer, 2> reply{asio::buffer(out), asio::buffer(collected)};
     beast::error_code cec;
     const std::size_t reply_sent = sendNow(client, reply, cec);

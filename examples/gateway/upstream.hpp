@@ -23,8 +23,10 @@
 // in one gather write that is first tried as one non-blocking send), reads the response head and
 // relays the body: streamed (`"stream": true`) as chunked transfer encoding, chunk by chunk as it
 // arrives; otherwise collected and sent with a Content-Length, head and body again in one write
-// (an upstream failure mid-body is still a 502). The response is read through DrainingBuffer
-// (draining_read.hpp: no read that finds nothing after one that drained the socket). A request is
+// (an upstream failure mid-body is still a 502). The response is parsed by ResponseParser
+// (http_message.hpp) straight from the connection's buffer, and the socket is read only when the
+// buffer holds too little, through DrainingBuffer (draining_read.hpp: no read that finds nothing
+// after one that drained the socket). A request is
 // sent twice only when the server provably did not read it: on a reused connection, the send
 // failed, or the server reset the connection (a socket closed with the request unread) before any
 // response byte; it is then retried once on a new connection. A clean close after the whole request
@@ -37,7 +39,6 @@
 // Thread safety: not thread-safe; everything runs on the owning I/O thread.
 #pragma once
 
-#include <array>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -48,6 +49,7 @@
 #include <vector>
 
 #include "gateway.hpp"
+#include "http_message.hpp"
 #include "net.hpp"
 
 namespace holdback::gateway {
@@ -87,12 +89,6 @@ struct UpstreamConnection {
   static constexpr std::size_t kReadBufferBytes = std::size_t{64} * 1024;
   beast::tcp_stream stream;
   beast::flat_buffer buffer;
-  // Where proxy() reads the response body into, piece by piece: part of the connection (which
-  // is always heap-allocated), not of each request (a 16 KiB array in the coroutine frame was a
-  // malloc and a free of 16 KiB per request, and the heap's top repeatedly grown and trimmed).
-  static constexpr std::size_t kBodyBufferBytes = std::size_t{16} * 1024;
-  // NOLINTNEXTLINE(cppcoreguidelines-pro-type-member-init): written by the parser before read
-  std::array<char, kBodyBufferBytes> bodyBuffer;
   std::chrono::steady_clock::time_point idleSince{};
   std::shared_ptr<UpstreamDemand> demand;
   bool inUse = false;  // out of the pool, carrying an exchange

@@ -16,14 +16,22 @@ gw=examples/gateway
 # The version header is generated at configure time: configure a library-only tree for it.
 cmake -S . -B "$work/lib" -DHOLDBACK_BUILD_TESTS=OFF -DHOLDBACK_BUILD_TOOLS=OFF \
   -DHOLDBACK_BUILD_EXAMPLES=OFF -DHOLDBACK_BUILD_BENCH=OFF >/dev/null
-clang++-14 -std=c++20 -O1 -g -fsanitize=fuzzer,address,undefined -DHOLDBACK_HEADER_ONLY \
+# The Asio definitions are the gateway's (examples/gateway/CMakeLists.txt; net.hpp checks them).
+asio=(-DBOOST_ASIO_NO_DEPRECATED -DBOOST_ASIO_RECYCLING_ALLOCATOR_CACHE_SIZE=16
+  -DBOOST_ASIO_DISABLE_AWAITABLE_FRAME_RECYCLING -DBOOST_ASIO_DISABLE_STD_ALIGNED_ALLOC
+  -DBOOST_ASIO_DISABLE_BOOST_ALIGN)
+clang++-14 -std=c++20 -O1 -g -fsanitize=fuzzer,address,undefined -DHOLDBACK_HEADER_ONLY "${asio[@]}" \
   -Iinclude -I"$work/lib/include" -I$gw $gw/fuzz/input_fuzzer.cpp $gw/gateway_http.cpp \
+  $gw/http_message.cpp \
   $gw/replica_figures_text.cpp $gw/replica_input.cpp $gw/tenants.cpp $gw/sha256.cpp -lyaml \
   -o "$work/input_fuzzer"
 printf '\x00{"prompt":"hi","max_tokens":3,"stream":true,"messages":[{"content":"x"}]}' \
   >"$work/corpus/body"
 printf '\x05tenants:\n  - name: a\n    maxObjective: batch\n    keys: [abcdefghijklmnopqrstuvwxyz]\n' \
   >"$work/corpus/keys"
+printf '\x09POST /v1/completions HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n3;x=1\r\nabc\r\n0\r\nT: 1\r\n\r\n' \
+  >"$work/corpus/request"
+printf '\x0aHTTP/1.1 200 OK\r\nContent-Length: 5\r\nX: y\r\n\r\nhello' >"$work/corpus/response"
 printf '\x07data: {"usage":{"prompt_tokens":3,"completion_tokens":2}}\n\n' >"$work/corpus/stream"
 printf '\x08{"a":[1,-2.5e3,"\\u00e9\\ud83d\\ude00",true,null,{}],"b":18446744073709551615}' \
   >"$work/corpus/json"

@@ -2,8 +2,9 @@
 // the request body scan, the fairness-id check and UTF-8 repair, the JSON nesting guard, a
 // stream's usage scanner (upstream bytes), the replica sync's @restore text, feed events and
 // headers and pending counts (Redis values), the API key file and the Authorization header,
-// and the body reader's JSON pass against nlohmann's parser (the same verdict on every text, and
-// the same events on every text both accept).
+// the body reader's JSON pass against nlohmann's parser (the same verdict on every text, and
+// the same events on every text both accept), and the request and response parsers
+// (http_message.hpp: Beast's tokenizer filling the gateway's own fields and bodies).
 // The first byte picks the parser, the rest is its input. Built and run by
 // scripts/dev/fuzz-gateway-inputs.sh (clang 14, ASan + UBSan), not by CI.
 #include <cstddef>
@@ -13,6 +14,7 @@
 
 #include "gateway_http.hpp"
 #include "holdback/core/text.hpp"
+#include "http_message.hpp"
 #include "json_scan.hpp"
 #include "replica_figures_text.hpp"
 #include "replica_input.hpp"
@@ -26,7 +28,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   if (size == 0) return 0;
   const std::string_view in(reinterpret_cast<const char*>(data) + 1, size - 1);
   RejectReason why{};
-  switch (data[0] % 9) {
+  switch (data[0] % 11) {
     case 0: {
       const CompletionBody b = scanCompletionBody(in);
       if (b.tooDeep && b.object) __builtin_trap();  // a refused body is never an object
@@ -70,6 +72,31 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       const bool got = json_scan::scan(in, mine);
       if (got != nlohmann::json::sax_parse(in.begin(), in.end(), &reference)) __builtin_trap();
       if (got && mine.log.events != reference.log.events) __builtin_trap();
+      break;
+    }
+    case 9: {  // a request, as the gateway reads one: within its head and body limits
+      Request r;
+      RequestParser parser(r);
+      parser.header_limit(4096);
+      parser.body_limit(1024);
+      parser.eager(true);
+      beast::error_code ec;
+      (void)parser.put(asio::buffer(in.data(), in.size()), ec);
+      if (r.body().size() > 1024) __builtin_trap();
+      for (const auto& f : r) {
+        if (r.find(f.name_string()) == r.end()) __builtin_trap();
+      }
+      break;
+    }
+    case 10: {  // a response: the body collected up to its limit, never past it
+      ResponseHead h;
+      ResponseParser parser(h);
+      std::string body;
+      parser.bodyTo(&body, 512);
+      parser.eager(true);
+      beast::error_code ec;
+      (void)parser.put(asio::buffer(in.data(), in.size()), ec);
+      if (body.size() > 512 || parser.bodyBytes() != body.size()) __builtin_trap();
       break;
     }
     default: {

@@ -156,7 +156,6 @@ TEST(UpstreamPoolTest, ConnectionLimitRefusesWithoutConnectingAndProxyAnswers503
     // proxy() over the full pool: 503 (the gateway's own limit), not a 502.
     Request request{http::verb::post, "/v1/completions", 11};
     request.body() = R"({"model":"m","prompt":"hi"})";
-    request.prepare_payload();
     beast::tcp_stream client(io.get_executor());
     ProxyRequest what;
     what.endpointUrl = "http://" + pool.hostHeader(0);
