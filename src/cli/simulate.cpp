@@ -6,6 +6,8 @@
 #include <fstream>
 #include <iostream>
 #include <sstream>
+#include <string>
+#include <vector>
 
 #include "common.hpp"
 #include "sim/evaluate.hpp"
@@ -144,37 +146,15 @@ bool writeFile(const std::filesystem::path& path, const std::string& text) {
 int runSimulate(int argc, char** argv) {
   constexpr std::string_view kCommand = "simulate";
   Args args;
-  if (auto error = parseArgs(argc, argv, 2,
-                             {"scenario",
-                              "seed",
-                              "seeds",
-                              "duration",
-                              "arms",
-                              "detector",
-                              "replicas",
-                              "jobs",
-                              "format",
-                              "csv",
-                              "plot",
-                              "scrape-ms",
-                              "revocation-ms",
-                              "burst-memory",
-                              "ledger",
-                              "ledger-budget",
-                              "ledger-credit",
-                              "lost-completions",
-                              "slot-term",
-                              "concurrency-mode",
-                              "sync-ms",
-                              "feed-ms",
-                              "oldest-first",
-                              "replica-mode",
-                              "replica-rtt-ms",
-                              "engine-scheduling",
-                              "eviction-budget",
-                              "waste-budget",
-                              "revoke-on-block"},
-                             args, {"detail"})) {
+  // clang-format off
+  const std::vector<std::string> options = {
+      "scenario", "seed", "seeds", "duration", "arms", "detector", "replicas", "jobs", "format",
+      "csv", "plot", "scrape-ms", "revocation-ms", "burst-memory", "ledger", "ledger-budget",
+      "ledger-credit", "lost-completions", "slot-term", "concurrency-mode", "sync-ms", "feed-ms",
+      "oldest-first", "replica-mode", "replica-rtt-ms", "engine-scheduling", "eviction-budget",
+      "waste-budget", "revoke-on-block"};
+  // clang-format on
+  if (auto error = parseArgs(argc, argv, 2, options, args, {"detail"})) {
     return usageError(kCommand, *error);
   }
   if (args.help) {

@@ -3,6 +3,7 @@
 #include "sim/arms.hpp"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <functional>
 #include <string>
@@ -300,6 +301,18 @@ std::vector<Arm> optInArms() {
     }
   }
   return arms;
+}
+
+void applyRestorationOverrides(const Scenario& s, const Arm& arm, EvictionOptions& e) {
+  if (!arm.restoreReserve) return;
+  auto pick = [](double scenario, double own) { return scenario >= 0.0 ? scenario : own; };
+  ReserveRestoreOptions& rr = e.restoreReserve;
+  if (s.restoreRevokeOnBlock >= 0) e.revokeOnBlock = s.restoreRevokeOnBlock == 1;
+  rr.evictionBudget = pick(s.restoreEvictionBudget, arm.evictionBudget);
+  rr.evictionBurst = pick(s.restoreEvictionBurst, arm.evictionBurst);
+  rr.wasteBudget = pick(s.restoreWasteBudget, arm.wasteBudget);
+  rr.wasteBurst = std::chrono::duration_cast<Duration>(
+      std::chrono::duration<double>(pick(s.restoreWasteBurstSeconds, arm.wasteBurstSeconds)));
 }
 
 bool findArm(std::string_view name, Arm& out) {

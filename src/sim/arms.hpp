@@ -110,6 +110,9 @@ inline constexpr std::string_view kOracleArm = "oracle";
 inline constexpr std::string_view kRecommendedArm = "recommended";
 // Looks an arm up by name (allArms() and optInArms()); false when unknown.
 [[nodiscard]] bool findArm(std::string_view name, Arm& out);
+// An arm with reserve restoration: its budgets and head-of-line trigger, or the scenario's where
+// set (>= 0: --eviction-budget, --waste-budget, --revoke-on-block). Nothing for other arms.
+void applyRestorationOverrides(const Scenario& s, const Arm& arm, EvictionOptions& e);
 // "none, static-1.0, ..., oracle" (allArms() then optInArms(), for usage messages).
 [[nodiscard]] std::string armNames();
 

@@ -136,16 +136,7 @@ Simulation::Simulation(const Scenario& s, const Arm& arm, const RunOptions& opti
       o.eviction.restoreReserve.epsilon = arm.restoreEpsilon;
       o.eviction.restoreReserve.burstMemory = std::chrono::duration_cast<Duration>(
           std::chrono::duration<double>(s.restoreBurstMemorySeconds));
-      if (arm.restoreReserve) {
-        auto pick = [](double scenario, double own) { return scenario >= 0.0 ? scenario : own; };
-        ReserveRestoreOptions& rr = o.eviction.restoreReserve;
-        if (s.restoreRevokeOnBlock >= 0) o.eviction.revokeOnBlock = s.restoreRevokeOnBlock == 1;
-        rr.evictionBudget = pick(s.restoreEvictionBudget, arm.evictionBudget);
-        rr.evictionBurst = pick(s.restoreEvictionBurst, arm.evictionBurst);
-        rr.wasteBudget = pick(s.restoreWasteBudget, arm.wasteBudget);
-        rr.wasteBurst = std::chrono::duration_cast<Duration>(
-            std::chrono::duration<double>(pick(s.restoreWasteBurstSeconds, arm.wasteBurstSeconds)));
-      }
+      applyRestorationOverrides(s, arm, o.eviction);
       o.eviction.evict = [this, g](const Revocation& r) { onRevocation(g, r); };
     }
     gw.fc = std::move(FlowController::create(std::move(o))).value();
