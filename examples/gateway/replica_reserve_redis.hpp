@@ -2,8 +2,9 @@
 // gateway, replica_reserve_store.hpp what it does in Redis). One thread owns the connection and
 // every call of this replica: bookings (the requests waiting, up to 32 per script call, in the
 // order priority descending, enqueue time), releases (pipelined HDEL, read before any booking),
-// and every --replica-sync-interval-ms the heartbeat with the re-assertion of the live bookings. Parked requests (refused everywhere) are retried on every
-// release of this replica and every 2 ms, stopping at the first refusal.
+// and every --replica-sync-interval-ms the heartbeat with the re-assertion of the live bookings.
+// Parked requests (refused everywhere) are retried on every release of this replica and every
+// 2 ms, stopping at the first refusal.
 //
 // Failure is local: connect and command timeouts of redisTimeoutMs(interval); a failed call drops
 // the connection and makes the reserver inactive (holdback_gateway_replica_reserve_active 0, one
