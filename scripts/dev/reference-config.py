@@ -266,17 +266,46 @@ FLOW_SKIP = {"schemaVersion", "flowControl", "usageLimitPolicy", "saturationDete
              "eviction.filter", "eviction.order"}
 
 
+# Keys the effective configuration writes only while a switch is on (their rows' `when`): the
+# switch's block and the values that turn them on. Their defaults are the effective
+# configuration's with the switch on, the switches' own the value that keeps them off.
+WRITTEN_WHILE_ON = {
+    "eviction.restoreReserve": {"evictionBudget": (0.05, 0.0), "wasteBudget": (0.01, 0.0)},
+}
+
+
 def flow_rows():
     report = validate(base())
     rows = []
+    seen = set()
     for field, default in flatten(report["effective"]):
         if field in FLOW_SKIP or field.split(".")[0] in FLOW_SKIP - {"eviction"}:
             continue
+        seen.add(field)
         pointer = "/flowControl/" + field.replace(".", "/")
         make = lambda v, f=field: base(flow=nest(f, v))
         if deprecated("`flowControl`", make, pointer, default, "/flowControl/"):
             continue
         rows.append((field, default) + probe(make, pointer, default))
+    for block, switches in WRITTEN_WHILE_ON.items():
+        on = {k: v[0] for k, v in switches.items()}
+        effective = validate(base(flow=nest(block, on)))["effective"]
+        for field, default in flatten(effective):
+            if field in seen or not field.startswith(block + "."):
+                continue
+            seen.add(field)
+            key = field[len(block) + 1:]
+            if key in switches:
+                default = switches[key][1]
+            pointer = "/flowControl/" + field.replace(".", "/")
+            make = lambda v, k=key: base(flow=nest(block, {**on, k: v}))
+            rows.append((field, default) + probe(make, pointer, default))
+    # Every flowControl key of the field tables has a row or is deprecated (a key written only
+    # while a switch is on needs its switch in WRITTEN_WHILE_ON).
+    for key in MEANING.get("flowControl", {}):
+        if key not in seen and not any(key.startswith(s + ".") for s in seen) \
+                and key.split(".")[0] not in FLOW_SKIP - {"eviction"} and key not in FLOW_SKIP:
+            raise SystemExit(f"flowControl.{key} has a field table row but no reference row")
     return rows
 
 

@@ -637,8 +637,10 @@ TEST(EndpointPickerConfigEvictionTest, RestoreReserveAndRevokeOnBlockErrorsNameT
   e = errors(R"({"restoreReserve": true})");
   ASSERT_EQ(e.size(), 1u);
   EXPECT_NE(e["/flowControl/eviction/restoreReserve"].find(
-                "expected an object {enabled, epsilon, leadTime, burstMemory}"),
-            std::string::npos);
+                "expected an object {enabled, evictionBudget, evictionBurst, wasteBudget, "
+                "wasteBurst}"),
+            std::string::npos)
+      << e["/flowControl/eviction/restoreReserve"];
 }
 
 }  // namespace

@@ -19,7 +19,8 @@
 //                 defaultRequestTTL, noEndpointRequestTTL (Go durations, >= 0, §3.7 resolution),
 //                 usageLimitPolicyPluginRef, saturationDetector.pluginRef, enableEviction,
 //                 eviction (holdback extension: confirmationGrace (default: derived from the
-//                 detector), revokeOnBlock, restoreReserve {enabled}; deprecated, still applied
+//                 detector), revokeOnBlock, restoreReserve {enabled, evictionBudget,
+//                 evictionBurst, wasteBudget, wasteBurst}; deprecated, still applied
 //                 with a warning: maxRevocationsPerDecision, confirmationTimeout,
 //                 waitForReleasesTolerance, footprintAware, restoreReserve {epsilon, leadTime,
 //                 burstMemory}), defaultPriorityBand, defaultNegativePriorityBand, priorityBands,

@@ -209,8 +209,13 @@ HOLDBACK_INLINE void Loader::readRestoreReserve(ParamReader& ev, ReserveRestoreO
   const Json* block = ev.value("restoreReserve");
   if (block == nullptr || block->is_null()) return;
   if (!block->is_object()) {
-    ev.error("restoreReserve",
-             mismatch(*block, "an object {enabled, epsilon, leadTime, burstMemory}"));
+    // The keys a file should write (the table's, less the deprecated ones).
+    std::string keys;
+    for (const auto& field : kReserveRestoreFields) {
+      if (!field.deprecated.empty()) continue;
+      keys += (keys.empty() ? "" : ", ") + std::string(field.key);
+    }
+    ev.error("restoreReserve", mismatch(*block, "an object {" + keys + "}"));
     return;
   }
   ParamReader rr(block, ev.pathOf("restoreReserve"), d_);
