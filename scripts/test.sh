@@ -3,7 +3,7 @@
 #   1. the whole suite (build/default), the hot-path benchmark gate (scripts/dev/bench-gate.py: the
 #      dispatch round trip and cycle against a floor measured in the same run, within 20 % of
 #      bench/hot-path-baseline.json's ratios) and the header self-containment check (every public
-#      header compiles and links on its own, compiled and header-only: target
+#      header compiles on its own, compiled and header-only, and links in header-only mode: target
 #      holdback_header_checks); stops here when it fails,
 #   2. Clang's thread-safety analysis of the library's lock annotations (scripts/dev/thread-safety.sh),
 #      then the concurrency tests under ThreadSanitizer (build/tsan),
