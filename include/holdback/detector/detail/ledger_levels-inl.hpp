@@ -34,9 +34,18 @@ HOLDBACK_INLINE std::int64_t DispatchLedger::atOrAbove(const detail::LevelCount*
   for (std::size_t l = static_cast<std::size_t>(std::lower_bound(all.begin(), all.end(), priority) -
                                                 all.begin());
        l < all.size(); ++l) {
-    // Completions first (acquire): every completion seen has its dispatch seen too.
-    const std::uint64_t completed = levels[l].completed.load(std::memory_order_acquire);
-    const std::uint64_t dispatched = levels[l].dispatched.load(std::memory_order_acquire);
+    // As detail::tryReadCounters: the dispatches read before and after the completions; when they
+    // agree every completion read belongs to a dispatch read. A few retries under a storm of
+    // dispatches, then the later count (errs high, never negative).
+    constexpr auto kAcquire = std::memory_order_acquire;
+    std::uint64_t dispatched = 0;
+    std::uint64_t completed = 0;
+    for (int attempt = 0; attempt < 8; ++attempt) {
+      const std::uint64_t before = levels[l].dispatched.load(kAcquire);
+      completed = levels[l].completed.load(kAcquire);
+      dispatched = levels[l].dispatched.load(kAcquire);
+      if (dispatched == before) break;
+    }
     sum += std::max<std::int64_t>(0, detail::since(dispatched, completed));
   }
   return sum;
