@@ -53,7 +53,9 @@ using InFlightHandle = DispatchHandle;
 
 class HOLDBACK_API InFlightTracker {
  public:
-  explicit InFlightTracker(DispatchLedgerOptions options = {}) : ledger_(std::move(options)) {}
+  InFlightTracker() = default;
+  // `options.priorityLevels`: count requests in flight by priority (see the header comment).
+  explicit InFlightTracker(DispatchLedgerOptions options) : ledger_(std::move(options)) {}
 
   // Counts one request with `tokens` tokens (negative -> 0) on `endpoint`.
   InFlightHandle dispatch(std::string_view endpoint, std::int64_t tokens = 0) noexcept;
