@@ -32,10 +32,9 @@ struct PickKey {
   // Whether this key's load is below o's: above / slots first (0 without priority routing), then
   // inFlight / slots.
   [[nodiscard]] bool lighter(const PickKey& o) const noexcept {
-    if (above != o.above || slots != o.slots) {
-      if (perSlotBelow(above, slots, o.above, o.slots)) return true;
-      if (perSlotBelow(o.above, o.slots, above, slots)) return false;
-    }
+    if (slots == o.slots) return above != o.above ? above < o.above : inFlight < o.inFlight;
+    if (perSlotBelow(above, slots, o.above, o.slots)) return true;
+    if (perSlotBelow(o.above, o.slots, above, slots)) return false;
     return perSlotBelow(inFlight, slots, o.inFlight, o.slots);
   }
   [[nodiscard]] bool operator<(const PickKey& o) const noexcept {
