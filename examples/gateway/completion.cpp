@@ -192,8 +192,8 @@ asio::awaitable<bool> handleCompletion(HttpServer::Shard& shard, beast::tcp_stre
       r.retryAfterS = 1;
       co_return co_await reply(std::move(r));
     }
-    auto endpoint =
-        gw.pool().pick(gw.detector(), now, declaredFootprint(body, gw.outputEstimator(), priority));
+    auto endpoint = gw.pool().pick(
+        gw.detector(), now, declaredFootprint(body, gw.outputEstimator(), priority), priority);
     if (!endpoint) {
       co_return co_await reply(
           replyForOutcome({QueueOutcome::kRejectedNoEndpoints, OutcomeCause::kNoEndpoints}, true));

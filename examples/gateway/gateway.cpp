@@ -64,8 +64,16 @@ bool Gateway::start() {
   // --replica-mode reserve: a booking below the top band leaves the policy's fixed reserve free.
   reserve_keep_ = probe_reserve;
   for (const auto& band : bundle_->controller.bands) top_band_ = std::max(top_band_, band.priority);
+  // flowControl.routing: priority: the ledger counts requests in flight at the bands' priorities
+  // (0 for requests outside them with the gate off), the picker prefers the fewest at or above.
+  const bool priority_routing = bundle_->routing == Routing::kPriority;
+  if (priority_routing) {
+    ledger.priorityLevels = {0};
+    for (const auto& band : bundle_->controller.bands)
+      ledger.priorityLevels.push_back(band.priority);
+  }
   pool_ = std::make_shared<Pool>(options_.endpointUrls, options_.endpoints, ledger, capacity,
-                                 std::move(slots), log, probe_reserve);
+                                 std::move(slots), log, probe_reserve, priority_routing);
   FlowControllerOptions fc = bundle_->controller;
   fc.endpoints = pool_;
   fc.onOutcome = [this](Completion&& c) { onOutcome(std::move(c)); };
@@ -98,9 +106,9 @@ void Gateway::onOutcome(Completion&& c) {
   if (dispatched && eviction_) {
     // The lease's endpoint, for reserve restoration per endpoint.
     dispatch = pickForLease(*pool_, controller_->ticket(c.id), *detector_, c.finalizedAt,
-                            (*holder)->kvTokens);
+                            (*holder)->kvTokens, c.bandPriority);
   } else if (dispatched) {
-    dispatch = pool_->pick(*detector_, c.finalizedAt, (*holder)->kvTokens);
+    dispatch = pool_->pick(*detector_, c.finalizedAt, (*holder)->kvTokens, c.bandPriority);
   }
   if (dispatched && eviction_) {
     std::lock_guard lock(leases_mu_);

@@ -26,8 +26,8 @@ namespace holdback::gateway {
 template <class Lease>
 std::optional<Pool::Dispatch> pickForLease(Pool& pool, Lease&& lease,
                                            const SaturationDetector& detector, TimePoint now,
-                                           std::int64_t kvTokens) {
-  std::optional<Pool::Dispatch> dispatch = pool.pick(detector, now, kvTokens);
+                                           std::int64_t kvTokens, Priority priority = 0) {
+  std::optional<Pool::Dispatch> dispatch = pool.pick(detector, now, kvTokens, priority);
   if (dispatch) (void)lease.setEndpoint(dispatch->endpoint);
   return dispatch;
 }

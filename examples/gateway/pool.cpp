@@ -20,11 +20,11 @@ std::vector<SlotSettings> slotSettings(std::vector<SlotSettings> slots, std::siz
 
 Pool::Pool(std::vector<std::string> urls, std::vector<HostPort> hosts, DispatchLedgerOptions ledger,
            EndpointCapacity capacity, std::vector<SlotSettings> slots, CapacityLearner::Log log,
-           std::int64_t probeReserve)
+           std::int64_t probeReserve, bool priorityRouting)
     : capacity_(urls, slotSettings(std::move(slots), urls.size(), capacity), std::move(log),
                 probeReserve),
-      ledger_(ledger),
-      picker_(urls.size(), {.fitFirst = true}) {
+      ledger_(std::move(ledger)),
+      picker_(urls.size(), {.fitFirst = true, .priorityRouting = priorityRouting}) {
   for (std::size_t i = 0; i < urls.size(); ++i) {
     auto s = std::make_unique<State>();
     s->url = std::move(urls[i]);
@@ -38,6 +38,7 @@ Pool::Pool(std::vector<std::string> urls, std::vector<HostPort> hosts, DispatchL
   for (std::size_t i = 0; i < states_.size(); ++i) view_[i].name = states_[i]->url;
   pick_view_ = view_;
   pick_up_.resize(states_.size());
+  pick_above_.resize(priorityRouting ? states_.size() : 0);
 }
 
 std::span<const Endpoint> Pool::endpoints(TimePoint) noexcept {
@@ -116,7 +117,7 @@ bool Pool::anyUp() const {
 }
 
 std::optional<Pool::Dispatch> Pool::pick(const SaturationDetector& detector, TimePoint now,
-                                         std::int64_t kvTokens) {
+                                         std::int64_t kvTokens, Priority priority) {
   if (states_.empty()) return std::nullopt;
   std::lock_guard pick_lock(pick_mu_);
   {
@@ -124,17 +125,20 @@ std::optional<Pool::Dispatch> Pool::pick(const SaturationDetector& detector, Tim
     for (std::size_t i = 0; i < states_.size(); ++i) pick_up_[i] = states_[i]->up ? 1 : 0;
   }
   ledger_.fill(pick_view_, ids_);
-  const auto best = picker_.pick(pick_view_, detector, now, pick_up_, kvTokens);
+  ledger_.inFlightAtOrAbove(ids_, priority, pick_above_);  // empty without priority routing
+  const auto best = picker_.pick(pick_view_, detector, now, pick_up_, kvTokens, pick_above_);
   if (!best) return std::nullopt;
-  return dispatchTo(*best, kvTokens);
+  return dispatchTo(*best, kvTokens, priority);
 }
 
-Pool::Dispatch Pool::dispatchTo(std::size_t i, std::int64_t kvTokens) {
+Pool::Dispatch Pool::dispatchTo(std::size_t i, std::int64_t kvTokens, Priority priority) {
   states_[i]->dispatches.fetch_add(1, std::memory_order_relaxed);
   ReplicaFeedSink* feed = feed_.load(std::memory_order_acquire);
   if (feed != nullptr) feed->dispatched(i, kvTokens);
-  return Dispatch{
-      i, ledger_.dispatch(ids_[i], kvTokens), Dispatch::FeedCompletion(feed, i, kvTokens), {}};
+  return Dispatch{i,
+                  ledger_.dispatch(ids_[i], kvTokens, priority),
+                  Dispatch::FeedCompletion(feed, i, kvTokens),
+                  {}};
 }
 
 void Pool::Dispatch::BookingRelease::send() noexcept {

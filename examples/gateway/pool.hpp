@@ -17,7 +17,10 @@
 //   completions since the mark offset them (docs/guide/detectors.md, "The dispatch ledger").
 //
 //   pick(): EndpointPicker::pick over a fresh snapshot and the `up` flags; the pick takes a
-//   DispatchHandle from the ledger, which the caller holds for the whole upstream exchange.
+//   DispatchHandle from the ledger, which the caller holds for the whole upstream exchange. With
+//   priority routing (the file's flowControl.routing: priority) the ledger counts the requests
+//   in flight by priority (its priorityLevels: the configured bands) and the picker prefers the
+//   endpoint with the fewest of the request's priority or above (EndpointPicker rule 4a).
 //
 // Locking
 //   mu_ guards the scrape counters and `up`; it is held only to copy numbers (never during
@@ -62,11 +65,12 @@ class Pool final : public EndpointSource {
   // its maxRunningRequests counts as the config's slot setting). `slots`, when not empty, holds
   // each endpoint's slot settings (capacity.hpp; its `config` entries override `capacity`'s).
   // `log` receives what the pool learns of the endpoints' capacity (one line per change);
-  // `probeReserve` widens the slot estimate's probe (CapacityLearner).
+  // `probeReserve` widens the slot estimate's probe (CapacityLearner). `priorityRouting`: route
+  // by priority (EndpointPickerOptions::priorityRouting); set ledger.priorityLevels with it.
   Pool(std::vector<std::string> urls, std::vector<HostPort> hosts,
        DispatchLedgerOptions ledger = {}, EndpointCapacity capacity = {},
        std::vector<SlotSettings> slots = {}, CapacityLearner::Log log = {},
-       std::int64_t probeReserve = 0);
+       std::int64_t probeReserve = 0, bool priorityRouting = false);
 
   [[nodiscard]] std::size_t size() const noexcept { return states_.size(); }
   [[nodiscard]] const std::string& url(std::size_t i) const { return states_[i]->url; }
@@ -165,11 +169,19 @@ class Pool final : public EndpointSource {
   // pool.
   // `kvTokens`: the request's declared KV footprint (FlowRequest::kvTokens; 0 = not declared):
   // the picker's start test (EndpointPicker fitFirst) and the ledger's tokens in flight.
+  // `priority`: the request's (its band's); the ledger counts it there, and with priority
+  // routing the pick reads the requests in flight of that priority or above.
   std::optional<Dispatch> pick(const SaturationDetector& detector, TimePoint now,
-                               std::int64_t kvTokens = 0);
+                               std::int64_t kvTokens = 0, Priority priority = 0);
   // A dispatch to endpoint i chosen elsewhere (a booking: replica_reserve.hpp): the ledger's
   // handle and the feed's event, as pick() takes them.
-  Dispatch dispatchTo(std::size_t i, std::int64_t kvTokens);
+  Dispatch dispatchTo(std::size_t i, std::int64_t kvTokens, Priority priority = 0);
+  // The requests in flight to endpoint i of `priority` or above (0 without priority routing).
+  [[nodiscard]] std::int64_t inFlightAtOrAbove(std::size_t i, Priority priority) const noexcept {
+    std::int64_t n = 0;
+    ledger_.inFlightAtOrAbove(std::span(&ids_[i], 1), priority, std::span(&n, 1));
+    return n;
+  }
   // Endpoint i's last successful scrape as the reservation reads it: slots in use (running +
   // waiting) and the KV cache in use (a fraction); zeros before the first one.
   struct ScrapedUse {
@@ -229,9 +241,10 @@ class Pool final : public EndpointSource {
   std::vector<Endpoint> view_;  // endpoints()'s buffer (one controller thread at a time)
   std::atomic<ReplicaFeedSink*> feed_{nullptr};
   std::mutex pick_mu_;
-  EndpointPicker picker_;              // guarded by pick_mu_
-  std::vector<Endpoint> pick_view_;    // guarded by pick_mu_
-  std::vector<std::uint8_t> pick_up_;  // guarded by pick_mu_
+  EndpointPicker picker_;                 // guarded by pick_mu_
+  std::vector<Endpoint> pick_view_;       // guarded by pick_mu_
+  std::vector<std::uint8_t> pick_up_;     // guarded by pick_mu_
+  std::vector<std::int64_t> pick_above_;  // guarded by pick_mu_; priority routing's counts
 };
 
 }  // namespace holdback::gateway

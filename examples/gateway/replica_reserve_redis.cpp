@@ -381,7 +381,7 @@ class RedisReserver final : public ReplicaReserver {
   void deliver(ReserveRequest r, std::size_t endpoint) {
     Pool::Dispatch d = std::move(r.dispatch);
     if (endpoint != d.endpoint) {  // booked elsewhere: the ledger's handle and the lease move
-      Pool::Dispatch moved = gw_.pool().dispatchTo(endpoint, r.kvTokens);
+      Pool::Dispatch moved = gw_.pool().dispatchTo(endpoint, r.kvTokens, r.priority);
       d.release();
       d = std::move(moved);
       if (gw_.evictionEnabled()) (void)gw_.controller().ticket(r.id).setEndpoint(endpoint);

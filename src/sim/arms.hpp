@@ -82,9 +82,10 @@ struct Arm {
   // that preempt make room (the arm engine-headroom). Single-group pools and the concurrency
   // detector only (with the utilization detector the arm is the static ceilings alone).
   double protectedHeadroom = 0.0;
-  // Routing by priority (simulator only, the arms "...-routed"): a dispatched request goes to the
-  // endpoint with the fewest requests in flight of its priority or above per slot (the gateway
-  // knows them: it dispatched them), then the fewest in flight; not the EndpointPicker.
+  // Routing by priority (the arms "...-routed"; the file's flowControl.routing: priority): the
+  // EndpointPicker's rule 4a, a dispatched request goes to the endpoint with the fewest requests
+  // in flight of its priority or above per slot (the gateway's ledger counts them by priority),
+  // then the fewest in flight.
   bool priorityRouting = false;
 };
 

@@ -57,8 +57,8 @@ Simulation::Simulation(const Scenario& s, const Arm& arm, const RunOptions& opti
   for (std::size_t g = 0; g < replicas; ++g) {
     Gateway& gw = gateways_[g];
     gw.source = std::make_shared<SimEndpoints>(endpoints);
-    gw.picker = EndpointPicker(endpoints, {.fitFirst = arm.fitFirst});
-    gw.inFlight = std::make_unique<InFlightTracker>();
+    gw.picker = EndpointPicker(endpoints, {arm.fitFirst, arm.priorityRouting});
+    gw.inFlight = std::make_unique<InFlightTracker>(priorityLevelsOf(s, arm));
     gw.outputs = std::move(OutputEstimator::create()).value();  // default options: valid
     for (std::size_t i = 0; i < endpoints; ++i) {  // capacity: configured, known from the start
       Endpoint& e = gw.source->pool()[i];
@@ -77,6 +77,7 @@ Simulation::Simulation(const Scenario& s, const Arm& arm, const RunOptions& opti
       lo.budgetQueueDepth = UtilizationDetectorOptions{}.queueDepthThreshold;
       lo.replicas = static_cast<std::int64_t>(replicas);  // each replica sees 1/R of the work
       lo.sharedRoomSlots = reservePerEndpoint(s, arm);
+      lo.priorityLevels = priorityLevelsOf(s, arm).priorityLevels;
       gw.ledger = std::make_unique<DispatchLedger>(lo);
       for (std::size_t i = 0; i < endpoints; ++i) {
         gw.ids.push_back(gw.ledger->registerEndpoint(
@@ -450,8 +451,9 @@ void Simulation::route(std::size_t id) {
   r.dispatched = now_;
   if (table_) return reserveRoute(id);
   gw.fill();
-  if (arm_.priorityRouting) return sendTo(id, priorityRoute(id));
-  sendTo(id, gw.picker.pick(gw.source->pool(), *detector_, at(now_), {}, r.input).value_or(0));
+  const std::span<const std::int64_t> above = priorityCounts(id);  // priority routing's counts
+  sendTo(id,
+         gw.picker.pick(gw.source->pool(), *detector_, at(now_), {}, r.input, above).value_or(0));
 }
 
 void Simulation::sendTo(std::size_t id, std::size_t best) {
@@ -465,7 +467,7 @@ void Simulation::sendTo(std::size_t id, std::size_t best) {
   // The library's in-flight mechanism: a handle per request, its counts copied into the
   // replica's Endpoint view for the picker and the detector.
   if (gw.ledger) {
-    (void)gw.ledger->recordDispatch(gw.ids[best], r.input + r.output);
+    (void)gw.ledger->recordDispatch(gw.ids[best], r.input + r.output, priorityOf(r));
     gw.fill();
     if (feedOn_) {
       feed({.kind = FeedEvent::Kind::kDispatch,
@@ -474,7 +476,7 @@ void Simulation::sendTo(std::size_t id, std::size_t best) {
             .tokens = r.input + r.output});
     }
   } else {
-    inFlight_[id] = gw.inFlight->dispatch(pool[best].name, r.input + r.output);
+    inFlight_[id] = gw.inFlight->dispatch(pool[best].name, r.input + r.output, priorityOf(r));
     gw.inFlight->fill(pool);
   }
   enqueueOnServer(best, id);

@@ -179,6 +179,7 @@ struct Gateway {
   // inFlight, and the ids of the endpoints in it (ids[i] is pool()[i]).
   std::unique_ptr<DispatchLedger> ledger;
   std::vector<EndpointId> ids;
+  std::vector<std::int64_t> above;  // priority routing: the picker's counts (Arm::priorityRouting)
   // Arms with eviction: the request behind each lease the controller may revoke.
   std::unordered_map<RequestId, std::size_t> leases;
   // The output tokens of each priority learned from the completions of classes that declare no
@@ -268,6 +269,10 @@ struct OracleEnd {
   bool operator>(const OracleEnd& o) const { return time > o.time; }
 };
 
+// The ledger options that count requests in flight by the scenario's class priorities, for an arm
+// with priority routing (Arm::priorityRouting); the defaults otherwise.
+[[nodiscard]] DispatchLedgerOptions priorityLevelsOf(const Scenario& s, const Arm& arm);
+
 class Simulation {
  public:
   Simulation(const Scenario& s, const Arm& arm, const RunOptions& options);
@@ -313,9 +318,9 @@ class Simulation {
   void start(std::size_t e, std::size_t id);
   [[nodiscard]] std::int64_t startTokens(const Request& r) const;  // KV it needs to start
   [[nodiscard]] Priority priorityOf(const Request& r) const { return s_.classes[r.cls].priority; }
-  // Arm::priorityRouting: the endpoint with the fewest requests in flight of the request's
-  // priority or above per slot, then the fewest in flight, then the lowest index.
-  [[nodiscard]] std::size_t priorityRoute(std::size_t id) const;
+  // Arm::priorityRouting: each endpoint's requests in flight of request id's priority or above,
+  // from the replica's ledger (EndpointPicker rule 4a); empty without priority routing.
+  [[nodiscard]] std::span<const std::int64_t> priorityCounts(std::size_t id);
   // Every replica's scrape (which: 0), or with the replica feed replica which - 1's alone.
   void scrape(std::size_t which = 0);
   // The replica feed: `e` reaches the other replicas pool.replicaFeedDelayMs from now.

@@ -135,25 +135,25 @@ void Simulation::preempt(std::size_t e, std::size_t id) {
   enqueueOnServer(e, id);
 }
 
-std::size_t Simulation::priorityRoute(std::size_t id) const {
+DispatchLedgerOptions priorityLevelsOf(const Scenario& s, const Arm& arm) {
+  DispatchLedgerOptions o;
+  if (!arm.priorityRouting) return o;
+  for (const TrafficClass& c : s.classes) o.priorityLevels.push_back(c.priority);
+  return o;  // the ledger sorts them and drops duplicates
+}
+
+std::span<const std::int64_t> Simulation::priorityCounts(std::size_t id) {
+  if (!arm_.priorityRouting) return {};
+  Gateway& gw = gateways_[requests_[id].gateway];
+  std::vector<Endpoint>& pool = gw.source->pool();
+  gw.above.resize(pool.size());
   const Priority p = priorityOf(requests_[id]);
-  std::size_t best = 0;
-  double bestShare = 0.0;
-  std::size_t bestTotal = 0;
-  for (std::size_t e = 0; e < servers_.size(); ++e) {
-    const Server& sv = servers_[e];
-    std::size_t above = 0;
-    for (const std::size_t q : sv.running) above += priorityOf(requests_[q]) >= p ? 1 : 0;
-    for (const std::size_t q : sv.queue) above += priorityOf(requests_[q]) >= p ? 1 : 0;
-    const double share = static_cast<double>(above) / static_cast<double>(sv.spec.slots);
-    const std::size_t total = sv.running.size() + sv.queue.size();
-    if (e == 0 || share < bestShare || (share == bestShare && total < bestTotal)) {
-      best = e;
-      bestShare = share;
-      bestTotal = total;
-    }
+  if (gw.ledger) {
+    gw.ledger->inFlightAtOrAbove(gw.ids, p, gw.above);
+  } else {
+    gw.inFlight->inFlightAtOrAbove(pool, p, gw.above);
   }
-  return best;
+  return gw.above;
 }
 
 }  // namespace detail

@@ -96,7 +96,7 @@ void Simulation::releaseSlot(std::size_t id, bool running) {
   if (gw.ledger) {
     // pool.lostCompletions: the fault of a host that forgets to report some completions.
     const bool lost = s_.pool.lostCompletions > 0.0 && lossRng_.uniform() < s_.pool.lostCompletions;
-    if (!lost) (void)gw.ledger->recordCompletion(gw.ids[e], r.input + r.output);
+    if (!lost) (void)gw.ledger->recordCompletion(gw.ids[e], r.input + r.output, priorityOf(r));
     if (!lost && gw.reserve) gw.reserve->ended(e, r.input + r.output);
     gw.fill();
     if (!lost && feedOn_) {

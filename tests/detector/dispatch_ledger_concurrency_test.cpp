@@ -231,5 +231,50 @@ TEST(DispatchLedgerConcurrencyTest, ObservedSlotCountStaysWithinWhatScrapesShowe
   EXPECT_EQ(ledger.load(id).requests, 0);
 }
 
+// Requests in flight by priority (DispatchLedgerOptions::priorityLevels): workers dispatch and
+// release at three priorities (handles and handle-free events) while a reader reads
+// inFlightAtOrAbove; the counts stay within what is held and end at zero.
+TEST(DispatchLedgerConcurrencyTest, PriorityCountsBalanceUnderContention) {
+  DispatchLedgerOptions options;
+  options.priorityLevels = {-1, 0, 10};
+  DispatchLedger ledger(options);
+  const std::vector<EndpointId> ids{ledger.registerEndpoint("a"), ledger.registerEndpoint("b")};
+  constexpr int kWorkers = 4;
+  constexpr int kRequests = 3000;
+  constexpr Priority kPriorities[] = {-1, 0, 10};
+  std::atomic<bool> done{false};
+  std::atomic<int> bad{0};
+  std::thread reader([&] {
+    std::vector<std::int64_t> out(ids.size());
+    while (!done.load()) {
+      for (const Priority p : kPriorities) {
+        ledger.inFlightAtOrAbove(ids, p, out);
+        for (const std::int64_t n : out) {
+          if (n < 0 || n > 2 * kWorkers) bad.fetch_add(1);  // each worker holds at most 2
+        }
+      }
+    }
+  });
+  std::vector<std::thread> workers;
+  for (int w = 0; w < kWorkers; ++w) {
+    workers.emplace_back([&, w] {
+      for (int i = 0; i < kRequests; ++i) {
+        const EndpointId id = ids[static_cast<std::size_t>((i + w) % 2)];
+        const Priority p = kPriorities[(i * 7 + w) % 3];
+        DispatchHandle h = ledger.dispatch(id, 3, p);
+        if (ledger.recordDispatch(id, 3, p)) (void)ledger.recordCompletion(id, 3, p);
+        h.release();
+      }
+    });
+  }
+  for (std::thread& t : workers) t.join();
+  done.store(true);
+  reader.join();
+  EXPECT_EQ(bad.load(), 0);
+  std::vector<std::int64_t> out(ids.size(), -1);
+  ledger.inFlightAtOrAbove(ids, -1, out);
+  EXPECT_EQ(out, (std::vector<std::int64_t>{0, 0}));
+}
+
 }  // namespace
 }  // namespace holdback

@@ -1,6 +1,8 @@
 // The EndpointPicker's rule as endpoint_picker.hpp states it, read eagerly (the picker's first
 // implementation): the whole pool's filter and room, then one pass over the candidates by the
-// tuple of rules 2-6. The picker's tests compare its picks, cursor included, with this one's.
+// tuple of rules 2-6 (with `above`, the priority counts of rule 4a before the counts in flight;
+// pools of one slot count only, where per slot is the counts' order). The picker's tests compare
+// its picks, cursor included, with this one's.
 // Shared by the picker's equivalence tests.
 #pragma once
 
@@ -20,7 +22,7 @@ class EagerPickerReference {
   std::optional<std::size_t> pick(std::span<const Endpoint> endpoints,
                                   const SaturationDetector& detector, TimePoint now,
                                   std::span<const std::uint8_t> up, std::int64_t startTokens,
-                                  bool fitFirst) {
+                                  bool fitFirst, std::span<const std::int64_t> above = {}) {
     const std::size_t n = endpoints.size();
     if (n == 0) return std::nullopt;
     std::vector<std::size_t> candidates(n);
@@ -38,7 +40,8 @@ class EagerPickerReference {
       const bool down = useUp && up[i] == 0;
       const bool waits = fit && !(room[i].slots >= 1.0 && room[i].kvTokens >= tokens);
       const std::size_t distance = i >= cursor_ ? i - cursor_ : i + n - cursor_;
-      return std::make_tuple(down, waits, endpoints[i].inFlightRequests,
+      const std::int64_t priorityLoad = above.size() >= n ? above[i] : 0;
+      return std::make_tuple(down, waits, priorityLoad, endpoints[i].inFlightRequests,
                              endpoints[i].waitingQueueSize, distance);
     };
     std::size_t best = candidates[0];

@@ -101,9 +101,9 @@ std::vector<Endpoint> onePassPool(std::mt19937& rng, std::size_t n, OnePassShape
 }
 
 void expectOnePassPicksLikeEagerRule(const SaturationDetector& detector, bool fitFirst,
-                                     std::uint32_t seed) {
+                                     std::uint32_t seed, bool byPriority = false) {
   std::mt19937 rng(seed);
-  EndpointPicker picker(0, {.fitFirst = fitFirst});
+  EndpointPicker picker(0, {.fitFirst = fitFirst, .priorityRouting = byPriority});
   test_support::EagerPickerReference rule;
   for (int round = 0; round < 200; ++round) {
     const auto shape = static_cast<OnePassShape>(round % 4);
@@ -114,10 +114,13 @@ void expectOnePassPicksLikeEagerRule(const SaturationDetector& detector, bool fi
     const std::span<const std::uint8_t> ups =
         round % 3 == 0 ? std::span<const std::uint8_t>() : std::span<const std::uint8_t>(up);
     const auto tokens = static_cast<std::int64_t>(rng() % 1500);
-    ASSERT_EQ(picker.pick(endpoints, detector, kOnePassNow, ups, tokens),
-              rule.pick(endpoints, detector, kOnePassNow, ups, tokens, fitFirst))
+    // Priority routing: counts of the request's priority or above, few values (ties) or many.
+    std::vector<std::int64_t> above(byPriority ? n : 0);
+    for (auto& a : above) a = static_cast<std::int64_t>(rng() % (round % 2 == 0 ? 3 : 400));
+    ASSERT_EQ(picker.pick(endpoints, detector, kOnePassNow, ups, tokens, above),
+              rule.pick(endpoints, detector, kOnePassNow, ups, tokens, fitFirst, above))
         << detector.name() << " fitFirst " << fitFirst << " seed " << seed << " round " << round
-        << " n " << n;
+        << " n " << n << " byPriority " << byPriority;
   }
 }
 
@@ -125,6 +128,7 @@ void expectOnePassPicksLikeEagerRule(const SaturationDetector& detector) {
   for (const bool fitFirst : {false, true}) {
     for (std::uint32_t seed = 1; seed <= 3; ++seed) {
       expectOnePassPicksLikeEagerRule(detector, fitFirst, seed);
+      expectOnePassPicksLikeEagerRule(detector, fitFirst, seed, true);  // rule 4a
     }
   }
 }

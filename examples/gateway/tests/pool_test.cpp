@@ -187,6 +187,39 @@ TEST(Pool, LedgerCorrectionCanBeTurnedOff) {
 // While Redis fails, a replica keeps to its share: R replicas' shares together leave the pool's
 // fixed reserve free, each keeps at least one slot to make progress, and an unknown slot count
 // bounds nothing.
+// flowControl.routing: priority (the gateway passes the bands as the ledger's levels): an
+// interactive request goes to the server with no interactive request in flight, though it has the
+// most requests in flight (batch, which a server preempting by priority preempts for it). Routed
+// by the requests in flight, it goes to the other one.
+Pool priorityPool(bool routing) {
+  std::vector<std::string> urls{"http://127.0.0.1:8001", "http://127.0.0.1:8002"};
+  std::vector<HostPort> hosts{{"127.0.0.1", 8001}, {"127.0.0.1", 8002}};
+  DispatchLedgerOptions ledger;
+  ledger.priorityLevels = {0, -1, 10};
+  return Pool(std::move(urls), std::move(hosts), ledger, {.maxRunningRequests = 8}, {}, {}, 0,
+              routing);
+}
+
+TEST(Pool, PriorityRoutingSendsAnInteractiveRequestWhereNoneOfItsPriorityRuns) {
+  auto d = detector();
+  for (const bool routing : {false, true}) {
+    Pool pool = priorityPool(routing);
+    pool.recordScrape(0, {.kvCacheUsage = 0.1}, t0, pool.mark(0), 0);
+    pool.recordScrape(1, {.kvCacheUsage = 0.1}, t0, pool.mark(1), 0);
+    std::vector<Pool::Dispatch> held;
+    for (int i = 0; i < 3; ++i) held.push_back(pool.dispatchTo(0, 0, -1));
+    held.push_back(pool.dispatchTo(1, 0, 10));
+    EXPECT_EQ(pool.inFlightAtOrAbove(0, 10), 0);
+    EXPECT_EQ(pool.inFlightAtOrAbove(1, 10), 1);
+    EXPECT_EQ(pool.inFlightAtOrAbove(0, -1), 3);
+    const auto interactive = pool.pick(*d, t0, 0, 10);
+    ASSERT_TRUE(interactive.has_value());
+    EXPECT_EQ(interactive->endpoint, routing ? 0u : 1u) << "routing " << routing;
+    held.push_back(std::move(*pool.pick(*d, t0, 0, -1)));  // batch: every request counts
+    EXPECT_EQ(held.back().endpoint, 1u) << "routing " << routing;
+  }
+}
+
 TEST(FallbackShareTest, SharesSumToThePoolLessItsReserve) {
   EXPECT_EQ(fallbackShare(8, 1, 3), 2);  // 2 x 4 slots, reserve 1, three replicas: 6 of 8
   EXPECT_EQ(fallbackShare(8, 0, 1), 8);

@@ -72,6 +72,9 @@ HOLDBACK_INLINE const std::vector<FieldInfo> kEndpointPickerConfigFields = {
     {"flowControl.enginePriority", "string", "off",
      "off, vllm (lower first: the sign flips) or sglang (higher first): the effective priority "
      "in the model server's request body"},
+    {"flowControl.routing", "string", "in-flight",
+     "in-flight or priority (first the fewest requests in flight of the request's priority or "
+     "above; servers that preempt by priority)"},
     {"flowControl.bandScheduling.schedule", "string", "strict-priority",
      "strict-priority or weighted-fair (saturation-activated WFQ across bands)"},
     {"flowControl.bandScheduling.activationThreshold", "number", "0.8",

@@ -25,8 +25,9 @@
 //                 waitForReleasesTolerance, footprintAware, restoreReserve {epsilon, leadTime,
 //                 burstMemory}), defaultPriorityBand, defaultNegativePriorityBand, priorityBands,
 //                 dispatchLedger (the host's DispatchLedger, read with the gate off too;
-//                 config/dispatch_ledger_config.hpp). Defaults that follow from the rest of the
-//                 file: config/detail/derived_defaults.hpp.
+//                 config/dispatch_ledger_config.hpp), routing (the host's EndpointPicker: in-flight
+//                 or priority; read with the gate off too). Defaults that follow from the rest of
+//                 the file: config/detail/derived_defaults.hpp.
 //   metadata, schedulingProfiles, dataLayer, data, requestHandler, parser  (the rest of the Go
 //                 schema) accepted and ignored with a warning each, as are the Go gates
 //                 haPopulateNonLeaderDatastore, dataLayer, prepareDataPlugins, enableLegacyMetrics.
@@ -53,6 +54,7 @@
 #include "holdback/config/flow_plugin_config.hpp"
 #include "holdback/config/plugin.hpp"
 #include "holdback/config/policy_config.hpp"
+#include "holdback/detector/endpoint_picker.hpp"
 #include "holdback/flow/engine_priority.hpp"
 #include "holdback/flow/eviction.hpp"
 #include "holdback/flow/fairness.hpp"
@@ -107,9 +109,12 @@ struct ConfigBundle {
   std::string profile = "holdback";
   // flowControl.enginePriority: whether the host writes each request's effective priority into
   // the model server's body, and in which direction (flow/engine_priority.hpp). Off by default.
-  EnginePriority enginePriority =
-      EnginePriority::kOff;  // flowControl.dispatchLedger: the options of the host's
-                             // DispatchLedger, which corrects the
+  EnginePriority enginePriority = EnginePriority::kOff;
+  // flowControl.routing: how the host's EndpointPicker routes (detector/endpoint_picker.hpp):
+  // in-flight (the default) or priority (EndpointPickerOptions::priorityRouting, with the
+  // ledger's priorityLevels set to the bands). Read with the feature gate off too.
+  Routing routing = Routing::kInFlight;
+  // flowControl.dispatchLedger: the options of the host's DispatchLedger, which corrects the
   // scraped telemetry it hands to the detector (detector/dispatch_ledger.hpp;
   // config/dispatch_ledger_config.hpp), whichever detector the file names. budgetQueueDepth
   // defaults to the utilization detector's queueDepthThreshold when the detector is one. Read

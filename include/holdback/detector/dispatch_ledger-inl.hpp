@@ -13,6 +13,7 @@
 #include "holdback/core/text.hpp"
 #include "holdback/detector/detail/dispatch_ledger_fields.hpp"
 #include "holdback/detector/detail/ledger_fill-inl.hpp"
+#include "holdback/detector/detail/ledger_levels-inl.hpp"
 #include "holdback/detector/detail/ledger_scrape-inl.hpp"
 #include "holdback/detector/detail/ledger_slot-inl.hpp"
 
@@ -20,16 +21,23 @@ namespace holdback {
 inline namespace HOLDBACK_ABI_NAMESPACE {
 
 HOLDBACK_INLINE DispatchLedger::DispatchLedger(DispatchLedgerOptions options) noexcept
-    : options_(options) {
+    : options_(std::move(options)) {
   if (options_.scrapeMarginRequests < 0) options_.scrapeMarginRequests = 0;
   if (options_.budgetQueueDepth <= 0) options_.budgetQueueDepth = 1;
   options_.replicas = std::clamp<std::int64_t>(options_.replicas, 1, options_.kMaxReplicas);
   options_.sharedRoomSlots =
       std::clamp<std::int64_t>(options_.sharedRoomSlots, 0, kMaxConfiguredSlots);
+  std::vector<Priority>& levels = options_.priorityLevels;  // sorted, unique: no allocation
+  std::sort(levels.begin(), levels.end());
+  levels.erase(std::unique(levels.begin(), levels.end()), levels.end());
+  if (levels.size() > DispatchLedgerOptions::kMaxPriorityLevels) {
+    levels.erase(levels.begin() + DispatchLedgerOptions::kMaxPriorityLevels, levels.end());
+  }
 }
 
 HOLDBACK_INLINE DispatchLedger::~DispatchLedger() {
   for (auto& chunk : chunks_) delete chunk.load(std::memory_order_relaxed);
+  for (auto& levels : level_chunks_) delete[] levels.load(std::memory_order_relaxed);
 }
 
 HOLDBACK_INLINE void DispatchLedger::validate(const DispatchLedgerOptions& options,
@@ -77,6 +85,12 @@ HOLDBACK_INLINE EndpointId DispatchLedger::registerEndpoint(
       const std::uint32_t next = slots_used_;
       auto& chunk = chunks_[next / kChunkSize];
       if (chunk.load(std::memory_order_relaxed) == nullptr) {
+        const std::size_t levels = options_.priorityLevels.size();
+        auto& level_chunk = level_chunks_[next / kChunkSize];
+        if (levels != 0 && level_chunk.load(std::memory_order_relaxed) == nullptr) {
+          level_chunk.store(new detail::LevelCount[kChunkSize * levels](),
+                            std::memory_order_release);
+        }
         chunk.store(new Chunk(), std::memory_order_release);
       }
       ++slots_used_;
@@ -91,6 +105,13 @@ HOLDBACK_INLINE EndpointId DispatchLedger::registerEndpoint(
     // (no request is outstanding any more) are written off.
     slot.completedTokens.store(slot.dispatchedTokens.load(std::memory_order_relaxed),
                                std::memory_order_release);
+    if (detail::LevelCount* levels = level_chunks_[*index / kChunkSize].load()) {
+      const std::size_t n = options_.priorityLevels.size();
+      for (std::size_t l = 0; l < n; ++l) {  // likewise for handle-free completions per level
+        detail::LevelCount& c = levels[(*index % kChunkSize) * n + l];
+        c.completed.store(c.dispatched.load(std::memory_order_relaxed), std::memory_order_release);
+      }
+    }
     detail::beginWrite(slot);
     slot.budget.store(detail::kNoScrape, std::memory_order_release);
     slot.observedSlots.store(0, std::memory_order_relaxed);  // a new server proves itself again
@@ -162,7 +183,7 @@ HOLDBACK_INLINE DispatchHandle DispatchLedger::dispatch(EndpointId id,
   if (tokens != 0) {
     slot->dispatchedTokens.fetch_add(static_cast<std::uint64_t>(tokens), std::memory_order_release);
   }
-  return DispatchHandle(slot, tokens);
+  return DispatchHandle(slot, nullptr, tokens);
 }
 
 HOLDBACK_INLINE bool DispatchLedger::recordDispatch(EndpointId id, std::int64_t tokens) noexcept {

@@ -161,6 +161,17 @@
 //   By-name calls (find, load(name), the name overloads of fill) take a shared lock over a hash
 //   index; use ids on hot paths.
 //
+// Requests in flight by priority (options.priorityLevels, for EndpointPicker's priority routing)
+//   With priority levels (fixed at construction), each endpoint also counts, per level, the
+//   requests dispatched with a priority (dispatch, recordDispatch and recordCompletion with a
+//   priority) and not yet completed. A request counts at the highest level at or below its
+//   priority (below every level: the lowest). inFlightAtOrAbove(p) sums the levels >= p: for a
+//   request whose priority is a level, the requests in flight of its priority or above. Requests
+//   dispatched without a priority are not in these counts (dispatch every request with one). The
+//   counts are this replica's own (the replica feed and sync do not carry levels). The levels'
+//   counters are allocated with the endpoint's slot (registration); dispatch, completion and
+//   inFlightAtOrAbove by id are lock-free and allocate nothing.
+//
 // Lifetime: handles point into the ledger; release (or destroy) them before the ledger.
 // Thread safety: thread-safe; every member may be called concurrently.
 #pragma once
@@ -185,6 +196,7 @@
 
 #include "holdback/core/diagnostics.hpp"
 #include "holdback/detector/detail/ledger_slot.hpp"
+#include "holdback/detector/dispatch_handle.hpp"
 #include "holdback/detector/saturation_detector.hpp"
 
 namespace holdback {
@@ -276,60 +288,11 @@ struct DispatchLedgerOptions {
   // reserve (so its policy keeps the lower bands out of it and its top band may use it), and only
   // the room above it is divided; 0 divides all of it.
   std::int64_t sharedRoomSlots = 0;
-};
-
-// One dispatched request's claim on an endpoint. Move-only; completes exactly once.
-// Thread safety: thread-compatible (one handle belongs to one request; different handles may be
-// released concurrently).
-class [[nodiscard]] HOLDBACK_API DispatchHandle {
- public:
-  DispatchHandle() = default;
-  DispatchHandle(DispatchHandle&& other) noexcept : slot_(other.slot_), tokens_(other.tokens_) {
-    other.slot_ = nullptr;
-    other.tokens_ = 0;
-  }
-  DispatchHandle& operator=(DispatchHandle&& other) noexcept {
-    if (this != &other) {
-      release();
-      slot_ = other.slot_;
-      tokens_ = other.tokens_;
-      other.slot_ = nullptr;
-      other.tokens_ = 0;
-    }
-    return *this;
-  }
-  DispatchHandle(const DispatchHandle&) = delete;
-  DispatchHandle& operator=(const DispatchHandle&) = delete;
-  ~DispatchHandle() { release(); }
-
-  // True until released (or moved from).
-  [[nodiscard]] bool active() const noexcept { return slot_ != nullptr; }
-  // Tokens still held.
-  [[nodiscard]] std::int64_t tokens() const noexcept { return tokens_; }
-
-  // Completes the tokens now (e.g. at the first response chunk); the request stays counted.
-  void releaseTokens() noexcept {
-    if (slot_ != nullptr && tokens_ != 0) {
-      slot_->completedTokens.fetch_add(static_cast<std::uint64_t>(tokens_),
-                                       std::memory_order_release);
-      tokens_ = 0;
-    }
-  }
-  // Completes the request and any tokens still held. Later calls do nothing.
-  void release() noexcept {
-    if (slot_ == nullptr) return;
-    releaseTokens();
-    slot_->completedRequests.fetch_add(1, std::memory_order_release);
-    slot_ = nullptr;
-  }
-
- private:
-  friend class DispatchLedger;
-  DispatchHandle(detail::LedgerSlot* slot, std::int64_t tokens) noexcept
-      : slot_(slot), tokens_(tokens) {}
-
-  detail::LedgerSlot* slot_ = nullptr;
-  std::int64_t tokens_ = 0;
+  // Count requests in flight per priority level (see "Requests in flight by priority"); at most
+  // kMaxPriorityLevels distinct values, in any order (the rest are ignored). Empty (the
+  // default): no per-priority counts. Not a file key: the host sets it from its priority bands.
+  std::vector<Priority> priorityLevels;
+  static constexpr std::size_t kMaxPriorityLevels = 64;
 };
 
 class HOLDBACK_API DispatchLedger {
@@ -347,7 +310,8 @@ class HOLDBACK_API DispatchLedger {
   // make every dispatch read as a free slot's.
   static constexpr std::int64_t kMaxObservedSlots = std::int64_t{1} << 16;
 
-  // Invalid options are sanitized (negative margin -> 0, budgetQueueDepth <= 0 -> 1); use
+  // Invalid options are sanitized (negative margin -> 0, budgetQueueDepth <= 0 -> 1, priority
+  // levels sorted, deduplicated and cut at kMaxPriorityLevels); use
   // validate() to report them instead.
   explicit DispatchLedger(DispatchLedgerOptions options = {}) noexcept;
   ~DispatchLedger();
@@ -379,6 +343,11 @@ class HOLDBACK_API DispatchLedger {
   // dispatched (dropped; tokens likewise capped at the tokens dispatched).
   bool recordDispatch(EndpointId id, std::int64_t tokens = 0) noexcept;
   bool recordCompletion(EndpointId id, std::int64_t tokens = 0) noexcept;
+  // The same, counted at `priority`'s level too (options.priorityLevels; without levels, the
+  // calls above). Complete a request dispatched with a priority with the same priority.
+  DispatchHandle dispatch(EndpointId id, std::int64_t tokens, Priority priority) noexcept;
+  bool recordDispatch(EndpointId id, std::int64_t tokens, Priority priority) noexcept;
+  bool recordCompletion(EndpointId id, std::int64_t tokens, Priority priority) noexcept;
 
   // ---- scrapes ----
   // The counters now: take it just before sending a scrape request and pass it to installScrape.
@@ -450,6 +419,14 @@ class HOLDBACK_API DispatchLedger {
   void fill(std::span<Endpoint> endpoints) const noexcept;
   // Only inFlightRequests/Tokens, by name (InFlightTracker::fill).
   void fillInFlight(std::span<Endpoint> endpoints) const noexcept;
+  // out[k] = the requests in flight on ids[k] at the priority levels >= `priority` (see
+  // "Requests in flight by priority"; 0 for a stale id or without levels). Lock-free, no
+  // allocation; writes min(ids.size(), out.size()) entries. By Endpoint::name: a shared lock and
+  // a lookup per endpoint (unknown names read 0).
+  void inFlightAtOrAbove(std::span<const EndpointId> ids, Priority priority,
+                         std::span<std::int64_t> out) const noexcept;
+  void inFlightAtOrAbove(std::span<const Endpoint> endpoints, Priority priority,
+                         std::span<std::int64_t> out) const noexcept;
 
  private:
   using Chunk = std::array<detail::LedgerSlot, kChunkSize>;
@@ -463,6 +440,13 @@ class HOLDBACK_API DispatchLedger {
   std::atomic<bool> peer_feed_{false};
   std::atomic<Duration::rep> replica_clock_offset_{0};
   std::array<std::atomic<Chunk*>, kMaxChunks> chunks_{};
+  // Per chunk, kChunkSize x levels counters (options_.priorityLevels), slot-major; allocated with
+  // the chunk when there are levels.
+  std::array<std::atomic<detail::LevelCount*>, kMaxChunks> level_chunks_{};
+  [[nodiscard]] detail::LevelCount* levelsOf(EndpointId id) const noexcept;
+  [[nodiscard]] std::size_t levelIndex(Priority priority) const noexcept;
+  [[nodiscard]] std::int64_t atOrAbove(const detail::LevelCount* levels,
+                                       Priority priority) const noexcept;
   mutable std::shared_mutex registry_mutex_;
   std::unordered_map<std::string, std::uint32_t, detail::TransparentStringHash, std::equal_to<>>
       by_name_;                         // live names; guarded by registry_mutex_

@@ -11,20 +11,31 @@ inline namespace HOLDBACK_ABI_NAMESPACE {
 
 namespace detail {
 
+// Whether a / as is below b / bs: the counts themselves for equal slots, else the cross products
+// (exact below 2^53).
+[[nodiscard]] inline bool perSlotBelow(std::int64_t a, std::int64_t as, std::int64_t b,
+                                       std::int64_t bs) noexcept {
+  if (as == bs) return a < b;
+  return static_cast<double>(a) * static_cast<double>(bs) <
+         static_cast<double>(b) * static_cast<double>(as);
+}
+
 // Rules 4-6 of one endpoint (smaller is better), compared as std::tuple compares: a NaN waiting
 // queue is unordered against any other, and an unordered element decides "not smaller".
 struct PickKey {
+  std::int64_t above = 0;  // priority routing: in flight of the request's priority or above
   std::int64_t inFlight = 0;
-  std::int64_t slots = 1;  // rule 4 compares inFlight / slots (1 unless every slot count is known)
+  std::int64_t slots = 1;  // rule 4 compares per slot (1 unless every slot count is known)
   double waiting = 0.0;
   std::size_t distance = 0;
 
-  // Whether this key's load (inFlight / slots) is below o's: the counts themselves for equal slots,
-  // else the cross products (exact below 2^53).
+  // Whether this key's load is below o's: above / slots first (0 without priority routing), then
+  // inFlight / slots.
   [[nodiscard]] bool lighter(const PickKey& o) const noexcept {
-    if (slots == o.slots) return inFlight < o.inFlight;
-    return static_cast<double>(inFlight) * static_cast<double>(o.slots) <
-           static_cast<double>(o.inFlight) * static_cast<double>(slots);
+    if (slots == o.slots) return above != o.above ? above < o.above : inFlight < o.inFlight;
+    if (perSlotBelow(above, slots, o.above, o.slots)) return true;
+    if (perSlotBelow(o.above, o.slots, above, slots)) return false;
+    return perSlotBelow(inFlight, slots, o.inFlight, o.slots);
   }
   [[nodiscard]] bool operator<(const PickKey& o) const noexcept {
     if (lighter(o)) return true;
@@ -49,8 +60,10 @@ class PickPass {
 
   PickPass(std::span<const Endpoint> endpoints, const SaturationDetector& detector, TimePoint now,
            std::span<const std::uint8_t> up, std::int64_t startTokens, std::size_t cursor,
-           bool fitFirst, std::vector<EndpointRoom>& room) noexcept
+           bool fitFirst, std::vector<EndpointRoom>& room,
+           std::span<const std::int64_t> above) noexcept
       : endpoints_(endpoints),
+        above_(above.size() >= endpoints.size() ? above : std::span<const std::int64_t>{}),
         detector_(detector),
         now_(now),
         up_(up),
@@ -73,7 +86,8 @@ class PickPass {
     const std::size_t g = use_up_ && up_[i] == 0 ? 1 : 0;
     const Endpoint& e = endpoints_[i];
     const std::size_t n = endpoints_.size();
-    const PickKey key{e.inFlightRequests, per_slot_ ? e.maxRunningRequests : 1, e.waitingQueueSize,
+    const PickKey key{above_.empty() ? 0 : above_[i], e.inFlightRequests,
+                      per_slot_ ? e.maxRunningRequests : 1, e.waitingQueueSize,
                       i >= cursor_ ? i - cursor_ : i + n - cursor_};
     if (pass_over_set_[g] && pass_over_[g].lighter(key)) return;
     const bool forBest = best_[g] == kNone || key < best_key_[g];
@@ -156,6 +170,7 @@ class PickPass {
   }
 
   std::span<const Endpoint> endpoints_;
+  std::span<const std::int64_t> above_;  // priority routing's counts; empty: off
   const SaturationDetector& detector_;
   TimePoint now_;
   std::span<const std::uint8_t> up_;
@@ -182,16 +197,17 @@ HOLDBACK_INLINE EndpointPicker::EndpointPicker(std::size_t capacity, EndpointPic
       room_(options.fitFirst ? capacity : 0),
       options_(options) {}
 
-HOLDBACK_INLINE std::optional<std::size_t> EndpointPicker::pick(std::span<const Endpoint> endpoints,
-                                                                const SaturationDetector& detector,
-                                                                TimePoint now,
-                                                                std::span<const std::uint8_t> up,
-                                                                std::int64_t startTokens) noexcept {
+HOLDBACK_INLINE std::optional<std::size_t> EndpointPicker::pick(
+    std::span<const Endpoint> endpoints, const SaturationDetector& detector, TimePoint now,
+    std::span<const std::uint8_t> up, std::int64_t startTokens,
+    std::span<const std::int64_t> inFlightAtOrAbove) noexcept {
   using detail::PickPass;
   const std::size_t n = endpoints.size();
   if (n == 0) return std::nullopt;
   if (scratch_.size() < n) scratch_.resize(n);  // grows with the pool only
   if (cursor_ >= n) cursor_ = 0;
+  const std::span<const std::int64_t> above =
+      options_.priorityRouting ? inFlightAtOrAbove : std::span<const std::int64_t>{};
   std::size_t chosen = PickPass::kNone;
   bool filtered = false;  // the detector's filter kept no endpoint
   if (detector.filtersEachEndpointAlone()) {
@@ -218,7 +234,8 @@ HOLDBACK_INLINE std::optional<std::size_t> EndpointPicker::pick(std::span<const 
       const FilterResult one = detector.filter(endpoints.subspan(i, 1), now, std::span(&index, 1));
       return one.kept == 1 && !one.failOpen;
     };
-    PickPass pass(endpoints, detector, now, up, startTokens, cursor_, options_.fitFirst, room_);
+    PickPass pass(endpoints, detector, now, up, startTokens, cursor_, options_.fitFirst, room_,
+                  above);
     for (std::size_t i = 0; i < n; ++i) pass.offer(i, candidate);
     chosen = pass.chosen();
     filtered = true;
@@ -231,7 +248,8 @@ HOLDBACK_INLINE std::optional<std::size_t> EndpointPicker::pick(std::span<const 
       for (std::size_t i = 0; i < n; ++i) candidates[i] = i;
       kept = n;
     }
-    PickPass pass(endpoints, detector, now, up, startTokens, cursor_, options_.fitFirst, room_);
+    PickPass pass(endpoints, detector, now, up, startTokens, cursor_, options_.fitFirst, room_,
+                  above);
     for (std::size_t k = 0; k < kept; ++k) {
       if (candidates[k] < n) pass.offer(candidates[k], [](std::size_t) noexcept { return true; });
     }

@@ -9,6 +9,14 @@
 //      the detector's room (SaturationDetector::room): a free slot and KV for the request's
 //      `startTokens` (its input: what the server needs to admit it). A detector without a
 //      capacity model makes every candidate fit (the rule then has no effect).
+//   4a. With priorityRouting (EndpointPickerOptions) and the counts passed to pick(): then the
+//      fewest requests in flight of the request's priority or above (per slot, as rule 4), so that
+//      a protected request goes where it has the fewest requests to share its server with that a
+//      server preempting by priority would not preempt for it; a batch backlog no longer decides
+//      where the protected requests go. The host reads the counts from its dispatch ledger
+//      (DispatchLedger::inFlightAtOrAbove, InFlightTracker::inFlightAtOrAbove, with
+//      DispatchLedgerOptions::priorityLevels set to its bands). Without the counts (an empty or
+//      short span) the rule has no effect.
 //   4. Then the fewest requests in flight (Endpoint::inFlightRequests: the gateway's own count,
 //      always current; the pool's while a replica feed is live, DispatchLedger::setPeerFeed);
 //      per slot (inFlightRequests / Endpoint::maxRunningRequests) when every endpoint's slot
@@ -33,7 +41,8 @@
 // scratch buffers grow only with the pool). pick() never throws.
 //
 // Thread safety: thread-compatible. The cursor is state: give each dispatching thread its own
-// picker, or call pick() under the host's lock.
+// picker, or call pick() under the host's lock. pick() calls no host code but the detector's
+// const, noexcept filter() and room() (which take no host lock), so it is safe under one.
 #pragma once
 
 #include "holdback/abi.hpp"
@@ -49,9 +58,16 @@
 namespace holdback {
 inline namespace HOLDBACK_ABI_NAMESPACE {
 
+// How a file asks the picker to route (flowControl.routing): kInFlight, the rules without 4a;
+// kPriority, with rule 4a (EndpointPickerOptions::priorityRouting).
+enum class Routing : std::uint8_t { kInFlight, kPriority };
+
 struct EndpointPickerOptions {
   // Rule 3: prefer endpoints where the request starts now (a free slot and KV for its input).
   bool fitFirst = false;
+  // Rule 4a: prefer endpoints with the fewest requests in flight of the request's priority or
+  // above (the file's flowControl.routing: priority). Meant for servers that preempt by priority.
+  bool priorityRouting = false;
 };
 
 class HOLDBACK_API EndpointPicker {
@@ -62,11 +78,13 @@ class HOLDBACK_API EndpointPicker {
   // The index (into `endpoints`) of the endpoint to dispatch to; nullopt only for an empty pool.
   // `up`, when not empty, holds one flag per endpoint (non-zero: its last scrape succeeded).
   // `startTokens`: the KV tokens the request needs to start (its input; rule 3); <= 0 needs a
-  // free slot only.
-  [[nodiscard]] std::optional<std::size_t> pick(std::span<const Endpoint> endpoints,
-                                                const SaturationDetector& detector, TimePoint now,
-                                                std::span<const std::uint8_t> up = {},
-                                                std::int64_t startTokens = 0) noexcept;
+  // free slot only. `inFlightAtOrAbove`: with priorityRouting, one count per endpoint of the
+  // requests in flight of the request's priority or above (rule 4a); ignored otherwise, or when
+  // shorter than `endpoints`.
+  [[nodiscard]] std::optional<std::size_t> pick(
+      std::span<const Endpoint> endpoints, const SaturationDetector& detector, TimePoint now,
+      std::span<const std::uint8_t> up = {}, std::int64_t startTokens = 0,
+      std::span<const std::int64_t> inFlightAtOrAbove = {}) noexcept;
 
   [[nodiscard]] const EndpointPickerOptions& options() const noexcept { return options_; }
 

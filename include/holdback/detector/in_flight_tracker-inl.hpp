@@ -9,6 +9,17 @@ inline namespace HOLDBACK_ABI_NAMESPACE {
 
 HOLDBACK_INLINE InFlightHandle InFlightTracker::dispatch(std::string_view endpoint,
                                                          std::int64_t tokens) noexcept {
+  return dispatchAt(endpoint, tokens, std::nullopt);
+}
+
+HOLDBACK_INLINE InFlightHandle InFlightTracker::dispatch(std::string_view endpoint,
+                                                         std::int64_t tokens,
+                                                         Priority priority) noexcept {
+  return dispatchAt(endpoint, tokens, priority);
+}
+
+HOLDBACK_INLINE InFlightHandle InFlightTracker::dispatchAt(
+    std::string_view endpoint, std::int64_t tokens, std::optional<Priority> priority) noexcept {
   // A concurrent removeEndpoint can retire the id between lookup and dispatch: try again.
   for (int attempt = 0; attempt < 4; ++attempt) {
     std::optional<EndpointId> id = ledger_.find(endpoint);
@@ -17,7 +28,8 @@ HOLDBACK_INLINE InFlightHandle InFlightTracker::dispatch(std::string_view endpoi
       if (!added.valid()) return {};
       id = added;
     }
-    InFlightHandle handle = ledger_.dispatch(*id, tokens);
+    InFlightHandle handle =
+        priority ? ledger_.dispatch(*id, tokens, *priority) : ledger_.dispatch(*id, tokens);
     if (handle.active()) return handle;
   }
   return {};

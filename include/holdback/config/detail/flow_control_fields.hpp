@@ -22,7 +22,7 @@
 namespace holdback {
 inline namespace HOLDBACK_ABI_NAMESPACE {
 
-inline constexpr std::array<Field<config::ConfigBundle>, 16> kFlowControlFields = {{
+inline constexpr std::array<Field<config::ConfigBundle>, 17> kFlowControlFields = {{
     {.key = "profile",
      .meaning = "`reference` switches every default to the Go reference's arithmetic (no score "
                 "cap, reference telemetry validation, no ledger): set it to reproduce the Go "
@@ -38,6 +38,15 @@ inline constexpr std::array<Field<config::ConfigBundle>, 16> kFlowControlFields 
      .choices = choices<EnginePriority>({{"off", EnginePriority::kOff},
                                          {"vllm", EnginePriority::kVllm},
                                          {"sglang", EnginePriority::kSglang}}),
+     .readBefore = "bandScheduling"},
+    {.key = "routing",
+     .bind = bind<&config::ConfigBundle::routing>(),
+     .meaning = "how the gateway picks an endpoint: `in-flight`, the fewest requests in flight; "
+                "`priority`, first the fewest in flight of the request's priority or above, so "
+                "that a batch backlog does not decide where protected requests go (for servers "
+                "that preempt by priority; [results](../results/engine-priority.md))",
+     .choices =
+         choices<Routing>({{"in-flight", Routing::kInFlight}, {"priority", Routing::kPriority}}),
      .readBefore = "bandScheduling"},
     {.key = "usageLimitPolicyPluginRef",
      .kind = FieldKind::kStructured,
