@@ -7,7 +7,8 @@
 # with --threads 2 and admission wide open, keep-alive hey clients.
 #
 #   scripts/dev/gateway-request-cost.sh [BUILD_DIR] [syscalls|instructions|both]
-# Environment: CLIENTS (default 64), REQUESTS (default 6400), GATEWAY (default: the build's).
+# Environment: CLIENTS (default 64), REQUESTS (default 6400), GATEWAY (default: the build's),
+# PROXY=nginx (syscalls only: count nginx's, set up as bench/proxy-compare.sh does).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 BUILD="${1:-build/default}"
@@ -28,10 +29,39 @@ start MS model-server "$MODEL_SERVER" --port 0 --slots 1024 --token-ms 1 --prefi
   --model fake-model
 if [ "$MODE" = syscalls ] || [ "$MODE" = both ]; then
   command -v strace >/dev/null || { echo "strace not installed (apt-get install strace)"; exit 1; }
-  start GW gateway "$GATEWAY" --endpoint "$MS" --listen 127.0.0.1:0 --threads 2 \
-    --config scripts/dev/open-admission.yaml
+  if [ "${PROXY:-gateway}" = nginx ]; then  # nginx instead, as bench/proxy-compare.sh runs it
+    port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+    mkdir -p "$WORK/nginx/logs"
+    cat >"$WORK/nginx/nginx.conf" <<EOF
+worker_processes 2;
+daemon off;
+pid $WORK/nginx/nginx.pid;
+error_log $WORK/nginx/logs/error.log warn;
+events { worker_connections 16384; }
+http {
+  access_log off;
+  client_body_temp_path $WORK/nginx/body;
+  proxy_temp_path $WORK/nginx/proxy;
+  upstream ms { server ${MS#http://}; keepalive 1024; keepalive_requests 1000000; }
+  server {
+    listen 127.0.0.1:$port backlog=4096;
+    keepalive_requests 1000000;
+    location / { proxy_pass http://ms; proxy_http_version 1.1; proxy_set_header Connection ""; }
+  }
+}
+EOF
+    "$(command -v nginx || echo /usr/sbin/nginx)" -p "$WORK/nginx" -c "$WORK/nginx/nginx.conf" &
+    PIDS+=($!)
+    GW_PID=$! GW="http://127.0.0.1:$port"
+    sleep 1
+  else
+    start GW gateway "$GATEWAY" --endpoint "$MS" --listen 127.0.0.1:0 --threads 2 \
+      --config scripts/dev/open-admission.yaml
+  fi
   load "$REQUESTS" >/dev/null  # warm-up: connections, pools
-  strace -c -f -p "$GW_PID" -o "$WORK/strace.txt" &
+  traced=(-p "$GW_PID")
+  for p in $(pgrep -P "$GW_PID"); do traced+=(-p "$p"); done  # nginx's workers
+  strace -c -f "${traced[@]}" -o "$WORK/strace.txt" &
   STRACE=$!
   sleep 1
   ok=$(load "$REQUESTS")
