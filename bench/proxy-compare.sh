@@ -25,6 +25,7 @@ command -v hey >/dev/null || { echo "hey not installed (apt-get install hey)"; e
 NGINX="$(command -v nginx || echo /usr/sbin/nginx)"
 HAPROXY="$(command -v haproxy || echo /usr/sbin/haproxy)"
 . scripts/lib/processes.sh  # WORK, cleanup on exit, start VAR NAME CMD...
+. scripts/lib/nginx.sh      # start_nginx PORT UPSTREAM
 ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
 wait_port() { for _ in $(seq 50); do (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0; sleep 0.1; done; return 1; }
@@ -55,32 +56,8 @@ for t in $TARGETS; do
     nginx)
       if [ -x "$NGINX" ]; then
         port=$(free_port)
-        mkdir -p "$WORK/nginx/logs"
-        cat >"$WORK/nginx/nginx.conf" <<EOF
-worker_processes 2;
-daemon off;
-pid $WORK/nginx/nginx.pid;
-error_log $WORK/nginx/logs/error.log warn;
-events { worker_connections 16384; }
-http {
-  access_log off;
-  client_body_temp_path $WORK/nginx/body;
-  proxy_temp_path $WORK/nginx/proxy;
-  upstream ms { server $MS_HOSTPORT; keepalive 1024; keepalive_requests 1000000; }
-  server {
-    listen 127.0.0.1:$port backlog=4096;
-    keepalive_requests 1000000;
-    location / {
-      proxy_pass http://ms;
-      proxy_http_version 1.1;
-      proxy_set_header Connection "";
-    }
-  }
-}
-EOF
-        "$NGINX" -p "$WORK/nginx" -c "$WORK/nginx/nginx.conf" >"$WORK/nginx.out" 2>&1 &
-        PIDS+=($!)
-        PID[nginx]=$!
+        start_nginx "$port" "$MS_HOSTPORT"
+        PID[nginx]=$NGINX_PID
         wait_port "$port" || { echo "nginx did not start"; cat "$WORK/nginx.out"; exit 1; }
         URL[nginx]="http://127.0.0.1:$port"
       else echo "skipping nginx: not installed (apt-get install nginx-light)"; fi ;;

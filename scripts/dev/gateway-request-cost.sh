@@ -19,6 +19,7 @@ CLIENTS="${CLIENTS:-64}"
 REQUESTS="${REQUESTS:-6400}"
 command -v hey >/dev/null || { echo "hey not installed (apt-get install hey)"; exit 1; }
 . scripts/lib/processes.sh
+. scripts/lib/nginx.sh
 BODY='{"model":"fake-model","prompt":"hi","max_tokens":4}'
 load() {  # load N: N requests from CLIENTS keep-alive clients; prints the 200s
   hey -n "$1" -c "$CLIENTS" -m POST -T application/json -d "$BODY" "$GW/v1/completions" \
@@ -31,28 +32,8 @@ if [ "$MODE" = syscalls ] || [ "$MODE" = both ]; then
   command -v strace >/dev/null || { echo "strace not installed (apt-get install strace)"; exit 1; }
   if [ "${PROXY:-gateway}" = nginx ]; then  # nginx instead, as bench/proxy-compare.sh runs it
     port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-    mkdir -p "$WORK/nginx/logs"
-    cat >"$WORK/nginx/nginx.conf" <<EOF
-worker_processes 2;
-daemon off;
-pid $WORK/nginx/nginx.pid;
-error_log $WORK/nginx/logs/error.log warn;
-events { worker_connections 16384; }
-http {
-  access_log off;
-  client_body_temp_path $WORK/nginx/body;
-  proxy_temp_path $WORK/nginx/proxy;
-  upstream ms { server ${MS#http://}; keepalive 1024; keepalive_requests 1000000; }
-  server {
-    listen 127.0.0.1:$port backlog=4096;
-    keepalive_requests 1000000;
-    location / { proxy_pass http://ms; proxy_http_version 1.1; proxy_set_header Connection ""; }
-  }
-}
-EOF
-    "$(command -v nginx || echo /usr/sbin/nginx)" -p "$WORK/nginx" -c "$WORK/nginx/nginx.conf" &
-    PIDS+=($!)
-    GW_PID=$! GW="http://127.0.0.1:$port"
+    start_nginx "$port" "${MS#http://}"
+    GW_PID=$NGINX_PID GW="http://127.0.0.1:$port"
     sleep 1
   else
     start GW gateway "$GATEWAY" --endpoint "$MS" --listen 127.0.0.1:0 --threads 2 \
