@@ -22,23 +22,36 @@ namespace holdback::gateway {
 // hang-up or a revocation must undo. Lives on the connection's I/O thread; deliver() and revoke()
 // post there.
 struct Exchange : OutcomeSink, std::enable_shared_from_this<Exchange> {
-  Exchange(const asio::any_io_executor& ex, Gateway& g) : executor(ex), wake(ex), gw(g) {
-    wake.expires_at(asio::steady_timer::time_point::max());
-  }
+  Exchange(const asio::any_io_executor& ex, Gateway& g) : executor(ex), gw(g) {}
   void deliver(Outcome o, std::optional<Pool::Dispatch> d, Duration q) override {
-    // The handle travels in a shared_ptr (the posted function must be copyable); if the post
-    // never runs, destroying it releases the handle. dispatch, not post: when the outcome is
-    // decided on the request's own I/O thread (the usual case: enqueue, or another request's end,
-    // cycled inline), it is recorded at once and the coroutine does not suspend for it.
+    // Decided on the request's own I/O thread (the usual case: enqueue, or another request's end,
+    // cycled inline): recorded at once, and the coroutine does not suspend for it.
+    if (const auto* io = executor.target<asio::io_context::executor_type>();
+        io != nullptr && io->running_in_this_thread()) {
+      record(o, std::move(d), q);
+      return;
+    }
+    // From another thread: the handle travels in a shared_ptr (the posted function must be
+    // copyable); if the post never runs, destroying it releases the handle.
     auto held = std::make_shared<std::optional<Pool::Dispatch>>(std::move(d));
     asio::dispatch(executor, [self = shared_from_this(), o, held, q] {
-      self->done = true;
-      self->outcome = o;
-      self->leaseHeld = o.dispatched();
-      self->dispatch = std::move(*held);
-      self->queued = q;
-      self->wake.cancel();
+      self->record(o, std::move(*held), q);
     });
+  }
+  void record(Outcome o, std::optional<Pool::Dispatch> d, Duration q) {
+    done = true;
+    outcome = o;
+    leaseHeld = o.dispatched();
+    dispatch = std::move(d);
+    queued = q;
+    if (wake) wake->cancel();
+  }
+  // The timer the coroutine waits on until `done` (record() cancels it). Made only for a request
+  // that waits: the usual one is dispatched inline by its own enqueue, and constructing and
+  // destroying a timer costs a lock in Asio's service registry.
+  asio::steady_timer& waiter() {
+    if (!wake) wake.emplace(executor, asio::steady_timer::time_point::max());
+    return *wake;
   }
   void revoke(HttpDisposition disposition) override {
     asio::post(executor, [self = shared_from_this(), disposition] {
@@ -62,7 +75,7 @@ struct Exchange : OutcomeSink, std::enable_shared_from_this<Exchange> {
     gw.endLease(ticket.id());
   }
   asio::any_io_executor executor;
-  asio::steady_timer wake;
+  std::optional<asio::steady_timer> wake;  // see waiter()
   Gateway& gw;
   bool done = false;
   Outcome outcome;

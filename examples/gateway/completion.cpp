@@ -241,7 +241,7 @@ asio::awaitable<bool> handleCompletion(HttpServer::Shard& shard, beast::tcp_stre
   gw.dispatcher().dispatchNow();
   watchClient(client, *ex, stream.socket(), counters);
   while (!ex->done) {
-    auto [ec] = co_await ex->wake.async_wait(kUse);
+    auto [ec] = co_await ex->waiter().async_wait(kUse);
     (void)ec;
   }
   if (!ex->outcome.dispatched() || !ex->dispatch) {

@@ -1,5 +1,6 @@
 #include "proxy_heads.hpp"
 
+#include <charconv>
 #include <cstring>
 #include <iterator>
 #include <string>
@@ -108,6 +109,72 @@ void appendField(std::string& out, std::string_view name, std::string_view value
   *p = '\n';
 }
 
+namespace {
+
+// Writes a head into a buffer on the stack and appends it to `out` in one copy when the buffer is
+// full and at flush() (call it when done): the heads are a few hundred bytes, written piece by
+// piece, and growing the string for every field cost a resize (with its zero fill) per field. A
+// piece larger than the buffer is appended directly.
+class HeadWriter {
+ public:
+  explicit HeadWriter(std::string& out) noexcept : out_(out) {}
+  HeadWriter(const HeadWriter&) = delete;
+  HeadWriter& operator=(const HeadWriter&) = delete;
+
+  HeadWriter& add(std::string_view s) {
+    if (s.size() > kRoom - used_) {
+      flush();
+      if (s.size() > kRoom) {
+        out_.append(s);
+        return *this;
+      }
+    }
+    std::memcpy(buf_ + used_, s.data(), s.size());
+    used_ += s.size();
+    return *this;
+  }
+  // "Name: value\r\n" (names and values as appendField's): one room check, two copies.
+  void field(std::string_view name, std::string_view value) {
+    const std::size_t n = name.size() + value.size() + 4;
+    if (n > kRoom - used_) {
+      flush();
+      if (n > kRoom) {
+        appendField(out_, name, value);
+        return;
+      }
+    }
+    char* p = buf_ + used_;
+    std::memcpy(p, name.data(), name.size());
+    p += name.size();
+    p[0] = ':';
+    p[1] = ' ';
+    std::memcpy(p + 2, value.data(), value.size());
+    p += 2 + value.size();
+    p[0] = '\r';
+    p[1] = '\n';
+    used_ += n;
+  }
+  // "Name: <decimal>\r\n".
+  template <class Integer>
+  void number(std::string_view name, Integer value) {
+    char digits[24];
+    const auto end = std::to_chars(digits, digits + sizeof digits, value).ptr;
+    field(name, std::string_view(digits, std::size_t(end - digits)));
+  }
+  void flush() {
+    out_.append(buf_, used_);
+    used_ = 0;
+  }
+
+ private:
+  static constexpr std::size_t kRoom = 1024;
+  std::string& out_;
+  std::size_t used_ = 0;
+  char buf_[kRoom];
+};
+
+}  // namespace
+
 // The head of the request to the model server (its body is the second buffer of the same gather
 // write): the client's headers except the hop-by-hop ones, Host, a default Content-Type, and the
 // body's Content-Length (a chunked request's body was read whole). HTTP/1.1 without
@@ -115,20 +182,19 @@ void appendField(std::string& out, std::string_view name, std::string_view value
 std::string upstreamRequestHead(const Request& request, std::string_view host) {
   std::string head;
   head.reserve(512);
-  head.append(request.method_string()).append(" ").append(request.target());
-  head.append(" HTTP/1.1\r\n");
+  HeadWriter w(head);
+  w.add(request.method_string()).add(" ").add(request.target()).add(" HTTP/1.1\r\n");
   const std::string_view connection = request[http::field::connection];
   for (const auto& field : request) {
-    if (!isHopByHopField(field, connection)) {
-      appendField(head, field.name_string(), field.value());
-    }
+    if (!isHopByHopField(field, connection)) w.field(field.name_string(), field.value());
   }
-  appendField(head, "Host", host);
+  w.field("Host", host);
   if (request.find(http::field::content_type) == request.end()) {
-    appendField(head, "Content-Type", "application/json");
+    w.field("Content-Type", "application/json");
   }
-  appendField(head, "Content-Length", std::to_string(request.body().size()));
-  head.append("\r\n");
+  w.number("Content-Length", request.body().size());
+  w.add("\r\n");
+  w.flush();
   return head;
 }
 
@@ -155,33 +221,35 @@ std::string interimResponseHead(const ResponseHead& interim) {
 void appendResponseHead(std::string& out, const ResponseHead& upstream,
                         std::string_view contentType, const ProxyRequest& what,
                         std::optional<std::size_t> contentLength) {
-  const unsigned status = upstream.result_int();
-  out.append("HTTP/1.1 ").append(std::to_string(status)).append(" ");
-  out.append(http::obsolete_reason(http::int_to_status(status))).append("\r\n");
-  appendField(out, "Content-Type", contentType);
+  HeadWriter w(out);
+  const unsigned status = upstream.result_int();  // three digits, as the parser took them
+  const char code[] = {char('0' + status / 100 % 10), char('0' + status / 10 % 10),
+                       char('0' + status % 10)};
+  w.add("HTTP/1.1 ").add(std::string_view(code, 3)).add(" ");
+  w.add(http::obsolete_reason(http::int_to_status(status))).add("\r\n");
+  w.field("Content-Type", contentType);
   // The response headers to pass on (Content-Encoding in particular: the SDKs ask for gzip).
   const std::string_view connection = upstream[http::field::connection];
   for (const auto& field : upstream) {
     if (field.name() != http::field::content_type && !isHopByHopField(field, connection) &&
         (field.name() != http::field::unknown ||
          !beast::iequals(field.name_string(), kBandHeadroomHeader))) {
-      appendField(out, field.name_string(), field.value());
+      w.field(field.name_string(), field.value());
     }
   }
-  appendField(out, kEndpointHeader, what.endpointUrl);
-  appendField(out, kQueuedMsHeader, std::to_string(what.queuedMs));
+  w.field(kEndpointHeader, what.endpointUrl);
+  w.number(kQueuedMsHeader, what.queuedMs);
   if (what.bandHeadroom) {
-    if (const auto room = what.bandHeadroom()) {
-      appendField(out, kBandHeadroomHeader, std::to_string(*room));
-    }
+    if (const auto room = what.bandHeadroom()) w.number(kBandHeadroomHeader, *room);
   }
   if (contentLength) {
-    appendField(out, "Content-Length", std::to_string(*contentLength));
+    w.number("Content-Length", *contentLength);
   } else if (what.chunked) {
-    appendField(out, "Transfer-Encoding", "chunked");
+    w.field("Transfer-Encoding", "chunked");
   }
-  if (!what.keepAlive) appendField(out, "Connection", "close");
-  out.append("\r\n");
+  if (!what.keepAlive) w.field("Connection", "close");
+  w.add("\r\n");
+  w.flush();
 }
 
 }  // namespace holdback::gateway

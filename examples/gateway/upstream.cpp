@@ -231,7 +231,7 @@ void UpstreamPool::release(std::size_t i, std::unique_ptr<UpstreamConnection> c)
   }
   if (idle.size() >= idleCap(i)) return;  // closed by the destructor
   c->idleSince = std::chrono::steady_clock::now();
-  c->stream.expires_never();
+  // The stream has no deadline here: connect() and writeRest() clear the ones they set.
   idle.push_back(std::move(c));
 }
 
@@ -471,9 +471,8 @@ asio::awaitable<ProxyResult> proxy(UpstreamPool& pool, const Options& options, R
     beast::error_code cec;
     const std::size_t reply_sent = sendNow(client, reply, cec);
     if (!cec && reply_sent < beast::buffer_bytes(reply)) {
-      cec = co_await writeRest(client, reply, reply_sent, timeout);
+      cec = co_await writeRest(client, reply, reply_sent, timeout);  // resets the deadline
     }
-    client.expires_never();
     co_return cec ? ProxyResult::kClientGone : ProxyResult::kDone;
   }
 }

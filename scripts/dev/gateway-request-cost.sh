@@ -7,7 +7,8 @@
 # with --threads 2 and admission wide open, keep-alive hey clients.
 #
 #   scripts/dev/gateway-request-cost.sh [BUILD_DIR] [syscalls|instructions|both]
-# Environment: CLIENTS (default 64), REQUESTS (default 6400), GATEWAY (default: the build's).
+# Environment: CLIENTS (default 64), REQUESTS (default 6400), GATEWAY (default: the build's),
+# PROXY=nginx (syscalls only: count nginx's, set up as bench/proxy-compare.sh does).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 BUILD="${1:-build/default}"
@@ -18,6 +19,7 @@ CLIENTS="${CLIENTS:-64}"
 REQUESTS="${REQUESTS:-6400}"
 command -v hey >/dev/null || { echo "hey not installed (apt-get install hey)"; exit 1; }
 . scripts/lib/processes.sh
+. scripts/lib/nginx.sh
 BODY='{"model":"fake-model","prompt":"hi","max_tokens":4}'
 load() {  # load N: N requests from CLIENTS keep-alive clients; prints the 200s
   hey -n "$1" -c "$CLIENTS" -m POST -T application/json -d "$BODY" "$GW/v1/completions" \
@@ -28,10 +30,19 @@ start MS model-server "$MODEL_SERVER" --port 0 --slots 1024 --token-ms 1 --prefi
   --model fake-model
 if [ "$MODE" = syscalls ] || [ "$MODE" = both ]; then
   command -v strace >/dev/null || { echo "strace not installed (apt-get install strace)"; exit 1; }
-  start GW gateway "$GATEWAY" --endpoint "$MS" --listen 127.0.0.1:0 --threads 2 \
-    --config scripts/dev/open-admission.yaml
+  if [ "${PROXY:-gateway}" = nginx ]; then  # nginx instead, as bench/proxy-compare.sh runs it
+    port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+    start_nginx "$port" "${MS#http://}"
+    GW_PID=$NGINX_PID GW="http://127.0.0.1:$port"
+    sleep 1
+  else
+    start GW gateway "$GATEWAY" --endpoint "$MS" --listen 127.0.0.1:0 --threads 2 \
+      --config scripts/dev/open-admission.yaml
+  fi
   load "$REQUESTS" >/dev/null  # warm-up: connections, pools
-  strace -c -f -p "$GW_PID" -o "$WORK/strace.txt" &
+  traced=(-p "$GW_PID")
+  for p in $(pgrep -P "$GW_PID"); do traced+=(-p "$p"); done  # nginx's workers
+  strace -c -f "${traced[@]}" -o "$WORK/strace.txt" &
   STRACE=$!
   sleep 1
   ok=$(load "$REQUESTS")
