@@ -8,8 +8,8 @@
 #   2. Clang's thread-safety analysis of the library's lock annotations (scripts/dev/thread-safety.sh),
 #      then the concurrency tests under ThreadSanitizer (build/tsan),
 #   3. the whole suite but the docs checks under AddressSanitizer + UndefinedBehaviorSanitizer
-#      (build/asan), the unit and concurrency tests linked to holdback::header_only (so the suite
-#      runs in both modes), each GoogleTest binary as four shards (one process each) instead of
+#      (build/asan), the concurrency tests linked to holdback::header_only (so both modes run
+#      under the sanitizers), each GoogleTest binary as four shards (one process each) instead of
 #      one process per test,
 #   4. the core library and its tests with -fno-exceptions as a shared library with hidden
 #      symbols, checking its exports (build/noexcept, preset `noexcept`),
@@ -32,16 +32,35 @@ cd "$(dirname "$0")/.."
 holdback_ensure_packages clang-14 libclang-rt-14-dev llvm-14
 
 jobs=$(nproc)
-# Each stage's wall time, printed at the end (stage NAME starts the next one).
+# Sets cpu_now to the CPU seconds (user + system) of this shell's finished children so far, from
+# `times` run in this shell (in a command substitution it would count the subshell's children).
+children_cpu() {
+  local out
+  out=$(mktemp)
+  times >"$out"
+  cpu_now=$(awk 'NR == 2 { split($1, u, /[ms]/); split($2, s, /[ms]/)
+                           printf "%d", u[1] * 60 + u[2] + s[1] * 60 + s[2] }' "$out")
+  rm -f "$out"
+}
+# Each stage's wall time and the CPU time of its foreground commands, printed at the end (stage
+# NAME starts the next one). The background builds' own CPU time is printed beside their wall
+# time: on two cores, the CPU seconds of everything over two is about the run's length.
 stage_name=""
 stage_start=$SECONDS
+children_cpu
+stage_cpu=$cpu_now
 stage_times=()
 stage() {
+  local cpu
+  children_cpu
+  cpu=$cpu_now
   if [ -n "$stage_name" ]; then
-    stage_times+=("$(printf '%6d s  %s' $((SECONDS - stage_start)) "$stage_name")")
+    stage_times+=("$(printf '%6d s  %6d CPU-s  %s' $((SECONDS - stage_start)) \
+      $((cpu - stage_cpu)) "$stage_name")")
   fi
   stage_name=$1
   stage_start=$SECONDS
+  stage_cpu=$cpu
   [ -n "$1" ] && echo "== $1" >&2
   return 0
 }
@@ -49,12 +68,12 @@ print_stage_times() {
   stage ""
   echo "== Wall time per stage (total $SECONDS s):" >&2
   printf '%s\n' "${stage_times[@]}" >&2
-  local f status secs
+  local f status secs cpu
   for f in "$bg"/*.status; do
     [ -f "$f" ] || continue
-    read -r status secs <"$f"
-    printf '%6d s  (background build %s, exit %s)\n' "$secs" "$(basename "$f" .status)" \
-      "$status" >&2
+    read -r status secs cpu <"$f"
+    printf '%6d s  %6d CPU-s  (background build %s, exit %s)\n' "$secs" "${cpu:-0}" \
+      "$(basename "$f" .status)" "$status" >&2
   done
 }
 summary_file=build/default/ctest-summary.txt
@@ -66,10 +85,13 @@ rm -rf "$bg"
 mkdir -p "$bg"
 bg_pids=()
 bg_step() {
-  local name=$1 start=$SECONDS status=0
+  local name=$1 start=$SECONDS status=0 cpu
   shift
+  children_cpu
+  cpu=$cpu_now
   "$@" >"$bg/$name.log" 2>&1 || status=$?
-  echo "$status $((SECONDS - start))" >"$bg/$name.status.tmp"
+  children_cpu
+  echo "$status $((SECONDS - start)) $((cpu_now - cpu))" >"$bg/$name.status.tmp"
   mv "$bg/$name.status.tmp" "$bg/$name.status"
 }
 # Starts a chain of steps ("NAME COMMAND..." words, steps separated by ";" words) as its own
@@ -107,7 +129,7 @@ await() {
     fi
     sleep 1
   done
-  read -r status secs <"$bg/$name.status"
+  read -r status secs _ <"$bg/$name.status"
   echo "== (background build $name: ${secs} s, exit $status)" >&2
   if [ "$status" -ne 0 ]; then
     cat "$bg/$name.log" >&2
@@ -136,7 +158,7 @@ build_tsan() {
 build_asan() {
   cmake -S . -B build/asan -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG=-g1 "${unity[@]}" \
     -DHOLDBACK_SANITIZE=address,undefined \
-    -DHOLDBACK_BUILD_BENCH=OFF -DHOLDBACK_TEST_HEADER_ONLY=ON -DHOLDBACK_TEST_SHARDS=4 &&
+    -DHOLDBACK_BUILD_BENCH=OFF -DHOLDBACK_CONCURRENCY_TEST_HEADER_ONLY=ON -DHOLDBACK_TEST_SHARDS=4 &&
     cmake --build build/asan -j"$jobs"
 }
 build_noexcept() {
