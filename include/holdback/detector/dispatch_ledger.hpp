@@ -443,10 +443,11 @@ class HOLDBACK_API DispatchLedger {
   // Per chunk, kChunkSize x levels counters (options_.priorityLevels), slot-major; allocated with
   // the chunk when there are levels.
   std::array<std::atomic<detail::LevelCount*>, kMaxChunks> level_chunks_{};
-  [[nodiscard]] detail::LevelCount* levelsOf(EndpointId id) const noexcept;
-  [[nodiscard]] std::size_t levelIndex(Priority priority) const noexcept;
-  [[nodiscard]] std::int64_t atOrAbove(const detail::LevelCount* levels,
-                                       Priority priority) const noexcept;
+  // Internal (their signatures name detail types): hidden from a shared library's exports.
+  [[nodiscard]] HOLDBACK_LOCAL detail::LevelCount* levelsOf(EndpointId id) const noexcept;
+  [[nodiscard]] HOLDBACK_LOCAL std::size_t levelIndex(Priority priority) const noexcept;
+  [[nodiscard]] HOLDBACK_LOCAL std::int64_t atOrAbove(const detail::LevelCount* levels,
+                                                      Priority priority) const noexcept;
   mutable std::shared_mutex registry_mutex_;
   std::unordered_map<std::string, std::uint32_t, detail::TransparentStringHash, std::equal_to<>>
       by_name_;                         // live names; guarded by registry_mutex_
