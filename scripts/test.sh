@@ -42,9 +42,10 @@ children_cpu() {
                            printf "%d", u[1] * 60 + u[2] + s[1] * 60 + s[2] }' "$out")
   rm -f "$out"
 }
-# Each stage's wall time and the CPU time of its foreground commands, printed at the end (stage
-# NAME starts the next one). The background builds' own CPU time is printed beside their wall
-# time: on two cores, the CPU seconds of everything over two is about the run's length.
+# Each stage's wall time and the CPU time of the processes that ended during it (its own commands,
+# and a background chain whose end it waited for), printed at the end (stage NAME starts the next
+# one). Each background build's own CPU time is printed beside its wall time: on two cores, the
+# CPU seconds of everything over two is about the run's length.
 stage_name=""
 stage_start=$SECONDS
 children_cpu
