@@ -54,11 +54,13 @@ Simulation::Simulation(const Scenario& s, const Arm& arm, const RunOptions& opti
   for (const EndpointGroup& g : specs) largestKv_ = std::max(largestKv_, g.kvCapacityTokens);
   const auto replicas = static_cast<std::size_t>(std::max(1, s.pool.gatewayReplicas));
   gateways_.resize(replicas);
+  // Priority routing's levels (the defaults without it), for each replica's tracker and ledger.
+  const DispatchLedgerOptions levels = priorityLevelsOf(s, arm);
   for (std::size_t g = 0; g < replicas; ++g) {
     Gateway& gw = gateways_[g];
     gw.source = std::make_shared<SimEndpoints>(endpoints);
     gw.picker = EndpointPicker(endpoints, {arm.fitFirst, arm.priorityRouting});
-    gw.inFlight = std::make_unique<InFlightTracker>(priorityLevelsOf(s, arm));
+    gw.inFlight = std::make_unique<InFlightTracker>(levels);
     gw.outputs = std::move(OutputEstimator::create()).value();  // default options: valid
     for (std::size_t i = 0; i < endpoints; ++i) {  // capacity: configured, known from the start
       Endpoint& e = gw.source->pool()[i];
@@ -77,7 +79,7 @@ Simulation::Simulation(const Scenario& s, const Arm& arm, const RunOptions& opti
       lo.budgetQueueDepth = UtilizationDetectorOptions{}.queueDepthThreshold;
       lo.replicas = static_cast<std::int64_t>(replicas);  // each replica sees 1/R of the work
       lo.sharedRoomSlots = reservePerEndpoint(s, arm);
-      lo.priorityLevels = priorityLevelsOf(s, arm).priorityLevels;
+      lo.priorityLevels = levels.priorityLevels;
       gw.ledger = std::make_unique<DispatchLedger>(lo);
       for (std::size_t i = 0; i < endpoints; ++i) {
         gw.ids.push_back(gw.ledger->registerEndpoint(
