@@ -57,13 +57,16 @@ HOLDBACK_INLINE std::optional<std::uint32_t> DispatchLedger::indexOf(
   return it->second;
 }
 
+HOLDBACK_INLINE detail::LedgerSlot& DispatchLedger::slotAt(std::uint32_t index) const noexcept {
+  return (*chunks_[index / kChunkSize].load(std::memory_order_acquire))[index % kChunkSize];
+}
+
 HOLDBACK_INLINE EndpointId DispatchLedger::registerEndpoint(
     std::string_view name, std::optional<EndpointCapacity> capacity) noexcept {
   HOLDBACK_TRY {
     std::unique_lock lock(registry_mutex_);
     if (const auto index = indexOf(name)) {
-      detail::LedgerSlot& slot = (*chunks_[*index / kChunkSize].load())[*index % kChunkSize];
-      const EndpointId id{*index, slot.generation.load(std::memory_order_relaxed)};
+      const EndpointId id{*index, slotAt(*index).generation.load(std::memory_order_relaxed)};
       if (capacity) setCapacity(id, *capacity);
       return id;
     }
@@ -71,8 +74,7 @@ HOLDBACK_INLINE EndpointId DispatchLedger::registerEndpoint(
     std::optional<std::uint32_t> index;
     for (std::size_t i = 0; i < retired_.size(); ++i) {
       const std::uint32_t r = retired_[i];
-      const detail::LedgerSlot& slot = (*chunks_[r / kChunkSize].load())[r % kChunkSize];
-      const ScrapeMark c = detail::readCounters(slot);
+      const ScrapeMark c = detail::readCounters(slotAt(r));
       if (c.completedRequests == c.dispatchedRequests) {
         index = r;
         retired_[i] = retired_.back();
@@ -100,15 +102,14 @@ HOLDBACK_INLINE EndpointId DispatchLedger::registerEndpoint(
     if (names_.size() <= *index) names_.resize(*index + 1);
     names_[*index].assign(name.data(), name.size());
     by_name_.emplace(names_[*index], *index);
-    detail::LedgerSlot& slot = (*chunks_[*index / kChunkSize].load())[*index % kChunkSize];
+    detail::LedgerSlot& slot = slotAt(*index);
     // A reused slot starts at zero in flight: tokens that handle-free completions left open
     // (no request is outstanding any more) are written off.
     slot.completedTokens.store(slot.dispatchedTokens.load(std::memory_order_relaxed),
                                std::memory_order_release);
-    if (detail::LevelCount* levels = level_chunks_[*index / kChunkSize].load()) {
-      const std::size_t n = options_.priorityLevels.size();
-      for (std::size_t l = 0; l < n; ++l) {  // likewise for handle-free completions per level
-        detail::LevelCount& c = levels[(*index % kChunkSize) * n + l];
+    if (detail::LevelCount* levels = levelsAt(*index)) {
+      for (std::size_t l = 0; l < options_.priorityLevels.size(); ++l) {
+        detail::LevelCount& c = levels[l];  // likewise for handle-free completions per level
         c.completed.store(c.dispatched.load(std::memory_order_relaxed), std::memory_order_release);
       }
     }
@@ -141,8 +142,7 @@ HOLDBACK_INLINE std::optional<EndpointId> DispatchLedger::find(
   std::shared_lock lock(registry_mutex_);
   const auto index = indexOf(name);
   if (!index) return std::nullopt;
-  const detail::LedgerSlot& slot = (*chunks_[*index / kChunkSize].load())[*index % kChunkSize];
-  return EndpointId{*index, slot.generation.load(std::memory_order_relaxed)};
+  return EndpointId{*index, slotAt(*index).generation.load(std::memory_order_relaxed)};
 }
 
 HOLDBACK_INLINE bool DispatchLedger::setCapacity(EndpointId id,

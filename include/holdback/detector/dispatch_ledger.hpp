@@ -432,6 +432,8 @@ class HOLDBACK_API DispatchLedger {
   using Chunk = std::array<detail::LedgerSlot, kChunkSize>;
   [[nodiscard]] detail::LedgerSlot* slotOf(EndpointId id) const noexcept;
   [[nodiscard]] std::optional<std::uint32_t> indexOf(std::string_view name) const noexcept;
+  // The slot at a registered index (the caller holds registry_mutex_).
+  [[nodiscard]] HOLDBACK_LOCAL detail::LedgerSlot& slotAt(std::uint32_t index) const noexcept;
   static void fillOne(Endpoint& e, const detail::LedgerSlot* slot,
                       const DispatchLedgerOptions& options, bool feed,
                       Duration clockOffset) noexcept;
@@ -445,6 +447,7 @@ class HOLDBACK_API DispatchLedger {
   std::array<std::atomic<detail::LevelCount*>, kMaxChunks> level_chunks_{};
   // Internal (their signatures name detail types): hidden from a shared library's exports.
   [[nodiscard]] HOLDBACK_LOCAL detail::LevelCount* levelsOf(EndpointId id) const noexcept;
+  [[nodiscard]] HOLDBACK_LOCAL detail::LevelCount* levelsAt(std::uint32_t index) const noexcept;
   [[nodiscard]] HOLDBACK_LOCAL std::size_t levelIndex(Priority priority) const noexcept;
   [[nodiscard]] HOLDBACK_LOCAL std::int64_t atOrAbove(const detail::LevelCount* levels,
                                                       Priority priority) const noexcept;

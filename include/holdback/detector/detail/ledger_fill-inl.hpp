@@ -207,12 +207,7 @@ HOLDBACK_INLINE void DispatchLedger::fill(std::span<Endpoint> endpoints) const n
   const Duration offset = replicaClockOffset();
   for (Endpoint& e : endpoints) {
     const auto index = indexOf(e.name);
-    fillOne(
-        e,
-        index
-            ? &(*chunks_[*index / kChunkSize].load(std::memory_order_acquire))[*index % kChunkSize]
-            : nullptr,
-        options_, feed, offset);
+    fillOne(e, index ? &slotAt(*index) : nullptr, options_, feed, offset);
   }
 }
 
@@ -225,9 +220,7 @@ HOLDBACK_INLINE void DispatchLedger::fillInFlight(std::span<Endpoint> endpoints)
       e.inFlightTokens = 0;
       continue;
     }
-    const detail::LedgerSlot& slot =
-        (*chunks_[*index / kChunkSize].load(std::memory_order_acquire))[*index % kChunkSize];
-    const ScrapeMark c = detail::readCounters(slot);
+    const ScrapeMark c = detail::readCounters(slotAt(*index));
     e.inFlightRequests =
         std::max<std::int64_t>(0, detail::since(c.dispatchedRequests, c.completedRequests));
     e.inFlightTokens =

@@ -13,10 +13,13 @@ namespace holdback {
 inline namespace HOLDBACK_ABI_NAMESPACE {
 
 HOLDBACK_INLINE detail::LevelCount* DispatchLedger::levelsOf(EndpointId id) const noexcept {
-  if (slotOf(id) == nullptr) return nullptr;  // also checks the index
-  detail::LevelCount* chunk = level_chunks_[id.index / kChunkSize].load(std::memory_order_acquire);
-  if (chunk == nullptr) return nullptr;
-  return chunk + (id.index % kChunkSize) * options_.priorityLevels.size();
+  return slotOf(id) == nullptr ? nullptr : levelsAt(id.index);  // slotOf checks the index
+}
+
+// The levels of a slot index that exists; nullptr without levels.
+HOLDBACK_INLINE detail::LevelCount* DispatchLedger::levelsAt(std::uint32_t index) const noexcept {
+  detail::LevelCount* chunk = level_chunks_[index / kChunkSize].load(std::memory_order_acquire);
+  return chunk == nullptr ? nullptr : chunk + (index % kChunkSize) * options_.priorityLevels.size();
 }
 
 // The highest level at or below `priority`; below every level, the lowest (0). Levels exist.
@@ -100,15 +103,8 @@ HOLDBACK_INLINE void DispatchLedger::inFlightAtOrAbove(std::span<const Endpoint>
   std::shared_lock lock(registry_mutex_);
   const std::size_t n = std::min(endpoints.size(), out.size());
   for (std::size_t k = 0; k < n; ++k) {
-    const auto index = indexOf(endpoints[k].name);
-    if (!index) {
-      out[k] = 0;
-      continue;
-    }
-    const detail::LedgerSlot& slot =
-        (*chunks_[*index / kChunkSize].load(std::memory_order_acquire))[*index % kChunkSize];
-    const EndpointId id{*index, slot.generation.load(std::memory_order_acquire)};
-    out[k] = atOrAbove(levelsOf(id), priority);
+    const auto index = indexOf(endpoints[k].name);  // a live name (under the registry lock)
+    out[k] = index ? atOrAbove(levelsAt(*index), priority) : 0;
   }
 }
 
