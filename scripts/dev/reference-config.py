@@ -177,9 +177,14 @@ def probe(make_doc, pointer, default):
     probes = ["not-a-value", -1e18, 1e18, -1, 0]
     if isinstance(default, bool) or default is None:
         probes = ["not-a-value"]
-    if isinstance(default, str) and re.fullmatch(r"-?[0-9.]+(ns|us|ms|s|m|h)", default):
-        probes = ["not-a-value", "-1s"]
+    duration = isinstance(default, str) and re.fullmatch(r"-?[0-9.]+(ns|us|ms|s|m|h)", default)
+    if duration:
+        # 0 first: a duration that must be positive says so there (a negative one is refused by
+        # the parser before the range check); a negative one only when 0 is accepted.
+        probes = ["not-a-value", "0s", "-1s"]
     for value in probes:
+        if duration and value == "-1s" and constraints:
+            break
         for message in errors_at(validate(make_doc(value)), pointer):
             if "is not a Kubernetes quantity" in message:
                 kinds.append('a Kubernetes quantity ("5000", "1k", "500M", "1Gi")')
