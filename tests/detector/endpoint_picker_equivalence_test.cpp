@@ -53,7 +53,8 @@ void expectSamePicks(const SaturationDetector& detector, std::uint32_t seed) {
       e.kvCacheUsage = static_cast<double>(rng() % 100) / 100.0;
       e.runningRequests = static_cast<double>(rng() % 9);
       e.maxRunningRequests = 8;
-      e.kvCapacityTokens = 4096;
+      // Some endpoints too small for the longer requests (rule 2), some of unknown capacity.
+      e.kvCapacityTokens = rng() % 4 == 0 ? 1024 : rng() % 9 == 0 ? 0 : 4096;
       e.inFlightRequests = static_cast<std::int64_t>(rng() % 6);
       e.inFlightTokens = static_cast<std::int64_t>(rng() % 5000);
       up[i] = rng() % 5 == 0 ? 0 : 1;

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <limits>
 #include <vector>
 
 #include "alloc_counter.hpp"
@@ -42,12 +43,66 @@ TEST(EndpointPickerTest, FewestInFlightThenSmallestWaitingQueue) {
   EXPECT_EQ(picker.pick(endpoints, *concurrency(100), TimePoint{}), 2u);
 }
 
+// An unknown waiting queue (NaN: the scrape did not report it) comes after every known one at the
+// same load, whatever the order of the endpoints (it used to be unordered, so the first offered
+// won).
+TEST(EndpointPickerTest, AnUnknownWaitingQueueComesAfterAKnownOne) {
+  auto endpoints = pool(2);
+  endpoints[0].waitingQueueSize = std::numeric_limits<double>::quiet_NaN();
+  endpoints[1].waitingQueueSize = 3;
+  EndpointPicker picker(2);
+  EXPECT_EQ(picker.pick(endpoints, *concurrency(100), TimePoint{}), 1u);
+  std::swap(endpoints[0], endpoints[1]);
+  EndpointPicker other(2);
+  EXPECT_EQ(other.pick(endpoints, *concurrency(100), TimePoint{}), 0u);
+}
+
 TEST(EndpointPickerTest, PrefersEndpointsWhoseLastScrapeSucceeded) {
   auto endpoints = pool(2);
   endpoints[1].inFlightRequests = 5;  // busier, but the only one up
   const std::vector<std::uint8_t> up{0, 1};
   EndpointPicker picker;
   EXPECT_EQ(picker.pick(endpoints, *concurrency(100), TimePoint{}, up), 1u);
+}
+
+// A mixed pool: a long prompt never goes to an endpoint whose KV cache cannot hold it, however
+// idle, while one that can exists (a server would refuse it or hold it queued for ever); an
+// unknown capacity (0) is taken to hold it.
+TEST(EndpointPickerTest, NeverPicksAnEndpointTooSmallForTheRequest) {
+  auto endpoints = pool(3);
+  endpoints[0].kvCapacityTokens = 8'000;  // idle but too small
+  endpoints[1].kvCapacityTokens = 64'000;
+  endpoints[1].inFlightRequests = 3;
+  endpoints[2].kvCapacityTokens = 8'000;
+  endpoints[2].inFlightRequests = 1;
+  EndpointPicker picker(3);
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(picker.pick(endpoints, *concurrency(100), TimePoint{}, {}, 20'000), 1u);
+  }
+  EXPECT_EQ(picker.pick(endpoints, *concurrency(100), TimePoint{}, {}, 2'000), 0u);  // fits all
+  // Above every capacity: the usual order (the flow controller refuses such a request first
+  // when it knows the pool's capacity).
+  EXPECT_EQ(picker.pick(endpoints, *concurrency(100), TimePoint{}, {}, 100'000), 0u);
+  endpoints[1].kvCapacityTokens = 0;  // unknown: may hold it
+  EXPECT_EQ(picker.pick(endpoints, *concurrency(100), TimePoint{}, {}, 20'000), 1u);
+}
+
+// The only endpoint that can hold the request is full for the detector (filtered out): it still
+// gets the request, which could start nowhere else.
+TEST(EndpointPickerTest, AnEndpointThatCanHoldTheRequestBeatsTheFilter) {
+  auto endpoints = pool(2);
+  endpoints[0].kvCapacityTokens = 8'000;
+  endpoints[1].kvCapacityTokens = 64'000;
+  endpoints[1].inFlightRequests = 4;  // full at maxConcurrency 4: filtered out
+  for (const bool fitFirst : {false, true}) {
+    EndpointPicker picker(2, {.fitFirst = fitFirst});
+    EXPECT_EQ(picker.pick(endpoints, *concurrency(4), TimePoint{}, {}, 20'000), 1u);
+    EXPECT_EQ(picker.pick(endpoints, *concurrency(4), TimePoint{}, {}, 2'000), 0u);
+  }
+  // Before the endpoints that are down: a server that cannot hold it never will.
+  const std::vector<std::uint8_t> up{1, 0};
+  EndpointPicker picker(2);
+  EXPECT_EQ(picker.pick(endpoints, *concurrency(100), TimePoint{}, up, 20'000), 1u);
 }
 
 TEST(EndpointPickerTest, KeepsToTheDetectorsFilter) {

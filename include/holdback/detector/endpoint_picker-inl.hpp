@@ -4,6 +4,7 @@
 
 #include "holdback/detector/endpoint_picker.hpp"
 
+#include <cmath>
 #include <limits>
 
 namespace holdback {
@@ -20,8 +21,9 @@ namespace detail {
          static_cast<double>(b) * static_cast<double>(as);
 }
 
-// Rules 4-6 of one endpoint (smaller is better), compared as std::tuple compares: a NaN waiting
-// queue is unordered against any other, and an unordered element decides "not smaller".
+// Rules 4-6 of one endpoint (smaller is better), compared in that order. An unknown (NaN) waiting
+// queue is compared as +infinity, so the order is total and a pick does not depend on the order
+// the endpoints are offered in.
 struct PickKey {
   std::int64_t above = 0;  // priority routing: in flight of the request's priority or above
   std::int64_t inFlight = 0;
@@ -42,10 +44,15 @@ struct PickKey {
     if (o.lighter(*this)) return false;
     if (waiting < o.waiting) return true;
     if (o.waiting < waiting) return false;
-    if (!(waiting == o.waiting)) return false;  // NaN: unordered
     return distance < o.distance;
   }
 };
+
+// Whether endpoint e can never start a request of `startTokens` (rule 2): its KV capacity is known
+// and smaller.
+[[nodiscard]] inline bool cannotHold(const Endpoint& e, std::int64_t startTokens) noexcept {
+  return startTokens > 0 && e.kvCapacityTokens > 0 && startTokens > e.kvCapacityTokens;
+}
 
 // One pick's pass over the candidates offered to it, in the filter's order. Per group (0: up,
 // 1: down; rule 2) it keeps the best candidate by rules 4-6 and, with fitFirst, the best one
@@ -87,7 +94,9 @@ class PickPass {
     const Endpoint& e = endpoints_[i];
     const std::size_t n = endpoints_.size();
     const PickKey key{above_.empty() ? 0 : above_[i], e.inFlightRequests,
-                      per_slot_ ? e.maxRunningRequests : 1, e.waitingQueueSize,
+                      per_slot_ ? e.maxRunningRequests : 1,
+                      std::isnan(e.waitingQueueSize) ? std::numeric_limits<double>::infinity()
+                                                     : e.waitingQueueSize,
                       i >= cursor_ ? i - cursor_ : i + n - cursor_};
     if (pass_over_set_[g] && pass_over_[g].lighter(key)) return;
     const bool forBest = best_[g] == kNone || key < best_key_[g];
@@ -255,9 +264,42 @@ HOLDBACK_INLINE std::optional<std::size_t> EndpointPicker::pick(
     }
     chosen = pass.chosen();
   }
+  if (chosen != PickPass::kNone && chosen < n &&
+      detail::cannotHold(endpoints[chosen], startTokens)) {
+    chosen = pickAmongHolders(endpoints, detector, now, up, startTokens, above, chosen);
+  }
   if (chosen == PickPass::kNone) chosen = 0;  // every candidate index was out of range
   cursor_ = chosen + 1 == n ? 0 : chosen + 1;
   return chosen;
+}
+
+// Rule 2 (rare: the pick by the other rules cannot hold the request): the same rules among the
+// candidates that can hold it; when none can, among every endpoint that can; else `fallback`.
+HOLDBACK_INLINE std::size_t EndpointPicker::pickAmongHolders(
+    std::span<const Endpoint> endpoints, const SaturationDetector& detector, TimePoint now,
+    std::span<const std::uint8_t> up, std::int64_t startTokens, std::span<const std::int64_t> above,
+    std::size_t fallback) noexcept {
+  using detail::PickPass;
+  const std::size_t n = endpoints.size();
+  if (kept_.size() < n) kept_.resize(n);  // grows with the pool only
+  for (std::size_t k = 0; k < n; ++k) kept_[k] = 0;
+  const FilterResult all = detector.filter(endpoints, now, std::span(scratch_.data(), n));
+  if (!all.failOpen) {
+    for (std::size_t k = 0; k < all.kept; ++k) {
+      if (scratch_[k] < n) kept_[scratch_[k]] = 1;
+    }
+  }
+  for (const bool filtered : {true, false}) {
+    PickPass pass(endpoints, detector, now, up, startTokens, cursor_, options_.fitFirst, room_,
+                  above);
+    for (std::size_t i = 0; i < n; ++i) {
+      pass.offer(i, [&](std::size_t j) noexcept {
+        return (!filtered || kept_[j] != 0) && !detail::cannotHold(endpoints[j], startTokens);
+      });
+    }
+    if (const std::size_t c = pass.chosen(); c != PickPass::kNone) return c;
+  }
+  return fallback;
 }
 
 }  // namespace HOLDBACK_ABI_NAMESPACE

@@ -4,7 +4,12 @@
 // The rule, in order:
 //   1. Candidates: the endpoints the detector's filter keeps; when it keeps none (a detector that
 //      does not fail open, e.g. the concurrency detector with every endpoint full), every endpoint.
-//   2. Prefer candidates whose last scrape succeeded (`up[i] != 0`; an empty `up` means all up).
+//   2. Prefer endpoints that can hold the request at all: one whose KV capacity is known
+//      (Endpoint::kvCapacityTokens > 0) and below the request's `startTokens` can never start it
+//      (a mixed pool's small server with a long prompt), so it is chosen only when no endpoint
+//      can; and when no candidate of rule 1 can but another endpoint can (the filter left it out,
+//      full for now), that endpoint is the candidate. Among those, prefer candidates whose last
+//      scrape succeeded (`up[i] != 0`; an empty `up` means all up).
 //   3. With fitFirst (EndpointPickerOptions): then candidates where the request starts now, by
 //      the detector's room (SaturationDetector::room): a free slot and KV for the request's
 //      `startTokens` (its input: what the server needs to admit it). A detector without a
@@ -22,7 +27,8 @@
 //      per slot (inFlightRequests / Endpoint::maxRunningRequests) when every endpoint's slot
 //      count is known, so that a mixed pool's large endpoints take their share (on a pool of one
 //      size the same order as the counts).
-//   5. Then the smallest scraped waiting queue (Endpoint::waitingQueueSize).
+//   5. Then the smallest scraped waiting queue (Endpoint::waitingQueueSize; an unknown, NaN,
+//      queue after every known one).
 //   6. Ties: round-robin. The picker keeps a cursor; among the tied endpoints it takes the first at
 //      or after the cursor (wrapping), and moves the cursor past the endpoint it picked. Equal
 //      endpoints therefore share the load instead of the first one taking every tie.
@@ -92,6 +98,12 @@ class HOLDBACK_API EndpointPicker {
   [[nodiscard]] std::size_t cursor() const noexcept { return cursor_; }
 
  private:
+  // Rule 2 when the other rules picked an endpoint that cannot hold the request.
+  std::size_t pickAmongHolders(std::span<const Endpoint> endpoints,
+                               const SaturationDetector& detector, TimePoint now,
+                               std::span<const std::uint8_t> up, std::int64_t startTokens,
+                               std::span<const std::int64_t> above, std::size_t fallback) noexcept;
+
   std::vector<std::size_t> scratch_;
   std::vector<std::uint8_t> kept_;  // the whole pool's filter, when read in one call
   std::vector<EndpointRoom> room_;  // fitFirst: the detector's room per endpoint
