@@ -290,7 +290,7 @@ TEST_F(ReserveStoreTest, AReplyLaterThanTheSyncIntervalIsNotAFailure) {
   url.host = "127.0.0.1";
   url.port = port_;
   std::string error;
-  const auto probe = RedisConnection::open(url, redisTimeoutMs(kIntervalMs), 4, error);
+  auto probe = RedisConnection::open(url, redisTimeoutMs(kIntervalMs), 4, error);
   ASSERT_TRUE(probe) << error;
   const std::string hold =
       "local t = redis.call('TIME') local s = t[1] * 1000000 + t[2] repeat local n = "
@@ -304,7 +304,15 @@ TEST_F(ReserveStoreTest, AReplyLaterThanTheSyncIntervalIsNotAFailure) {
     const double ms =
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
     holder.join();
-    ASSERT_TRUE(r) << "PING failed after " << ms << " ms: " << probe->error();
+    if (!r) {
+      // Only a stalled machine takes the round trip past the timeout (the script holds the server
+      // 30 ms of it): another try on a new connection. Failing sooner is the bug this test is for.
+      ASSERT_GE(ms, redisTimeoutMs(kIntervalMs) - 1)
+          << "PING failed after " << ms << " ms: " << probe->error();
+      probe = RedisConnection::open(url, redisTimeoutMs(kIntervalMs), 4, error);
+      ASSERT_TRUE(probe) << error;
+      continue;
+    }
     waited = ms > kIntervalMs;
   }
   EXPECT_TRUE(waited) << "no PING was sent while the script held the server";
