@@ -227,14 +227,7 @@ HOLDBACK_INLINE std::optional<std::size_t> EndpointPicker::pick(
     bool whole = false;
     auto candidate = [&](std::size_t i) noexcept {
       if (!whole && lazyCalls == kLazyFilterCalls) {
-        if (kept_.size() < n) kept_.resize(n);  // grows with the pool only
-        for (std::size_t k = 0; k < n; ++k) kept_[k] = 0;
-        const FilterResult all = detector.filter(endpoints, now, std::span(scratch_.data(), n));
-        if (!all.failOpen) {
-          for (std::size_t k = 0; k < all.kept; ++k) {
-            if (scratch_[k] < n) kept_[scratch_[k]] = 1;
-          }
-        }
+        markKept(endpoints, detector, now);
         whole = true;
       }
       if (whole) return kept_[i] != 0;
@@ -273,13 +266,11 @@ HOLDBACK_INLINE std::optional<std::size_t> EndpointPicker::pick(
   return chosen;
 }
 
-// Rule 2 (rare: the pick by the other rules cannot hold the request): the same rules among the
-// candidates that can hold it; when none can, among every endpoint that can; else `fallback`.
-HOLDBACK_INLINE std::size_t EndpointPicker::pickAmongHolders(
-    std::span<const Endpoint> endpoints, const SaturationDetector& detector, TimePoint now,
-    std::span<const std::uint8_t> up, std::int64_t startTokens, std::span<const std::int64_t> above,
-    std::size_t fallback) noexcept {
-  using detail::PickPass;
+// kept_[i] = 1 for each endpoint the detector's filter keeps over the whole pool (none when it
+// fails open).
+HOLDBACK_INLINE void EndpointPicker::markKept(std::span<const Endpoint> endpoints,
+                                              const SaturationDetector& detector,
+                                              TimePoint now) noexcept {
   const std::size_t n = endpoints.size();
   if (kept_.size() < n) kept_.resize(n);  // grows with the pool only
   for (std::size_t k = 0; k < n; ++k) kept_[k] = 0;
@@ -289,6 +280,17 @@ HOLDBACK_INLINE std::size_t EndpointPicker::pickAmongHolders(
       if (scratch_[k] < n) kept_[scratch_[k]] = 1;
     }
   }
+}
+
+// Rule 2 (rare: the pick by the other rules cannot hold the request): the same rules among the
+// candidates that can hold it; when none can, among every endpoint that can; else `fallback`.
+HOLDBACK_INLINE std::size_t EndpointPicker::pickAmongHolders(
+    std::span<const Endpoint> endpoints, const SaturationDetector& detector, TimePoint now,
+    std::span<const std::uint8_t> up, std::int64_t startTokens, std::span<const std::int64_t> above,
+    std::size_t fallback) noexcept {
+  using detail::PickPass;
+  const std::size_t n = endpoints.size();
+  markKept(endpoints, detector, now);
   for (const bool filtered : {true, false}) {
     PickPass pass(endpoints, detector, now, up, startTokens, cursor_, options_.fitFirst, room_,
                   above);

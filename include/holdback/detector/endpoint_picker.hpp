@@ -104,6 +104,9 @@ class HOLDBACK_API EndpointPicker {
                                std::span<const std::uint8_t> up, std::int64_t startTokens,
                                std::span<const std::int64_t> above, std::size_t fallback) noexcept;
 
+  void markKept(std::span<const Endpoint> endpoints, const SaturationDetector& detector,
+                TimePoint now) noexcept;
+
   std::vector<std::size_t> scratch_;
   std::vector<std::uint8_t> kept_;  // the whole pool's filter, when read in one call
   std::vector<EndpointRoom> room_;  // fitFirst: the detector's room per endpoint
