@@ -86,20 +86,36 @@ void waitIdle(const std::shared_ptr<Lookahead>& la, std::chrono::steady_clock::d
   if (!la->idleArmed) armIdleWatch(la);
 }
 
+namespace {
+void lookaheadDone(Lookahead& la, GatewayCounters& counters, const beast::error_code& ec,
+                   std::size_t n) {
+  la.pending = false;
+  la.complete = true;
+  la.ec = ec;
+  la.n = n;
+  if (la.watching != nullptr && la.hungUp()) clientHungUp(*la.watching, counters);
+  la.wake.cancel();
+}
+}  // namespace
+
 void startLookahead(const std::shared_ptr<Lookahead>& la, tcp::socket& socket,
                     GatewayCounters& counters) {
   la->pending = true;
   la->complete = false;
-  socket.async_read_some(DrainingBuffer(la->bytes.data(), la->bytes.size()),
-                         [la, &counters](const beast::error_code& ec, std::size_t n) {
-                           la->pending = false;
-                           la->complete = true;
-                           la->ec = ec;
-                           la->n = n;
-                           if (la->watching != nullptr && la->hungUp())
-                             clientHungUp(*la->watching, counters);
-                           la->wake.cancel();
-                         });
+#ifdef HOLDBACK_GATEWAY_LAZY_READ
+  const LazyBlockBuffer into(la->bytes);
+#else
+  if (!la->bytes) la->bytes = newReadBlock();
+  if (!la->bytes) {  // out of memory: the read fails, as a read would
+    asio::post(socket.get_executor(),
+               [la, &counters] { lookaheadDone(*la, counters, asio::error::no_memory, 0); });
+    return;
+  }
+  const DrainingBuffer into(la->bytes.get(), kReadBlockBytes);
+#endif
+  socket.async_read_some(into, [la, &counters](const beast::error_code& ec, std::size_t n) {
+    lookaheadDone(*la, counters, ec, n);
+  });
 }
 
 }  // namespace holdback::gateway

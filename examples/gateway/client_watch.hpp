@@ -6,12 +6,12 @@
 // (Exchange::deliver and Exchange::revoke post there from any thread).
 #pragma once
 
-#include <array>
 #include <chrono>
 #include <memory>
 #include <optional>
 #include <utility>
 
+#include "draining_read.hpp"
 #include "gateway.hpp"
 #include "net.hpp"
 #include "upstream.hpp"
@@ -113,7 +113,10 @@ struct Lookahead : std::enable_shared_from_this<Lookahead> {
   explicit Lookahead(const asio::any_io_executor& ex) : wake(ex), idleTimer(ex) {
     wake.expires_at(asio::steady_timer::time_point::max());  // only cancel() ends a wait
   }
-  std::array<char, 2048> bytes{};
+  // The bytes the read brought (`n` of them), kept until the session takes them: a block taken
+  // only when bytes arrive (LazyBlockBuffer, draining_read.hpp), so a connection waiting for its
+  // client holds none. The session gives it back (releaseBytes) once it has parsed them.
+  ReadBlock bytes;
   bool pending = false;   // the read is in progress
   bool complete = false;  // it completed with `ec` and `n`, not yet taken by the session
   beast::error_code ec;
@@ -132,6 +135,7 @@ struct Lookahead : std::enable_shared_from_this<Lookahead> {
   bool idleWaiting = false;
   bool idleExpired = false;
 
+  void releaseBytes() noexcept { bytes.reset(); }
   [[nodiscard]] bool hungUp() const {
     return complete && ec && ec != asio::error::operation_aborted;
   }
