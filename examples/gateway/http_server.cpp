@@ -133,9 +133,8 @@ asio::awaitable<void> session(HttpServer::Shard& shard, tcp::socket socket, List
       bool timed_out = false;
       if (client->pending) {
         waitIdle(client, std::chrono::seconds(o.idleTimeoutS));
-        while (client->pending) {  // the read's completion, or the idle watchdog, cancels the wait
-          auto [wec] = co_await client->wake.async_wait(kUse);
-          (void)wec;
+        while (client->pending) {  // the read's completion, or the idle watchdog, ends the wait
+          co_await waitForLookahead(*client);
           if (client->idleExpired && client->pending) {  // the timeout ran out first
             timed_out = true;
             break;
