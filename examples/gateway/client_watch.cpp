@@ -70,7 +70,7 @@ void armIdleWatch(const std::shared_ptr<Lookahead>& la) {
     if (ec || !la->idleWaiting) return;  // cancelled (the session ended), or not waiting
     if (std::chrono::steady_clock::now() - la->idleSince >= la->idleTimeout) {
       la->idleExpired = true;
-      la->wake.cancel();
+      wakeSession(*la);
       return;
     }
     armIdleWatch(la);  // the wait in progress started after the armed one: its own deadline
@@ -86,20 +86,60 @@ void waitIdle(const std::shared_ptr<Lookahead>& la, std::chrono::steady_clock::d
   if (!la->idleArmed) armIdleWatch(la);
 }
 
+namespace {
+void lookaheadDone(Lookahead& la, GatewayCounters& counters, const beast::error_code& ec,
+                   std::size_t n) {
+  la.pending = false;
+  la.complete = true;
+  la.ec = ec;
+  la.n = n;
+  if (la.watching != nullptr && la.hungUp()) clientHungUp(*la.watching, counters);
+  wakeSession(la);
+}
+
+// The read's completion handler. Destroyed without having run (the I/O context shutting down),
+// it drops the session's continuation (Lookahead::resume), which holds the Lookahead.
+struct LookaheadCompletion {
+  std::shared_ptr<Lookahead> la;
+  GatewayCounters* counters;
+  bool ran = false;
+  LookaheadCompletion(std::shared_ptr<Lookahead> l, GatewayCounters& c)
+      : la(std::move(l)), counters(&c) {}
+  LookaheadCompletion(LookaheadCompletion&& o) noexcept
+      : la(std::move(o.la)), counters(o.counters), ran(o.ran) {}
+  LookaheadCompletion(const LookaheadCompletion&) = delete;
+  LookaheadCompletion& operator=(const LookaheadCompletion&) = delete;
+  LookaheadCompletion& operator=(LookaheadCompletion&&) = delete;
+  ~LookaheadCompletion() {
+    if (la && !ran && la->resume) {
+      asio::any_completion_handler<void()> dropped;
+      dropped.swap(la->resume);
+    }
+  }
+  void operator()(const beast::error_code& ec, std::size_t n) {
+    ran = true;
+    lookaheadDone(*la, *counters, ec, n);
+  }
+};
+}  // namespace
+
 void startLookahead(const std::shared_ptr<Lookahead>& la, tcp::socket& socket,
                     GatewayCounters& counters) {
   la->pending = true;
   la->complete = false;
-  socket.async_read_some(DrainingBuffer(la->bytes.data(), la->bytes.size()),
-                         [la, &counters](const beast::error_code& ec, std::size_t n) {
-                           la->pending = false;
-                           la->complete = true;
-                           la->ec = ec;
-                           la->n = n;
-                           if (la->watching != nullptr && la->hungUp())
-                             clientHungUp(*la->watching, counters);
-                           la->wake.cancel();
-                         });
+#ifdef HOLDBACK_GATEWAY_LAZY_READ
+  const LazyBlockBuffer into(la->bytes);
+#else
+  if (!la->bytes) la->bytes = newReadBlock();
+  if (!la->bytes) {  // out of memory: the read fails, as a read would
+    asio::post(socket.get_executor(), [done = LookaheadCompletion(la, counters)]() mutable {
+      done(asio::error::no_memory, 0);
+    });
+    return;
+  }
+  const DrainingBuffer into(la->bytes.get(), kReadBlockBytes);
+#endif
+  socket.async_read_some(into, LookaheadCompletion(la, counters));
 }
 
 }  // namespace holdback::gateway

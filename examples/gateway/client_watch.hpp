@@ -6,12 +6,14 @@
 // (Exchange::deliver and Exchange::revoke post there from any thread).
 #pragma once
 
-#include <array>
 #include <chrono>
 #include <memory>
 #include <optional>
 #include <utility>
 
+#include <boost/asio/any_completion_handler.hpp>
+
+#include "draining_read.hpp"
 #include "gateway.hpp"
 #include "net.hpp"
 #include "upstream.hpp"
@@ -110,21 +112,28 @@ void clientHungUp(Exchange& ex, GatewayCounters& counters);
 // when the exchange ends (endWatch: with no read in progress, it is the socket's only operation).
 // Shared with the completion handlers, which can run after the session has ended.
 struct Lookahead : std::enable_shared_from_this<Lookahead> {
-  explicit Lookahead(const asio::any_io_executor& ex) : wake(ex), idleTimer(ex) {
-    wake.expires_at(asio::steady_timer::time_point::max());  // only cancel() ends a wait
-  }
-  std::array<char, 2048> bytes{};
+  explicit Lookahead(const asio::any_io_executor& ex) : idleTimer(ex) {}
+  // The bytes the read brought (`n` of them), kept until the session takes them: a block taken
+  // only when bytes arrive (LazyBlockBuffer, draining_read.hpp), so a connection waiting for its
+  // client holds none. The session gives it back (releaseBytes) once it has parsed them.
+  ReadBlock bytes;
   bool pending = false;   // the read is in progress
   bool complete = false;  // it completed with `ec` and `n`, not yet taken by the session
   beast::error_code ec;
   std::size_t n = 0;
   Exchange* watching = nullptr;  // the exchange a hang-up acts on (set while one is served)
-  asio::steady_timer wake;       // the session's wait for the read (woken by cancel())
+  // The session's wait for the read (waitForLookahead): its coroutine's continuation, resumed
+  // directly (wakeSession) by the read's completion or the idle watchdog. A timer's wait, which
+  // this replaces, went through the reactor's timer queue (a lock, a heap shared by the thread's
+  // connections) and a posted completion per request. Dropped, not resumed, if the read's
+  // handler is destroyed without running (the I/O context shutting down), so that the session's
+  // coroutine, which holds this Lookahead, is destroyed with it.
+  asio::any_completion_handler<void()> resume;
 
   // The idle timeout (--idle-timeout-s) without a timer armed and cancelled around every wait for
   // a request: waitIdle() marks the start of the wait, and one idle watchdog wait, re-armed only
-  // when it expires, ends a wait that has lasted the whole timeout (`idleExpired`, and `wake`
-  // cancelled). Between waits (`idleWaiting` false) an expiry does nothing.
+  // when it expires, ends a wait that has lasted the whole timeout (`idleExpired`, and the
+  // session woken). Between waits (`idleWaiting` false) an expiry does nothing.
   asio::steady_timer idleTimer;
   std::chrono::steady_clock::time_point idleSince{};
   std::chrono::steady_clock::duration idleTimeout{};
@@ -132,10 +141,31 @@ struct Lookahead : std::enable_shared_from_this<Lookahead> {
   bool idleWaiting = false;
   bool idleExpired = false;
 
+  void releaseBytes() noexcept { bytes.reset(); }
   [[nodiscard]] bool hungUp() const {
     return complete && ec && ec != asio::error::operation_aborted;
   }
 };
+
+// The session's wait until the read completes or the idle watchdog ends the wait (co_await it
+// while `la.pending`; it can also end with the read still pending, see idleExpired).
+inline auto waitForLookahead(Lookahead& la) {
+  return asio::async_initiate<const asio::use_awaitable_t<>&, void()>(
+      [&la](auto handler) {
+        asio::any_completion_handler<void()> h(std::move(handler));
+        la.resume.swap(h);
+      },
+      asio::use_awaitable);
+}
+
+// Resumes the session's wait, if it is waiting (in this call: the caller must touch nothing of
+// the session's afterwards).
+inline void wakeSession(Lookahead& la) {
+  if (!la.resume) return;
+  asio::any_completion_handler<void()> h;
+  h.swap(la.resume);
+  std::move(h)();
+}
 
 // Attaches the exchange being served to the connection's watch: a hang-up already seen acts on
 // it at once; a read in progress watches; with neither (pipelined bytes buffered), a readiness

@@ -8,6 +8,7 @@
 #include <cstring>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 
 #include "client_watch.hpp"
@@ -111,6 +112,19 @@ asio::awaitable<void> session(HttpServer::Shard& shard, tcp::socket socket, List
   beast::flat_buffer buffer(o.maxHeaderBytes + kReadSlackBytes);
   const auto client = std::make_shared<Lookahead>(stream.get_executor());
   bool refused = false;  // an error reply to a request that was not read in full
+  // The bytes the lookahead read brought (the usual request's head and body, whole) are parsed in
+  // its block, where they were read; what the parser leaves there (a partial head or body,
+  // pipelined bytes) moves into `buffer` before anything else reads, and the block goes back to
+  // the thread's free lists (spill).
+  std::string_view fresh;
+  const auto spill = [&fresh, &buffer, &client] {
+    if (!fresh.empty()) {
+      std::memcpy(buffer.prepare(fresh.size()).data(), fresh.data(), fresh.size());
+      buffer.commit(fresh.size());
+      fresh = {};
+    }
+    client->releaseBytes();
+  };
   for (;;) {
     // Idle: wait for the first bytes of the next request (the lookahead read, started when the
     // previous request had been read, or now), for at most --idle-timeout-s.
@@ -119,9 +133,8 @@ asio::awaitable<void> session(HttpServer::Shard& shard, tcp::socket socket, List
       bool timed_out = false;
       if (client->pending) {
         waitIdle(client, std::chrono::seconds(o.idleTimeoutS));
-        while (client->pending) {  // the read's completion, or the idle watchdog, cancels the wait
-          auto [wec] = co_await client->wake.async_wait(kUse);
-          (void)wec;
+        while (client->pending) {  // the read's completion, or the idle watchdog, ends the wait
+          co_await waitForLookahead(*client);
           if (client->idleExpired && client->pending) {  // the timeout ran out first
             timed_out = true;
             break;
@@ -135,9 +148,7 @@ asio::awaitable<void> session(HttpServer::Shard& shard, tcp::socket socket, List
       }
       client->complete = false;
       if (client->ec) break;  // the client closed the connection (or it failed)
-      const std::size_t n = client->n;
-      std::memcpy(buffer.prepare(n).data(), client->bytes.data(), n);
-      buffer.commit(n);
+      fresh = std::string_view(client->bytes.get(), client->n);
     }
     Request req;  // its fields in an arena of its own (http_message.hpp)
     RequestParser parser(req);
@@ -148,12 +159,14 @@ asio::awaitable<void> session(HttpServer::Shard& shard, tcp::socket socket, List
     // head, the read under --header-timeout-ms.
     beast::error_code hec;
     bool deadline_set = false;
-    if (buffer.size() != 0) {
-      const std::size_t used = parser.put(buffer.data(), hec);
-      buffer.consume(used);
-      if (hec == http::error::need_more) hec = {};
+    if (!fresh.empty()) {
+      fresh.remove_prefix(parser.put(asio::buffer(fresh), hec));
+    } else if (buffer.size() != 0) {
+      buffer.consume(parser.put(buffer.data(), hec));
     }
+    if (hec == http::error::need_more) hec = {};
     if (!hec && !parser.is_header_done()) {
+      spill();
       stream.expires_after(std::chrono::milliseconds(o.headerTimeoutMs));
       deadline_set = true;
       auto [ec, n] = co_await http::async_read_header(stream, buffer, parser, kUse);
@@ -208,17 +221,21 @@ asio::awaitable<void> session(HttpServer::Shard& shard, tcp::socket socket, List
       refused = true;
       break;
     }
-    if (!parser.is_done() && buffer.size() != 0) {
+    if (!parser.is_done() && (!fresh.empty() || buffer.size() != 0)) {
       // The body's bytes already read (usually all of it): parsed here, not by a read operation.
       parser.eager(true);
-      const std::size_t used = parser.put(buffer.data(), hec);
-      buffer.consume(used);
+      if (!fresh.empty()) {
+        fresh.remove_prefix(parser.put(asio::buffer(fresh), hec));
+      } else {
+        buffer.consume(parser.put(buffer.data(), hec));
+      }
       if (hec == http::error::need_more) hec = {};
       if (hec) {
         refused = co_await answerFailedRead(stream, hec, counters);
         break;
       }
     }
+    spill();
     if (!parser.is_done()) {
       deadline_set = true;
       if (beast::iequals(head[http::field::expect], "100-continue")) {
@@ -243,7 +260,10 @@ asio::awaitable<void> session(HttpServer::Shard& shard, tcp::socket socket, List
     const bool keep_alive = req.keep_alive();
     // Read on while the request is served: the hang-up watch, and the next request's first bytes
     // (with pipelined bytes buffered, the watch is a readiness wait: watchClient).
-    if (buffer.size() == 0) startLookahead(client, stream.socket(), counters);
+    if (buffer.size() == 0) {
+      if (buffer.capacity() != 0) buffer.shrink_to_fit();  // a waiting connection holds no buffer
+      startLookahead(client, stream.socket(), counters);
+    }
     counters.exchangesInProgress.fetch_add(1, std::memory_order_relaxed);
     const bool keep = co_await route(shard, stream, *client, req, keep_alive, role);
     counters.exchangesInProgress.fetch_sub(1, std::memory_order_relaxed);

@@ -8,7 +8,10 @@
 #
 #   scripts/dev/gateway-request-cost.sh [BUILD_DIR] [syscalls|instructions|both]
 # Environment: CLIENTS (default 64), REQUESTS (default 6400), GATEWAY (default: the build's),
-# PROXY=nginx (syscalls only: count nginx's, set up as bench/proxy-compare.sh does).
+# PROXY=nginx (syscalls only: count nginx's, set up as bench/proxy-compare.sh does),
+# CACHE_SIM=BYTES (instructions only: also simulate the data cache, with a last level of BYTES,
+# 8-way, and print its data misses per request; CACHE_SIM=1048576 stands for a 1 MiB L2: what
+# does not fit there costs an L3 or memory access).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 BUILD="${1:-build/default}"
@@ -57,7 +60,9 @@ if [ "$MODE" = syscalls ] || [ "$MODE" = both ]; then
 fi
 if [ "$MODE" = instructions ] || [ "$MODE" = both ]; then
   command -v valgrind >/dev/null || { echo "valgrind not installed (apt-get install valgrind)"; exit 1; }
-  start GW gateway-cg valgrind --tool=callgrind --callgrind-out-file="$WORK/cg.out" \
+  cache=()
+  [ -n "${CACHE_SIM:-}" ] && cache=(--cache-sim=yes "--LL=$CACHE_SIM,8,64")
+  start GW gateway-cg valgrind --tool=callgrind "${cache[@]}" --callgrind-out-file="$WORK/cg.out" \
     "$GATEWAY" --endpoint "$MS" --listen 127.0.0.1:0 --threads 2 \
     --config scripts/dev/open-admission.yaml
   load 2000 >/dev/null  # warm-up
@@ -65,9 +70,17 @@ if [ "$MODE" = instructions ] || [ "$MODE" = both ]; then
   ok=$(load "$REQUESTS")
   callgrind_control -d "$GW_PID" >/dev/null 2>&1
   sleep 1
-  ir=$(callgrind_annotate "$(ls -t "$WORK"/cg.out* | head -1)" 2>/dev/null |
-    awk '/PROGRAM TOTALS/ {gsub(",", "", $1); print $1; exit}')
+  callgrind_annotate "$(ls -t "$WORK"/cg.out* | head -1)" >"$WORK/totals.txt" 2>/dev/null
+  ir=$(awk '/PROGRAM TOTALS/ {gsub(",", "", $1); print $1; exit}' "$WORK/totals.txt")
   echo "== user-space instructions per request ($ok requests answered 200, $CLIENTS clients; callgrind)"
   awk -v ir="$ir" -v n="$ok" 'BEGIN {printf "  %.0f\n", ir / n}'
+  if [ -n "${CACHE_SIM:-}" ]; then  # events: Ir Dr Dw I1mr D1mr D1mw ILmr DLmr DLmw
+    echo "== data misses per request, L1 (reads + writes) and a $CACHE_SIM-byte last level (reads + writes)"
+    awk -v n="$ok" '/PROGRAM TOTALS/ {
+        for (i = 1; i <= NF; i++) if ($i ~ /^[0-9,]+$/) { gsub(",", "", $i); v[++k] = $i }
+        printf "  L1 %.1f + %.1f, last level %.1f + %.1f\n", v[5] / n, v[6] / n, v[8] / n, v[9] / n
+        exit
+      }' "$WORK/totals.txt"
+  fi
   [ -n "${KEEP_PROFILE:-}" ] && cp "$(ls -t "$WORK"/cg.out* | head -1)" "$KEEP_PROFILE"
 fi
