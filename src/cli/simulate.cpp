@@ -98,6 +98,10 @@ Options:
   --revoke-on-block on|off
                     arms with reserve restoration: upstream's head-of-line trigger as well
                     (eviction.revokeOnBlock; default: the arm's, off for recommended)
+  --burst-significance Z
+                    arms with reserve restoration: restore only in a burst of the protected
+                    classes, Z standard deviations (restoreReserve.burstSignificance; 0 = at any
+                    time; default: the arm's, 3 for recommended-rise, else 0)
   --ledger on|off   utilization detector: each replica fills its view through its own
                     DispatchLedger (pool.dispatchLedger; default on, the scenario's value)
   --ledger-budget on|off
@@ -152,7 +156,7 @@ int runSimulate(int argc, char** argv) {
       "csv", "plot", "scrape-ms", "revocation-ms", "burst-memory", "ledger", "ledger-budget",
       "ledger-credit", "lost-completions", "slot-term", "concurrency-mode", "sync-ms", "feed-ms",
       "oldest-first", "replica-mode", "replica-rtt-ms", "engine-scheduling", "eviction-budget",
-      "waste-budget", "revoke-on-block"};
+      "waste-budget", "revoke-on-block", "burst-significance"};
   // clang-format on
   if (auto error = parseArgs(argc, argv, 2, options, args, {"detail"})) {
     return usageError(kCommand, *error);
@@ -361,6 +365,13 @@ int runSimulate(int argc, char** argv) {
       return usageError(kCommand, "--revoke-on-block must be on or off");
     }
     scenario.restoreRevokeOnBlock = *hol == "on" ? 1 : 0;
+  }
+  if (auto z = args.get("burst-significance")) {
+    const auto v = parseDouble(*z);
+    if (!v || !(*v >= 0.0 && *v <= 100.0)) {
+      return usageError(kCommand, "--burst-significance needs a number in [0, 100]");
+    }
+    scenario.restoreBurstSignificance = *v;
   }
   if (auto lost = args.get("lost-completions")) {
     const auto v = parseDouble(*lost);
