@@ -52,7 +52,9 @@ Options:
                     restores the reserve by eviction before a block instead. Only when named:
                     oracle, a simulator-only bound that knows the top class's future arrivals
                     (docs/simulation.md); recommended-hol (recommended, eviction at a
-                    head-of-line block instead of reserve restoration); none+engine, static-1.0+engine, recommended+engine,
+                    head-of-line block instead of reserve restoration); recommended-rise
+                    (restoration only in a protected burst, the head-of-line trigger
+                    otherwise); none+engine, static-1.0+engine, recommended+engine,
                     recommended-noevict+engine (servers preempting by priority) and
                     none+engine-queue, static-1.0+engine-queue (servers ordering by priority),
                     engine-headroom, none+engine-routed, engine-headroom-routed
