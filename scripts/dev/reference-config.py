@@ -275,7 +275,8 @@ FLOW_SKIP = {"schemaVersion", "flowControl", "usageLimitPolicy", "saturationDete
 # switch's block and the values that turn them on. Their defaults are the effective
 # configuration's with the switch on, the switches' own the value that keeps them off.
 WRITTEN_WHILE_ON = {
-    "eviction.restoreReserve": {"evictionBudget": (0.05, 0.0), "wasteBudget": (0.01, 0.0)},
+    "eviction.restoreReserve": {"evictionBudget": (0.05, 0.0), "wasteBudget": (0.01, 0.0),
+                                "burstSignificance": (3.0, 0.0)},
 }
 
 

@@ -52,7 +52,9 @@ Options:
                     restores the reserve by eviction before a block instead. Only when named:
                     oracle, a simulator-only bound that knows the top class's future arrivals
                     (docs/simulation.md); recommended-hol (recommended, eviction at a
-                    head-of-line block instead of reserve restoration); none+engine, static-1.0+engine, recommended+engine,
+                    head-of-line block instead of reserve restoration); recommended-rise
+                    (restoration only in a protected burst, the head-of-line trigger
+                    otherwise); none+engine, static-1.0+engine, recommended+engine,
                     recommended-noevict+engine (servers preempting by priority) and
                     none+engine-queue, static-1.0+engine-queue (servers ordering by priority),
                     engine-headroom, none+engine-routed, engine-headroom-routed
@@ -98,6 +100,10 @@ Options:
   --revoke-on-block on|off
                     arms with reserve restoration: upstream's head-of-line trigger as well
                     (eviction.revokeOnBlock; default: the arm's, off for recommended)
+  --burst-significance Z
+                    arms with reserve restoration: restore only in a burst of the protected
+                    classes, Z standard deviations (restoreReserve.burstSignificance; 0 = at any
+                    time; default: the arm's, 3 for recommended-rise, else 0)
   --ledger on|off   utilization detector: each replica fills its view through its own
                     DispatchLedger (pool.dispatchLedger; default on, the scenario's value)
   --ledger-budget on|off
@@ -152,7 +158,7 @@ int runSimulate(int argc, char** argv) {
       "csv", "plot", "scrape-ms", "revocation-ms", "burst-memory", "ledger", "ledger-budget",
       "ledger-credit", "lost-completions", "slot-term", "concurrency-mode", "sync-ms", "feed-ms",
       "oldest-first", "replica-mode", "replica-rtt-ms", "engine-scheduling", "eviction-budget",
-      "waste-budget", "revoke-on-block"};
+      "waste-budget", "revoke-on-block", "burst-significance"};
   // clang-format on
   if (auto error = parseArgs(argc, argv, 2, options, args, {"detail"})) {
     return usageError(kCommand, *error);
@@ -361,6 +367,13 @@ int runSimulate(int argc, char** argv) {
       return usageError(kCommand, "--revoke-on-block must be on or off");
     }
     scenario.restoreRevokeOnBlock = *hol == "on" ? 1 : 0;
+  }
+  if (auto z = args.get("burst-significance")) {
+    const auto v = parseDouble(*z);
+    if (!v || !(*v >= 0.0 && *v <= 100.0)) {
+      return usageError(kCommand, "--burst-significance needs a number in [0, 100]");
+    }
+    scenario.restoreBurstSignificance = *v;
   }
   if (auto lost = args.get("lost-completions")) {
     const auto v = parseDouble(*lost);

@@ -281,6 +281,20 @@ std::vector<Arm> optInArms() {
     a.restoreReserve = false;
     arms.push_back(std::move(a));
   }
+  // recommended with both triggers: reserve restoration only in a burst of the protected demand,
+  // the head-of-line block of the top band at other times (ReserveRestoreOptions::
+  // burstSignificance; docs/guide/traces.md, "The burst trigger").
+  for (const Arm& b : base) {
+    if (b.name != kRecommendedArm) continue;
+    Arm a = b;
+    a.name = std::string(kRecommendedArm) + "-rise";
+    a.description =
+        "recommended with reserve restoration only in a burst of the protected demand "
+        "(burstSignificance 3) and in-flight eviction at the top band's head-of-line block";
+    a.revokeOnBlock = true;
+    a.restoreBurstSignificance = 3.0;
+    arms.push_back(std::move(a));
+  }
   variant("none", "+engine-queue", EngineScheduling::kPriority, kQueue);
   variant("static-1.0", "+engine-queue", EngineScheduling::kPriority, kQueue);
   arms.push_back({.name = "engine-headroom",
@@ -308,6 +322,7 @@ void applyRestorationOverrides(const Scenario& s, const Arm& arm, EvictionOption
   auto pick = [](double scenario, double own) { return scenario >= 0.0 ? scenario : own; };
   ReserveRestoreOptions& rr = e.restoreReserve;
   if (s.restoreRevokeOnBlock >= 0) e.revokeOnBlock = s.restoreRevokeOnBlock == 1;
+  if (s.restoreBurstSignificance >= 0.0) rr.burstSignificance = s.restoreBurstSignificance;
   rr.evictionBudget = pick(s.restoreEvictionBudget, arm.evictionBudget);
   rr.evictionBurst = pick(s.restoreEvictionBurst, arm.evictionBurst);
   rr.wasteBudget = pick(s.restoreWasteBudget, arm.wasteBudget);

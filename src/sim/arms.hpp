@@ -49,6 +49,8 @@ struct Arm {
   bool revokeOnBlock = true;
   bool restoreReserve = false;
   double restoreEpsilon = 0.01;
+  // Restoration only in a protected band's burst (ReserveRestoreOptions::burstSignificance).
+  double restoreBurstSignificance = 0.0;
   // Restoration's budgets (ReserveRestoreOptions; 0 = none); a scenario's restoreEvictionBudget
   // and the others (holdback simulate --eviction-budget, --waste-budget) override them.
   double evictionBudget = 0.0;

@@ -238,6 +238,9 @@ struct Scenario {
   // Arms with reserve restoration: upstream's head-of-line trigger too (1), not (0), or the
   // arm's own (-1).
   int restoreRevokeOnBlock = -1;
+  // Arms with reserve restoration: ReserveRestoreOptions::burstSignificance (0 = restore at any
+  // time), or the arm's own (< 0).
+  double restoreBurstSignificance = -1.0;
 };
 
 // The built-in scenario (the batch-gateway story): interactive p100 on/off 24 req/s for 30 s then

@@ -588,6 +588,36 @@ TEST(EndpointPickerConfigEvictionTest, RestorationBudgetsLoadAndErrorsNameThePat
   EXPECT_EQ(e[base + "wasteBurst"], "must be positive, but got 0s");
 }
 
+// restoreReserve.burstSignificance loads, shows in the effective configuration and the
+// description only while on, and a bad value is reported with its path and what is allowed.
+TEST(EndpointPickerConfigEvictionTest, BurstTriggerLoadsAndErrorsNameThePath) {
+  const std::string head = R"({"apiVersion": "llm-d.ai/v1alpha1", "kind": "EndpointPickerConfig",
+      "featureGates": ["flowControl"], "flowControl": {"enableEviction": true, "eviction":
+      {"revokeOnBlock": true, "restoreReserve": )";
+  const auto on = loadEndpointPickerConfigText(head + R"({"burstSignificance": 3}}}})");
+  ASSERT_TRUE(on.ok()) << on.diagnostics().toString();
+  EXPECT_DOUBLE_EQ(on.value()->controller.eviction.restoreReserve.burstSignificance, 3.0);
+  EXPECT_EQ(effectiveConfig(*on.value())["eviction"]["restoreReserve"]["burstSignificance"], 3.0);
+  EXPECT_NE(describeBundle(*on.value()).find("only in a protected burst (significance 3.0)"),
+            std::string::npos)
+      << describeBundle(*on.value());
+  const auto off = loadEndpointPickerConfigText(head + "{}}}}");
+  ASSERT_TRUE(off.ok()) << off.diagnostics().toString();
+  EXPECT_EQ(off.value()->controller.eviction.restoreReserve.burstSignificance, 0.0);
+  EXPECT_FALSE(
+      effectiveConfig(*off.value())["eviction"]["restoreReserve"].contains("burstSignificance"));
+  for (const std::string value : {"-1", "101"}) {
+    const auto bad =
+        loadEndpointPickerConfigText(head + R"({"burstSignificance": )" + value + "}}}}");
+    ASSERT_FALSE(bad.ok()) << value;
+    std::map<std::string, std::string> e;
+    for (const Diagnostic& d : bad.diagnostics().errors()) e[d.path] += d.message;
+    const std::string message = e["/flowControl/eviction/restoreReserve/burstSignificance"];
+    EXPECT_NE(message.find("is outside [0, 100]"), std::string::npos)
+        << bad.diagnostics().toString();
+  }
+}
+
 // Every mistake in the two keys at once, each with its path, the value and what is allowed.
 TEST(EndpointPickerConfigEvictionTest, RestoreReserveAndRevokeOnBlockErrorsNameThePath) {
   const std::string head = R"({"apiVersion": "llm-d.ai/v1alpha1", "kind": "EndpointPickerConfig",
@@ -620,11 +650,11 @@ TEST(EndpointPickerConfigEvictionTest, RestoreReserveAndRevokeOnBlockErrorsNameT
   EXPECT_NE(
       e["/flowControl/eviction/restoreReserve/burstMemory"].find("cannot be negative, but got -1s"),
       std::string::npos);
-  EXPECT_NE(
-      e["/flowControl/eviction/restoreReserve/quantile"].find(
-          "allowed keys: burstMemory, enabled, epsilon, evictionBudget, evictionBurst, leadTime, "
-          "wasteBudget, wasteBurst"),
-      std::string::npos);
+  EXPECT_NE(e["/flowControl/eviction/restoreReserve/quantile"].find(
+                "allowed keys: burstMemory, burstSignificance, enabled, epsilon, evictionBudget, "
+                "evictionBurst, leadTime, "
+                "wasteBudget, wasteBurst"),
+            std::string::npos);
 
   // Checked while restoration stays off too (reported once either way).
   e = errors(R"({"restoreReserve": {"enabled": false, "epsilon": 0}})");
@@ -638,7 +668,7 @@ TEST(EndpointPickerConfigEvictionTest, RestoreReserveAndRevokeOnBlockErrorsNameT
   ASSERT_EQ(e.size(), 1u);
   EXPECT_NE(e["/flowControl/eviction/restoreReserve"].find(
                 "expected an object {enabled, evictionBudget, evictionBurst, wasteBudget, "
-                "wasteBurst}"),
+                "wasteBurst, burstSignificance}"),
             std::string::npos)
       << e["/flowControl/eviction/restoreReserve"];
 }

@@ -12,6 +12,7 @@
 #include <chrono>
 #include <memory>
 #include <optional>
+#include <span>
 #include <stdexcept>
 #include <vector>
 
@@ -250,6 +251,76 @@ TEST_F(EvictorTest, AcrossReplicasEachRevokesItsPartOfThePoolDeficit) {
   RevocationBatch alone;
   evictor.restoreReserve(c, alone);
   EXPECT_EQ(alone.size(), 2u);
+}
+
+// The protected band's arrivals into the demand tracker, `perStep` every 100 ms for `steps` steps
+// from `from`, following bursts with significance `z`; returns the time of the last step.
+TimePoint steadyArrivals(detail::DemandTracker& d, LeaseTable& l, Band& band,
+                         std::span<Band* const> bands, const UsageLimitPolicy& policy,
+                         TimePoint from, int steps, int perStep, double z) {
+  TimePoint at = from;
+  for (int i = 0; i < steps; ++i) {
+    at = from + i * 100ms;
+    for (int k = 0; k < perStep; ++k) d.arrived(&band, policy, l);
+    d.update(at, bands, bands, policy, l, z);
+  }
+  return at;
+}
+
+TEST_F(EvictorTest, TheBurstTriggerRestoresOnlyInAProtectedBurst) {
+  options.maxRevocationsPerDecision = 8;
+  options.restoreReserve.enabled = true;
+  options.restoreReserve.leadTime = 1s;
+  ceilings = {1.0, 0.25};
+  lease(low, 11, 3, t0);
+  // 100 req/s for 1500 s: the start from nothing is a burst until the base (an average over 60
+  // decay times: 300 s with the default 5 s) has followed it; then a steady rate is none.
+  TimePoint now = steadyArrivals(demand, leases, high, bands, *policy, t0, 15'000, 10, 3.0);
+  ASSERT_FALSE(demand.cachedSlotOf(high)->estimator.inBurst());
+  // As in RestorationIsPipelinedAndDebitsWhatIsPending, the victim band is 2 requests over its
+  // ceiling, short of what 100 req/s need: restoration at any time revokes 2, the burst trigger
+  // none while the rate is steady.
+  options.restoreReserve.burstSignificance = 3.0;
+  RevocationBatch steady;
+  evictor.restoreReserve(cycle(now, 0.75), steady);
+  EXPECT_EQ(steady.size(), 0u);
+  options.restoreReserve.burstSignificance = 0.0;
+  Evictor anyTime;
+  RevocationBatch restored;
+  anyTime.restoreReserve(cycle(now, 0.75), restored);
+  EXPECT_EQ(restored.size(), 2u);
+  // Ten times the rate: a burst, and the trigger restores.
+  options.restoreReserve.burstSignificance = 3.0;
+  now = steadyArrivals(demand, leases, high, bands, *policy, now + 100ms, 5, 100, 3.0);
+  ASSERT_TRUE(demand.cachedSlotOf(high)->estimator.inBurst());
+  RevocationBatch burst;
+  evictor.restoreReserve(cycle(now, 0.75), burst);
+  EXPECT_GE(burst.size(), 1u);
+  EXPECT_EQ(evictor.stats().restored, burst.size());
+}
+
+TEST_F(EvictorTest, WithTheBurstTriggerTheHeadOfLineTriggerActsForTheTopBandOnly) {
+  Band mid{0, 0, 0, nullptr, nullptr};
+  bands = {&high, &mid, &low};
+  ceilings = {0.8, 0.5, 0.25};
+  lease(low, 11, 3, t0);
+  mid.queued_requests = 1;  // the middle band blocked at its ceiling
+  options.restoreReserve.enabled = true;
+  options.restoreReserve.burstSignificance = 3.0;
+  RevocationBatch middle;
+  evictor.reclaim(cycle(t0 + 1s, 0.9), 1, middle);
+  EXPECT_EQ(middle.size(), 0u);
+  high.queued_requests = 1;  // the top band blocked: revokes
+  RevocationBatch top;
+  evictor.reclaim(cycle(t0 + 1s, 0.9), 0, top);
+  EXPECT_GE(top.size(), 1u);
+  // Without the trigger the middle band's block revokes too.
+  options.restoreReserve.burstSignificance = 0.0;
+  high.queued_requests = 0;
+  Evictor plain;
+  RevocationBatch without;
+  plain.reclaim(cycle(t0 + 1s, 0.9), 1, without);
+  EXPECT_GE(without.size(), 1u);
 }
 
 TEST_F(EvictorTest, NothingIsRestoredWhenNoBandIsProtected) {

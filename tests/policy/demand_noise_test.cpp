@@ -1,5 +1,5 @@
-// The demand estimator's rise significance (DemandSmoothing::riseSignificance) and the
-// reservation policy's protectiveStart option.
+// The demand estimator's rise significance (DemandSmoothing::riseSignificance), its bursts
+// (DemandEstimator::inBurst), and the reservation policy's protectiveStart option.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -88,6 +88,66 @@ TEST(DemandRiseSignificance, ZeroFollowsEveryRiseAsBefore) {
     zero.update(0.001, pb(b), 1.0, 0.0);
     ASSERT_EQ(plain.demand().arrivalRate, zero.demand().arrivalRate) << step;
   }
+}
+
+// Poisson arrivals at `rate` per second in 1 ms steps for `seconds`, following bursts with
+// significance `z`; returns the share of the steps in a burst.
+double burstShare(DemandEstimator& estimator, std::mt19937& rng, double rate, double seconds,
+                  double z) {
+  std::poisson_distribution<int> per_step(rate * 0.001);
+  const int steps = static_cast<int>(seconds * 1000.0);
+  int in = 0;
+  for (int step = 0; step < steps; ++step) {
+    estimator.update(0.001, per_step(rng), 0.0, 0.0, z);
+    in += estimator.inBurst() ? 1 : 0;
+  }
+  return static_cast<double>(in) / steps;
+}
+
+// Seconds until inBurst() first reads `state` under Poisson arrivals at `rate` (10 s at most).
+double secondsUntilBurst(DemandEstimator& estimator, std::mt19937& rng, double rate, double z,
+                         bool state) {
+  std::poisson_distribution<int> per_step(rate * 0.001);
+  for (int step = 1; step <= 10'000; ++step) {
+    estimator.update(0.001, per_step(rng), 0.0, 0.0, z);
+    if (estimator.inBurst() == state) return step * 0.001;
+  }
+  return 10.0;
+}
+
+TEST(DemandBurst, ABurstLastsWhileTheRateStaysUpAndTheNoiseOfASteadyRateIsNone) {
+  for (unsigned seed : {1u, 2u, 3u, 4u, 5u}) {
+    std::mt19937 rng(seed);
+    DemandEstimator e({.rise = 150ms, .decay = 1s, .riseSignificance = 1.5});
+    // The traffic's start from nothing is a burst until the base has followed it (60 s).
+    burstShare(e, rng, 5.5, 120.0, 3.0);
+    EXPECT_LT(burstShare(e, rng, 5.5, 60.0, 3.0), 0.05) << "seed " << seed;
+    // 24 req/s: seen within half a second (the long average rises too), and held for the 30 s
+    // it lasts.
+    EXPECT_LT(secondsUntilBurst(e, rng, 24.0, 3.0, true), 0.6) << "seed " << seed;
+    EXPECT_GT(burstShare(e, rng, 24.0, 30.0, 3.0), 0.99) << "seed " << seed;
+    // Back to 1 req/s: over within a few decay times.
+    EXPECT_LT(secondsUntilBurst(e, rng, 1.0, 3.0, false), 3.0) << "seed " << seed;
+  }
+}
+
+TEST(DemandBurst, ZeroSignificanceFollowsNoBurstAndNeverChangesTheEstimate) {
+  std::mt19937 a(5);
+  std::mt19937 b(5);
+  DemandEstimator plain({.rise = 150ms, .decay = 1s, .riseSignificance = 1.5});
+  DemandEstimator bursts({.rise = 150ms, .decay = 1s, .riseSignificance = 1.5});
+  std::poisson_distribution<int> pa(0.001);
+  std::poisson_distribution<int> pb(0.001);
+  bool seen = false;
+  for (int step = 0; step < 20'000; ++step) {
+    if (step == 10'000) pa = pb = std::poisson_distribution<int>(0.024);  // a burst
+    plain.update(0.001, pa(a), 1.0, 0.0);
+    bursts.update(0.001, pb(b), 1.0, 0.0, 3.0);
+    ASSERT_FALSE(plain.inBurst()) << step;
+    seen = seen || bursts.inBurst();
+    ASSERT_EQ(plain.demand().arrivalRate, bursts.demand().arrivalRate) << step;
+  }
+  EXPECT_TRUE(seen);
 }
 
 std::unique_ptr<ReservationPolicy> makeStartPolicy(bool protective) {

@@ -247,6 +247,10 @@ HOLDBACK_INLINE std::string describeBundle(const ConfigBundle& bundle) {
                       (e.restoreReserve.burstMemory > Duration::zero()
                            ? ", burst memory " + formatDuration(e.restoreReserve.burstMemory)
                            : std::string()) +
+                      (e.restoreReserve.burstSignificance > 0.0
+                           ? ", only in a protected burst (significance " +
+                                 formatNumber(e.restoreReserve.burstSignificance) + ")"
+                           : std::string()) +
                       (e.restoreReserve.evictionBudget > 0.0
                            ? ", at most " + formatNumber(e.restoreReserve.evictionBudget) +
                                  " revocations per protected request (burst " +

@@ -81,6 +81,12 @@ HOLDBACK_INLINE void validateEvictionOptions(const EvictionOptions& o, std::stri
     d.error(base + "/restoreReserve/wasteBurst",
             "must be positive, but got " + formatDuration(rr.wasteBurst));
   }
+  if (!(rr.burstSignificance >= 0.0 && rr.burstSignificance <= 100.0)) {
+    d.error(base + "/restoreReserve/burstSignificance",
+            formatNumber(rr.burstSignificance) +
+                " is outside [0, 100] (standard deviations of the protected arrivals' noise; 0 = "
+                "restore at any time)");
+  }
   if (!o.revokeOnBlock && !o.restoreReserve.enabled) {
     d.error(base + "/revokeOnBlock",
             "false needs restoreReserve.enabled (otherwise nothing would ever be revoked)");

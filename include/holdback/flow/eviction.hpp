@@ -254,6 +254,14 @@ struct ReserveRestoreOptions {
   double wasteBudget = 0.0;
   // The waste budget's bucket size in slot time; > 0.
   Duration wasteBurst = std::chrono::seconds(30);
+  // Burst trigger: > 0 restores only while a protected band is in a burst
+  // (DemandEstimator::inBurst: its arrivals' short average rose this many standard deviations
+  // above the long one, with the reservation policy's riseTime and decayTime, until both are back
+  // near the rate before it), and the head-of-line trigger (revokeOnBlock) then revokes for the
+  // highest band only; restoration still revokes where a protected request waits on an
+  // endpoint. Steady traffic is served by the head-of-line trigger, a burst gets restoration's
+  // head start. 0 (the default) = restore at any time. [0, 100].
+  double burstSignificance = 0.0;
 };
 
 struct EvictionOptions {

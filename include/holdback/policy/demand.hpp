@@ -47,6 +47,7 @@
 
 #include "holdback/abi.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdint>
@@ -117,8 +118,9 @@ class DemandEstimator {
   explicit DemandEstimator(DemandSmoothing smoothing = {}) noexcept : smoothing_(smoothing) {}
 
   // One step: `arrivals` since the previous step, the current counts, `dt` seconds since the
-  // previous step.
-  void update(double dtSeconds, double arrivals, double inFlight, double queued) noexcept {
+  // previous step; `burstSignificance` > 0 follows bursts (inBurst), 0 does not.
+  void update(double dtSeconds, double arrivals, double inFlight, double queued,
+              double burstSignificance = 0.0) noexcept {
     inFlight = sanitizeCount(inFlight);
     queued = sanitizeCount(queued);
     arrivals = sanitizeCount(arrivals);
@@ -138,6 +140,7 @@ class DemandEstimator {
       const double noise = std::sqrt(rate_slow_ / (2.0 * rise));
       if (!(rate_fast_ > rate_slow_ + z * noise)) rate = rate_slow_;
     }
+    followBurst(burstSignificance, dtSeconds, arrivals / dtSeconds, rise, decay);
     demand_.arrivalRate = asymmetric(demand_.arrivalRate, rate, dtSeconds, rise, decay);
     demand_.occupancy = asymmetric(demand_.occupancy, inFlight + queued, dtSeconds, rise, decay);
     demand_.completionRate += decay_alpha * (completions_ / dtSeconds - demand_.completionRate);
@@ -184,6 +187,19 @@ class DemandEstimator {
 
   [[nodiscard]] const BandDemand& demand() const noexcept { return demand_; }
   [[nodiscard]] const DemandSmoothing& smoothing() const noexcept { return smoothing_; }
+  // The base's averaging time in decay times (60 s with decay 1 s), and how many standard
+  // deviations above it a burst lasts (inBurst).
+  static constexpr double kBurstBaseDecays = 60.0;
+  static constexpr double kBurstEndSignificance = 1.5;
+  // Whether the band is in a burst (updates with burstSignificance z_b > 0; false otherwise). The
+  // base is the arrivals' average over kBurstBaseDecays decay times: the rate before a burst. A
+  // burst starts when the short average of the arrivals (over `rise`) exceeds the long one (over
+  // `decay`) by more than z_b standard deviations of their noise, sqrt(long / (2 rise)), and
+  // lasts while either average stays above the base by more than kBurstEndSignificance deviations
+  // of the base's noise (the base counted at one arrival per `decay` at least): the rate moved to
+  // a new level, not one cluster of arrivals. A lasting level (the traffic's start from nothing
+  // too) ends its burst once the base has followed it, within about kBurstBaseDecays decay times.
+  [[nodiscard]] bool inBurst() const noexcept { return burst_; }
 
  private:
   static double sanitizeCount(double v) noexcept { return v > 0.0 && std::isfinite(v) ? v : 0.0; }
@@ -197,12 +213,32 @@ class DemandEstimator {
                            double decay) noexcept {
     return value + alpha(dt, sample > value ? rise : decay) * (sample - value);
   }
+  void followBurst(double z, double dt, double arrivalsPerSecond, double rise,
+                   double decay) noexcept {
+    if (!(z > 0.0) || !(rise > 0.0) || !(decay > 0.0)) {
+      burst_ = false;
+      return;
+    }
+    // The base: the arrivals' average over kBurstBaseDecays decay times, the rate before a burst.
+    burst_base_ += alpha(dt, kBurstBaseDecays * decay) * (arrivalsPerSecond - burst_base_);
+    const double base = std::max(burst_base_, 1.0 / decay);
+    const double z_end = kBurstEndSignificance;
+    const bool above = rate_slow_ > burst_base_ + z_end * std::sqrt(base / (2.0 * decay)) ||
+                       rate_fast_ > burst_base_ + z_end * std::sqrt(base / (2.0 * rise));
+    if (burst_) {
+      burst_ = above;
+    } else {
+      burst_ = above && rate_fast_ > rate_slow_ + z * std::sqrt(rate_slow_ / (2.0 * rise));
+    }
+  }
 
   DemandSmoothing smoothing_;
   BandDemand demand_;
   double rate_fast_ = 0.0;
   double rate_slow_ = 0.0;
   double completions_ = 0.0;  // since the previous update
+  double burst_base_ = 0.0;   // the arrivals' average over kBurstBaseDecays decay times
+  bool burst_ = false;
   double wait_mean_ = 0.0;
   double wait_dev_ = 0.0;
   std::uint64_t wait_samples_ = 0;

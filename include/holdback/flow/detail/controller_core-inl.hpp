@@ -359,7 +359,8 @@ inline void ControllerCore::computeCeilings(CycleView& cycle) noexcept {
   cycle.leasesOn = demand_on || settings_.eviction.enabled;
   cycle.restores = settings_.eviction.enabled && settings_.eviction.restoreReserve.enabled;
   if (demand_on || cycle.restores) {  // measuresDemand()
-    demand_.update(cycle.now, cycle.ordered, domain_bands_, *settings_.policy, leases_);
+    demand_.update(cycle.now, cycle.ordered, domain_bands_, *settings_.policy, leases_,
+                   cycle.restores ? settings_.eviction.restoreReserve.burstSignificance : 0.0);
   }
   if (demand_on) {
     DemandView view;

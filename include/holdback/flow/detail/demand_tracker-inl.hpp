@@ -31,8 +31,8 @@ HOLDBACK_INLINE std::uint32_t DemandTracker::slotOf(Band* band, const UsageLimit
 
 HOLDBACK_INLINE void DemandTracker::update(TimePoint now, std::span<Band* const> all,
                                            std::span<Band* const> domain,
-                                           const UsageLimitPolicy& policy,
-                                           LeaseTable& leases) noexcept {
+                                           const UsageLimitPolicy& policy, LeaseTable& leases,
+                                           double burstSignificance) noexcept {
   double dt = 0.0;
   if (last_update_) dt = std::chrono::duration<double>(now - *last_update_).count();
   const bool advance = !last_update_ || dt > 0.0;
@@ -42,7 +42,7 @@ HOLDBACK_INLINE void DemandTracker::update(TimePoint now, std::span<Band* const>
     // dt <= 0 (the first update, or a clock that did not move): counts only, arrivals kept.
     slot.estimator.update(dt, slot.arrivals,
                           static_cast<double>(leases.inFlight(band->demand_slot)),
-                          static_cast<double>(band->queued_requests));
+                          static_cast<double>(band->queued_requests), burstSignificance);
     if (dt > 0.0) slot.arrivals = 0.0;
   }
   view_.reserve(all.size());

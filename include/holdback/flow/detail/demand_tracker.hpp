@@ -89,9 +89,11 @@ class DemandTracker {
   // Folds the arrivals since the last update into the estimators of every band of `all`, with
   // its in-flight count from `leases` and its queued count; then fills the view for `domain` (a
   // subsequence of `all`). The first update, or one whose clock did not move, updates the counts
-  // only and keeps the arrivals for the next.
+  // only and keeps the arrivals for the next. `burstSignificance` > 0: the estimators follow
+  // bursts (DemandEstimator::inBurst).
   void update(TimePoint now, std::span<Band* const> all, std::span<Band* const> domain,
-              const UsageLimitPolicy& policy, LeaseTable& leases) noexcept;
+              const UsageLimitPolicy& policy, LeaseTable& leases,
+              double burstSignificance = 0.0) noexcept;
   // The figures of the last update's domain bands, in their order.
   [[nodiscard]] std::span<const BandDemand> view() const noexcept { return view_; }
   [[nodiscard]] std::span<const Slot> slots() const noexcept { return slots_; }

@@ -27,10 +27,13 @@ inline constexpr bool evictionBudgetOn(const ReserveRestoreOptions& o) noexcept 
 inline constexpr bool wasteBudgetOn(const ReserveRestoreOptions& o) noexcept {
   return o.wasteBudget > 0.0;
 }
+inline constexpr bool burstTriggerOn(const ReserveRestoreOptions& o) noexcept {
+  return o.burstSignificance > 0.0;
+}
 
-// The budgets (evictionBudget, evictionBurst, wasteBudget, wasteBurst) are checked by
-// validateEvictionOptions and written to the effective configuration only while on.
-inline constexpr std::array<Field<ReserveRestoreOptions>, 8> kReserveRestoreFields = {{
+// The budgets (evictionBudget, evictionBurst, wasteBudget, wasteBurst) and burstSignificance are
+// checked by validateEvictionOptions and written to the effective configuration only while on.
+inline constexpr std::array<Field<ReserveRestoreOptions>, 9> kReserveRestoreFields = {{
     {.key = "enabled",
      .bind = bind<&ReserveRestoreOptions::enabled>(),
      .use = FieldUse::kCommon,
@@ -73,6 +76,13 @@ inline constexpr std::array<Field<ReserveRestoreOptions>, 8> kReserveRestoreFiel
      .kind = FieldKind::kFlowDuration,
      .label = "restoreReserve wasteBurst",
      .when = wasteBudgetOn},
+    {.key = "burstSignificance",
+     .bind = bind<&ReserveRestoreOptions::burstSignificance>(),
+     .meaning = "restore only while a protected band is in a burst: its arrivals' average over "
+                "the policy's `riseTime` rose this many standard deviations above the one over "
+                "`decayTime`, until both are back near the rate before it; at other times "
+                "`revokeOnBlock` revokes for the highest band only (0 = restore at any time)",
+     .when = burstTriggerOn},
 }};
 
 // flowControl.eviction. Upstream keeps maxRevocationsPerDecision and confirmationTimeout internal

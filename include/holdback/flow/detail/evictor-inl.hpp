@@ -28,6 +28,8 @@ HOLDBACK_INLINE void Evictor::reclaim(const Cycle& cycle, std::size_t gated,
   for (std::size_t j = gated; j < cycle.bands.size(); ++j) {
     const double c = cycle.ceilings[j];
     if (!(c > 0.0) || !isGated(s, c) || cycle.bands[j]->queued_requests == 0) continue;
+    // The burst trigger: the highest band only (the reserve of the bands above holds the others).
+    if (j > 0 && ev.restoreReserve.enabled && ev.restoreReserve.burstSignificance > 0.0) return;
     demand = cycle.bands[j];
     ceiling = c;
     break;
@@ -95,9 +97,11 @@ HOLDBACK_INLINE void Evictor::restoreReserve(const Cycle& cycle, RevocationBatch
   std::size_t v = 0;
   while (v < bands.size() && !ev.filter->mayAccept(bands[v]->prio)) ++v;
   double lambda = 0.0;  // the protected bands' arrivals per second
+  bool burst = false;   // a protected band is in a burst (burstSignificance)
   for (std::size_t j = 0; j < v && v < bands.size(); ++j) {
     if (const DemandTracker::Slot* slot = cycle.demand.cachedSlotOf(*bands[j])) {
       lambda += slot->estimator.demand().arrivalRate;
+      burst = burst || slot->estimator.inBurst();
     }
   }
   double completions = cycle.demand.completionRate();  // every band's releases per second
@@ -133,6 +137,11 @@ HOLDBACK_INLINE void Evictor::restoreReserve(const Cycle& cycle, RevocationBatch
     pool_pending += replicas->others(&ReplicaRestoreFigures::pendingRevocations);
   }
   lambda = burst_.remember(now, lambda, ro.burstMemory);
+  if (ro.burstSignificance > 0.0 && !burst) {  // the burst trigger: steady traffic, no restoring
+    deferred_ = false;
+    skipped_ = 0;
+    return;
+  }
   const std::optional<ReserveDeficit> deficit = reserveDeficit(ReserveSnapshot{
       s, unit, cycle.ceilings[0], cycle.ceilings[v], lambda, completions, pool_pending,
       pacer_.leadSeconds(ro.leadTime, ev.confirmationGrace), ro.epsilon});
