@@ -270,31 +270,28 @@ std::vector<Arm> optInArms() {
   // recommended's policy and routing with eviction at a head-of-line block instead of reserve
   // restoration: eviction only when a request actually waits (docs/guide/traces.md, "Why the
   // recommended arm stays below the oracle").
-  for (const Arm& b : base) {
-    if (b.name != kRecommendedArm) continue;
-    Arm a = b;
-    a.name = std::string(kRecommendedArm) + "-hol";
-    a.description =
-        "recommended with in-flight eviction at a head-of-line block (upstream's "
-        "trigger) instead of reserve restoration";
+  auto recommendedVariant = [&](std::string_view suffix, std::string_view what) -> Arm& {
+    auto b = std::find_if(base.begin(), base.end(),
+                          [](const Arm& a) { return a.name == kRecommendedArm; });
+    Arm a = *b;
+    a.name = std::string(kRecommendedArm) + std::string(suffix);
+    a.description = std::string(what);
     a.revokeOnBlock = true;
-    a.restoreReserve = false;
     arms.push_back(std::move(a));
-  }
+    return arms.back();
+  };
+  recommendedVariant("-hol",
+                     "recommended with in-flight eviction at a head-of-line block (upstream's "
+                     "trigger) instead of reserve restoration")
+      .restoreReserve = false;
   // recommended with both triggers: reserve restoration only in a burst of the protected demand,
   // the head-of-line block of the top band at other times (ReserveRestoreOptions::
   // burstSignificance; docs/guide/traces.md, "The burst trigger").
-  for (const Arm& b : base) {
-    if (b.name != kRecommendedArm) continue;
-    Arm a = b;
-    a.name = std::string(kRecommendedArm) + "-rise";
-    a.description =
-        "recommended with reserve restoration only in a burst of the protected demand "
-        "(burstSignificance 3) and in-flight eviction at the top band's head-of-line block";
-    a.revokeOnBlock = true;
-    a.restoreBurstSignificance = 3.0;
-    arms.push_back(std::move(a));
-  }
+  recommendedVariant("-rise",
+                     "recommended with reserve restoration only in a burst of the protected demand "
+                     "(burstSignificance 3) and in-flight eviction at the top band's head-of-line "
+                     "block")
+      .restoreBurstSignificance = 3.0;
   variant("none", "+engine-queue", EngineScheduling::kPriority, kQueue);
   variant("static-1.0", "+engine-queue", EngineScheduling::kPriority, kQueue);
   arms.push_back({.name = "engine-headroom",
@@ -322,7 +319,7 @@ void applyRestorationOverrides(const Scenario& s, const Arm& arm, EvictionOption
   auto pick = [](double scenario, double own) { return scenario >= 0.0 ? scenario : own; };
   ReserveRestoreOptions& rr = e.restoreReserve;
   if (s.restoreRevokeOnBlock >= 0) e.revokeOnBlock = s.restoreRevokeOnBlock == 1;
-  if (s.restoreBurstSignificance >= 0.0) rr.burstSignificance = s.restoreBurstSignificance;
+  rr.burstSignificance = pick(s.restoreBurstSignificance, arm.restoreBurstSignificance);
   rr.evictionBudget = pick(s.restoreEvictionBudget, arm.evictionBudget);
   rr.evictionBurst = pick(s.restoreEvictionBurst, arm.evictionBurst);
   rr.wasteBudget = pick(s.restoreWasteBudget, arm.wasteBudget);

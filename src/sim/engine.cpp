@@ -137,7 +137,6 @@ Simulation::Simulation(const Scenario& s, const Arm& arm, const RunOptions& opti
       o.eviction.revokeOnBlock = arm.revokeOnBlock;
       o.eviction.restoreReserve.enabled = arm.restoreReserve;  // lead time: measured
       o.eviction.restoreReserve.epsilon = arm.restoreEpsilon;
-      o.eviction.restoreReserve.burstSignificance = arm.restoreBurstSignificance;
       o.eviction.restoreReserve.burstMemory = std::chrono::duration_cast<Duration>(
           std::chrono::duration<double>(s.restoreBurstMemorySeconds));
       applyRestorationOverrides(s, arm, o.eviction);
