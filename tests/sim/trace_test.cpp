@@ -67,6 +67,99 @@ TEST(SimTraceTest, ReadsEachFormatRelativeToTheFirstRow) {
   EXPECT_EQ(instant->periodNs, 1'000'000'000);
 }
 
+// The Azure 2024 traces stamp every row with its UTC offset ("2024-05-10 00:00:00.009930+00:00");
+// rows are compared in UTC.
+TEST(SimTraceTest, ReadsAzureTimestampsWithAUtcOffset) {
+  std::string error;
+  const auto t = parsed(
+      "TIMESTAMP,ContextTokens,GeneratedTokens\n"
+      "2024-05-10 00:00:00.009930+00:00,2162,5\n"
+      "2024-05-10 02:00:01.009930+02:00,1,1\n"  // 00:00:01.00993 UTC
+      "2024-05-09T22:00:02.009930-02:00,2,2\n"  // the day before, west of UTC
+      "2024-05-10T00:00:03Z,3,3\n"
+      "2024-05-10 05:30:04.5+0530,4,4\n",
+      TraceFormat::kAzure, error);
+  ASSERT_NE(t, nullptr) << error;
+  EXPECT_EQ(t->timeNs, (std::vector<std::int64_t>{0, 1'000'000'000, 2'000'000'000, 2'990'070'000,
+                                                  4'490'070'000}));
+  for (const char* bad :
+       {"2024-05-10 00:00:00+24:00", "2024-05-10 00:00:00+05:60", "2024-05-10 00:00:00+5",
+        "2024-05-10 00:00:00 +00:00", "2024-05-10 00:00:00+00:00x", "2024-05-10 00:00:00.+00:00",
+        "2024-05-10 00:00:00Z0"}) {
+    const std::string message =
+        traceError(std::string("TIMESTAMP,ContextTokens,GeneratedTokens\n") + bad + ",1,1\n",
+                   TraceFormat::kAzure);
+    EXPECT_NE(message.find("is not a time like"), std::string::npos) << bad << ": " << message;
+  }
+}
+
+// A header names the columns: they may come in any order, and other columns are ignored.
+TEST(SimTraceTest, TheHeaderNamesTheColumns) {
+  std::string error;
+  const auto csv = parsed("input_tokens, Seconds ,model,output_tokens\n100,1.5,x,5\n200,2,y,6\n",
+                          TraceFormat::kCsv, error);
+  ASSERT_NE(csv, nullptr) << error;
+  EXPECT_EQ(csv->timeNs, (std::vector<std::int64_t>{0, 500'000'000}));
+  EXPECT_EQ(csv->inputTokens, (std::vector<std::int64_t>{100, 200}));
+  EXPECT_EQ(csv->outputTokens, (std::vector<std::int64_t>{5, 6}));
+  const auto azure =
+      parsed("GeneratedTokens,TIMESTAMP,ContextTokens,Model\n7,2023-11-16 18:17:03,300,m\n",
+             TraceFormat::kAzure, error);
+  ASSERT_NE(azure, nullptr) << error;
+  EXPECT_EQ(azure->inputTokens, (std::vector<std::int64_t>{300}));
+  EXPECT_EQ(azure->outputTokens, (std::vector<std::int64_t>{7}));
+  // A header without one of the columns: named, with what is expected.
+  std::string message = traceError("seconds,input_tokens,tokens_out\n1,2,3\n", TraceFormat::kCsv);
+  EXPECT_EQ(message.rfind("t.txt:1: ", 0), 0u) << message;
+  EXPECT_NE(message.find("no \"output_tokens\" column"), std::string::npos) << message;
+  message = traceError("a,b,c\n1,2,3\n", TraceFormat::kCsv);
+  EXPECT_NE(message.find("no \"seconds\" column"), std::string::npos) << message;
+  message = traceError("seconds,input_tokens,seconds,output_tokens\n1,2,3,4\n", TraceFormat::kCsv);
+  EXPECT_NE(message.find("\"seconds\" twice"), std::string::npos) << message;
+  // A row has the header's number of fields.
+  message = traceError("seconds,input_tokens,output_tokens,model\n1,2,3\n", TraceFormat::kCsv);
+  EXPECT_NE(message.find("found 3 fields"), std::string::npos) << message;
+  EXPECT_NE(message.find("expected 4"), std::string::npos) << message;
+}
+
+// A file is read in pieces: the result does not depend on where the pieces end.
+TEST(SimTraceTest, ReadingInPiecesGivesTheSameTrace) {
+  std::string text = "TIMESTAMP,ContextTokens,GeneratedTokens\r\n";
+  for (int k = 0; k < 200; ++k) {
+    text += "2024-05-10 00:" + std::string(k / 60 < 10 ? "0" : "") + std::to_string(k / 60) + ":" +
+            (k % 60 < 10 ? "0" : "") + std::to_string(k % 60) + ".25+00:00," +
+            std::to_string(k + 1) + "," + std::to_string(2 * k + 1) + "\r\n";
+  }
+  std::string error;
+  const auto whole = parsed(text, TraceFormat::kAzure, error);
+  ASSERT_NE(whole, nullptr) << error;
+  ASSERT_EQ(whole->timeNs.size(), 200u);
+  for (const std::size_t piece : {1u, 2u, 7u, 64u, 1000u}) {
+    TraceReader reader("t.txt", TraceFormat::kAzure);
+    for (std::size_t at = 0; at < text.size(); at += piece) {
+      reader.feed(std::string_view(text).substr(at, piece));
+    }
+    const auto pieces = reader.finish(error);
+    ASSERT_NE(pieces, nullptr) << piece << ": " << error;
+    EXPECT_EQ(pieces->timeNs, whole->timeNs) << piece;
+    EXPECT_EQ(pieces->inputTokens, whole->inputTokens) << piece;
+    EXPECT_EQ(pieces->outputTokens, whole->outputTokens) << piece;
+    EXPECT_EQ(pieces->periodNs, whole->periodNs) << piece;
+  }
+  // The last line needs no newline; an overlong line is refused with its number.
+  const auto noNewline =
+      parsed("seconds,input_tokens,output_tokens\n1,2,3", TraceFormat::kCsv, error);
+  ASSERT_NE(noNewline, nullptr) << error;
+  EXPECT_EQ(noNewline->inputTokens, (std::vector<std::int64_t>{2}));
+  TraceReader longLine("t.txt", TraceFormat::kMooncake);
+  longLine.feed("{\"timestamp\": 1, \"input_length\": 1, \"output_length\": 1}\n");
+  const std::string chunk(1 << 16, ' ');
+  for (std::size_t fed = 0; fed <= kMaxTraceLineBytes; fed += chunk.size()) longLine.feed(chunk);
+  EXPECT_EQ(longLine.finish(error), nullptr);
+  EXPECT_EQ(error.rfind("t.txt:2: ", 0), 0u) << error;
+  EXPECT_NE(error.find("longer than"), std::string::npos) << error;
+}
+
 TEST(SimTraceTest, EveryErrorNamesTheFileAndLine) {
   struct Case {
     const char* text;
