@@ -160,6 +160,74 @@ TEST(SimTraceTest, ReadingInPiecesGivesTheSameTrace) {
   EXPECT_NE(error.find("longer than"), std::string::npos) << error;
 }
 
+// Any bytes: a trace or an error naming the file, never a crash, and the same answer whether the
+// bytes come at once or in pieces (random mutations of a valid file of each format).
+TEST(SimTraceTest, AnyBytesGiveATraceOrAnErrorAndPiecesDoNotMatter) {
+  const std::vector<std::pair<std::string, TraceFormat>> seeds{
+      {"TIMESTAMP,ContextTokens,GeneratedTokens\n2024-05-10 00:00:00.009930+00:00,2162,5\n"
+       "2024-05-10 00:00:01.5-01:30,7,8\n2023-11-16 18:17:03.9799600,1,1\n",
+       TraceFormat::kAzure},
+      {"{\"timestamp\": 1, \"input_length\": 5, \"output_length\": 2}\n"
+       "{\"timestamp\": 2.5, \"input_length\": 6, \"output_length\": 3, \"hash_ids\": [1]}\n",
+       TraceFormat::kMooncake},
+      {"seconds,model,input_tokens,output_tokens\n0,a,1,2\n0.5,b,3,4\n1e2,c,5,6\n",
+       TraceFormat::kCsv},
+  };
+  const std::string alphabet = "0123456789,.:-+TZ \n\r\t{}\"e\xff";
+  std::uint64_t state = 42;
+  auto next = [&](std::uint64_t n) {  // xorshift: deterministic
+    state ^= state << 13;
+    state ^= state >> 7;
+    state ^= state << 17;
+    return n == 0 ? 0 : state % n;
+  };
+  int traces = 0, errors = 0;
+  for (int round = 0; round < 3000; ++round) {
+    const auto& [seed, format] = seeds[static_cast<std::size_t>(round) % seeds.size()];
+    std::string text = seed;
+    for (std::uint64_t m = 1 + next(4); m > 0 && !text.empty(); --m) {
+      const std::size_t at = next(text.size());
+      switch (next(3)) {
+        case 0:
+          text[at] = alphabet[next(alphabet.size())];
+          break;
+        case 1:
+          text.insert(at, 1, alphabet[next(alphabet.size())]);
+          break;
+        default:
+          text.erase(at, 1 + next(8));
+      }
+    }
+    std::string wholeError, pieceError;
+    const auto whole = parseTrace(text, "t.txt", format, wholeError);
+    TraceReader reader("t.txt", format);
+    for (std::size_t at = 0; at < text.size();) {
+      const std::size_t n = 1 + next(17);
+      reader.feed(std::string_view(text).substr(at, n));
+      at += n;
+    }
+    const auto pieces = reader.finish(pieceError);
+    ASSERT_EQ(whole == nullptr, pieces == nullptr) << text;
+    if (whole == nullptr) {
+      ++errors;
+      EXPECT_EQ(wholeError.rfind("t.txt:", 0), 0u) << wholeError;
+      EXPECT_EQ(pieceError, wholeError) << text;
+      continue;
+    }
+    ++traces;
+    EXPECT_EQ(pieces->timeNs, whole->timeNs) << text;
+    EXPECT_EQ(pieces->inputTokens, whole->inputTokens) << text;
+    ASSERT_FALSE(whole->timeNs.empty());
+    EXPECT_EQ(whole->timeNs.front(), 0);
+    EXPECT_TRUE(std::is_sorted(whole->timeNs.begin(), whole->timeNs.end())) << text;
+    EXPECT_GT(whole->periodNs, 0);
+    for (const std::int64_t v : whole->inputTokens) EXPECT_GE(v, 1);
+  }
+  // Both kinds of answer were exercised.
+  EXPECT_GT(traces, 100);
+  EXPECT_GT(errors, 100);
+}
+
 TEST(SimTraceTest, EveryErrorNamesTheFileAndLine) {
   struct Case {
     const char* text;
