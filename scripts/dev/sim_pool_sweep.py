@@ -15,6 +15,7 @@
         --arms none,static-1.0,recommended,oracle --format json > ${f%.json}.out
     done
     scripts/dev/sim_pool_sweep.py small-table DIR # recommended beside the oracle (the limit)
+    ARMS=recommended,stepwise scripts/dev/sim_pool_sweep.py small-table DIR  # other arms' rows
 
 The scenarios are the built-in kv-bound traffic scaled to the pool: N servers of S slots, KV per
 slot 1000, 2000 or 4000 tokens, every arrival rate and the batch backlog x (N x S) / 64.
@@ -105,7 +106,7 @@ def small_table(directory):
     print("|---|---|---|---|---|---|---|---|---|")
     for n, slots, kv, r in reports(directory, SMALL):
         arms = {a["name"]: a for a in r["arms"]}
-        for name in ("recommended", "oracle"):
+        for name in os.environ.get("ARMS", "recommended,oracle").split(","):
             a = arms.get(name)
             if a is None:
                 continue

@@ -172,7 +172,8 @@ TEST(UtilizationDetectorConfigTest, RejectionTable) {
         "\"ignore\""}},
       {utilization(R"({"queueDepth":5})"),
        {"/parameters/queueDepth: unknown key \"queueDepth\"; allowed keys: aggregation, "
-        "dispatchLedger, endpointScoreCap, headroom, kvCacheUtilThreshold, kvStartPastThreshold, "
+        "dispatchLedger, endpointCapacity, endpointScoreCap, headroom, kvCacheUtilThreshold, "
+        "kvStartPastThreshold, "
         "maxRunningRequests, metricsStalenessThreshold, queueDepthThreshold, stalenessPolicy, "
         "telemetryValidation"}},
       {utilization(R"([1])"), {"/parameters: found an array; expected an object"}},
@@ -180,7 +181,7 @@ TEST(UtilizationDetectorConfigTest, RejectionTable) {
       {utilization(R"({"queueDepthThreshold":"x","kvCacheUtilThreshold":2,"headroom":-1,"z":0})"),
        {"/parameters/queueDepthThreshold: \"x\" is a string; expected an integer > 0",
         "/parameters/z: unknown key \"z\"; allowed keys: aggregation, dispatchLedger, "
-        "endpointScoreCap, headroom, kvCacheUtilThreshold, kvStartPastThreshold, "
+        "endpointCapacity, endpointScoreCap, headroom, kvCacheUtilThreshold, kvStartPastThreshold, "
         "maxRunningRequests, metricsStalenessThreshold, queueDepthThreshold, stalenessPolicy, "
         "telemetryValidation",
         "/parameters/kvCacheUtilThreshold: 2.0 is outside (0.0, 1.0]",

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <limits>
 #include <memory>
 #include <vector>
 
@@ -79,6 +80,39 @@ TEST(MixedPoolDetectorTest, TheSlotTermUsesEachEndpointsOwnSlots) {
   EXPECT_DOUBLE_EQ(*d->endpointScore(endpoint(64, 32), kMixedPoolNow),
                    0.5);                                                    // 32 / 64, not 32 / 16
   EXPECT_DOUBLE_EQ(*d->endpointScore(endpoint(0, 8), kMixedPoolNow), 0.5);  // unknown: 8 / 16
+}
+
+// endpointCapacity: the slot term for the endpoints whose slots the host knows (the dispatch
+// ledger's, learned or configured), without a pool-wide maxRunningRequests; the others score by
+// queue and KV as without a slot term.
+TEST(MixedPoolDetectorTest, EndpointCapacityTurnsTheSlotTermOnWhereTheSlotsAreKnown) {
+  auto own = std::move(UtilizationDetector::create({.endpointCapacity = true})).value();
+  auto none = std::move(UtilizationDetector::create({})).value();
+  Endpoint full = endpoint(4, 4);  // every slot busy, KV and queue empty
+  EXPECT_DOUBLE_EQ(*own->endpointScore(full, kMixedPoolNow), 1.0);
+  EXPECT_DOUBLE_EQ(*none->endpointScore(full, kMixedPoolNow), 0.0);
+  Endpoint unknown = endpoint(0, 4);
+  unknown.kvCacheUsage = 0.4;  // 0.5 of the threshold
+  EXPECT_DOUBLE_EQ(*own->endpointScore(unknown, kMixedPoolNow), 0.5);
+  std::vector<Endpoint> pool = {full, unknown};
+  EXPECT_DOUBLE_EQ(own->saturation(pool, kMixedPoolNow), 0.75);
+  // Its running count is then telemetry the endpoint is judged on (strict validation).
+  full.runningRequests = std::numeric_limits<double>::quiet_NaN();
+  EXPECT_FALSE(own->endpointScore(full, kMixedPoolNow).has_value());
+  EXPECT_TRUE(none->endpointScore(full, kMixedPoolNow).has_value());
+  unknown.runningRequests = std::numeric_limits<double>::quiet_NaN();
+  EXPECT_TRUE(own->endpointScore(unknown, kMixedPoolNow).has_value());
+  // A file sets it; a value that is not a boolean is refused at its path.
+  const auto registry = config::builtinDetectorRegistry();
+  auto u = config::loadSaturationDetector(
+      {{"type", "utilization-detector"}, {"parameters", {{"endpointCapacity", true}}}}, registry);
+  ASSERT_TRUE(u.ok()) << u.diagnostics().toString();
+  EXPECT_TRUE(dynamic_cast<const UtilizationDetector&>(*u.value()).options().endpointCapacity);
+  auto bad = config::loadSaturationDetector(
+      {{"type", "utilization-detector"}, {"parameters", {{"endpointCapacity", 1}}}}, registry);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.diagnostics().toString().find("/parameters/endpointCapacity"), std::string::npos)
+      << bad.diagnostics().toString();
 }
 
 TEST(MixedPoolDetectorTest, ConcurrencyEndpointCapacityTakesEachEndpointsOwn) {

@@ -56,6 +56,14 @@ TEST(RecommendedConfigTest, TheFileAndTheSimulatorArmAgree) {
   auto simDetector = makeDetector(scenario);
   ASSERT_TRUE(simDetector.ok());
   EXPECT_EQ(detector->options().aggregation, Aggregation::kCapacity);
+  // The slot term: the simulator's from the pool's slots (pool.slotTerm), the file's from each
+  // endpoint's slots as the host knows them.
+  EXPECT_TRUE(detector->options().endpointCapacity);
+  EXPECT_TRUE(scenario.pool.slotTerm);
+  EXPECT_GT(dynamic_cast<const UtilizationDetector&>(*simDetector.value())
+                .options()
+                .maxRunningRequests,
+            0);
   EXPECT_EQ(detector->options().aggregation,
             dynamic_cast<const UtilizationDetector&>(*simDetector.value()).options().aggregation);
 

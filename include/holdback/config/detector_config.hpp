@@ -8,7 +8,8 @@
 //                          default "200ms", > 0), headroom (default 0.0, >= 0; > 1 warns),
 //                          aggregation = mean | max | weighted | capacity, stalenessPolicy =
 //                          saturated | ignore, maxRunningRequests (int, default 0 = no slot term,
-//                          >= 0), telemetryValidation = strict (default) | reference,
+//                          >= 0), endpointCapacity (bool, default false: the slot term where an
+//                          endpoint's slots are known), telemetryValidation = strict (default) | reference,
 //                          endpointScoreCap (number > 0 or "none", default 1.0),
 //                          kvStartPastThreshold (bool, default true); dispatchLedger
 //                          {...} is the deprecated place of flowControl.dispatchLedger

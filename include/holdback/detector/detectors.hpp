@@ -86,6 +86,11 @@ struct UtilizationDetectorOptions {
   // The slot term: > 0 adds runningRequests / maxRunningRequests (vLLM's --max-num-seqs) to the
   // roofline, so that a score below 1 means a slot is free. 0 = off (the reference); >= 0.
   std::int64_t maxRunningRequests = 0;
+  // The slot term also for every endpoint whose slots the host knows (Endpoint::
+  // maxRunningRequests > 0: configured, or learned by the dispatch ledger), without
+  // maxRunningRequests; an endpoint of unknown slots then scores by queue and KV alone. false =
+  // the slot term only with maxRunningRequests (the reference).
+  bool endpointCapacity = false;
   TelemetryValidation telemetryValidation = TelemetryValidation::kStrict;
   // The most one endpoint's score counts in the aggregate: > 0 (NaN is invalid), or
   // UtilizationDetector::kUncapped (the reference). With the default 1.0 an overloaded endpoint
@@ -232,6 +237,11 @@ class HOLDBACK_API UtilizationDetector final : public SaturationDetector {
   double score_cap_ = 1.0;
 
   [[nodiscard]] double rawScore(const Endpoint& e) const noexcept;
+  // Whether the slot term scores `e`: maxRunningRequests is set, or (endpointCapacity) e's own
+  // slots are known.
+  [[nodiscard]] bool slotTermFor(const Endpoint& e) const noexcept {
+    return max_running_ > 0.0 || (options_.endpointCapacity && e.maxRunningRequests > 0);
+  }
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -268,7 +278,7 @@ inline UtilizationDetector::Observation UtilizationDetector::observe(const Endpo
   }
   if (options_.telemetryValidation == TelemetryValidation::kStrict &&
       (endpoint.kvCacheUsage > 1.0 ||
-       (max_running_ > 0.0 && !detail::isValidTelemetry(endpoint.runningRequests)))) {
+       (slotTermFor(endpoint) && !detail::isValidTelemetry(endpoint.runningRequests)))) {
     return Observation::kInvalid;
   }
   return Observation::kFresh;
@@ -278,7 +288,7 @@ inline double UtilizationDetector::rawScore(const Endpoint& e) const noexcept {
   const double queue = e.waitingQueueSize / queue_threshold_;
   const double kv = e.kvCacheUsage / options_.kvCacheUtilThreshold;
   double score = queue > kv ? queue : kv;
-  if (max_running_ > 0.0 && detail::isValidTelemetry(e.runningRequests)) {
+  if (slotTermFor(e) && detail::isValidTelemetry(e.runningRequests)) {
     const double m =
         e.maxRunningRequests > 0 ? static_cast<double>(e.maxRunningRequests) : max_running_;
     const double slots = e.runningRequests / m;

@@ -24,7 +24,7 @@ inline constexpr std::string_view kReferenceProfileSets =
 
 // endpointScoreCap is a number or "none" (uncapped): read and written by hand, checked from its
 // row. The deprecated dispatchLedger block is not a detector key (config/dispatch_ledger_config).
-inline constexpr std::array<Field<UtilizationDetectorOptions>, 10> kUtilizationDetectorFields = {{
+inline constexpr std::array<Field<UtilizationDetectorOptions>, 11> kUtilizationDetectorFields = {{
     {.key = "queueDepthThreshold",
      .bind = bind<&UtilizationDetectorOptions::queueDepthThreshold>(),
      .use = FieldUse::kCommon,
@@ -70,6 +70,11 @@ inline constexpr std::array<Field<UtilizationDetectorOptions>, 10> kUtilizationD
                 "server full of short requests reads saturated; 0 = no slot term, unless the "
                 "ledger learns it from scrapes",
      .checks = {must("[0, inf]", "is negative; expected an integer >= 0 (0 = no slot term)")}},
+    {.key = "endpointCapacity",
+     .bind = bind<&UtilizationDetectorOptions::endpointCapacity>(),
+     .meaning = "the slot term for every endpoint whose slot count the host knows (configured, "
+                "or learned by the dispatch ledger from scrapes), also without "
+                "maxRunningRequests; an endpoint of unknown slots scores by queue and KV"},
     {.key = "telemetryValidation",
      .bind = bind<&UtilizationDetectorOptions::telemetryValidation>(),
      .choices = choices<TelemetryValidation>({{"strict", TelemetryValidation::kStrict},
