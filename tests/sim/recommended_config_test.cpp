@@ -60,10 +60,9 @@ TEST(RecommendedConfigTest, TheFileAndTheSimulatorArmAgree) {
   // endpoint's slots as the host knows them.
   EXPECT_TRUE(detector->options().endpointCapacity);
   EXPECT_TRUE(scenario.pool.slotTerm);
-  EXPECT_GT(dynamic_cast<const UtilizationDetector&>(*simDetector.value())
-                .options()
-                .maxRunningRequests,
-            0);
+  EXPECT_GT(
+      dynamic_cast<const UtilizationDetector&>(*simDetector.value()).options().maxRunningRequests,
+      0);
   EXPECT_EQ(detector->options().aggregation,
             dynamic_cast<const UtilizationDetector&>(*simDetector.value()).options().aggregation);
 
