@@ -58,7 +58,8 @@ Options:
                     recommended-noevict+engine (servers preempting by priority) and
                     none+engine-queue, static-1.0+engine-queue (servers ordering by priority),
                     engine-headroom, none+engine-routed, engine-headroom-routed
-                    (docs/results/engine-priority.md)
+                    (docs/results/engine-priority.md); gateway-default (holdback-gateway's
+                    built-in configuration, docs/guide/gateway.md)
   --detector D      the saturation detector of the gateway: utilization (scraped queue and KV
                     telemetry), concurrency (the gateway's own in-flight counts) or both, one
                     table each (default: both for a built-in scenario, else the scenario's)

@@ -292,6 +292,31 @@ std::vector<Arm> optInArms() {
                      "(burstSignificance 3) and in-flight eviction at the top band's head-of-line "
                      "block")
       .restoreBurstSignificance = 3.0;
+  // holdback-gateway's built-in configuration (examples/gateway/gateway_http.hpp,
+  // docs/guide/gateway.md "The default configuration"): the recommended policy sized for small
+  // pools (no floor, a fixed reserve of one request, no Poisson sizing), restoration at the
+  // policy's epsilon, fit-first routing, a utilization detector without the slot term and with
+  // the mean aggregation; with restoration a file neither holds the reserve nor starts
+  // protective.
+  arms.push_back({.name = "gateway-default",
+                  .description = "holdback-gateway's built-in configuration (reservation with "
+                                 "minCeiling 0, minReserve 1, no Poisson sizing, capacity counted "
+                                 "per endpoint; reserve restoration; fit-first routing)",
+                  .policy =
+                      [](const Scenario& s) {
+                        return reservation(s, 0.01,
+                                           {{"minCeiling", 0.0},
+                                            {"minReserve", 1.0},
+                                            {"poissonSizing", false},
+                                            {"capacityModel", "endpoints"}});
+                      },
+                  .eviction = true,
+                  .revokeOnBlock = false,
+                  .restoreReserve = true,
+                  .fitFirst = true,
+                  .noSlotTerm = true,
+                  .aggregation = "mean",
+                  .reservationSwitches = recommendedSwitches});
   variant("none", "+engine-queue", EngineScheduling::kPriority, kQueue);
   variant("static-1.0", "+engine-queue", EngineScheduling::kPriority, kQueue);
   arms.push_back({.name = "engine-headroom",
@@ -367,6 +392,13 @@ Result<std::shared_ptr<UsageLimitPolicy>> makePolicy(const Scenario& scenario, c
 
 Result<std::shared_ptr<SaturationDetector>> makeDetector(const Scenario& scenario, const Arm& arm) {
   const bool headroom = arm.protectedHeadroom > 0.0;
+  if (scenario.detector == DetectorKind::kUtilization &&
+      (arm.noSlotTerm || !arm.aggregation.empty())) {
+    Scenario s = scenario;
+    if (arm.noSlotTerm) s.pool.slotTerm = false;
+    if (!arm.aggregation.empty()) s.pool.aggregation = arm.aggregation;
+    return makeDetector(s);
+  }
   if ((!arm.hybridConcurrency && !headroom) || scenario.detector != DetectorKind::kConcurrency) {
     return makeDetector(scenario);
   }

@@ -63,6 +63,11 @@ struct Arm {
   // The concurrency detector of this arm counts tokens too (hybrid, maxTokenConcurrency = the
   // pool's kvCapacityTokens) whatever pool.concurrencyMode says.
   bool hybridConcurrency = false;
+  // The utilization detector of this arm has no slot term whatever pool.slotTerm says: a host
+  // that configures none (holdback-gateway's built-in configuration).
+  bool noSlotTerm = false;
+  // The utilization detector's aggregation for this arm; empty: pool.aggregation.
+  std::string aggregation;
   // The reservation policy's experiment switches, which are no configuration keys (a file's
   // holdReserve, protectiveStart, poissonSizing, sizing and feedback are deprecated): applied to
   // the options parsed from `policy` (a reservation-holdback-policy document) before the policy
@@ -104,7 +109,8 @@ struct Arm {
 // (recommended with eviction at a head-of-line block instead of reserve restoration), and the arms
 // on servers that schedule by priority (none+engine, static-1.0+engine, recommended+engine,
 // recommended-noevict+engine, none+engine-queue, static-1.0+engine-queue, engine-headroom,
-// none+engine-routed, engine-headroom-routed).
+// none+engine-routed, engine-headroom-routed), and gateway-default (holdback-gateway's built-in
+// configuration).
 [[nodiscard]] std::vector<Arm> optInArms();
 inline constexpr std::string_view kOracleArm = "oracle";
 // The configuration the project recommends (examples/configs/recommended.yaml), the arm

@@ -5,6 +5,7 @@
 #include <memory>
 #include <string>
 
+#include "../../examples/gateway/gateway_http.hpp"  // kDefaultConfigText
 #include "holdback/config/endpoint_picker_config.hpp"
 #include "holdback/detector/detectors.hpp"
 #include "holdback/policy/reservation.hpp"
@@ -102,6 +103,53 @@ TEST(RecommendedConfigTest, TheHeadOfLineVariantChangesOnlyTheTrigger) {
   EXPECT_EQ(x.holdReserve, y.holdReserve);
   EXPECT_EQ(x.protectiveStart, y.protectiveStart);
   EXPECT_EQ(x.minReserve, y.minReserve);
+}
+
+// The opt-in arm gateway-default is holdback-gateway's built-in configuration.
+TEST(RecommendedConfigTest, TheGatewayDefaultArmIsTheGatewaysBuiltInConfiguration) {
+  auto loaded = config::loadEndpointPickerConfigText(gateway::kDefaultConfigText);
+  ASSERT_TRUE(loaded.ok()) << loaded.diagnostics().toString();
+  const config::ConfigBundle& bundle = *loaded.value();
+  const auto* file = dynamic_cast<const ReservationPolicy*>(bundle.policy.get());
+  ASSERT_NE(file, nullptr);
+  Scenario scenario;
+  ASSERT_TRUE(findScenario("default", scenario));
+  Arm arm;
+  ASSERT_TRUE(findArm("gateway-default", arm));
+  for (const Arm& a : allArms()) EXPECT_NE(a.name, "gateway-default");  // only when named
+  auto built = makePolicy(scenario, arm);
+  ASSERT_TRUE(built.ok()) << built.diagnostics().toString();
+  const ReservationOptions& f = file->options();
+  const ReservationOptions& s = dynamic_cast<const ReservationPolicy&>(*built.value()).options();
+  EXPECT_EQ(f.epsilon, s.epsilon);
+  EXPECT_EQ(f.minCeiling, s.minCeiling);
+  EXPECT_EQ(f.minReserve, s.minReserve);
+  EXPECT_EQ(f.minReserveShare, s.minReserveShare);
+  EXPECT_EQ(f.smoothing.rise, s.smoothing.rise);
+  EXPECT_EQ(f.smoothing.decay, s.smoothing.decay);
+  EXPECT_EQ(f.smoothing.riseSignificance, s.smoothing.riseSignificance);
+  EXPECT_EQ(f.holdReserve, s.holdReserve);
+  EXPECT_EQ(f.protectiveStart, s.protectiveStart);
+  EXPECT_EQ(f.poissonSizing, s.poissonSizing);
+  EXPECT_EQ(f.capacityModel, s.capacityModel);
+  // No slot term in either.
+  const auto* detector = dynamic_cast<const UtilizationDetector*>(bundle.controller.detector.get());
+  ASSERT_NE(detector, nullptr);
+  EXPECT_EQ(detector->options().maxRunningRequests, 0);
+  EXPECT_FALSE(detector->options().endpointCapacity);
+  auto simDetector = makeDetector(scenario, arm);
+  ASSERT_TRUE(simDetector.ok());
+  const auto& simOptions = dynamic_cast<const UtilizationDetector&>(*simDetector.value()).options();
+  EXPECT_EQ(simOptions.maxRunningRequests, 0);
+  EXPECT_FALSE(simOptions.endpointCapacity);
+  EXPECT_EQ(detector->options().aggregation, simOptions.aggregation);
+  const EvictionOptions& ev = bundle.controller.eviction;
+  EXPECT_TRUE(bundle.enableEviction);
+  EXPECT_TRUE(arm.eviction);
+  EXPECT_EQ(ev.revokeOnBlock, arm.revokeOnBlock);
+  EXPECT_EQ(ev.restoreReserve.enabled, arm.restoreReserve);
+  EXPECT_EQ(ev.restoreReserve.epsilon, arm.restoreEpsilon);
+  EXPECT_TRUE(arm.fitFirst);
 }
 
 }  // namespace
