@@ -25,7 +25,7 @@ namespace {
 
 // The watch while pipelined bytes are buffered: waits for the socket to become readable; EOF or an
 // error is the hang-up, more bytes end the watch without acting.
-void watchReadiness(const std::shared_ptr<Lookahead>& la, tcp::socket& socket,
+void watchReadiness(const std::shared_ptr<Lookahead>& la, TcpSocket& socket,
                     GatewayCounters& counters) {
   socket.async_wait(tcp::socket::wait_read, [la, &socket, &counters](const beast::error_code& ec) {
     // Cancelled (the exchange ended, or the socket closed): `socket` may be gone; touch nothing.
@@ -43,7 +43,7 @@ void watchReadiness(const std::shared_ptr<Lookahead>& la, tcp::socket& socket,
 
 }  // namespace
 
-void watchClient(Lookahead& la, Exchange& ex, tcp::socket& socket, GatewayCounters& counters) {
+void watchClient(Lookahead& la, Exchange& ex, TcpSocket& socket, GatewayCounters& counters) {
   la.watching = &ex;
   if (la.hungUp()) {
     clientHungUp(ex, counters);
@@ -53,7 +53,7 @@ void watchClient(Lookahead& la, Exchange& ex, tcp::socket& socket, GatewayCounte
 }
 
 // Ends the watch of the exchange being served: the read, if any, goes on as the next request's.
-void endWatch(Lookahead& la, tcp::socket& socket) {
+void endWatch(Lookahead& la, TcpSocket& socket) {
   la.watching = nullptr;
   if (!la.pending) {  // no read in progress: cancel() ends the readiness wait, if there is one
     beast::error_code ignored;
@@ -123,7 +123,7 @@ struct LookaheadCompletion {
 };
 }  // namespace
 
-void startLookahead(const std::shared_ptr<Lookahead>& la, tcp::socket& socket,
+void startLookahead(const std::shared_ptr<Lookahead>& la, TcpSocket& socket,
                     GatewayCounters& counters) {
   la->pending = true;
   la->complete = false;

@@ -24,12 +24,11 @@ namespace holdback::gateway {
 // hang-up or a revocation must undo. Lives on the connection's I/O thread; deliver() and revoke()
 // post there.
 struct Exchange : OutcomeSink, std::enable_shared_from_this<Exchange> {
-  Exchange(const asio::any_io_executor& ex, Gateway& g) : executor(ex), gw(g) {}
+  Exchange(const IoExecutor& ex, Gateway& g) : executor(ex), gw(g) {}
   void deliver(Outcome o, std::optional<Pool::Dispatch> d, Duration q) override {
     // Decided on the request's own I/O thread (the usual case: enqueue, or another request's end,
     // cycled inline): recorded at once, and the coroutine does not suspend for it.
-    if (const auto* io = executor.target<asio::io_context::executor_type>();
-        io != nullptr && io->running_in_this_thread()) {
+    if (executor.running_in_this_thread()) {
       record(o, std::move(d), q);
       return;
     }
@@ -51,8 +50,8 @@ struct Exchange : OutcomeSink, std::enable_shared_from_this<Exchange> {
   // The timer the coroutine waits on until `done` (record() cancels it). Made only for a request
   // that waits: the usual one is dispatched inline by its own enqueue, and constructing and
   // destroying a timer costs a lock in Asio's service registry.
-  asio::steady_timer& waiter() {
-    if (!wake) wake.emplace(executor, asio::steady_timer::time_point::max());
+  IoTimer& waiter() {
+    if (!wake) wake.emplace(executor, IoTimer::time_point::max());
     return *wake;
   }
   void revoke(HttpDisposition disposition) override {
@@ -76,8 +75,8 @@ struct Exchange : OutcomeSink, std::enable_shared_from_this<Exchange> {
     leaseHeld = false;
     gw.endLease(ticket.id());
   }
-  asio::any_io_executor executor;
-  std::optional<asio::steady_timer> wake;  // see waiter()
+  IoExecutor executor;
+  std::optional<IoTimer> wake;  // see waiter()
   Gateway& gw;
   bool done = false;
   Outcome outcome;
@@ -112,7 +111,7 @@ void clientHungUp(Exchange& ex, GatewayCounters& counters);
 // when the exchange ends (endWatch: with no read in progress, it is the socket's only operation).
 // Shared with the completion handlers, which can run after the session has ended.
 struct Lookahead : std::enable_shared_from_this<Lookahead> {
-  explicit Lookahead(const asio::any_io_executor& ex) : idleTimer(ex) {}
+  explicit Lookahead(const IoExecutor& ex) : idleTimer(ex) {}
   // The bytes the read brought (`n` of them), kept until the session takes them: a block taken
   // only when bytes arrive (LazyBlockBuffer, draining_read.hpp), so a connection waiting for its
   // client holds none. The session gives it back (releaseBytes) once it has parsed them.
@@ -134,7 +133,7 @@ struct Lookahead : std::enable_shared_from_this<Lookahead> {
   // a request: waitIdle() marks the start of the wait, and one idle watchdog wait, re-armed only
   // when it expires, ends a wait that has lasted the whole timeout (`idleExpired`, and the
   // session woken). Between waits (`idleWaiting` false) an expiry does nothing.
-  asio::steady_timer idleTimer;
+  IoTimer idleTimer;
   std::chrono::steady_clock::time_point idleSince{};
   std::chrono::steady_clock::duration idleTimeout{};
   bool idleArmed = false;
@@ -150,12 +149,12 @@ struct Lookahead : std::enable_shared_from_this<Lookahead> {
 // The session's wait until the read completes or the idle watchdog ends the wait (co_await it
 // while `la.pending`; it can also end with the read still pending, see idleExpired).
 inline auto waitForLookahead(Lookahead& la) {
-  return asio::async_initiate<const asio::use_awaitable_t<>&, void()>(
+  return asio::async_initiate<const asio::use_awaitable_t<IoExecutor>&, void()>(
       [&la](auto handler) {
         asio::any_completion_handler<void()> h(std::move(handler));
         la.resume.swap(h);
       },
-      asio::use_awaitable);
+      kAwait);
 }
 
 // Resumes the session's wait, if it is waiting (in this call: the caller must touch nothing of
@@ -170,10 +169,10 @@ inline void wakeSession(Lookahead& la) {
 // Attaches the exchange being served to the connection's watch: a hang-up already seen acts on
 // it at once; a read in progress watches; with neither (pipelined bytes buffered), a readiness
 // wait does. Bytes already read (a pipelined request) mean there is nothing to watch.
-void watchClient(Lookahead& la, Exchange& ex, tcp::socket& socket, GatewayCounters& counters);
+void watchClient(Lookahead& la, Exchange& ex, TcpSocket& socket, GatewayCounters& counters);
 
 // Ends the watch of the exchange being served: the read, if any, goes on as the next request's.
-void endWatch(Lookahead& la, tcp::socket& socket);
+void endWatch(Lookahead& la, TcpSocket& socket);
 
 // Marks the start of the session's wait for the next request's first bytes, bounded by `timeout`
 // (see Lookahead::idleTimer). The wait ends with idleDone().
@@ -185,7 +184,7 @@ inline void idleDone(Lookahead& la) {
 
 // Starts the lookahead read (the socket's read of the client's next bytes); its completion
 // wakes `la->wake`.
-void startLookahead(const std::shared_ptr<Lookahead>& la, tcp::socket& socket,
+void startLookahead(const std::shared_ptr<Lookahead>& la, TcpSocket& socket,
                     GatewayCounters& counters);
 
 }  // namespace holdback::gateway

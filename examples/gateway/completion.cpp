@@ -24,8 +24,8 @@ namespace {
 // the JSON error body, or, when the streamed response's head is already out, the same error as a
 // final server-sent event and the end of the chunked body (of the connection, for an HTTP/1.0
 // client: `chunked` false). Nothing when the client is gone.
-asio::awaitable<bool> answerEvicted(Gateway& gw, beast::tcp_stream& stream, Exchange& ex,
-                                    bool midStream, bool keepAlive, bool chunked = true) {
+Task<bool> answerEvicted(Gateway& gw, TcpStream& stream, Exchange& ex, bool midStream,
+                         bool keepAlive, bool chunked = true) {
   gw.counters().evictionsActuated.fetch_add(1, std::memory_order_relaxed);
   if (ex.clientGone) co_return false;
   gw.counters().count(ex.evictedAs.status);
@@ -50,11 +50,10 @@ asio::awaitable<bool> answerEvicted(Gateway& gw, beast::tcp_stream& stream, Exch
 
 // Proxies to the dispatch's endpoint and releases its ledger handle when the upstream exchange
 // ends (done, failed, aborted or the client gone).
-asio::awaitable<bool> proxyTo(HttpServer::Shard& shard, beast::tcp_stream& stream, Request& req,
-                              std::shared_ptr<Exchange> ex, Pool::Dispatch dispatch,
-                              long long queuedMs, bool streamed, bool keepAlive,
-                              TokenUsage* usage = nullptr,
-                              std::optional<Priority> flowPriority = std::nullopt) {
+Task<bool> proxyTo(HttpServer::Shard& shard, TcpStream& stream, Request& req,
+                   std::shared_ptr<Exchange> ex, Pool::Dispatch dispatch, long long queuedMs,
+                   bool streamed, bool keepAlive, TokenUsage* usage = nullptr,
+                   std::optional<Priority> flowPriority = std::nullopt) {
   Gateway& gw = shard.gw;
   const std::size_t endpoint = dispatch.endpoint;
   // An HTTP/1.0 client cannot take a chunked stream: its stream ends with the connection.
@@ -123,12 +122,11 @@ asio::awaitable<bool> proxyTo(HttpServer::Shard& shard, beast::tcp_stream& strea
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmismatched-new-delete"
 #endif
-asio::awaitable<bool> handleCompletion(HttpServer::Shard& shard, beast::tcp_stream& stream,
-                                       Lookahead& client, Request& req, bool keepAlive,
-                                       const Tenant* tenant) {
+Task<bool> handleCompletion(HttpServer::Shard& shard, TcpStream& stream, Lookahead& client,
+                            Request& req, bool keepAlive, const Tenant* tenant) {
   Gateway& gw = shard.gw;
   GatewayCounters& counters = gw.counters();
-  auto reply = [&](Reply r) -> asio::awaitable<bool> {
+  auto reply = [&](Reply r) -> Task<bool> {
     counters.count(r.status);
     co_return co_await writeReply(stream, r, keepAlive);
   };
@@ -173,7 +171,7 @@ asio::awaitable<bool> handleCompletion(HttpServer::Shard& shard, beast::tcp_stre
   struct Finish {
     Exchange& e;
     Lookahead& client;
-    tcp::socket& s;
+    TcpSocket& s;
     ~Finish() {
       e.endLease();  // a dispatched request that was never proxied (or a coroutine unwound)
       e.finished = true;

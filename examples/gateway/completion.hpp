@@ -28,8 +28,7 @@ struct HttpServer::Shard {
 // Serves one inference request and writes its reply; true to keep the connection. `tenant`
 // (with --api-keys; outlives the call): the objective's priority is lowered to the tenant's
 // ceiling and the flow is the tenant's fairness id (tenants.hpp claimFor).
-asio::awaitable<bool> handleCompletion(HttpServer::Shard& shard, beast::tcp_stream& stream,
-                                       Lookahead& client, Request& req, bool keepAlive,
-                                       const Tenant* tenant = nullptr);
+Task<bool> handleCompletion(HttpServer::Shard& shard, TcpStream& stream, Lookahead& client,
+                            Request& req, bool keepAlive, const Tenant* tenant = nullptr);
 
 }  // namespace holdback::gateway

@@ -52,8 +52,8 @@ bool isDisconnect(const beast::error_code& ec) {
 // A read of a request's head or body failed: a timeout (counted) or a disconnect ends the
 // connection quietly (false); anything else is a malformed or oversized request, answered with
 // its 4xx (true: the connection is drained before it is closed, see lingeringClose).
-asio::awaitable<bool> answerFailedRead(beast::tcp_stream& stream, const beast::error_code& ec,
-                                       GatewayCounters& counters) {
+Task<bool> answerFailedRead(TcpStream& stream, const beast::error_code& ec,
+                            GatewayCounters& counters) {
   if (ec == beast::error::timeout) {
     counters.clientTimeouts.fetch_add(1, std::memory_order_relaxed);
     co_return false;
@@ -69,7 +69,7 @@ asio::awaitable<bool> answerFailedRead(beast::tcp_stream& stream, const beast::e
 // sending (for at most `limit` and 4 MiB), so that it reads the reply instead of a reset. Closing
 // a socket with unread input makes the kernel send RST, which can reach the client before it has
 // read the reply (curl then reports no status at all).
-asio::awaitable<void> lingeringClose(beast::tcp_stream& stream, std::chrono::milliseconds limit) {
+Task<void> lingeringClose(TcpStream& stream, std::chrono::milliseconds limit) {
   beast::error_code ignored;
   stream.socket().shutdown(tcp::socket::shutdown_send, ignored);
   std::array<char, 4096> sink{};
@@ -86,8 +86,8 @@ asio::awaitable<void> lingeringClose(beast::tcp_stream& stream, std::chrono::mil
 // `openCount`: the count of open connections this one is in (the gauge, or the admin
 // listener's); `address`: the client's, counted in --max-connections-per-client (empty: not
 // counted).
-asio::awaitable<void> session(HttpServer::Shard& shard, tcp::socket socket, ListenerRole role,
-                              std::atomic<std::int64_t>& openCount, std::string address) {
+Task<void> session(HttpServer::Shard& shard, TcpSocket socket, ListenerRole role,
+                   std::atomic<std::int64_t>& openCount, std::string address) {
   Gateway& gw = shard.gw;
   GatewayCounters& counters = gw.counters();
   struct Open {
@@ -102,7 +102,7 @@ asio::awaitable<void> session(HttpServer::Shard& shard, tcp::socket socket, List
   beast::error_code ignored;
   socket.set_option(tcp::no_delay(true), ignored);
   socket.non_blocking(true, ignored);  // proxy()'s replies try one immediate send first
-  beast::tcp_stream stream(std::move(socket));
+  TcpStream stream(std::move(socket));
   const Options& o = gw.options();
   // What is read ahead of the parser is bounded: a request head (--max-header-bytes), then a
   // chunk header or the trailers of a chunked body, each within kReadSlackBytes more. Beast
@@ -280,10 +280,10 @@ asio::awaitable<void> session(HttpServer::Shard& shard, tcp::socket socket, List
 
 // Over the connection cap: a 503 with Retry-After, then close (after a short drain of what the
 // client sent, so that it reads the reply instead of a reset).
-asio::awaitable<void> shed(tcp::socket socket) {
+Task<void> shed(TcpSocket socket) {
   beast::error_code ignored;
   socket.set_option(tcp::no_delay(true), ignored);
-  beast::tcp_stream stream(std::move(socket));
+  TcpStream stream(std::move(socket));
   Reply r = jsonError(503, "service_unavailable",
                       "too many open connections to the gateway; retry later");
   r.retryAfterS = 1;
@@ -294,17 +294,16 @@ asio::awaitable<void> shed(tcp::socket socket) {
 // One listener's accept loop: connections go round-robin to the I/O threads; beyond `cap` open
 // ones (`open` counts them: the gauge for the public listener, the admin listener's own count)
 // a new one is answered 503 and closed.
-asio::awaitable<void> acceptLoop(Gateway& gw,
-                                 std::vector<std::unique_ptr<HttpServer::Shard>>& shards,
-                                 tcp::acceptor& acceptor, ListenerRole role, std::int64_t cap,
-                                 std::atomic<std::int64_t>& open) {
+Task<void> acceptLoop(Gateway& gw, std::vector<std::unique_ptr<HttpServer::Shard>>& shards,
+                      tcp::acceptor& acceptor, ListenerRole role, std::int64_t cap,
+                      std::atomic<std::int64_t>& open) {
   std::size_t next = 0;
   for (;;) {
     HttpServer::Shard& shard = *shards[next++ % shards.size()];
     auto [ec, socket] = co_await acceptor.async_accept(shard.ctx, kUse);
     if (ec == asio::error::operation_aborted || !acceptor.is_open()) co_return;
     if (ec) {  // e.g. out of file descriptors: back off briefly
-      asio::steady_timer t(co_await asio::this_coro::executor, 10ms);
+      IoTimer t(co_await asio::this_coro::executor, 10ms);
       co_await t.async_wait(kUse);
       continue;
     }

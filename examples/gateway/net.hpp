@@ -2,6 +2,8 @@
 // HTTP/1.1 (Debian libboost1.81-dev; Beast is header-only, Asio is used header-only too).
 #pragma once
 
+#include <chrono>
+
 #include <boost/asio.hpp>
 #include <boost/asio/as_tuple.hpp>
 #include <boost/beast/core.hpp>
@@ -24,7 +26,21 @@ namespace beast = boost::beast;
 namespace http = beast::http;
 using tcp = asio::ip::tcp;
 
+// The I/O threads' executor, concrete rather than asio::any_io_executor: the coroutines, sockets
+// and timers of a connection name the io_context's own executor, so that each asynchronous
+// operation and each resumption calls it directly, instead of through the type-erased executor's
+// function table (a copy, a comparison and an outstanding-work query per operation).
+using IoExecutor = asio::io_context::executor_type;
+template <class T>
+using Task = asio::awaitable<T, IoExecutor>;
+using TcpSocket = asio::basic_stream_socket<tcp, IoExecutor>;
+using TcpStream = beast::basic_stream<tcp, IoExecutor>;
+using IoTimer =
+    asio::basic_waitable_timer<std::chrono::steady_clock,
+                               asio::wait_traits<std::chrono::steady_clock>, IoExecutor>;
+inline constexpr asio::use_awaitable_t<IoExecutor> kAwait;
+
 // co_await op(..., kUse) returns a tuple (error_code, results...) instead of throwing.
-inline constexpr auto kUse = asio::as_tuple(asio::use_awaitable);
+inline constexpr auto kUse = asio::as_tuple(kAwait);
 
 }  // namespace holdback::gateway

@@ -31,8 +31,7 @@ http::response<http::string_body> ownResponse(unsigned status, std::string_view 
   return res;
 }
 
-asio::awaitable<bool> send(beast::tcp_stream& s, http::response<http::string_body>& res,
-                           bool head) {
+Task<bool> send(TcpStream& s, http::response<http::string_body>& res, bool head) {
   res.prepare_payload();
   omitBodyForHead(res, head);
   s.expires_after(30s);
@@ -41,8 +40,8 @@ asio::awaitable<bool> send(beast::tcp_stream& s, http::response<http::string_bod
   co_return !ec && res.keep_alive();
 }
 
-asio::awaitable<bool> writeReply(beast::tcp_stream& s, const Reply& r, bool keepAlive,
-                                 std::string_view allow, bool head) {
+Task<bool> writeReply(TcpStream& s, const Reply& r, bool keepAlive, std::string_view allow,
+                      bool head) {
   auto res = ownResponse(unsigned(r.status), "application/json", keepAlive, r.body);
   if (!r.dropReason.empty()) res.set(kDropReasonHeader, r.dropReason);
   if (r.retryAfterS > 0) res.set(http::field::retry_after, std::to_string(r.retryAfterS));
@@ -51,8 +50,8 @@ asio::awaitable<bool> writeReply(beast::tcp_stream& s, const Reply& r, bool keep
   co_return co_await send(s, res, head);
 }
 
-asio::awaitable<bool> writeText(beast::tcp_stream& s, unsigned status, std::string body,
-                                std::string_view contentType, bool keepAlive, bool head) {
+Task<bool> writeText(TcpStream& s, unsigned status, std::string body, std::string_view contentType,
+                     bool keepAlive, bool head) {
   auto res = ownResponse(status, contentType, keepAlive, std::move(body));
   co_return co_await send(s, res, head);
 }

@@ -22,15 +22,14 @@ http::response<http::string_body> ownResponse(unsigned status, std::string_view 
 
 // Frames `res` (Content-Length), drops its body for HEAD and writes it under a 30 s timeout; true
 // when it was written and the connection stays open.
-asio::awaitable<bool> send(beast::tcp_stream& s, http::response<http::string_body>& res,
-                           bool head = false);
+Task<bool> send(TcpStream& s, http::response<http::string_body>& res, bool head = false);
 
 // An OpenAI-style error reply (JSON body, drop-reason, Retry-After and Allow headers when set).
-asio::awaitable<bool> writeReply(beast::tcp_stream& s, const Reply& r, bool keepAlive,
-                                 std::string_view allow = {}, bool head = false);
+Task<bool> writeReply(TcpStream& s, const Reply& r, bool keepAlive, std::string_view allow = {},
+                      bool head = false);
 
 // A 200-style text reply of `contentType`.
-asio::awaitable<bool> writeText(beast::tcp_stream& s, unsigned status, std::string body,
-                                std::string_view contentType, bool keepAlive, bool head = false);
+Task<bool> writeText(TcpStream& s, unsigned status, std::string body, std::string_view contentType,
+                     bool keepAlive, bool head = false);
 
 }  // namespace holdback::gateway

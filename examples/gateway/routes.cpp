@@ -65,15 +65,14 @@ Reply unauthorized(TenantDirectory::Check check) {
 namespace {
 
 // `path`: the request's (requestPath).
-asio::awaitable<bool> routeAny(HttpServer::Shard& shard, beast::tcp_stream& stream,
-                               Lookahead& client, Request& req, bool keepAlive, ListenerRole role,
-                               std::string_view path) {
+Task<bool> routeAny(HttpServer::Shard& shard, TcpStream& stream, Lookahead& client, Request& req,
+                    bool keepAlive, ListenerRole role, std::string_view path) {
   Gateway& gw = shard.gw;
   const bool post = req.method() == http::verb::post;
   const bool head = req.method() == http::verb::head;
   const bool get = req.method() == http::verb::get || head;
   auto clientError = [&](int status, std::string_view type, std::string message,
-                         std::string_view allow = {}) -> asio::awaitable<bool> {
+                         std::string_view allow = {}) -> Task<bool> {
     gw.counters().clientErrors.fetch_add(1, std::memory_order_relaxed);
     co_return co_await writeReply(stream, jsonError(status, type, message), keepAlive, allow, head);
   };
@@ -128,8 +127,8 @@ asio::awaitable<bool> routeAny(HttpServer::Shard& shard, beast::tcp_stream& stre
 // Not a coroutine: the usual request (a POST to an inference path the listener serves, no API key
 // to check) is handleCompletion's own coroutine, without a frame of route's around it; anything
 // else is routeAny's.
-asio::awaitable<bool> route(HttpServer::Shard& shard, beast::tcp_stream& stream, Lookahead& client,
-                            Request& req, bool keepAlive, ListenerRole role) {
+Task<bool> route(HttpServer::Shard& shard, TcpStream& stream, Lookahead& client, Request& req,
+                 bool keepAlive, ListenerRole role) {
   const std::string_view path = requestPath(req.target());
   if (req.method() == http::verb::post && isInferencePath(path) && serves(path, role) &&
       !(shard.gw.tenants().enabled() && needsKey(path, role))) {

@@ -35,7 +35,7 @@ namespace holdback::gateway {
 // Routes one request; true to keep the connection. HEAD is answered wherever GET is (the same
 // status and headers, no body); a HEAD on a POST route or an unknown path gets the 405 / 404
 // headers without their body.
-asio::awaitable<bool> route(HttpServer::Shard& shard, beast::tcp_stream& stream, Lookahead& client,
-                            Request& req, bool keepAlive, ListenerRole role);
+Task<bool> route(HttpServer::Shard& shard, TcpStream& stream, Lookahead& client, Request& req,
+                 bool keepAlive, ListenerRole role);
 
 }  // namespace holdback::gateway

@@ -19,9 +19,9 @@ constexpr std::size_t kScrapeReadBufferBytes = std::size_t{64} * 1024;
 
 // One GET on `stream` (connecting first when `connected` is false). nullopt on any failure (the
 // stream is then closed); the body otherwise.
-asio::awaitable<std::optional<std::string>> get(beast::tcp_stream& stream, bool& connected,
-                                                const tcp::endpoint& target, const char* path,
-                                                std::size_t bodyLimit, bool& tooLarge) {
+Task<std::optional<std::string>> get(TcpStream& stream, bool& connected,
+                                     const tcp::endpoint& target, const char* path,
+                                     std::size_t bodyLimit, bool& tooLarge) {
   tooLarge = false;
   if (!connected) {
     stream.expires_after(1s);
@@ -62,13 +62,12 @@ asio::awaitable<std::optional<std::string>> get(beast::tcp_stream& stream, bool&
   co_return std::move(parser.get().body());
 }
 
-asio::awaitable<void> scrapeLoop(
-    Gateway& gw, std::size_t i, tcp::endpoint target, DialectChoice choice,
-    std::function<void(const std::vector<std::string>&)> firstRoundDone) {
+Task<void> scrapeLoop(Gateway& gw, std::size_t i, tcp::endpoint target, DialectChoice choice,
+                      std::function<void(const std::vector<std::string>&)> firstRoundDone) {
   auto ex = co_await asio::this_coro::executor;
-  beast::tcp_stream stream(ex);
+  TcpStream stream(ex);
   bool connected = false;
-  asio::steady_timer timer(ex);
+  IoTimer timer(ex);
   auto next = std::chrono::steady_clock::now();
   EndpointDialect dialect(std::move(choice), gw.pool().url(i));
   const auto interval = std::chrono::milliseconds(gw.options().scrapeIntervalMs);
@@ -130,8 +129,8 @@ asio::awaitable<void> scrapeLoop(
 
 }  // namespace
 
-void startScraper(const asio::any_io_executor& ex, Gateway& gw, std::size_t index,
-                  const tcp::endpoint& target, DialectChoice dialect,
+void startScraper(const IoExecutor& ex, Gateway& gw, std::size_t index, const tcp::endpoint& target,
+                  DialectChoice dialect,
                   std::function<void(const std::vector<std::string>&)> firstRoundDone) {
   asio::co_spawn(ex, scrapeLoop(gw, index, target, std::move(dialect), std::move(firstRoundDone)),
                  asio::detached);

@@ -23,8 +23,8 @@ namespace holdback::gateway {
 // `dialect`. `firstRoundDone` is called once, after the first scrape (successful or not), with
 // the configured dialect's mapping errors (names the server does not expose; each with the
 // flag that configured it). Runs until the executor's context stops.
-void startScraper(const asio::any_io_executor& ex, Gateway& gw, std::size_t index,
-                  const tcp::endpoint& target, DialectChoice dialect,
+void startScraper(const IoExecutor& ex, Gateway& gw, std::size_t index, const tcp::endpoint& target,
+                  DialectChoice dialect,
                   std::function<void(const std::vector<std::string>&)> firstRoundDone);
 
 }  // namespace holdback::gateway

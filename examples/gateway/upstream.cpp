@@ -27,7 +27,7 @@ namespace {
 // Called directly, not as a coroutine: the usual request neither suspends nor allocates a
 // coroutine frame nor arms and cancels the stream's timer for it.
 template <class Buffers>
-std::size_t sendNow(beast::tcp_stream& s, const Buffers& buffers, beast::error_code& ec) {
+std::size_t sendNow(TcpStream& s, const Buffers& buffers, beast::error_code& ec) {
   if (!s.socket().non_blocking()) return 0;
   const std::size_t sent = s.socket().write_some(buffers, ec);
   if (ec == asio::error::would_block || ec == asio::error::try_again) ec = {};
@@ -36,8 +36,8 @@ std::size_t sendNow(beast::tcp_stream& s, const Buffers& buffers, beast::error_c
 
 // What sendNow did not take, written asynchronously under `timeout`.
 template <class Buffers>
-asio::awaitable<beast::error_code> writeRest(beast::tcp_stream& s, const Buffers& buffers,
-                                             std::size_t sent, std::chrono::seconds timeout) {
+Task<beast::error_code> writeRest(TcpStream& s, const Buffers& buffers, std::size_t sent,
+                                  std::chrono::seconds timeout) {
   beast::buffers_suffix<Buffers> rest(buffers);
   rest.consume(sent);
   s.expires_after(timeout);
@@ -134,7 +134,7 @@ void UpstreamConnection::awaitRead(std::chrono::steady_clock::duration timeout) 
   if (!watchdogArmed) armWatchdog(*this);
 }
 
-UpstreamPool::UpstreamPool(asio::any_io_executor ex, std::vector<tcp::endpoint> targets,
+UpstreamPool::UpstreamPool(IoExecutor ex, std::vector<tcp::endpoint> targets,
                            const Options& options, GatewayCounters& counters)
     : ex_(std::move(ex)),
       targets_(std::move(targets)),
@@ -201,8 +201,8 @@ std::unique_ptr<UpstreamConnection> UpstreamPool::takeIdle(std::size_t i) {
   return nullptr;
 }
 
-asio::awaitable<std::unique_ptr<UpstreamConnection>> UpstreamPool::connect(std::size_t i,
-                                                                           beast::error_code& ec) {
+Task<std::unique_ptr<UpstreamConnection>> UpstreamPool::connect(std::size_t i,
+                                                                beast::error_code& ec) {
   if (demand_[i]->open >= std::size_t(options_.upstreamMaxConnections)) {
     ec = kConnectionLimit;
     co_return nullptr;
@@ -241,9 +241,9 @@ void UpstreamPool::release(std::size_t i, std::unique_ptr<UpstreamConnection> c)
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmismatched-new-delete"
 #endif
-asio::awaitable<ProxyResult> proxy(UpstreamPool& pool, const Options& options, Request& request,
-                                   beast::tcp_stream& client, const ProxyRequest& what,
-                                   AbortHandle& abort, std::string& error, unsigned& status) {
+Task<ProxyResult> proxy(UpstreamPool& pool, const Options& options, Request& request,
+                        TcpStream& client, const ProxyRequest& what, AbortHandle& abort,
+                        std::string& error, unsigned& status) {
   const auto timeout = std::chrono::seconds(options.upstreamTimeoutS);
 
   const std::string head = upstreamRequestHead(request, pool.hostHeader(what.endpoint));

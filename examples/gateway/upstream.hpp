@@ -68,7 +68,7 @@ struct UpstreamDemand {
 };
 
 struct UpstreamConnection {
-  UpstreamConnection(const asio::any_io_executor& ex, std::shared_ptr<UpstreamDemand> d)
+  UpstreamConnection(const IoExecutor& ex, std::shared_ptr<UpstreamDemand> d)
       : stream(ex),
         buffer(kReadBufferBytes),
         demand(std::move(d)),
@@ -87,7 +87,7 @@ struct UpstreamConnection {
   // a chunk header, the trailers. Bounded, so that a server sending an endless chunk extension
   // or trailer fails its exchange instead of growing the gateway's memory.
   static constexpr std::size_t kReadBufferBytes = std::size_t{64} * 1024;
-  beast::tcp_stream stream;
+  TcpStream stream;
   beast::flat_buffer buffer;
   std::chrono::steady_clock::time_point idleSince{};
   std::shared_ptr<UpstreamDemand> demand;
@@ -97,11 +97,11 @@ struct UpstreamConnection {
   // armed and cancelled around every read: awaitRead() marks the start of a read, and one
   // watchdog wait per connection, re-armed only when it expires, closes the socket once a read
   // has waited the whole timeout (the read then fails with error::timeout, as a
-  // beast::tcp_stream deadline would). Between exchanges (`reading` false) an expiry does nothing.
+  // TcpStream deadline would). Between exchanges (`reading` false) an expiry does nothing.
   struct Watch {
     UpstreamConnection* conn;
   };
-  asio::steady_timer watchdog;
+  IoTimer watchdog;
   std::shared_ptr<Watch> watch;
   std::chrono::steady_clock::time_point readSince{};
   std::chrono::steady_clock::duration readTimeout{};
@@ -120,7 +120,7 @@ struct UpstreamConnection {
 
 class UpstreamPool {
  public:
-  UpstreamPool(asio::any_io_executor ex, std::vector<tcp::endpoint> targets, const Options& options,
+  UpstreamPool(IoExecutor ex, std::vector<tcp::endpoint> targets, const Options& options,
                GatewayCounters& counters);
 
   // A usable idle connection to endpoint i, or nullptr (then connect()). Not a coroutine: the
@@ -128,8 +128,7 @@ class UpstreamPool {
   std::unique_ptr<UpstreamConnection> takeIdle(std::size_t i);
   // A new connection to endpoint i (nullptr and `ec` on a failed connect; `ec` is
   // kConnectionLimit when --upstream-max-connections are open to it already).
-  asio::awaitable<std::unique_ptr<UpstreamConnection>> connect(std::size_t i,
-                                                               beast::error_code& ec);
+  Task<std::unique_ptr<UpstreamConnection>> connect(std::size_t i, beast::error_code& ec);
   static const beast::error_code kConnectionLimit;
   void release(std::size_t i, std::unique_ptr<UpstreamConnection> c);
   // A connection closed instead of reused because the server sent bytes past its response.
@@ -150,7 +149,7 @@ class UpstreamPool {
   }
 
  private:
-  asio::any_io_executor ex_;
+  IoExecutor ex_;
   std::vector<tcp::endpoint> targets_;
   std::vector<std::string> host_headers_;
   const Options& options_;
@@ -218,8 +217,8 @@ struct ProxyRequest {
   BufferBudget* budget = nullptr;
 };
 
-asio::awaitable<ProxyResult> proxy(UpstreamPool& pool, const Options& options, Request& request,
-                                   beast::tcp_stream& client, const ProxyRequest& what,
-                                   AbortHandle& abort, std::string& error, unsigned& status);
+Task<ProxyResult> proxy(UpstreamPool& pool, const Options& options, Request& request,
+                        TcpStream& client, const ProxyRequest& what, AbortHandle& abort,
+                        std::string& error, unsigned& status);
 
 }  // namespace holdback::gateway

@@ -44,7 +44,7 @@ class HoldingListener {
 };
 
 // Runs `body` as a coroutine on `io` to completion (the listener's accepts run alongside).
-void runUpstreamTest(asio::io_context& io, std::function<asio::awaitable<void>()> body) {
+void runUpstreamTest(asio::io_context& io, std::function<Task<void>()> body) {
   bool done = false;
   asio::co_spawn(io, body(), [&done](const std::exception_ptr& e) {
     done = true;
@@ -79,7 +79,7 @@ struct UpstreamPoolSetup {
   UpstreamPool pool{io.get_executor(), {server.endpoint()}, options, counters};
 
   // `n` new connections to the endpoint, each expected to succeed.
-  asio::awaitable<std::vector<std::unique_ptr<UpstreamConnection>>> connectMany(int n) {
+  Task<std::vector<std::unique_ptr<UpstreamConnection>>> connectMany(int n) {
     std::vector<std::unique_ptr<UpstreamConnection>> held;
     for (int k = 0; k < n; ++k) {
       beast::error_code ec;
@@ -96,7 +96,7 @@ TEST(UpstreamPoolTest, IdleCapFollowsDemandAndExpiredIdleConnectionsAreDropped) 
   auto& [io, server, options, counters, pool] = t;
   EXPECT_EQ(pool.idleCap(0), 2U);  // no demand yet: --upstream-max-idle
 
-  runUpstreamTest(io, [&]() -> asio::awaitable<void> {
+  runUpstreamTest(io, [&]() -> Task<void> {
     // Three at once: above --upstream-max-idle, so the pool keeps all three when they come back.
     std::vector<std::unique_ptr<UpstreamConnection>> held = co_await t.connectMany(3);
     EXPECT_EQ(pool.openConnections(0), 3U);
@@ -123,7 +123,7 @@ TEST(UpstreamPoolTest, IdleCapFollowsDemandAndExpiredIdleConnectionsAreDropped) 
 TEST(UpstreamPoolTest, IdleCapFallsBackToMaxIdleAfterTwoQuietPeriods) {
   UpstreamPoolSetup t;
   auto& [io, server, options, counters, pool] = t;
-  runUpstreamTest(io, [&]() -> asio::awaitable<void> {
+  runUpstreamTest(io, [&]() -> Task<void> {
     std::vector<std::unique_ptr<UpstreamConnection>> held = co_await t.connectMany(3);
     for (auto& c : held) pool.release(0, std::move(c));
     EXPECT_EQ(pool.idleCap(0), 3U);
@@ -144,7 +144,7 @@ TEST(UpstreamPoolTest, IdleCapFallsBackToMaxIdleAfterTwoQuietPeriods) {
 TEST(UpstreamPoolTest, ConnectionLimitRefusesWithoutConnectingAndProxyAnswers503) {
   UpstreamPoolSetup t;
   auto& [io, server, options, counters, pool] = t;
-  runUpstreamTest(io, [&]() -> asio::awaitable<void> {
+  runUpstreamTest(io, [&]() -> Task<void> {
     std::vector<std::unique_ptr<UpstreamConnection>> held =
         co_await t.connectMany(t.options.upstreamMaxConnections);
     beast::error_code ec;
@@ -156,7 +156,7 @@ TEST(UpstreamPoolTest, ConnectionLimitRefusesWithoutConnectingAndProxyAnswers503
     // proxy() over the full pool: 503 (the gateway's own limit), not a 502.
     Request request{http::verb::post, "/v1/completions", 11};
     request.body() = R"({"model":"m","prompt":"hi"})";
-    beast::tcp_stream client(io.get_executor());
+    TcpStream client(io.get_executor());
     ProxyRequest what;
     what.endpointUrl = "http://" + pool.hostHeader(0);
     AbortHandle abort;
