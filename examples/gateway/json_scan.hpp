@@ -20,6 +20,7 @@
 // Thread safety: a plain function of its arguments.
 #pragma once
 
+#include <array>
 #include <bitset>
 #include <cmath>
 #include <cstddef>
@@ -98,6 +99,13 @@ inline std::size_t utf8Sequence(const unsigned char* p, const unsigned char* end
   return 0;
 }
 
+// The bytes a string holds as they are: printable ASCII other than the quote and the backslash.
+inline constexpr std::array<bool, 256> kPlainAscii = [] {
+  std::array<bool, 256> t{};
+  for (int c = 0x20; c < 0x80; ++c) t[static_cast<std::size_t>(c)] = c != '"' && c != '\\';
+  return t;
+}();
+
 // Reads the string whose opening quote is at `p`; on success `p` is past the closing quote and
 // `out` views the decoded text (the input itself when it has no escapes, else `scratch`).
 inline bool readString(const char*& p, const char* end, std::string& scratch,
@@ -105,6 +113,12 @@ inline bool readString(const char*& p, const char* end, std::string& scratch,
   const char* const start = ++p;
   bool escaped = false;
   while (p < end) {
+    // A run of plain ASCII (neither a quote, a backslash nor a control character), one table
+    // lookup a byte; the byte that ends it is looked at below.
+    const char* const run = p;
+    while (p < end && kPlainAscii[static_cast<unsigned char>(*p)]) ++p;
+    if (escaped && p != run) scratch.append(run, p);
+    if (p >= end) break;
     const auto c = static_cast<unsigned char>(*p);
     if (c == '"') break;
     if (c < 0x20) return false;
