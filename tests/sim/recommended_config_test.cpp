@@ -18,6 +18,22 @@ namespace {
 const std::string kRecommendedFile =
     std::string(HOLDBACK_SIM_GOLDEN_DIR) + "/../../../examples/configs/recommended.yaml";
 
+// A file's reservation options and a simulator arm's, field by field.
+void expectSamePolicy(const ReservationOptions& f, const ReservationOptions& s) {
+  EXPECT_EQ(f.epsilon, s.epsilon);
+  EXPECT_EQ(f.minCeiling, s.minCeiling);
+  EXPECT_EQ(f.minReserve, s.minReserve);
+  EXPECT_EQ(f.minReserveShare, s.minReserveShare);
+  EXPECT_EQ(f.smoothing.rise, s.smoothing.rise);
+  EXPECT_EQ(f.smoothing.decay, s.smoothing.decay);
+  EXPECT_EQ(f.smoothing.riseSignificance, s.smoothing.riseSignificance);
+  EXPECT_EQ(f.holdReserve, s.holdReserve);
+  EXPECT_EQ(f.protectiveStart, s.protectiveStart);
+  EXPECT_EQ(f.poissonSizing, s.poissonSizing);
+  EXPECT_EQ(f.capacityModel, s.capacityModel);
+  EXPECT_EQ(f.sizing, s.sizing);
+}
+
 TEST(RecommendedConfigTest, TheFileAndTheSimulatorArmAgree) {
   auto loaded = config::loadEndpointPickerConfigFile(kRecommendedFile);
   ASSERT_TRUE(loaded.ok()) << loaded.diagnostics().toString();
@@ -37,19 +53,8 @@ TEST(RecommendedConfigTest, TheFileAndTheSimulatorArmAgree) {
   const auto* sim = dynamic_cast<const ReservationPolicy*>(built.value().get());
   ASSERT_NE(sim, nullptr);
 
-  const ReservationOptions& f = file->options();
-  const ReservationOptions& s = sim->options();
-  EXPECT_EQ(f.epsilon, s.epsilon);
-  EXPECT_EQ(f.minCeiling, s.minCeiling);
   // The file's minReserve is the arm's for the built-in pool (a tenth of 4 x 16 slots).
-  EXPECT_EQ(f.minReserve, s.minReserve);
-  EXPECT_EQ(f.smoothing.rise, s.smoothing.rise);
-  EXPECT_EQ(f.smoothing.decay, s.smoothing.decay);
-  EXPECT_EQ(f.smoothing.riseSignificance, s.smoothing.riseSignificance);
-  EXPECT_EQ(f.holdReserve, s.holdReserve);
-  EXPECT_EQ(f.protectiveStart, s.protectiveStart);
-  EXPECT_EQ(f.capacityModel, s.capacityModel);
-  EXPECT_EQ(f.sizing, s.sizing);
+  expectSamePolicy(file->options(), sim->options());
 
   // The pool's saturation weighs endpoints by their slots in both (docs/results/mixed-pools.md).
   const auto* detector = dynamic_cast<const UtilizationDetector*>(bundle.controller.detector.get());
@@ -119,19 +124,8 @@ TEST(RecommendedConfigTest, TheGatewayDefaultArmIsTheGatewaysBuiltInConfiguratio
   for (const Arm& a : allArms()) EXPECT_NE(a.name, "gateway-default");  // only when named
   auto built = makePolicy(scenario, arm);
   ASSERT_TRUE(built.ok()) << built.diagnostics().toString();
-  const ReservationOptions& f = file->options();
-  const ReservationOptions& s = dynamic_cast<const ReservationPolicy&>(*built.value()).options();
-  EXPECT_EQ(f.epsilon, s.epsilon);
-  EXPECT_EQ(f.minCeiling, s.minCeiling);
-  EXPECT_EQ(f.minReserve, s.minReserve);
-  EXPECT_EQ(f.minReserveShare, s.minReserveShare);
-  EXPECT_EQ(f.smoothing.rise, s.smoothing.rise);
-  EXPECT_EQ(f.smoothing.decay, s.smoothing.decay);
-  EXPECT_EQ(f.smoothing.riseSignificance, s.smoothing.riseSignificance);
-  EXPECT_EQ(f.holdReserve, s.holdReserve);
-  EXPECT_EQ(f.protectiveStart, s.protectiveStart);
-  EXPECT_EQ(f.poissonSizing, s.poissonSizing);
-  EXPECT_EQ(f.capacityModel, s.capacityModel);
+  expectSamePolicy(file->options(),
+                   dynamic_cast<const ReservationPolicy&>(*built.value()).options());
   // No slot term in either.
   const auto* detector = dynamic_cast<const UtilizationDetector*>(bundle.controller.detector.get());
   ASSERT_NE(detector, nullptr);
