@@ -24,8 +24,8 @@ enum class TraceFormat { kAzure, kMooncake, kCsv };
 // "azure", "mooncake", "csv".
 [[nodiscard]] std::string_view toString(TraceFormat format) noexcept;
 
-// The bounds every trace file is held to (the published week-long Azure 2024 traces: 0.7 and
-// 1.1 GB, 16.8 and 27.3 million rows).
+// The bounds every trace file is held to (the published week-long Azure 2024 traces have 16.8
+// and 27.3 million rows; the code trace is 0.7 GB).
 inline constexpr std::uint64_t kMaxTraceFileBytes = 2ull << 30;  // 2 GiB
 inline constexpr std::size_t kMaxTraceRows = 32'000'000;
 inline constexpr std::size_t kMaxTraceLineBytes = 1u << 20;  // 1 MiB
