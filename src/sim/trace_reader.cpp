@@ -228,6 +228,8 @@ void TraceReader::header(std::string_view text) {
 }
 
 void TraceReader::line(std::string_view text) {
+  // A UTF-8 byte order mark before the first line (spreadsheet exports) is not part of it.
+  if (line_ == 1 && text.starts_with("\xEF\xBB\xBF")) text.remove_prefix(3);
   text = trim(text);
   if (text.empty()) return;
   const TraceFormat format = trace_->format;

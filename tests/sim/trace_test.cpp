@@ -108,6 +108,11 @@ TEST(SimTraceTest, TheHeaderNamesTheColumns) {
   ASSERT_NE(azure, nullptr) << error;
   EXPECT_EQ(azure->inputTokens, (std::vector<std::int64_t>{300}));
   EXPECT_EQ(azure->outputTokens, (std::vector<std::int64_t>{7}));
+  // A UTF-8 byte order mark before the header (a spreadsheet's export) is skipped.
+  const auto bom =
+      parsed("\xEF\xBB\xBFseconds,input_tokens,output_tokens\n1,2,3\n", TraceFormat::kCsv, error);
+  ASSERT_NE(bom, nullptr) << error;
+  EXPECT_EQ(bom->inputTokens, (std::vector<std::int64_t>{2}));
   // A header without one of the columns: named, with what is expected.
   std::string message = traceError("seconds,input_tokens,tokens_out\n1,2,3\n", TraceFormat::kCsv);
   EXPECT_EQ(message.rfind("t.txt:1: ", 0), 0u) << message;
