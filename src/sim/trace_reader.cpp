@@ -7,6 +7,7 @@
 #include <optional>
 
 #include "holdback/config/json.hpp"
+#include "holdback/core/text.hpp"
 #include "sim/trace.hpp"
 
 namespace holdback {
@@ -77,7 +78,7 @@ std::optional<std::int64_t> azureTimestamp(std::string_view s) {
     if (at + n > s.size()) return std::nullopt;
     std::int64_t v = 0;
     for (std::size_t i = at; i < at + n; ++i) {
-      if (s[i] < '0' || s[i] > '9') return std::nullopt;
+      if (!holdback::detail::isDigit(s[i])) return std::nullopt;
       v = v * 10 + (s[i] - '0');
     }
     return v;
@@ -93,7 +94,7 @@ std::optional<std::int64_t> azureTimestamp(std::string_view s) {
   std::int64_t fraction = 0;
   if (at < s.size() && s[at] == '.') {  // 1 to 9 digits
     std::size_t n = 0;
-    while (at + 1 + n < s.size() && s[at + 1 + n] >= '0' && s[at + 1 + n] <= '9') ++n;
+    while (at + 1 + n < s.size() && holdback::detail::isDigit(s[at + 1 + n])) ++n;
     if (n == 0 || n > 9) return std::nullopt;
     fraction = *digits(at + 1, n);
     for (std::size_t i = n; i < 9; ++i) fraction *= 10;
@@ -121,6 +122,12 @@ std::optional<std::int64_t> azureTimestamp(std::string_view s) {
 std::array<std::string_view, 3> columnNames(TraceFormat format) {
   if (format == TraceFormat::kAzure) return {"TIMESTAMP", "ContextTokens", "GeneratedTokens"};
   return {"seconds", "input_tokens", "output_tokens"};
+}
+
+// "a,b,c": the columns as a file without a header has them.
+std::string columnList(TraceFormat format) {
+  const auto names = columnNames(format);
+  return std::string(names[0]) + "," + std::string(names[1]) + "," + std::string(names[2]);
 }
 
 bool sameName(std::string_view a, std::string_view b) {
@@ -215,8 +222,7 @@ void TraceReader::header(std::string_view text) {
     }
     if (at[k] == fields_.size()) {
       fail(line_, "the header " + quoted(text) + " has no \"" + std::string(names[k]) +
-                      "\" column; the columns are " + std::string(names[0]) + "," +
-                      std::string(names[1]) + "," + std::string(names[2]) +
+                      "\" column; the columns are " + columnList(trace_->format) +
                       " (in any order; other columns are ignored)");
       return;
     }
@@ -277,26 +283,22 @@ void TraceReader::line(std::string_view text) {
   if (!headerChecked_) {
     headerChecked_ = true;
     // An Azure file may start with its first row (a time); a csv file needs its header.
-    const bool data = azure ? !fields_.empty() && !fields_[0].empty() && fields_[0][0] >= '0' &&
-                                  fields_[0][0] <= '9'
+    const bool data = azure ? !fields_[0].empty() && holdback::detail::isDigit(fields_[0][0])
                             : wholeNumber(fields_[0]).has_value();
     if (!data) {
       header(text);
       return;
     }
     if (!azure) {
-      fail(line_, "expected the header line seconds,input_tokens,output_tokens, found a data row " +
-                      quoted(text));
+      fail(line_,
+           "expected the header line " + columnList(format) + ", found a data row " + quoted(text));
       return;
     }
   }
   if (fields_.size() != columns_) {
-    const auto names = columnNames(format);
     fail(line_, "found " + std::to_string(fields_.size()) + " fields in " + quoted(text) +
                     "; expected " + std::to_string(columns_) +
-                    (columns_ == 3 ? ": " + std::string(names[0]) + "," + std::string(names[1]) +
-                                         "," + std::string(names[2])
-                                   : " (the header's columns)"));
+                    (columns_ == 3 ? ": " + columnList(format) : " (the header's columns)"));
     return;
   }
   std::int64_t t = 0, in = 0, out = 0;

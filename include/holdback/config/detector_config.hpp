@@ -9,8 +9,8 @@
 //                          aggregation = mean | max | weighted | capacity, stalenessPolicy =
 //                          saturated | ignore, maxRunningRequests (int, default 0 = no slot term,
 //                          >= 0), endpointCapacity (bool, default false: the slot term where an
-//                          endpoint's slots are known), telemetryValidation = strict (default) | reference,
-//                          endpointScoreCap (number > 0 or "none", default 1.0),
+//                          endpoint's slots are known), telemetryValidation = strict (default) |
+//                          reference, endpointScoreCap (number > 0 or "none", default 1.0),
 //                          kvStartPastThreshold (bool, default true); dispatchLedger
 //                          {...} is the deprecated place of flowControl.dispatchLedger
 //                          (config/dispatch_ledger_config.hpp): checked, with a warning, and
